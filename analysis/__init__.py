@@ -1,0 +1,1 @@
+"""Pure functions over captures: no root, no live server, re-runnable later."""

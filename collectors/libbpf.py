@@ -1,0 +1,155 @@
+"""The few libbpf (>= 1.0, the system's libbpf.so.1) calls mysqlprobe needs,
+through ctypes. Links are file descriptors of this process: whatever way it
+ends, even kill -9, the kernel closes them and the uprobes go away."""
+
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import errno
+import functools
+import os
+
+from mysqlprobe.errors import BpfError, PermissionProblem
+
+
+class _UprobeOpts(ctypes.Structure):
+    # struct bpf_uprobe_opts as of libbpf 1.0; sz tells newer libbpf what we know
+    _fields_ = [
+        ("sz", ctypes.c_size_t),
+        ("ref_ctr_offset", ctypes.c_size_t),
+        ("bpf_cookie", ctypes.c_uint64),
+        ("retprobe", ctypes.c_bool),
+        ("func_name", ctypes.c_char_p),
+    ]
+
+
+_P = ctypes.c_void_p
+
+
+@functools.lru_cache(maxsize=None)
+def lib() -> ctypes.CDLL:
+    name = ctypes.util.find_library("bpf") or "libbpf.so.1"
+    try:
+        so = ctypes.CDLL(name, use_errno=True)
+    except OSError:
+        raise BpfError("libbpf is not installed (Debian: apt-get install libbpf1)") from None
+    sigs = {
+        "libbpf_set_print": (_P, [_P]),
+        "bpf_object__open_file": (_P, [ctypes.c_char_p, _P]),
+        "bpf_object__load": (ctypes.c_int, [_P]),
+        "bpf_object__close": (None, [_P]),
+        "bpf_object__find_program_by_name": (_P, [_P, ctypes.c_char_p]),
+        "bpf_object__find_map_by_name": (_P, [_P, ctypes.c_char_p]),
+        "bpf_map__set_initial_value": (ctypes.c_int, [_P, _P, ctypes.c_size_t]),
+        "bpf_map__fd": (ctypes.c_int, [_P]),
+        "bpf_program__attach_uprobe_opts": (_P, [_P, ctypes.c_int, ctypes.c_char_p, ctypes.c_size_t,
+                                                  ctypes.POINTER(_UprobeOpts)]),
+        "bpf_link__destroy": (ctypes.c_int, [_P]),
+        "bpf_map_lookup_elem": (ctypes.c_int, [ctypes.c_int, _P, _P]),
+        "bpf_map_get_next_key": (ctypes.c_int, [ctypes.c_int, _P, _P]),
+    }
+    for fn, (res, args) in sigs.items():
+        f = getattr(so, fn)
+        f.restype, f.argtypes = res, args
+    return so
+
+
+def _errno_error(what: str) -> Exception:
+    err = ctypes.get_errno()
+    text = f"{what}: {os.strerror(err)}"
+    if err in (errno.EPERM, errno.EACCES):
+        return PermissionProblem(f"{text}: run as root (or with CAP_BPF and CAP_PERFMON)")
+    return BpfError(text)
+
+
+class BpfObject:
+    """One loaded BPF object file. Use as a context manager."""
+
+    def __init__(self, path: str, rodata: bytes | None = None, verbose: bool = False):
+        self._links: list[int] = []
+        self._obj = None
+        so = lib()
+        if not verbose:
+            so.libbpf_set_print(None)
+        if not os.path.exists(path):
+            raise BpfError(f"BPF object {path} is missing: reinstall mysqlprobe (the build compiles it)")
+        ctypes.set_errno(0)
+        obj = so.bpf_object__open_file(path.encode(), None)
+        if not obj:
+            raise _errno_error(f"cannot open BPF object {path}")
+        self._obj = obj
+        if rodata is not None:
+            m = so.bpf_object__find_map_by_name(obj, b".rodata")
+            if not m:
+                self.close()
+                raise BpfError(f"{path} has no .rodata map")
+            buf = ctypes.create_string_buffer(rodata, len(rodata))
+            if so.bpf_map__set_initial_value(m, ctypes.cast(buf, _P), len(rodata)) != 0:
+                self.close()
+                raise BpfError("cannot set the BPF program's constants (.rodata size mismatch?)")
+        ctypes.set_errno(0)
+        if so.bpf_object__load(obj) != 0:
+            err = _errno_error("loading the BPF programs failed (run with -v for the verifier log)")
+            self.close()
+            raise err
+
+    def __enter__(self) -> "BpfObject":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def program(self, name: str) -> int:
+        p = lib().bpf_object__find_program_by_name(self._obj, name.encode())
+        if not p:
+            raise BpfError(f"BPF program {name} not found in the object")
+        return p
+
+    def map_fd(self, name: str) -> int:
+        m = lib().bpf_object__find_map_by_name(self._obj, name.encode())
+        if not m:
+            raise BpfError(f"BPF map {name} not found in the object")
+        return lib().bpf_map__fd(m)
+
+    def attach_uprobe(self, program: int, pid: int, binary: str, offset: int,
+                      cookie: int, retprobe: bool) -> None:
+        opts = _UprobeOpts(ctypes.sizeof(_UprobeOpts), 0, cookie, retprobe, None)
+        ctypes.set_errno(0)
+        link = lib().bpf_program__attach_uprobe_opts(program, pid, binary.encode(), offset,
+                                                     ctypes.byref(opts))
+        if not link:
+            kind = "uretprobe" if retprobe else "uprobe"
+            raise _errno_error(f"attaching a {kind} to {binary} at offset {offset:#x} failed")
+        self._links.append(link)
+
+    @property
+    def attached(self) -> int:
+        return len(self._links)
+
+    def detach_all(self) -> None:
+        while self._links:
+            lib().bpf_link__destroy(self._links.pop())
+
+    def close(self) -> None:
+        self.detach_all()
+        if self._obj:
+            lib().bpf_object__close(self._obj)
+            self._obj = None
+
+
+def lookup(fd: int, key: ctypes.Structure | ctypes._SimpleCData, value) -> bool:
+    return lib().bpf_map_lookup_elem(fd, ctypes.byref(key), ctypes.byref(value)) == 0
+
+
+def keys(fd: int, key_type) -> list:
+    """All keys of a hash map (a snapshot; entries may come and go meanwhile)."""
+    so = lib()
+    out = []
+    prev = None
+    nxt = key_type()
+    while so.bpf_map_get_next_key(fd, ctypes.byref(prev) if prev is not None else None,
+                                  ctypes.byref(nxt)) == 0:
+        out.append(nxt)
+        prev, nxt = nxt, key_type()
+    return out

@@ -1,0 +1,5 @@
+import sys
+
+from mysqlprobe.cli import main
+
+sys.exit(main())

@@ -1,0 +1,206 @@
+"""The stage catalog: logical stages of the insert path -> functions, per
+server line. Comparisons across versions go through stage names, so
+`ha_partition::write_row` (MySQL 5.6, MariaDB) and
+`Partition_helper::ph_write_row` (MySQL 5.7/8.0) both count as
+partition.write_row.
+
+Names are qualified C++ names, matched against the demangled symbols
+whatever their parameter lists (those drift between versions). Sources:
+MySQL 5.6.21/5.7.18/8.0.40 and MariaDB 10.1.23/10.2.11/10.11.5 (see
+tests/unit/test_catalog.py for the binaries and fixtures that pin them)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Iterable
+
+from mysqlprobe.collectors.symbols import ResolvedSymbol, ServerInfo, SymbolTable
+
+LINES = ("mysql-5.6", "mysql-5.7", "mysql-8.0", "mariadb")
+
+
+@dataclass(frozen=True)
+class Expect:
+    """Where a function is expected: a server line and an optional version range."""
+
+    line: str
+    min_version: tuple[int, ...] = ()
+    max_version: tuple[int, ...] = ()  # inclusive, compared on its length
+
+    def covers(self, server: ServerInfo) -> bool:
+        if server.line != self.line:
+            return False
+        v = server.version_tuple
+        if not v:
+            return True
+        if self.min_version and v[: len(self.min_version)] < self.min_version:
+            return False
+        if self.max_version and v[: len(self.max_version)] > self.max_version:
+            return False
+        return True
+
+
+def _v(text: str) -> tuple[int, ...]:
+    return tuple(int(x) for x in text.split(".")) if text else ()
+
+
+def expect(*specs: str) -> tuple[Expect, ...]:
+    """'mysql-5.6', 'mariadb:10.1-10.2', 'mariadb:10.4-' -> Expect tuples."""
+    out = []
+    for spec in specs:
+        line, _, rng = spec.partition(":")
+        if line not in LINES:
+            raise ValueError(f"unknown server line {line!r}")
+        lo, _, hi = rng.partition("-")
+        out.append(Expect(line, _v(lo), _v(hi)))
+    return tuple(out)
+
+
+ALL = expect(*LINES)
+MYSQL_NATIVE_PARTITIONING = expect("mysql-5.7", "mysql-8.0")
+HA_PARTITION = expect("mysql-5.6", "mariadb")
+
+
+@dataclass(frozen=True)
+class PartitionSource:
+    """How the partition id is read: an integer argument at entry ('arg'),
+    or a uint32 that a pointer argument points to, read at return ('out')."""
+
+    kind: str     # "arg" or "out"
+    arg: int      # 0-based; a C++ method's `this` is argument 0
+
+    def describe(self) -> str:
+        return f"argument {self.arg}" if self.kind == "arg" else f"*argument {self.arg} at return"
+
+
+@dataclass(frozen=True)
+class Candidate:
+    name: str
+    expected: tuple[Expect, ...] = ALL
+    partition: PartitionSource | None = None
+    signature: str | None = None  # substring of the demangled signature, to pick one overload
+
+    def expected_in(self, server: ServerInfo) -> bool:
+        return any(e.covers(server) for e in self.expected)
+
+
+@dataclass(frozen=True)
+class Stage:
+    name: str
+    title: str
+    candidates: tuple[Candidate, ...]
+    select: str = "all"          # "all" present candidates, or the "first" present one
+    background: bool = False     # usually runs in InnoDB background threads too
+
+
+PART_OUT = PartitionSource("out", 1)   # get_partition_id_*(part_info, uint32 *part_id, longlong *func_value)
+PART_ARG1 = PartitionSource("arg", 1)  # write_row_in_part(this, uint part_id, uchar *buf)
+
+_GET_PARTITION_ID = (
+    "get_partition_id_range", "get_partition_id_range_col", "get_partition_id_list",
+    "get_partition_id_list_col", "get_partition_id_hash_nosub", "get_partition_id_linear_hash_nosub",
+    "get_partition_id_key_nosub", "get_partition_id_linear_key_nosub", "get_partition_id_with_sub",
+)
+_GET_SUBPARTITION_ID = (
+    "get_partition_id_hash_sub", "get_partition_id_linear_hash_sub",
+    "get_partition_id_key_sub", "get_partition_id_linear_key_sub",
+)
+
+STAGES: tuple[Stage, ...] = (
+    Stage("sql.ha_write_row", "handler::ha_write_row: every row any engine writes",
+          (Candidate("handler::ha_write_row"),)),
+    Stage("partition.write_row", "row handed to the partitioning layer",
+          (Candidate("Partition_helper::ph_write_row", MYSQL_NATIVE_PARTITIONING),
+           Candidate("ha_partition::write_row", HA_PARTITION)),
+          select="first"),
+    Stage("partition.write_row_in_part", "row written into the chosen partition (native partitioning)",
+          (Candidate("ha_innopart::write_row_in_part", MYSQL_NATIVE_PARTITIONING, PART_ARG1),
+           Candidate("ha_partition::write_row_in_part", expect("mysql-5.7"), PART_ARG1))),
+    Stage("partition.get_partition_id", "partition chosen for a row (range/list/hash/key search)",
+          tuple(Candidate(n, ALL, PART_OUT) for n in _GET_PARTITION_ID)
+          + (Candidate("vers_get_partition_id", expect("mariadb:10.3-"), PART_OUT),)),
+    Stage("partition.get_subpartition_id", "subpartition chosen for a row",
+          tuple(Candidate(n) for n in _GET_SUBPARTITION_ID)),
+    Stage("innodb.write_row", "InnoDB handler write_row",
+          (Candidate("ha_innobase::write_row"),), select="first"),
+    Stage("innodb.row_insert", "InnoDB row insert (row_insert_for_mysql)",
+          (Candidate("row_insert_for_mysql"),), select="first"),
+    Stage("innodb.row_ins_clust_index", "insert into the clustered index",
+          (Candidate("row_ins_clust_index_entry_low"),)),
+    Stage("innodb.row_ins_sec_index", "insert into secondary indexes",
+          (Candidate("row_ins_sec_index_entry_low"),)),
+    Stage("innodb.btr_insert", "B-tree cursor insert (optimistic, pessimistic on page split)",
+          (Candidate("btr_cur_optimistic_insert"), Candidate("btr_cur_pessimistic_insert"))),
+    Stage("innodb.page_checksum", "page checksum computed (crc32, innodb, none; compressed pages)",
+          (Candidate("buf_calc_page_crc32"), Candidate("buf_calc_page_new_checksum"),
+           Candidate("buf_calc_page_old_checksum"),
+           Candidate("page_zip_calc_checksum", expect("mysql-5.6", "mysql-5.7", "mariadb")),
+           Candidate("BlockReporter::calc_zip_checksum", expect("mysql-8.0"))),
+          background=True),
+    Stage("innodb.page_verify", "page checksum verified on read",
+          (Candidate("buf_page_is_corrupted", expect("mysql-5.6", "mysql-5.7", "mariadb")),
+           Candidate("BlockReporter::is_corrupted", expect("mysql-8.0"))),
+          background=True),
+    Stage("innodb.page_compress", "page compressed (ROW_FORMAT=COMPRESSED, page compression)",
+          (Candidate("page_zip_compress"),
+           Candidate("fil_compress_page", expect("mariadb:10.1-10.3")),
+           Candidate("fil_page_compress", expect("mariadb:10.4-")),
+           Candidate("os_file_compress_page", MYSQL_NATIVE_PARTITIONING, signature="IORequest")),
+          background=True),
+    Stage("innodb.page_decompress", "page decompressed",
+          (Candidate("page_zip_decompress"),
+           Candidate("fil_decompress_page", expect("mariadb:10.1-10.3")),
+           Candidate("fil_page_decompress", expect("mariadb:10.4-")),
+           Candidate("os_file_decompress_page", MYSQL_NATIVE_PARTITIONING)),
+          background=True),
+)
+
+BY_NAME = {s.name: s for s in STAGES}
+
+INSERT_PROFILE = (
+    "partition.write_row", "partition.write_row_in_part", "partition.get_partition_id",
+    "partition.get_subpartition_id", "innodb.write_row", "innodb.row_insert",
+    "innodb.page_checksum", "innodb.page_verify", "innodb.page_compress", "innodb.page_decompress",
+)
+
+
+def stage(name: str) -> Stage:
+    try:
+        return BY_NAME[name]
+    except KeyError:
+        raise KeyError(f"unknown stage {name!r}; known: {', '.join(BY_NAME)}") from None
+
+
+@dataclass
+class StageResolution:
+    stage: Stage
+    probes: list[tuple[Candidate, ResolvedSymbol]] = field(default_factory=list)
+    missing_expected: list[str] = field(default_factory=list)  # expected here, absent
+
+    @property
+    def available(self) -> bool:
+        return bool(self.probes)
+
+
+def _present(candidate: Candidate, symbols: SymbolTable) -> list[ResolvedSymbol]:
+    found = symbols.lookup(candidate.name)
+    if candidate.signature:
+        found = [s for s in found if candidate.signature in s.demangled]
+    return found
+
+
+def resolve_stage(st: Stage, symbols: SymbolTable, server: ServerInfo) -> StageResolution:
+    res = StageResolution(st)
+    ordered = sorted(st.candidates, key=lambda c: not c.expected_in(server))  # expected first, stable
+    for cand in ordered:
+        found = _present(cand, symbols)
+        if not found and cand.expected_in(server):
+            res.missing_expected.append(cand.name)
+        res.probes.extend((cand, sym) for sym in found)
+        if found and st.select == "first":
+            break
+    return res
+
+
+def resolve(stage_names: Iterable[str], symbols: SymbolTable, server: ServerInfo) -> list[StageResolution]:
+    return [resolve_stage(stage(n), symbols, server) for n in stage_names]

@@ -1,0 +1,54 @@
+"""One error type per way a run can fail, each with its own exit code.
+
+The CLI prints the message as one line on stderr (the traceback only with -v)
+and exits with the code, so scripts can tell the cases apart."""
+
+EXIT_OK = 0
+EXIT_FAILURE = 1          # unexpected internal error
+EXIT_USAGE = 2            # bad command line (argparse uses 2 too)
+EXIT_NO_TARGET = 3        # no such process, or not a mysqld
+EXIT_PERMISSION = 4       # not root / missing CAP_BPF, CAP_PERFMON
+EXIT_NO_SYMBOLS = 5       # stripped binary without debug symbols
+EXIT_BPF = 6              # the BPF object failed to load or attach
+EXIT_CAPTURE = 7          # a saved capture cannot be read
+EXIT_SANDBOX = 8          # a sandbox server could not be fetched or started
+EXIT_WORKLOAD = 9         # the load driver failed
+EXIT_INTERRUPTED = 130    # second Ctrl-C while detaching
+
+
+class MysqlprobeError(Exception):
+    """An error the user can act on; its message is the whole story."""
+
+    exit_code = EXIT_FAILURE
+
+
+class UsageError(MysqlprobeError):
+    exit_code = EXIT_USAGE
+
+
+class TargetError(MysqlprobeError):
+    exit_code = EXIT_NO_TARGET
+
+
+class PermissionProblem(MysqlprobeError):
+    exit_code = EXIT_PERMISSION
+
+
+class NoSymbolsError(MysqlprobeError):
+    exit_code = EXIT_NO_SYMBOLS
+
+
+class BpfError(MysqlprobeError):
+    exit_code = EXIT_BPF
+
+
+class CaptureError(MysqlprobeError):
+    exit_code = EXIT_CAPTURE
+
+
+class SandboxError(MysqlprobeError):
+    exit_code = EXIT_SANDBOX
+
+
+class WorkloadError(MysqlprobeError):
+    exit_code = EXIT_WORKLOAD

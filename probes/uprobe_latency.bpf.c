@@ -1,0 +1,316 @@
+// SPDX-License-Identifier: GPL-2.0
+/* Entry/return latency of user-space functions, one program pair for any
+ * number of probed symbols. User space attaches probe_entry and probe_return
+ * to each symbol with a cookie (see uprobe_latency.h) and reads the maps.
+ *
+ * Each thread keeps a stack of open probed calls, so nested and recursive
+ * calls are timed separately, and each call knows how many probe hits
+ * happened inside it. A partition id, when known, is carried down the stack
+ * so callees are attributed to the partition their caller chose. */
+#include <stdbool.h>
+#include <linux/types.h>
+#include <linux/bpf.h>
+#include <bpf/bpf_helpers.h>
+#include "uprobe_latency.h"
+
+char LICENSE[] SEC("license") = "GPL";
+
+/* x86_64 struct pt_regs as the kernel lays it out; only argument registers are read. */
+struct x86_64_regs {
+	unsigned long r15, r14, r13, r12, bp, bx, r11, r10, r9, r8;
+	unsigned long ax, cx, dx, si, di, orig_ax, ip, cs, flags, sp, ss;
+};
+
+const volatile __u32 targ_tgid = 0;
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, MAX_PROBES);
+	__type(key, __u32);
+	__type(value, struct probe_stats);
+} stats SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, MAX_PART_KEYS);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, struct part_key);
+	__type(value, struct part_stats);
+} part_stats SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, MAX_THREAD_KEYS);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, struct thread_key);
+	__type(value, struct thread_stats);
+} thread_stats SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, MAX_THREADS);
+	__type(key, __u32);
+	__type(value, struct thread_stack);
+} stacks SEC(".maps");
+
+/* never written: all-zero values to insert from, too large for the BPF stack */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct thread_stack);
+} empty_stack SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct part_stats);
+} empty_part SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, CNT_MAX);
+	__type(key, __u32);
+	__type(value, __u64);
+} counters SEC(".maps");
+
+static __always_inline void count(__u32 id)
+{
+	__u64 *c = bpf_map_lookup_elem(&counters, &id);
+
+	if (c)
+		__sync_fetch_and_add(c, 1);
+}
+
+static __always_inline __u32 log2_u32(__u32 v)
+{
+	__u32 r, shift;
+
+	r = (v > 0xFFFF) << 4; v >>= r;
+	shift = (v > 0xFF) << 3; v >>= shift; r |= shift;
+	shift = (v > 0xF) << 2; v >>= shift; r |= shift;
+	shift = (v > 0x3) << 1; v >>= shift; r |= shift;
+	r |= (v >> 1);
+	return r;
+}
+
+static __always_inline __u32 log2_u64(__u64 v)
+{
+	__u32 hi = v >> 32;
+
+	return hi ? log2_u32(hi) + 32 : log2_u32((__u32)v);
+}
+
+/* see MAX_SLOTS in uprobe_latency.h */
+static __always_inline __u64 hist_slot(__u64 v)
+{
+	__u64 e, slot;
+
+	if (v < (1 << HIST_SUB_BITS))
+		return v;
+	e = log2_u64(v);
+	slot = ((e - 1) << HIST_SUB_BITS) | ((v >> (e - HIST_SUB_BITS)) & ((1 << HIST_SUB_BITS) - 1));
+	return slot < MAX_SLOTS ? slot : MAX_SLOTS - 1;
+}
+
+static __always_inline unsigned long arg_value(struct x86_64_regs *regs, __u32 index)
+{
+	/* load every argument register: the verifier rejects a computed ctx offset */
+	unsigned long a0 = regs->di, a1 = regs->si, a2 = regs->dx;
+	unsigned long a3 = regs->cx, a4 = regs->r8, a5 = regs->r9;
+
+	if (index == 0)
+		return a0;
+	if (index == 1)
+		return a1;
+	if (index == 2)
+		return a2;
+	if (index == 3)
+		return a3;
+	if (index == 4)
+		return a4;
+	return index == 5 ? a5 : 0;
+}
+
+static __always_inline struct thread_stack *thread_stack(__u32 tid, bool create)
+{
+	struct thread_stack *st = bpf_map_lookup_elem(&stacks, &tid);
+	__u32 zero = 0;
+
+	if (st || !create)
+		return st;
+	st = bpf_map_lookup_elem(&empty_stack, &zero);
+	if (!st)
+		return 0;
+	bpf_map_update_elem(&stacks, &tid, st, BPF_NOEXIST);
+	st = bpf_map_lookup_elem(&stacks, &tid);
+	if (!st)
+		count(CNT_NO_STACK);
+	return st;
+}
+
+SEC("uprobe")
+int probe_entry(struct x86_64_regs *ctx)
+{
+	__u64 pid_tgid = bpf_get_current_pid_tgid();
+	__u64 cookie = bpf_get_attach_cookie(ctx);
+	__u32 mode = (cookie >> COOKIE_MODE_SHIFT) & 0xff;
+	__u32 depth, tid = (__u32)pid_tgid;
+	struct thread_stack *st;
+	struct frame *f;
+	__s32 part = -1;
+
+	if (targ_tgid && (pid_tgid >> 32) != targ_tgid)
+		return 0;
+	count(CNT_ENTRIES);
+	st = thread_stack(tid, true);
+	if (!st)
+		return 0;
+	st->hits++;
+	depth = st->depth;
+	if (depth >= MAX_DEPTH) {
+		st->overflow++;
+		count(CNT_DEPTH_OVERFLOW);
+		return 0;
+	}
+	if (depth > 0)
+		part = st->frames[(depth - 1) & (MAX_DEPTH - 1)].part;
+	f = &st->frames[depth & (MAX_DEPTH - 1)];
+	f->probe = cookie & COOKIE_PROBE_MASK;
+	f->arg = arg_value(ctx, (cookie >> COOKIE_ARG_SHIFT) & 0xff);
+	if (mode == PART_ARG_VALUE)
+		part = (__s32)(__u32)f->arg;
+	f->part = part;
+	f->hits_at_entry = st->hits;
+	st->depth = depth + 1;
+	f->ts = bpf_ktime_get_ns();
+	return 0;
+}
+
+static __always_inline void record(__u32 probe, __u64 delta, __u64 nested, __s32 part,
+				   __u32 tid, __u64 now)
+{
+	struct thread_key tk = { .tid = tid, .probe = probe };
+	struct part_key pk = { .probe = probe, .part = (__u32)part };
+	struct probe_stats *ps = bpf_map_lookup_elem(&stats, &probe);
+	struct part_stats *pp, *zero_part;
+	struct thread_stats *ts;
+	__u64 slot = hist_slot(delta);
+	__u32 zero = 0;
+
+	/* hist_slot() already clamps; this check (on a 64-bit value, so clang
+	 * checks the register it indexes with) is for the verifier */
+	asm volatile("" : "+r"(slot));
+	if (slot >= MAX_SLOTS)
+		return;
+
+	if (ps) {
+		__sync_fetch_and_add(&ps->calls, 1);
+		__sync_fetch_and_add(&ps->total_ns, delta);
+		__sync_fetch_and_add(&ps->nested_hits, nested);
+		__sync_fetch_and_add(&ps->hist[slot], 1);
+	}
+	if (part >= 0) {
+		pp = bpf_map_lookup_elem(&part_stats, &pk);
+		if (!pp) {
+			zero_part = bpf_map_lookup_elem(&empty_part, &zero);
+			if (zero_part)
+				bpf_map_update_elem(&part_stats, &pk, zero_part, BPF_NOEXIST);
+			pp = bpf_map_lookup_elem(&part_stats, &pk);
+		}
+		if (pp) {
+			__sync_fetch_and_add(&pp->calls, 1);
+			__sync_fetch_and_add(&pp->total_ns, delta);
+			__sync_fetch_and_add(&pp->hist[slot], 1);
+		}
+	}
+	ts = bpf_map_lookup_elem(&thread_stats, &tk);
+	if (!ts) {
+		struct thread_stats first = { .first_ns = now };
+
+		bpf_map_update_elem(&thread_stats, &tk, &first, BPF_NOEXIST);
+		ts = bpf_map_lookup_elem(&thread_stats, &tk);
+	}
+	if (ts) {
+		/* one thread updates its own key: no atomics needed */
+		ts->calls++;
+		ts->total_ns += delta;
+		ts->last_ns = now;
+	}
+}
+
+SEC("uretprobe")
+int probe_return(struct x86_64_regs *ctx)
+{
+	__u64 now = bpf_ktime_get_ns();
+	__u64 pid_tgid = bpf_get_current_pid_tgid();
+	__u64 cookie = bpf_get_attach_cookie(ctx);
+	__u32 probe = cookie & COOKIE_PROBE_MASK;
+	__u32 mode = (cookie >> COOKIE_MODE_SHIFT) & 0xff;
+	__u32 tid = (__u32)pid_tgid, depth, idx = 0, part_id;
+	struct thread_stack *st;
+	struct frame *f;
+	__u64 nested;
+	__s32 part;
+	int i, found = 0;
+
+	if (targ_tgid && (pid_tgid >> 32) != targ_tgid)
+		return 0;
+	count(CNT_RETURNS);
+	st = thread_stack(tid, false);
+	if (!st) {
+		count(CNT_UNMATCHED_RETURNS);
+		return 0;
+	}
+	depth = st->depth;
+	if (depth > MAX_DEPTH)
+		depth = MAX_DEPTH;
+	if (st->overflow) {
+		/* a call past MAX_DEPTH returns before anything recorded below it */
+		if (!depth || st->frames[(depth - 1) & (MAX_DEPTH - 1)].probe != probe) {
+			st->overflow--;
+			st->hits++;
+			return 0;
+		}
+	}
+	for (i = 0; i < MAX_DEPTH; i++) {
+		if (i >= depth)
+			break;
+		idx = (depth - 1 - i) & (MAX_DEPTH - 1);
+		if (st->frames[idx].probe == probe) {
+			found = 1;
+			break;
+		}
+	}
+	if (!found) {
+		st->hits++;
+		count(CNT_UNMATCHED_RETURNS);
+		return 0;
+	}
+	if (idx + 1 < depth) {
+		/* frames above never saw their return (exception unwinding, longjmp) */
+		for (i = 0; i < MAX_DEPTH; i++) {
+			if (idx + 1 + i >= depth)
+				break;
+			count(CNT_LOST_FRAMES);
+		}
+	}
+	f = &st->frames[idx & (MAX_DEPTH - 1)];
+	nested = st->hits - f->hits_at_entry;
+	st->hits++;
+	part = f->part;
+	if (mode == PART_ARG_OUT_PTR) {
+		if (bpf_probe_read_user(&part_id, sizeof(part_id), (void *)f->arg) == 0) {
+			part = (__s32)part_id;
+			/* the caller is now working on the partition this call chose */
+			if (idx > 0)
+				st->frames[(idx - 1) & (MAX_DEPTH - 1)].part = part;
+		} else {
+			count(CNT_PART_READ_ERRORS);
+		}
+	}
+	st->depth = idx;
+	record(probe, now - f->ts, nested, part, tid, now);
+	return 0;
+}

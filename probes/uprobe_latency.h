@@ -1,0 +1,87 @@
+/* Layout shared by uprobe_latency.bpf.c and mysqlprobe/collectors/uprobe.py.
+ * Any change here must be mirrored in the ctypes structures of uprobe.py
+ * and bumps UPROBE_LATENCY_ABI. */
+#ifndef MYSQLPROBE_UPROBE_LATENCY_H
+#define MYSQLPROBE_UPROBE_LATENCY_H
+
+#define UPROBE_LATENCY_ABI 1
+
+#define MAX_PROBES 1024
+/* Histogram of ns: log2 octaves split in 4 linear sub-buckets (about 19% wide).
+ * v < 4: slot v. v >= 4 with e = floor(log2 v): slot 4*(e-1) + ((v >> (e-2)) & 3),
+ * covering [2^e + sub*2^(e-2), 2^e + (sub+1)*2^(e-2)). Slot 159 ends at 2^41 ns. */
+#define HIST_SUB_BITS 2
+#define MAX_SLOTS 160
+#define MAX_DEPTH 32      /* nesting of probed functions tracked per thread */
+#define MAX_THREADS 8192
+#define MAX_PART_KEYS 16384
+#define MAX_THREAD_KEYS 65536
+
+/* bpf cookie: probe index | partition mode << 16 | argument index << 24 */
+#define COOKIE_PROBE_MASK 0xffff
+#define COOKIE_MODE_SHIFT 16
+#define COOKIE_ARG_SHIFT 24
+
+enum part_mode {
+	PART_NONE = 0,      /* inherits the partition of the enclosing probed call */
+	PART_ARG_VALUE = 1, /* integer argument at entry is the partition id */
+	PART_ARG_OUT_PTR = 2, /* argument points to a u32 partition id set by return */
+};
+
+enum counter_id {
+	CNT_ENTRIES = 0,
+	CNT_RETURNS,
+	CNT_UNMATCHED_RETURNS, /* return without a recorded entry (call began before attach) */
+	CNT_LOST_FRAMES,       /* frames whose return never came (exception, longjmp) */
+	CNT_DEPTH_OVERFLOW,    /* calls nested deeper than MAX_DEPTH, not timed */
+	CNT_NO_STACK,          /* thread stack could not be allocated */
+	CNT_PART_READ_ERRORS,  /* partition id pointer unreadable at return */
+	CNT_MAX,
+};
+
+struct probe_stats {
+	__u64 calls;
+	__u64 total_ns;
+	__u64 nested_hits; /* probe hits (entries and returns) inside the calls */
+	__u64 hist[MAX_SLOTS];
+};
+
+struct part_key {
+	__u32 probe;
+	__u32 part;
+};
+
+struct part_stats {
+	__u64 calls;
+	__u64 total_ns;
+	__u64 hist[MAX_SLOTS];
+};
+
+struct thread_key {
+	__u32 tid;
+	__u32 probe;
+};
+
+struct thread_stats {
+	__u64 calls;
+	__u64 total_ns;
+	__u64 first_ns;
+	__u64 last_ns;
+};
+
+struct frame {
+	__u64 ts;
+	__u64 arg;
+	__u64 hits_at_entry;
+	__u32 probe;
+	__s32 part;
+};
+
+struct thread_stack {
+	__u32 depth;
+	__u32 overflow;
+	__u64 hits;
+	struct frame frames[MAX_DEPTH];
+};
+
+#endif
