@@ -177,6 +177,8 @@ class StageResolution:
     probes: list[tuple[Candidate, ResolvedSymbol]] = field(default_factory=list)
     missing_expected: list[str] = field(default_factory=list)  # expected here, absent
 
+    applicable: bool = True  # some candidate is expected on this server line
+
     @property
     def available(self) -> bool:
         return bool(self.probes)
@@ -190,7 +192,8 @@ def _present(candidate: Candidate, symbols: SymbolTable) -> list[ResolvedSymbol]
 
 
 def resolve_stage(st: Stage, symbols: SymbolTable, server: ServerInfo) -> StageResolution:
-    res = StageResolution(st)
+    res = StageResolution(st, applicable=server.family == "unknown"
+                          or any(c.expected_in(server) for c in st.candidates))
     ordered = sorted(st.candidates, key=lambda c: not c.expected_in(server))  # expected first, stable
     for cand in ordered:
         found = _present(cand, symbols)

@@ -1,0 +1,92 @@
+"""The text report of an insert profile: a pure function of profile.json,
+under 80 columns."""
+
+from __future__ import annotations
+
+from mysqlprobe.analysis import histogram as H
+from mysqlprobe.analysis.profile import StageSummary, stage_summaries, window_ns
+
+fmt = H.format_ns
+
+
+def _pct(x: float | None) -> str:
+    return "-" if x is None else f"{100 * x:.1f}%"
+
+
+def _rate(calls: int, seconds: float) -> str:
+    if not seconds:
+        return "-"
+    r = calls / seconds
+    return f"{r / 1e6:.2f}M" if r >= 1e6 else f"{r / 1e3:.1f}k" if r >= 1e4 else f"{r:.0f}"
+
+
+def header(doc: dict) -> list[str]:
+    t = doc["target"]
+    srv = t.get("server", {})
+    w = doc["window"]
+    name = {"mysql": "MySQL", "mariadb": "MariaDB"}.get(srv.get("family"), "unknown server")
+    lines = [
+        f"mysqlprobe insert profile: {name} {srv.get('version') or '?'}, PID {t['pid']}",
+        f"binary   {t['binary']}",
+        f"symbols  {t.get('symbols', '?')}",
+        f"window   {w['start']}, {w['duration_s']:.2f}s (ended by {w['ended_by']})",
+        f"probes   {doc['engine']['probes_attached']} attached on {len(doc['probes'])} functions",
+    ]
+    return lines
+
+
+def summary_table(stages: list[StageSummary], window: int) -> list[str]:
+    seconds = window / 1e9
+    lines = [f"{'stage':<30}{'calls':>8}{'calls/s':>7}{'total':>7}{'share':>7}"
+             f"{'p50':>7}{'p90':>7}{'p99':>7}"]
+    for s in stages:
+        p = s.percentiles()
+        share = s.total_ns / window if window else None
+        lines.append(f"{s.stage[:29]:<30}{s.calls:>8}{_rate(s.calls, seconds):>7}{fmt(s.total_ns):>7}"
+                     f"{_pct(share):>7}{fmt(p['p50']):>7}{fmt(p['p90']):>7}{fmt(p['p99']):>7}")
+    return lines
+
+
+def partition_table(s: StageSummary) -> list[str]:
+    if not s.partitions:
+        return []
+    lines = [f"  per partition (id from {s.partition_source or 'the calling stage'}):",
+             f"  {'partition':>9}{'calls':>10}{'share':>8}{'total':>9}{'mean':>8}{'p50':>8}{'p99':>8}"]
+    total = sum(p.calls for p in s.partitions.values()) or 1
+    for pid, p in sorted(s.partitions.items()):
+        pc = H.percentiles(p.counts)
+        lines.append(f"  {pid:>9}{p.calls:>10}{_pct(p.calls / total):>8}{fmt(p.total_ns):>9}"
+                     f"{fmt(p.mean_ns):>8}{fmt(pc['p50']):>8}{fmt(pc['p99']):>8}")
+    return lines
+
+
+def stage_detail(s: StageSummary) -> list[str]:
+    lines = [f"{s.stage}: {s.title}"]
+    lines += [f"  {sym}" for sym in s.symbols]
+    lines.append(f"  calls {s.calls}, total {fmt(s.total_ns)}, mean {fmt(s.mean_ns)}")
+    lines += H.render_ascii(s.counts)
+    lines += partition_table(s)
+    return lines
+
+
+def render_text(doc: dict) -> str:
+    window = window_ns(doc)
+    stages = stage_summaries(doc)
+    out = header(doc) + [""]
+    out += summary_table(stages, window)
+    out.append("share = time inside the stage / window length (over 100% when several threads run it)")
+    for s in stages:
+        if s.calls:
+            out += [""] + stage_detail(s)
+    idle = [s.stage for s in stages if not s.calls]
+    if idle:
+        out += ["", "no calls during the window: " + ", ".join(idle)]
+    for u in doc.get("unavailable", []):
+        out.append(f"unavailable: {u['stage']}: {u['reason']}")
+    counters = doc["engine"].get("counters", {})
+    notes = {k: v for k, v in counters.items() if k not in ("entries", "returns") and v}
+    if notes:
+        out.append("engine: " + ", ".join(f"{k.replace('_', ' ')} {v}" for k, v in notes.items()))
+    for w in doc.get("warnings", []):
+        out.append(f"warning: {w}")
+    return "\n".join(out) + "\n"

@@ -1,0 +1,62 @@
+"""Command line: `mysqlprobe [record options]` or `mysqlprobe COMMAND ...`.
+
+Errors the user can act on print one line on stderr and exit with their own
+code (mysqlprobe/errors.py); -v adds the traceback."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import traceback
+
+from mysqlprobe import __version__
+from mysqlprobe.errors import EXIT_FAILURE, EXIT_INTERRUPTED, MysqlprobeError
+
+DESCRIPTION = ("Where an INSERT's time goes inside mysqld: eBPF uprobe latency histograms of the "
+               "partitioning layer, InnoDB row insert, page checksums and compression, per partition.")
+
+
+def _commands() -> dict:
+    from mysqlprobe.commands import demo, load, record, report, sandbox
+
+    return {"record": record, "report": report, "sandbox": sandbox, "load": load, "demo": demo}
+
+
+def build_parser(command: str, module) -> argparse.ArgumentParser:
+    prog = "mysqlprobe" if command == "record" else f"mysqlprobe {command}"
+    p = argparse.ArgumentParser(prog=prog, description=(module.__doc__ or "").strip().splitlines()[0]
+                                if command != "record" else DESCRIPTION,
+                                epilog=getattr(module, "EXAMPLES", None),
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("-v", "--verbose", action="store_true", help="tracebacks and libbpf messages on errors")
+    p.add_argument("--version", action="version", version=f"mysqlprobe {__version__}")
+    module.add_arguments(p)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    commands = _commands()
+    command = argv[0] if argv and argv[0] in commands else "record"
+    if command != "record" or (argv and argv[0] == "record"):
+        argv = argv[1:]
+    parser = build_parser(command, commands[command])
+    args = parser.parse_args(argv)
+    try:
+        return commands[command].run(args, parser)
+    except MysqlprobeError as e:
+        if args.verbose:
+            traceback.print_exc()
+        print(f"mysqlprobe: {e}", file=sys.stderr)
+        return e.exit_code
+    except KeyboardInterrupt:
+        print("mysqlprobe: interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    except BrokenPipeError:
+        return EXIT_FAILURE
+    except Exception as e:  # a bug: still one line unless -v
+        if args.verbose:
+            traceback.print_exc()
+        print(f"mysqlprobe: internal error: {type(e).__name__}: {e} (run with -v for the traceback)",
+              file=sys.stderr)
+        return EXIT_FAILURE

@@ -1,0 +1,87 @@
+"""The main job on a sandbox: start MariaDB, run the seed load, profile it."""
+
+from __future__ import annotations
+
+import sys
+import threading
+
+from mysqlprobe import catalog, sandbox, workload
+from mysqlprobe.analysis.report import render_text
+from mysqlprobe.capture import write_profile
+from mysqlprobe.commands.record import Plan, StatusLine, StopSignals, plan_probes, record
+from mysqlprobe.collectors.symbols import load_target_binary, resolve_target
+
+EXAMPLES = """examples:
+  mysqlprobe demo                                   # MariaDB 10.2.11, 100003 rows, RANGE 5
+  mysqlprobe demo --server 10.1.23 --partitions 100 -o out/demo-10.1
+"""
+
+
+def add_arguments(p) -> None:
+    p.add_argument("--server", choices=sandbox.VERSIONS, default="10.2.11")
+    p.add_argument("--rows", type=int, default=100003, help="rows to insert (default: 100003, a prime)")
+    p.add_argument("--partitioning", choices=workload.KINDS, default="range")
+    p.add_argument("--partitions", type=int, default=5)
+    p.add_argument("-o", "--output", default="out/demo", metavar="DIR", help="capture directory")
+    p.add_argument("--keep-running", action="store_true", help="leave the sandbox server running")
+
+
+class _LoadWhenAttached(StatusLine):
+    """Starts the load once the probes are attached; ends the window when it is done."""
+
+    def __init__(self, conn, table, stop: threading.Event):
+        super().__init__()
+        self.conn, self.table, self.stop = conn, table, stop
+        self.result: tuple[int, float] | None = None
+        self.error: BaseException | None = None
+
+    def started(self, session, functions: int) -> None:
+        super().started(session, functions)
+        threading.Thread(target=self._load, daemon=True).start()
+
+    def _load(self) -> None:
+        try:
+            self.result = workload.insert_select(self.conn, self.table)
+        except BaseException as e:
+            self.error = e
+        finally:
+            self.stop.set()
+
+
+def _log(msg: str) -> None:
+    print(msg, file=sys.stderr)
+
+
+def run(args, parser) -> int:
+    sb = sandbox.Sandbox(args.server)
+    was_running = sb.running()
+    pid = sb.start(_log)
+    try:
+        conn = workload.connect(sb.socket)
+        table = workload.table(args.partitioning, args.partitions)
+        _log(f"preparing {workload.SOURCE} with {args.rows} rows and {table.name}")
+        workload.prepare_source(conn, args.rows)
+        workload.create_target(conn, table)
+        target = resolve_target(pid)
+        binary = load_target_binary(target)
+        plan: Plan = plan_probes(binary, list(catalog.INSERT_PROFILE), [])
+        stop = threading.Event()
+        status = _LoadWhenAttached(conn, table, stop)
+        _log(f"INSERT INTO {table.name} SELECT * FROM {workload.SOURCE}, profiled")
+        with StopSignals(stop) as signals:
+            doc = record(target, binary, plan, duration=None, stop=stop, argv=sys.argv, status=status,
+                         verbose=args.verbose, signals=signals, stop_reason="load finished")
+        if status.error:
+            raise status.error
+        rows, seconds = status.result
+        doc["workload"] = {"table": table.name, "ddl": table.ddl(), "rows": rows, "seconds": round(seconds, 3),
+                           "statement": f"INSERT INTO {table.name} SELECT * FROM {workload.SOURCE}",
+                           "partition_rows": workload.partition_counts(conn, table) if table.partitions else []}
+        sys.stdout.write(render_text(doc))
+        print(f"\nload: {rows} rows into {table.name} in {seconds:.2f}s; rows per partition "
+              f"(SELECT COUNT(*)): {doc['workload']['partition_rows']}")
+        _log(f"wrote {write_profile(args.output, doc)}")
+    finally:
+        if not was_running and not args.keep_running:
+            sb.stop()
+    return 0

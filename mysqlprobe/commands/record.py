@@ -1,0 +1,311 @@
+"""mysqlprobe --pid PID --insert-profile: attach, time, detach, report."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import sys
+import threading
+import time
+from dataclasses import dataclass, field
+
+from mysqlprobe import catalog
+from mysqlprobe.analysis.report import render_text
+from mysqlprobe.capture import build_profile, now_utc, write_profile
+from mysqlprobe.collectors.symbols import Binary, load_binary, load_target_binary, resolve_target
+from mysqlprobe.collectors.uprobe import ProbeSpec, UprobeSession
+from mysqlprobe.errors import NoSymbolsError, PermissionProblem, TargetError, UsageError
+
+EXAMPLES = """examples:
+  mysqlprobe -p $(pidof mysqld) --insert-profile          # until Ctrl-C
+  mysqlprobe -p $(pidof mariadbd) --insert-profile -d 30 -o /tmp/run1
+  mysqlprobe -p 4242 --probe 'get_partition_id_*' --probe row_ins_clust_index_entry_low
+  mysqlprobe -p 4242 --stage innodb.btr_insert -d 10
+  mysqlprobe -p 4242 --insert-profile --list              # what would be probed
+  mysqlprobe --binary /usr/sbin/mariadbd --list --insert-profile
+  mysqlprobe report /tmp/run1                             # the report again, no root
+  mysqlprobe demo                                         # sandbox MariaDB + seed load
+"""
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("-p", "--pid", type=int, help="the mysqld / mariadbd process to probe")
+    p.add_argument("--binary", help="with --list: inspect this binary instead of a process")
+    p.add_argument("--insert-profile", action="store_true",
+                   help="probe the insert path: " + ", ".join(catalog.INSERT_PROFILE))
+    p.add_argument("--stage", action="append", default=[], metavar="STAGE",
+                   help="add a catalog stage (repeatable): " + ", ".join(catalog.BY_NAME))
+    p.add_argument("--probe", action="append", default=[], metavar="NAME",
+                   help="add any function: a qualified C++ name (ha_partition::write_row), a glob "
+                        "(get_partition_id_*), a full signature or a mangled name (repeatable)")
+    p.add_argument("-d", "--duration", type=float, metavar="SECONDS",
+                   help="stop after this many seconds (default: at Ctrl-C or SIGTERM)")
+    p.add_argument("-o", "--output", metavar="DIR", help="write DIR/profile.json")
+    p.add_argument("--debug-file", metavar="PATH", help="separate debug symbols for a stripped binary")
+    p.add_argument("--list", action="store_true", help="list the functions that would be probed, and exit")
+    p.add_argument("-q", "--quiet", action="store_true", help="no status line while running")
+
+
+def check_arguments(args, parser: argparse.ArgumentParser) -> None:
+    if not (args.insert_profile or args.stage or args.probe):
+        parser.error("nothing to probe: give --insert-profile, --stage or --probe")
+    if args.pid is None and not (args.binary and args.list):
+        parser.error("-p/--pid is required (or --binary with --list)")
+    if args.pid is not None and args.pid <= 0:
+        parser.error(f"invalid PID {args.pid}")
+    if args.duration is not None and args.duration <= 0:
+        parser.error("-d/--duration must be a positive number of seconds")
+    for name in args.stage:
+        if name not in catalog.BY_NAME:
+            parser.error(f"unknown stage {name!r}; known: {', '.join(catalog.BY_NAME)}")
+
+
+@dataclass
+class Plan:
+    specs: list[ProbeSpec] = field(default_factory=list)
+    unavailable: list[dict] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+
+
+def plan_probes(binary: Binary, stages: list[str], patterns: list[str]) -> Plan:
+    plan = Plan()
+    seen: set[int] = set()
+
+    def add(sym, stage, partition):
+        if sym.address in seen:
+            return
+        seen.add(sym.address)
+        plan.specs.append(ProbeSpec(len(plan.specs), sym, stage, partition))
+
+    for res in catalog.resolve(stages, binary.symbols, binary.server):
+        if not res.available and res.applicable:
+            names = ", ".join(c.name for c in res.stage.candidates)
+            plan.unavailable.append({"stage": res.stage.name,
+                                     "reason": f"none of {names} is in the binary (not built, or inlined)"})
+        for cand, sym in res.probes:
+            add(sym, res.stage.name, cand.partition)
+    for pattern in patterns:
+        found = binary.symbols.glob(pattern) if any(c in pattern for c in "*?[") \
+            else binary.symbols.lookup(pattern)
+        if not found:
+            hint = binary.symbols.similar(pattern)
+            raise UsageError(f"--probe {pattern}: no such function in {binary.display_path}"
+                             + (f" (did you mean {', '.join(hint)}?)" if hint else ""))
+        for sym in found:
+            add(sym, None, None)
+    return plan
+
+
+def owning_package(path: str) -> str | None:
+    """The Debian package that installed path, from dpkg's file lists."""
+    info = "/var/lib/dpkg/info"
+    real = os.path.realpath(path)
+    try:
+        names = [n for n in os.listdir(info) if n.endswith(".list")]
+    except OSError:
+        return None
+    for n in names:
+        try:
+            with open(os.path.join(info, n), errors="replace") as f:
+                if any(line.rstrip("\n") in (path, real) for line in f):
+                    return n[: -len(".list")].split(":")[0]
+        except OSError:
+            continue
+    return None
+
+
+def check_symbols(binary: Binary, plan: Plan, stages: list[str]) -> None:
+    """A stripped binary without debug symbols cannot be probed by name: say
+    which stages that costs and what to install."""
+    if binary.image.has_symtab or binary.debug_file or not stages:
+        return
+    lost = [u["stage"] for u in plan.unavailable]
+    if not lost:
+        return
+    pkg = owning_package(binary.display_path)
+    what = (f"install {pkg}-dbgsym (Debian debug archive) or {pkg}-dbg"
+            if pkg else "install the server's debug symbols package")
+    build_id = f" (build-id {binary.image.build_id})" if binary.image.build_id else ""
+    raise NoSymbolsError(f"{binary.display_path} is stripped and no debug symbols were found{build_id}: "
+                         f"{', '.join(lost)} cannot be probed; {what}, or pass --debug-file")
+
+
+def load_binary_for(args) -> tuple[object | None, Binary]:
+    target = None
+    if args.pid is not None:
+        target = resolve_target(args.pid)
+        binary = load_target_binary(target)
+    else:
+        binary = load_binary(args.binary)
+    if args.debug_file:
+        from mysqlprobe.collectors.symbols import SymbolTable, identify_server, read_elf
+
+        debug = read_elf(args.debug_file)
+        if binary.image.build_id and debug.build_id and debug.build_id != binary.image.build_id:
+            raise TargetError(f"{args.debug_file} belongs to build-id {debug.build_id}, "
+                              f"not {binary.image.build_id}")
+        binary.symbols = SymbolTable(binary.image, debug)
+        binary.debug_file = args.debug_file
+        binary.server = identify_server(binary.image, lambda n: bool(binary.symbols.lookup(n)))
+    return target, binary
+
+
+def list_plan(binary: Binary, plan: Plan, out=sys.stdout) -> None:
+    print(f"{binary.display_path}: {binary.server.describe()} ({binary.server.line}), "
+          f"{'PIE' if binary.image.pie else 'non-PIE'}, symbols from {symbols_source(binary)}", file=out)
+    for s in plan.specs:
+        part = f"  [partition: {s.partition.describe()}]" if s.partition else ""
+        print(f"{s.stage or '-':<30} {s.symbol.address:#x} {s.symbol.demangled}{part}", file=out)
+    for u in plan.unavailable:
+        print(f"{u['stage']:<30} unavailable: {u['reason']}", file=out)
+
+
+def symbols_source(binary: Binary) -> str:
+    if binary.debug_file:
+        return f"debug file {binary.debug_file}"
+    return ".symtab" if binary.image.has_symtab else ".dynsym only (stripped)"
+
+
+def target_record(target, binary: Binary) -> dict:
+    return {
+        "pid": target.pid,
+        "comm": target.comm,
+        "binary": binary.display_path,
+        "binary_deleted": target.deleted,
+        "build_id": binary.image.build_id,
+        "pie": binary.image.pie,
+        "symbols": symbols_source(binary),
+        "server": {"family": binary.server.family, "version": binary.server.version,
+                   "line": binary.server.line},
+    }
+
+
+class StopSignals:
+    """SIGINT and SIGTERM end the window; while the probes come off, further
+    signals are ignored so detaching cannot be cut short."""
+
+    def __init__(self, stop: threading.Event):
+        self.stop = stop
+        self.reason: str | None = None
+        self._old: dict = {}
+
+    def _handler(self, signum, _frame):
+        self.reason = "interrupt" if signum == signal.SIGINT else "sigterm"
+        self.stop.set()
+
+    def __enter__(self):
+        if threading.current_thread() is threading.main_thread():
+            for s in (signal.SIGINT, signal.SIGTERM):
+                self._old[s] = signal.signal(s, self._handler)
+        return self
+
+    def ignore(self):
+        for s in self._old:
+            signal.signal(s, signal.SIG_IGN)
+
+    def __exit__(self, *exc):
+        for s, h in self._old.items():
+            signal.signal(s, h)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    # a zombie is gone for our purpose
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def record(target, binary: Binary, plan: Plan, *, duration: float | None, stop: threading.Event,
+           argv: list[str], status=None, verbose: bool = False, signals: StopSignals | None = None,
+           stop_reason: str = "stopped") -> dict:
+    """Attach, wait for the window to end, read the maps, detach. Returns profile.json's document."""
+    if os.geteuid() != 0:
+        raise PermissionProblem("attaching uprobes needs root (or CAP_BPF, CAP_PERFMON and CAP_SYS_ADMIN)")
+    session = UprobeSession(target.pid, target.proc_exe, plan.specs, verbose)
+    ended_by = "duration"
+    with session:
+        start_wall, start = now_utc(), time.monotonic()
+        if status:
+            status.started(session, len(plan.specs))
+        while True:
+            remaining = None if duration is None else duration - (time.monotonic() - start)
+            if remaining is not None and remaining <= 0:
+                break
+            if stop.wait(min(0.5, remaining) if remaining is not None else 0.5):
+                ended_by = signals.reason if signals and signals.reason else stop_reason
+                break
+            if not _alive(target.pid):
+                ended_by = "target exited"
+                break
+            if status:
+                status.tick(time.monotonic() - start, session)
+        elapsed = time.monotonic() - start
+        if signals:
+            signals.ignore()
+        session.detach()
+        snapshot = session.snapshot()
+        attached = len(plan.specs) * 2
+    if status:
+        status.done()
+    window = {"start": start_wall, "duration_s": round(elapsed, 6), "requested_s": duration, "ended_by": ended_by}
+    return build_profile(argv=argv, target=target_record(target, binary), window=window, specs=plan.specs,
+                         snapshot=snapshot, unavailable=plan.unavailable, warnings=plan.warnings,
+                         attached=attached)
+
+
+class StatusLine:
+    """One line on stderr, rewritten in place: elapsed time and calls so far."""
+
+    def __init__(self, stream=sys.stderr, enabled: bool = True):
+        self.stream = stream
+        self.enabled = enabled and stream.isatty()
+        self._last = 0.0
+
+    def started(self, session, functions: int) -> None:
+        print(f"Tracing PID {session.pid}: {functions} functions, {session.attached} probes attached. "
+              f"Ctrl-C to end.", file=self.stream, flush=True)
+
+    def tick(self, elapsed: float, session) -> None:
+        if not self.enabled or elapsed - self._last < 1:
+            return
+        self._last = elapsed
+        self.stream.write(f"\r{elapsed:7.1f}s  {session.total_calls():>12,} calls")
+        self.stream.flush()
+
+    def done(self) -> None:
+        if self.enabled and self._last:
+            self.stream.write("\n")
+            self.stream.flush()
+
+
+def run(args, parser) -> int:
+    check_arguments(args, parser)
+    stages = list(catalog.INSERT_PROFILE) if args.insert_profile else []
+    stages += [s for s in args.stage if s not in stages]
+    target, binary = load_binary_for(args)
+    plan = plan_probes(binary, stages, args.probe)
+    check_symbols(binary, plan, stages)
+    if args.list:
+        list_plan(binary, plan)
+        return 0
+    if not plan.specs:
+        raise UsageError(f"nothing to probe in {binary.display_path}: "
+                         + "; ".join(f"{u['stage']}: {u['reason']}" for u in plan.unavailable))
+    stop = threading.Event()
+    with StopSignals(stop) as signals:
+        doc = record(target, binary, plan, duration=args.duration, stop=stop, argv=sys.argv,
+                     status=StatusLine(enabled=not args.quiet), verbose=args.verbose, signals=signals)
+    sys.stdout.write(render_text(doc))
+    if args.output:
+        path = write_profile(args.output, doc)
+        print(f"wrote {path}", file=sys.stderr)
+    return 0

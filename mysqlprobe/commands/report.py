@@ -1,0 +1,31 @@
+"""Print the report of a saved capture again (no root, no server needed)."""
+
+from __future__ import annotations
+
+import json
+import sys
+
+from mysqlprobe.analysis.report import render_text
+from mysqlprobe.capture import read_profile
+
+EXAMPLES = """examples:
+  mysqlprobe report /tmp/run1              # text report of /tmp/run1/profile.json
+  mysqlprobe report /tmp/run1 --json       # the stage summaries as JSON
+"""
+
+
+def add_arguments(p) -> None:
+    p.add_argument("capture", help="a capture directory or its profile.json")
+    p.add_argument("--json", action="store_true", help="print the stage summaries as JSON")
+
+
+def run(args, parser) -> int:
+    doc = read_profile(args.capture)
+    if args.json:
+        from mysqlprobe.analysis.profile import stage_record, stage_summaries, window_ns
+
+        json.dump([stage_record(s, window_ns(doc)) for s in stage_summaries(doc)], sys.stdout, indent=1)
+        sys.stdout.write("\n")
+    else:
+        sys.stdout.write(render_text(doc))
+    return 0

@@ -1,0 +1,136 @@
+"""The seed load: the `emp` table of the partitioned-insert study, RANGE /
+LIST / HASH partitioned on store_id (1..100) with N partitions, or not
+partitioned, filled by INSERT ... SELECT from a source table of N rows."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+from mysqlprobe.errors import WorkloadError
+
+SCHEMA = "mysqlprobe_load"
+SOURCE = "emp_src"
+KINDS = ("range", "list", "hash", "none")
+STORE_IDS = 100
+
+COLUMNS = """(
+  id int,
+  fname varchar(30),
+  lname varchar(30),
+  hired_date date not null,
+  separated_date date not null,
+  job_code int,
+  store_id int
+) ENGINE=InnoDB"""
+
+
+def connect(socket: str, database: str | None = None, user: str = "root", password: str = ""):
+    import pymysql
+
+    try:
+        return pymysql.connect(unix_socket=socket, user=user, password=password, database=database,
+                               autocommit=True, connect_timeout=10)
+    except pymysql.err.MySQLError as e:
+        raise WorkloadError(f"cannot connect through {socket}: {e.args[-1]}") from None
+
+
+@dataclass(frozen=True)
+class Table:
+    kind: str        # range, list, hash or none
+    partitions: int  # 0 for none
+
+    @property
+    def name(self) -> str:
+        return "emp_nopart" if self.kind == "none" else f"emp_{self.kind}_{self.partitions}"
+
+    def ddl(self) -> str:
+        return f"CREATE TABLE {self.name} {COLUMNS}{self.partition_clause()}"
+
+    def partition_clause(self) -> str:
+        n = self.partitions
+        if self.kind == "none":
+            return ""
+        if self.kind == "hash":
+            return f"\nPARTITION BY HASH (store_id) PARTITIONS {n}"
+        if self.kind == "range":
+            parts = [f"PARTITION p{i} VALUES LESS THAN ({STORE_IDS * (i + 1) // n + 1})" for i in range(n - 1)]
+            parts.append(f"PARTITION p{n - 1} VALUES LESS THAN MAXVALUE")
+            return "\nPARTITION BY RANGE (store_id) (\n  " + ",\n  ".join(parts) + "\n)"
+        if self.kind == "list":
+            groups = [[v for v in range(1, STORE_IDS + 1) if (v - 1) % n == i] for i in range(n)]
+            parts = [f"PARTITION p{i} VALUES IN ({','.join(map(str, g))})" for i, g in enumerate(groups)]
+            return "\nPARTITION BY LIST (store_id) (\n  " + ",\n  ".join(parts) + "\n)"
+        raise WorkloadError(f"unknown partitioning {self.kind!r}; choose one of {', '.join(KINDS)}")
+
+
+def table(kind: str, partitions: int) -> Table:
+    if kind not in KINDS:
+        raise WorkloadError(f"unknown partitioning {kind!r}; choose one of {', '.join(KINDS)}")
+    if kind != "none" and not 1 <= partitions <= (STORE_IDS if kind == "list" else 8192):
+        raise WorkloadError(f"{kind} partitioning with {partitions} partitions is not supported here")
+    return Table(kind, 0 if kind == "none" else partitions)
+
+
+def _scalar(cur, sql: str, args=None):
+    cur.execute(sql, args)
+    row = cur.fetchone()
+    return row[0] if row else None
+
+
+def prepare_source(conn, rows: int) -> None:
+    """emp_src with exactly `rows` rows; store_id cycles through 1..100."""
+    with conn.cursor() as cur:
+        cur.execute(f"CREATE DATABASE IF NOT EXISTS {SCHEMA}")
+        cur.execute(f"USE {SCHEMA}")
+        cur.execute(f"CREATE TABLE IF NOT EXISTS {SOURCE} {COLUMNS}")
+        if _scalar(cur, f"SELECT COUNT(*) FROM {SOURCE}") == rows:
+            return
+        cur.execute(f"TRUNCATE TABLE {SOURCE}")
+        select = ("SELECT seq, CONCAT('first', seq), CONCAT('last', seq), "
+                  "DATE '2000-01-01' + INTERVAL (seq % 3650) DAY, "
+                  "DATE '2010-01-01' + INTERVAL (seq % 3650) DAY, seq % 17, "
+                  f"1 + (seq * 37) % {STORE_IDS} FROM seq_1_to_{rows}")
+        cur.execute("BEGIN")
+        cur.execute(f"INSERT INTO {SOURCE} {select}")
+        cur.execute("COMMIT")
+        got = _scalar(cur, f"SELECT COUNT(*) FROM {SOURCE}")
+        if got != rows:
+            raise WorkloadError(f"{SOURCE} has {got} rows, wanted {rows}")
+
+
+def create_target(conn, t: Table) -> None:
+    with conn.cursor() as cur:
+        cur.execute(f"CREATE DATABASE IF NOT EXISTS {SCHEMA}")
+        cur.execute(f"USE {SCHEMA}")
+        cur.execute(f"DROP TABLE IF EXISTS {t.name}")
+        cur.execute(t.ddl())
+
+
+def insert_select(conn, t: Table) -> tuple[int, float]:
+    """INSERT INTO target SELECT * FROM emp_src; (rows affected, seconds)."""
+    with conn.cursor() as cur:
+        cur.execute(f"USE {SCHEMA}")
+        start = time.perf_counter()
+        affected = cur.execute(f"INSERT INTO {t.name} SELECT * FROM {SOURCE}")
+        return affected, time.perf_counter() - start
+
+
+def partition_names(conn, t: Table) -> list[str]:
+    with conn.cursor() as cur:
+        cur.execute("SELECT PARTITION_NAME FROM information_schema.PARTITIONS "
+                    "WHERE TABLE_SCHEMA = %s AND TABLE_NAME = %s ORDER BY PARTITION_ORDINAL_POSITION",
+                    (SCHEMA, t.name))
+        return [r[0] for r in cur.fetchall() if r[0]]
+
+
+def partition_counts(conn, t: Table) -> list[int]:
+    """Exact rows per partition, in partition id order (SELECT COUNT(*) ... PARTITION (p))."""
+    with conn.cursor() as cur:
+        cur.execute(f"USE {SCHEMA}")
+        return [_scalar(cur, f"SELECT COUNT(*) FROM {t.name} PARTITION ({p})") for p in partition_names(conn, t)]
+
+
+def row_count(conn, t: Table) -> int:
+    with conn.cursor() as cur:
+        return _scalar(cur, f"SELECT COUNT(*) FROM {SCHEMA}.{t.name}")
