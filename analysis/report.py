@@ -37,20 +37,21 @@ def header(doc: dict) -> list[str]:
 
 def summary_table(stages: list[StageSummary], window: int) -> list[str]:
     seconds = window / 1e9
-    lines = [f"{'stage':<30}{'calls':>8}{'calls/s':>7}{'total':>7}{'share':>7}"
-             f"{'p50':>7}{'p90':>7}{'p99':>7}"]
+    lines = [f"{'stage':<29} {'calls':>7} {'calls/s':>7} {'total':>6} {'share':>6} "
+             f"{'p50':>6} {'p90':>6} {'p99':>6}"]
     for s in stages:
         p = s.percentiles()
         share = s.total_ns / window if window else None
-        lines.append(f"{s.stage[:29]:<30}{s.calls:>8}{_rate(s.calls, seconds):>7}{fmt(s.total_ns):>7}"
-                     f"{_pct(share):>7}{fmt(p['p50']):>7}{fmt(p['p90']):>7}{fmt(p['p99']):>7}")
+        lines.append(f"{s.stage:<29} {s.calls:>7} {_rate(s.calls, seconds):>7} {fmt(s.total_ns):>6} "
+                     f"{_pct(share):>6} {fmt(p['p50']):>6} {fmt(p['p90']):>6} {fmt(p['p99']):>6}")
     return lines
 
 
 def partition_table(s: StageSummary) -> list[str]:
     if not s.partitions:
         return []
-    lines = [f"  per partition (id from {s.partition_source or 'the calling stage'}):",
+    source = f"read at {s.partition_source}" if s.partition_source else "from the probed call chain"
+    lines = [f"  per partition (partition id {source}):",
              f"  {'partition':>9}{'calls':>10}{'share':>8}{'total':>9}{'mean':>8}{'p50':>8}{'p99':>8}"]
     total = sum(p.calls for p in s.partitions.values()) or 1
     for pid, p in sorted(s.partitions.items()):
@@ -61,7 +62,7 @@ def partition_table(s: StageSummary) -> list[str]:
 
 
 def stage_detail(s: StageSummary) -> list[str]:
-    lines = [f"{s.stage}: {s.title}"]
+    lines = [f"{s.stage}: {s.title}"[:80]]
     lines += [f"  {sym}" for sym in s.symbols]
     lines.append(f"  calls {s.calls}, total {fmt(s.total_ns)}, mean {fmt(s.mean_ns)}")
     lines += H.render_ascii(s.counts)
@@ -74,7 +75,7 @@ def render_text(doc: dict) -> str:
     stages = stage_summaries(doc)
     out = header(doc) + [""]
     out += summary_table(stages, window)
-    out.append("share = time inside the stage / window length (over 100% when several threads run it)")
+    out.append("share: time in the stage / window length (above 100% with several threads)")
     for s in stages:
         if s.calls:
             out += [""] + stage_detail(s)

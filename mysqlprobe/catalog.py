@@ -116,7 +116,7 @@ STAGES: tuple[Stage, ...] = (
     Stage("partition.write_row_in_part", "row written into the chosen partition (native partitioning)",
           (Candidate("ha_innopart::write_row_in_part", MYSQL_NATIVE_PARTITIONING, PART_ARG1),
            Candidate("ha_partition::write_row_in_part", expect("mysql-5.7"), PART_ARG1))),
-    Stage("partition.get_partition_id", "partition chosen for a row (range/list/hash/key search)",
+    Stage("partition.get_partition_id", "partition chosen for a row (range/list/hash/key)",
           tuple(Candidate(n, ALL, PART_OUT) for n in _GET_PARTITION_ID)
           + (Candidate("vers_get_partition_id", expect("mariadb:10.3-"), PART_OUT),)),
     Stage("partition.get_subpartition_id", "subpartition chosen for a row",

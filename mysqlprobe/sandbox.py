@@ -166,7 +166,7 @@ class Sandbox:
         shutil.rmtree(self.datadir, ignore_errors=True)
         self.datadir.mkdir(parents=True)
         cmd = [str(inst.install_db), "--no-defaults", f"--basedir={inst.basedir}",
-               f"--datadir={self.datadir}", "--user=root"]
+               f"--datadir={self.datadir}", "--user=root", "--force"]  # --force: no resolveip in 10.1
         if tuple(int(x) for x in self.version.split(".")) >= (10, 4):
             # root with an empty password, not unix_socket auth only
             cmd.append("--auth-root-authentication-method=normal")

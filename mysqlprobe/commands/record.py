@@ -124,7 +124,7 @@ def check_symbols(binary: Binary, plan: Plan, stages: list[str]) -> None:
     if not lost:
         return
     pkg = owning_package(binary.display_path)
-    what = (f"install {pkg}-dbgsym (Debian debug archive) or {pkg}-dbg"
+    what = (f"install {pkg}-dbgsym (from the Debian debug archive)"
             if pkg else "install the server's debug symbols package")
     build_id = f" (build-id {binary.image.build_id})" if binary.image.build_id else ""
     raise NoSymbolsError(f"{binary.display_path} is stripped and no debug symbols were found{build_id}: "

@@ -1,0 +1,46 @@
+"""Shared test fixtures: compiled stand-in binaries with MySQL's names, and
+the tiers (unit tests run anywhere; `root` and `server` tests need root, BPF
+and, for `server`, the MariaDB sandboxes)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+HERE = Path(__file__).parent
+FIXTURE_SRC = HERE / "fixtures" / "mysqld_fixture.cc"
+MYSQL_LINES = {"5.6": "MYSQL_56", "5.7": "MYSQL_57", "8.0": "MYSQL_80"}
+
+
+def pytest_collection_modifyitems(config, items):
+    if os.geteuid() == 0:
+        return
+    skip = pytest.mark.skip(reason="needs root (BPF and uprobes)")
+    for item in items:
+        if "root" in item.keywords or "server" in item.keywords:
+            item.add_marker(skip)
+
+
+def compile_fixture(out_dir: Path, line: str, *extra: str, name: str | None = None) -> Path:
+    """g++ the stand-in mysqld for a MySQL line ('5.6', '5.7', '8.0')."""
+    gxx = shutil.which("g++")
+    assert gxx, "the tests need g++ to build their fixture binaries"
+    out = out_dir / (name or f"mysqld-{line}")
+    subprocess.run([gxx, "-O2", "-g", f"-D{MYSQL_LINES[line]}", *extra, "-o", str(out), str(FIXTURE_SRC)],
+                   check=True)
+    return out
+
+
+@pytest.fixture(scope="session")
+def fixture_dir(tmp_path_factory) -> Path:
+    return tmp_path_factory.mktemp("fixtures")
+
+
+@pytest.fixture(scope="session")
+def mysql_fixtures(fixture_dir) -> dict[str, Path]:
+    """Stand-in binaries for MySQL 5.6, 5.7 and 8.0 (PIE, with .symtab)."""
+    return {line: compile_fixture(fixture_dir, line) for line in MYSQL_LINES}

@@ -1,0 +1,99 @@
+"""Capture building and the text report, on a synthetic run with known
+counts; the report is compared with a golden file
+(UPDATE_GOLDEN=1 pytest tests/unit/test_report.py rewrites it)."""
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from mysqlprobe import capture
+from mysqlprobe.analysis import histogram as H
+from mysqlprobe.analysis.report import render_text
+from mysqlprobe.catalog import PartitionSource
+from mysqlprobe.collectors.symbols import ResolvedSymbol
+from mysqlprobe.collectors.uprobe import PartCounts, ProbeCounts, ProbeSpec, Snapshot, ThreadCounts
+from mysqlprobe.errors import CaptureError
+
+GOLDEN = Path(__file__).parents[1] / "golden" / "report_insert_profile.txt"
+ROWS = 10007
+
+
+def _hist(*values_counts):
+    counts = [0] * H.NUM_SLOTS
+    for v, n in values_counts:
+        counts[H.slot_of(v)] += n
+    return counts
+
+
+def _sym(name, sig, addr):
+    return ResolvedSymbol(name, sig, "_Z" + name, addr, addr - 0x400000, "local")
+
+
+def synthetic_run():
+    parts = [2002, 2001, 2002, 2001, 2001]
+    specs = [
+        ProbeSpec(0, _sym("ha_partition::write_row", "ha_partition::write_row(unsigned char*)", 0x500000),
+                  "partition.write_row"),
+        ProbeSpec(1, _sym("get_partition_id_range", "get_partition_id_range(partition_info*, unsigned int*, "
+                          "long long*)", 0x510000), "partition.get_partition_id", PartitionSource("out", 1)),
+        ProbeSpec(2, _sym("row_insert_for_mysql", "row_insert_for_mysql(unsigned char const*, row_prebuilt_t*)",
+                          0x520000), "innodb.row_insert"),
+        ProbeSpec(3, _sym("page_zip_compress", "page_zip_compress(...)", 0x530000), "innodb.page_compress"),
+    ]
+    def per_part(ns):
+        return {i: PartCounts(n, n * ns, _hist((ns, n))) for i, n in enumerate(parts)}
+    probes = {
+        0: ProbeCounts(ROWS, ROWS * 9000, ROWS * 8, _hist((8000, ROWS - 7), (150_000, 7)), per_part(9000),
+                       {4242: ThreadCounts(ROWS, ROWS * 9000, 1, 2)}),
+        1: ProbeCounts(ROWS, ROWS * 800, 0, _hist((800, ROWS)), per_part(800)),
+        2: ProbeCounts(ROWS, ROWS * 2600, 0, _hist((2500, ROWS - 100), (40_000, 100)), per_part(2600)),
+        3: ProbeCounts(),
+    }
+    snap = Snapshot(probes, {"entries": 4 * ROWS, "returns": 4 * ROWS, "unmatched_returns": 0,
+                             "lost_frames": 2, "depth_overflow": 0, "no_stack": 0, "partition_read_errors": 0})
+    target = {"pid": 4242, "comm": "mysqld", "binary": "/opt/mariadb-10.2.11/bin/mysqld", "binary_deleted": False,
+              "build_id": None, "pie": False, "symbols": ".symtab",
+              "server": {"family": "mariadb", "version": "10.2.11", "line": "mariadb"}}
+    window = {"start": "2026-11-22T03:00:00.000Z", "duration_s": 1.5, "requested_s": None, "ended_by": "interrupt"}
+    return capture.build_profile(argv=["mysqlprobe"], target=target, window=window, specs=specs, snapshot=snap,
+                                 unavailable=[{"stage": "innodb.page_verify", "reason": "inlined"}],
+                                 warnings=[], attached=8)
+
+
+def test_report_matches_golden_file():
+    text = render_text(synthetic_run())
+    if os.environ.get("UPDATE_GOLDEN"):
+        GOLDEN.write_text(text)
+    assert text == GOLDEN.read_text()
+    assert max(len(line) for line in text.splitlines()) <= 80
+
+
+def test_profile_document_fields():
+    doc = synthetic_run()
+    assert doc["schema"] == "mysqlprobe.profile" and doc["schema_version"] == 1
+    wr = doc["probes"][0]
+    assert wr["symbol"] == "ha_partition::write_row(unsigned char*)" and wr["calls"] == ROWS
+    assert sum(b["count"] for b in wr["histogram"]) == ROWS
+    assert all(b["low"] < b["high"] for b in wr["histogram"])
+    assert sum(p["calls"] for p in wr["partitions"]) == ROWS
+    assert wr["threads"] == [{"tid": 4242, "calls": ROWS, "total_ns": ROWS * 9000}]
+    stages = {s["stage"]: s for s in doc["stages"]}
+    assert stages["partition.get_partition_id"]["partition_source"] == "*argument 1 at return"
+    assert stages["innodb.row_insert"]["calls_per_s"] == pytest.approx(ROWS / 1.5, rel=1e-3)
+    assert stages["innodb.page_compress"]["calls"] == 0
+
+
+def test_capture_round_trip_and_errors(tmp_path):
+    doc = synthetic_run()
+    path = capture.write_profile(str(tmp_path / "run"), doc)
+    assert capture.read_profile(str(tmp_path / "run")) == json.loads(Path(path).read_text())
+    (tmp_path / "bad.json").write_text("{nope")
+    with pytest.raises(CaptureError, match="not JSON"):
+        capture.read_profile(str(tmp_path / "bad.json"))
+    (tmp_path / "other.json").write_text(json.dumps({"schema": "mysqlprobe.profile", "schema_version": 99}))
+    with pytest.raises(CaptureError, match="schema version 99"):
+        capture.read_profile(str(tmp_path / "other.json"))
+    with pytest.raises(CaptureError, match="no such capture"):
+        capture.read_profile(str(tmp_path / "missing"))
