@@ -1,31 +1,13 @@
-"""Build: compiles probes/*.bpf.c with clang -target bpf into the package, so
-the database host needs neither LLVM nor kernel headers at run time."""
+"""Build: compiles probes/*.bpf.c into the package (probes/build.py)."""
 
-import glob
 import os
-import shutil
-import subprocess
+import sys
 
 from setuptools import setup
 from setuptools.command.build_py import build_py
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-
-
-def compile_probes(out_dir):
-    clang = os.environ.get("CLANG") or shutil.which("clang")
-    if not clang:
-        raise SystemExit("building mysqlprobe needs clang (Debian: apt-get install clang libbpf-dev)")
-    multiarch = subprocess.run(["gcc", "-print-multiarch"], capture_output=True, text=True).stdout.strip()
-    os.makedirs(out_dir, exist_ok=True)
-    for src in sorted(glob.glob(os.path.join(HERE, "probes", "*.bpf.c"))):
-        obj = os.path.join(out_dir, os.path.basename(src)[:-2] + ".o")
-        cmd = [clang, "-O2", "-g", "-Wall", "-Werror", "-target", "bpf",
-               "-I", os.path.join(HERE, "probes"), "-c", src, "-o", obj]
-        if multiarch:
-            cmd[1:1] = ["-idirafter", f"/usr/include/{multiarch}"]
-        print(" ".join(cmd))
-        subprocess.run(cmd, check=True)
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "probes"))
+from build import compile_probes  # noqa: E402
 
 
 class BuildWithProbes(build_py):

@@ -7,12 +7,16 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
 HERE = Path(__file__).parent
 FIXTURE_SRC = HERE / "fixtures" / "mysqld_fixture.cc"
+# the installed console script: what a user runs (python -m from the source
+# tree would import the unmapped source layout instead)
+MYSQLPROBE = str(Path(sys.executable).with_name("mysqlprobe"))
 MYSQL_LINES = {"5.6": "MYSQL_56", "5.7": "MYSQL_57", "8.0": "MYSQL_80"}
 
 

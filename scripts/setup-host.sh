@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# Installs what mysqlprobe needs on Debian 12, as root; skips what is there.
+#   build:  clang, libbpf-dev, linux-libc-dev (uapi headers), gcc   -> probes/*.bpf.o
+#   run:    libbpf1, python3 + venv
+#   tests:  g++/binutils (fixtures), bpftool (probe checks), maven (MariaDB jars),
+#           mariadb-server-core (Debian's stripped mariadbd)
+set -euo pipefail
+
+packages=(clang libbpf-dev libbpf1 linux-libc-dev gcc g++ binutils make bpftool
+          python3 python3-venv python3-pip maven mariadb-server-core ca-certificates)
+
+if [ "$(id -u)" != 0 ]; then
+    echo "setup-host.sh: run as root (apt-get, and the probes need root anyway)" >&2
+    exit 1
+fi
+
+missing=()
+for p in "${packages[@]}"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+    echo "installing: ${missing[*]}"
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update -qq
+    apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+# uprobes are created through perf events; tracefs is only looked at by the tests
+mountpoint -q /sys/kernel/tracing 2>/dev/null || mount -t tracefs nodev /sys/kernel/tracing 2>/dev/null || true

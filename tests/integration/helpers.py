@@ -1,0 +1,80 @@
+"""Running the real CLI against real processes, and looking at what the
+kernel has attached."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+from conftest import MYSQLPROBE
+from mysqlprobe.capture import read_profile
+
+
+class Profiler:
+    """`mysqlprobe -p PID ...` in the background, started once its probes are attached."""
+
+    def __init__(self, pid: int, out_dir: Path, *args: str):
+        self.out_dir = out_dir
+        self.proc = subprocess.Popen([MYSQLPROBE, "-p", str(pid), "-o", str(out_dir),
+                                      *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        self.first_line = self.proc.stderr.readline()
+        assert self.first_line.startswith("Tracing PID"), self.first_line + self.proc.stderr.read()
+
+    def stop(self, sig=signal.SIGINT, timeout: float = 60) -> tuple[int, str, str]:
+        self.proc.send_signal(sig)
+        out, err = self.proc.communicate(timeout=timeout)
+        return self.proc.returncode, out, self.first_line + err
+
+    def profile(self) -> dict:
+        return read_profile(str(self.out_dir))
+
+
+def stage(doc: dict, name: str) -> dict:
+    (s,) = [s for s in doc["stages"] if s["stage"] == name]
+    return s
+
+
+def partition_calls(s: dict) -> list[int]:
+    return [p["calls"] for p in sorted(s["partitions"], key=lambda p: p["id"])]
+
+
+def perf_uprobes(holder_pid: int | None = None) -> list[dict]:
+    """BPF programs attached through perf events (uprobes among them), as bpftool lists them."""
+    bpftool = shutil.which("bpftool") or "/usr/sbin/bpftool"
+    out = subprocess.run([bpftool, "-j", "perf", "show"], capture_output=True, text=True, check=True).stdout
+    rows = [r for r in json.loads(out or "[]") if r.get("fd_type") in ("uprobe", "uretprobe")]
+    return [r for r in rows if holder_pid is None or r.get("pid") == holder_pid]
+
+
+def tracefs_uprobe_events() -> str:
+    for d in ("/sys/kernel/tracing", "/sys/kernel/debug/tracing"):
+        p = Path(d) / "uprobe_events"
+        if p.exists():
+            return p.read_text()
+    return ""
+
+
+def wait_until(predicate, timeout: float = 10.0, step: float = 0.1) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(step)
+    return predicate()
+
+
+def kill9_leaves_no_probe(profiler: Profiler, binary_hint: str) -> None:
+    """kill -9 mysqlprobe: the kernel must drop every uprobe with its descriptors."""
+    holder = profiler.proc.pid
+    attached = perf_uprobes(holder)
+    assert attached, "bpftool shows no uprobes while mysqlprobe runs: the check would prove nothing"
+    os.kill(holder, signal.SIGKILL)
+    profiler.proc.wait(timeout=30)
+    assert wait_until(lambda: not perf_uprobes(holder)), perf_uprobes(holder)
+    assert not [r for r in perf_uprobes() if binary_hint in str(r.get("filename", ""))]
+    assert binary_hint not in tracefs_uprobe_events()

@@ -1,0 +1,110 @@
+"""The uprobe engine on the MySQL stand-ins: exact counts per stage and per
+partition, nested calls, SIGTERM, and kill -9 leaving no probe behind."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+
+import pytest
+
+from helpers import Profiler, kill9_leaves_no_probe, partition_calls, stage
+
+pytestmark = pytest.mark.root
+ROWS = 10007  # prime: a count cannot match by accident
+
+
+class Fixture:
+    def __init__(self, path):
+        self.proc = subprocess.Popen([str(path)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        assert json.loads(self.proc.stdout.readline())["ready"]
+
+    @property
+    def pid(self):
+        return self.proc.pid
+
+    def command(self, line: str) -> dict:
+        self.proc.stdin.write(line + "\n")
+        self.proc.stdin.flush()
+        return json.loads(self.proc.stdout.readline())
+
+    def close(self):
+        if self.proc.poll() is None:
+            self.proc.stdin.write("quit\n")
+            self.proc.stdin.flush()
+            self.proc.wait(timeout=10)
+
+
+@pytest.fixture
+def fixture_process(mysql_fixtures, request):
+    fx = Fixture(mysql_fixtures[request.param])
+    yield fx
+    fx.close()
+
+
+@pytest.mark.parametrize("fixture_process", ["5.6", "5.7", "8.0"], indirect=True)
+@pytest.mark.parametrize("kind", ["range", "hash"])
+def test_exact_counts_per_stage_and_partition(fixture_process, tmp_path, kind):
+    prof = Profiler(fixture_process.pid, tmp_path, "--insert-profile")
+    truth = fixture_process.command(f"run {ROWS} 5 {kind}")
+    code, out, err = prof.stop()
+    assert code == 0, err
+    doc = prof.profile()
+    assert doc["window"]["ended_by"] == "interrupt"
+    for name in ("partition.write_row", "partition.get_partition_id", "innodb.write_row", "innodb.row_insert"):
+        s = stage(doc, name)
+        assert s["calls"] == ROWS, name
+        assert partition_calls(s) == truth["partitions"], name
+        assert sum(b["count"] for b in s["histogram"]) == ROWS
+    if doc["target"]["server"]["line"] != "mysql-5.6":
+        assert partition_calls(stage(doc, "partition.write_row_in_part")) == truth["partitions"]
+    assert stage(doc, "innodb.page_verify")["calls"] == truth["pages"]
+    counters = doc["engine"]["counters"]
+    assert counters["entries"] == counters["returns"]
+    assert counters["unmatched_returns"] == counters["lost_frames"] == 0
+    assert "partition.write_row" in out and "per partition" in out
+
+
+@pytest.mark.parametrize("fixture_process", ["5.7"], indirect=True)
+def test_nested_and_recursive_calls_are_timed_per_call(fixture_process, tmp_path):
+    prof = Profiler(fixture_process.pid, tmp_path, "--probe", "recurse", "--probe", "row_insert_for_mysql")
+    fixture_process.command("recurse 5")
+    code, _, err = prof.stop()
+    assert code == 0, err
+    probes = {p["name"]: p for p in prof.profile()["probes"]}
+    assert probes["recurse"]["calls"] == 6            # depth 5 .. 0
+    assert probes["row_insert_for_mysql"]["calls"] == 5
+    # recurse(d) holds 4*d probe hits: its row_insert and recurse(d-1), entry and return each
+    assert probes["recurse"]["nested_probe_hits"] == 4 * (5 + 4 + 3 + 2 + 1)
+    # the outermost call contains all the others: the slowest bucket is above the fastest
+    hist = probes["recurse"]["histogram"]
+    assert hist[-1]["low"] > hist[0]["low"]
+
+
+@pytest.mark.parametrize("fixture_process", ["8.0"], indirect=True)
+def test_sigterm_ends_the_window_and_writes_the_capture(fixture_process, tmp_path):
+    prof = Profiler(fixture_process.pid, tmp_path, "--insert-profile", "-q")
+    truth = fixture_process.command(f"run {ROWS} 7")
+    code, _, err = prof.stop(signal.SIGTERM)
+    assert code == 0, err
+    doc = prof.profile()
+    assert doc["window"]["ended_by"] == "sigterm"
+    assert partition_calls(stage(doc, "partition.get_partition_id")) == truth["partitions"]
+
+
+@pytest.mark.parametrize("fixture_process", ["5.6"], indirect=True)
+def test_duration_and_target_exit(fixture_process, tmp_path):
+    prof = Profiler(fixture_process.pid, tmp_path, "--insert-profile", "-d", "30")
+    fixture_process.close()
+    code, _, err = prof.proc.wait(timeout=20), None, prof.proc.stderr.read()
+    assert code == 0, err
+    assert prof.profile()["window"]["ended_by"] == "target exited"
+
+
+@pytest.mark.parametrize("fixture_process", ["5.7"], indirect=True)
+def test_kill_9_leaves_no_uprobe_and_the_target_runs_on(fixture_process, tmp_path):
+    prof = Profiler(fixture_process.pid, tmp_path, "--insert-profile")
+    kill9_leaves_no_probe(prof, f"/proc/{fixture_process.pid}/")
+    truth = fixture_process.command(f"run {ROWS} 5")
+    assert sum(truth["partitions"]) == ROWS

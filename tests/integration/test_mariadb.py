@@ -1,0 +1,153 @@
+"""The insert profile on real MariaDB servers (10.1.23 XtraDB / MySQL 5.6
+line, 10.2.11 InnoDB / 5.7 line, 10.11.5 PIE), the stripped Debian build,
+and kill -9 in the middle of a load."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+
+import pytest
+
+from conftest import MYSQLPROBE
+
+from helpers import Profiler, kill9_leaves_no_probe, partition_calls, stage, wait_until
+from mysqlprobe import catalog, errors, sandbox, workload
+from mysqlprobe.collectors.symbols import load_binary
+
+pytestmark = [pytest.mark.root, pytest.mark.server]
+ROWS = 10007           # prime
+KILL_ROWS = 300007     # prime, and long enough to be killed in the middle of
+
+
+@pytest.fixture(scope="module", params=sandbox.VERSIONS)
+def server(request):
+    sb = sandbox.Sandbox(request.param)
+    was_running = sb.running()
+    pid = sb.start(log=lambda m: print(m, file=sys.stderr))
+    yield sb, pid
+    if not was_running:
+        sb.stop()
+
+
+@pytest.fixture
+def conn(server):
+    sb, _ = server
+    c = workload.connect(sb.socket)
+    yield c
+    c.close()
+
+
+EXPECTED = {
+    # stage: (10.1.23, 10.2.11, 10.11.5) qualified names that must be probed
+    "partition.write_row": ["ha_partition::write_row"] * 3,
+    "innodb.write_row": ["ha_innobase::write_row"] * 3,
+    "innodb.row_insert": ["row_insert_for_mysql"] * 3,
+    "innodb.page_verify": ["buf_page_is_corrupted"] * 3,
+    "innodb.page_compress": ["fil_compress_page", "fil_compress_page", "fil_page_compress"],
+    "innodb.page_decompress": ["fil_decompress_page", "fil_decompress_page", "fil_page_decompress"],
+}
+
+
+def test_catalog_against_the_real_binary(server):
+    sb, pid = server
+    binary = load_binary(f"/proc/{pid}/exe")
+    assert binary.server.family == "mariadb" and binary.server.version == sb.version
+    assert binary.image.pie == (sb.version == "10.11.5")
+    i = sandbox.VERSIONS.index(sb.version)
+    for name, per_version in EXPECTED.items():
+        res = catalog.resolve_stage(catalog.stage(name), binary.symbols, binary.server)
+        assert per_version[i] in {s.name for _, s in res.probes}, name
+    res = catalog.resolve_stage(catalog.stage("partition.get_partition_id"), binary.symbols, binary.server)
+    names = {s.name for _, s in res.probes}
+    assert {"get_partition_id_range", "get_partition_id_list", "get_partition_id_hash_nosub"} <= names
+    assert ("vers_get_partition_id" in names) == (sb.version == "10.11.5")
+    assert res.missing_expected == [] or res.missing_expected == ["vers_get_partition_id"]
+
+
+@pytest.mark.parametrize("kind", ["range", "list"])
+def test_insert_select_counts_match_the_table(server, conn, tmp_path, kind):
+    _, pid = server
+    t = workload.table(kind, 5)
+    workload.prepare_source(conn, ROWS)
+    workload.create_target(conn, t)
+    prof = Profiler(pid, tmp_path, "--insert-profile")
+    affected, _ = workload.insert_select(conn, t)
+    code, out, err = prof.stop()
+    assert code == 0, err
+    assert affected == ROWS
+    truth = workload.partition_counts(conn, t)
+    assert sum(truth) == ROWS and all(truth)
+    doc = prof.profile()
+    for name in ("partition.write_row", "partition.get_partition_id", "innodb.row_insert"):
+        s = stage(doc, name)
+        assert s["calls"] == ROWS, name
+        assert partition_calls(s) == truth, name
+    assert stage(doc, "innodb.write_row")["calls"] == ROWS
+    assert "row_insert_for_mysql" in out
+
+
+def test_kill_9_mid_load_leaves_no_probe_and_the_load_completes(server, conn, tmp_path):
+    sb, pid = server
+    t = workload.table("range", 5)
+    workload.prepare_source(conn, KILL_ROWS)
+    workload.create_target(conn, t)
+    prof = Profiler(pid, tmp_path, "--insert-profile")
+    result = {}
+    loader = threading.Thread(target=lambda: result.update(rows=workload.insert_select(conn, t)[0]))
+    loader.start()
+    assert wait_until(lambda: insert_is_running(sb), timeout=10)
+    assert loader.is_alive(), "the load ended before mysqlprobe could be killed in its middle"
+    kill9_leaves_no_probe(prof, f"/proc/{pid}/")
+    loader.join(timeout=300)
+    assert result["rows"] == KILL_ROWS
+    check = workload.connect(sb.socket)
+    assert workload.row_count(check, t) == KILL_ROWS
+    check.close()
+
+
+def insert_is_running(sb) -> bool:
+    """The INSERT is running once the server reports it in its processlist."""
+    c = workload.connect(sb.socket)
+    try:
+        with c.cursor() as cur:
+            cur.execute("SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE INFO LIKE 'INSERT INTO emp_%'")
+            return cur.fetchone()[0] > 0
+    finally:
+        c.close()
+
+
+DEBIAN_MARIADBD = "/usr/sbin/mariadbd"
+
+
+@pytest.fixture(scope="module")
+def debian_mariadbd(tmp_path_factory):
+    """Debian's stripped mariadbd (package mariadb-server-core), on a private datadir."""
+    assert os.path.exists(DEBIAN_MARIADBD), "install Debian's mariadb-server-core for the stripped-binary test"
+    home = tmp_path_factory.mktemp("debian-mariadbd")
+    sock = home / "sock"
+    proc = subprocess.Popen([DEBIAN_MARIADBD, "--no-defaults", f"--datadir={home}", "--user=root",
+                             "--skip-networking", f"--socket={sock}", "--skip-grant-tables",
+                             f"--log-error={home}/error.log"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    assert wait_until(lambda: sock.exists() or proc.poll() is not None, timeout=60), "Debian mariadbd did not start"
+    assert proc.poll() is None, (home / "error.log").read_text()
+    yield proc.pid
+    proc.send_signal(signal.SIGTERM)
+    proc.wait(timeout=60)
+
+
+def test_stripped_debian_binary_gives_one_clear_line(debian_mariadbd):
+    proc = subprocess.run([MYSQLPROBE, "-p", str(debian_mariadbd), "--insert-profile"],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == errors.EXIT_NO_SYMBOLS
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in proc.stderr
+    assert "/usr/sbin/mariadbd is stripped" in lines[0]
+    assert "partition.write_row" in lines[0] and "innodb.row_insert" in lines[0]
+    assert "mariadb-server-core-dbgsym" in lines[0]
+    assert not proc.stdout

@@ -1,0 +1,97 @@
+"""The command line as a user meets it: exit codes, one-line errors (the
+traceback only with -v), --list without root."""
+
+import subprocess
+
+import pytest
+
+from test_symbols import _strip_with_debug_file
+from conftest import MYSQLPROBE, compile_fixture
+from mysqlprobe import errors
+
+
+def mysqlprobe(*args):
+    proc = subprocess.run([MYSQLPROBE, *map(str, args)], capture_output=True, text=True)
+    return proc.returncode, proc.stdout, proc.stderr
+
+
+def _one_line(stderr):
+    lines = stderr.strip().splitlines()
+    assert len(lines) == 1, stderr
+    assert "Traceback" not in stderr
+    return lines[0]
+
+
+def test_nothing_to_probe_is_a_usage_error():
+    code, _, err = mysqlprobe("-p", 1)
+    assert code == errors.EXIT_USAGE and "nothing to probe" in err
+
+
+def test_help_ends_with_examples():
+    code, out, _ = mysqlprobe("--help")
+    assert code == 0 and "--insert-profile" in out
+    assert out.rstrip().splitlines()[-1].strip().startswith("mysqlprobe demo")
+
+
+def test_missing_process():
+    code, _, err = mysqlprobe("-p", 2**22 + 3, "--insert-profile")
+    assert code == errors.EXIT_NO_TARGET
+    assert "no process with PID" in _one_line(err)
+
+
+def test_traceback_only_with_verbose():
+    code, _, err = mysqlprobe("-v", "-p", 2**22 + 3, "--insert-profile")
+    assert code == errors.EXIT_NO_TARGET and "Traceback" in err
+
+
+def test_report_of_something_that_is_not_a_capture(tmp_path):
+    code, _, err = mysqlprobe("report", tmp_path)
+    assert code == errors.EXIT_CAPTURE and "no such capture" in _one_line(err)
+
+
+def test_list_insert_profile_of_a_binary(mysql_fixtures):
+    code, out, err = mysqlprobe("--binary", mysql_fixtures["5.6"], "--list", "--insert-profile")
+    assert code == 0, err
+    assert "MySQL 5.6.51 (mysql-5.6)" in out
+    assert "ha_partition::write_row(unsigned char*)" in out
+    assert "[partition: *argument 1 at return]" in out
+
+
+def test_unknown_probe_suggests_a_name(mysql_fixtures):
+    code, _, err = mysqlprobe("--binary", mysql_fixtures["5.7"], "--list", "--probe", "row_insert_for_mysq")
+    assert code == errors.EXIT_USAGE
+    assert "did you mean row_insert_for_mysql" in _one_line(err)
+
+
+def test_glob_probe(mysql_fixtures):
+    code, out, _ = mysqlprobe("--binary", mysql_fixtures["8.0"], "--list", "--probe", "get_partition_id_*")
+    assert code == 0
+    assert "get_partition_id_range(partition_info*, unsigned int*, long long*)" in out
+
+
+def test_stripped_binary_says_what_is_missing(fixture_dir, tmp_path):
+    src = compile_fixture(fixture_dir, "5.7", name="cli-strip-src")
+    stripped, _ = _strip_with_debug_file(src, tmp_path, debuglink=False)
+    code, _, err = mysqlprobe("--binary", stripped, "--list", "--insert-profile")
+    assert code == errors.EXIT_NO_SYMBOLS
+    line = _one_line(err)
+    assert "is stripped and no debug symbols were found" in line
+    assert "partition.write_row" in line and "innodb.row_insert" in line and "--debug-file" in line
+
+
+def test_debug_file_option_restores_the_probes(fixture_dir, tmp_path):
+    src = compile_fixture(fixture_dir, "5.7", name="cli-debugfile-src")
+    stripped, debug = _strip_with_debug_file(src, tmp_path, debuglink=False)
+    code, out, err = mysqlprobe("--binary", stripped, "--debug-file", debug, "--list", "--insert-profile")
+    assert code == 0, err
+    assert "Partition_helper::ph_write_row" in out and f"debug file {debug}" in out
+
+
+@pytest.mark.parametrize("args, message", [
+    (["-p", "1", "--insert-profile", "-d", "0"], "positive"),
+    (["-p", "1", "--stage", "innodb.nope"], "unknown stage"),
+    (["--insert-profile"], "-p/--pid is required"),
+])
+def test_bad_options(args, message):
+    code, _, err = mysqlprobe(*args)
+    assert code == errors.EXIT_USAGE and message in err
