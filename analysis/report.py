@@ -3,6 +3,8 @@ under 80 columns."""
 
 from __future__ import annotations
 
+import textwrap
+
 from mysqlprobe.analysis import histogram as H
 from mysqlprobe.analysis.profile import StageSummary, stage_summaries, window_ns
 
@@ -79,15 +81,19 @@ def render_text(doc: dict) -> str:
     for s in stages:
         if s.calls:
             out += [""] + stage_detail(s)
+    notes = []
     idle = [s.stage for s in stages if not s.calls]
     if idle:
-        out += ["", "no calls during the window: " + ", ".join(idle)]
+        notes.append("no calls during the window: " + ", ".join(idle))
     for u in doc.get("unavailable", []):
-        out.append(f"unavailable: {u['stage']}: {u['reason']}")
+        notes.append(f"unavailable: {u['stage']}: {u['reason']}")
     counters = doc["engine"].get("counters", {})
-    notes = {k: v for k, v in counters.items() if k not in ("entries", "returns") and v}
+    odd = {k: v for k, v in counters.items() if k not in ("entries", "returns") and v}
+    if odd:
+        notes.append("engine: " + ", ".join(f"{k.replace('_', ' ')} {v}" for k, v in odd.items()))
+    notes += [f"warning: {w}" for w in doc.get("warnings", [])]
     if notes:
-        out.append("engine: " + ", ".join(f"{k.replace('_', ' ')} {v}" for k, v in notes.items()))
-    for w in doc.get("warnings", []):
-        out.append(f"warning: {w}")
+        out.append("")
+    for note in notes:
+        out += textwrap.wrap(note, 80, subsequent_indent="  ")
     return "\n".join(out) + "\n"
