@@ -47,6 +47,7 @@ def lib() -> ctypes.CDLL:
                                                   ctypes.POINTER(_UprobeOpts)]),
         "bpf_link__destroy": (ctypes.c_int, [_P]),
         "bpf_map_lookup_elem": (ctypes.c_int, [ctypes.c_int, _P, _P]),
+        "bpf_map_update_elem": (ctypes.c_int, [ctypes.c_int, _P, _P, ctypes.c_uint64]),
         "bpf_map_get_next_key": (ctypes.c_int, [ctypes.c_int, _P, _P]),
     }
     for fn, (res, args) in sigs.items():
@@ -140,6 +141,12 @@ class BpfObject:
 
 def lookup(fd: int, key: ctypes.Structure | ctypes._SimpleCData, value) -> bool:
     return lib().bpf_map_lookup_elem(fd, ctypes.byref(key), ctypes.byref(value)) == 0
+
+
+def update(fd: int, key, value) -> None:
+    ctypes.set_errno(0)
+    if lib().bpf_map_update_elem(fd, ctypes.byref(key), ctypes.byref(value), 0) != 0:
+        raise _errno_error("updating a BPF map failed")
 
 
 def keys(fd: int, key_type) -> list:

@@ -121,7 +121,7 @@ class UprobeSession:
                 self._obj.attach_uprobe(ret, self.pid, self.binary, spec.symbol.offset, spec.cookie, True)
                 self._obj.attach_uprobe(entry, self.pid, self.binary, spec.symbol.offset, spec.cookie, False)
             self._fds = {name: self._obj.map_fd(name)
-                         for name in ("stats", "part_stats", "thread_stats", "counters")}
+                         for name in ("stats", "part_stats", "thread_stats", "counters", ".bss")}
         except BaseException:
             self.close()
             raise
@@ -137,9 +137,23 @@ class UprobeSession:
     def attached(self) -> int:
         return self._obj.attached if self._obj else 0
 
-    def detach(self) -> None:
-        """Stop timing; the maps stay readable until close()."""
+    def _set_enabled(self, on: bool) -> None:
+        # .bss holds one variable, `enabled`
+        libbpf.update(self._fds[".bss"], ctypes.c_uint32(0), ctypes.c_uint32(1 if on else 0))
+
+    def start(self) -> None:
+        """Open the window: every probe counts from now on."""
+        self._set_enabled(True)
+
+    def stop(self) -> None:
+        """Close the window at once for all probes; detaching can then take its time."""
         if self._obj:
+            self._set_enabled(False)
+
+    def detach(self) -> None:
+        """Stop timing and remove the probes; the maps stay readable until close()."""
+        if self._obj:
+            self.stop()
             self._obj.detach_all()
 
     def close(self) -> None:

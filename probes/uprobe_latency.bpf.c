@@ -23,6 +23,10 @@ struct x86_64_regs {
 
 const volatile __u32 targ_tgid = 0;
 
+/* Set by user space once every probe is attached, cleared before any is
+ * detached: all functions share one window, whatever the attach order. */
+__u32 enabled = 0;
+
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
 	__uint(max_entries, MAX_PROBES);
@@ -161,7 +165,7 @@ int probe_entry(struct x86_64_regs *ctx)
 	struct frame *f;
 	__s32 part = -1;
 
-	if (targ_tgid && (pid_tgid >> 32) != targ_tgid)
+	if (!enabled || (targ_tgid && (pid_tgid >> 32) != targ_tgid))
 		return 0;
 	count(CNT_ENTRIES);
 	st = thread_stack(tid, true);
@@ -255,7 +259,7 @@ int probe_return(struct x86_64_regs *ctx)
 	__s32 part;
 	int i, found = 0;
 
-	if (targ_tgid && (pid_tgid >> 32) != targ_tgid)
+	if (!enabled || (targ_tgid && (pid_tgid >> 32) != targ_tgid))
 		return 0;
 	count(CNT_RETURNS);
 	st = thread_stack(tid, false);

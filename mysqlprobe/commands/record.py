@@ -233,6 +233,7 @@ def record(target, binary: Binary, plan: Plan, *, duration: float | None, stop: 
     session = UprobeSession(target.pid, target.proc_exe, plan.specs, verbose)
     ended_by = "duration"
     with session:
+        session.start()
         start_wall, start = now_utc(), time.monotonic()
         if status:
             status.started(session, len(plan.specs))
@@ -248,6 +249,7 @@ def record(target, binary: Binary, plan: Plan, *, duration: float | None, stop: 
                 break
             if status:
                 status.tick(time.monotonic() - start, session)
+        session.stop()
         elapsed = time.monotonic() - start
         if signals:
             signals.ignore()
@@ -292,6 +294,10 @@ def run(args, parser) -> int:
     stages = list(catalog.INSERT_PROFILE) if args.insert_profile else []
     stages += [s for s in args.stage if s not in stages]
     target, binary = load_binary_for(args)
+    if stages and binary.server.family == "unknown":
+        who = f"PID {target.pid} runs {binary.display_path}" if target else binary.display_path
+        raise TargetError(f"{who}, which does not look like mysqld or mariadbd (no MySQL/MariaDB version "
+                          f"string or handler functions); use --probe for other programs")
     plan = plan_probes(binary, stages, args.probe)
     check_symbols(binary, plan, stages)
     if args.list:

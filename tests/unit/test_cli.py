@@ -95,3 +95,9 @@ def test_debug_file_option_restores_the_probes(fixture_dir, tmp_path):
 def test_bad_options(args, message):
     code, _, err = mysqlprobe(*args)
     assert code == errors.EXIT_USAGE and message in err
+
+
+def test_insert_profile_of_a_program_that_is_not_mysqld():
+    code, _, err = mysqlprobe("--binary", "/bin/true", "--list", "--insert-profile")
+    assert code == errors.EXIT_NO_TARGET
+    assert "does not look like mysqld or mariadbd" in _one_line(err)
