@@ -108,3 +108,20 @@ def test_kill_9_leaves_no_uprobe_and_the_target_runs_on(fixture_process, tmp_pat
     kill9_leaves_no_probe(prof, f"/proc/{fixture_process.pid}/")
     truth = fixture_process.command(f"run {ROWS} 5")
     assert sum(truth["partitions"]) == ROWS
+
+
+@pytest.mark.parametrize("fixture_process", ["5.7"], indirect=True)
+def test_window_ending_mid_load_cuts_every_stage_at_the_same_moment(fixture_process, tmp_path):
+    # the probes come off one by one; counting must stop for all of them at once
+    prof = Profiler(fixture_process.pid, tmp_path, "--insert-profile", "-d", "1.5")
+    fixture_process.proc.stdin.write("run 3000017 5\n")
+    fixture_process.proc.stdin.flush()
+    code = prof.proc.wait(timeout=60)
+    assert code == 0, prof.proc.stderr.read()
+    assert sum(json.loads(fixture_process.proc.stdout.readline())["partitions"]) == 3000017
+    doc = prof.profile()
+    calls = [stage(doc, n)["calls"] for n in ("partition.write_row", "partition.write_row_in_part",
+                                              "partition.get_partition_id", "innodb.write_row",
+                                              "innodb.row_insert")]
+    assert calls[0] > 1000, calls              # the load ran inside the window
+    assert max(calls) - min(calls) <= 1, calls  # one row may straddle each edge
