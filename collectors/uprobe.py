@@ -53,6 +53,7 @@ class ProbeSpec:
     symbol: ResolvedSymbol
     stage: str | None = None
     partition: PartitionSource | None = None
+    with_return: bool = True  # False: count entries only (calibration)
 
     @property
     def cookie(self) -> int:
@@ -118,7 +119,8 @@ class UprobeSession:
             for spec in self.specs:
                 # the return probe first: an entry without its return would
                 # leave frames on the thread stacks while attaching
-                self._obj.attach_uprobe(ret, self.pid, self.binary, spec.symbol.offset, spec.cookie, True)
+                if spec.with_return:
+                    self._obj.attach_uprobe(ret, self.pid, self.binary, spec.symbol.offset, spec.cookie, True)
                 self._obj.attach_uprobe(entry, self.pid, self.binary, spec.symbol.offset, spec.cookie, False)
             self._fds = {name: self._obj.map_fd(name)
                          for name in ("stats", "part_stats", "thread_stats", "counters", ".bss")}
