@@ -9,12 +9,18 @@ from dataclasses import dataclass, field
 from mysqlprobe.analysis import histogram as H
 
 
+def _zeros() -> list[int]:
+    return [0] * H.NUM_SLOTS
+
+
 @dataclass
 class PartitionSummary:
     id: int
-    calls: int
-    total_ns: int
-    counts: list[int]
+    calls: int = 0
+    total_ns: int = 0
+    counts: list[int] = field(default_factory=_zeros)
+    raw_total_ns: int = 0
+    raw_counts: list[int] = field(default_factory=_zeros)
 
     @property
     def mean_ns(self) -> float | None:
@@ -28,7 +34,10 @@ class StageSummary:
     symbols: list[str]
     calls: int = 0
     total_ns: int = 0
-    counts: list[int] = field(default_factory=lambda: [0] * H.NUM_SLOTS)
+    counts: list[int] = field(default_factory=_zeros)
+    raw_total_ns: int = 0
+    raw_counts: list[int] = field(default_factory=_zeros)
+    overhead_ns: int = 0
     partitions: dict[int, PartitionSummary] = field(default_factory=dict)
     partition_source: str | None = None
 
@@ -40,8 +49,14 @@ class StageSummary:
         return H.percentiles(self.counts)
 
 
-def probe_counts(probe: dict) -> list[int]:
-    return H.counts_from_buckets(probe.get("histogram", []))
+def _add(summary, record: dict) -> None:
+    """Add a probe's or a partition's latencies (corrected and raw) into a summary."""
+    summary.calls += record["calls"]
+    summary.total_ns += record["total_ns"]
+    summary.counts = H.merge(summary.counts, H.counts_from_buckets(record.get("histogram", [])))
+    raw = record.get("raw", record)
+    summary.raw_total_ns += raw["total_ns"]
+    summary.raw_counts = H.merge(summary.raw_counts, H.counts_from_buckets(raw.get("histogram", [])))
 
 
 def stage_summaries(doc: dict) -> list[StageSummary]:
@@ -57,24 +72,23 @@ def stage_summaries(doc: dict) -> list[StageSummary]:
         if s is None:
             s = out[name] = StageSummary(name, st.title if st else p["symbol"], [])
         s.symbols.append(p["symbol"])
-        s.calls += p["calls"]
-        s.total_ns += p["total_ns"]
-        s.counts = H.merge(s.counts, probe_counts(p))
+        _add(s, p)
+        s.overhead_ns += p.get("overhead_ns", 0)
         if p.get("partition_source"):
             s.partition_source = p["partition_source"]
         for part in p.get("partitions", []):
-            ps = s.partitions.get(part["id"])
-            if ps is None:
-                ps = s.partitions[part["id"]] = PartitionSummary(part["id"], 0, 0, [0] * H.NUM_SLOTS)
-            ps.calls += part["calls"]
-            ps.total_ns += part["total_ns"]
-            ps.counts = H.merge(ps.counts, H.counts_from_buckets(part.get("histogram", [])))
+            _add(s.partitions.setdefault(part["id"], PartitionSummary(part["id"])), part)
     order = {n: i for i, n in enumerate(BY_NAME)}
     return sorted(out.values(), key=lambda s: (order.get(s.stage, len(order)), s.stage))
 
 
 def window_ns(doc: dict) -> int:
     return int(doc["window"]["duration_s"] * 1e9)
+
+
+def _latency(total: int, calls: int, counts: list[int]) -> dict:
+    return {"total_ns": total, "mean_ns": total / calls if calls else None,
+            "percentiles_ns": H.percentiles(counts), "histogram": histogram_record(counts)}
 
 
 def stage_record(s: StageSummary, window: int) -> dict:
@@ -86,20 +100,16 @@ def stage_record(s: StageSummary, window: int) -> dict:
         "symbols": s.symbols,
         "calls": s.calls,
         "calls_per_s": round(s.calls / seconds, 3) if seconds else None,
-        "total_ns": s.total_ns,
-        "mean_ns": s.mean_ns,
+        **_latency(s.total_ns, s.calls, s.counts),
         "share_of_window": round(s.total_ns / window, 6) if window else None,
-        "percentiles_ns": s.percentiles(),
-        "histogram": histogram_record(s.counts),
+        "raw": _latency(s.raw_total_ns, s.calls, s.raw_counts),
+        "overhead_ns": s.overhead_ns,
         "partition_source": s.partition_source,
-        "partitions": [partition_record(p) for _, p in sorted(s.partitions.items())],
+        "partitions": [{"id": p.id, "calls": p.calls, **_latency(p.total_ns, p.calls, p.counts),
+                        "raw": _latency(p.raw_total_ns, p.calls, p.raw_counts)}
+                       for _, p in sorted(s.partitions.items())],
     }
 
 
 def histogram_record(counts: list[int]) -> list[dict]:
     return [{"low": b.low, "high": b.high, "count": b.count} for b in H.nonzero_buckets(counts)]
-
-
-def partition_record(p: PartitionSummary) -> dict:
-    return {"id": p.id, "calls": p.calls, "total_ns": p.total_ns, "mean_ns": p.mean_ns,
-            "percentiles_ns": H.percentiles(p.counts), "histogram": histogram_record(p.counts)}

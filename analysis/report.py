@@ -32,9 +32,27 @@ def header(doc: dict) -> list[str]:
         f"binary   {t['binary']}",
         f"symbols  {t.get('symbols', '?')}",
         f"window   {w['start']}, {w['duration_s']:.2f}s (ended by {w['ended_by']})",
-        f"probes   {doc['engine']['probes_attached']} attached on {len(doc['probes'])} functions",
+        f"probes   {doc['engine']['probes_attached']} attached on {len(doc['probes'])} functions"
+        + _overhead(doc),
+        _latency_basis(doc),
     ]
     return lines
+
+
+def _overhead(doc: dict) -> str:
+    o = doc.get("overhead") or {}
+    if not o.get("estimated_ns"):
+        return ""
+    share = o.get("share_of_window")
+    return f"; cost ~{fmt(o['estimated_ns'])}" + (f" ({_pct(share)} of window)" if share is not None else "")
+
+
+def _latency_basis(doc: dict) -> str:
+    cal = doc.get("calibration")
+    if not cal:
+        return "latency  raw: includes the probes' own cost (run without --raw to correct)"
+    costs = ", ".join(f"{fmt(c['entry_ns'] + c['return_ns'])} {k}" for k, c in sorted(cal["classes"].items()))
+    return f"latency  corrected; probe cost per call {costs}"
 
 
 def summary_table(stages: list[StageSummary], window: int) -> list[str]:

@@ -26,7 +26,8 @@ _u64 = ctypes.c_uint64
 
 
 class _ProbeStats(ctypes.Structure):
-    _fields_ = [("calls", _u64), ("total_ns", _u64), ("nested_hits", _u64), ("hist", _u64 * MAX_SLOTS)]
+    _fields_ = [("calls", _u64), ("total_ns", _u64), ("nested_hits", _u64), ("corrected_ns", _u64),
+                ("hist", _u64 * MAX_SLOTS), ("chist", _u64 * MAX_SLOTS)]
 
 
 class _PartKey(ctypes.Structure):
@@ -34,7 +35,8 @@ class _PartKey(ctypes.Structure):
 
 
 class _PartStats(ctypes.Structure):
-    _fields_ = [("calls", _u64), ("total_ns", _u64), ("hist", _u64 * MAX_SLOTS)]
+    _fields_ = [("calls", _u64), ("total_ns", _u64), ("corrected_ns", _u64),
+                ("hist", _u64 * MAX_SLOTS), ("chist", _u64 * MAX_SLOTS)]
 
 
 class _ThreadKey(ctypes.Structure):
@@ -42,7 +44,7 @@ class _ThreadKey(ctypes.Structure):
 
 
 class _ThreadStats(ctypes.Structure):
-    _fields_ = [("calls", _u64), ("total_ns", _u64), ("first_ns", _u64), ("last_ns", _u64)]
+    _fields_ = [("calls", _u64), ("total_ns", _u64), ("corrected_ns", _u64), ("first_ns", _u64), ("last_ns", _u64)]
 
 
 @dataclass(frozen=True)
@@ -54,6 +56,13 @@ class ProbeSpec:
     stage: str | None = None
     partition: PartitionSource | None = None
     with_return: bool = True  # False: count entries only (calibration)
+    skip: int = 0             # bytes past the symbol to attach at (an endbr64)
+    entry_class: str = ""     # how the kernel handles the probed instruction (calibration.py)
+    cost_class: int = 0       # row of the costs map that corrects it; 0: none
+
+    @property
+    def attach_offset(self) -> int:
+        return self.symbol.offset + self.skip
 
     @property
     def cookie(self) -> int:
@@ -61,7 +70,12 @@ class ProbeSpec:
         if self.partition:
             mode = PART_ARG_VALUE if self.partition.kind == "arg" else PART_ARG_OUT_PTR
             arg = self.partition.arg
-        return self.index | (mode << 16) | (arg << 24)
+        entry_only = 0 if self.with_return else 1 << 31
+        return self.index | (mode << 16) | (arg << 24) | entry_only | (self.cost_class << 32)
+
+
+def _zeros() -> list[int]:
+    return [0] * MAX_SLOTS
 
 
 @dataclass
@@ -69,6 +83,8 @@ class PartCounts:
     calls: int
     total_ns: int
     hist: list[int]
+    corrected_ns: int = 0
+    chist: list[int] = field(default_factory=_zeros)
 
 
 @dataclass
@@ -77,6 +93,7 @@ class ThreadCounts:
     total_ns: int
     first_ns: int
     last_ns: int
+    corrected_ns: int = 0
 
 
 @dataclass
@@ -84,7 +101,9 @@ class ProbeCounts:
     calls: int = 0
     total_ns: int = 0
     nested_hits: int = 0
-    hist: list[int] = field(default_factory=lambda: [0] * MAX_SLOTS)
+    hist: list[int] = field(default_factory=_zeros)
+    corrected_ns: int = 0
+    chist: list[int] = field(default_factory=_zeros)
     partitions: dict[int, PartCounts] = field(default_factory=dict)
     threads: dict[int, ThreadCounts] = field(default_factory=dict)
 
@@ -95,35 +114,53 @@ class Snapshot:
     counters: dict[str, int]
 
 
+@dataclass(frozen=True)
+class ProbeGroup:
+    """Functions of one process to probe."""
+
+    pid: int
+    binary: str  # path to attach through, e.g. /proc/PID/exe
+    specs: tuple[ProbeSpec, ...]
+
+
 class UprobeSession:
-    """Loads the latency program for one process and attaches it to specs.
+    """Loads the latency program for one process and attaches it to specs;
+    optionally also to the calibration helper (a second process whose probes
+    count whether the window is open or not).
 
     Everything is detached by close() / leaving the with-block; should the
     process die instead, the kernel drops the links with its descriptors."""
 
-    def __init__(self, pid: int, binary: str, specs: list[ProbeSpec], verbose: bool = False):
-        if len(specs) > MAX_PROBES:
-            raise UsageError(f"{len(specs)} functions to probe; at most {MAX_PROBES} at once")
+    def __init__(self, pid: int, binary: str, specs: list[ProbeSpec], verbose: bool = False,
+                 calibration: ProbeGroup | None = None):
+        total = len(specs) + (len(calibration.specs) if calibration else 0)
+        if total > MAX_PROBES:
+            raise UsageError(f"{total} functions to probe; at most {MAX_PROBES} at once")
         self.pid = pid
         self.binary = binary
         self.specs = specs
+        self.calibration = calibration
         self.verbose = verbose
         self._obj: libbpf.BpfObject | None = None
 
     def open(self) -> "UprobeSession":
-        rodata = struct.pack("<I", self.pid)
+        rodata = struct.pack("<II", self.pid, self.calibration.pid if self.calibration else 0)
         self._obj = libbpf.BpfObject(probes.object_path("uprobe_latency"), rodata, self.verbose)
         try:
             entry = self._obj.program("probe_entry")
             ret = self._obj.program("probe_return")
-            for spec in self.specs:
-                # the return probe first: an entry without its return would
-                # leave frames on the thread stacks while attaching
-                if spec.with_return:
-                    self._obj.attach_uprobe(ret, self.pid, self.binary, spec.symbol.offset, spec.cookie, True)
-                self._obj.attach_uprobe(entry, self.pid, self.binary, spec.symbol.offset, spec.cookie, False)
+            groups = [ProbeGroup(self.pid, self.binary, tuple(self.specs))]
+            if self.calibration:
+                groups.insert(0, self.calibration)
+            for g in groups:
+                for spec in g.specs:
+                    # the return probe first: an entry without its return would
+                    # leave frames on the thread stacks while attaching
+                    if spec.with_return:
+                        self._obj.attach_uprobe(ret, g.pid, g.binary, spec.attach_offset, spec.cookie, True)
+                    self._obj.attach_uprobe(entry, g.pid, g.binary, spec.attach_offset, spec.cookie, False)
             self._fds = {name: self._obj.map_fd(name)
-                         for name in ("stats", "part_stats", "thread_stats", "counters", ".bss")}
+                         for name in ("stats", "part_stats", "thread_stats", "counters", "costs", ".bss")}
         except BaseException:
             self.close()
             raise
@@ -139,9 +176,27 @@ class UprobeSession:
     def attached(self) -> int:
         return self._obj.attached if self._obj else 0
 
+    @property
+    def attached_count(self) -> int:
+        """Probes this session attaches (entry and return), attached or not right now."""
+        return sum(2 if s.with_return else 1 for s in self.specs)
+
     def _set_enabled(self, on: bool) -> None:
         # .bss holds one variable, `enabled`
         libbpf.update(self._fds[".bss"], ctypes.c_uint32(0), ctypes.c_uint32(1 if on else 0))
+
+    def set_cost(self, cost_class: int, own_ns: float, pair_ns: float) -> None:
+        """What the kernel subtracts, per probe of that class, from the calls it times."""
+        libbpf.update(self._fds["costs"], ctypes.c_uint32(cost_class),
+                      (ctypes.c_uint64 * 2)(max(int(own_ns), 0), max(int(pair_ns), 0)))
+
+    def probe_counts(self, index: int) -> ProbeCounts:
+        """Totals of one probe (no partitions or threads): cheap enough to poll."""
+        value = _ProbeStats()
+        if not libbpf.lookup(self._fds["stats"], ctypes.c_uint32(index), value):
+            return ProbeCounts()
+        return ProbeCounts(value.calls, value.total_ns, value.nested_hits, list(value.hist),
+                           value.corrected_ns, list(value.chist))
 
     def start(self) -> None:
         """Open the window: every probe counts from now on."""
@@ -179,15 +234,18 @@ class UprobeSession:
         value = _ProbeStats()
         for spec in self.specs:
             if libbpf.lookup(self._fds["stats"], ctypes.c_uint32(spec.index), value):
-                out[spec.index] = ProbeCounts(value.calls, value.total_ns, value.nested_hits, list(value.hist))
+                out[spec.index] = ProbeCounts(value.calls, value.total_ns, value.nested_hits, list(value.hist),
+                                              value.corrected_ns, list(value.chist))
         part = _PartStats()
         for key in libbpf.keys(self._fds["part_stats"], _PartKey):
             if key.probe in out and libbpf.lookup(self._fds["part_stats"], key, part):
-                out[key.probe].partitions[key.part] = PartCounts(part.calls, part.total_ns, list(part.hist))
+                out[key.probe].partitions[key.part] = PartCounts(part.calls, part.total_ns, list(part.hist),
+                                                                 part.corrected_ns, list(part.chist))
         th = _ThreadStats()
         for key in libbpf.keys(self._fds["thread_stats"], _ThreadKey):
             if key.probe in out and libbpf.lookup(self._fds["thread_stats"], key, th):
-                out[key.probe].threads[key.tid] = ThreadCounts(th.calls, th.total_ns, th.first_ns, th.last_ns)
+                out[key.probe].threads[key.tid] = ThreadCounts(th.calls, th.total_ns, th.first_ns, th.last_ns,
+                                                               th.corrected_ns)
         counters = {}
         c = ctypes.c_uint64()
         for i, name in enumerate(COUNTERS):

@@ -12,8 +12,8 @@ from pathlib import Path
 
 from mysqlprobe import __version__
 from mysqlprobe.analysis import histogram as H
-from mysqlprobe.analysis.profile import histogram_record, partition_record, PartitionSummary
-from mysqlprobe.analysis.profile import stage_record, stage_summaries, window_ns
+from mysqlprobe.analysis.profile import histogram_record, stage_record, stage_summaries, window_ns
+from mysqlprobe.collectors.uprobe import ProbeCounts
 from mysqlprobe.errors import CaptureError
 
 SCHEMA = "mysqlprobe.profile"
@@ -26,14 +26,19 @@ def host_record() -> dict:
             "machine": platform.machine(), "cpus": os.cpu_count()}
 
 
-def probe_record(spec, counts) -> dict:
-    """One probed function: what it is and what the kernel counted."""
+def _latency(total: int, calls: int, hist) -> dict:
+    return {"total_ns": total, "mean_ns": total / calls if calls else None,
+            "percentiles_ns": H.percentiles(hist), "histogram": histogram_record(hist)}
+
+
+def probe_record(spec, counts, calibration=None) -> dict:
+    """One probed function: what it is and what the kernel counted. Latencies
+    are corrected for the probes' own cost; `raw` has them as measured."""
     sym = spec.symbol
-    calls = counts.calls if counts else 0
-    total = counts.total_ns if counts else 0
-    hist = counts.hist if counts else [0] * H.NUM_SLOTS
-    parts = counts.partitions if counts else {}
-    threads = counts.threads if counts else {}
+    counts = counts or ProbeCounts()
+    own = calibration.own(spec.entry_class) if calibration else 0.0
+    pair = calibration.pair(spec.entry_class) if calibration else 0.0
+    calls = counts.calls
     return {
         "id": spec.index,
         "stage": spec.stage,
@@ -42,22 +47,24 @@ def probe_record(spec, counts) -> dict:
         "mangled": sym.mangled,
         "address": f"{sym.address:#x}",
         "offset": f"{sym.offset:#x}",
+        "entry": {"class": spec.entry_class, "skipped_endbr64": bool(spec.skip),
+                  "own_cost_ns": round(own, 1), "pair_cost_ns": round(pair, 1)},
         "partition_source": spec.partition.describe() if spec.partition else None,
         "calls": calls,
-        "total_ns": total,
-        "mean_ns": total / calls if calls else None,
-        "nested_probe_hits": counts.nested_hits if counts else 0,
-        "percentiles_ns": H.percentiles(hist),
-        "histogram": histogram_record(hist),
-        "partitions": [partition_record(PartitionSummary(pid, p.calls, p.total_ns, p.hist))
-                       for pid, p in sorted(parts.items())],
-        "threads": [{"tid": tid, "calls": t.calls, "total_ns": t.total_ns}
-                    for tid, t in sorted(threads.items(), key=lambda kv: -kv[1].total_ns)],
+        **_latency(counts.corrected_ns, calls, counts.chist),
+        "raw": _latency(counts.total_ns, calls, counts.hist),
+        "nested_probe_hits": counts.nested_hits,
+        "overhead_ns": round(calls * pair),
+        "partitions": [{"id": pid, "calls": p.calls, **_latency(p.corrected_ns, p.calls, p.chist),
+                        "raw": _latency(p.total_ns, p.calls, p.hist)}
+                       for pid, p in sorted(counts.partitions.items())],
+        "threads": [{"tid": tid, "calls": t.calls, "total_ns": t.corrected_ns, "raw_total_ns": t.total_ns}
+                    for tid, t in sorted(counts.threads.items(), key=lambda kv: -kv[1].corrected_ns)],
     }
 
 
 def build_profile(*, argv: list[str], target: dict, window: dict, specs, snapshot,
-                  unavailable: list[dict], warnings: list[str], attached: int) -> dict:
+                  unavailable: list[dict], warnings: list[str], attached: int, calibration=None) -> dict:
     doc = {
         "schema": SCHEMA,
         "schema_version": SCHEMA_VERSION,
@@ -67,11 +74,17 @@ def build_profile(*, argv: list[str], target: dict, window: dict, specs, snapsho
         "window": window,
         "histogram_scheme": {"name": H.SCHEME, "unit": "ns",
                              "note": "buckets are [low, high) ns; percentiles interpolate inside a bucket"},
-        "probes": [probe_record(s, snapshot.probes.get(s.index)) for s in specs],
+        "calibration": calibration.to_json() if calibration else None,
+        "latencies": "corrected" if calibration else "raw",
+        "probes": [probe_record(s, snapshot.probes.get(s.index), calibration) for s in specs],
         "unavailable": unavailable,
         "engine": {"probes_attached": attached, "counters": snapshot.counters},
         "warnings": warnings,
     }
+    overhead = sum(p["overhead_ns"] for p in doc["probes"])
+    doc["overhead"] = {"estimated_ns": overhead,
+                       "share_of_window": round(overhead / window_ns(doc), 6) if window_ns(doc) else None,
+                       "note": "probe hits x calibrated cost per hit: thread time the probes added"}
     doc["stages"] = [stage_record(s, window_ns(doc)) for s in stage_summaries(doc)]
     return doc
 

@@ -1,4 +1,5 @@
-"""Compile probes/*.bpf.c with clang -target bpf: `python3 probes/build.py OUT_DIR`.
+"""Compile probes/*.bpf.c with clang -target bpf, and the calibration helper
+calibrate.c with cc: `python3 probes/build.py OUT_DIR`.
 
 Used by setup.py when the package builds, so the database host needs neither
 LLVM nor kernel headers at run time; only the uapi headers of linux-libc-dev
@@ -20,7 +21,15 @@ def compile_probes(out_dir: str) -> list[str]:
     gcc = shutil.which("gcc")
     multiarch = subprocess.run([gcc, "-print-multiarch"], capture_output=True, text=True).stdout.strip() if gcc else ""
     os.makedirs(out_dir, exist_ok=True)
-    built = []
+    built: list[str] = []
+    cc = os.environ.get("CC") or shutil.which("cc") or shutil.which("gcc")
+    if not cc:
+        raise SystemExit("building mysqlprobe needs a C compiler for its calibration helper")
+    helper = os.path.join(out_dir, "calibrate")
+    cmd = [cc, "-O2", "-Wall", "-Werror", "-o", helper, os.path.join(HERE, "calibrate.c")]
+    print(" ".join(cmd))
+    subprocess.run(cmd, check=True)
+    built.append(helper)
     for src in sorted(glob.glob(os.path.join(HERE, "*.bpf.c"))):
         obj = os.path.join(out_dir, os.path.basename(src)[:-2] + ".o")
         cmd = [clang, "-O2", "-g", "-Wall", "-Werror", "-target", "bpf", "-I", HERE, "-c", src, "-o", obj]

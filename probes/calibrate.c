@@ -10,27 +10,34 @@
 #include <string.h>
 #include <time.h>
 
-/* each does nothing and returns; only the first instruction differs */
+/* each does nothing and returns; only the first instruction differs. Three
+ * copies of each: one unprobed, one with an entry probe, one with both, so one
+ * set of probes serves interleaved runs of the three. */
+#define NOTHING_FN(name, first) \
+	".globl " name "\n.type " name ",@function\n" \
+	name ":\n\t" first "\n\tret\n.size " name ",.-" name "\n"
+#define PUSH "pushq %rbp\n\tpopq %rbp"
+#define STEP "movq %rdi,%rax"
 __asm__(
 	".text\n"
-	".globl cal_push\n.type cal_push,@function\n"
-	"cal_push:\n\tpushq %rbp\n\tpopq %rbp\n\tret\n.size cal_push,.-cal_push\n"
-	".globl cal_step\n.type cal_step,@function\n"
-	"cal_step:\n\tmovq %rdi,%rax\n\tret\n.size cal_step,.-cal_step\n"
+	NOTHING_FN("cal_push", PUSH) NOTHING_FN("cal_push_entry", PUSH) NOTHING_FN("cal_push_both", PUSH)
+	NOTHING_FN("cal_step", STEP) NOTHING_FN("cal_step_entry", STEP) NOTHING_FN("cal_step_both", STEP)
 	".globl cal_endbr\n.type cal_endbr,@function\n"
 	"cal_endbr:\n\t.byte 0xf3,0x0f,0x1e,0xfa\n\tret\n.size cal_endbr,.-cal_endbr\n"
 	/* a probed function calling another: checks the nested correction */
 	".globl cal_outer\n.type cal_outer,@function\n"
 	"cal_outer:\n\tpushq %rbp\n\tcall cal_push\n\tpopq %rbp\n\tret\n.size cal_outer,.-cal_outer\n");
 
-void cal_push(void);
-void cal_step(void);
+void cal_push(void), cal_push_entry(void), cal_push_both(void);
+void cal_step(void), cal_step_entry(void), cal_step_both(void);
 void cal_endbr(void);
 void cal_outer(void);
 
+#define TARGET(fn) { #fn, fn }
 static const struct { const char *name; void (*fn)(void); } targets[] = {
-	{ "cal_push", cal_push }, { "cal_step", cal_step },
-	{ "cal_endbr", cal_endbr }, { "cal_outer", cal_outer },
+	TARGET(cal_push), TARGET(cal_push_entry), TARGET(cal_push_both),
+	TARGET(cal_step), TARGET(cal_step_entry), TARGET(cal_step_both),
+	TARGET(cal_endbr), TARGET(cal_outer),
 };
 
 static long long now_ns(void)

@@ -21,7 +21,11 @@ struct x86_64_regs {
 	unsigned long ax, cx, dx, si, di, orig_ax, ip, cs, flags, sp, ss;
 };
 
-const volatile __u32 targ_tgid = 0;
+/* set before loading; one struct so user space knows the layout of .rodata */
+const volatile struct {
+	__u32 targ_tgid;
+	__u32 calib_tgid; /* the calibration helper: counted whether the window is open or not */
+} config = {};
 
 /* Set by user space once every probe is attached, cleared before any is
  * detached: all functions share one window, whatever the attach order. */
@@ -74,6 +78,13 @@ struct {
 
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, MAX_COST_CLASSES);
+	__type(key, __u32);
+	__type(value, struct probe_cost);
+} costs SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
 	__uint(max_entries, CNT_MAX);
 	__type(key, __u32);
 	__type(value, __u64);
@@ -85,6 +96,16 @@ static __always_inline void count(__u32 id)
 
 	if (c)
 		__sync_fetch_and_add(c, 1);
+}
+
+/* the target while the window is open, and the calibration helper always */
+static __always_inline bool wanted(__u64 pid_tgid)
+{
+	__u32 tgid = pid_tgid >> 32;
+
+	if (config.calib_tgid && tgid == config.calib_tgid)
+		return true;
+	return enabled && (!config.targ_tgid || tgid == config.targ_tgid);
 }
 
 static __always_inline __u32 log2_u32(__u32 v)
@@ -165,9 +186,11 @@ int probe_entry(struct x86_64_regs *ctx)
 	struct frame *f;
 	__s32 part = -1;
 
-	if (!enabled || (targ_tgid && (pid_tgid >> 32) != targ_tgid))
+	if (!wanted(pid_tgid))
 		return 0;
 	count(CNT_ENTRIES);
+	if (cookie & COOKIE_ENTRY_ONLY)
+		return 0;
 	st = thread_stack(tid, true);
 	if (!st)
 		return 0;
@@ -182,38 +205,42 @@ int probe_entry(struct x86_64_regs *ctx)
 		part = st->frames[(depth - 1) & (MAX_DEPTH - 1)].part;
 	f = &st->frames[depth & (MAX_DEPTH - 1)];
 	f->probe = cookie & COOKIE_PROBE_MASK;
-	f->arg = arg_value(ctx, (cookie >> COOKIE_ARG_SHIFT) & 0xff);
+	f->arg = arg_value(ctx, (cookie >> COOKIE_ARG_SHIFT) & 0x7f);
 	if (mode == PART_ARG_VALUE)
 		part = (__s32)(__u32)f->arg;
 	f->part = part;
 	f->hits_at_entry = st->hits;
+	f->cost_at_entry = st->cost_ns;
 	st->depth = depth + 1;
 	f->ts = bpf_ktime_get_ns();
 	return 0;
 }
 
-static __always_inline void record(__u32 probe, __u64 delta, __u64 nested, __s32 part,
-				   __u32 tid, __u64 now)
+static __always_inline void record(__u32 probe, __u64 delta, __u64 corrected, __u64 nested,
+				   __s32 part, __u32 tid, __u64 now)
 {
 	struct thread_key tk = { .tid = tid, .probe = probe };
 	struct part_key pk = { .probe = probe, .part = (__u32)part };
 	struct probe_stats *ps = bpf_map_lookup_elem(&stats, &probe);
 	struct part_stats *pp, *zero_part;
 	struct thread_stats *ts;
-	__u64 slot = hist_slot(delta);
+	__u64 slot = hist_slot(delta), cslot = hist_slot(corrected);
 	__u32 zero = 0;
 
-	/* hist_slot() already clamps; this check (on a 64-bit value, so clang
-	 * checks the register it indexes with) is for the verifier */
+	/* hist_slot() already clamps; these checks (on 64-bit values, so clang
+	 * checks the registers it indexes with) are for the verifier */
 	asm volatile("" : "+r"(slot));
-	if (slot >= MAX_SLOTS)
+	asm volatile("" : "+r"(cslot));
+	if (slot >= MAX_SLOTS || cslot >= MAX_SLOTS)
 		return;
 
 	if (ps) {
 		__sync_fetch_and_add(&ps->calls, 1);
 		__sync_fetch_and_add(&ps->total_ns, delta);
 		__sync_fetch_and_add(&ps->nested_hits, nested);
+		__sync_fetch_and_add(&ps->corrected_ns, corrected);
 		__sync_fetch_and_add(&ps->hist[slot], 1);
+		__sync_fetch_and_add(&ps->chist[cslot], 1);
 	}
 	if (part >= 0) {
 		pp = bpf_map_lookup_elem(&part_stats, &pk);
@@ -226,7 +253,9 @@ static __always_inline void record(__u32 probe, __u64 delta, __u64 nested, __s32
 		if (pp) {
 			__sync_fetch_and_add(&pp->calls, 1);
 			__sync_fetch_and_add(&pp->total_ns, delta);
+			__sync_fetch_and_add(&pp->corrected_ns, corrected);
 			__sync_fetch_and_add(&pp->hist[slot], 1);
+			__sync_fetch_and_add(&pp->chist[cslot], 1);
 		}
 	}
 	ts = bpf_map_lookup_elem(&thread_stats, &tk);
@@ -240,6 +269,7 @@ static __always_inline void record(__u32 probe, __u64 delta, __u64 nested, __s32
 		/* one thread updates its own key: no atomics needed */
 		ts->calls++;
 		ts->total_ns += delta;
+		ts->corrected_ns += corrected;
 		ts->last_ns = now;
 	}
 }
@@ -255,11 +285,13 @@ int probe_return(struct x86_64_regs *ctx)
 	__u32 tid = (__u32)pid_tgid, depth, idx = 0, part_id;
 	struct thread_stack *st;
 	struct frame *f;
-	__u64 nested;
+	__u32 cls = (cookie >> COOKIE_CLASS_SHIFT) & 0xff;
+	struct probe_cost *cost = bpf_map_lookup_elem(&costs, &cls);
+	__u64 nested, delta, inner_cost, own = cost ? cost->own_ns : 0, pair = cost ? cost->pair_ns : 0;
 	__s32 part;
 	int i, found = 0;
 
-	if (!enabled || (targ_tgid && (pid_tgid >> 32) != targ_tgid))
+	if (!wanted(pid_tgid))
 		return 0;
 	count(CNT_RETURNS);
 	st = thread_stack(tid, false);
@@ -303,6 +335,11 @@ int probe_return(struct x86_64_regs *ctx)
 	f = &st->frames[idx & (MAX_DEPTH - 1)];
 	nested = st->hits - f->hits_at_entry;
 	st->hits++;
+	delta = now - f->ts;
+	/* what the probes cost inside this call: its own share and the full
+	 * cost of every probed call nested in it */
+	inner_cost = own + (st->cost_ns - f->cost_at_entry);
+	st->cost_ns += pair;
 	part = f->part;
 	if (mode == PART_ARG_OUT_PTR) {
 		if (bpf_probe_read_user(&part_id, sizeof(part_id), (void *)f->arg) == 0) {
@@ -315,6 +352,6 @@ int probe_return(struct x86_64_regs *ctx)
 		}
 	}
 	st->depth = idx;
-	record(probe, now - f->ts, nested, part, tid, now);
+	record(probe, delta, delta > inner_cost ? delta - inner_cost : 0, nested, part, tid, now);
 	return 0;
 }

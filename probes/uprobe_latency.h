@@ -4,7 +4,7 @@
 #ifndef MYSQLPROBE_UPROBE_LATENCY_H
 #define MYSQLPROBE_UPROBE_LATENCY_H
 
-#define UPROBE_LATENCY_ABI 1
+#define UPROBE_LATENCY_ABI 2
 
 #define MAX_PROBES 1024
 /* Histogram of ns: log2 octaves split in 4 linear sub-buckets (about 19% wide).
@@ -17,10 +17,24 @@
 #define MAX_PART_KEYS 16384
 #define MAX_THREAD_KEYS 65536
 
-/* bpf cookie: probe index | partition mode << 16 | argument index << 24 */
+/* bpf cookie, from the low bits:
+ *   16 probe index | 8 partition mode | 7 argument index | 1 entry only |
+ *   8 cost class (index into the costs map; 0 = no correction)
+ * The costs map holds, per class of probed first instruction, what a probe
+ * costs (see struct probe_cost); user space keeps it calibrated while the
+ * window is open. */
 #define COOKIE_PROBE_MASK 0xffff
 #define COOKIE_MODE_SHIFT 16
 #define COOKIE_ARG_SHIFT 24
+#define COOKIE_ENTRY_ONLY (1ULL << 31) /* no return probe: count, push nothing */
+#define COOKIE_CLASS_SHIFT 32
+#define MAX_COST_CLASSES 4
+
+struct probe_cost {
+	__u64 own_ns;  /* the part of a probe's entry and return handling that falls
+			* between the two timestamps of its own call */
+	__u64 pair_ns; /* all its entry and return cost, as seen from an enclosing call */
+};
 
 enum part_mode {
 	PART_NONE = 0,      /* inherits the partition of the enclosing probed call */
@@ -41,9 +55,11 @@ enum counter_id {
 
 struct probe_stats {
 	__u64 calls;
-	__u64 total_ns;
-	__u64 nested_hits; /* probe hits (entries and returns) inside the calls */
+	__u64 total_ns;       /* raw: as the timestamps say */
+	__u64 nested_hits;    /* probe hits (entries and returns) inside the calls */
+	__u64 corrected_ns;   /* minus the calibrated cost of the probes inside */
 	__u64 hist[MAX_SLOTS];
+	__u64 chist[MAX_SLOTS]; /* of corrected latencies */
 };
 
 struct part_key {
@@ -54,7 +70,9 @@ struct part_key {
 struct part_stats {
 	__u64 calls;
 	__u64 total_ns;
+	__u64 corrected_ns;
 	__u64 hist[MAX_SLOTS];
+	__u64 chist[MAX_SLOTS];
 };
 
 struct thread_key {
@@ -65,6 +83,7 @@ struct thread_key {
 struct thread_stats {
 	__u64 calls;
 	__u64 total_ns;
+	__u64 corrected_ns;
 	__u64 first_ns;
 	__u64 last_ns;
 };
@@ -73,6 +92,7 @@ struct frame {
 	__u64 ts;
 	__u64 arg;
 	__u64 hits_at_entry;
+	__u64 cost_at_entry;
 	__u32 probe;
 	__s32 part;
 };
@@ -81,6 +101,7 @@ struct thread_stack {
 	__u32 depth;
 	__u32 overflow;
 	__u64 hits;
+	__u64 cost_ns; /* calibrated cost of the probed calls completed on this thread */
 	struct frame frames[MAX_DEPTH];
 };
 

@@ -14,6 +14,7 @@ import pytest
 
 HERE = Path(__file__).parent
 FIXTURE_SRC = HERE / "fixtures" / "mysqld_fixture.cc"
+KNOWN_COST_SRC = HERE / "fixtures" / "known_cost.cc"
 # the installed console script: what a user runs (python -m from the source
 # tree would import the unmapped source layout instead)
 MYSQLPROBE = str(Path(sys.executable).with_name("mysqlprobe"))
@@ -48,3 +49,11 @@ def fixture_dir(tmp_path_factory) -> Path:
 def mysql_fixtures(fixture_dir) -> dict[str, Path]:
     """Stand-in binaries for MySQL 5.6, 5.7 and 8.0 (PIE, with .symtab)."""
     return {line: compile_fixture(fixture_dir, line) for line in MYSQL_LINES}
+
+
+@pytest.fixture(scope="session")
+def known_cost_binary(fixture_dir) -> Path:
+    """The target whose functions cost ~100 ns, ~1 us, ~10 us (tests/fixtures/known_cost.cc)."""
+    out = fixture_dir / "known_cost"
+    subprocess.run([shutil.which("g++") or "g++", "-O2", "-o", str(out), str(KNOWN_COST_SRC)], check=True)
+    return out

@@ -8,11 +8,13 @@ import signal
 import sys
 import threading
 import time
-from dataclasses import dataclass, field
+from contextlib import ExitStack
+from dataclasses import dataclass, field, replace
 
 from mysqlprobe import catalog
 from mysqlprobe.analysis.report import render_text
 from mysqlprobe.capture import build_profile, now_utc, write_profile
+from mysqlprobe.collectors.calibration import COST_CLASS, Calibrator, entry_point
 from mysqlprobe.collectors.symbols import Binary, load_binary, load_target_binary, resolve_target
 from mysqlprobe.collectors.uprobe import ProbeSpec, UprobeSession
 from mysqlprobe.errors import NoSymbolsError, PermissionProblem, TargetError, UsageError
@@ -45,6 +47,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--debug-file", metavar="PATH", help="separate debug symbols for a stripped binary")
     p.add_argument("--list", action="store_true", help="list the functions that would be probed, and exit")
     p.add_argument("-q", "--quiet", action="store_true", help="no status line while running")
+    p.add_argument("--raw", action="store_true",
+                   help="skip the calibration: report latencies with the probes' own cost in them")
 
 
 def check_arguments(args, parser: argparse.ArgumentParser) -> None:
@@ -76,7 +80,8 @@ def plan_probes(binary: Binary, stages: list[str], patterns: list[str]) -> Plan:
         if sym.address in seen:
             return
         seen.add(sym.address)
-        plan.specs.append(ProbeSpec(len(plan.specs), sym, stage, partition))
+        skip, klass = entry_point(binary.path, sym.offset)
+        plan.specs.append(ProbeSpec(len(plan.specs), sym, stage, partition, skip=skip, entry_class=klass))
 
     for res in catalog.resolve(stages, binary.symbols, binary.server):
         if not res.available and res.applicable:
@@ -156,7 +161,8 @@ def list_plan(binary: Binary, plan: Plan, out=sys.stdout) -> None:
           f"{'PIE' if binary.image.pie else 'non-PIE'}, symbols from {symbols_source(binary)}", file=out)
     for s in plan.specs:
         part = f"  [partition: {s.partition.describe()}]" if s.partition else ""
-        print(f"{s.stage or '-':<30} {s.symbol.address:#x} {s.symbol.demangled}{part}", file=out)
+        entry = f"  [entry {s.entry_class}{', after endbr64' if s.skip else ''}]"
+        print(f"{s.stage or '-':<30} {s.symbol.address:#x} {s.symbol.demangled}{part}{entry}", file=out)
     for u in plan.unavailable:
         print(f"{u['stage']:<30} unavailable: {u['reason']}", file=out)
 
@@ -226,15 +232,27 @@ def _alive(pid: int) -> bool:
 
 def record(target, binary: Binary, plan: Plan, *, duration: float | None, stop: threading.Event,
            argv: list[str], status=None, verbose: bool = False, signals: StopSignals | None = None,
-           stop_reason: str = "stopped") -> dict:
-    """Attach, wait for the window to end, read the maps, detach. Returns profile.json's document."""
+           stop_reason: str = "stopped", correct: bool = True) -> dict:
+    """Calibrate, attach, wait for the window to end, read the maps, detach.
+    Returns profile.json's document."""
     if os.geteuid() != 0:
         raise PermissionProblem("attaching uprobes needs root (or CAP_BPF, CAP_PERFMON and CAP_SYS_ADMIN)")
-    session = UprobeSession(target.pid, target.proc_exe, plan.specs, verbose)
+    calibrator = Calibrator(first_index=len(plan.specs)) if correct else None
+    specs = [replace(s, cost_class=COST_CLASS.get(s.entry_class, 0)) for s in plan.specs] if correct else plan.specs
+    session = UprobeSession(target.pid, target.proc_exe, specs, verbose,
+                            calibration=calibrator.group if calibrator else None)
     ended_by = "duration"
-    with session:
+    cal = None
+    with ExitStack() as stack:
+        if calibrator:
+            stack.enter_context(calibrator)
+        stack.enter_context(session)
+        if calibrator:
+            calibrator.calibrate(session)
         session.start()
         start_wall, start = now_utc(), time.monotonic()
+        if calibrator:
+            calibrator.follow(session)
         if status:
             status.started(session, len(plan.specs))
         while True:
@@ -253,15 +271,18 @@ def record(target, binary: Binary, plan: Plan, *, duration: float | None, stop: 
         elapsed = time.monotonic() - start
         if signals:
             signals.ignore()
+        if calibrator:
+            calibrator.close()
+            cal = calibrator.current()
         session.detach()
         snapshot = session.snapshot()
-        attached = len(plan.specs) * 2
+        attached = session.attached_count
     if status:
         status.done()
     window = {"start": start_wall, "duration_s": round(elapsed, 6), "requested_s": duration, "ended_by": ended_by}
-    return build_profile(argv=argv, target=target_record(target, binary), window=window, specs=plan.specs,
+    return build_profile(argv=argv, target=target_record(target, binary), window=window, specs=specs,
                          snapshot=snapshot, unavailable=plan.unavailable, warnings=plan.warnings,
-                         attached=attached)
+                         attached=attached, calibration=cal)
 
 
 class StatusLine:
@@ -309,7 +330,8 @@ def run(args, parser) -> int:
     stop = threading.Event()
     with StopSignals(stop) as signals:
         doc = record(target, binary, plan, duration=args.duration, stop=stop, argv=sys.argv,
-                     status=StatusLine(enabled=not args.quiet), verbose=args.verbose, signals=signals)
+                     status=StatusLine(enabled=not args.quiet), verbose=args.verbose, signals=signals,
+                     correct=not args.raw)
     sys.stdout.write(render_text(doc))
     if args.output:
         path = write_profile(args.output, doc)

@@ -13,6 +13,7 @@ from mysqlprobe.analysis import histogram as H
 from mysqlprobe.analysis.report import render_text
 from mysqlprobe.catalog import PartitionSource
 from mysqlprobe.collectors.symbols import ResolvedSymbol
+from mysqlprobe.collectors.calibration import Calibration, ClassCost
 from mysqlprobe.collectors.uprobe import PartCounts, ProbeCounts, ProbeSpec, Snapshot, ThreadCounts
 from mysqlprobe.errors import CaptureError
 
@@ -33,22 +34,32 @@ def _sym(name, sig, addr):
 
 def synthetic_run():
     parts = [2002, 2001, 2002, 2001, 2001]
+    cal = Calibration({"emulated": ClassCost(800, 1000, 700, 50), "single-step": ClassCost(10000, 1000, 9900, 300)},
+                      5, 1.0, 3)
+    costs = dict(entry_class="emulated", cost_class=1)
     specs = [
         ProbeSpec(0, _sym("ha_partition::write_row", "ha_partition::write_row(unsigned char*)", 0x500000),
-                  "partition.write_row"),
+                  "partition.write_row", **costs),
         ProbeSpec(1, _sym("get_partition_id_range", "get_partition_id_range(partition_info*, unsigned int*, "
-                          "long long*)", 0x510000), "partition.get_partition_id", PartitionSource("out", 1)),
+                          "long long*)", 0x510000), "partition.get_partition_id", PartitionSource("out", 1), **costs),
         ProbeSpec(2, _sym("row_insert_for_mysql", "row_insert_for_mysql(unsigned char const*, row_prebuilt_t*)",
-                          0x520000), "innodb.row_insert"),
-        ProbeSpec(3, _sym("page_zip_compress", "page_zip_compress(...)", 0x530000), "innodb.page_compress"),
+                          0x520000), "innodb.row_insert", **costs),
+        ProbeSpec(3, _sym("page_zip_compress", "page_zip_compress(...)", 0x530000), "innodb.page_compress",
+                  **costs),
     ]
-    def per_part(ns):
-        return {i: PartCounts(n, n * ns, _hist((ns, n))) for i, n in enumerate(parts)}
+
+    def counts(ns, corrected_ns, calls, slow=0, slow_ns=0):
+        return dict(calls=calls, total_ns=calls * ns + slow * slow_ns, hist=_hist((ns, calls - slow), (slow_ns, slow)),
+                    corrected_ns=calls * corrected_ns, chist=_hist((corrected_ns, calls)))
+
+    def per_part(ns, corrected_ns):
+        return {i: PartCounts(**counts(ns, corrected_ns, n)) for i, n in enumerate(parts)}
     probes = {
-        0: ProbeCounts(ROWS, ROWS * 9000, ROWS * 8, _hist((8000, ROWS - 7), (150_000, 7)), per_part(9000),
-                       {4242: ThreadCounts(ROWS, ROWS * 9000, 1, 2)}),
-        1: ProbeCounts(ROWS, ROWS * 800, 0, _hist((800, ROWS)), per_part(800)),
-        2: ProbeCounts(ROWS, ROWS * 2600, 0, _hist((2500, ROWS - 100), (40_000, 100)), per_part(2600)),
+        0: ProbeCounts(nested_hits=ROWS * 8, partitions=per_part(9000, 4000),
+                       threads={4242: ThreadCounts(ROWS, ROWS * 9000, 1, 2, ROWS * 4000)},
+                       **counts(9000, 4000, ROWS, 7, 150_000)),
+        1: ProbeCounts(partitions=per_part(800, 100), **counts(800, 100, ROWS)),
+        2: ProbeCounts(partitions=per_part(2600, 1900), **counts(2600, 1900, ROWS, 100, 40_000)),
         3: ProbeCounts(),
     }
     snap = Snapshot(probes, {"entries": 4 * ROWS, "returns": 4 * ROWS, "unmatched_returns": 0,
@@ -59,7 +70,7 @@ def synthetic_run():
     window = {"start": "2026-11-22T03:00:00.000Z", "duration_s": 1.5, "requested_s": None, "ended_by": "interrupt"}
     return capture.build_profile(argv=["mysqlprobe"], target=target, window=window, specs=specs, snapshot=snap,
                                  unavailable=[{"stage": "innodb.page_verify", "reason": "inlined"}],
-                                 warnings=[], attached=8)
+                                 warnings=[], attached=8, calibration=cal)
 
 
 def test_report_matches_golden_file():
@@ -78,11 +89,17 @@ def test_profile_document_fields():
     assert sum(b["count"] for b in wr["histogram"]) == ROWS
     assert all(b["low"] < b["high"] for b in wr["histogram"])
     assert sum(p["calls"] for p in wr["partitions"]) == ROWS
-    assert wr["threads"] == [{"tid": 4242, "calls": ROWS, "total_ns": ROWS * 9000}]
+    assert wr["threads"] == [{"tid": 4242, "calls": ROWS, "total_ns": ROWS * 4000, "raw_total_ns": ROWS * 9000}]
+    assert wr["mean_ns"] == 4000 and wr["raw"]["mean_ns"] > 9000
+    assert wr["overhead_ns"] == ROWS * 1800
+    assert doc["overhead"]["estimated_ns"] == 3 * ROWS * 1800
+    assert doc["calibration"]["classes"]["single-step"]["entry_ns"] == 10000
     stages = {s["stage"]: s for s in doc["stages"]}
     assert stages["partition.get_partition_id"]["partition_source"] == "*argument 1 at return"
     assert stages["innodb.row_insert"]["calls_per_s"] == pytest.approx(ROWS / 1.5, rel=1e-3)
     assert stages["innodb.page_compress"]["calls"] == 0
+    assert stages["partition.write_row"]["raw"]["total_ns"] == ROWS * 9000 + 7 * 150_000
+    assert stages["partition.write_row"]["total_ns"] == ROWS * 4000
 
 
 def test_capture_round_trip_and_errors(tmp_path):

@@ -1,0 +1,227 @@
+"""What one probe hit costs on this host, measured at start.
+
+A uprobe costs a trap at the function's first instruction and one at its
+return. The kernel emulates some first instructions (push, jmp, call) and
+single-steps the others out of line, which takes a second trap: on a
+virtual machine that can cost ten times more. So each probed function is
+classed by its first instruction, and each class is calibrated on a helper
+process (probes/calibrate.c) whose functions do nothing:
+
+  entry_ns   wall time one entry probe adds (runs with entry probes only)
+  return_ns  wall time the return probe adds (entry+return runs, minus entry)
+  inside_ns  the part of both that the probe's own timestamps enclose
+             (the latency the probes report for a function that does nothing)
+
+A probed call's corrected latency is its raw latency minus its own
+inside_ns and minus entry_ns + return_ns of every probed call nested in it;
+the BPF program does the subtraction per call (see uprobe_latency.h)."""
+
+from __future__ import annotations
+
+import statistics
+import subprocess
+import threading
+import time
+from dataclasses import asdict, dataclass
+
+from mysqlprobe import probes
+from mysqlprobe.collectors.symbols import load_binary
+from mysqlprobe.collectors.uprobe import ProbeGroup, ProbeSpec, UprobeSession
+from mysqlprobe.errors import BpfError
+
+ENDBR64 = b"\xf3\x0f\x1e\xfa"
+EMULATED, SINGLE_STEP = "emulated", "single-step"
+HELPER_FUNCTION = {EMULATED: "cal_push", SINGLE_STEP: "cal_step"}
+
+
+def entry_class(code: bytes) -> str:
+    """How the kernel handles a uprobe on the instruction that code starts with."""
+    if not code:
+        return SINGLE_STEP
+    op = code[0]
+    if 0x50 <= op <= 0x57 or (op == 0x41 and len(code) > 1 and 0x50 <= code[1] <= 0x57):
+        return EMULATED  # push
+    if op in (0xE8, 0xE9, 0xEB):
+        return EMULATED  # call, jmp
+    return SINGLE_STEP
+
+
+def entry_point(path: str, offset: int) -> tuple[int, str]:
+    """(bytes to skip, class) for a function at a file offset.
+
+    An endbr64 does nothing unless user-space IBT is enforced, which Linux
+    does not do: probing the instruction after it is the same entry, and
+    avoids single-stepping it."""
+    with open(path, "rb") as f:
+        f.seek(offset)
+        code = f.read(8)
+    skip = 4 if code.startswith(ENDBR64) else 0
+    return skip, entry_class(code[skip:])
+
+
+COST_CLASS = {EMULATED: 1, SINGLE_STEP: 2}  # rows of the BPF costs map
+
+
+@dataclass
+class ClassCost:
+    entry_ns: float
+    return_ns: float
+    inside_ns: float
+    spread_ns: float  # largest distance of a burst's entry + return from their median
+
+    @property
+    def pair_ns(self) -> float:
+        return self.entry_ns + self.return_ns
+
+
+@dataclass
+class Calibration:
+    classes: dict[str, ClassCost]
+    bursts: int
+    seconds: float
+    in_window: int = 0  # bursts taken while the window was open
+
+    def own(self, klass: str) -> float:
+        return self.classes[klass].inside_ns if klass in self.classes else 0.0
+
+    def pair(self, klass: str) -> float:
+        return self.classes[klass].pair_ns if klass in self.classes else 0.0
+
+    def to_json(self) -> dict:
+        return {"method": "helper process probed in the same BPF session; bursts of timed runs without "
+                          "probes, with an entry probe, with entry and return probes; medians of the last "
+                          f"{ROLLING} bursts, kept up to date while the window is open",
+                "bursts": self.bursts, "bursts_in_window": self.in_window, "seconds": round(self.seconds, 3),
+                "classes": {k: {kk: round(vv, 1) for kk, vv in asdict(v).items()}
+                            for k, v in self.classes.items()}}
+
+
+ROLLING = 9
+
+
+class _Helper:
+    def __init__(self):
+        path = probes.helper_path("calibrate")
+        try:
+            self.proc = subprocess.Popen([path], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        except OSError as e:
+            raise BpfError(f"cannot start the calibration helper {path}: {e.strerror}") from None
+        if self.proc.stdout.readline().strip() != "ready":
+            raise BpfError("the calibration helper did not start")
+        self.path = path
+
+    def ns_per_call(self, name: str, calls: int) -> float:
+        self.proc.stdin.write(f"run {name} {calls}\n")
+        self.proc.stdin.flush()
+        reply = self.proc.stdout.readline().split()
+        if len(reply) != 2 or reply[0] != "ns":
+            raise BpfError(f"calibration helper: unexpected reply {' '.join(reply)!r}")
+        return int(reply[1]) / calls
+
+    def close(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.stdin.close()
+            self.proc.wait(timeout=10)
+
+
+class Calibrator:
+    """Keeps the kernel's correction calibrated. Its probes on the helper go
+    into the same BPF session as the target's (`group`), so a burst measures
+    the probes as they cost right then; the costs map follows the rolling
+    medians. Use as a context manager around the session."""
+
+    def __init__(self, first_index: int):
+        self.started = time.monotonic()
+        self.helper = _Helper()
+        symbols = load_binary(self.helper.path).symbols
+        specs = []
+        self.index: dict[str, int] = {}
+        for klass, name in HELPER_FUNCTION.items():
+            for suffix, with_return in (("_entry", False), ("_both", True)):
+                (sym,) = symbols.lookup(name + suffix)
+                self.index[name + suffix] = first_index + len(specs)
+                specs.append(ProbeSpec(first_index + len(specs), sym, with_return=with_return,
+                                       entry_class=klass))
+        pid = self.helper.proc.pid
+        self.group = ProbeGroup(pid, f"/proc/{pid}/exe", tuple(specs))
+        self.samples: dict[str, dict[str, list[float]]] = {
+            k: {"entry": [], "both": [], "inside": []} for k in HELPER_FUNCTION}
+        self.bursts = 0
+        self.in_window = 0
+        self._thread: threading.Thread | None = None
+        self._stop = threading.Event()
+
+    def __enter__(self) -> "Calibrator":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def burst(self, session, budget_s: float, in_window: bool = False) -> None:
+        """One timed run of each kind per class; each lasts about budget_s."""
+        h = self.helper
+        for klass, name in HELPER_FUNCTION.items():
+            calls = max(20, int(budget_s * 1e9 / max(h.ns_per_call(name + "_both", 20), 1.0)))
+            base = h.ns_per_call(name, calls * 10)
+            entry = h.ns_per_call(name + "_entry", calls)
+            before = session.probe_counts(self.index[name + "_both"])
+            both = h.ns_per_call(name + "_both", calls)
+            after = session.probe_counts(self.index[name + "_both"])
+            n = after.calls - before.calls
+            runs = self.samples[klass]
+            runs["entry"].append(entry - base)
+            runs["both"].append(both - base)
+            runs["inside"].append((after.total_ns - before.total_ns) / n - base if n else 0.0)
+        self.bursts += 1
+        self.in_window += in_window
+
+    def current(self) -> Calibration:
+        """Rolling medians. The return probe costs the same whatever the first
+        instruction: it is taken where it is most precise, on the emulated class."""
+        med = {k: {m: statistics.median(v[-ROLLING:]) for m, v in runs.items()}
+               for k, runs in self.samples.items() if runs["both"]}
+        out = {}
+        if EMULATED in med:
+            return_ns = max(med[EMULATED]["both"] - med[EMULATED]["entry"], 0.0)
+            for klass, m in med.items():
+                entry = m["entry"] if klass == EMULATED else max(m["both"] - return_ns, 0.0)
+                spread = max(abs(x - m["both"]) for x in self.samples[klass]["both"][-ROLLING:])
+                out[klass] = ClassCost(entry, return_ns, max(m["inside"], 0.0), spread)
+        return Calibration(out, self.bursts, time.monotonic() - self.started, self.in_window)
+
+    def apply(self, session) -> Calibration:
+        cal = self.current()
+        for klass, row in COST_CLASS.items():
+            if klass in cal.classes:
+                session.set_cost(row, cal.own(klass), cal.pair(klass))
+        return cal
+
+    def calibrate(self, session, bursts: int = 5, budget_s: float = 0.01) -> Calibration:
+        for _ in range(bursts):
+            self.burst(session, budget_s)
+        return self.apply(session)
+
+    def follow(self, session, interval_s: float = 0.5, budget_s: float = 0.002) -> None:
+        """Keep calibrating in the background while the window is open."""
+        def loop():
+            while not self._stop.wait(interval_s):
+                try:
+                    self.burst(session, budget_s, in_window=True)
+                    self.apply(session)
+                except (BpfError, OSError, ValueError):
+                    return
+        self._thread = threading.Thread(target=loop, name="mysqlprobe-calibrate", daemon=True)
+        self._thread.start()
+
+    def close(self) -> None:
+        self._stop.set()
+        if self._thread:
+            self._thread.join(timeout=10)
+        self.helper.close()
+
+
+def calibrate(bursts: int = 5, budget_s: float = 0.01) -> Calibration:
+    """A calibration on its own (no target): for tests and the bench."""
+    with Calibrator(0) as cal:
+        with UprobeSession(0, cal.group.binary, [], calibration=cal.group) as session:
+            return cal.calibrate(session, bursts, budget_s)

@@ -1,0 +1,78 @@
+"""Corrected latencies against functions of known cost (tests/fixtures/known_cost.cc).
+
+The truth is measured by the target itself on an unprobed twin of each
+function, alternating with the probed one in the same window, so both see
+the same machine. This machine is shared and noisy: the assertions are that
+the correction removes most of the probes' cost, not exact figures; the
+figures are in bench/RESULTS.md."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+
+import pytest
+
+from helpers import Profiler
+
+pytestmark = pytest.mark.root
+
+CALLS = {"cost_100ns": 4000, "cost_1us": 1000, "cost_10us": 200, "outer_10us": 100}
+ROUNDS = 9
+
+
+@pytest.fixture
+def known_cost(known_cost_binary):
+    proc = subprocess.Popen([str(known_cost_binary)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    assert json.loads(proc.stdout.readline())["ready"]
+    yield proc
+    proc.stdin.write("quit\n")
+    proc.stdin.flush()
+    proc.wait(timeout=10)
+
+
+def _command(proc, line):
+    proc.stdin.write(line + "\n")
+    proc.stdin.flush()
+    return json.loads(proc.stdout.readline())
+
+
+def _profile(known_cost, tmp_path, *extra):
+    prof = Profiler(known_cost.pid, tmp_path, *extra, *[a for k in CALLS for a in ("--probe", k)])
+    truth = {k: _command(known_cost, f"compare {k} {n} {ROUNDS}")["truth_ns"] for k, n in CALLS.items()}
+    code, _, err = prof.stop()
+    assert code == 0, err
+    doc = prof.profile()
+    return truth, {p["name"]: p for p in doc["probes"]}, doc
+
+
+def test_corrected_means_are_close_to_the_truth(known_cost, tmp_path):
+    truth, probes, doc = _profile(known_cost, tmp_path)
+    assert doc["latencies"] == "corrected"
+    assert doc["calibration"]["classes"]["emulated"]["entry_ns"] > 0
+    for name, t in truth.items():
+        p = probes[name]
+        assert p["entry"]["class"] == "emulated"
+        nested = 8 * CALLS["outer_10us"] * ROUNDS if name == "cost_1us" else 0  # outer_10us calls it too
+        assert p["calls"] == CALLS[name] * ROUNDS + nested
+        raw_error = p["raw"]["mean_ns"] - t
+        error = p["mean_ns"] - t
+        assert raw_error > 300, (name, t, p["raw"]["mean_ns"])     # the probes' cost is there, raw
+        assert abs(error) <= 0.35 * raw_error, (name, t, p["raw"]["mean_ns"], p["mean_ns"])
+    assert abs(probes["cost_10us"]["mean_ns"] - truth["cost_10us"]) <= 0.10 * truth["cost_10us"]
+
+
+def test_nested_calls_are_subtracted_from_their_caller(known_cost, tmp_path):
+    truth, probes, _ = _profile(known_cost, tmp_path)
+    outer = probes["outer_10us"]
+    # 8 probed cost_1us calls inside each outer call: 8 entries and 8 returns
+    assert outer["nested_probe_hits"] == 16 * outer["calls"]
+    assert outer["raw"]["mean_ns"] > truth["outer_10us"] + 8 * 300  # raw counts the nested probes
+    assert abs(outer["mean_ns"] - truth["outer_10us"]) <= 0.35 * (outer["raw"]["mean_ns"] - truth["outer_10us"])
+
+
+def test_raw_mode_reports_uncorrected_latencies(known_cost, tmp_path):
+    truth, probes, doc = _profile(known_cost, tmp_path, "--raw")
+    assert doc["latencies"] == "raw" and doc["calibration"] is None
+    p = probes["cost_1us"]
+    assert p["mean_ns"] == p["raw"]["mean_ns"] > truth["cost_1us"] + 300
