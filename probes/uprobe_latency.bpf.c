@@ -98,14 +98,17 @@ static __always_inline void count(__u32 id)
 		__sync_fetch_and_add(c, 1);
 }
 
-/* the target while the window is open, and the calibration helper always */
-static __always_inline bool wanted(__u64 pid_tgid)
+enum { SKIP, TARGET, HELPER };
+
+/* the target while the window is open, and the calibration helper always
+ * (its hits stay out of the engine counters, which describe the target) */
+static __always_inline int wanted(__u64 pid_tgid)
 {
 	__u32 tgid = pid_tgid >> 32;
 
 	if (config.calib_tgid && tgid == config.calib_tgid)
-		return true;
-	return enabled && (!config.targ_tgid || tgid == config.targ_tgid);
+		return HELPER;
+	return enabled && (!config.targ_tgid || tgid == config.targ_tgid) ? TARGET : SKIP;
 }
 
 static __always_inline __u32 log2_u32(__u32 v)
@@ -186,9 +189,12 @@ int probe_entry(struct x86_64_regs *ctx)
 	struct frame *f;
 	__s32 part = -1;
 
-	if (!wanted(pid_tgid))
+	int who = wanted(pid_tgid);
+
+	if (who == SKIP)
 		return 0;
-	count(CNT_ENTRIES);
+	if (who == TARGET)
+		count(CNT_ENTRIES);
 	if (cookie & COOKIE_ENTRY_ONLY)
 		return 0;
 	st = thread_stack(tid, true);
@@ -291,9 +297,12 @@ int probe_return(struct x86_64_regs *ctx)
 	__s32 part;
 	int i, found = 0;
 
-	if (!wanted(pid_tgid))
+	int who = wanted(pid_tgid);
+
+	if (who == SKIP)
 		return 0;
-	count(CNT_RETURNS);
+	if (who == TARGET)
+		count(CNT_RETURNS);
 	st = thread_stack(tid, false);
 	if (!st) {
 		count(CNT_UNMATCHED_RETURNS);
