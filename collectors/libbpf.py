@@ -9,6 +9,7 @@ import ctypes.util
 import errno
 import functools
 import os
+import struct
 
 from mysqlprobe.errors import BpfError, PermissionProblem
 
@@ -37,6 +38,9 @@ def lib() -> ctypes.CDLL:
     sigs = {
         "libbpf_set_print": (_P, [_P]),
         "bpf_object__open_file": (_P, [ctypes.c_char_p, _P]),
+        "bpf_object__next_program": (_P, [_P, _P]),
+        "bpf_program__set_expected_attach_type": (ctypes.c_int, [_P, ctypes.c_int]),
+        "bpf_program__fd": (ctypes.c_int, [_P]),
         "bpf_object__load": (ctypes.c_int, [_P]),
         "bpf_object__close": (None, [_P]),
         "bpf_object__find_program_by_name": (_P, [_P, ctypes.c_char_p]),
@@ -60,16 +64,40 @@ def _errno_error(what: str) -> Exception:
     err = ctypes.get_errno()
     text = f"{what}: {os.strerror(err)}"
     if err in (errno.EPERM, errno.EACCES):
-        return PermissionProblem(f"{text}: run as root (or with CAP_BPF and CAP_PERFMON)")
-    return BpfError(text)
+        exc: Exception = PermissionProblem(f"{text}: run as root (or with CAP_BPF and CAP_PERFMON)")
+    else:
+        exc = BpfError(text)
+    exc.errno = err
+    return exc
+
+
+# uprobe_multi links (Linux 6.6+): every offset of a program in one link, made
+# and dropped with one system call each; constants from linux/bpf.h
+BPF_LINK_CREATE = 28
+BPF_TRACE_UPROBE_MULTI = 48
+BPF_F_UPROBE_MULTI_RETURN = 1
+SYS_BPF = 321  # x86_64
+
+
+def _bpf_syscall(cmd: int, attr: ctypes.Array) -> int:
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.syscall.restype = ctypes.c_long
+    ctypes.set_errno(0)
+    return libc.syscall(ctypes.c_long(SYS_BPF), ctypes.c_long(cmd), attr, ctypes.c_long(len(attr)))
 
 
 class BpfObject:
-    """One loaded BPF object file. Use as a context manager."""
+    """One loaded BPF object file. Use as a context manager.
 
-    def __init__(self, path: str, rodata: bytes | None = None, verbose: bool = False):
+    multi=True loads the programs for uprobe_multi links; a kernel without
+    them refuses the load (BpfError with errno EINVAL) and the caller falls
+    back to one perf-event link per probe."""
+
+    def __init__(self, path: str, rodata: bytes | None = None, verbose: bool = False, multi: bool = False):
         self._links: list[int] = []
+        self._fds: list[int] = []
         self._obj = None
+        self.multi = multi
         so = lib()
         if not verbose:
             so.libbpf_set_print(None)
@@ -89,6 +117,11 @@ class BpfObject:
             if so.bpf_map__set_initial_value(m, ctypes.cast(buf, _P), len(rodata)) != 0:
                 self.close()
                 raise BpfError("cannot set the BPF program's constants (.rodata size mismatch?)")
+        if multi:
+            prog = so.bpf_object__next_program(obj, None)
+            while prog:
+                so.bpf_program__set_expected_attach_type(prog, BPF_TRACE_UPROBE_MULTI)
+                prog = so.bpf_object__next_program(obj, prog)
         ctypes.set_errno(0)
         if so.bpf_object__load(obj) != 0:
             err = _errno_error("loading the BPF programs failed (run with -v for the verifier log)")
@@ -124,11 +157,36 @@ class BpfObject:
             raise _errno_error(f"attaching a {kind} to {binary} at offset {offset:#x} failed")
         self._links.append(link)
 
+    def attach_uprobe_multi(self, program: int, pid: int, binary: str, offsets: list[int],
+                            cookies: list[int], retprobe: bool) -> int:
+        """One link for many offsets of one binary; returns its descriptor."""
+        n = len(offsets)
+        path = ctypes.create_string_buffer(binary.encode())
+        offs = (ctypes.c_uint64 * n)(*offsets)
+        cooks = (ctypes.c_uint64 * n)(*cookies)
+        attr = (ctypes.c_uint8 * 128)()
+        struct.pack_into("<IIII", attr, 0, lib().bpf_program__fd(program), 0, BPF_TRACE_UPROBE_MULTI, 0)
+        struct.pack_into("<QQQQIII", attr, 16, ctypes.addressof(path), ctypes.addressof(offs), 0,
+                         ctypes.addressof(cooks), n, BPF_F_UPROBE_MULTI_RETURN if retprobe else 0, pid)
+        fd = _bpf_syscall(BPF_LINK_CREATE, attr)
+        if fd < 0:
+            raise _errno_error(f"attaching {n} {'uretprobes' if retprobe else 'uprobes'} to {binary} failed")
+        self._fds.append(fd)
+        return fd
+
     @property
     def attached(self) -> int:
-        return len(self._links)
+        return len(self._links) + len(self._fds)
+
+    def detach(self, link_fds: list[int]) -> None:
+        for fd in link_fds:
+            if fd in self._fds:
+                self._fds.remove(fd)
+                os.close(fd)
 
     def detach_all(self) -> None:
+        while self._fds:
+            os.close(self._fds.pop())
         while self._links:
             lib().bpf_link__destroy(self._links.pop())
 

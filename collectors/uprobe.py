@@ -5,6 +5,8 @@ latency histogram, and the same per partition and per thread."""
 from __future__ import annotations
 
 import ctypes
+import errno
+import os
 import struct
 from dataclasses import dataclass, field
 
@@ -144,27 +146,74 @@ class UprobeSession:
         self._obj: libbpf.BpfObject | None = None
 
     def open(self) -> "UprobeSession":
+        """Load and attach: uprobe_multi links where the kernel has them (one
+        system call to attach or detach them all), else a link per probe."""
         rodata = struct.pack("<II", self.pid, self.calibration.pid if self.calibration else 0)
-        self._obj = libbpf.BpfObject(probes.object_path("uprobe_latency"), rodata, self.verbose)
         try:
-            entry = self._obj.program("probe_entry")
-            ret = self._obj.program("probe_return")
-            groups = [ProbeGroup(self.pid, self.binary, tuple(self.specs))]
-            if self.calibration:
-                groups.insert(0, self.calibration)
-            for g in groups:
-                for spec in g.specs:
-                    # the return probe first: an entry without its return would
-                    # leave frames on the thread stacks while attaching
-                    if spec.with_return:
-                        self._obj.attach_uprobe(ret, g.pid, g.binary, spec.attach_offset, spec.cookie, True)
-                    self._obj.attach_uprobe(entry, g.pid, g.binary, spec.attach_offset, spec.cookie, False)
-            self._fds = {name: self._obj.map_fd(name)
-                         for name in ("stats", "part_stats", "thread_stats", "counters", "costs", ".bss")}
+            if os.environ.get("MYSQLPROBE_LINKS") == "perf":  # force the fallback
+                raise BpfError("per-probe links requested")
+            self._obj = libbpf.BpfObject(probes.object_path("uprobe_latency"), rodata, self.verbose, multi=True)
+            self._attach_all()
+        except BpfError as e:
+            forced = os.environ.get("MYSQLPROBE_LINKS") == "perf"
+            if not forced and getattr(e, "errno", None) not in (errno.EINVAL, errno.EOPNOTSUPP, errno.ENOSYS,
+                                                                errno.E2BIG):
+                self.close()
+                raise
+            self.close()
+            self._obj = libbpf.BpfObject(probes.object_path("uprobe_latency"), rodata, self.verbose, multi=False)
+            try:
+                self._attach_all()
+            except BaseException:
+                self.close()
+                raise
         except BaseException:
             self.close()
             raise
         return self
+
+    @property
+    def link_kind(self) -> str:
+        return "uprobe_multi" if self._obj and self._obj.multi else "perf_event"
+
+    def _attach_all(self) -> None:
+        self._fds = {name: self._obj.map_fd(name)
+                     for name in ("stats", "part_stats", "thread_stats", "counters", "costs", ".bss")}
+        if self.calibration:
+            self._attach_group(self.calibration)
+        self._target_links = self._attach_group(ProbeGroup(self.pid, self.binary, tuple(self.specs)))
+
+    def _attach_group(self, g: ProbeGroup) -> list[int]:
+        """Returns the links of a multi attach (none to track for per-probe links)."""
+        entry = self._obj.program("probe_entry")
+        ret = self._obj.program("probe_return")
+        with_return = [s for s in g.specs if s.with_return]
+        if not g.specs:
+            return []
+        if self._obj.multi:
+            # returns first: an entry without its return would leave frames on the stacks
+            links = []
+            if with_return:
+                links.append(self._obj.attach_uprobe_multi(ret, g.pid, g.binary, [s.attach_offset for s in with_return],
+                                                           [s.cookie for s in with_return], True))
+            links.append(self._obj.attach_uprobe_multi(entry, g.pid, g.binary, [s.attach_offset for s in g.specs],
+                                                       [s.cookie for s in g.specs], False))
+            return links
+        for spec in g.specs:
+            if spec.with_return:
+                self._obj.attach_uprobe(ret, g.pid, g.binary, spec.attach_offset, spec.cookie, True)
+            self._obj.attach_uprobe(entry, g.pid, g.binary, spec.attach_offset, spec.cookie, False)
+        return []
+
+    def detach_target(self) -> None:
+        """Remove the target's probes, keep the calibration helper's (duty cycles)."""
+        if self._obj and self._obj.multi:
+            self._obj.detach(self._target_links)
+            self._target_links = []
+
+    def attach_target(self) -> None:
+        if self._obj and self._obj.multi and not self._target_links:
+            self._target_links = self._attach_group(ProbeGroup(self.pid, self.binary, tuple(self.specs)))
 
     def __enter__(self) -> "UprobeSession":
         return self.open()

@@ -64,7 +64,8 @@ def probe_record(spec, counts, calibration=None) -> dict:
 
 
 def build_profile(*, argv: list[str], target: dict, window: dict, specs, snapshot,
-                  unavailable: list[dict], warnings: list[str], attached: int, calibration=None) -> dict:
+                  unavailable: list[dict], warnings: list[str], attached: int, calibration=None,
+                  links: str = "perf_event") -> dict:
     doc = {
         "schema": SCHEMA,
         "schema_version": SCHEMA_VERSION,
@@ -78,7 +79,7 @@ def build_profile(*, argv: list[str], target: dict, window: dict, specs, snapsho
         "latencies": "corrected" if calibration else "raw",
         "probes": [probe_record(s, snapshot.probes.get(s.index), calibration) for s in specs],
         "unavailable": unavailable,
-        "engine": {"probes_attached": attached, "counters": snapshot.counters},
+        "engine": {"probes_attached": attached, "links": links, "counters": snapshot.counters},
         "warnings": warnings,
     }
     overhead = sum(p["overhead_ns"] for p in doc["probes"])

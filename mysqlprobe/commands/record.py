@@ -277,12 +277,13 @@ def record(target, binary: Binary, plan: Plan, *, duration: float | None, stop: 
         session.detach()
         snapshot = session.snapshot()
         attached = session.attached_count
+        links = session.link_kind
     if status:
         status.done()
     window = {"start": start_wall, "duration_s": round(elapsed, 6), "requested_s": duration, "ended_by": ended_by}
     return build_profile(argv=argv, target=target_record(target, binary), window=window, specs=specs,
                          snapshot=snapshot, unavailable=plan.unavailable, warnings=plan.warnings,
-                         attached=attached, calibration=cal)
+                         attached=attached, calibration=cal, links=links)
 
 
 class StatusLine:

@@ -18,10 +18,11 @@ from mysqlprobe.capture import read_profile
 class Profiler:
     """`mysqlprobe -p PID ...` in the background, started once its probes are attached."""
 
-    def __init__(self, pid: int, out_dir: Path, *args: str):
+    def __init__(self, pid: int, out_dir: Path, *args: str, env: dict | None = None):
         self.out_dir = out_dir
-        self.proc = subprocess.Popen([MYSQLPROBE, "-p", str(pid), "-o", str(out_dir),
-                                      *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        self.proc = subprocess.Popen([MYSQLPROBE, "-p", str(pid), "-o", str(out_dir), *args],
+                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                     env={**os.environ, **(env or {})})
         self.first_line = self.proc.stderr.readline()
         assert self.first_line.startswith("Tracing PID"), self.first_line + self.proc.stderr.read()
 
@@ -51,6 +52,27 @@ def perf_uprobes(holder_pid: int | None = None) -> list[dict]:
     return [r for r in rows if holder_pid is None or r.get("pid") == holder_pid]
 
 
+def held_link_ids(pid: int) -> set[int]:
+    """BPF links whose descriptors a process holds (uprobe_multi links among them)."""
+    ids = set()
+    fdinfo = Path(f"/proc/{pid}/fdinfo")
+    for entry in fdinfo.iterdir() if fdinfo.exists() else []:
+        try:
+            text = entry.read_text()
+        except OSError:
+            continue
+        for line in text.splitlines():
+            if line.startswith("link_id:"):
+                ids.add(int(line.split()[1]))
+    return ids
+
+
+def live_link_ids() -> set[int]:
+    bpftool = shutil.which("bpftool") or "/usr/sbin/bpftool"
+    out = subprocess.run([bpftool, "-j", "link", "show"], capture_output=True, text=True, check=True).stdout
+    return {link["id"] for link in json.loads(out or "[]")}
+
+
 def tracefs_uprobe_events() -> str:
     for d in ("/sys/kernel/tracing", "/sys/kernel/debug/tracing"):
         p = Path(d) / "uprobe_events"
@@ -71,10 +93,12 @@ def wait_until(predicate, timeout: float = 10.0, step: float = 0.1) -> bool:
 def kill9_leaves_no_probe(profiler: Profiler, binary_hint: str) -> None:
     """kill -9 mysqlprobe: the kernel must drop every uprobe with its descriptors."""
     holder = profiler.proc.pid
-    attached = perf_uprobes(holder)
-    assert attached, "bpftool shows no uprobes while mysqlprobe runs: the check would prove nothing"
+    links = held_link_ids(holder)
+    assert links & live_link_ids() or perf_uprobes(holder), \
+        "no uprobe link is seen while mysqlprobe runs: the check would prove nothing"
     os.kill(holder, signal.SIGKILL)
     profiler.proc.wait(timeout=30)
-    assert wait_until(lambda: not perf_uprobes(holder)), perf_uprobes(holder)
+    assert wait_until(lambda: not perf_uprobes(holder) and not links & live_link_ids()), \
+        (perf_uprobes(holder), links & live_link_ids())
     assert not [r for r in perf_uprobes() if binary_hint in str(r.get("filename", ""))]
     assert binary_hint not in tracefs_uprobe_events()

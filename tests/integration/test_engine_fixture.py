@@ -46,7 +46,9 @@ def fixture_process(mysql_fixtures, request):
 @pytest.mark.parametrize("fixture_process", ["5.6", "5.7", "8.0"], indirect=True)
 @pytest.mark.parametrize("kind", ["range", "hash"])
 def test_exact_counts_per_stage_and_partition(fixture_process, tmp_path, kind):
-    prof = Profiler(fixture_process.pid, tmp_path, "--insert-profile")
+    # one kind of link each way: per-probe perf links (kernels before 6.6) for hash
+    prof = Profiler(fixture_process.pid, tmp_path, "--insert-profile",
+                    env={"MYSQLPROBE_LINKS": "perf" if kind == "hash" else "uprobe_multi"})
     truth = fixture_process.command(f"run {ROWS} 5 {kind}")
     code, out, err = prof.stop()
     assert code == 0, err
@@ -103,8 +105,9 @@ def test_duration_and_target_exit(fixture_process, tmp_path):
 
 
 @pytest.mark.parametrize("fixture_process", ["5.7"], indirect=True)
-def test_kill_9_leaves_no_uprobe_and_the_target_runs_on(fixture_process, tmp_path):
-    prof = Profiler(fixture_process.pid, tmp_path, "--insert-profile")
+@pytest.mark.parametrize("links", ["uprobe_multi", "perf"])
+def test_kill_9_leaves_no_uprobe_and_the_target_runs_on(fixture_process, tmp_path, links):
+    prof = Profiler(fixture_process.pid, tmp_path, "--insert-profile", env={"MYSQLPROBE_LINKS": links})
     kill9_leaves_no_probe(prof, f"/proc/{fixture_process.pid}/")
     truth = fixture_process.command(f"run {ROWS} 5")
     assert sum(truth["partitions"]) == ROWS
