@@ -7,6 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from mysqlprobe.analysis import histogram as H
+from mysqlprobe.analysis.sampling import Estimate, estimate_total
 
 
 def _zeros() -> list[int]:
@@ -40,6 +41,7 @@ class StageSummary:
     overhead_ns: int = 0
     partitions: dict[int, PartitionSummary] = field(default_factory=dict)
     partition_source: str | None = None
+    cycle_calls: list[int] | None = None  # sampled mode: calls counted per duty cycle
 
     @property
     def mean_ns(self) -> float | None:
@@ -65,7 +67,8 @@ def stage_summaries(doc: dict) -> list[StageSummary]:
     from mysqlprobe.catalog import BY_NAME
 
     out: dict[str, StageSummary] = {}
-    for p in doc.get("probes", []):
+    cycles = sampled_cycles(doc)
+    for j, p in enumerate(doc.get("probes", [])):
         name = p.get("stage") or f"probe:{p['name']}"
         st = BY_NAME.get(name)
         s = out.get(name)
@@ -73,6 +76,9 @@ def stage_summaries(doc: dict) -> list[StageSummary]:
             s = out[name] = StageSummary(name, st.title if st else p["symbol"], [])
         s.symbols.append(p["symbol"])
         _add(s, p)
+        if cycles is not None:
+            per = [c["calls"][j] for c in cycles]
+            s.cycle_calls = per if s.cycle_calls is None else [a + b for a, b in zip(s.cycle_calls, per)]
         s.overhead_ns += p.get("overhead_ns", 0)
         if p.get("partition_source"):
             s.partition_source = p["partition_source"]
@@ -80,6 +86,28 @@ def stage_summaries(doc: dict) -> list[StageSummary]:
             _add(s.partitions.setdefault(part["id"], PartitionSummary(part["id"])), part)
     order = {n: i for i, n in enumerate(BY_NAME)}
     return sorted(out.values(), key=lambda s: (order.get(s.stage, len(order)), s.stage))
+
+
+def sampled_cycles(doc: dict) -> list[dict] | None:
+    sampling = doc.get("sampling") or {}
+    return sampling.get("calls_per_cycle") if sampling.get("mode") == "sampled" else None
+
+
+def coverage(doc: dict) -> float:
+    """Fraction of the window the probes were on (1 when every call was counted)."""
+    cycles = sampled_cycles(doc)
+    if cycles is None:
+        return 1.0
+    window = doc["window"]["duration_s"]
+    return min(sum(c["on_s"] for c in cycles) / window, 1.0) if window else 1.0
+
+
+def estimated_calls(s: StageSummary, doc: dict) -> Estimate:
+    cycles = sampled_cycles(doc)
+    if cycles is None or s.cycle_calls is None:
+        return Estimate(float(s.calls), float(s.calls), float(s.calls))
+    return estimate_total([(c["on_s"], c["probe_s"], n) for c, n in zip(cycles, s.cycle_calls)],
+                          doc["window"]["duration_s"])
 
 
 def window_ns(doc: dict) -> int:
@@ -91,17 +119,23 @@ def _latency(total: int, calls: int, counts: list[int]) -> dict:
             "percentiles_ns": H.percentiles(counts), "histogram": histogram_record(counts)}
 
 
-def stage_record(s: StageSummary, window: int) -> dict:
-    """A stage summary as it is stored in profile.json."""
+def stage_record(s: StageSummary, doc: dict) -> dict:
+    """A stage summary as it is stored in profile.json. In sampled mode calls
+    are those counted; estimated_calls, calls_per_s and share_of_window stand
+    for the whole window."""
+    window = window_ns(doc)
     seconds = window / 1e9 if window else 0
+    est = estimated_calls(s, doc)
+    share = s.total_ns / coverage(doc) / window if window else None
     return {
         "stage": s.stage,
         "title": s.title,
         "symbols": s.symbols,
         "calls": s.calls,
-        "calls_per_s": round(s.calls / seconds, 3) if seconds else None,
+        "estimated_calls": est.to_json(),
+        "calls_per_s": round(est.value / seconds, 3) if seconds else None,
         **_latency(s.total_ns, s.calls, s.counts),
-        "share_of_window": round(s.total_ns / window, 6) if window else None,
+        "share_of_window": round(share, 6) if share is not None else None,
         "raw": _latency(s.raw_total_ns, s.calls, s.raw_counts),
         "overhead_ns": s.overhead_ns,
         "partition_source": s.partition_source,

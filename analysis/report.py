@@ -6,7 +6,7 @@ from __future__ import annotations
 import textwrap
 
 from mysqlprobe.analysis import histogram as H
-from mysqlprobe.analysis.profile import StageSummary, stage_summaries, window_ns
+from mysqlprobe.analysis.profile import StageSummary, coverage, estimated_calls, stage_summaries, window_ns
 
 fmt = H.format_ns
 
@@ -15,7 +15,7 @@ def _pct(x: float | None) -> str:
     return "-" if x is None else f"{100 * x:.1f}%"
 
 
-def _rate(calls: int, seconds: float) -> str:
+def _rate(calls: float, seconds: float) -> str:
     if not seconds:
         return "-"
     r = calls / seconds
@@ -35,7 +35,7 @@ def header(doc: dict) -> list[str]:
         f"probes   {doc['engine']['probes_attached']} attached on {len(doc['probes'])} functions"
         + _overhead(doc),
         _latency_basis(doc),
-    ]
+    ] + _sampling_line(doc)
     return lines
 
 
@@ -49,22 +49,42 @@ def _overhead(doc: dict) -> str:
 
 def _latency_basis(doc: dict) -> str:
     cal = doc.get("calibration")
-    if not cal:
+    if not cal or doc.get("latencies") == "raw":
         return "latency  raw: includes the probes' own cost (run without --raw to correct)"
     costs = ", ".join(f"{fmt(c['entry_ns'] + c['return_ns'])} {k}" for k, c in sorted(cal["classes"].items()))
     return f"latency  corrected; probe cost per call {costs}"
 
 
-def summary_table(stages: list[StageSummary], window: int) -> list[str]:
+def _count(n: float, estimated: bool) -> str:
+    text = f"{n / 1e6:.1f}M" if n >= 1e7 else f"{n:.0f}"
+    return "~" + text if estimated else text
+
+
+def summary_table(stages: list[StageSummary], doc: dict) -> list[str]:
+    """Calls, calls/s, total and share stand for the whole window: in sampled
+    mode they are estimates (~) from the duty cycles."""
+    window = window_ns(doc)
     seconds = window / 1e9
+    cover = coverage(doc)
+    sampled = cover < 1.0
     lines = [f"{'stage':<29} {'calls':>7} {'calls/s':>7} {'total':>6} {'share':>6} "
              f"{'p50':>6} {'p90':>6} {'p99':>6}"]
     for s in stages:
         p = s.percentiles()
-        share = s.total_ns / window if window else None
-        lines.append(f"{s.stage:<29} {s.calls:>7} {_rate(s.calls, seconds):>7} {fmt(s.total_ns):>6} "
+        calls = estimated_calls(s, doc).value
+        total = s.total_ns / cover
+        share = total / window if window else None
+        lines.append(f"{s.stage:<29} {_count(calls, sampled):>7} {_rate(calls, seconds):>7} {fmt(total):>6} "
                      f"{_pct(share):>6} {fmt(p['p50']):>6} {fmt(p['p90']):>6} {fmt(p['p99']):>6}")
     return lines
+
+
+def _sampling_line(doc: dict) -> list[str]:
+    sampling = doc.get("sampling") or {}
+    if sampling.get("mode") != "sampled":
+        return []
+    return [f"sampling probes on {_pct(coverage(doc))} of the window ({sampling['cycles']} cycles, budget "
+            f"{_pct(sampling['overhead_budget'])}); ~ = estimate, 95% CI in profile.json"]
 
 
 def partition_table(s: StageSummary) -> list[str]:
@@ -84,17 +104,17 @@ def partition_table(s: StageSummary) -> list[str]:
 def stage_detail(s: StageSummary) -> list[str]:
     lines = [f"{s.stage}: {s.title}"[:80]]
     lines += [f"  {sym}" for sym in s.symbols]
-    lines.append(f"  calls {s.calls}, total {fmt(s.total_ns)}, mean {fmt(s.mean_ns)}")
+    lines.append(f"  calls {s.calls}{' counted' if s.cycle_calls is not None else ''}, total {fmt(s.total_ns)}, "
+                 f"mean {fmt(s.mean_ns)}")
     lines += H.render_ascii(s.counts)
     lines += partition_table(s)
     return lines
 
 
 def render_text(doc: dict) -> str:
-    window = window_ns(doc)
     stages = stage_summaries(doc)
     out = header(doc) + [""]
-    out += summary_table(stages, window)
+    out += summary_table(stages, doc)
     out.append("share: time in the stage / window length (above 100% with several threads)")
     for s in stages:
         if s.calls:

@@ -13,6 +13,7 @@ from pathlib import Path
 from mysqlprobe import __version__
 from mysqlprobe.analysis import histogram as H
 from mysqlprobe.analysis.profile import histogram_record, stage_record, stage_summaries, window_ns
+from mysqlprobe.analysis.sampling import estimate_total
 from mysqlprobe.collectors.uprobe import ProbeCounts
 from mysqlprobe.errors import CaptureError
 
@@ -31,7 +32,7 @@ def _latency(total: int, calls: int, hist) -> dict:
             "percentiles_ns": H.percentiles(hist), "histogram": histogram_record(hist)}
 
 
-def probe_record(spec, counts, calibration=None) -> dict:
+def probe_record(spec, counts, calibration=None, corrected: bool = True) -> dict:
     """One probed function: what it is and what the kernel counted. Latencies
     are corrected for the probes' own cost; `raw` has them as measured."""
     sym = spec.symbol
@@ -51,21 +52,25 @@ def probe_record(spec, counts, calibration=None) -> dict:
                   "own_cost_ns": round(own, 1), "pair_cost_ns": round(pair, 1)},
         "partition_source": spec.partition.describe() if spec.partition else None,
         "calls": calls,
-        **_latency(counts.corrected_ns, calls, counts.chist),
+        **(_latency(counts.corrected_ns, calls, counts.chist) if corrected
+           else _latency(counts.total_ns, calls, counts.hist)),
         "raw": _latency(counts.total_ns, calls, counts.hist),
         "nested_probe_hits": counts.nested_hits,
         "overhead_ns": round(calls * pair),
-        "partitions": [{"id": pid, "calls": p.calls, **_latency(p.corrected_ns, p.calls, p.chist),
+        "partitions": [{"id": pid, "calls": p.calls,
+                        **(_latency(p.corrected_ns, p.calls, p.chist) if corrected
+                           else _latency(p.total_ns, p.calls, p.hist)),
                         "raw": _latency(p.total_ns, p.calls, p.hist)}
                        for pid, p in sorted(counts.partitions.items())],
-        "threads": [{"tid": tid, "calls": t.calls, "total_ns": t.corrected_ns, "raw_total_ns": t.total_ns}
+        "threads": [{"tid": tid, "calls": t.calls, "total_ns": t.corrected_ns if corrected else t.total_ns,
+                     "raw_total_ns": t.total_ns}
                     for tid, t in sorted(counts.threads.items(), key=lambda kv: -kv[1].corrected_ns)],
     }
 
 
 def build_profile(*, argv: list[str], target: dict, window: dict, specs, snapshot,
                   unavailable: list[dict], warnings: list[str], attached: int, calibration=None,
-                  links: str = "perf_event") -> dict:
+                  links: str = "perf_event", sampling: dict | None = None, corrected: bool = True) -> dict:
     doc = {
         "schema": SCHEMA,
         "schema_version": SCHEMA_VERSION,
@@ -76,17 +81,22 @@ def build_profile(*, argv: list[str], target: dict, window: dict, specs, snapsho
         "histogram_scheme": {"name": H.SCHEME, "unit": "ns",
                              "note": "buckets are [low, high) ns; percentiles interpolate inside a bucket"},
         "calibration": calibration.to_json() if calibration else None,
-        "latencies": "corrected" if calibration else "raw",
-        "probes": [probe_record(s, snapshot.probes.get(s.index), calibration) for s in specs],
+        "latencies": "corrected" if calibration and corrected else "raw",
+        "sampling": sampling or {"mode": "exact"},
+        "probes": [probe_record(s, snapshot.probes.get(s.index), calibration, corrected) for s in specs],
         "unavailable": unavailable,
         "engine": {"probes_attached": attached, "links": links, "counters": snapshot.counters},
         "warnings": warnings,
     }
+    if doc["sampling"]["mode"] == "sampled":
+        for j, p in enumerate(doc["probes"]):
+            cycles = [(c["on_s"], c["probe_s"], c["calls"][j]) for c in doc["sampling"]["calls_per_cycle"]]
+            p["estimated_calls"] = estimate_total(cycles, window["duration_s"]).to_json()
     overhead = sum(p["overhead_ns"] for p in doc["probes"])
     doc["overhead"] = {"estimated_ns": overhead,
                        "share_of_window": round(overhead / window_ns(doc), 6) if window_ns(doc) else None,
                        "note": "probe hits x calibrated cost per hit: thread time the probes added"}
-    doc["stages"] = [stage_record(s, window_ns(doc)) for s in stage_summaries(doc)]
+    doc["stages"] = [stage_record(s, doc) for s in stage_summaries(doc)]
     return doc
 
 

@@ -35,8 +35,8 @@ class _LoadWhenAttached(StatusLine):
         self.result: tuple[int, float] | None = None
         self.error: BaseException | None = None
 
-    def started(self, session, functions: int) -> None:
-        super().started(session, functions)
+    def started(self, session, functions: int, exact: bool = True, budget: float = 0.10) -> None:
+        super().started(session, functions, exact, budget)
         threading.Thread(target=self._load, daemon=True).start()
 
     def _load(self) -> None:
@@ -70,7 +70,8 @@ def run(args, parser) -> int:
         _log(f"INSERT INTO {table.name} SELECT * FROM {workload.SOURCE}, profiled")
         with StopSignals(stop) as signals:
             doc = record(target, binary, plan, duration=None, stop=stop, argv=sys.argv, status=status,
-                         verbose=args.verbose, signals=signals, stop_reason="load finished")
+                         verbose=args.verbose, signals=signals, stop_reason="load finished",
+                         exact=True)
         if status.error:
             raise status.error
         rows, seconds = status.result

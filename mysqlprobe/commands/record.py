@@ -13,6 +13,7 @@ from dataclasses import dataclass, field, replace
 
 from mysqlprobe import catalog
 from mysqlprobe.analysis.report import render_text
+from mysqlprobe.analysis.sampling import duty_for_budget
 from mysqlprobe.capture import build_profile, now_utc, write_profile
 from mysqlprobe.collectors.calibration import COST_CLASS, Calibrator, entry_point
 from mysqlprobe.collectors.symbols import Binary, load_binary, load_target_binary, resolve_target
@@ -48,7 +49,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--list", action="store_true", help="list the functions that would be probed, and exit")
     p.add_argument("-q", "--quiet", action="store_true", help="no status line while running")
     p.add_argument("--raw", action="store_true",
-                   help="skip the calibration: report latencies with the probes' own cost in them")
+                   help="report latencies with the probes' own cost in them (no correction)")
+    p.add_argument("--exact", action="store_true",
+                   help="count every call (probes on all the time); default: duty cycles within the budget")
+    p.add_argument("--overhead-budget", type=float, default=10.0, metavar="PCT",
+                   help="sampled mode: slow the load down by at most PCT%% (default 10)")
 
 
 def check_arguments(args, parser: argparse.ArgumentParser) -> None:
@@ -58,6 +63,8 @@ def check_arguments(args, parser: argparse.ArgumentParser) -> None:
         parser.error("-p/--pid is required (or --binary with --list)")
     if args.pid is not None and args.pid <= 0:
         parser.error(f"invalid PID {args.pid}")
+    if not 0 < args.overhead_budget <= 100:
+        parser.error("--overhead-budget takes a percentage above 0 and at most 100")
     if args.duration is not None and args.duration <= 0:
         parser.error("-d/--duration must be a positive number of seconds")
     for name in args.stage:
@@ -230,60 +237,138 @@ def _alive(pid: int) -> bool:
         return False
 
 
+ON_PHASE_S = 0.2   # probes on, per duty cycle
+MAX_OFF_S = 5.0    # longest gap between two on-phases
+MIN_ON_S = 0.02
+
+
+class _Window:
+    """When the window ends: its duration, a stop (Ctrl-C, SIGTERM, the
+    caller), or the target's exit."""
+
+    def __init__(self, pid: int, duration: float | None, stop: threading.Event, signals, stop_reason: str,
+                 status, session):
+        self.pid, self.duration, self.stop = pid, duration, stop
+        self.signals, self.stop_reason, self.status, self.session = signals, stop_reason, status, session
+        self.start = time.monotonic()
+        self.ended_by: str | None = None
+
+    def elapsed(self) -> float:
+        return time.monotonic() - self.start
+
+    def wait(self, seconds: float) -> bool:
+        """Wait up to `seconds`; True once the window has ended."""
+        until = time.monotonic() + seconds
+        while self.ended_by is None:
+            now = time.monotonic()
+            remaining = None if self.duration is None else self.duration - (now - self.start)
+            if remaining is not None and remaining <= 0:
+                self.ended_by = "duration"
+                break
+            if now >= until:
+                return False
+            step = min(0.5, until - now, remaining if remaining is not None else 0.5)
+            if self.stop.wait(step):
+                self.ended_by = self.signals.reason if self.signals and self.signals.reason else self.stop_reason
+                break
+            if not _alive(self.pid):
+                self.ended_by = "target exited"
+                break
+            if self.status:
+                self.status.tick(self.elapsed(), self.session)
+        return True
+
+
+def _duty_cycles(session: UprobeSession, specs: list[ProbeSpec], win: _Window, budget: float,
+                 calibrator: Calibrator) -> list[dict]:
+    """Probes on for short phases, off long enough that the load slows down by
+    at most `budget`; returns the cycles (on-time and calls per probe)."""
+    cycles: list[dict] = []
+    last = {s.index: 0 for s in specs}
+    on_s = ON_PHASE_S
+    while True:
+        t0 = time.monotonic()
+        session.start()
+        ended = win.wait(on_s)
+        session.stop()
+        t_on = time.monotonic() - t0
+        now = {s.index: session.probe_counts(s.index).calls for s in specs}
+        delta = {i: now[i] - last[i] for i in now}
+        last = now
+        cal = calibrator.current()
+        overhead = sum(delta[s.index] * cal.pair(s.entry_class) for s in specs)
+        cycles.append({"on_s": round(t_on, 6), "probe_s": round(overhead / 1e9, 6), "calls": delta})
+        if ended:
+            return cycles
+        duty = duty_for_budget(overhead, t_on, budget)
+        if duty >= 1:
+            on_s = ON_PHASE_S
+            continue
+        off = on_s * (1 / duty - 1)
+        on_s = ON_PHASE_S
+        if off > MAX_OFF_S:
+            off, on_s = MAX_OFF_S, max(MIN_ON_S, MAX_OFF_S * duty / (1 - duty))
+        session.detach_target()
+        if win.wait(off):
+            return cycles
+        session.attach_target()
+
+
 def record(target, binary: Binary, plan: Plan, *, duration: float | None, stop: threading.Event,
            argv: list[str], status=None, verbose: bool = False, signals: StopSignals | None = None,
-           stop_reason: str = "stopped", correct: bool = True) -> dict:
-    """Calibrate, attach, wait for the window to end, read the maps, detach.
+           stop_reason: str = "stopped", correct: bool = True, exact: bool = True,
+           budget: float = 0.10) -> dict:
+    """Calibrate, attach, keep the window open (all along with `exact`, else
+    in duty cycles within the overhead budget), read the maps, detach.
     Returns profile.json's document."""
     if os.geteuid() != 0:
         raise PermissionProblem("attaching uprobes needs root (or CAP_BPF, CAP_PERFMON and CAP_SYS_ADMIN)")
-    calibrator = Calibrator(first_index=len(plan.specs)) if correct else None
-    specs = [replace(s, cost_class=COST_CLASS.get(s.entry_class, 0)) for s in plan.specs] if correct else plan.specs
-    session = UprobeSession(target.pid, target.proc_exe, specs, verbose,
-                            calibration=calibrator.group if calibrator else None)
-    ended_by = "duration"
-    cal = None
+    calibrator = Calibrator(first_index=len(plan.specs))
+    specs = [replace(s, cost_class=COST_CLASS.get(s.entry_class, 0) if correct else 0) for s in plan.specs]
+    session = UprobeSession(target.pid, target.proc_exe, specs, verbose, calibration=calibrator.group)
+    warnings = list(plan.warnings)
     with ExitStack() as stack:
-        if calibrator:
-            stack.enter_context(calibrator)
+        stack.enter_context(calibrator)
         stack.enter_context(session)
-        if calibrator:
-            calibrator.calibrate(session)
-        session.start()
-        start_wall, start = now_utc(), time.monotonic()
-        if calibrator:
-            calibrator.follow(session)
+        calibrator.calibrate(session)
+        if not exact and session.link_kind != "uprobe_multi":
+            warnings.append("duty cycles need uprobe_multi links (Linux 6.6+): every call was counted")
+            exact = True
+        start_wall = now_utc()
+        win = _Window(target.pid, duration, stop, signals, stop_reason, status, session)
+        calibrator.follow(session)
         if status:
-            status.started(session, len(plan.specs))
-        while True:
-            remaining = None if duration is None else duration - (time.monotonic() - start)
-            if remaining is not None and remaining <= 0:
-                break
-            if stop.wait(min(0.5, remaining) if remaining is not None else 0.5):
-                ended_by = signals.reason if signals and signals.reason else stop_reason
-                break
-            if not _alive(target.pid):
-                ended_by = "target exited"
-                break
-            if status:
-                status.tick(time.monotonic() - start, session)
-        session.stop()
-        elapsed = time.monotonic() - start
+            status.started(session, len(plan.specs), exact, budget)
+        if exact:
+            session.start()
+            while not win.wait(3600):
+                pass
+            session.stop()
+            cycles = None
+        else:
+            cycles = _duty_cycles(session, specs, win, budget, calibrator)
+        elapsed = win.elapsed()
         if signals:
             signals.ignore()
-        if calibrator:
-            calibrator.close()
-            cal = calibrator.current()
+        calibrator.close()
+        cal = calibrator.current()
         session.detach()
         snapshot = session.snapshot()
         attached = session.attached_count
         links = session.link_kind
     if status:
         status.done()
-    window = {"start": start_wall, "duration_s": round(elapsed, 6), "requested_s": duration, "ended_by": ended_by}
+    window = {"start": start_wall, "duration_s": round(elapsed, 6), "requested_s": duration,
+              "ended_by": win.ended_by}
+    sampling = {"mode": "exact"} if cycles is None else {
+        "mode": "sampled", "overhead_budget": budget, "cycles": len(cycles),
+        "on_s": round(sum(c["on_s"] for c in cycles), 6),
+        "calls_per_cycle": [{"on_s": c["on_s"], "probe_s": c["probe_s"], "calls": [c["calls"][s.index] for s in specs]}
+                            for c in cycles]}
     return build_profile(argv=argv, target=target_record(target, binary), window=window, specs=specs,
-                         snapshot=snapshot, unavailable=plan.unavailable, warnings=plan.warnings,
-                         attached=attached, calibration=cal, links=links)
+                         snapshot=snapshot, unavailable=plan.unavailable, warnings=warnings,
+                         attached=attached, calibration=cal, links=links, sampling=sampling,
+                         corrected=correct)
 
 
 class StatusLine:
@@ -294,8 +379,9 @@ class StatusLine:
         self.enabled = enabled and stream.isatty()
         self._last = 0.0
 
-    def started(self, session, functions: int) -> None:
-        print(f"Tracing PID {session.pid}: {functions} functions, {session.attached} probes attached. "
+    def started(self, session, functions: int, exact: bool = True, budget: float = 0.10) -> None:
+        mode = "every call" if exact else f"sampled within {100 * budget:g}% overhead, --exact for every call"
+        print(f"Tracing PID {session.pid}: {functions} functions, {session.attached} probes ({mode}). "
               f"Ctrl-C to end.", file=self.stream, flush=True)
 
     def tick(self, elapsed: float, session) -> None:
@@ -332,7 +418,7 @@ def run(args, parser) -> int:
     with StopSignals(stop) as signals:
         doc = record(target, binary, plan, duration=args.duration, stop=stop, argv=sys.argv,
                      status=StatusLine(enabled=not args.quiet), verbose=args.verbose, signals=signals,
-                     correct=not args.raw)
+                     correct=not args.raw, exact=args.exact, budget=args.overhead_budget / 100)
     sys.stdout.write(render_text(doc))
     if args.output:
         path = write_profile(args.output, doc)

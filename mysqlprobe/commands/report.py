@@ -24,7 +24,7 @@ def run(args, parser) -> int:
     if args.json:
         from mysqlprobe.analysis.profile import stage_record, stage_summaries, window_ns
 
-        json.dump([stage_record(s, window_ns(doc)) for s in stage_summaries(doc)], sys.stdout, indent=1)
+        json.dump([stage_record(s, doc) for s in stage_summaries(doc)], sys.stdout, indent=1)
         sys.stdout.write("\n")
     else:
         sys.stdout.write(render_text(doc))

@@ -38,7 +38,7 @@ def _command(proc, line):
 
 
 def _profile(known_cost, tmp_path, *extra):
-    prof = Profiler(known_cost.pid, tmp_path, *extra, *[a for k in CALLS for a in ("--probe", k)])
+    prof = Profiler(known_cost.pid, tmp_path, "--exact", *extra, *[a for k in CALLS for a in ("--probe", k)])
     truth = {k: _command(known_cost, f"compare {k} {n} {ROUNDS}")["truth_ns"] for k, n in CALLS.items()}
     code, _, err = prof.stop()
     assert code == 0, err
@@ -73,6 +73,24 @@ def test_nested_calls_are_subtracted_from_their_caller(known_cost, tmp_path):
 
 def test_raw_mode_reports_uncorrected_latencies(known_cost, tmp_path):
     truth, probes, doc = _profile(known_cost, tmp_path, "--raw")
-    assert doc["latencies"] == "raw" and doc["calibration"] is None
+    assert doc["latencies"] == "raw" and doc["calibration"]  # still calibrated: the overhead estimate
     p = probes["cost_1us"]
     assert p["mean_ns"] == p["raw"]["mean_ns"] > truth["cost_1us"] + 300
+
+
+def test_sampled_mode_estimates_the_calls_of_the_whole_window(known_cost, tmp_path):
+    calls = 300_000  # about 3 s of cost_10us
+    prof = Profiler(known_cost.pid, tmp_path, "--probe", "cost_10us", "--overhead-budget", "5")
+    _command(known_cost, f"run cost_10us {calls}")
+    code, out, err = prof.stop()
+    assert code == 0, err
+    doc = prof.profile()
+    sampling = doc["sampling"]
+    assert sampling["mode"] == "sampled" and sampling["cycles"] >= 3
+    (p,) = doc["probes"]
+    assert 0 < p["calls"] < calls                       # only the on-phases were counted
+    est = p["estimated_calls"]
+    assert abs(est["value"] - calls) <= 0.15 * calls, est
+    low, high = est["ci95"]
+    assert low <= est["value"] <= high
+    assert "~" in out and "sampling probes on" in out

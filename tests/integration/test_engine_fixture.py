@@ -47,7 +47,7 @@ def fixture_process(mysql_fixtures, request):
 @pytest.mark.parametrize("kind", ["range", "hash"])
 def test_exact_counts_per_stage_and_partition(fixture_process, tmp_path, kind):
     # one kind of link each way: per-probe perf links (kernels before 6.6) for hash
-    prof = Profiler(fixture_process.pid, tmp_path, "--insert-profile",
+    prof = Profiler(fixture_process.pid, tmp_path, "--insert-profile", "--exact",
                     env={"MYSQLPROBE_LINKS": "perf" if kind == "hash" else "uprobe_multi"})
     truth = fixture_process.command(f"run {ROWS} 5 {kind}")
     code, out, err = prof.stop()
@@ -70,7 +70,7 @@ def test_exact_counts_per_stage_and_partition(fixture_process, tmp_path, kind):
 
 @pytest.mark.parametrize("fixture_process", ["5.7"], indirect=True)
 def test_nested_and_recursive_calls_are_timed_per_call(fixture_process, tmp_path):
-    prof = Profiler(fixture_process.pid, tmp_path, "--probe", "recurse", "--probe", "row_insert_for_mysql")
+    prof = Profiler(fixture_process.pid, tmp_path, "--exact", "--probe", "recurse", "--probe", "row_insert_for_mysql")
     fixture_process.command("recurse 5")
     code, _, err = prof.stop()
     assert code == 0, err
@@ -86,7 +86,7 @@ def test_nested_and_recursive_calls_are_timed_per_call(fixture_process, tmp_path
 
 @pytest.mark.parametrize("fixture_process", ["8.0"], indirect=True)
 def test_sigterm_ends_the_window_and_writes_the_capture(fixture_process, tmp_path):
-    prof = Profiler(fixture_process.pid, tmp_path, "--insert-profile", "-q")
+    prof = Profiler(fixture_process.pid, tmp_path, "--insert-profile", "--exact", "-q")
     truth = fixture_process.command(f"run {ROWS} 7")
     code, _, err = prof.stop(signal.SIGTERM)
     assert code == 0, err
@@ -97,7 +97,7 @@ def test_sigterm_ends_the_window_and_writes_the_capture(fixture_process, tmp_pat
 
 @pytest.mark.parametrize("fixture_process", ["5.6"], indirect=True)
 def test_duration_and_target_exit(fixture_process, tmp_path):
-    prof = Profiler(fixture_process.pid, tmp_path, "--insert-profile", "-d", "30")
+    prof = Profiler(fixture_process.pid, tmp_path, "--insert-profile", "--exact", "-d", "30")
     fixture_process.close()
     code, _, err = prof.proc.wait(timeout=20), None, prof.proc.stderr.read()
     assert code == 0, err
@@ -107,7 +107,7 @@ def test_duration_and_target_exit(fixture_process, tmp_path):
 @pytest.mark.parametrize("fixture_process", ["5.7"], indirect=True)
 @pytest.mark.parametrize("links", ["uprobe_multi", "perf"])
 def test_kill_9_leaves_no_uprobe_and_the_target_runs_on(fixture_process, tmp_path, links):
-    prof = Profiler(fixture_process.pid, tmp_path, "--insert-profile", env={"MYSQLPROBE_LINKS": links})
+    prof = Profiler(fixture_process.pid, tmp_path, "--insert-profile", "--exact", env={"MYSQLPROBE_LINKS": links})
     kill9_leaves_no_probe(prof, f"/proc/{fixture_process.pid}/")
     truth = fixture_process.command(f"run {ROWS} 5")
     assert sum(truth["partitions"]) == ROWS
@@ -116,7 +116,7 @@ def test_kill_9_leaves_no_uprobe_and_the_target_runs_on(fixture_process, tmp_pat
 @pytest.mark.parametrize("fixture_process", ["5.7"], indirect=True)
 def test_window_ending_mid_load_cuts_every_stage_at_the_same_moment(fixture_process, tmp_path):
     # the probes come off one by one; counting must stop for all of them at once
-    prof = Profiler(fixture_process.pid, tmp_path, "--insert-profile", "-d", "1.5")
+    prof = Profiler(fixture_process.pid, tmp_path, "--insert-profile", "--exact", "-d", "1.5")
     fixture_process.proc.stdin.write("run 3000017 5\n")
     fixture_process.proc.stdin.flush()
     code = prof.proc.wait(timeout=60)

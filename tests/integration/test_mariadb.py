@@ -76,7 +76,7 @@ def test_insert_select_counts_match_the_table(server, conn, tmp_path, kind):
     t = workload.table(kind, 5)
     workload.prepare_source(conn, ROWS)
     workload.create_target(conn, t)
-    prof = Profiler(pid, tmp_path, "--insert-profile")
+    prof = Profiler(pid, tmp_path, "--insert-profile", "--exact")
     affected, _ = workload.insert_select(conn, t)
     code, out, err = prof.stop()
     assert code == 0, err
@@ -97,7 +97,7 @@ def test_kill_9_mid_load_leaves_no_probe_and_the_load_completes(server, conn, tm
     t = workload.table("range", 5)
     workload.prepare_source(conn, KILL_ROWS)
     workload.create_target(conn, t)
-    prof = Profiler(pid, tmp_path, "--insert-profile")
+    prof = Profiler(pid, tmp_path, "--insert-profile", "--exact")
     result = {}
     loader = threading.Thread(target=lambda: result.update(rows=workload.insert_select(conn, t)[0]))
     loader.start()
@@ -142,7 +142,7 @@ def debian_mariadbd(tmp_path_factory):
 
 
 def test_stripped_debian_binary_gives_one_clear_line(debian_mariadbd):
-    proc = subprocess.run([MYSQLPROBE, "-p", str(debian_mariadbd), "--insert-profile"],
+    proc = subprocess.run([MYSQLPROBE, "-p", str(debian_mariadbd), "--insert-profile", "--exact"],
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode == errors.EXIT_NO_SYMBOLS
     lines = proc.stderr.strip().splitlines()

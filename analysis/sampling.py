@@ -1,0 +1,65 @@
+"""Estimates from duty-cycled probing: the probes are on for short phases
+only, so what was counted in them stands for the whole window.
+
+A cycle is (seconds the probes were on, seconds of that the probes
+themselves took, calls counted). While the probes are on, a busy thread
+spends part of its time in them and makes fewer calls; so the rate of a
+function is calls per second of unprobed time, and the window's calls are
+those counted plus that rate times the time the probes were off. The 95%
+interval comes from how much the per-cycle rates vary."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+# two-sided 95% quantiles of Student's t for 1..30 degrees of freedom
+_T95 = (12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179, 2.160,
+        2.145, 2.131, 2.120, 2.110, 2.101, 2.093, 2.086, 2.080, 2.074, 2.069, 2.064, 2.060, 2.056,
+        2.052, 2.048, 2.045, 2.042)
+
+
+def t95(dof: int) -> float:
+    return _T95[dof - 1] if 1 <= dof <= len(_T95) else 1.96
+
+
+@dataclass(frozen=True)
+class Estimate:
+    value: float
+    low: float | None   # 95% interval; None with fewer than 2 cycles
+    high: float | None
+
+    def to_json(self) -> dict:
+        r = lambda x: None if x is None else round(x, 1)  # noqa: E731
+        return {"value": r(self.value), "ci95": None if self.low is None else [r(self.low), r(self.high)]}
+
+
+def estimate_total(cycles: list[tuple[float, float, int]], window_s: float) -> Estimate:
+    """Calls in the whole window from (on_s, probe_s, calls) per cycle."""
+    counted = sum(c for _, _, c in cycles)
+    on = sum(s for s, _, _ in cycles)
+    free = [(max(s - p, 0.1 * s), c) for s, p, c in cycles if s > 0]  # unprobed seconds, calls
+    seconds = sum(f for f, _ in free)
+    off = max(window_s - on, 0.0)
+    if seconds <= 0:
+        return Estimate(float(counted), None, None)
+    rate = counted / seconds
+    value = counted + rate * off
+    if len(free) < 2:
+        return Estimate(value, None, None)
+    k = len(free)
+    var = sum(f * (c / f - rate) ** 2 for f, c in free) / seconds * k / (k - 1)
+    half = t95(k - 1) * math.sqrt(var / k) * off
+    return Estimate(value, max(value - half, float(counted)), value + half)
+
+
+def duty_for_budget(overhead_ns: float, on_s: float, budget: float) -> float:
+    """Fraction of the time the probes may be on so that the load slows down by
+    at most `budget` (0.10 = 10%), given the probe cost seen in an on-phase.
+
+    overhead_ns / on_s is the thread time the probes add per second while on;
+    counted against a single thread, which errs on the side of less overhead."""
+    if on_s <= 0 or overhead_ns <= 0:
+        return 1.0
+    cost_while_on = overhead_ns / (on_s * 1e9)
+    return max(min(budget / cost_while_on, 1.0), 0.0)
