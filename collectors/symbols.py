@@ -15,6 +15,7 @@ import functools
 import os
 import re
 import struct
+import time
 import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -449,9 +450,11 @@ class Binary:
     symbols: SymbolTable
     debug_file: str | None
     server: ServerInfo
+    load_seconds: float = 0.0
 
 
 def load_binary(path: str, display_path: str | None = None, root: str = "/") -> Binary:
+    started = time.monotonic()
     display = display_path or path
     image = read_elf(path)
     debug_file = None
@@ -462,7 +465,7 @@ def load_binary(path: str, display_path: str | None = None, root: str = "/") -> 
             symbols_from = read_elf(debug_file)
     table = SymbolTable(image, symbols_from)
     server = identify_server(image, lambda name: bool(table.lookup(name)))
-    return Binary(path, display, image, table, debug_file, server)
+    return Binary(path, display, image, table, debug_file, server, time.monotonic() - started)
 
 
 def load_target_binary(target: Target) -> Binary:

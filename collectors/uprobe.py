@@ -134,7 +134,7 @@ class UprobeSession:
     process die instead, the kernel drops the links with its descriptors."""
 
     def __init__(self, pid: int, binary: str, specs: list[ProbeSpec], verbose: bool = False,
-                 calibration: ProbeGroup | None = None):
+                 calibration: ProbeGroup | None = None, defer_target: bool = False):
         total = len(specs) + (len(calibration.specs) if calibration else 0)
         if total > MAX_PROBES:
             raise UsageError(f"{total} functions to probe; at most {MAX_PROBES} at once")
@@ -142,6 +142,7 @@ class UprobeSession:
         self.binary = binary
         self.specs = specs
         self.calibration = calibration
+        self.defer_target = defer_target  # attach the target's probes only at attach_target()
         self.verbose = verbose
         self._obj: libbpf.BpfObject | None = None
 
@@ -181,7 +182,10 @@ class UprobeSession:
                      for name in ("stats", "part_stats", "thread_stats", "counters", "costs", ".bss")}
         if self.calibration:
             self._attach_group(self.calibration)
-        self._target_links = self._attach_group(ProbeGroup(self.pid, self.binary, tuple(self.specs)))
+        self._target_links: list[int] | None = None
+        if self.defer_target:
+            return
+        self.attach_target()
 
     def _attach_group(self, g: ProbeGroup) -> list[int]:
         """Returns the links of a multi attach (none to track for per-probe links)."""
@@ -207,12 +211,12 @@ class UprobeSession:
 
     def detach_target(self) -> None:
         """Remove the target's probes, keep the calibration helper's (duty cycles)."""
-        if self._obj and self._obj.multi:
+        if self._obj and self._obj.multi and self._target_links:
             self._obj.detach(self._target_links)
-            self._target_links = []
+            self._target_links = None
 
     def attach_target(self) -> None:
-        if self._obj and self._obj.multi and not self._target_links:
+        if self._obj and self._target_links is None:
             self._target_links = self._attach_group(ProbeGroup(self.pid, self.binary, tuple(self.specs)))
 
     def __enter__(self) -> "UprobeSession":

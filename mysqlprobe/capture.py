@@ -70,7 +70,8 @@ def probe_record(spec, counts, calibration=None, corrected: bool = True) -> dict
 
 def build_profile(*, argv: list[str], target: dict, window: dict, specs, snapshot,
                   unavailable: list[dict], warnings: list[str], attached: int, calibration=None,
-                  links: str = "perf_event", sampling: dict | None = None, corrected: bool = True) -> dict:
+                  links: str = "perf_event", sampling: dict | None = None, corrected: bool = True,
+                  timings: dict | None = None) -> dict:
     doc = {
         "schema": SCHEMA,
         "schema_version": SCHEMA_VERSION,
@@ -85,7 +86,8 @@ def build_profile(*, argv: list[str], target: dict, window: dict, specs, snapsho
         "sampling": sampling or {"mode": "exact"},
         "probes": [probe_record(s, snapshot.probes.get(s.index), calibration, corrected) for s in specs],
         "unavailable": unavailable,
-        "engine": {"probes_attached": attached, "links": links, "counters": snapshot.counters},
+        "engine": {"probes_attached": attached, "links": links, "counters": snapshot.counters,
+                   "timings": timings or {}},
         "warnings": warnings,
     }
     if doc["sampling"]["mode"] == "sampled":

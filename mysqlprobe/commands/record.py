@@ -77,9 +77,11 @@ class Plan:
     specs: list[ProbeSpec] = field(default_factory=list)
     unavailable: list[dict] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
+    seconds: float = 0.0  # reading symbols and resolving the probes
 
 
 def plan_probes(binary: Binary, stages: list[str], patterns: list[str]) -> Plan:
+    started = time.monotonic()
     plan = Plan()
     seen: set[int] = set()
 
@@ -106,6 +108,7 @@ def plan_probes(binary: Binary, stages: list[str], patterns: list[str]) -> Plan:
                              + (f" (did you mean {', '.join(hint)}?)" if hint else ""))
         for sym in found:
             add(sym, None, None)
+    plan.seconds = time.monotonic() - started + binary.load_seconds
     return plan
 
 
@@ -325,12 +328,19 @@ def record(target, binary: Binary, plan: Plan, *, duration: float | None, stop: 
         raise PermissionProblem("attaching uprobes needs root (or CAP_BPF, CAP_PERFMON and CAP_SYS_ADMIN)")
     calibrator = Calibrator(first_index=len(plan.specs))
     specs = [replace(s, cost_class=COST_CLASS.get(s.entry_class, 0) if correct else 0) for s in plan.specs]
-    session = UprobeSession(target.pid, target.proc_exe, specs, verbose, calibration=calibrator.group)
+    session = UprobeSession(target.pid, target.proc_exe, specs, verbose, calibration=calibrator.group,
+                            defer_target=True)
     warnings = list(plan.warnings)
+    timings = {"symbols_s": round(plan.seconds, 3)}
     with ExitStack() as stack:
         stack.enter_context(calibrator)
+        t0 = time.monotonic()
         stack.enter_context(session)
         calibrator.calibrate(session)
+        timings["calibration_s"] = round(time.monotonic() - t0, 3)
+        t0 = time.monotonic()
+        session.attach_target()  # after calibrating: the target pays for no probe that does not count
+        timings["attach_s"] = round(time.monotonic() - t0, 3)
         if not exact and session.link_kind != "uprobe_multi":
             warnings.append("duty cycles need uprobe_multi links (Linux 6.6+): every call was counted")
             exact = True
@@ -368,7 +378,7 @@ def record(target, binary: Binary, plan: Plan, *, duration: float | None, stop: 
     return build_profile(argv=argv, target=target_record(target, binary), window=window, specs=specs,
                          snapshot=snapshot, unavailable=plan.unavailable, warnings=warnings,
                          attached=attached, calibration=cal, links=links, sampling=sampling,
-                         corrected=correct)
+                         corrected=correct, timings=timings)
 
 
 class StatusLine:

@@ -32,7 +32,7 @@ def _sym(name, sig, addr):
     return ResolvedSymbol(name, sig, "_Z" + name, addr, addr - 0x400000, "local")
 
 
-def synthetic_run():
+def synthetic_run(sampling=None):
     parts = [2002, 2001, 2002, 2001, 2001]
     cal = Calibration({"emulated": ClassCost(800, 1000, 700, 50), "single-step": ClassCost(10000, 1000, 9900, 300)},
                       5, 1.0, 3)
@@ -70,7 +70,7 @@ def synthetic_run():
     window = {"start": "2026-11-22T03:00:00.000Z", "duration_s": 1.5, "requested_s": None, "ended_by": "interrupt"}
     return capture.build_profile(argv=["mysqlprobe"], target=target, window=window, specs=specs, snapshot=snap,
                                  unavailable=[{"stage": "innodb.page_verify", "reason": "inlined"}],
-                                 warnings=[], attached=8, calibration=cal)
+                                 warnings=[], attached=8, calibration=cal, sampling=sampling)
 
 
 def test_report_matches_golden_file():
@@ -114,3 +114,19 @@ def test_capture_round_trip_and_errors(tmp_path):
         capture.read_profile(str(tmp_path / "other.json"))
     with pytest.raises(CaptureError, match="no such capture"):
         capture.read_profile(str(tmp_path / "missing"))
+
+
+def test_sampled_run_reports_estimates():
+    # 3 cycles of 0.1 s in a 1.5 s window, each counting a third of the calls
+    third = [ROWS // 3, ROWS // 3, ROWS - 2 * (ROWS // 3)]
+    cycles = [{"on_s": 0.1, "probe_s": 0.0, "calls": [n, n, n, 0]} for n in third]
+    doc = synthetic_run({"mode": "sampled", "overhead_budget": 0.1, "cycles": 3, "on_s": 0.3,
+                         "calls_per_cycle": cycles})
+    stages = {s["stage"]: s for s in doc["stages"]}
+    est = stages["innodb.row_insert"]["estimated_calls"]
+    assert est["value"] == pytest.approx(ROWS * 5, rel=1e-6)  # counted in a fifth of the window
+    assert est["ci95"][0] <= est["value"] <= est["ci95"][1]
+    assert doc["probes"][2]["estimated_calls"]["value"] == pytest.approx(ROWS * 5, rel=1e-6)
+    assert stages["innodb.row_insert"]["share_of_window"] == pytest.approx(5 * ROWS * 1900 / 1.5e9, rel=1e-3)
+    text = render_text(doc)
+    assert "~50035" in text and "sampling probes on 20.0% of the window (3 cycles" in text
