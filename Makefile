@@ -5,7 +5,7 @@ BIN      = $(VENV)/bin
 STAMP    = $(VENV)/.installed
 SOURCES := $(shell find mysqlprobe collectors analysis flamegraphs probes -name '*.py' -o -name '*.c' -o -name '*.h') setup.py pyproject.toml
 
-.PHONY: all deps install demo test test-unit test-integration clean
+.PHONY: all deps install demo test test-unit test-integration bench clean
 
 all: install
 
@@ -40,6 +40,10 @@ test-unit: install
 
 test-integration: install
 	$(call run_pytest,-ra tests/integration)
+
+# overhead, accuracy and attach time against bpftrace -> bench/RESULTS.md (several minutes)
+bench: install
+	$(BIN)/python bench/overhead.py
 
 clean:
 	rm -rf $(VENV) build *.egg-info out .pytest_cache

@@ -107,7 +107,7 @@ def estimated_calls(s: StageSummary, doc: dict) -> Estimate:
     if cycles is None or s.cycle_calls is None:
         return Estimate(float(s.calls), float(s.calls), float(s.calls))
     return estimate_total([(c["on_s"], c["probe_s"], n) for c, n in zip(cycles, s.cycle_calls)],
-                          doc["window"]["duration_s"])
+                          doc["window"]["duration_s"], doc["sampling"].get("cost_uncertainty", 0.0))
 
 
 def window_ns(doc: dict) -> int:

@@ -34,23 +34,40 @@ class Estimate:
         return {"value": r(self.value), "ci95": None if self.low is None else [r(self.low), r(self.high)]}
 
 
-def estimate_total(cycles: list[tuple[float, float, int]], window_s: float) -> Estimate:
-    """Calls in the whole window from (on_s, probe_s, calls) per cycle."""
+def _point(cycles: list[tuple[float, float, int]], window_s: float, cost_scale: float):
+    """(estimate, per-cycle (free seconds, calls), unprobed seconds) with probe_s scaled."""
     counted = sum(c for _, _, c in cycles)
     on = sum(s for s, _, _ in cycles)
-    free = [(max(s - p, 0.1 * s), c) for s, p, c in cycles if s > 0]  # unprobed seconds, calls
+    free = [(max(s - p * cost_scale, 0.05 * s), c) for s, p, c in cycles if s > 0]  # unprobed s, calls
     seconds = sum(f for f, _ in free)
-    off = max(window_s - on, 0.0)
-    if seconds <= 0:
+    rate = counted / seconds if seconds > 0 else 0.0
+    return counted + rate * max(window_s - on, 0.0), free, rate
+
+
+def estimate_total(cycles: list[tuple[float, float, int]], window_s: float,
+                   cost_uncertainty: float = 0.0) -> Estimate:
+    """Calls in the whole window from (on_s, probe_s, calls) per cycle.
+
+    The interval joins two doubts: how much the per-cycle rates vary, and how
+    well the probes' cost (probe_s) is known, +-cost_uncertainty relative.
+    The fewer unprobed seconds an on-phase has left, the more the second
+    weighs."""
+    counted = sum(c for _, _, c in cycles)
+    on = sum(s for s, _, _ in cycles)
+    value, free, rate = _point(cycles, window_s, 1.0)
+    if not free or sum(f for f, _ in free) <= 0:
         return Estimate(float(counted), None, None)
-    rate = counted / seconds
-    value = counted + rate * off
-    if len(free) < 2:
-        return Estimate(value, None, None)
     k = len(free)
+    if k < 2:
+        return Estimate(value, None, None)
+    seconds = sum(f for f, _ in free)
     var = sum(f * (c / f - rate) ** 2 for f, c in free) / seconds * k / (k - 1)
-    half = t95(k - 1) * math.sqrt(var / k) * off
-    return Estimate(value, max(value - half, float(counted)), value + half)
+    half = t95(k - 1) * math.sqrt(var / k) * max(window_s - on, 0.0)
+    low_cost, _, _ = _point(cycles, window_s, 1.0 - cost_uncertainty)
+    high_cost, _, _ = _point(cycles, window_s, 1.0 + cost_uncertainty)
+    low = min(value, low_cost) - half
+    high = max(value, high_cost) + half
+    return Estimate(value, max(low, float(counted)), high)
 
 
 def duty_for_budget(overhead_ns: float, on_s: float, budget: float) -> float:

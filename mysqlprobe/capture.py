@@ -93,7 +93,8 @@ def build_profile(*, argv: list[str], target: dict, window: dict, specs, snapsho
     if doc["sampling"]["mode"] == "sampled":
         for j, p in enumerate(doc["probes"]):
             cycles = [(c["on_s"], c["probe_s"], c["calls"][j]) for c in doc["sampling"]["calls_per_cycle"]]
-            p["estimated_calls"] = estimate_total(cycles, window["duration_s"]).to_json()
+            p["estimated_calls"] = estimate_total(cycles, window["duration_s"],
+                                                  doc["sampling"].get("cost_uncertainty", 0.0)).to_json()
     overhead = sum(p["overhead_ns"] for p in doc["probes"])
     doc["overhead"] = {"estimated_ns": overhead,
                        "share_of_window": round(overhead / window_ns(doc), 6) if window_ns(doc) else None,

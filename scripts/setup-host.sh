@@ -3,10 +3,10 @@
 #   build:  clang, libbpf-dev, linux-libc-dev (uapi headers), gcc   -> probes/*.bpf.o
 #   run:    libbpf1, python3 + venv
 #   tests:  g++/binutils (fixtures), bpftool (probe checks), maven (MariaDB jars),
-#           mariadb-server-core (Debian's stripped mariadbd)
+#           mariadb-server-core (Debian's stripped mariadbd); bench: bpftrace
 set -euo pipefail
 
-packages=(clang libbpf-dev libbpf1 linux-libc-dev gcc g++ binutils make bpftool
+packages=(clang libbpf-dev libbpf1 linux-libc-dev gcc g++ binutils make bpftool bpftrace
           python3 python3-venv python3-pip maven mariadb-server-core ca-certificates)
 
 if [ "$(id -u)" != 0 ]; then

@@ -240,9 +240,9 @@ def _alive(pid: int) -> bool:
         return False
 
 
-ON_PHASE_S = 0.2   # probes on, per duty cycle
-MAX_OFF_S = 5.0    # longest gap between two on-phases
-MIN_ON_S = 0.02
+ON_PHASE_S = 0.05  # probes on, per duty cycle
+MAX_OFF_S = 2.0    # longest gap between two on-phases
+MIN_ON_S = 0.01
 
 
 class _Window:
@@ -280,6 +280,14 @@ class _Window:
             if self.status:
                 self.status.tick(self.elapsed(), self.session)
         return True
+
+
+def cost_uncertainty(cal, specs: list[ProbeSpec]) -> float:
+    """Relative doubt on the probes' calibrated cost: the spread of the bursts,
+    at least 10%."""
+    rel = [c.spread_ns / c.pair_ns for k, c in cal.classes.items()
+           if c.pair_ns > 0 and any(s.entry_class == k for s in specs)]
+    return max([0.10] + rel)
 
 
 def _duty_cycles(session: UprobeSession, specs: list[ProbeSpec], win: _Window, budget: float,
@@ -372,6 +380,7 @@ def record(target, binary: Binary, plan: Plan, *, duration: float | None, stop: 
               "ended_by": win.ended_by}
     sampling = {"mode": "exact"} if cycles is None else {
         "mode": "sampled", "overhead_budget": budget, "cycles": len(cycles),
+        "cost_uncertainty": round(cost_uncertainty(cal, specs), 3),
         "on_s": round(sum(c["on_s"] for c in cycles), 6),
         "calls_per_cycle": [{"on_s": c["on_s"], "probe_s": c["probe_s"], "calls": [c["calls"][s.index] for s in specs]}
                             for c in cycles]}

@@ -73,6 +73,18 @@ def live_link_ids() -> set[int]:
     return {link["id"] for link in json.loads(out or "[]")}
 
 
+def children(pid: int) -> list[int]:
+    out = []
+    for d in Path("/proc").iterdir():
+        if d.name.isdigit():
+            try:
+                if int((d / "stat").read_text().rsplit(")", 1)[1].split()[1]) == pid:
+                    out.append(int(d.name))
+            except (OSError, IndexError, ValueError):
+                continue
+    return out
+
+
 def tracefs_uprobe_events() -> str:
     for d in ("/sys/kernel/tracing", "/sys/kernel/debug/tracing"):
         p = Path(d) / "uprobe_events"
@@ -93,6 +105,8 @@ def wait_until(predicate, timeout: float = 10.0, step: float = 0.1) -> bool:
 def kill9_leaves_no_probe(profiler: Profiler, binary_hint: str) -> None:
     """kill -9 mysqlprobe: the kernel must drop every uprobe with its descriptors."""
     holder = profiler.proc.pid
+    helpers = children(holder)  # the calibration helper
+    assert helpers, "mysqlprobe runs no calibration helper"
     links = held_link_ids(holder)
     assert links & live_link_ids() or perf_uprobes(holder), \
         "no uprobe link is seen while mysqlprobe runs: the check would prove nothing"
@@ -101,4 +115,5 @@ def kill9_leaves_no_probe(profiler: Profiler, binary_hint: str) -> None:
     assert wait_until(lambda: not perf_uprobes(holder) and not links & live_link_ids()), \
         (perf_uprobes(holder), links & live_link_ids())
     assert not [r for r in perf_uprobes() if binary_hint in str(r.get("filename", ""))]
+    assert wait_until(lambda: not [p for p in helpers if Path(f"/proc/{p}").exists()]), "helper left running"
     assert binary_hint not in tracefs_uprobe_events()

@@ -41,3 +41,11 @@ def test_duty_for_budget():
 def test_t_quantiles():
     assert t95(1) == pytest.approx(12.706)
     assert t95(1000) == 1.96
+
+
+def test_doubt_on_the_probe_cost_widens_the_interval_most_when_probes_dominate():
+    light = [(0.2, 0.02, 1000), (0.2, 0.02, 1000), (0.2, 0.02, 1000)]
+    heavy = [(0.2, 0.15, 1000), (0.2, 0.15, 1000), (0.2, 0.15, 1000)]
+    width = lambda e: (e.high - e.low) / e.value  # noqa: E731
+    assert width(estimate_total(light, 10.0)) == 0
+    assert 0 < width(estimate_total(light, 10.0, 0.2)) < width(estimate_total(heavy, 10.0, 0.2))
