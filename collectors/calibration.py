@@ -201,7 +201,7 @@ class Calibrator:
             self.burst(session, budget_s)
         return self.apply(session)
 
-    def follow(self, session, interval_s: float = 0.5, budget_s: float = 0.002) -> None:
+    def follow(self, session, interval_s: float = 1.0, budget_s: float = 0.002) -> None:
         """Keep calibrating in the background while the window is open."""
         def loop():
             while not self._stop.wait(interval_s):
