@@ -294,7 +294,29 @@ def render(results: dict) -> str:
         b = att["mysqlprobe_breakdown"][0]
         lines += ["", f"mysqlprobe, first repeat: symbols {b.get('symbols_s')}s, calibration "
                       f"{b.get('calibration_s')}s, attach {b.get('attach_s')}s (plus the Python start)."]
+    lines += ["", "## Against the targets", "", "| target | figure | met |", "|---|---|---|"]
+    for name, figure, met in targets(results):
+        lines.append(f"| {name} | {figure} | {'yes' if met else 'no'} |")
     return "\n".join(lines) + "\n"
+
+
+def targets(results: dict) -> list[tuple[str, str, bool]]:
+    """The overhead issue's targets, read off the medians."""
+    slow = results["seed_load"]["slowdown"]
+    acc = results["accuracy"]
+    att = results["attach"]["seconds"]
+    out = [("default insert profile slowdown <= 1.10x", f"{slow['mysqlprobe (default)']['median']:.2f}x",
+            slow["mysqlprobe (default)"]["median"] <= 1.10),
+           ("--exact no slower than bpftrace", f"{slow['mysqlprobe --exact']['median']:.2f}x vs "
+            f"{slow['bpftrace']['median']:.2f}x", slow["mysqlprobe --exact"]["median"] <= slow["bpftrace"]["median"])]
+    for name, rel in (("cost_1us", 0.10), ("cost_10us", 0.10)):
+        err = acc[name]["corrected"]["error_ns"] / acc[name]["truth_ns"]
+        out.append((f"corrected mean of {name} within +-{100 * rel:.0f}%", f"{100 * err:+.1f}%", abs(err) <= rel))
+    err = acc["cost_100ns"]["corrected"]["error_ns"]
+    out.append(("corrected mean of cost_100ns within +-30 ns", f"{err:+.0f} ns", abs(err) <= 30))
+    out.append(("attach time <= bpftrace's", f"{att['mysqlprobe']['median']:.2f}s vs {att['bpftrace']['median']:.2f}s",
+                att["mysqlprobe"]["median"] <= att["bpftrace"]["median"]))
+    return out
 
 
 def main() -> int:
@@ -302,7 +324,11 @@ def main() -> int:
     ap.add_argument("--rows", type=int, default=1_000_000)
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--out", default=str(HERE))
+    ap.add_argument("--render", metavar="RESULTS_JSON", help="only write RESULTS.md again from a results.json")
     args = ap.parse_args()
+    if args.render:
+        (Path(args.out) / "RESULTS.md").write_text(render(json.loads(Path(args.render).read_text())))
+        return 0
     if os.geteuid() != 0:
         print("bench/overhead.py: run as root (it attaches probes)", file=sys.stderr)
         return 4

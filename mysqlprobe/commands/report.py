@@ -22,7 +22,7 @@ def add_arguments(p) -> None:
 def run(args, parser) -> int:
     doc = read_profile(args.capture)
     if args.json:
-        from mysqlprobe.analysis.profile import stage_record, stage_summaries, window_ns
+        from mysqlprobe.analysis.profile import stage_record, stage_summaries
 
         json.dump([stage_record(s, doc) for s in stage_summaries(doc)], sys.stdout, indent=1)
         sys.stdout.write("\n")

@@ -5,12 +5,10 @@ and kill -9 in the middle of a load."""
 from __future__ import annotations
 
 import os
-import shutil
 import signal
 import subprocess
 import sys
 import threading
-import time
 
 import pytest
 
