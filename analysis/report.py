@@ -111,11 +111,44 @@ def stage_detail(s: StageSummary) -> list[str]:
     return lines
 
 
+def _bytes(n: int | None) -> str:
+    if n is None:
+        return "?"
+    for unit, scale in (("GB", 1 << 30), ("MB", 1 << 20), ("kB", 1 << 10)):
+        if n >= scale:
+            return f"{n / scale:.1f}{unit}"
+    return f"{n}B"
+
+
+def process_block(doc: dict) -> list[str]:
+    """mysqld and the host over the window (psutil)."""
+    p = doc.get("process")
+    if not p:
+        return []
+    host = p.get("host_cpu_share") or {}
+    share = lambda k: _pct(host.get(k)) if host.get(k) is not None else "-"  # noqa: E731
+    lines = [f"process  CPU user {p['cpu_user_s']:.2f}s system {p['cpu_system_s']:.2f}s "
+             f"({p['cpu_cores']:.2f} cores); {p['threads']} threads, RSS {_bytes(p['rss_bytes'])}",
+             f"         context switches {p['ctx_switches_voluntary']} voluntary, "
+             f"{p['ctx_switches_involuntary']} involuntary; I/O read {_bytes(p['read_bytes'])}, "
+             f"write {_bytes(p['write_bytes'])}",
+             f"host     user {share('user')}, system {share('system')}, iowait {share('iowait')}, "
+             f"steal {share('steal')}, idle {share('idle')}"]
+    busy = p.get("busiest_threads") or []
+    if busy:
+        top = ", ".join(f"{t['tid']} {t['name']} {t['cpu_s']:.2f}s" for t in busy[:3])
+        lines.append(f"busiest  {top}")
+    return [line[:80] for line in lines]
+
+
 def render_text(doc: dict) -> str:
     stages = stage_summaries(doc)
     out = header(doc) + [""]
     out += summary_table(stages, doc)
     out.append("share: time in the stage / window length (above 100% with several threads)")
+    block = process_block(doc)
+    if block:
+        out += [""] + block
     for s in stages:
         if s.calls:
             out += [""] + stage_detail(s)

@@ -71,7 +71,7 @@ def probe_record(spec, counts, calibration=None, corrected: bool = True) -> dict
 def build_profile(*, argv: list[str], target: dict, window: dict, specs, snapshot,
                   unavailable: list[dict], warnings: list[str], attached: int, calibration=None,
                   links: str = "perf_event", sampling: dict | None = None, corrected: bool = True,
-                  timings: dict | None = None) -> dict:
+                  timings: dict | None = None, process: dict | None = None) -> dict:
     doc = {
         "schema": SCHEMA,
         "schema_version": SCHEMA_VERSION,
@@ -85,6 +85,7 @@ def build_profile(*, argv: list[str], target: dict, window: dict, specs, snapsho
         "latencies": "corrected" if calibration and corrected else "raw",
         "sampling": sampling or {"mode": "exact"},
         "probes": [probe_record(s, snapshot.probes.get(s.index), calibration, corrected) for s in specs],
+        "process": process,
         "unavailable": unavailable,
         "engine": {"probes_attached": attached, "links": links, "counters": snapshot.counters,
                    "timings": timings or {}},

@@ -15,6 +15,7 @@ from mysqlprobe import catalog
 from mysqlprobe.analysis.report import render_text
 from mysqlprobe.analysis.sampling import duty_for_budget
 from mysqlprobe.capture import build_profile, now_utc, write_profile
+from mysqlprobe.collectors import process
 from mysqlprobe.collectors.calibration import COST_CLASS, Calibrator, entry_point
 from mysqlprobe.collectors.symbols import Binary, load_binary, load_target_binary, resolve_target
 from mysqlprobe.collectors.uprobe import ProbeSpec, UprobeSession
@@ -353,6 +354,7 @@ def record(target, binary: Binary, plan: Plan, *, duration: float | None, stop: 
             warnings.append("duty cycles need uprobe_multi links (Linux 6.6+): every call was counted")
             exact = True
         start_wall = now_utc()
+        proc_start = process.snapshot(target.pid)
         win = _Window(target.pid, duration, stop, signals, stop_reason, status, session)
         calibrator.follow(session)
         if status:
@@ -366,6 +368,7 @@ def record(target, binary: Binary, plan: Plan, *, duration: float | None, stop: 
         else:
             cycles = _duty_cycles(session, specs, win, budget, calibrator)
         elapsed = win.elapsed()
+        proc_end = process.snapshot(target.pid)
         if signals:
             signals.ignore()
         calibrator.close()
@@ -387,7 +390,8 @@ def record(target, binary: Binary, plan: Plan, *, duration: float | None, stop: 
     return build_profile(argv=argv, target=target_record(target, binary), window=window, specs=specs,
                          snapshot=snapshot, unavailable=plan.unavailable, warnings=warnings,
                          attached=attached, calibration=cal, links=links, sampling=sampling,
-                         corrected=correct, timings=timings)
+                         corrected=correct, timings=timings,
+                         process=process.window_record(proc_start, proc_end))
 
 
 class StatusLine:

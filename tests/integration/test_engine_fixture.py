@@ -66,6 +66,11 @@ def test_exact_counts_per_stage_and_partition(fixture_process, tmp_path, kind):
     assert counters["entries"] == counters["returns"]
     assert counters["unmatched_returns"] == counters["lost_frames"] == 0
     assert "partition.write_row" in out and "per partition" in out
+    # the process collector sees the thread the probes timed
+    proc = doc["process"]
+    assert proc["cpu_user_s"] + proc["cpu_system_s"] > 0 and proc["threads"] == 1
+    timed = {t["tid"] for p in doc["probes"] if p["stage"] == "partition.write_row" for t in p["threads"]}
+    assert timed == {fixture_process.pid} == {proc["busiest_threads"][0]["tid"]}
 
 
 @pytest.mark.parametrize("fixture_process", ["5.7"], indirect=True)

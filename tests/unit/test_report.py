@@ -14,6 +14,7 @@ from mysqlprobe.analysis.report import render_text
 from mysqlprobe.catalog import PartitionSource
 from mysqlprobe.collectors.symbols import ResolvedSymbol
 from mysqlprobe.collectors.calibration import Calibration, ClassCost
+from mysqlprobe.collectors.process import ProcessSnapshot, window_record
 from mysqlprobe.collectors.uprobe import PartCounts, ProbeCounts, ProbeSpec, Snapshot, ThreadCounts
 from mysqlprobe.errors import CaptureError
 
@@ -30,6 +31,16 @@ def _hist(*values_counts):
 
 def _sym(name, sig, addr):
     return ResolvedSymbol(name, sig, "_Z" + name, addr, addr - 0x400000, "local")
+
+
+def process_window():
+    start = ProcessSnapshot(10.0, 1.0, 0.5, 100, 5, 0, 4096, 512 << 20, 3, {4242: 1.0, 4243: 0.5, 4244: 0.0},
+                            {"user": 100.0, "system": 50.0, "idle": 800.0, "iowait": 10.0, "steal": 0.0}, {})
+    end = ProcessSnapshot(11.5, 2.2, 0.8, 160, 9, 0, 4096 + (12 << 20), 520 << 20, 3,
+                          {4242: 2.3, 4243: 0.5, 4244: 0.0},
+                          {"user": 101.5, "system": 50.3, "idle": 801.0, "iowait": 10.2, "steal": 0.0},
+                          {4242: "one_connection", 4243: "ib_pg_cleaner", 4244: "mysqld"})
+    return window_record(start, end)
 
 
 def synthetic_run(sampling=None):
@@ -70,7 +81,8 @@ def synthetic_run(sampling=None):
     window = {"start": "2026-11-22T03:00:00.000Z", "duration_s": 1.5, "requested_s": None, "ended_by": "interrupt"}
     return capture.build_profile(argv=["mysqlprobe"], target=target, window=window, specs=specs, snapshot=snap,
                                  unavailable=[{"stage": "innodb.page_verify", "reason": "inlined"}],
-                                 warnings=[], attached=8, calibration=cal, sampling=sampling)
+                                 warnings=[], attached=8, calibration=cal, sampling=sampling,
+                                 process=process_window())
 
 
 def test_report_matches_golden_file():
@@ -100,6 +112,11 @@ def test_profile_document_fields():
     assert stages["innodb.page_compress"]["calls"] == 0
     assert stages["partition.write_row"]["raw"]["total_ns"] == ROWS * 9000 + 7 * 150_000
     assert stages["partition.write_row"]["total_ns"] == ROWS * 4000
+    proc = doc["process"]
+    assert proc["cpu_user_s"] == pytest.approx(1.2) and proc["cpu_cores"] == pytest.approx(1.0)
+    assert proc["ctx_switches_voluntary"] == 60 and proc["write_bytes"] == 12 << 20
+    assert proc["busiest_threads"][0]["tid"] == 4242 and proc["busiest_threads"][0]["cpu_s"] == pytest.approx(1.3)
+    assert proc["host_cpu_share"]["user"] == pytest.approx(0.5)
 
 
 def test_capture_round_trip_and_errors(tmp_path):

@@ -1,0 +1,88 @@
+"""Process collector: what mysqld and the host did over the window, from
+psutil. It explains the time the probes cannot see: CPU in system mode,
+context switches (threads blocking on I/O or locks), I/O bytes, iowait and
+steal (a noisy neighbour on a VM)."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+import psutil
+
+
+@dataclass
+class ProcessSnapshot:
+    at: float                      # time.monotonic()
+    user_s: float
+    system_s: float
+    ctx_voluntary: int
+    ctx_involuntary: int
+    read_bytes: int | None
+    write_bytes: int | None
+    rss_bytes: int
+    threads: int
+    thread_cpu: dict[int, float]   # tid -> user + system seconds
+    host: dict[str, float]         # psutil.cpu_times() fields, seconds
+    thread_names: dict[int, str]
+
+
+def snapshot(pid: int) -> ProcessSnapshot | None:
+    """None when the process is gone or cannot be read."""
+    try:
+        p = psutil.Process(pid)
+        with p.oneshot():
+            cpu = p.cpu_times()
+            ctx = p.num_ctx_switches()
+            try:
+                io = p.io_counters()
+                read_b, write_b = io.read_bytes, io.write_bytes
+            except (psutil.AccessDenied, AttributeError):
+                read_b = write_b = None
+            mem = p.memory_info()
+            threads = p.threads()
+        host = psutil.cpu_times()._asdict()
+    except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
+        return None
+    return ProcessSnapshot(time.monotonic(), cpu.user, cpu.system, ctx.voluntary, ctx.involuntary, read_b, write_b,
+                           mem.rss, len(threads), {t.id: t.user_time + t.system_time for t in threads},
+                           {k: float(v) for k, v in host.items()}, {t.id: thread_name(pid, t.id) for t in threads})
+
+
+def thread_name(pid: int, tid: int) -> str:
+    try:
+        with open(f"/proc/{pid}/task/{tid}/comm") as f:
+            return f.read().strip()
+    except OSError:
+        return "?"
+
+
+def window_record(start: ProcessSnapshot | None, end: ProcessSnapshot | None, top_threads: int = 10) -> dict | None:
+    """The changes between two snapshots, as profile.json stores them (pure)."""
+    if start is None or end is None:
+        return None
+    seconds = max(end.at - start.at, 1e-9)
+
+    def delta(a, b):
+        return None if a is None or b is None else b - a
+
+    host_total = sum(end.host.values()) - sum(start.host.values())
+    host = {k: round((end.host[k] - start.host.get(k, 0.0)) / host_total, 4) if host_total > 0 else None
+            for k in end.host}
+    cpu = {tid: end.thread_cpu[tid] - start.thread_cpu.get(tid, 0.0) for tid in end.thread_cpu}
+    busiest = sorted(cpu.items(), key=lambda kv: -kv[1])[:top_threads]
+    return {
+        "seconds": round(seconds, 6),
+        "cpu_user_s": round(end.user_s - start.user_s, 4),
+        "cpu_system_s": round(end.system_s - start.system_s, 4),
+        "cpu_cores": round((end.user_s - start.user_s + end.system_s - start.system_s) / seconds, 4),
+        "ctx_switches_voluntary": end.ctx_voluntary - start.ctx_voluntary,
+        "ctx_switches_involuntary": end.ctx_involuntary - start.ctx_involuntary,
+        "read_bytes": delta(start.read_bytes, end.read_bytes),
+        "write_bytes": delta(start.write_bytes, end.write_bytes),
+        "rss_bytes": end.rss_bytes,
+        "threads": end.threads,
+        "busiest_threads": [{"tid": tid, "name": end.thread_names.get(tid, "?"), "cpu_s": round(s, 4)}
+                            for tid, s in busiest],
+        "host_cpu_share": host,
+    }
