@@ -6,6 +6,7 @@ from __future__ import annotations
 import textwrap
 
 from mysqlprobe.analysis import histogram as H
+from mysqlprobe.analysis.attribution import attribute
 from mysqlprobe.analysis.profile import StageSummary, coverage, estimated_calls, stage_summaries, window_ns
 
 fmt = H.format_ns
@@ -141,6 +142,66 @@ def process_block(doc: dict) -> list[str]:
     return [line[:80] for line in lines]
 
 
+def _tree_lines(nodes: list[dict], total_ns: int, depth: int) -> list[str]:
+    lines = []
+    for n in nodes:
+        label = "  " * depth + n["stage"]
+        excl = f" (self {fmt(n['exclusive_ns'])})" if n["children"] else ""
+        lines.append(f"{label[:44]:<44} {fmt(n['inclusive_ns']):>7} {_pct(n['inclusive_ns'] / total_ns):>6}{excl}")
+        lines += _tree_lines(n["children"], total_ns, depth + 1)
+    return lines
+
+
+def attribution_block(doc: dict) -> list[str]:
+    trees = attribute(doc)
+    ps = doc.get("perf_schema") or {}
+    if not trees:
+        if ps.get("status") == "collected":
+            return ["", "Performance Schema: no statement of another session ran in the window"]
+        return []
+    lines = ["", "where the time went: statement -> P_S stage -> probed functions"]
+    for t in trees:
+        total = max(t["in_window_ns"], 1)
+        text = " ".join(t["statement"].split())
+        lines.append(f"{text[:60]:<60} {fmt(t['in_window_ns']):>7}")
+        lines.append(f"  (probe time joined by {t['join']})")
+        shown = [st for st in t["stages"] if st["probed"] or st["ns"] >= 0.005 * total]
+        for st in shown:
+            lines.append(f"  {st['stage'][:42]:<42} {fmt(st['ns']):>7} {_pct(st['ns'] / total):>6}")
+            lines += _tree_lines(st["probed"], total, 2)
+            if st["probed"]:
+                lines.append(f"    {'the probes themselves (calibrated)':<40} {fmt(st['probe_cost_ns']):>7} "
+                             f"{_pct(st['probe_cost_ns'] / total):>6}")
+                lines.append(f"    {'not in probed functions':<40} {fmt(st['unexplained_ns']):>7} "
+                             f"{_pct(st['unexplained_ns'] / total):>6}")
+        rest = [st for st in t["stages"] if st not in shown]
+        if rest:
+            ns = sum(st["ns"] for st in rest)
+            lines.append(f"  {f'{len(rest)} other stages':<42} {fmt(ns):>7} {_pct(ns / total):>6}")
+        if t["background"]:
+            lines.append("  background work in the window (all threads):")
+            lines += _tree_lines(t["background"], total, 2)
+    return [line[:80] for line in lines]
+
+
+def perf_schema_block(doc: dict) -> list[str]:
+    ps = doc.get("perf_schema") or {}
+    if ps.get("status") != "collected":
+        return []
+    d = ps.get("deltas", {})
+    lines = ["", f"Performance Schema ({ps.get('connection')}, {len(ps.get('statements', []))} statements "
+                 f"in the window)"]
+    for title, key in (("stages", "stages"), ("waits", "waits")):
+        top = [r for r in d.get(key, []) if not r["name"].startswith("idle")][:4]
+        if top:
+            lines.append(f"  top {title}: " + ", ".join(f"{r['name'].split('/')[-1]} {fmt(r['timer_ps'] / 1000)}"
+                                                      for r in top))
+    status = d.get("status") or {}
+    if status:
+        lines.append("  status: " + ", ".join(f"{k} +{v}" for k, v in sorted(status.items()) if v))
+    return [line[:80] for line in lines]
+
+
 def render_text(doc: dict) -> str:
     stages = stage_summaries(doc)
     out = header(doc) + [""]
@@ -149,6 +210,8 @@ def render_text(doc: dict) -> str:
     block = process_block(doc)
     if block:
         out += [""] + block
+    out += perf_schema_block(doc)
+    out += attribution_block(doc)
     for s in stages:
         if s.calls:
             out += [""] + stage_detail(s)

@@ -45,6 +45,17 @@ class _ThreadKey(ctypes.Structure):
     _fields_ = [("tid", ctypes.c_uint32), ("probe", ctypes.c_uint32)]
 
 
+class _EdgeKey(ctypes.Structure):
+    _fields_ = [("tid", ctypes.c_uint32), ("probe", ctypes.c_uint16), ("parent", ctypes.c_uint16)]
+
+
+class _EdgeStats(ctypes.Structure):
+    _fields_ = [("calls", _u64), ("total_ns", _u64), ("corrected_ns", _u64)]
+
+
+NO_PARENT = 0xFFFF
+
+
 class _ThreadStats(ctypes.Structure):
     _fields_ = [("calls", _u64), ("total_ns", _u64), ("corrected_ns", _u64), ("first_ns", _u64), ("last_ns", _u64)]
 
@@ -108,6 +119,8 @@ class ProbeCounts:
     chist: list[int] = field(default_factory=_zeros)
     partitions: dict[int, PartCounts] = field(default_factory=dict)
     threads: dict[int, ThreadCounts] = field(default_factory=dict)
+    # (tid, probed caller's index or None) -> (calls, total_ns, corrected_ns)
+    callers: dict[tuple[int, int | None], tuple[int, int, int]] = field(default_factory=dict)
 
 
 @dataclass
@@ -179,7 +192,7 @@ class UprobeSession:
 
     def _attach_all(self) -> None:
         self._fds = {name: self._obj.map_fd(name)
-                     for name in ("stats", "part_stats", "thread_stats", "counters", "costs", ".bss")}
+                     for name in ("stats", "part_stats", "thread_stats", "edges", "counters", "costs", ".bss")}
         if self.calibration:
             self._attach_group(self.calibration)
         self._target_links: list[int] | None = None
@@ -299,6 +312,11 @@ class UprobeSession:
             if key.probe in out and libbpf.lookup(self._fds["thread_stats"], key, th):
                 out[key.probe].threads[key.tid] = ThreadCounts(th.calls, th.total_ns, th.first_ns, th.last_ns,
                                                                th.corrected_ns)
+        edge = _EdgeStats()
+        for key in libbpf.keys(self._fds["edges"], _EdgeKey):
+            if key.probe in out and libbpf.lookup(self._fds["edges"], key, edge):
+                parent = None if key.parent == NO_PARENT else key.parent
+                out[key.probe].callers[(key.tid, parent)] = (edge.calls, edge.total_ns, edge.corrected_ns)
         counters = {}
         c = ctypes.c_uint64()
         for i, name in enumerate(COUNTERS):

@@ -13,6 +13,7 @@ from pathlib import Path
 from mysqlprobe import __version__
 from mysqlprobe.analysis import histogram as H
 from mysqlprobe.analysis.profile import histogram_record, stage_record, stage_summaries, window_ns
+from mysqlprobe.analysis.attribution import attribute
 from mysqlprobe.analysis.sampling import estimate_total
 from mysqlprobe.collectors.uprobe import ProbeCounts
 from mysqlprobe.errors import CaptureError
@@ -62,6 +63,10 @@ def probe_record(spec, counts, calibration=None, corrected: bool = True) -> dict
                            else _latency(p.total_ns, p.calls, p.hist)),
                         "raw": _latency(p.total_ns, p.calls, p.hist)}
                        for pid, p in sorted(counts.partitions.items())],
+        "callers": [{"tid": tid, "parent": parent, "calls": c, "total_ns": cor if corrected else tot,
+                     "raw_total_ns": tot}
+                    for (tid, parent), (c, tot, cor) in sorted(counts.callers.items(), key=lambda kv: (
+                        kv[0][0], -1 if kv[0][1] is None else kv[0][1]))],
         "threads": [{"tid": tid, "calls": t.calls, "total_ns": t.corrected_ns if corrected else t.total_ns,
                      "raw_total_ns": t.total_ns}
                     for tid, t in sorted(counts.threads.items(), key=lambda kv: -kv[1].corrected_ns)],
@@ -71,7 +76,8 @@ def probe_record(spec, counts, calibration=None, corrected: bool = True) -> dict
 def build_profile(*, argv: list[str], target: dict, window: dict, specs, snapshot,
                   unavailable: list[dict], warnings: list[str], attached: int, calibration=None,
                   links: str = "perf_event", sampling: dict | None = None, corrected: bool = True,
-                  timings: dict | None = None, process: dict | None = None) -> dict:
+                  timings: dict | None = None, process: dict | None = None,
+                  perf_schema: dict | None = None) -> dict:
     doc = {
         "schema": SCHEMA,
         "schema_version": SCHEMA_VERSION,
@@ -86,6 +92,7 @@ def build_profile(*, argv: list[str], target: dict, window: dict, specs, snapsho
         "sampling": sampling or {"mode": "exact"},
         "probes": [probe_record(s, snapshot.probes.get(s.index), calibration, corrected) for s in specs],
         "process": process,
+        "perf_schema": perf_schema or {"status": "not requested"},
         "unavailable": unavailable,
         "engine": {"probes_attached": attached, "links": links, "counters": snapshot.counters,
                    "timings": timings or {}},
@@ -101,6 +108,7 @@ def build_profile(*, argv: list[str], target: dict, window: dict, specs, snapsho
                        "share_of_window": round(overhead / window_ns(doc), 6) if window_ns(doc) else None,
                        "note": "probe hits x calibrated cost per hit: thread time the probes added"}
     doc["stages"] = [stage_record(s, doc) for s in stage_summaries(doc)]
+    doc["attribution"] = attribute(doc)
     return doc
 
 

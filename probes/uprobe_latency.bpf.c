@@ -55,6 +55,14 @@ struct {
 } thread_stats SEC(".maps");
 
 struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, MAX_EDGE_KEYS);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, struct edge_key);
+	__type(value, struct edge_stats);
+} edges SEC(".maps");
+
+struct {
 	__uint(type, BPF_MAP_TYPE_LRU_HASH);
 	__uint(max_entries, MAX_THREADS);
 	__type(key, __u32);
@@ -222,6 +230,28 @@ int probe_entry(struct x86_64_regs *ctx)
 	return 0;
 }
 
+/* a global function: verified once on its own, which keeps probe_return's
+ * verification small */
+__noinline int record_edge(__u32 tid, __u32 probe, __u32 parent, __u64 delta, __u64 corrected)
+{
+	struct edge_key ek = { .tid = tid, .probe = probe, .parent = parent };
+	struct edge_stats *es = bpf_map_lookup_elem(&edges, &ek);
+
+	if (!es) {
+		struct edge_stats first = {};
+
+		bpf_map_update_elem(&edges, &ek, &first, BPF_NOEXIST);
+		es = bpf_map_lookup_elem(&edges, &ek);
+	}
+	if (es) {
+		/* one thread updates its own keys: no atomics needed */
+		es->calls++;
+		es->total_ns += delta;
+		es->corrected_ns += corrected;
+	}
+	return 0;
+}
+
 static __always_inline void record(__u32 probe, __u64 delta, __u64 corrected, __u64 nested,
 				   __s32 part, __u32 tid, __u64 now)
 {
@@ -293,7 +323,7 @@ int probe_return(struct x86_64_regs *ctx)
 	struct frame *f;
 	__u32 cls = (cookie >> COOKIE_CLASS_SHIFT) & 0xff;
 	struct probe_cost *cost = bpf_map_lookup_elem(&costs, &cls);
-	__u64 nested, delta, inner_cost, own = cost ? cost->own_ns : 0, pair = cost ? cost->pair_ns : 0;
+	__u64 nested, delta, corrected, inner_cost, own = cost ? cost->own_ns : 0, pair = cost ? cost->pair_ns : 0;
 	__s32 part;
 	int i, found = 0;
 
@@ -324,10 +354,14 @@ int probe_return(struct x86_64_regs *ctx)
 			break;
 		idx = (depth - 1 - i) & (MAX_DEPTH - 1);
 		if (st->frames[idx].probe == probe) {
+			st->found = idx;
 			found = 1;
 			break;
 		}
 	}
+	/* read the index back from the map: the verifier then checks what
+	 * follows once, not once for every loop iteration it could come from */
+	idx = *(volatile __u32 *)&st->found & (MAX_DEPTH - 1);
 	if (!found) {
 		st->hits++;
 		count(CNT_UNMATCHED_RETURNS);
@@ -361,6 +395,9 @@ int probe_return(struct x86_64_regs *ctx)
 		}
 	}
 	st->depth = idx;
-	record(probe, delta, delta > inner_cost ? delta - inner_cost : 0, nested, part, tid, now);
+	corrected = delta > inner_cost ? delta - inner_cost : 0;
+	record(probe, delta, corrected, nested, part, tid, now);
+	record_edge(tid, probe, idx > 0 ? st->frames[(idx - 1) & (MAX_DEPTH - 1)].probe : NO_PARENT,
+		    delta, corrected);
 	return 0;
 }

@@ -4,7 +4,7 @@
 #ifndef MYSQLPROBE_UPROBE_LATENCY_H
 #define MYSQLPROBE_UPROBE_LATENCY_H
 
-#define UPROBE_LATENCY_ABI 2
+#define UPROBE_LATENCY_ABI 3
 
 #define MAX_PROBES 1024
 /* Histogram of ns: log2 octaves split in 4 linear sub-buckets (about 19% wide).
@@ -16,6 +16,7 @@
 #define MAX_THREADS 8192
 #define MAX_PART_KEYS 16384
 #define MAX_THREAD_KEYS 65536
+#define MAX_EDGE_KEYS 65536
 
 /* bpf cookie, from the low bits:
  *   16 probe index | 8 partition mode | 7 argument index | 1 entry only |
@@ -88,6 +89,21 @@ struct thread_stats {
 	__u64 last_ns;
 };
 
+/* one edge of the dynamic call tree of probed functions, per thread:
+ * probe called while parent (NO_PARENT: no probed caller) was open */
+#define NO_PARENT 0xffff
+struct edge_key {
+	__u32 tid;
+	__u16 probe;
+	__u16 parent;
+};
+
+struct edge_stats {
+	__u64 calls;
+	__u64 total_ns;
+	__u64 corrected_ns;
+};
+
 struct frame {
 	__u64 ts;
 	__u64 arg;
@@ -100,6 +116,8 @@ struct frame {
 struct thread_stack {
 	__u32 depth;
 	__u32 overflow;
+	__u32 found;   /* scratch: the frame a return matched (see probe_return) */
+	__u32 pad;
 	__u64 hits;
 	__u64 cost_ns; /* calibrated cost of the probed calls completed on this thread */
 	struct frame frames[MAX_DEPTH];

@@ -15,7 +15,10 @@ from mysqlprobe import catalog
 from mysqlprobe.analysis.report import render_text
 from mysqlprobe.analysis.sampling import duty_for_budget
 from mysqlprobe.capture import build_profile, now_utc, write_profile
-from mysqlprobe.collectors import process
+from mysqlprobe.collectors import connection, process
+from mysqlprobe.collectors.connection import ConnectOptions
+from mysqlprobe.collectors.perfschema import PerfSchema
+from mysqlprobe.collectors.perfschema import deltas as perfschema_deltas
 from mysqlprobe.collectors.calibration import COST_CLASS, Calibrator, entry_point
 from mysqlprobe.collectors.symbols import Binary, load_binary, load_target_binary, resolve_target
 from mysqlprobe.collectors.uprobe import ProbeSpec, UprobeSession
@@ -55,6 +58,16 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="count every call (probes on all the time); default: duty cycles within the budget")
     p.add_argument("--overhead-budget", type=float, default=10.0, metavar="PCT",
                    help="sampled mode: slow the load down by at most PCT%% (default 10)")
+    g = p.add_argument_group("Performance Schema (statements, stages and waits of the window)")
+    g.add_argument("--socket", help="the server's unix socket (default: found from the PID)")
+    g.add_argument("--host", help="connect over TCP instead")
+    g.add_argument("--port", type=int)
+    g.add_argument("--user", help="default: from --defaults-file or ~/.my.cnf, else root")
+    g.add_argument("--password-file", metavar="FILE", help="a file holding the password")
+    g.add_argument("--defaults-file", metavar="FILE", help="a MySQL option file ([client] section)")
+    g.add_argument("--no-perf-schema", action="store_true", help="probes only: do not connect")
+    g.add_argument("--ps-waits", choices=("io", "all"), default="io",
+                   help="wait instruments to enable: table and file I/O (default), or synch waits too")
 
 
 def check_arguments(args, parser: argparse.ArgumentParser) -> None:
@@ -283,6 +296,69 @@ class _Window:
         return True
 
 
+class PerfSchemaWindow:
+    """The Performance Schema side of a window. Any trouble (no connection,
+    P_S off, no privilege) becomes one warning and a probes-only report."""
+
+    def __init__(self, pid: int, opts: ConnectOptions | None, waits: str, warnings: list[str]):
+        self.pid, self.opts, self.waits, self.warnings = pid, opts, waits, warnings
+        self.ps: PerfSchema | None = None
+        self.record: dict = {"status": "not requested"}
+
+    def _give_up(self, status: str, reason: str) -> None:
+        self.record = {"status": status, "reason": reason}
+        self.warnings.append(f"Performance Schema: {reason}; the report has the probes only")
+        self.ps = None
+
+    def open(self) -> None:
+        import pymysql
+
+        if self.opts is None:
+            return
+        conn, why = connection.connect(self.pid, self.opts)
+        if conn is None:
+            return self._give_up("unavailable", why)
+        self.ps = PerfSchema(conn, self.waits)
+        try:
+            if not self.ps.enabled():
+                conn.close()
+                return self._give_up("off", "the server runs with performance_schema=OFF")
+            changed = self.ps.enable()
+            self.before = self.ps.summaries()
+            self.t0 = self.ps.timer_now()
+            self.record = {"status": "collected", "connection": connection.describe(connection.resolve(
+                self.pid, self.opts)), "server_version": conn.get_server_info(), "setup_rows_changed": changed,
+                "thread_os_id": self.ps.has_os_id, "waits": self.waits}
+        except pymysql.err.MySQLError as e:
+            self.restore()
+            self._give_up("unavailable", f"{e.args[-1] if e.args else e}")
+
+    def close(self) -> None:
+        """Read what the window left in P_S, then restore its setup."""
+        import pymysql
+
+        if not self.ps:
+            return
+        try:
+            t1 = self.ps.timer_now()
+            after = self.ps.summaries()
+            statements, stages = self.ps.window_events(self.t0, t1)
+            self.record.update({"timer_start_ps": self.t0, "timer_end_ps": t1,
+                                "deltas": perfschema_deltas(self.before, after), "statements": statements,
+                                "stages": stages, "threads": self.ps.threads()})
+        except pymysql.err.MySQLError as e:
+            self.warnings.append(f"Performance Schema: reading the window failed: {e.args[-1] if e.args else e}")
+        finally:
+            self.restore()
+
+    def restore(self) -> None:
+        if self.ps and not self.ps.restored:
+            try:
+                self.ps.restore()
+            except Exception as e:  # the server went away: say so, the setup is in-memory
+                self.warnings.append(f"Performance Schema: could not restore its setup: {e}")
+
+
 def cost_uncertainty(cal, specs: list[ProbeSpec]) -> float:
     """Relative doubt on the probes' calibrated cost: the spread of the bursts,
     at least 10%."""
@@ -329,7 +405,7 @@ def _duty_cycles(session: UprobeSession, specs: list[ProbeSpec], win: _Window, b
 def record(target, binary: Binary, plan: Plan, *, duration: float | None, stop: threading.Event,
            argv: list[str], status=None, verbose: bool = False, signals: StopSignals | None = None,
            stop_reason: str = "stopped", correct: bool = True, exact: bool = True,
-           budget: float = 0.10) -> dict:
+           budget: float = 0.10, connect: ConnectOptions | None = None, ps_waits: str = "io") -> dict:
     """Calibrate, attach, keep the window open (all along with `exact`, else
     in duty cycles within the overhead budget), read the maps, detach.
     Returns profile.json's document."""
@@ -353,6 +429,9 @@ def record(target, binary: Binary, plan: Plan, *, duration: float | None, stop: 
         if not exact and session.link_kind != "uprobe_multi":
             warnings.append("duty cycles need uprobe_multi links (Linux 6.6+): every call was counted")
             exact = True
+        ps = PerfSchemaWindow(target.pid, connect, ps_waits, warnings)
+        stack.callback(ps.restore)
+        ps.open()
         start_wall = now_utc()
         proc_start = process.snapshot(target.pid)
         win = _Window(target.pid, duration, stop, signals, stop_reason, status, session)
@@ -369,6 +448,7 @@ def record(target, binary: Binary, plan: Plan, *, duration: float | None, stop: 
             cycles = _duty_cycles(session, specs, win, budget, calibrator)
         elapsed = win.elapsed()
         proc_end = process.snapshot(target.pid)
+        ps.close()
         if signals:
             signals.ignore()
         calibrator.close()
@@ -391,7 +471,7 @@ def record(target, binary: Binary, plan: Plan, *, duration: float | None, stop: 
                          snapshot=snapshot, unavailable=plan.unavailable, warnings=warnings,
                          attached=attached, calibration=cal, links=links, sampling=sampling,
                          corrected=correct, timings=timings,
-                         process=process.window_record(proc_start, proc_end))
+                         process=process.window_record(proc_start, proc_end), perf_schema=ps.record)
 
 
 class StatusLine:
@@ -404,7 +484,7 @@ class StatusLine:
 
     def started(self, session, functions: int, exact: bool = True, budget: float = 0.10) -> None:
         mode = "every call" if exact else f"sampled within {100 * budget:g}% overhead, --exact for every call"
-        print(f"Tracing PID {session.pid}: {functions} functions, {session.attached} probes ({mode}). "
+        print(f"Tracing PID {session.pid}: {functions} functions, {session.attached_count} probes ({mode}). "
               f"Ctrl-C to end.", file=self.stream, flush=True)
 
     def tick(self, elapsed: float, session) -> None:
@@ -441,7 +521,10 @@ def run(args, parser) -> int:
     with StopSignals(stop) as signals:
         doc = record(target, binary, plan, duration=args.duration, stop=stop, argv=sys.argv,
                      status=StatusLine(enabled=not args.quiet), verbose=args.verbose, signals=signals,
-                     correct=not args.raw, exact=args.exact, budget=args.overhead_budget / 100)
+                     correct=not args.raw, exact=args.exact, budget=args.overhead_budget / 100,
+                     connect=None if args.no_perf_schema else ConnectOptions(
+                         args.socket, args.host, args.port, args.user, args.password_file, args.defaults_file),
+                     ps_waits=args.ps_waits)
     sys.stdout.write(render_text(doc))
     if args.output:
         path = write_profile(args.output, doc)

@@ -1,0 +1,122 @@
+"""Where a statement's time went: statement -> P_S stage -> probed stages
+(inclusive and exclusive, corrected) -> what the probes did not explain.
+
+Probe time is joined to a statement through its thread: P_S threads.THREAD_OS_ID
+is the Linux thread id the probes key by (MariaDB 10.5+, MySQL 5.7+). Where
+the server has no THREAD_OS_ID (MySQL 5.6, MariaDB 10.1/10.2) the probe time of
+all threads in the window goes to the longest statement, and the tree says so.
+Probe time of the other threads (page cleaner checksums, compression in
+background threads) is shown apart as background work.
+
+The nesting of probed stages comes from the kernel: every call is recorded
+with its thread and its innermost probed caller."""
+
+from __future__ import annotations
+
+from mysqlprobe.analysis.profile import coverage
+
+PS_PER_NS = 1000
+
+def _edges(doc: dict, tids: set[int] | None, exclude: bool = False) -> dict:
+    """(stage, calling stage or None) -> corrected ns and calls, from the
+    probes' caller edges of some threads (None: all; exclude: all but those).
+    A call nested in a call of the same stage is inside its time already."""
+    stage_of = {p["id"]: p.get("stage") or f"probe:{p['name']}" for p in doc.get("probes", [])}
+    scale = 1 / coverage(doc)
+    out: dict = {}
+    for p in doc.get("probes", []):
+        stage = stage_of[p["id"]]
+        for c in p.get("callers", []):
+            if tids is not None and (c["tid"] in tids) == exclude:
+                continue
+            parent = stage_of.get(c["parent"]) if c["parent"] is not None else None
+            if parent == stage:
+                continue
+            e = out.setdefault((stage, parent), {"ns": 0.0, "calls": 0.0})
+            e["ns"] += c["total_ns"] * scale
+            e["calls"] += c["calls"] * scale
+    return out
+
+
+def probe_cost_ns(doc: dict, tids: set[int] | None) -> float:
+    """What the probes themselves added to these threads' time (calibrated)."""
+    scale = 1 / coverage(doc)
+    return sum(c["calls"] * (p.get("entry") or {}).get("pair_cost_ns", 0) * scale
+               for p in doc.get("probes", []) for c in p.get("callers", [])
+               if tids is None or c["tid"] in tids)
+
+
+def probe_tree(edges: dict) -> list[dict]:
+    """The probed stages as the calls nested: inclusive and exclusive time.
+    A stage called from several places shares its callees out in proportion."""
+    total: dict[str, float] = {}
+    children: dict = {}
+    for (stage, parent), v in edges.items():
+        total[stage] = total.get(stage, 0.0) + v["ns"]
+        children.setdefault(parent, []).append((stage, v))
+
+    def node(stage: str, ns: float, calls: float, path: frozenset) -> dict:
+        share = ns / total[stage] if total.get(stage) else 0.0
+        kids = [node(c, v["ns"] * share, v["calls"] * share, path | {c})
+                for c, v in children.get(stage, []) if c not in path]
+        kids.sort(key=lambda k: -k["inclusive_ns"])
+        return {"stage": stage, "inclusive_ns": round(ns), "calls": round(calls), "children": kids,
+                "exclusive_ns": round(ns) - sum(k["inclusive_ns"] for k in kids)}
+
+    roots = [node(s, v["ns"], v["calls"], frozenset({s})) for s, v in children.get(None, [])]
+    return sorted(roots, key=lambda r: -r["inclusive_ns"])
+
+
+WRITES = ("statement/sql/insert", "statement/sql/replace", "statement/sql/load", "statement/sql/update",
+          "statement/sql/delete")
+
+
+def _clip(start, end, t0, t1) -> int:
+    """Picoseconds of [start, end] inside [t0, t1] (end None: still running)."""
+    end = t1 if end is None else end
+    return max(min(end, t1) - max(start or t0, t0), 0)
+
+
+def attribute(doc: dict, top: int = 3) -> list[dict]:
+    ps = doc.get("perf_schema") or {}
+    if ps.get("status") != "collected" or not ps.get("statements"):
+        return []
+    t0, t1 = ps["timer_start_ps"], ps["timer_end_ps"]
+    os_tid = {t["thread_id"]: t.get("os_tid") for t in ps.get("threads", [])}
+    window = lambda st: _clip(st["timer_start"], st["timer_end"], t0, t1)  # noqa: E731
+    # without THREAD_OS_ID the probes' time goes to the longest writing statement
+    writes = [st for st in ps["statements"] if (st.get("event_name") or "").startswith(WRITES)]
+    by_time = sorted(writes or ps["statements"], key=lambda st: -window(st))
+    statements = sorted(ps["statements"], key=lambda st: -window(st))[:top]
+    out = []
+    for st in statements:
+        in_window = window(st)
+        if not in_window:
+            continue
+        tid = os_tid.get(st["thread_id"]) if ps.get("thread_os_id") else None
+        if tid:
+            join, edges, background = "thread", _edges(doc, {tid}), _edges(doc, {tid}, exclude=True)
+            cost = probe_cost_ns(doc, {tid})
+        elif st is by_time[0]:
+            join = "time window (no THREAD_OS_ID): the probes of every thread, given to the longest write"
+            edges, background, cost = _edges(doc, None), {}, probe_cost_ns(doc, None)
+        else:
+            join, edges, background, cost = "none", {}, {}, 0.0
+        stages = [s for s in ps.get("stages", []) if (s["thread_id"], s["statement_event_id"]) ==
+                  (st["thread_id"], st["event_id"])]
+        stage_ns = sorted(((s["event_name"], _clip(s["timer_start"], s["timer_end"], t0, t1) // PS_PER_NS)
+                           for s in stages), key=lambda x: -x[1])
+        tree = probe_tree(edges)
+        probed = sum(r["inclusive_ns"] for r in tree)
+        main = stage_ns[0][0] if stage_ns else None
+        cost = round(min(cost, max(stage_ns[0][1] - probed, 0))) if stage_ns else 0
+        out.append({
+            "statement": st["sql_text"], "thread_id": st["thread_id"], "os_tid": tid, "join": join,
+            "in_window_ns": in_window // PS_PER_NS,
+            "stages": [{"stage": name, "ns": ns, "probed": tree if name == main else [],
+                        "probe_cost_ns": cost if name == main else 0,
+                        "unexplained_ns": ns - probed - cost if name == main else ns}
+                       for name, ns in stage_ns if ns],
+            "background": probe_tree(background),
+        })
+    return out

@@ -1,0 +1,135 @@
+"""A SQL connection to the probed server: its unix socket found from the
+PID unless given, credentials from --defaults-file, ~/.my.cnf or
+--user/--password-file. A password is never printed or written."""
+
+from __future__ import annotations
+
+import configparser
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+LISTENING = 0x10000  # __SO_ACCEPTCON in /proc/net/unix flags
+
+
+@dataclass
+class ConnectOptions:
+    socket: str | None = None
+    host: str | None = None
+    port: int | None = None
+    user: str | None = None
+    password_file: str | None = None
+    defaults_file: str | None = None
+
+
+def _socket_inodes(pid: int) -> set[int]:
+    inodes = set()
+    fd_dir = Path(f"/proc/{pid}/fd")
+    for fd in fd_dir.iterdir() if fd_dir.exists() else []:
+        try:
+            link = os.readlink(fd)
+        except OSError:
+            continue
+        if link.startswith("socket:["):
+            inodes.add(int(link[8:-1]))
+    return inodes
+
+
+def listening_sockets(pid: int) -> list[str]:
+    """Unix socket paths the process listens on, reachable from here
+    (through /proc/PID/root when it runs in another mount namespace)."""
+    inodes = _socket_inodes(pid)
+    out = []
+    try:
+        lines = Path(f"/proc/{pid}/net/unix").read_text().splitlines()[1:]
+    except OSError:
+        return []
+    for line in lines:
+        parts = line.split()
+        if len(parts) < 8 or not parts[7].startswith("/"):
+            continue
+        if int(parts[6]) in inodes and int(parts[3], 16) & LISTENING:
+            path = parts[7]
+            here = path if os.path.exists(path) else f"/proc/{pid}/root{path}"
+            out.append(here)
+    return out
+
+
+def listening_ports(pid: int) -> list[int]:
+    inodes = _socket_inodes(pid)
+    ports = []
+    for table in ("tcp", "tcp6"):
+        try:
+            lines = Path(f"/proc/{pid}/net/{table}").read_text().splitlines()[1:]
+        except OSError:
+            continue
+        for line in lines:
+            parts = line.split()
+            if len(parts) > 9 and parts[3] == "0A" and int(parts[9]) in inodes:  # LISTEN
+                ports.append(int(parts[1].rsplit(":", 1)[1], 16))
+    return sorted(set(ports))
+
+
+def option_file(path: str) -> dict[str, str]:
+    """[client] and [mysql] options of a MySQL option file (later groups win)."""
+    parser = configparser.ConfigParser(allow_no_value=True, strict=False, interpolation=None)
+    try:
+        parser.read_string(Path(path).read_text(errors="replace"))
+    except (OSError, configparser.Error):
+        return {}
+    out: dict[str, str] = {}
+    for group in ("client", "mysql"):
+        if parser.has_section(group):
+            out.update({k.replace("-", "_"): (v or "").strip().strip("'\"") for k, v in parser.items(group)})
+    return out
+
+
+def resolve(pid: int, opts: ConnectOptions) -> dict:
+    """pymysql.connect() arguments, and where each came from (no password)."""
+    files = [opts.defaults_file] if opts.defaults_file else [os.path.expanduser("~/.my.cnf")]
+    conf: dict[str, str] = {}
+    for f in files:
+        if f and os.path.isfile(f):
+            conf.update(option_file(f))
+    args: dict = {"user": opts.user or conf.get("user") or "root", "connect_timeout": 5, "autocommit": True}
+    if opts.password_file:
+        args["password"] = Path(opts.password_file).read_text().rstrip("\n")
+    elif "password" in conf:
+        args["password"] = conf["password"]
+    if opts.host or opts.port:
+        args["host"] = opts.host or "127.0.0.1"
+        args["port"] = opts.port or 3306
+    elif opts.socket or conf.get("socket"):
+        args["unix_socket"] = opts.socket or conf["socket"]
+    else:
+        found = listening_sockets(pid)
+        if found:
+            args["unix_socket"] = found[0]
+        else:
+            ports = listening_ports(pid)
+            if ports:
+                args["host"], args["port"] = "127.0.0.1", ports[0]
+    return args
+
+
+def describe(args: dict) -> str:
+    where = args.get("unix_socket") or f"{args.get('host')}:{args.get('port')}"
+    return f"{args['user']}@{where}"
+
+
+def connect(pid: int, opts: ConnectOptions):
+    """(connection, None) or (None, why not) — never raises for a server problem."""
+    import pymysql
+
+    try:
+        args = resolve(pid, opts)
+    except OSError as e:
+        return None, f"cannot read the password file: {e.strerror}"
+    if "unix_socket" not in args and "host" not in args:
+        return None, f"PID {pid} listens on no unix socket or TCP port (use --socket or --host/--port)"
+    try:
+        return pymysql.connect(**args), None
+    except pymysql.err.MySQLError as e:
+        code = e.args[0] if e.args else "?"
+        text = e.args[1] if len(e.args) > 1 else str(e)
+        return None, f"cannot connect as {describe(args)}: ({code}) {text}"

@@ -1,0 +1,191 @@
+"""Performance Schema collector: statements, stages and waits of the window.
+
+For the window only, it enables the consumers and instruments the analysis
+needs, and puts back exactly what it changed afterwards (restore() is
+registered on every exit path by the caller). It takes the global summaries
+before and after (stored as deltas) and the statements and stages that ran in
+the window from the history tables.
+
+Versions: MariaDB 10.1/10.2 carry MySQL 5.6's P_S (no threads.THREAD_OS_ID);
+MariaDB 10.5+ and MySQL 5.7+ have THREAD_OS_ID, which joins P_S threads to the
+Linux thread ids the probes key by; MySQL 8.0.17+ calls 'Sending data'
+'executing'."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+CONSUMERS = ("events_statements_current", "events_statements_history", "events_statements_history_long",
+             "events_stages_current", "events_stages_history", "events_stages_history_long")
+WAIT_CONSUMERS = ("events_waits_current", "events_waits_history", "events_waits_history_long")
+INSTRUMENTS = ("statement/%", "stage/%", "wait/io/table/%", "wait/io/file/%")
+SYNCH_INSTRUMENTS = ("wait/synch/%",)
+STATUS = ("Handler_write", "Innodb_rows_inserted", "Innodb_pages_written", "Innodb_data_written",
+          "Com_insert", "Com_insert_select", "Questions")
+PS_TIMER_PER_NS = 1000  # P_S timers count picoseconds
+
+SUMMARIES = {
+    "stages": ("SELECT EVENT_NAME, COUNT_STAR, SUM_TIMER_WAIT FROM performance_schema."
+               "events_stages_summary_global_by_event_name", 1),
+    "waits": ("SELECT EVENT_NAME, COUNT_STAR, SUM_TIMER_WAIT FROM performance_schema."
+              "events_waits_summary_global_by_event_name", 1),
+    "files": ("SELECT EVENT_NAME, COUNT_STAR, SUM_TIMER_WAIT, SUM_NUMBER_OF_BYTES_READ, SUM_NUMBER_OF_BYTES_WRITE "
+              "FROM performance_schema.file_summary_by_event_name", 1),
+    "tables": ("SELECT CONCAT(OBJECT_SCHEMA, '.', OBJECT_NAME), COUNT_STAR, SUM_TIMER_WAIT, COUNT_WRITE, "
+               "SUM_TIMER_WRITE FROM performance_schema.table_io_waits_summary_by_table", 1),
+    "digests": ("SELECT CONCAT(IFNULL(SCHEMA_NAME, ''), ':', IFNULL(DIGEST, '')), COUNT_STAR, SUM_TIMER_WAIT, "
+                "SUM_ROWS_AFFECTED, SUM_ROWS_EXAMINED, DIGEST_TEXT "
+                "FROM performance_schema.events_statements_summary_by_digest", 1),
+}
+COLUMNS = {
+    "stages": ("count", "timer_ps"), "waits": ("count", "timer_ps"),
+    "files": ("count", "timer_ps", "bytes_read", "bytes_written"),
+    "tables": ("count", "timer_ps", "writes", "write_timer_ps"),
+    "digests": ("count", "timer_ps", "rows_affected", "rows_examined"),
+}
+
+
+class PerfSchemaError(Exception):
+    pass
+
+
+@dataclass
+class PerfSchema:
+    conn: object
+    waits: str = "io"                          # "io" or "all" (synch waits too)
+    saved_consumers: dict[str, str] = field(default_factory=dict)
+    saved_instruments: dict[str, tuple[str, str]] = field(default_factory=dict)
+    thread_id: int | None = None
+    has_os_id: bool = False
+    restored: bool = True
+
+    def _rows(self, sql: str, args=None) -> list[tuple]:
+        with self.conn.cursor() as cur:
+            cur.execute(sql, args)
+            return list(cur.fetchall())
+
+    def enabled(self) -> bool:
+        return bool(self._rows("SELECT @@performance_schema")[0][0])
+
+    def setup_state(self) -> tuple[dict, dict]:
+        consumers = dict(self._rows("SELECT NAME, ENABLED FROM performance_schema.setup_consumers"))
+        patterns = INSTRUMENTS + (SYNCH_INSTRUMENTS if self.waits == "all" else ())
+        where = " OR ".join(["NAME LIKE %s"] * len(patterns))
+        instruments = {n: (e, t) for n, e, t in self._rows(
+            f"SELECT NAME, ENABLED, TIMED FROM performance_schema.setup_instruments WHERE {where}", patterns)}
+        return consumers, instruments
+
+    def enable(self) -> int:
+        """Turn on what the window needs; returns how many setup rows changed."""
+        self.saved_consumers, self.saved_instruments = self.setup_state()
+        self.restored = False
+        want = CONSUMERS + (WAIT_CONSUMERS if self.waits == "all" else ("events_waits_current",))
+        changed = 0
+        with self.conn.cursor() as cur:
+            for name in want:
+                if self.saved_consumers.get(name) == "NO":
+                    cur.execute("UPDATE performance_schema.setup_consumers SET ENABLED = 'YES' WHERE NAME = %s",
+                                (name,))
+                    changed += 1
+            off = [n for n, (e, t) in self.saved_instruments.items() if (e, t) != ("YES", "YES")]
+            for i in range(0, len(off), 200):
+                chunk = off[i:i + 200]
+                cur.execute("UPDATE performance_schema.setup_instruments SET ENABLED = 'YES', TIMED = 'YES' "
+                            f"WHERE NAME IN ({', '.join(['%s'] * len(chunk))})", chunk)
+            changed += len(off)
+        self.thread_id = self._rows("SELECT THREAD_ID FROM performance_schema.threads "
+                                    "WHERE PROCESSLIST_ID = CONNECTION_ID()")[0][0]
+        self.has_os_id = bool(self._rows(
+            "SELECT COUNT(*) FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = 'performance_schema' "
+            "AND TABLE_NAME = 'threads' AND COLUMN_NAME = 'THREAD_OS_ID'")[0][0])
+        return changed
+
+    def restore(self) -> None:
+        """Put back every setup row enable() changed, as it was."""
+        if self.restored:
+            return
+        with self.conn.cursor() as cur:
+            now_consumers, now_instruments = self.setup_state()
+            for name, enabled in self.saved_consumers.items():
+                if now_consumers.get(name) != enabled:
+                    cur.execute("UPDATE performance_schema.setup_consumers SET ENABLED = %s WHERE NAME = %s",
+                                (enabled, name))
+            groups: dict[tuple[str, str], list[str]] = {}
+            for name, state in self.saved_instruments.items():
+                if now_instruments.get(name) != state:
+                    groups.setdefault(state, []).append(name)
+            for (enabled, timed), names in groups.items():
+                for i in range(0, len(names), 200):
+                    chunk = names[i:i + 200]
+                    cur.execute("UPDATE performance_schema.setup_instruments SET ENABLED = %s, TIMED = %s "
+                                f"WHERE NAME IN ({', '.join(['%s'] * len(chunk))})", (enabled, timed, *chunk))
+        self.restored = True
+
+    def timer_now(self) -> int:
+        """The P_S timer now (ps since server start): this statement's own start."""
+        return int(self._rows("SELECT TIMER_START FROM performance_schema.events_statements_current "
+                              "WHERE THREAD_ID = %s", (self.thread_id,))[0][0] or 0)
+
+    def summaries(self) -> dict:
+        out = {}
+        for name, (sql, _) in SUMMARIES.items():
+            if name == "waits" and self.waits not in ("io", "all"):
+                continue
+            rows = {}
+            for row in self._rows(sql):
+                key, values = row[0], row[1:1 + len(COLUMNS[name])]
+                rows[key] = {"values": [int(v or 0) for v in values]}
+                if name == "digests":
+                    rows[key]["text"] = row[-1]
+            out[name] = rows
+        out["status"] = {n: int(v) for n, v in self._rows("SHOW GLOBAL STATUS") if n in STATUS}
+        return out
+
+    def threads(self) -> list[dict]:
+        cols = "THREAD_ID, NAME, PROCESSLIST_ID" + (", THREAD_OS_ID" if self.has_os_id else "")
+        return [{"thread_id": r[0], "name": r[1], "processlist_id": r[2],
+                 "os_tid": r[3] if self.has_os_id else None}
+                for r in self._rows(f"SELECT {cols} FROM performance_schema.threads")]
+
+    def window_events(self, t0: int, t1: int) -> tuple[list[dict], list[dict]]:
+        """Statements (of other threads) that ran in [t0, t1], and their stages."""
+        cols = ("THREAD_ID, EVENT_ID, TIMER_START, TIMER_END, TIMER_WAIT, SQL_TEXT, DIGEST, ROWS_AFFECTED, "
+                "ROWS_EXAMINED, EVENT_NAME")
+        rows = self._rows(f"SELECT {cols} FROM performance_schema.events_statements_history_long "
+                          "WHERE THREAD_ID <> %s AND TIMER_END >= %s AND TIMER_START <= %s",
+                          (self.thread_id, t0, t1))
+        rows += self._rows(f"SELECT {cols} FROM performance_schema.events_statements_current "
+                           "WHERE THREAD_ID <> %s AND TIMER_START <= %s AND TIMER_END IS NULL",
+                           (self.thread_id, t1))
+        statements = [{"thread_id": r[0], "event_id": r[1], "timer_start": r[2], "timer_end": r[3],
+                       "timer_wait": r[4], "sql_text": (r[5] or "")[:1000], "digest": r[6],
+                       "rows_affected": r[7], "rows_examined": r[8], "event_name": r[9]} for r in rows]
+        keys = {(s["thread_id"], s["event_id"]) for s in statements}
+        stage_rows = []
+        for table in ("events_stages_history_long", "events_stages_current"):
+            stage_rows += self._rows(
+                "SELECT THREAD_ID, NESTING_EVENT_ID, EVENT_NAME, TIMER_START, TIMER_END, TIMER_WAIT "
+                f"FROM performance_schema.{table} WHERE THREAD_ID <> %s AND TIMER_START <= %s "
+                "AND (TIMER_END IS NULL OR TIMER_END >= %s)", (self.thread_id, t1, t0))
+        stages = [{"thread_id": r[0], "statement_event_id": r[1], "event_name": r[2], "timer_start": r[3],
+                   "timer_end": r[4], "timer_wait": r[5]} for r in stage_rows if (r[0], r[1]) in keys]
+        return statements, stages
+
+
+def deltas(before: dict, after: dict) -> dict:
+    """after - before per summary row; rows that did not move are left out."""
+    out = {}
+    for name, rows in after.items():
+        if name == "status":
+            out[name] = {k: v - before.get(name, {}).get(k, 0) for k, v in rows.items()}
+            continue
+        cols = COLUMNS[name]
+        moved = []
+        for key, row in rows.items():
+            prev = before.get(name, {}).get(key, {"values": [0] * len(cols)})["values"]
+            d = [a - b for a, b in zip(row["values"], prev)]
+            if d[0] > 0:
+                rec = {"name": row.get("text") or key, **dict(zip(cols, d))}
+                moved.append(rec)
+        out[name] = sorted(moved, key=lambda r: -r["timer_ps"])
+    return out

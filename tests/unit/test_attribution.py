@@ -1,0 +1,94 @@
+"""The statement -> stage -> probed functions tree, on a saved capture (no root)."""
+
+import copy
+
+import pytest
+
+from mysqlprobe.analysis.attribution import attribute, probe_tree
+from mysqlprobe.analysis.report import render_text
+from test_report import synthetic_run
+
+MS = 1_000_000
+PS = 1000  # P_S timer units per ns
+
+
+def capture(thread_os_id=True):
+    doc = copy.deepcopy(synthetic_run())
+    ids = {p["stage"]: p["id"] for p in doc["probes"]}
+    conn_tid, cleaner_tid = 4242, 4250
+    # write_row 40 ms holding get_partition_id 1 ms and row_insert 19 ms; a background thread's row_insert 5 ms
+    callers = {
+        "partition.write_row": [(conn_tid, None, 40 * MS)],
+        "partition.get_partition_id": [(conn_tid, ids["partition.write_row"], 1 * MS)],
+        "innodb.row_insert": [(conn_tid, ids["partition.write_row"], 19 * MS), (cleaner_tid, None, 5 * MS)],
+    }
+    for p in doc["probes"]:
+        p["callers"] = [{"tid": t, "parent": par, "calls": 10007, "total_ns": ns, "raw_total_ns": ns}
+                        for t, par, ns in callers.get(p["stage"], [])]
+    t0 = 1_000 * MS * PS
+    doc["perf_schema"] = {
+        "status": "collected", "thread_os_id": thread_os_id, "timer_start_ps": t0, "timer_end_ps": t0 + 200 * MS * PS,
+        "threads": [{"thread_id": 20, "name": "thread/sql/one_connection", "processlist_id": 5,
+                     "os_tid": conn_tid if thread_os_id else None}],
+        "statements": [{"thread_id": 20, "event_id": 7, "timer_start": t0 + 10 * MS * PS,
+                        "timer_end": t0 + 110 * MS * PS, "timer_wait": 100 * MS * PS,
+                        "sql_text": "INSERT INTO emp_range_5 SELECT * FROM emp_src", "digest": "d",
+                        "rows_affected": 10007, "rows_examined": 10007, "event_name": "statement/sql/insert_select"}],
+        "stages": [{"thread_id": 20, "statement_event_id": 7, "event_name": "stage/sql/Sending data",
+                    "timer_start": t0 + 12 * MS * PS, "timer_end": t0 + 108 * MS * PS, "timer_wait": 96 * MS * PS},
+                   {"thread_id": 20, "statement_event_id": 7, "event_name": "stage/sql/init",
+                    "timer_start": t0 + 10 * MS * PS, "timer_end": t0 + 12 * MS * PS, "timer_wait": 2 * MS * PS}],
+        "deltas": {}, "connection": "root@/tmp/sock",
+    }
+    return doc
+
+
+def test_tree_follows_the_recorded_nesting():
+    (tree,) = attribute(capture())
+    assert tree["join"] == "thread" and tree["in_window_ns"] == 100 * MS
+    sending = tree["stages"][0]
+    assert sending["stage"] == "stage/sql/Sending data" and sending["ns"] == 96 * MS
+    (root,) = sending["probed"]
+    assert root["stage"] == "partition.write_row" and root["inclusive_ns"] == 40 * MS
+    assert [c["stage"] for c in root["children"]] == ["innodb.row_insert", "partition.get_partition_id"]
+    assert root["exclusive_ns"] == 20 * MS
+    # the parts add up to the stage: probed + the probes' own cost + the rest
+    assert root["inclusive_ns"] + sending["probe_cost_ns"] + sending["unexplained_ns"] == sending["ns"]
+    assert sending["probe_cost_ns"] == 3 * 10007 * 1800
+    # the other thread's row_insert is background work, not the statement's
+    assert [b["stage"] for b in tree["background"]] == ["innodb.row_insert"]
+    assert tree["background"][0]["inclusive_ns"] == 5 * MS
+
+
+def test_without_thread_os_id_the_window_goes_to_the_longest_write():
+    (tree,) = attribute(capture(thread_os_id=False))
+    assert tree["join"].startswith("time window")
+    roots = {r["stage"]: r["inclusive_ns"] for r in tree["stages"][0]["probed"]}
+    assert roots == {"partition.write_row": 40 * MS, "innodb.row_insert": 5 * MS}
+    assert tree["background"] == []
+
+
+def test_shared_callees_are_shared_out_in_proportion():
+    edges = {("a", None): {"ns": 30.0, "calls": 3}, ("b", None): {"ns": 10.0, "calls": 1},
+             ("c", None): {"ns": 60.0, "calls": 6}, ("c", "a"): {"ns": 20.0, "calls": 2},
+             ("d", "c"): {"ns": 40.0, "calls": 4}}
+    roots = {r["stage"]: r for r in probe_tree(edges)}
+    c_in_a = roots["a"]["children"][0]
+    assert c_in_a["stage"] == "c" and c_in_a["children"][0]["inclusive_ns"] == 10  # 40 * 20 / 80
+    assert roots["c"]["children"][0]["inclusive_ns"] == 30
+
+
+def test_report_shows_the_tree_and_no_tree_without_perf_schema():
+    text = render_text(capture())
+    assert "where the time went" in text and "the probes themselves (calibrated)" in text
+    assert max(len(line) for line in text.splitlines()) <= 80
+    doc = capture()
+    doc["perf_schema"] = {"status": "unavailable", "reason": "cannot connect"}
+    assert attribute(doc) == [] and "where the time went" not in render_text(doc)
+
+
+@pytest.mark.parametrize("status", ["off", "not requested"])
+def test_no_attribution_without_collected_perf_schema(status):
+    doc = capture()
+    doc["perf_schema"] = {"status": status}
+    assert attribute(doc) == []
