@@ -123,13 +123,15 @@ def install(version: str, log=print) -> Install:
 
 @dataclass(frozen=True)
 class Sandbox:
-    """One sandbox server: its files and how to reach it."""
+    """One sandbox server: its files and how to reach it. `instance` names a
+    second server of the same version (its own datadir and socket)."""
 
     version: str
+    instance: str = ""
 
     @property
     def home(self) -> Path:
-        return cache_root_dir() / "sandbox" / self.version
+        return cache_root_dir() / "sandbox" / (f"{self.version}-{self.instance}" if self.instance else self.version)
 
     @property
     def datadir(self) -> Path:

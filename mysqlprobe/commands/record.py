@@ -331,7 +331,8 @@ class PerfSchemaWindow:
                 "thread_os_id": self.ps.has_os_id, "waits": self.waits}
         except pymysql.err.MySQLError as e:
             self.restore()
-            self._give_up("unavailable", f"{e.args[-1] if e.args else e}")
+            who = connection.describe(connection.resolve(self.pid, self.opts))
+            self._give_up("unavailable", f"cannot use performance_schema as {who}: {e.args[-1] if e.args else e}")
 
     def close(self) -> None:
         """Read what the window left in P_S, then restore its setup."""
