@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import argparse
+import json
 import os
+import subprocess
 import signal
 import sys
 import threading
@@ -324,6 +326,7 @@ class PerfSchemaWindow:
                 conn.close()
                 return self._give_up("off", "the server runs with performance_schema=OFF")
             changed = self.ps.enable()
+            self._start_guard(connection.resolve(self.pid, self.opts))
             self.before = self.ps.summaries()
             self.t0 = self.ps.timer_now()
             self.record = {"status": "collected", "connection": connection.describe(connection.resolve(
@@ -352,12 +355,30 @@ class PerfSchemaWindow:
         finally:
             self.restore()
 
+    def _start_guard(self, connect_args: dict) -> None:
+        """A process that restores the setup should this one die first (kill -9)."""
+        state = {"connect": connect_args, "consumers": self.ps.saved_consumers,
+                 "instruments": {k: list(v) for k, v in self.ps.saved_instruments.items()}}
+        self.guard = subprocess.Popen([sys.executable, "-I", "-m", "mysqlprobe.collectors.ps_guard"],
+                                      stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
+                                      stderr=subprocess.DEVNULL, text=True, start_new_session=True)
+        self.guard.stdin.write(json.dumps(state) + "\n")
+        self.guard.stdin.flush()
+
     def restore(self) -> None:
         if self.ps and not self.ps.restored:
             try:
                 self.ps.restore()
             except Exception as e:  # the server went away: say so, the setup is in-memory
                 self.warnings.append(f"Performance Schema: could not restore its setup: {e}")
+        guard = getattr(self, "guard", None)
+        if guard and guard.poll() is None:
+            try:
+                guard.stdin.write("done\n" if self.ps is None or self.ps.restored else "")
+                guard.stdin.close()
+            except OSError:
+                pass
+            guard.wait(timeout=30)
 
 
 def cost_uncertainty(cal, specs: list[ProbeSpec]) -> float:

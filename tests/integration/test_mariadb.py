@@ -17,6 +17,7 @@ from conftest import MYSQLPROBE
 from helpers import Profiler, kill9_leaves_no_probe, partition_calls, stage, wait_until
 from mysqlprobe import catalog, errors, sandbox, workload
 from mysqlprobe.collectors.symbols import load_binary
+from test_perfschema import setup_tables
 
 pytestmark = [pytest.mark.root, pytest.mark.server]
 ROWS = 10007           # prime
@@ -92,6 +93,7 @@ def test_insert_select_counts_match_the_table(server, conn, tmp_path, kind):
 
 def test_kill_9_mid_load_leaves_no_probe_and_the_load_completes(server, conn, tmp_path):
     sb, pid = server
+    setup_before = setup_tables(sb)
     t = workload.table("range", 5)
     workload.prepare_source(conn, KILL_ROWS)
     workload.create_target(conn, t)
@@ -107,6 +109,8 @@ def test_kill_9_mid_load_leaves_no_probe_and_the_load_completes(server, conn, tm
     check = workload.connect(sb.socket)
     assert workload.row_count(check, t) == KILL_ROWS
     check.close()
+    # the P_S setup mysqlprobe changed is put back by its guard process
+    assert wait_until(lambda: setup_tables(sb) == setup_before, timeout=30)
 
 
 def insert_is_running(sb) -> bool:
