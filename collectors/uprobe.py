@@ -41,10 +41,6 @@ class _PartStats(ctypes.Structure):
                 ("hist", _u64 * MAX_SLOTS), ("chist", _u64 * MAX_SLOTS)]
 
 
-class _ThreadKey(ctypes.Structure):
-    _fields_ = [("tid", ctypes.c_uint32), ("probe", ctypes.c_uint32)]
-
-
 class _EdgeKey(ctypes.Structure):
     _fields_ = [("tid", ctypes.c_uint32), ("probe", ctypes.c_uint16), ("parent", ctypes.c_uint16)]
 
@@ -54,10 +50,6 @@ class _EdgeStats(ctypes.Structure):
 
 
 NO_PARENT = 0xFFFF
-
-
-class _ThreadStats(ctypes.Structure):
-    _fields_ = [("calls", _u64), ("total_ns", _u64), ("corrected_ns", _u64), ("first_ns", _u64), ("last_ns", _u64)]
 
 
 @dataclass(frozen=True)
@@ -101,15 +93,6 @@ class PartCounts:
 
 
 @dataclass
-class ThreadCounts:
-    calls: int
-    total_ns: int
-    first_ns: int
-    last_ns: int
-    corrected_ns: int = 0
-
-
-@dataclass
 class ProbeCounts:
     calls: int = 0
     total_ns: int = 0
@@ -118,7 +101,6 @@ class ProbeCounts:
     corrected_ns: int = 0
     chist: list[int] = field(default_factory=_zeros)
     partitions: dict[int, PartCounts] = field(default_factory=dict)
-    threads: dict[int, ThreadCounts] = field(default_factory=dict)
     # (tid, probed caller's index or None) -> (calls, total_ns, corrected_ns)
     callers: dict[tuple[int, int | None], tuple[int, int, int]] = field(default_factory=dict)
 
@@ -192,7 +174,7 @@ class UprobeSession:
 
     def _attach_all(self) -> None:
         self._fds = {name: self._obj.map_fd(name)
-                     for name in ("stats", "part_stats", "thread_stats", "edges", "counters", "costs", ".bss")}
+                     for name in ("stats", "part_stats", "edges", "counters", "costs", ".bss")}
         if self.calibration:
             self._attach_group(self.calibration)
         self._target_links: list[int] | None = None
@@ -307,11 +289,6 @@ class UprobeSession:
             if key.probe in out and libbpf.lookup(self._fds["part_stats"], key, part):
                 out[key.probe].partitions[key.part] = PartCounts(part.calls, part.total_ns, list(part.hist),
                                                                  part.corrected_ns, list(part.chist))
-        th = _ThreadStats()
-        for key in libbpf.keys(self._fds["thread_stats"], _ThreadKey):
-            if key.probe in out and libbpf.lookup(self._fds["thread_stats"], key, th):
-                out[key.probe].threads[key.tid] = ThreadCounts(th.calls, th.total_ns, th.first_ns, th.last_ns,
-                                                               th.corrected_ns)
         edge = _EdgeStats()
         for key in libbpf.keys(self._fds["edges"], _EdgeKey):
             if key.probe in out and libbpf.lookup(self._fds["edges"], key, edge):

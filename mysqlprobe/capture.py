@@ -33,6 +33,18 @@ def _latency(total: int, calls: int, hist) -> dict:
             "percentiles_ns": H.percentiles(hist), "histogram": histogram_record(hist)}
 
 
+def thread_totals(callers: dict, corrected: bool) -> list[dict]:
+    """Per thread: the caller edges summed over the callers, largest first."""
+    per: dict[int, list[int]] = {}
+    for (tid, _parent), (calls, total, cor) in callers.items():
+        t = per.setdefault(tid, [0, 0, 0])
+        t[0] += calls
+        t[1] += total
+        t[2] += cor
+    return [{"tid": tid, "calls": c, "total_ns": cor if corrected else tot, "raw_total_ns": tot}
+            for tid, (c, tot, cor) in sorted(per.items(), key=lambda kv: -kv[1][2])]
+
+
 def probe_record(spec, counts, calibration=None, corrected: bool = True) -> dict:
     """One probed function: what it is and what the kernel counted. Latencies
     are corrected for the probes' own cost; `raw` has them as measured."""
@@ -67,9 +79,7 @@ def probe_record(spec, counts, calibration=None, corrected: bool = True) -> dict
                      "raw_total_ns": tot}
                     for (tid, parent), (c, tot, cor) in sorted(counts.callers.items(), key=lambda kv: (
                         kv[0][0], -1 if kv[0][1] is None else kv[0][1]))],
-        "threads": [{"tid": tid, "calls": t.calls, "total_ns": t.corrected_ns if corrected else t.total_ns,
-                     "raw_total_ns": t.total_ns}
-                    for tid, t in sorted(counts.threads.items(), key=lambda kv: -kv[1].corrected_ns)],
+        "threads": thread_totals(counts.callers, corrected),
     }
 
 

@@ -5,7 +5,8 @@
  *
  * Each thread keeps a stack of open probed calls, so nested and recursive
  * calls are timed separately, and each call knows how many probe hits
- * happened inside it. A partition id, when known, is carried down the stack
+ * happened inside it; per thread, calls are kept by their probed caller
+ * (the edges of the call tree). A partition id, when known, is carried down the stack
  * so callees are attributed to the partition their caller chose. */
 #include <stdbool.h>
 #include <linux/types.h>
@@ -45,14 +46,6 @@ struct {
 	__type(key, struct part_key);
 	__type(value, struct part_stats);
 } part_stats SEC(".maps");
-
-struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, MAX_THREAD_KEYS);
-	__uint(map_flags, BPF_F_NO_PREALLOC);
-	__type(key, struct thread_key);
-	__type(value, struct thread_stats);
-} thread_stats SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
@@ -252,14 +245,11 @@ __noinline int record_edge(__u32 tid, __u32 probe, __u32 parent, __u64 delta, __
 	return 0;
 }
 
-static __always_inline void record(__u32 probe, __u64 delta, __u64 corrected, __u64 nested,
-				   __s32 part, __u32 tid, __u64 now)
+static __always_inline void record(__u32 probe, __u64 delta, __u64 corrected, __u64 nested, __s32 part)
 {
-	struct thread_key tk = { .tid = tid, .probe = probe };
 	struct part_key pk = { .probe = probe, .part = (__u32)part };
 	struct probe_stats *ps = bpf_map_lookup_elem(&stats, &probe);
 	struct part_stats *pp, *zero_part;
-	struct thread_stats *ts;
 	__u64 slot = hist_slot(delta), cslot = hist_slot(corrected);
 	__u32 zero = 0;
 
@@ -293,20 +283,6 @@ static __always_inline void record(__u32 probe, __u64 delta, __u64 corrected, __
 			__sync_fetch_and_add(&pp->hist[slot], 1);
 			__sync_fetch_and_add(&pp->chist[cslot], 1);
 		}
-	}
-	ts = bpf_map_lookup_elem(&thread_stats, &tk);
-	if (!ts) {
-		struct thread_stats first = { .first_ns = now };
-
-		bpf_map_update_elem(&thread_stats, &tk, &first, BPF_NOEXIST);
-		ts = bpf_map_lookup_elem(&thread_stats, &tk);
-	}
-	if (ts) {
-		/* one thread updates its own key: no atomics needed */
-		ts->calls++;
-		ts->total_ns += delta;
-		ts->corrected_ns += corrected;
-		ts->last_ns = now;
 	}
 }
 
@@ -396,7 +372,7 @@ int probe_return(struct x86_64_regs *ctx)
 	}
 	st->depth = idx;
 	corrected = delta > inner_cost ? delta - inner_cost : 0;
-	record(probe, delta, corrected, nested, part, tid, now);
+	record(probe, delta, corrected, nested, part);
 	record_edge(tid, probe, idx > 0 ? st->frames[(idx - 1) & (MAX_DEPTH - 1)].probe : NO_PARENT,
 		    delta, corrected);
 	return 0;

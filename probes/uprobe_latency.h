@@ -4,7 +4,7 @@
 #ifndef MYSQLPROBE_UPROBE_LATENCY_H
 #define MYSQLPROBE_UPROBE_LATENCY_H
 
-#define UPROBE_LATENCY_ABI 3
+#define UPROBE_LATENCY_ABI 4
 
 #define MAX_PROBES 1024
 /* Histogram of ns: log2 octaves split in 4 linear sub-buckets (about 19% wide).
@@ -15,7 +15,6 @@
 #define MAX_DEPTH 32      /* nesting of probed functions tracked per thread */
 #define MAX_THREADS 8192
 #define MAX_PART_KEYS 16384
-#define MAX_THREAD_KEYS 65536
 #define MAX_EDGE_KEYS 65536
 
 /* bpf cookie, from the low bits:
@@ -74,19 +73,6 @@ struct part_stats {
 	__u64 corrected_ns;
 	__u64 hist[MAX_SLOTS];
 	__u64 chist[MAX_SLOTS];
-};
-
-struct thread_key {
-	__u32 tid;
-	__u32 probe;
-};
-
-struct thread_stats {
-	__u64 calls;
-	__u64 total_ns;
-	__u64 corrected_ns;
-	__u64 first_ns;
-	__u64 last_ns;
 };
 
 /* one edge of the dynamic call tree of probed functions, per thread:

@@ -15,7 +15,7 @@ from mysqlprobe.catalog import PartitionSource
 from mysqlprobe.collectors.symbols import ResolvedSymbol
 from mysqlprobe.collectors.calibration import Calibration, ClassCost
 from mysqlprobe.collectors.process import ProcessSnapshot, window_record
-from mysqlprobe.collectors.uprobe import PartCounts, ProbeCounts, ProbeSpec, Snapshot, ThreadCounts
+from mysqlprobe.collectors.uprobe import PartCounts, ProbeCounts, ProbeSpec, Snapshot
 from mysqlprobe.errors import CaptureError
 
 GOLDEN = Path(__file__).parents[1] / "golden" / "report_insert_profile.txt"
@@ -67,7 +67,7 @@ def synthetic_run(sampling=None):
         return {i: PartCounts(**counts(ns, corrected_ns, n)) for i, n in enumerate(parts)}
     probes = {
         0: ProbeCounts(nested_hits=ROWS * 8, partitions=per_part(9000, 4000),
-                       threads={4242: ThreadCounts(ROWS, ROWS * 9000, 1, 2, ROWS * 4000)},
+                       callers={(4242, None): (ROWS, ROWS * 9000, ROWS * 4000)},
                        **counts(9000, 4000, ROWS, 7, 150_000)),
         1: ProbeCounts(partitions=per_part(800, 100), **counts(800, 100, ROWS)),
         2: ProbeCounts(partitions=per_part(2600, 1900), **counts(2600, 1900, ROWS, 100, 40_000)),
