@@ -46,9 +46,11 @@ def probe_cost_ns(doc: dict, tids: set[int] | None) -> float:
                if tids is None or c["tid"] in tids)
 
 
-def probe_tree(edges: dict) -> list[dict]:
+def probe_tree(edges: dict, partitions: dict | None = None) -> list[dict]:
     """The probed stages as the calls nested: inclusive and exclusive time.
-    A stage called from several places shares its callees out in proportion."""
+    A stage called from several places shares its callees out in proportion.
+    partitions (stage -> [{id, calls, total_ns}] of the whole window) are
+    shared out to the nodes the same way."""
     total: dict[str, float] = {}
     children: dict = {}
     for (stage, parent), v in edges.items():
@@ -60,8 +62,14 @@ def probe_tree(edges: dict) -> list[dict]:
         kids = [node(c, v["ns"] * share, v["calls"] * share, path | {c})
                 for c, v in children.get(stage, []) if c not in path]
         kids.sort(key=lambda k: -k["inclusive_ns"])
-        return {"stage": stage, "inclusive_ns": round(ns), "calls": round(calls), "children": kids,
-                "exclusive_ns": round(ns) - sum(k["inclusive_ns"] for k in kids)}
+        out = {"stage": stage, "inclusive_ns": round(ns), "calls": round(calls), "children": kids,
+               "exclusive_ns": round(ns) - sum(k["inclusive_ns"] for k in kids)}
+        parts = (partitions or {}).get(stage)
+        if parts:
+            whole = sum(p["total_ns"] for p in parts) or 1
+            out["partitions"] = [{"id": p["id"], "share": round(p["total_ns"] / whole, 4),
+                                  "ns": round(ns * p["total_ns"] / whole)} for p in parts]
+        return out
 
     roots = [node(s, v["ns"], v["calls"], frozenset({s})) for s, v in children.get(None, [])]
     return sorted(roots, key=lambda r: -r["inclusive_ns"])
@@ -106,7 +114,8 @@ def attribute(doc: dict, top: int = 3) -> list[dict]:
                   (st["thread_id"], st["event_id"])]
         stage_ns = sorted(((s["event_name"], _clip(s["timer_start"], s["timer_end"], t0, t1) // PS_PER_NS)
                            for s in stages), key=lambda x: -x[1])
-        tree = probe_tree(edges)
+        parts = {s["stage"]: s["partitions"] for s in doc.get("stages", []) if s.get("partitions")}
+        tree = probe_tree(edges, parts)
         probed = sum(r["inclusive_ns"] for r in tree)
         main = stage_ns[0][0] if stage_ns else None
         cost = round(min(cost, max(stage_ns[0][1] - probed, 0))) if stage_ns else 0

@@ -148,6 +148,10 @@ def _tree_lines(nodes: list[dict], total_ns: int, depth: int) -> list[str]:
         label = "  " * depth + n["stage"]
         excl = f" (self {fmt(n['exclusive_ns'])})" if n["children"] else ""
         lines.append(f"{label[:44]:<44} {fmt(n['inclusive_ns']):>7} {_pct(n['inclusive_ns'] / total_ns):>6}{excl}")
+        if n.get("partitions"):
+            parts = " ".join(f"p{p['id']} {_pct(p['share'])}" for p in n["partitions"][:8])
+            more = f" +{len(n['partitions']) - 8}" if len(n["partitions"]) > 8 else ""
+            lines.append("  " * (depth + 1) + f"by partition: {parts}{more}")
         lines += _tree_lines(n["children"], total_ns, depth + 1)
     return lines
 

@@ -79,7 +79,8 @@ class PerfSchema:
         """Turn on what the window needs; returns how many setup rows changed."""
         self.saved_consumers, self.saved_instruments = self.setup_state()
         self.restored = False
-        want = CONSUMERS + (WAIT_CONSUMERS if self.waits == "all" else ("events_waits_current",))
+        # the summaries need no wait consumer; events_waits_* would cost every row's handler call
+        want = CONSUMERS + (WAIT_CONSUMERS if self.waits == "all" else ())
         changed = 0
         with self.conn.cursor() as cur:
             for name in want:

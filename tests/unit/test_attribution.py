@@ -52,6 +52,9 @@ def test_tree_follows_the_recorded_nesting():
     assert root["stage"] == "partition.write_row" and root["inclusive_ns"] == 40 * MS
     assert [c["stage"] for c in root["children"]] == ["innodb.row_insert", "partition.get_partition_id"]
     assert root["exclusive_ns"] == 20 * MS
+    # the partitions of partition.write_row, shared out to this node (5 partitions, about even)
+    assert [p["id"] for p in root["partitions"]] == [0, 1, 2, 3, 4]
+    assert sum(p["ns"] for p in root["partitions"]) == pytest.approx(40 * MS, rel=1e-3)
     # the parts add up to the stage: probed + the probes' own cost + the rest
     assert root["inclusive_ns"] + sending["probe_cost_ns"] + sending["unexplained_ns"] == sending["ns"]
     assert sending["probe_cost_ns"] == 3 * 10007 * 1800
@@ -81,6 +84,7 @@ def test_shared_callees_are_shared_out_in_proportion():
 def test_report_shows_the_tree_and_no_tree_without_perf_schema():
     text = render_text(capture())
     assert "where the time went" in text and "the probes themselves (calibrated)" in text
+    assert "by partition: p0 20.0% p1 20.0%" in text
     assert max(len(line) for line in text.splitlines()) <= 80
     doc = capture()
     doc["perf_schema"] = {"status": "unavailable", "reason": "cannot connect"}
