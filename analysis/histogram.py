@@ -115,6 +115,8 @@ def format_ns(ns: float | None) -> str:
     """Short human duration: 850ns, 12.3us, 4.56ms, 7.89s."""
     if ns is None:
         return "-"
+    if ns < 0:  # e.g. a corrected exclusive time within the calibration's noise
+        return "-" + format_ns(-ns)
     for unit, scale in (("s", 1e9), ("ms", 1e6), ("us", 1e3)):
         if ns >= scale:
             v = ns / scale

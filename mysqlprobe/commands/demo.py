@@ -9,6 +9,7 @@ from mysqlprobe import catalog, sandbox, workload
 from mysqlprobe.analysis.report import render_text
 from mysqlprobe.capture import write_profile
 from mysqlprobe.commands.record import Plan, StatusLine, StopSignals, plan_probes, record
+from mysqlprobe.collectors.connection import ConnectOptions
 from mysqlprobe.collectors.symbols import load_target_binary, resolve_target
 
 EXAMPLES = """examples:
@@ -71,7 +72,7 @@ def run(args, parser) -> int:
         with StopSignals(stop) as signals:
             doc = record(target, binary, plan, duration=None, stop=stop, argv=sys.argv, status=status,
                          verbose=args.verbose, signals=signals, stop_reason="load finished",
-                         exact=True)
+                         exact=True, connect=ConnectOptions(socket=sb.socket))
         if status.error:
             raise status.error
         rows, seconds = status.result

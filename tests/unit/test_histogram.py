@@ -73,3 +73,4 @@ def test_format_ns():
     assert H.format_ns(12_300) == "12.3us"
     assert H.format_ns(955_000_000) == "955ms"
     assert H.format_ns(None) == "-"
+    assert H.format_ns(-841_912) == "-842us"
