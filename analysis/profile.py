@@ -114,7 +114,7 @@ def window_ns(doc: dict) -> int:
     return int(doc["window"]["duration_s"] * 1e9)
 
 
-def _latency(total: int, calls: int, counts: list[int]) -> dict:
+def latency_record(total: int, calls: int, counts: list[int]) -> dict:
     return {"total_ns": total, "mean_ns": total / calls if calls else None,
             "percentiles_ns": H.percentiles(counts), "histogram": histogram_record(counts)}
 
@@ -134,13 +134,13 @@ def stage_record(s: StageSummary, doc: dict) -> dict:
         "calls": s.calls,
         "estimated_calls": est.to_json(),
         "calls_per_s": round(est.value / seconds, 3) if seconds else None,
-        **_latency(s.total_ns, s.calls, s.counts),
+        **latency_record(s.total_ns, s.calls, s.counts),
         "share_of_window": round(share, 6) if share is not None else None,
-        "raw": _latency(s.raw_total_ns, s.calls, s.raw_counts),
+        "raw": latency_record(s.raw_total_ns, s.calls, s.raw_counts),
         "overhead_ns": s.overhead_ns,
         "partition_source": s.partition_source,
-        "partitions": [{"id": p.id, "calls": p.calls, **_latency(p.total_ns, p.calls, p.counts),
-                        "raw": _latency(p.raw_total_ns, p.calls, p.raw_counts)}
+        "partitions": [{"id": p.id, "calls": p.calls, **latency_record(p.total_ns, p.calls, p.counts),
+                        "raw": latency_record(p.raw_total_ns, p.calls, p.raw_counts)}
                        for _, p in sorted(s.partitions.items())],
     }
 

@@ -26,7 +26,7 @@ from dataclasses import asdict, dataclass
 
 from mysqlprobe import probes
 from mysqlprobe.collectors.symbols import load_binary
-from mysqlprobe.collectors.uprobe import ProbeGroup, ProbeSpec, UprobeSession
+from mysqlprobe.collectors.uprobe import ProbeGroup, ProbeSpec
 from mysqlprobe.errors import BpfError
 
 ENDBR64 = b"\xf3\x0f\x1e\xfa"
@@ -219,9 +219,3 @@ class Calibrator:
             self._thread.join(timeout=10)
         self.helper.close()
 
-
-def calibrate(bursts: int = 5, budget_s: float = 0.01) -> Calibration:
-    """A calibration on its own (no target): for tests and the bench."""
-    with Calibrator(0) as cal:
-        with UprobeSession(0, cal.group.binary, [], calibration=cal.group) as session:
-            return cal.calibrate(session, bursts, budget_s)

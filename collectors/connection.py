@@ -118,18 +118,19 @@ def describe(args: dict) -> str:
 
 
 def connect(pid: int, opts: ConnectOptions):
-    """(connection, None) or (None, why not) — never raises for a server problem."""
+    """(connection, its arguments, None) or (None, arguments or None, why not);
+    never raises for a server problem."""
     import pymysql
 
     try:
         args = resolve(pid, opts)
     except OSError as e:
-        return None, f"cannot read the password file: {e.strerror}"
+        return None, None, f"cannot read the password file: {e.strerror}"
     if "unix_socket" not in args and "host" not in args:
-        return None, f"PID {pid} listens on no unix socket or TCP port (use --socket or --host/--port)"
+        return None, args, f"PID {pid} listens on no unix socket or TCP port (use --socket or --host/--port)"
     try:
-        return pymysql.connect(**args), None
+        return pymysql.connect(**args), args, None
     except pymysql.err.MySQLError as e:
         code = e.args[0] if e.args else "?"
         text = e.args[1] if len(e.args) > 1 else str(e)
-        return None, f"cannot connect as {describe(args)}: ({code}) {text}"
+        return None, args, f"cannot connect as {describe(args)}: ({code}) {text}"

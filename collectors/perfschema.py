@@ -26,16 +26,16 @@ PS_TIMER_PER_NS = 1000  # P_S timers count picoseconds
 
 SUMMARIES = {
     "stages": ("SELECT EVENT_NAME, COUNT_STAR, SUM_TIMER_WAIT FROM performance_schema."
-               "events_stages_summary_global_by_event_name", 1),
+               "events_stages_summary_global_by_event_name"),
     "waits": ("SELECT EVENT_NAME, COUNT_STAR, SUM_TIMER_WAIT FROM performance_schema."
-              "events_waits_summary_global_by_event_name", 1),
+              "events_waits_summary_global_by_event_name"),
     "files": ("SELECT EVENT_NAME, COUNT_STAR, SUM_TIMER_WAIT, SUM_NUMBER_OF_BYTES_READ, SUM_NUMBER_OF_BYTES_WRITE "
-              "FROM performance_schema.file_summary_by_event_name", 1),
+              "FROM performance_schema.file_summary_by_event_name"),
     "tables": ("SELECT CONCAT(OBJECT_SCHEMA, '.', OBJECT_NAME), COUNT_STAR, SUM_TIMER_WAIT, COUNT_WRITE, "
-               "SUM_TIMER_WRITE FROM performance_schema.table_io_waits_summary_by_table", 1),
+               "SUM_TIMER_WRITE FROM performance_schema.table_io_waits_summary_by_table"),
     "digests": ("SELECT CONCAT(IFNULL(SCHEMA_NAME, ''), ':', IFNULL(DIGEST, '')), COUNT_STAR, SUM_TIMER_WAIT, "
                 "SUM_ROWS_AFFECTED, SUM_ROWS_EXAMINED, DIGEST_TEXT "
-                "FROM performance_schema.events_statements_summary_by_digest", 1),
+                "FROM performance_schema.events_statements_summary_by_digest"),
 }
 COLUMNS = {
     "stages": ("count", "timer_ps"), "waits": ("count", "timer_ps"),
@@ -129,9 +129,7 @@ class PerfSchema:
 
     def summaries(self) -> dict:
         out = {}
-        for name, (sql, _) in SUMMARIES.items():
-            if name == "waits" and self.waits not in ("io", "all"):
-                continue
+        for name, sql in SUMMARIES.items():
             rows = {}
             for row in self._rows(sql):
                 key, values = row[0], row[1:1 + len(COLUMNS[name])]

@@ -453,13 +453,19 @@ class Binary:
     load_seconds: float = 0.0
 
 
-def load_binary(path: str, display_path: str | None = None, root: str = "/") -> Binary:
+def load_binary(path: str, display_path: str | None = None, root: str = "/",
+                debug_file: str | None = None) -> Binary:
+    """A binary and its symbols: from debug_file when given (it must have the
+    same build-id), else from .symtab, else from a debug file found for it."""
     started = time.monotonic()
     display = display_path or path
     image = read_elf(path)
-    debug_file = None
     symbols_from = None
-    if not image.has_symtab:
+    if debug_file:
+        symbols_from = read_elf(debug_file)
+        if image.build_id and symbols_from.build_id and symbols_from.build_id != image.build_id:
+            raise TargetError(f"{debug_file} belongs to build-id {symbols_from.build_id}, not {image.build_id}")
+    elif not image.has_symtab:
         debug_file = find_debug_file(image, display, root)
         if debug_file:
             symbols_from = read_elf(debug_file)
@@ -468,5 +474,5 @@ def load_binary(path: str, display_path: str | None = None, root: str = "/") -> 
     return Binary(path, display, image, table, debug_file, server, time.monotonic() - started)
 
 
-def load_target_binary(target: Target) -> Binary:
-    return load_binary(target.proc_exe, target.exe, target.root)
+def load_target_binary(target: Target, debug_file: str | None = None) -> Binary:
+    return load_binary(target.proc_exe, target.exe, target.root, debug_file)

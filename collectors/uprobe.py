@@ -267,13 +267,7 @@ class UprobeSession:
             self._obj = None
 
     def total_calls(self) -> int:
-        fd = self._fds["stats"]
-        value = _ProbeStats()
-        total = 0
-        for spec in self.specs:
-            if libbpf.lookup(fd, ctypes.c_uint32(spec.index), value):
-                total += value.calls
-        return total
+        return sum(self.probe_counts(spec.index).calls for spec in self.specs)
 
     def snapshot(self) -> Snapshot:
         if not self._obj:

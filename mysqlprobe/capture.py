@@ -12,7 +12,7 @@ from pathlib import Path
 
 from mysqlprobe import __version__
 from mysqlprobe.analysis import histogram as H
-from mysqlprobe.analysis.profile import histogram_record, stage_record, stage_summaries, window_ns
+from mysqlprobe.analysis.profile import latency_record, stage_record, stage_summaries, window_ns
 from mysqlprobe.analysis.attribution import attribute
 from mysqlprobe.analysis.sampling import estimate_total
 from mysqlprobe.collectors.uprobe import ProbeCounts
@@ -26,11 +26,6 @@ PROFILE_FILE = "profile.json"
 def host_record() -> dict:
     return {"hostname": socket.gethostname(), "kernel": platform.release(),
             "machine": platform.machine(), "cpus": os.cpu_count()}
-
-
-def _latency(total: int, calls: int, hist) -> dict:
-    return {"total_ns": total, "mean_ns": total / calls if calls else None,
-            "percentiles_ns": H.percentiles(hist), "histogram": histogram_record(hist)}
 
 
 def thread_totals(callers: dict, corrected: bool) -> list[dict]:
@@ -65,15 +60,15 @@ def probe_record(spec, counts, calibration=None, corrected: bool = True) -> dict
                   "own_cost_ns": round(own, 1), "pair_cost_ns": round(pair, 1)},
         "partition_source": spec.partition.describe() if spec.partition else None,
         "calls": calls,
-        **(_latency(counts.corrected_ns, calls, counts.chist) if corrected
-           else _latency(counts.total_ns, calls, counts.hist)),
-        "raw": _latency(counts.total_ns, calls, counts.hist),
+        **(latency_record(counts.corrected_ns, calls, counts.chist) if corrected
+           else latency_record(counts.total_ns, calls, counts.hist)),
+        "raw": latency_record(counts.total_ns, calls, counts.hist),
         "nested_probe_hits": counts.nested_hits,
         "overhead_ns": round(calls * pair),
         "partitions": [{"id": pid, "calls": p.calls,
-                        **(_latency(p.corrected_ns, p.calls, p.chist) if corrected
-                           else _latency(p.total_ns, p.calls, p.hist)),
-                        "raw": _latency(p.total_ns, p.calls, p.hist)}
+                        **(latency_record(p.corrected_ns, p.calls, p.chist) if corrected
+                           else latency_record(p.total_ns, p.calls, p.hist)),
+                        "raw": latency_record(p.total_ns, p.calls, p.hist)}
                        for pid, p in sorted(counts.partitions.items())],
         "callers": [{"tid": tid, "parent": parent, "calls": c, "total_ns": cor if corrected else tot,
                      "raw_total_ns": tot}

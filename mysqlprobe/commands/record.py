@@ -163,23 +163,10 @@ def check_symbols(binary: Binary, plan: Plan, stages: list[str]) -> None:
 
 
 def load_binary_for(args) -> tuple[object | None, Binary]:
-    target = None
-    if args.pid is not None:
-        target = resolve_target(args.pid)
-        binary = load_target_binary(target)
-    else:
-        binary = load_binary(args.binary)
-    if args.debug_file:
-        from mysqlprobe.collectors.symbols import SymbolTable, identify_server, read_elf
-
-        debug = read_elf(args.debug_file)
-        if binary.image.build_id and debug.build_id and debug.build_id != binary.image.build_id:
-            raise TargetError(f"{args.debug_file} belongs to build-id {debug.build_id}, "
-                              f"not {binary.image.build_id}")
-        binary.symbols = SymbolTable(binary.image, debug)
-        binary.debug_file = args.debug_file
-        binary.server = identify_server(binary.image, lambda n: bool(binary.symbols.lookup(n)))
-    return target, binary
+    if args.pid is None:
+        return None, load_binary(args.binary, debug_file=args.debug_file)
+    target = resolve_target(args.pid)
+    return target, load_target_binary(target, args.debug_file)
 
 
 def list_plan(binary: Binary, plan: Plan, out=sys.stdout) -> None:
@@ -317,7 +304,7 @@ class PerfSchemaWindow:
 
         if self.opts is None:
             return
-        conn, why = connection.connect(self.pid, self.opts)
+        conn, args, why = connection.connect(self.pid, self.opts)
         if conn is None:
             return self._give_up("unavailable", why)
         self.ps = PerfSchema(conn, self.waits)
@@ -326,16 +313,16 @@ class PerfSchemaWindow:
                 conn.close()
                 return self._give_up("off", "the server runs with performance_schema=OFF")
             changed = self.ps.enable()
-            self._start_guard(connection.resolve(self.pid, self.opts))
+            self._start_guard(args)
             self.before = self.ps.summaries()
             self.t0 = self.ps.timer_now()
-            self.record = {"status": "collected", "connection": connection.describe(connection.resolve(
-                self.pid, self.opts)), "server_version": conn.get_server_info(), "setup_rows_changed": changed,
-                "thread_os_id": self.ps.has_os_id, "waits": self.waits}
+            self.record = {"status": "collected", "connection": connection.describe(args),
+                           "server_version": conn.get_server_info(), "setup_rows_changed": changed,
+                           "thread_os_id": self.ps.has_os_id, "waits": self.waits}
         except pymysql.err.MySQLError as e:
             self.restore()
-            who = connection.describe(connection.resolve(self.pid, self.opts))
-            self._give_up("unavailable", f"cannot use performance_schema as {who}: {e.args[-1] if e.args else e}")
+            why = e.args[-1] if e.args else e
+            self._give_up("unavailable", f"cannot use performance_schema as {connection.describe(args)}: {why}")
 
     def close(self) -> None:
         """Read what the window left in P_S, then restore its setup."""

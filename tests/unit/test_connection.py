@@ -33,7 +33,7 @@ def test_option_file_and_resolution(tmp_path):
 
 
 def test_connect_failure_is_a_reason_not_an_exception(tmp_path):
-    conn, why = connection.connect(os.getpid(), connection.ConnectOptions(socket=str(tmp_path / "none.sock")))
+    conn, _, why = connection.connect(os.getpid(), connection.ConnectOptions(socket=str(tmp_path / "none.sock")))
     assert conn is None and "cannot connect as root@" in why
 
 
