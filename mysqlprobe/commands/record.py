@@ -385,7 +385,7 @@ def _duty_cycles(session: UprobeSession, specs: list[ProbeSpec], win: _Window, b
     on_s = ON_PHASE_S
     while True:
         t0 = time.monotonic()
-        session.start()
+        session.start()  # the first phase is already open
         ended = win.wait(on_s)
         session.stop()
         t_on = time.monotonic() - t0
@@ -445,10 +445,10 @@ def record(target, binary: Binary, plan: Plan, *, duration: float | None, stop: 
         proc_start = process.snapshot(target.pid)
         win = _Window(target.pid, duration, stop, signals, stop_reason, status, session)
         calibrator.follow(session)
+        session.start()  # before the announcement: a load started on it is counted from its first call
         if status:
             status.started(session, len(plan.specs), exact, budget)
         if exact:
-            session.start()
             while not win.wait(3600):
                 pass
             session.stop()
