@@ -13,7 +13,7 @@ with its thread and its innermost probed caller."""
 
 from __future__ import annotations
 
-from mysqlprobe.analysis.profile import coverage
+from mysqlprobe.analysis.profile import window_scale
 
 PS_PER_NS = 1000
 
@@ -22,7 +22,7 @@ def _edges(doc: dict, tids: set[int] | None, exclude: bool = False) -> dict:
     probes' caller edges of some threads (None: all; exclude: all but those).
     A call nested in a call of the same stage is inside its time already."""
     stage_of = {p["id"]: p.get("stage") or f"probe:{p['name']}" for p in doc.get("probes", [])}
-    scale = 1 / coverage(doc)
+    scale = window_scale(doc)
     out: dict = {}
     for p in doc.get("probes", []):
         stage = stage_of[p["id"]]
@@ -40,7 +40,7 @@ def _edges(doc: dict, tids: set[int] | None, exclude: bool = False) -> dict:
 
 def probe_cost_ns(doc: dict, tids: set[int] | None) -> float:
     """What the probes themselves added to these threads' time (calibrated)."""
-    scale = 1 / coverage(doc)
+    scale = window_scale(doc)
     return sum(c["calls"] * (p.get("entry") or {}).get("pair_cost_ns", 0) * scale
                for p in doc.get("probes", []) for c in p.get("callers", [])
                if tids is None or c["tid"] in tids)

@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from mysqlprobe.analysis import histogram as H
-from mysqlprobe.analysis.sampling import Estimate, estimate_total
+from mysqlprobe.analysis.sampling import Estimate, estimate_by_rows, estimate_total
 
 
 def _zeros() -> list[int]:
@@ -41,7 +41,8 @@ class StageSummary:
     overhead_ns: int = 0
     partitions: dict[int, PartitionSummary] = field(default_factory=dict)
     partition_source: str | None = None
-    cycle_calls: list[int] | None = None  # sampled mode: calls counted per duty cycle
+    cycle_calls: list[int] | None = None      # sampled mode: calls counted per duty cycle
+    cycle_row_calls: list[int] | None = None  # of those, the calls while the cycle's rows were counted
 
     @property
     def mean_ns(self) -> float | None:
@@ -77,8 +78,9 @@ def stage_summaries(doc: dict) -> list[StageSummary]:
         s.symbols.append(p["symbol"])
         _add(s, p)
         if cycles is not None:
-            per = [c["calls"][j] for c in cycles]
-            s.cycle_calls = per if s.cycle_calls is None else [a + b for a, b in zip(s.cycle_calls, per)]
+            s.cycle_calls = _add_per_cycle(s.cycle_calls, [c["calls"][j] for c in cycles])
+            s.cycle_row_calls = _add_per_cycle(s.cycle_row_calls, [(c.get("row_calls") or [0] * (j + 1))[j]
+                                                                   for c in cycles])
         s.overhead_ns += p.get("overhead_ns", 0)
         if p.get("partition_source"):
             s.partition_source = p["partition_source"]
@@ -86,6 +88,10 @@ def stage_summaries(doc: dict) -> list[StageSummary]:
             _add(s.partitions.setdefault(part["id"], PartitionSummary(part["id"])), part)
     order = {n: i for i, n in enumerate(BY_NAME)}
     return sorted(out.values(), key=lambda s: (order.get(s.stage, len(order)), s.stage))
+
+
+def _add_per_cycle(acc: list[int] | None, per: list[int]) -> list[int]:
+    return per if acc is None else [a + b for a, b in zip(acc, per)]
 
 
 def sampled_cycles(doc: dict) -> list[dict] | None:
@@ -102,12 +108,46 @@ def coverage(doc: dict) -> float:
     return min(sum(c["on_s"] for c in cycles) / window, 1.0) if window else 1.0
 
 
+def window_scale(doc: dict) -> float:
+    """What counted figures are multiplied by to stand for the whole window:
+    the window's rows over the on-phases' rows, or else the inverse of the
+    share of time the probes were on (1 when every call was counted)."""
+    if estimate_basis(doc) == "rows":
+        cycles = sampled_cycles(doc)
+        counted = sum(sum(c["calls"]) for c in cycles)
+        per_row = sum(sum(c["row_calls"]) for c in cycles) / sum(c["rows"] for c in cycles)
+        return per_row * doc["window"]["rows_changed"] / counted if counted else 1.0
+    cover = coverage(doc)
+    return 1 / cover if cover > 0 else 1.0
+
+
 def estimated_calls(s: StageSummary, doc: dict) -> Estimate:
     cycles = sampled_cycles(doc)
     if cycles is None or s.cycle_calls is None:
         return Estimate(float(s.calls), float(s.calls), float(s.calls))
+    if estimate_basis(doc) == "rows":
+        rows = [c["rows"] for c in cycles]
+        return estimate_by_rows(list(zip(rows, s.cycle_row_calls)), doc["window"]["rows_changed"], s.calls)
     return estimate_total([(c["on_s"], c["probe_s"], n) for c, n in zip(cycles, s.cycle_calls)],
                           doc["window"]["duration_s"], doc["sampling"].get("cost_uncertainty", 0.0))
+
+
+def estimate_basis(doc: dict) -> str | None:
+    """What sampled counts were scaled by: the server's rows or the time."""
+    cycles = sampled_cycles(doc)
+    if cycles is None:
+        return None
+    rows = [c.get("rows") for c in cycles]
+    known = doc["window"].get("rows_changed") and None not in rows and all("row_calls" in c for c in cycles)
+    return "rows" if known and sum(rows) > 0 else "time"
+
+
+def measured_slowdown(doc: dict) -> float | None:
+    """How much the duty cycles slowed the load down, from the time they lost
+    against the load's unprobed speed; None when it was not measured."""
+    lost = (doc.get("sampling") or {}).get("lost_s")
+    window = doc["window"]["duration_s"]
+    return window / (window - lost) if lost is not None and 0 <= lost < window else None
 
 
 def window_ns(doc: dict) -> int:
@@ -126,7 +166,7 @@ def stage_record(s: StageSummary, doc: dict) -> dict:
     window = window_ns(doc)
     seconds = window / 1e9 if window else 0
     est = estimated_calls(s, doc)
-    share = s.total_ns / coverage(doc) / window if window else None
+    share = s.total_ns * window_scale(doc) / window if window else None
     return {
         "stage": s.stage,
         "title": s.title,

@@ -7,7 +7,8 @@ import textwrap
 
 from mysqlprobe.analysis import histogram as H
 from mysqlprobe.analysis.attribution import attribute
-from mysqlprobe.analysis.profile import StageSummary, coverage, estimated_calls, stage_summaries, window_ns
+from mysqlprobe.analysis.profile import (StageSummary, coverage, estimate_basis, estimated_calls, measured_slowdown,
+                                         stage_summaries, window_ns, window_scale)
 
 fmt = H.format_ns
 
@@ -66,14 +67,14 @@ def summary_table(stages: list[StageSummary], doc: dict) -> list[str]:
     mode they are estimates (~) from the duty cycles."""
     window = window_ns(doc)
     seconds = window / 1e9
-    cover = coverage(doc)
-    sampled = cover < 1.0
+    scale = window_scale(doc)
+    sampled = (doc.get("sampling") or {}).get("mode") == "sampled"
     lines = [f"{'stage':<29} {'calls':>7} {'calls/s':>7} {'total':>6} {'share':>6} "
              f"{'p50':>6} {'p90':>6} {'p99':>6}"]
     for s in stages:
         p = s.percentiles()
         calls = estimated_calls(s, doc).value
-        total = s.total_ns / cover
+        total = s.total_ns * scale
         share = total / window if window else None
         lines.append(f"{s.stage:<29} {_count(calls, sampled):>7} {_rate(calls, seconds):>7} {fmt(total):>6} "
                      f"{_pct(share):>6} {fmt(p['p50']):>6} {fmt(p['p90']):>6} {fmt(p['p99']):>6}")
@@ -84,8 +85,12 @@ def _sampling_line(doc: dict) -> list[str]:
     sampling = doc.get("sampling") or {}
     if sampling.get("mode") != "sampled":
         return []
+    basis = {"rows": "by the server's rows changed", "time": "by time"}[estimate_basis(doc)]
+    slowdown = measured_slowdown(doc)
+    measured = f", load slowed {slowdown:.2f}x" if slowdown is not None else ""
     return [f"sampling probes on {_pct(coverage(doc))} of the window ({sampling['cycles']} cycles, budget "
-            f"{_pct(sampling['overhead_budget'])}); ~ = estimate, 95% CI in profile.json"]
+            f"{_pct(sampling['overhead_budget'])}{measured})",
+            f"         ~ = estimate scaled {basis}; 95% CI in profile.json"]
 
 
 def partition_table(s: StageSummary) -> list[str]:

@@ -11,7 +11,8 @@ interval comes from how much the per-cycle rates vary."""
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from collections import deque
+from dataclasses import dataclass, field
 
 # two-sided 95% quantiles of Student's t for 1..30 degrees of freedom
 _T95 = (12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179, 2.160,
@@ -70,13 +71,111 @@ def estimate_total(cycles: list[tuple[float, float, int]], window_s: float,
     return Estimate(value, max(low, float(counted)), high)
 
 
-def duty_for_budget(overhead_ns: float, on_s: float, budget: float) -> float:
-    """Fraction of the time the probes may be on so that the load slows down by
-    at most `budget` (0.10 = 10%), given the probe cost seen in an on-phase.
+def estimate_by_rows(cycles: list[tuple[int, int]], rows_window: int, counted: int | None = None) -> Estimate:
+    """Calls in the whole window from (rows the server changed, calls counted)
+    per on-phase and the rows changed in the whole window.
 
-    overhead_ns / on_s is the thread time the probes add per second while on;
-    counted against a single thread, which errs on the side of less overhead."""
-    if on_s <= 0 or overhead_ns <= 0:
+    A ratio estimator: calls per row in the on-phases times the window's rows.
+    Unlike a rate per second it does not care how much the probes slowed the
+    load down, nor how the load's speed changed between phases. The interval
+    comes from how much calls per row vary between cycles, with the finite
+    population correction (rows counted are a share of the window's).
+    counted: every call counted (default those in `cycles`), the floor."""
+    in_rows = sum(c for _, c in cycles)
+    counted = in_rows if counted is None else counted
+    rows_on = sum(r for r, _ in cycles)
+    if rows_on <= 0 or rows_window <= 0:
+        return Estimate(float(counted), None, None)
+    ratio = in_rows / rows_on
+    value = max(ratio * rows_window, float(counted))
+    k = len(cycles)
+    if k < 2:
+        return Estimate(value, None, None)
+    mean_rows = rows_on / k
+    var_ratio = sum((c - ratio * r) ** 2 for r, c in cycles) / (k * (k - 1) * mean_rows ** 2)
+    fpc = max(1.0 - rows_on / rows_window, 0.0)
+    half = t95(k - 1) * math.sqrt(var_ratio * fpc) * rows_window
+    return Estimate(value, max(value - half, float(counted)), value + half)
+
+
+def duty_for_budget(cost_while_on: float, budget: float) -> float:
+    """Fraction of the time the probes may be on so that the load slows down by
+    at most `budget` (0.10 = 10%).
+
+    cost_while_on is the share of the load's speed lost while the probes are
+    on: 1 - probed speed / unprobed speed (0.75 when the load runs at a
+    quarter of its speed). With the probes on a share
+    d of the time the load runs at 1 - d * cost of its speed, so the slowdown
+    1 / (1 - d * cost) stays within 1 + budget for d <= budget / (1 + budget) / cost."""
+    if cost_while_on <= 0:
         return 1.0
-    cost_while_on = overhead_ns / (on_s * 1e9)
-    return max(min(budget / cost_while_on, 1.0), 0.0)
+    return max(min(budget / (1 + budget) / cost_while_on, 1.0), 0.0)
+
+
+def off_seconds(lost_s: float, cycle_s: float, budget: float) -> float:
+    """How long the probes must stay off after a cycle that took cycle_s
+    seconds (on-phase, attaching and detaching) of which lost_s were lost to
+    the load, so that the whole cycle slows the load down by at most budget:
+    (cycle + off) / (cycle + off - lost) <= 1 + budget."""
+    if lost_s <= 0:
+        return 0.0
+    return max(lost_s * (1 + budget) / budget - cycle_s, 0.0)
+
+
+@dataclass
+class Pacer:
+    """Chooses each duty cycle's on- and off-phase from what the cycles before
+    cost the load, measured by the server's progress (rows changed): the
+    load's speed in the off-phases is its unprobed speed, and a cycle (attach,
+    on-phase, detach) lost the time it took beyond what its rows would have
+    taken at that speed. Attaching, detaching and anything else the probes
+    cost is in that measure, not only what calibration knows of. Without a
+    progress measure (no server connection, an idle load) the calibrated
+    probe cost stands in."""
+
+    budget: float
+    on_s: float = 0.05       # the longest on-phase
+    min_on_s: float = 0.01
+    max_off_s: float = 2.0
+    min_rows: int = 200      # rows in recent off-phases before their speed is trusted
+    lost_per_on_s: float | None = None  # smoothed: seconds lost per second of on-phase
+    _off: deque = field(default_factory=lambda: deque(maxlen=5))
+
+    def off_phase(self, rows: int | None, seconds: float) -> None:
+        """A clean off-phase: no probe attached, nothing attaching."""
+        if rows is not None and seconds > 0:
+            self._off.append((rows, seconds))
+
+    def speed(self) -> float | None:
+        """Rows per second of the recent off-phases; None until enough rows."""
+        rows = sum(r for r, _ in self._off)
+        seconds = sum(s for _, s in self._off)
+        return rows / seconds if rows >= self.min_rows and seconds > 0 else None
+
+    def lost(self, cycle_s: float, cycle_rows: int | None) -> float | None:
+        """Seconds a cycle cost the load, or None when it cannot be measured."""
+        speed = self.speed()
+        if speed is None or cycle_rows is None:
+            return None
+        return max(cycle_s - cycle_rows / speed, 0.0)
+
+    def next_phases(self, on_s: float, cycle_s: float, lost_s: float | None, probe_s: float) -> tuple[float, float]:
+        """(next on-phase, off-phase before it) after a cycle whose on-phase
+        took on_s of its cycle_s seconds and lost lost_s (None: unmeasured,
+        then probe_s, the calibrated cost of the hits counted, is used)."""
+        if on_s <= 0:
+            return self.on_s, 0.0
+        per_on = (lost_s if lost_s is not None else probe_s) / on_s
+        if lost_s is not None:
+            self.lost_per_on_s = per_on if self.lost_per_on_s is None else (self.lost_per_on_s + per_on) / 2
+            per_on = self.lost_per_on_s
+        transition = max(cycle_s - on_s, 0.0)
+        on = self.on_s
+        off = off_seconds(per_on * on, on + transition, self.budget)
+        if off > self.max_off_s:
+            # the on-phase that, off for max_off_s, stays within the budget
+            denominator = per_on * (1 + self.budget) / self.budget - 1
+            on = (self.max_off_s + transition) / denominator if denominator > 0 else self.on_s
+            on = min(max(on, self.min_on_s), self.on_s)
+            off = off_seconds(per_on * on, on + transition, self.budget)  # past max_off_s at min_on_s
+        return on, off

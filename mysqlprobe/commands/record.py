@@ -15,11 +15,11 @@ from dataclasses import dataclass, field, replace
 
 from mysqlprobe import catalog
 from mysqlprobe.analysis.report import render_text
-from mysqlprobe.analysis.sampling import duty_for_budget
+from mysqlprobe.analysis.sampling import Pacer
 from mysqlprobe.capture import build_profile, now_utc, write_profile
 from mysqlprobe.collectors import connection, process
 from mysqlprobe.collectors.connection import ConnectOptions
-from mysqlprobe.collectors.perfschema import PerfSchema
+from mysqlprobe.collectors.perfschema import ROW_COUNTERS, PerfSchema, rows_changed
 from mysqlprobe.collectors.perfschema import deltas as perfschema_deltas
 from mysqlprobe.collectors.calibration import COST_CLASS, Calibrator, entry_point
 from mysqlprobe.collectors.symbols import Binary, load_binary, load_target_binary, resolve_target
@@ -292,7 +292,21 @@ class PerfSchemaWindow:
     def __init__(self, pid: int, opts: ConnectOptions | None, waits: str, warnings: list[str]):
         self.pid, self.opts, self.waits, self.warnings = pid, opts, waits, warnings
         self.ps: PerfSchema | None = None
+        self.conn = None  # also kept with P_S off: it reads the load's progress
         self.record: dict = {"status": "not requested"}
+
+    def rows_changed(self) -> int | None:
+        """The server's rows changed so far, or None without a connection."""
+        import pymysql
+
+        if self.conn is None:
+            return None
+        try:
+            return rows_changed(self.conn)
+        except pymysql.err.MySQLError as e:
+            self.warnings.append(f"reading the server's row counters failed: {e.args[-1] if e.args else e}")
+            self.conn = None
+            return None
 
     def _give_up(self, status: str, reason: str) -> None:
         self.record = {"status": status, "reason": reason}
@@ -307,10 +321,10 @@ class PerfSchemaWindow:
         conn, args, why = connection.connect(self.pid, self.opts)
         if conn is None:
             return self._give_up("unavailable", why)
+        self.conn = conn
         self.ps = PerfSchema(conn, self.waits)
         try:
             if not self.ps.enabled():
-                conn.close()
                 return self._give_up("off", "the server runs with performance_schema=OFF")
             changed = self.ps.enable()
             self._start_guard(args)
@@ -377,38 +391,65 @@ def cost_uncertainty(cal, specs: list[ProbeSpec]) -> float:
 
 
 def _duty_cycles(session: UprobeSession, specs: list[ProbeSpec], win: _Window, budget: float,
-                 calibrator: Calibrator) -> list[dict]:
+                 calibrator: Calibrator, rows_changed, started: tuple[float, int | None]) -> tuple[list[dict], int | None]:
     """Probes on for short phases, off long enough that the load slows down by
-    at most `budget`; returns the cycles (on-time and calls per probe)."""
+    at most `budget`. The first on-phase is already open. Returns the cycles
+    (on-time, calls per probe, rows the server changed, time the load lost)
+    and the server's rows counter at the end."""
+    pacer = Pacer(budget, on_s=ON_PHASE_S, min_on_s=MIN_ON_S, max_off_s=MAX_OFF_S)
     cycles: list[dict] = []
     last = {s.index: 0 for s in specs}
     on_s = ON_PHASE_S
+    on_t0 = started[0]
+    cycle_t0, cycle_rows0 = started  # a cycle: attach, on-phase, detach
+    counts = lambda: {s.index: session.probe_counts(s.index).calls for s in specs}  # noqa: E731
     while True:
-        t0 = time.monotonic()
-        session.start()  # the first phase is already open
+        # rows and calls read together inside the on-phase (rows read between
+        # a switch and a status query would be at unprobed speed); the calls
+        # on either side of the query, averaged, are those as it read the rows
+        calls0, rows0 = _rows_and_calls(rows_changed, counts)
         ended = win.wait(on_s)
+        calls1, rows1 = _rows_and_calls(rows_changed, counts)
         session.stop()
-        t_on = time.monotonic() - t0
-        now = {s.index: session.probe_counts(s.index).calls for s in specs}
+        t_on = time.monotonic() - on_t0
+        now = counts()
         delta = {i: now[i] - last[i] for i in now}
         last = now
         cal = calibrator.current()
-        overhead = sum(delta[s.index] * cal.pair(s.entry_class) for s in specs)
-        cycles.append({"on_s": round(t_on, 6), "probe_s": round(overhead / 1e9, 6), "calls": delta})
+        probe_s = sum(delta[s.index] * cal.pair(s.entry_class) for s in specs) / 1e9
+        cycle = {"on_s": round(t_on, 6), "probe_s": round(probe_s, 6), "calls": delta,
+                 "rows": _difference(rows1, rows0), "row_calls": {i: calls1[i] - calls0[i] for i in now}}  # halves
+        cycles.append(cycle)
         if ended:
-            return cycles
-        duty = duty_for_budget(overhead, t_on, budget)
-        if duty >= 1:
-            on_s = ON_PHASE_S
-            continue
-        off = on_s * (1 / duty - 1)
-        on_s = ON_PHASE_S
-        if off > MAX_OFF_S:
-            off, on_s = MAX_OFF_S, max(MIN_ON_S, MAX_OFF_S * duty / (1 - duty))
+            return cycles, rows1
         session.detach_target()
+        off_t0, off_rows0 = time.monotonic(), rows_changed()
+        lost = pacer.lost(off_t0 - cycle_t0, _difference(off_rows0, cycle_rows0))
+        cycle["lost_s"] = None if lost is None else round(lost, 6)
+        on_s, off = pacer.next_phases(t_on, off_t0 - cycle_t0, lost, probe_s)
         if win.wait(off):
-            return cycles
+            return cycles, rows_changed()
+        cycle_t0, cycle_rows0 = time.monotonic(), rows_changed()
+        pacer.off_phase(_difference(cycle_rows0, off_rows0), cycle_t0 - off_t0)
         session.attach_target()
+        on_t0 = time.monotonic()
+        session.start()
+
+
+def _rows_and_calls(rows_changed, counts) -> tuple[dict[int, float], int | None]:
+    before = counts()
+    rows = rows_changed()
+    after = counts()
+    return {i: (before[i] + after[i]) / 2 for i in before}, rows
+
+
+def _difference(after: int | None, before: int | None) -> int | None:
+    return None if after is None or before is None else after - before
+
+
+def _sum_known(values) -> float | None:
+    known = [v for v in values if v is not None]
+    return round(sum(known), 6) if known else None
 
 
 def record(target, binary: Binary, plan: Plan, *, duration: float | None, stop: threading.Event,
@@ -445,6 +486,7 @@ def record(target, binary: Binary, plan: Plan, *, duration: float | None, stop: 
         proc_start = process.snapshot(target.pid)
         win = _Window(target.pid, duration, stop, signals, stop_reason, status, session)
         calibrator.follow(session)
+        started = (time.monotonic(), ps.rows_changed())
         session.start()  # before the announcement: a load started on it is counted from its first call
         if status:
             status.started(session, len(plan.specs), exact, budget)
@@ -452,9 +494,9 @@ def record(target, binary: Binary, plan: Plan, *, duration: float | None, stop: 
             while not win.wait(3600):
                 pass
             session.stop()
-            cycles = None
+            cycles, rows_at_end = None, ps.rows_changed()
         else:
-            cycles = _duty_cycles(session, specs, win, budget, calibrator)
+            cycles, rows_at_end = _duty_cycles(session, specs, win, budget, calibrator, ps.rows_changed, started)
         elapsed = win.elapsed()
         proc_end = process.snapshot(target.pid)
         ps.close()
@@ -469,12 +511,14 @@ def record(target, binary: Binary, plan: Plan, *, duration: float | None, stop: 
     if status:
         status.done()
     window = {"start": start_wall, "duration_s": round(elapsed, 6), "requested_s": duration,
-              "ended_by": win.ended_by}
+              "ended_by": win.ended_by,
+              "rows_changed": _difference(rows_at_end, started[1]), "rows_counter": "+".join(ROW_COUNTERS)}
     sampling = {"mode": "exact"} if cycles is None else {
         "mode": "sampled", "overhead_budget": budget, "cycles": len(cycles),
         "cost_uncertainty": round(cost_uncertainty(cal, specs), 3),
         "on_s": round(sum(c["on_s"] for c in cycles), 6),
-        "calls_per_cycle": [{"on_s": c["on_s"], "probe_s": c["probe_s"], "calls": [c["calls"][s.index] for s in specs]}
+        "lost_s": _sum_known(c.get("lost_s") for c in cycles),
+        "calls_per_cycle": [{**c, **{k: [c[k][s.index] for s in specs] for k in ("calls", "row_calls")}}
                             for c in cycles]}
     return build_profile(argv=argv, target=target_record(target, binary), window=window, specs=specs,
                          snapshot=snapshot, unavailable=plan.unavailable, warnings=warnings,

@@ -91,6 +91,35 @@ def test_insert_select_counts_match_the_table(server, conn, tmp_path, kind):
     assert "row_insert_for_mysql" in out
 
 
+SAMPLED_ROWS = 600011  # prime; a few seconds of load, several duty cycles
+
+
+def test_default_mode_scales_counts_by_the_rows_the_server_changed(server, conn, tmp_path):
+    _, pid = server
+    t = workload.table("range", 5)
+    workload.prepare_source(conn, SAMPLED_ROWS)
+    workload.create_target(conn, t)
+    prof = Profiler(pid, tmp_path, "--insert-profile")
+    affected, _ = workload.insert_select(conn, t)
+    code, out, err = prof.stop()
+    assert code == 0, err
+    assert affected == SAMPLED_ROWS
+    doc = prof.profile()
+    sampling = doc["sampling"]
+    assert sampling["mode"] == "sampled" and sampling["cycles"] >= 3
+    assert doc["window"]["rows_changed"] >= SAMPLED_ROWS           # Handler_write counts every row
+    cycles = sampling["calls_per_cycle"]
+    assert all(c["rows"] is not None for c in cycles)
+    assert sampling["lost_s"] is not None and 0 <= sampling["lost_s"] < doc["window"]["duration_s"]
+    s = stage(doc, "partition.write_row")
+    assert s["calls"] < SAMPLED_ROWS                                # probes were off part of the time
+    est = s["estimated_calls"]
+    low, high = est["ci95"]
+    assert abs(est["value"] - SAMPLED_ROWS) < 0.05 * SAMPLED_ROWS, est
+    assert low <= SAMPLED_ROWS <= high or abs(est["value"] - SAMPLED_ROWS) < 0.01 * SAMPLED_ROWS, est
+    assert "scaled by the server's rows changed" in out
+
+
 def test_kill_9_mid_load_leaves_no_probe_and_the_load_completes(server, conn, tmp_path):
     sb, pid = server
     setup_before = setup_tables(sb)

@@ -1,6 +1,6 @@
 import pytest
 
-from mysqlprobe.analysis.sampling import duty_for_budget, estimate_total, t95
+from mysqlprobe.analysis.sampling import Pacer, duty_for_budget, estimate_by_rows, estimate_total, off_seconds, t95
 
 
 def test_steady_rate_is_scaled_to_the_window():
@@ -33,9 +33,78 @@ def test_one_cycle_has_no_interval_and_no_cycle_no_calls():
 
 
 def test_duty_for_budget():
-    assert duty_for_budget(0, 0.2, 0.1) == 1.0                  # nothing probed was called
-    assert duty_for_budget(0.1e9, 0.2, 0.1) == pytest.approx(0.2)  # probes take half the on-time
-    assert duty_for_budget(0.01e9, 0.2, 0.1) == 1.0             # 5% while on: within the budget all along
+    assert duty_for_budget(0, 0.1) == 1.0                      # nothing probed was called
+    # the load runs at half speed while probed: on 1/5.5 of the time it slows down by exactly 10%
+    d = duty_for_budget(0.5, 0.1)
+    assert d == pytest.approx(1 / 5.5)
+    assert 1 / (1 - d * 0.5) == pytest.approx(1.10)
+    assert duty_for_budget(0.05, 0.1) == 1.0                   # 5% while on: within the budget all along
+
+
+def test_off_seconds_keep_a_cycle_within_the_budget():
+    off = off_seconds(0.03, 0.06, 0.10)
+    assert (0.06 + off) / (0.06 + off - 0.03) == pytest.approx(1.10)
+    assert off_seconds(0.0, 0.06, 0.10) == 0.0
+    assert off_seconds(0.001, 0.06, 0.10) == 0.0               # cheap cycles need no pause
+
+
+def test_calls_scale_by_rows_not_by_time():
+    # the load ran at a tenth of its speed while probed: a time basis would read 10x too few calls,
+    # rows do not care (3 calls per row in every on-phase; 1,000,003 rows in the window)
+    cycles = [(1000, 3000), (1200, 3600), (800, 2400)]
+    est = estimate_by_rows(cycles, 1_000_003)
+    assert est.value == pytest.approx(3_000_009)
+    assert est.low == est.high == pytest.approx(3_000_009)    # no spread in calls per row
+
+
+def test_rows_interval_reflects_spread_and_shrinks_as_coverage_grows():
+    noisy = [(1000, 2500), (1000, 3500), (1000, 3000), (1000, 2800)]
+    small = estimate_by_rows(noisy, 1_000_000)
+    whole = estimate_by_rows(noisy, 4000)                        # every row was in an on-phase
+    assert small.low < small.value < small.high
+    assert small.value == pytest.approx(2_950_000)
+    assert whole.low == whole.high == whole.value == pytest.approx(11_800)
+    assert estimate_by_rows([(0, 5)], 100).value == 5           # no rows: what was counted
+    assert estimate_by_rows([(10, 5)], 100).low is None         # one cycle: no interval
+
+
+class SimulatedLoad:
+    """A load of `speed` rows/s that runs `slow` times slower while probed and
+    loses `fixed_s` per attach-detach: what a duty cycle costs it."""
+
+    def __init__(self, speed=300_000.0, slow=4.0, fixed_s=0.004):
+        self.speed, self.slow, self.fixed_s = speed, slow, fixed_s
+
+    def run(self, pacer, cycles=200):
+        wall = rows = 0.0
+        on = pacer.on_s
+        for _ in range(cycles):
+            cycle_s = on + 2 * self.fixed_s
+            cycle_rows = on * self.speed / self.slow
+            probe_s = on * (1 - 1 / self.slow) * 0.5               # calibration sees half the real cost
+            lost = pacer.lost(cycle_s, int(cycle_rows))
+            next_on, off = pacer.next_phases(on, cycle_s, lost, probe_s)
+            pacer.off_phase(int(off * self.speed), off)
+            wall += cycle_s + off
+            rows += cycle_rows + off * self.speed
+            on = next_on
+        return wall / (rows / self.speed)                           # slowdown
+
+
+def test_pacer_holds_the_budget_on_measured_cost_that_calibration_underrates():
+    slowdown = SimulatedLoad().run(Pacer(0.10))
+    assert 1.05 < slowdown <= 1.105
+    heavy = SimulatedLoad(slow=20.0, fixed_s=0.02).run(Pacer(0.10))  # past max_off: shorter on-phases
+    assert heavy <= 1.105
+
+
+def test_pacer_without_progress_uses_the_calibrated_cost():
+    pacer = Pacer(0.10)
+    assert pacer.lost(0.06, None) is None
+    on, off = pacer.next_phases(0.05, 0.06, None, 0.025)         # half the on-phase in the probes
+    assert on == 0.05 and off == pytest.approx(off_seconds(0.025, 0.06, 0.10))
+    pacer.off_phase(50, 1.0)                                      # an idle load: speed not trusted
+    assert pacer.speed() is None
 
 
 def test_t_quantiles():
@@ -49,3 +118,10 @@ def test_doubt_on_the_probe_cost_widens_the_interval_most_when_probes_dominate()
     width = lambda e: (e.high - e.low) / e.value  # noqa: E731
     assert width(estimate_total(light, 10.0)) == 0
     assert 0 < width(estimate_total(light, 10.0, 0.2)) < width(estimate_total(heavy, 10.0, 0.2))
+
+
+def test_rows_estimate_takes_calls_per_row_from_the_paired_counts_only():
+    # 2 calls per row where rows were read; more calls counted outside those spans only raise the floor
+    est = estimate_by_rows([(1000, 2000), (1000, 2000)], 100_000, counted=5000)
+    assert est.value == pytest.approx(200_000)
+    assert estimate_by_rows([(1000, 2000)], 1500, counted=5000).value == 5000
