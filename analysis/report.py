@@ -211,6 +211,35 @@ def perf_schema_block(doc: dict) -> list[str]:
     return [line[:80] for line in lines]
 
 
+def _clip(text: str, width: int) -> str:
+    return text if len(text) <= width else text[:width - 1] + "~"
+
+
+def samples_block(doc: dict, top: int = 10) -> list[str]:
+    """Where the CPU went by perf's samples: per thread, and the functions
+    most often on CPU themselves (self) or below on the stack (total)."""
+    perf = doc.get("perf") or {}
+    if perf.get("status") != "collected":
+        return []
+    n = perf["samples"]
+    cost = perf.get("perf_cpu_share")
+    lines = ["", f"CPU samples: {n} ({perf['event']} {perf['frequency_hz']} Hz, {perf['unwinding']['describe']}"
+                 + (f"; perf used {_pct(cost)} of a CPU)" if cost is not None else ")")]
+    if not n:
+        return lines
+    threads = ", ".join(f"{t['thread']} {_pct(t['samples'] / n)}" for t in perf["threads"][:4])
+    lines += textwrap.wrap("threads: " + threads, 80, subsequent_indent="  ")
+    lines.append(f"  {'self':>6} {'total':>6}  function")
+    totals = {r["function"]: r["share"] for r in perf["top_total"]}
+    for r in perf["top_self"][:top]:
+        total = totals.get(r["function"])
+        lines.append(f"  {_pct(r['share']):>6} {_pct(total) if total is not None else '':>6}  "
+                     f"{_clip(r['function'], 62)}")
+    if perf.get("stacks_file"):
+        lines.append(f"  folded stacks: {perf['stacks_file']} (flamegraph.svg, report.html)")
+    return lines
+
+
 def render_text(doc: dict) -> str:
     stages = stage_summaries(doc)
     out = header(doc) + [""]
@@ -221,6 +250,7 @@ def render_text(doc: dict) -> str:
         out += [""] + block
     out += perf_schema_block(doc)
     out += attribution_block(doc)
+    out += samples_block(doc)
     for s in stages:
         if s.calls:
             out += [""] + stage_detail(s)

@@ -134,6 +134,7 @@ class Pacer:
     probe cost stands in."""
 
     budget: float
+    margin: float = 0.8      # pace for this share of the budget: the measure lags and is noisy
     on_s: float = 0.05       # the longest on-phase
     min_on_s: float = 0.01
     max_off_s: float = 2.0
@@ -170,12 +171,13 @@ class Pacer:
             self.lost_per_on_s = per_on if self.lost_per_on_s is None else (self.lost_per_on_s + per_on) / 2
             per_on = self.lost_per_on_s
         transition = max(cycle_s - on_s, 0.0)
+        budget = self.budget * self.margin
         on = self.on_s
-        off = off_seconds(per_on * on, on + transition, self.budget)
+        off = off_seconds(per_on * on, on + transition, budget)
         if off > self.max_off_s:
             # the on-phase that, off for max_off_s, stays within the budget
-            denominator = per_on * (1 + self.budget) / self.budget - 1
+            denominator = per_on * (1 + budget) / budget - 1
             on = (self.max_off_s + transition) / denominator if denominator > 0 else self.on_s
             on = min(max(on, self.min_on_s), self.on_s)
-            off = off_seconds(per_on * on, on + transition, self.budget)  # past max_off_s at min_on_s
+            off = off_seconds(per_on * on, on + transition, budget)  # past max_off_s at min_on_s
         return on, off

@@ -21,6 +21,9 @@ from mysqlprobe.errors import CaptureError
 SCHEMA = "mysqlprobe.profile"
 SCHEMA_VERSION = 1
 PROFILE_FILE = "profile.json"
+STACKS_FILE = "stacks.folded"
+FLAMEGRAPH_FILE = "flamegraph.svg"
+HTML_FILE = "report.html"
 
 
 def host_record() -> dict:
@@ -82,7 +85,7 @@ def build_profile(*, argv: list[str], target: dict, window: dict, specs, snapsho
                   unavailable: list[dict], warnings: list[str], attached: int, calibration=None,
                   links: str = "perf_event", sampling: dict | None = None, corrected: bool = True,
                   timings: dict | None = None, process: dict | None = None,
-                  perf_schema: dict | None = None) -> dict:
+                  perf_schema: dict | None = None, perf: dict | None = None) -> dict:
     doc = {
         "schema": SCHEMA,
         "schema_version": SCHEMA_VERSION,
@@ -98,6 +101,7 @@ def build_profile(*, argv: list[str], target: dict, window: dict, specs, snapsho
         "probes": [probe_record(s, snapshot.probes.get(s.index), calibration, corrected) for s in specs],
         "process": process,
         "perf_schema": perf_schema or {"status": "not requested"},
+        "perf": perf or {"status": "not requested"},
         "unavailable": unavailable,
         "engine": {"probes_attached": attached, "links": links, "counters": snapshot.counters,
                    "timings": timings or {}},
@@ -153,3 +157,53 @@ def read_profile(path: str) -> dict:
         raise CaptureError(f"{p}: schema version {doc.get('schema_version')}; this mysqlprobe reads "
                            f"version {SCHEMA_VERSION}")
     return doc
+
+
+def read_stacks(path: str):
+    """Folded stacks from a file, or from a capture directory's stacks.folded."""
+    from mysqlprobe.flamegraphs import folded
+
+    p = Path(path)
+    if p.is_dir():
+        p = p / STACKS_FILE
+    try:
+        with p.open() as f:
+            stacks = folded.parse(f)
+    except FileNotFoundError:
+        raise CaptureError(f"{p}: no such file (a capture recorded without CPU sampling has none)") from None
+    except (OSError, UnicodeDecodeError) as e:
+        raise CaptureError(f"{p}: cannot read: {e}") from None
+    if not stacks.stacks:
+        raise CaptureError(f"{p}: no folded stacks in it (lines of 'frame;frame;frame count')")
+    return stacks
+
+
+def flamegraph_title(doc: dict) -> tuple[str, str]:
+    srv = doc["target"].get("server", {})
+    perf = doc.get("perf") or {}
+    title = f"{srv.get('family', '?')} {srv.get('version', '?')}: CPU flame graph"
+    sub = (f"PID {doc['target']['pid']}, {doc['window']['start']}, {perf.get('samples', '?')} samples "
+           f"({perf.get('event', '?')} {perf.get('frequency_hz', '?')} Hz, "
+           f"{(perf.get('unwinding') or {}).get('describe', '?')})")
+    return title, sub
+
+
+def write_visuals(out_dir: str, doc: dict) -> list[str]:
+    """DIR/flamegraph.svg (when the capture has stacks) and DIR/report.html."""
+    from mysqlprobe.analysis.html_report import render_html
+    from mysqlprobe.flamegraphs.svg import render
+
+    path = Path(out_dir)
+    written = []
+    svg = None
+    try:
+        if (path / STACKS_FILE).exists():
+            title, sub = flamegraph_title(doc)
+            svg = render(read_stacks(str(path)), title, sub)
+            (path / FLAMEGRAPH_FILE).write_text(svg)
+            written.append(str(path / FLAMEGRAPH_FILE))
+        (path / HTML_FILE).write_text(render_html(doc, svg))
+        written.append(str(path / HTML_FILE))
+    except OSError as e:
+        raise CaptureError(f"cannot write into {path}: {e.strerror}") from None
+    return written

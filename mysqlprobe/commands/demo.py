@@ -7,7 +7,8 @@ import threading
 
 from mysqlprobe import catalog, sandbox, workload
 from mysqlprobe.analysis.report import render_text
-from mysqlprobe.capture import write_profile
+from mysqlprobe.capture import write_profile, write_visuals
+from mysqlprobe.collectors.perf import PerfOptions
 from mysqlprobe.commands.record import Plan, StatusLine, StopSignals, plan_probes, record
 from mysqlprobe.collectors.connection import ConnectOptions
 from mysqlprobe.collectors.symbols import load_target_binary, resolve_target
@@ -72,7 +73,8 @@ def run(args, parser) -> int:
         with StopSignals(stop) as signals:
             doc = record(target, binary, plan, duration=None, stop=stop, argv=sys.argv, status=status,
                          verbose=args.verbose, signals=signals, stop_reason="load finished",
-                         exact=True, connect=ConnectOptions(socket=sb.socket))
+                         exact=True, connect=ConnectOptions(socket=sb.socket), perf=PerfOptions(),
+                         out_dir=args.output)
         if status.error:
             raise status.error
         rows, seconds = status.result
@@ -82,7 +84,7 @@ def run(args, parser) -> int:
         sys.stdout.write(render_text(doc))
         print(f"\nload: {rows} rows into {table.name} in {seconds:.2f}s; rows per partition "
               f"(SELECT COUNT(*)): {doc['workload']['partition_rows']}")
-        _log(f"wrote {write_profile(args.output, doc)}")
+        _log(f"wrote {', '.join([write_profile(args.output, doc)] + write_visuals(args.output, doc))}")
     finally:
         if not was_running and not args.keep_running:
             sb.stop()

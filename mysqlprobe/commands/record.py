@@ -16,9 +16,10 @@ from dataclasses import dataclass, field, replace
 from mysqlprobe import catalog
 from mysqlprobe.analysis.report import render_text
 from mysqlprobe.analysis.sampling import Pacer
-from mysqlprobe.capture import build_profile, now_utc, write_profile
+from mysqlprobe.capture import build_profile, now_utc, write_profile, write_visuals
 from mysqlprobe.collectors import connection, process
 from mysqlprobe.collectors.connection import ConnectOptions
+from mysqlprobe.collectors.perf import DEFAULT_FREQUENCY, PerfOptions, PerfWindow, thread_names_from_perf_schema
 from mysqlprobe.collectors.perfschema import ROW_COUNTERS, PerfSchema, rows_changed
 from mysqlprobe.collectors.perfschema import deltas as perfschema_deltas
 from mysqlprobe.collectors.calibration import COST_CLASS, Calibrator, entry_point
@@ -70,6 +71,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     g.add_argument("--no-perf-schema", action="store_true", help="probes only: do not connect")
     g.add_argument("--ps-waits", choices=("io", "all"), default="io",
                    help="wait instruments to enable: table and file I/O (default), or synch waits too")
+    g = p.add_argument_group("CPU sampling (perf, for flame graphs)")
+    g.add_argument("--no-perf", action="store_true", help="no CPU sampling")
+    g.add_argument("--perf-freq", type=int, default=DEFAULT_FREQUENCY, metavar="HZ",
+                   help=f"samples per second of CPU time (default {DEFAULT_FREQUENCY})")
+    g.add_argument("--perf-callgraph", choices=("auto", "fp", "dwarf"), default="auto",
+                   help="stack unwinding: frame pointers, DWARF, or chosen from the binary (default)")
+    g.add_argument("--keep-perf-data", action="store_true", help="keep DIR/perf.data (needs -o)")
 
 
 def check_arguments(args, parser: argparse.ArgumentParser) -> None:
@@ -81,6 +89,10 @@ def check_arguments(args, parser: argparse.ArgumentParser) -> None:
         parser.error(f"invalid PID {args.pid}")
     if not 0 < args.overhead_budget <= 100:
         parser.error("--overhead-budget takes a percentage above 0 and at most 100")
+    if not 1 <= args.perf_freq <= 10000:
+        parser.error("--perf-freq takes 1 to 10000 samples per second")
+    if args.keep_perf_data and not args.output:
+        parser.error("--keep-perf-data needs -o DIR")
     if args.duration is not None and args.duration <= 0:
         parser.error("-d/--duration must be a positive number of seconds")
     for name in args.stage:
@@ -455,9 +467,11 @@ def _sum_known(values) -> float | None:
 def record(target, binary: Binary, plan: Plan, *, duration: float | None, stop: threading.Event,
            argv: list[str], status=None, verbose: bool = False, signals: StopSignals | None = None,
            stop_reason: str = "stopped", correct: bool = True, exact: bool = True,
-           budget: float = 0.10, connect: ConnectOptions | None = None, ps_waits: str = "io") -> dict:
+           budget: float = 0.10, connect: ConnectOptions | None = None, ps_waits: str = "io",
+           perf: PerfOptions | None = None, out_dir: str | None = None) -> dict:
     """Calibrate, attach, keep the window open (all along with `exact`, else
     in duty cycles within the overhead budget), read the maps, detach.
+    CPU samples of the same window go to out_dir/stacks.folded.
     Returns profile.json's document."""
     if os.geteuid() != 0:
         raise PermissionProblem("attaching uprobes needs root (or CAP_BPF, CAP_PERFMON and CAP_SYS_ADMIN)")
@@ -482,6 +496,11 @@ def record(target, binary: Binary, plan: Plan, *, duration: float | None, stop: 
         ps = PerfSchemaWindow(target.pid, connect, ps_waits, warnings)
         stack.callback(ps.restore)
         ps.open()
+        sampler = PerfWindow(target.pid, binary.image, perf, out_dir, warnings)
+        stack.callback(sampler.cleanup)
+        sampler.start()
+        if status:
+            status.sampler = sampler
         start_wall = now_utc()
         proc_start = process.snapshot(target.pid)
         win = _Window(target.pid, duration, stop, signals, stop_reason, status, session)
@@ -497,6 +516,7 @@ def record(target, binary: Binary, plan: Plan, *, duration: float | None, stop: 
             cycles, rows_at_end = None, ps.rows_changed()
         else:
             cycles, rows_at_end = _duty_cycles(session, specs, win, budget, calibrator, ps.rows_changed, started)
+        sampler.stop()
         elapsed = win.elapsed()
         proc_end = process.snapshot(target.pid)
         ps.close()
@@ -508,6 +528,7 @@ def record(target, binary: Binary, plan: Plan, *, duration: float | None, stop: 
         snapshot = session.snapshot()
         attached = session.attached_count
         links = session.link_kind
+        sampler.finish(thread_names_from_perf_schema(ps.record))
     if status:
         status.done()
     window = {"start": start_wall, "duration_s": round(elapsed, 6), "requested_s": duration,
@@ -524,7 +545,8 @@ def record(target, binary: Binary, plan: Plan, *, duration: float | None, stop: 
                          snapshot=snapshot, unavailable=plan.unavailable, warnings=warnings,
                          attached=attached, calibration=cal, links=links, sampling=sampling,
                          corrected=correct, timings=timings,
-                         process=process.window_record(proc_start, proc_end), perf_schema=ps.record)
+                         process=process.window_record(proc_start, proc_end), perf_schema=ps.record,
+                         perf=sampler.record)
 
 
 class StatusLine:
@@ -534,6 +556,7 @@ class StatusLine:
         self.stream = stream
         self.enabled = enabled and stream.isatty()
         self._last = 0.0
+        self.sampler = None
 
     def started(self, session, functions: int, exact: bool = True, budget: float = 0.10) -> None:
         mode = "every call" if exact else f"sampled within {100 * budget:g}% overhead, --exact for every call"
@@ -544,7 +567,9 @@ class StatusLine:
         if not self.enabled or elapsed - self._last < 1:
             return
         self._last = elapsed
-        self.stream.write(f"\r{elapsed:7.1f}s  {session.total_calls():>12,} calls")
+        samples = self.sampler.samples_so_far() if self.sampler else None
+        self.stream.write(f"\r{elapsed:7.1f}s  {session.total_calls():>12,} calls"
+                          + (f"  ~{samples:,} samples" if samples is not None else ""))
         self.stream.flush()
 
     def done(self) -> None:
@@ -577,9 +602,11 @@ def run(args, parser) -> int:
                      correct=not args.raw, exact=args.exact, budget=args.overhead_budget / 100,
                      connect=None if args.no_perf_schema else ConnectOptions(
                          args.socket, args.host, args.port, args.user, args.password_file, args.defaults_file),
-                     ps_waits=args.ps_waits)
+                     ps_waits=args.ps_waits, out_dir=args.output,
+                     perf=None if args.no_perf else PerfOptions(args.perf_freq, args.perf_callgraph,
+                                                                args.keep_perf_data))
     sys.stdout.write(render_text(doc))
     if args.output:
-        path = write_profile(args.output, doc)
-        print(f"wrote {path}", file=sys.stderr)
+        paths = [write_profile(args.output, doc)] + write_visuals(args.output, doc)
+        print(f"wrote {', '.join(paths)}", file=sys.stderr)
     return 0

@@ -93,7 +93,8 @@ class SimulatedLoad:
 
 def test_pacer_holds_the_budget_on_measured_cost_that_calibration_underrates():
     slowdown = SimulatedLoad().run(Pacer(0.10))
-    assert 1.05 < slowdown <= 1.105
+    assert 1.06 < slowdown <= 1.09                                   # paced for 80% of the budget
+    assert 1.09 < SimulatedLoad().run(Pacer(0.10, margin=1.0)) <= 1.105
     heavy = SimulatedLoad(slow=20.0, fixed_s=0.02).run(Pacer(0.10))  # past max_off: shorter on-phases
     assert heavy <= 1.105
 
@@ -102,7 +103,7 @@ def test_pacer_without_progress_uses_the_calibrated_cost():
     pacer = Pacer(0.10)
     assert pacer.lost(0.06, None) is None
     on, off = pacer.next_phases(0.05, 0.06, None, 0.025)         # half the on-phase in the probes
-    assert on == 0.05 and off == pytest.approx(off_seconds(0.025, 0.06, 0.10))
+    assert on == 0.05 and off == pytest.approx(off_seconds(0.025, 0.06, 0.08))
     pacer.off_phase(50, 1.0)                                      # an idle load: speed not trusted
     assert pacer.speed() is None
 

@@ -1,0 +1,173 @@
+"""DIR/report.html: one self-contained page (no network) made from a capture:
+the run's summary, where the time went, each stage's latency histogram as
+a chart, the partitions, the flame graph and the run's metadata."""
+
+from __future__ import annotations
+
+import html
+import json
+
+from mysqlprobe.analysis import histogram as H
+from mysqlprobe.analysis import report as text
+
+from mysqlprobe.analysis.profile import StageSummary, estimated_calls, stage_summaries, window_ns, window_scale
+
+CHART_W, CHART_H = 560, 150
+fmt = H.format_ns
+
+_CSS = """
+body{font:14px/1.45 system-ui,sans-serif;margin:24px auto;max-width:1240px;color:#222;padding:0 12px}
+h1{font-size:22px;margin:0 0 4px} h2{font-size:17px;margin:28px 0 8px;border-bottom:1px solid #ddd}
+table{border-collapse:collapse;margin:6px 0} td,th{padding:3px 10px;text-align:right;border-bottom:1px solid #eee}
+th{background:#f4f4f0} td:first-child,th:first-child{text-align:left}
+pre{background:#f8f8f4;padding:10px;overflow-x:auto;font-size:12.5px}
+.meta td{text-align:left} .stage{display:inline-block;vertical-align:top;margin:0 18px 18px 0}
+.warn{color:#a40} .muted{color:#666} .est{color:#555;font-style:italic}
+#search{font:13px monospace;padding:3px 6px;width:260px}
+"""
+
+_PAGE_SCRIPT = """
+window.mpErrors = [];
+window.addEventListener('error', function (e) {
+  window.mpErrors.push(String(e.message));
+  document.documentElement.setAttribute('data-errors', window.mpErrors.join(' | '));
+});
+function mpFlameSearch(value) {
+  var svg = document.getElementById('flamegraph');
+  if (svg && svg.mpSearch) svg.mpSearch(value);
+}
+document.addEventListener('DOMContentLoaded', function () {
+  var box = document.getElementById('search');
+  var m = /[#&]search=([^&]*)/.exec(window.location.hash || '');
+  if (box && m) box.value = decodeURIComponent(m[1]);
+  if (box) box.addEventListener('input', function () { mpFlameSearch(box.value); });
+  document.documentElement.setAttribute('data-loaded', '1');
+});
+"""
+
+
+def _e(value) -> str:
+    return html.escape(str(value))
+
+
+def _table(header: list[str], rows: list[list], cls: str = "") -> str:
+    head = "".join(f"<th>{_e(h)}</th>" for h in header)
+    body = "".join("<tr>" + "".join(f"<td>{_e(c)}</td>" for c in row) + "</tr>" for row in rows)
+    return f'<table class="{cls}"><tr>{head}</tr>{body}</table>'
+
+
+def histogram_chart(s: StageSummary) -> str:
+    """Calls per latency bucket, log-spaced buckets left to right, p50 and
+    p99 marked; an inline SVG."""
+    buckets = [b for b in H.nonzero_buckets(s.counts)]
+    if not buckets:
+        return ""
+    pct = s.percentiles()
+    top = max(b.count for b in buckets)
+    n = len(buckets)
+    bar_w = max(min((CHART_W - 60) / n, 40), 2)
+    out = [f'<svg class="hist" width="{CHART_W}" height="{CHART_H + 40}" viewBox="0 0 {CHART_W} {CHART_H + 40}" '
+           f'xmlns="http://www.w3.org/2000/svg" font-size="10" font-family="sans-serif">',
+           f'<line x1="40" y1="{CHART_H}" x2="{CHART_W}" y2="{CHART_H}" stroke="#999"/>',
+           f'<text x="36" y="12" text-anchor="end">{top}</text><text x="36" y="{CHART_H}" text-anchor="end">0</text>']
+    for i, b in enumerate(buckets):
+        h = max(b.count / top * (CHART_H - 10), 1)
+        x = 44 + i * bar_w
+        marks = [k for k in ("p50", "p99") if pct.get(k) is not None and b.low <= pct[k] < max(b.high, b.low + 1)]
+        fill = "#c0392b" if "p99" in marks else "#e67e22" if "p50" in marks else "#4a78b0"
+        out.append(f'<rect x="{x:.1f}" y="{CHART_H - h:.1f}" width="{bar_w - 1:.1f}" height="{h:.1f}" fill="{fill}">'
+                   f"<title>{_e(fmt(b.low))} - {_e(fmt(b.high))}: {b.count} calls</title></rect>")
+        if i % max(n // 8, 1) == 0:
+            out.append(f'<text x="{x:.1f}" y="{CHART_H + 14}">{_e(fmt(b.low))}</text>')
+    legend = ", ".join(f"{k} {fmt(pct[k])}" for k in ("p50", "p90", "p99") if pct.get(k) is not None)
+    out.append(f'<text x="44" y="{CHART_H + 32}">{_e(legend)} (orange: p50 bucket, red: p99)</text></svg>')
+    return "".join(out)
+
+
+def _stage_rows(doc: dict, stages: list[StageSummary]) -> list[list]:
+    window = window_ns(doc)
+    scale = window_scale(doc)
+    sampled = (doc.get("sampling") or {}).get("mode") == "sampled"
+    rows = []
+    for s in stages:
+        p = s.percentiles()
+        est = estimated_calls(s, doc)
+        total = s.total_ns * scale
+        rows.append([s.stage, ("~" if sampled else "") + f"{est.value:,.0f}", s.calls, fmt(s.mean_ns), fmt(p["p50"]),
+                     fmt(p["p90"]), fmt(p["p99"]), fmt(total), f"{100 * total / window:.1f}%" if window else "-"])
+    return rows
+
+
+def _partitions(s: StageSummary) -> str:
+    if not s.partitions:
+        return ""
+    total = sum(p.calls for p in s.partitions.values()) or 1
+    rows = []
+    for pid, p in sorted(s.partitions.items()):
+        pc = H.percentiles(p.counts)
+        rows.append([pid, p.calls, f"{100 * p.calls / total:.1f}%", fmt(p.total_ns), fmt(p.mean_ns), fmt(pc["p50"]),
+                     fmt(pc["p99"])])
+    return "<p class=muted>per partition</p>" + _table(["partition", "calls", "share", "total", "mean", "p50", "p99"],
+                                                       rows)
+
+
+def _pre(lines: list[str]) -> str:
+    lines = [line for line in lines if line != ""]
+    return f"<pre>{_e(chr(10).join(lines))}</pre>" if lines else ""
+
+
+def _metadata(doc: dict) -> str:
+    t, w, eng = doc["target"], doc["window"], doc.get("engine", {})
+    srv = t.get("server", {})
+    perf = doc.get("perf") or {}
+    rows = [["command", " ".join(doc.get("argv", []))], ["mysqlprobe", doc.get("tool", {}).get("version", "?")],
+            ["host", json.dumps(doc.get("host", {}))],
+            ["server", f"{srv.get('family', '?')} {srv.get('version', '?')} ({srv.get('line', '?')})"],
+            ["binary", t.get("binary")], ["symbols", t.get("symbols")],
+            ["window", f"{w['start']}, {w['duration_s']:.2f}s, ended by {w['ended_by']}"],
+            ["probes", f"{eng.get('probes_attached')} attached through {eng.get('links')} links"],
+            ["sampling", json.dumps({k: v for k, v in (doc.get("sampling") or {}).items() if k != "calls_per_cycle"})],
+            ["CPU sampling", perf.get("command") or perf.get("reason") or perf.get("status")],
+            ["calibration", json.dumps(doc.get("calibration"))]]
+    return _table(["", ""], rows, "meta")
+
+
+def render_html(doc: dict, flamegraph_svg: str | None = None) -> str:
+    stages = stage_summaries(doc)
+    t = doc["target"]
+    srv = t.get("server", {})
+    title = f"mysqlprobe: {srv.get('family', '?')} {srv.get('version', '?')}, PID {t['pid']}"
+    parts = [f"<!DOCTYPE html><html lang=en><head><meta charset=utf-8><title>{_e(title)}</title>"
+             f"<style>{_CSS}</style><script>{_PAGE_SCRIPT}</script></head><body>",
+             f"<h1>{_e(title)}</h1>", _pre(text.header(doc))]
+    parts += ["<h2>Stages</h2>",
+              _table(["stage", "calls", "counted", "mean", "p50", "p90", "p99", "total", "share"],
+                     _stage_rows(doc, stages)),
+              "<p class=muted>share: time in the stage / window length (above 100% with several threads)"
+              + ("; ~ estimated for the whole window from the duty cycles" if
+                 (doc.get("sampling") or {}).get("mode") == "sampled" else "") + "</p>"]
+    tree = text.attribution_block(doc)
+    if tree:
+        parts += ["<h2>Where the time went</h2>", _pre(tree)]
+    context = text.process_block(doc) + text.perf_schema_block(doc)
+    if context:
+        parts += ["<h2>Server and host</h2>", _pre(context)]
+    parts.append("<h2>Latency per stage</h2>")
+    for s in stages:
+        if not s.calls:
+            continue
+        parts.append(f'<div class=stage><b>{_e(s.stage)}</b> <span class=muted>{_e(s.title)}</span><br>'
+                     f'<span class=muted>{_e(", ".join(s.symbols))}</span><br>{histogram_chart(s)}'
+                     f"{_partitions(s)}</div>")
+    parts.append("<h2>Flame graph (CPU samples)</h2>")
+    if flamegraph_svg:
+        parts += ['<p><input id=search placeholder="search functions (regular expression)"> '
+                  '<span class=muted>click a frame to zoom</span></p>', flamegraph_svg, _pre(text.samples_block(doc))]
+    else:
+        perf = doc.get("perf") or {}
+        parts.append(f"<p class=muted>no CPU samples: {_e(perf.get('reason') or perf.get('status'))}</p>")
+    warnings = doc.get("warnings") or []
+    if warnings:
+        parts += ["<h2>Warnings</h2>"] + [f"<p class=warn>{_e(w)}</p>" for w in warnings]
+    parts += ["<h2>Run</h2>", _metadata(doc), "</body></html>"]
+    return "\n".join(parts) + "\n"

@@ -1,0 +1,45 @@
+"""Summaries of folded stacks: samples per thread, the functions with the
+most samples on CPU themselves (self) and under them (total)."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+from mysqlprobe.flamegraphs.folded import Folded
+
+TOP = 15
+
+
+def function_samples(folded: Folded) -> tuple[Counter, Counter]:
+    """(self, total) samples per function; the root frame (the thread) is
+    not a function, and a recursive function counts once per stack."""
+    own: Counter = Counter()
+    total: Counter = Counter()
+    for stack, count in folded.stacks.items():
+        frames = stack.split(";")[1:]
+        if not frames:
+            continue
+        own[frames[-1]] += count
+        for name in set(frames):
+            total[name] += count
+    return own, total
+
+
+def thread_samples(folded: Folded) -> Counter:
+    out: Counter = Counter()
+    for stack, count in folded.stacks.items():
+        out[stack.split(";", 1)[0]] += count
+    return out
+
+
+def _ranked(counter: Counter, all_samples: int, top: int) -> list[dict]:
+    rows = sorted(counter.items(), key=lambda kv: (-kv[1], kv[0]))[:top]
+    return [{"function": f, "samples": n, "share": round(n / all_samples, 4) if all_samples else 0.0} for f, n in rows]
+
+
+def stacks_summary(folded: Folded, top: int = TOP) -> dict:
+    own, total = function_samples(folded)
+    n = folded.total
+    return {"threads": [{"thread": t, "samples": c} for t, c in sorted(thread_samples(folded).items(),
+                                                                        key=lambda kv: (-kv[1], kv[0]))],
+            "top_self": _ranked(own, n, top), "top_total": _ranked(total, n, top)}

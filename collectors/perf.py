@@ -1,0 +1,328 @@
+"""CPU sampling with the perf tool during the probes' window, turned into
+folded stacks (FlameGraph's format) with the thread's name as root frame.
+
+MariaDB and MySQL are usually built without frame pointers: the unwinding
+is chosen from the binary's own prologues (frame pointers when most
+functions set one up, else DWARF with a bounded copy of the stack)."""
+
+from __future__ import annotations
+
+import os
+import re
+import resource
+import shutil
+import signal
+import subprocess
+import time
+from dataclasses import dataclass
+
+from mysqlprobe.collectors.symbols import ElfImage, file_offset, qualified_name
+from mysqlprobe.capture import STACKS_FILE
+from mysqlprobe.flamegraphs.folded import Folded
+
+DEFAULT_FREQUENCY = 99       # Hz: low overhead, and off the beat of 100 Hz timers
+DWARF_STACK_BYTES = 8192     # user stack copied per sample for DWARF unwinding
+KERNEL_SUFFIX = "_[k]"       # FlameGraph's mark for kernel frames
+PROLOGUE_SAMPLE = 400        # functions whose first bytes are read to detect frame pointers
+
+_ENDBR64 = bytes.fromhex("f30f1efa")
+_FP_PROLOGUE = bytes.fromhex("554889e5")  # push %rbp; mov %rsp,%rbp
+_FRAME = re.compile(r"^\s*([0-9a-f]+)\s+(.*?)\s+\((.*)\)\s*$")
+
+
+class PerfUnavailable(Exception):
+    pass
+
+
+@dataclass(frozen=True)
+class Unwinding:
+    mode: str      # "fp" or "dwarf"
+    reason: str
+
+    def call_graph(self) -> str:
+        return "fp" if self.mode == "fp" else f"dwarf,{DWARF_STACK_BYTES}"
+
+    def describe(self) -> str:
+        return "frame pointers" if self.mode == "fp" else f"DWARF ({DWARF_STACK_BYTES}-byte stacks)"
+
+
+def frame_pointer_share(image: ElfImage) -> float | None:
+    """Share of the binary's functions that start by setting up a frame
+    pointer (after an endbr64), from an even sample of them; None without
+    function symbols."""
+    functions = sorted((f for f in image.functions if f.size >= 16), key=lambda f: f.address)
+    if not functions:
+        return None
+    step = max(len(functions) // PROLOGUE_SAMPLE, 1)
+    sample = functions[::step][:PROLOGUE_SAMPLE]
+    with_fp = 0
+    with open(image.path, "rb") as f:
+        for fn in sample:
+            try:
+                f.seek(file_offset(image.segments, fn.address))
+            except ValueError:
+                continue
+            head = f.read(8)
+            if head.startswith(_ENDBR64):
+                head = head[4:]
+            with_fp += head.startswith(_FP_PROLOGUE)
+    return with_fp / len(sample)
+
+
+def choose_unwinding(image: ElfImage, requested: str = "auto") -> Unwinding:
+    if requested in ("fp", "dwarf"):
+        return Unwinding(requested, "asked for with --perf-callgraph")
+    share = frame_pointer_share(image)
+    if share is None:
+        return Unwinding("dwarf", "no function symbols to tell whether frame pointers are kept")
+    if share >= 0.8:
+        return Unwinding("fp", f"{100 * share:.0f}% of sampled functions keep a frame pointer")
+    return Unwinding("dwarf", f"only {100 * share:.0f}% of sampled functions keep a frame pointer")
+
+
+def perf_binary() -> str | None:
+    return shutil.which("perf") or next((p for p in ("/usr/bin/perf", "/usr/sbin/perf") if os.path.exists(p)), None)
+
+
+class PerfRecorder:
+    """`perf record` on one process, from start() to stop(), into perf_data."""
+
+    def __init__(self, pid: int, perf_data: str, unwinding: Unwinding, frequency: int = DEFAULT_FREQUENCY):
+        self.pid, self.perf_data, self.unwinding, self.frequency = pid, perf_data, unwinding, frequency
+        self.perf = perf_binary()
+        self.proc: subprocess.Popen | None = None
+        self.cpu_s = 0.0
+        self.error: str | None = None
+
+    def command(self) -> list[str]:
+        return [self.perf or "perf", "record", "-q", "-e", "cpu-clock", "-F", str(self.frequency),
+                "--call-graph", self.unwinding.call_graph(), "-p", str(self.pid), "-o", self.perf_data]
+
+    def start(self) -> None:
+        if not self.perf:
+            raise PerfUnavailable("the perf tool is not installed (Debian: apt install linux-perf)")
+        self._usage0 = resource.getrusage(resource.RUSAGE_CHILDREN)
+        self.proc = subprocess.Popen(self.command(), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                     stderr=subprocess.PIPE, text=True, start_new_session=True)
+        # perf opens its events within milliseconds; a failure ends it at once
+        deadline = time.monotonic() + 0.5
+        while time.monotonic() < deadline and self.proc.poll() is None:
+            if os.path.exists(self.perf_data) and os.path.getsize(self.perf_data) > 0:
+                return
+            time.sleep(0.02)
+        if self.proc.poll() is not None:
+            err = (self.proc.stderr.read() or "").strip().splitlines()
+            raise PerfUnavailable(f"perf record failed: {err[-1] if err else f'exit {self.proc.returncode}'}")
+
+    def stop(self) -> None:
+        """End the recording (perf writes its data on SIGINT); perf's own CPU
+        time is kept as its cost."""
+        if not self.proc:
+            return
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGINT)
+        try:
+            _, err = self.proc.communicate(timeout=60)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            _, err = self.proc.communicate()
+        if self.proc.returncode not in (0, -signal.SIGINT) and not os.path.exists(self.perf_data):
+            self.error = (err or "").strip().splitlines()[-1:] or [f"exit {self.proc.returncode}"]
+            self.error = self.error[0]
+        usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+        self.cpu_s = (usage.ru_utime - self._usage0.ru_utime) + (usage.ru_stime - self._usage0.ru_stime)
+        self.proc = None
+
+
+def short_frame(symbol: str, dso: str) -> str:
+    """One flame graph frame: the function's qualified name without its
+    parameters, '_[k]' on kernel frames, '[library]' when unsymbolized."""
+    kernel = dso.startswith("[kernel")
+    if symbol in ("", "[unknown]"):
+        name = "[unknown]" if dso in ("", "[unknown]") else f"[{os.path.basename(dso).strip('[]')}]"
+    else:
+        name = qualified_name(re.sub(r"\+0x[0-9a-f]+$", "", symbol))
+    return name + KERNEL_SUFFIX if kernel else name
+
+
+def fold_script(lines, thread_names: dict[int, str] | None = None) -> tuple[Folded, int]:
+    """Folded stacks from `perf script -F comm,tid,ip,sym,dso` output; the
+    root frame is the thread's name (thread_names by tid, else its comm).
+    Returns the stacks and the number of samples."""
+    names = thread_names or {}
+    folded = Folded()
+    samples = 0
+    root: str | None = None
+    frames: list[str] = []
+
+    def flush():
+        nonlocal samples
+        if root is not None:
+            folded.add([root] + frames[::-1])
+            samples += 1
+
+    for raw in lines:
+        line = raw.rstrip("\n")
+        if not line.strip():
+            flush()
+            root, frames = None, []
+            continue
+        if not line[0].isspace():
+            flush()
+            frames = []
+            comm, tid = _header(line)
+            root = names.get(tid, comm)
+            continue
+        m = _FRAME.match(line)
+        if m and root is not None:
+            frames.append(short_frame(m.group(2), m.group(3)))
+    flush()
+    return folded, samples
+
+
+def _header(line: str) -> tuple[str, int | None]:
+    """'mariadbd 12345' or 'my thread 12345/12345 ...': comm may hold spaces."""
+    parts = line.split()
+    for i in range(len(parts) - 1, 0, -1):
+        tid = parts[i].split("/")[-1]
+        if tid.isdigit():
+            return " ".join(parts[:i]), int(tid)
+    return line.strip(), None
+
+
+def folded_from_perf_data(perf_data: str, thread_names: dict[int, str] | None = None) -> tuple[Folded, int]:
+    perf = perf_binary()
+    if not perf:
+        raise PerfUnavailable("the perf tool is not installed (Debian: apt install linux-perf)")
+    # --no-inline: resolving inlined frames through addr2line takes minutes on a server binary
+    proc = subprocess.Popen([perf, "script", "-i", perf_data, "-F", "comm,tid,ip,sym,dso", "--no-inline"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, errors="replace")
+    folded, samples = fold_script(proc.stdout, thread_names)
+    _, err = proc.communicate()
+    if proc.returncode != 0 and samples == 0:
+        raise PerfUnavailable(f"perf script failed: {(err.strip().splitlines() or ['?'])[-1]}")
+    return folded, samples
+
+
+def thread_names_from_perf_schema(ps_record: dict | None) -> dict[int, str]:
+    """tid -> 'innodb/page_cleaner_thread', 'sql/one_connection', ... where
+    Performance Schema knows the OS thread id (MariaDB 10.5+, MySQL 5.7+)."""
+    out = {}
+    for t in (ps_record or {}).get("threads", []):
+        os_id, name = t.get("thread_os_id"), t.get("name") or ""
+        if os_id:
+            out[int(os_id)] = "/".join(name.split("/")[-2:]) if name.startswith("thread/") else name
+    return out
+
+
+@dataclass(frozen=True)
+class PerfOptions:
+    frequency: int = DEFAULT_FREQUENCY
+    callgraph: str = "auto"       # auto, fp or dwarf
+    keep_data: bool = False       # keep DIR/perf.data
+
+
+class PerfWindow:
+    """The sampling side of a window. Trouble (no perf, no permission)
+    becomes one warning and a report without stacks."""
+
+    def __init__(self, pid: int, image: ElfImage, opts: PerfOptions | None, out_dir: str | None,
+                 warnings: list[str]):
+        self.pid, self.image, self.opts, self.out_dir, self.warnings = pid, image, opts, out_dir, warnings
+        self.recorder: PerfRecorder | None = None
+        self.record: dict = {"status": "not requested"}
+        self.folded: Folded | None = None
+        self._tmp: str | None = None
+        self.started_at = 0.0
+        self.seconds = 0.0
+        self._cpu0: float | None = None
+
+    def start(self) -> None:
+        if self.opts is None:
+            return
+        import tempfile
+
+        unwinding = choose_unwinding(self.image, self.opts.callgraph)
+        if self.out_dir and self.opts.keep_data:
+            os.makedirs(self.out_dir, exist_ok=True)
+            data = os.path.join(self.out_dir, "perf.data")
+        else:
+            self._tmp = tempfile.mkdtemp(prefix="mysqlprobe-perf-")
+            data = os.path.join(self._tmp, "perf.data")
+        self.recorder = PerfRecorder(self.pid, data, unwinding, self.opts.frequency)
+        try:
+            self.recorder.start()
+        except PerfUnavailable as e:
+            self._give_up(str(e))
+            return
+        self.started_at = time.monotonic()
+        self._cpu0 = _process_cpu_s(self.pid)
+        self.record = {"status": "recording", "event": "cpu-clock", "frequency_hz": self.opts.frequency,
+                       "unwinding": {"mode": unwinding.mode, "describe": unwinding.describe(),
+                                     "reason": unwinding.reason},
+                       "command": " ".join(self.recorder.command())}
+
+    def samples_so_far(self) -> int | None:
+        """About how many samples perf has taken: cpu-clock samples each
+        thread once per 1/frequency seconds of its CPU time."""
+        if not self.recorder or not self.started_at:
+            return None
+        cpu = _process_cpu_s(self.pid)
+        if cpu is None:
+            return None
+        if self._cpu0 is None:
+            self._cpu0 = cpu
+        return int((cpu - self._cpu0) * self.opts.frequency)
+
+    def _give_up(self, reason: str) -> None:
+        self.record = {"status": "unavailable", "reason": reason}
+        self.warnings.append(f"CPU sampling: {reason}; the report has no stacks")
+        self.recorder = None
+        self.cleanup()
+
+    def stop(self) -> None:
+        if self.recorder and self.recorder.proc:
+            self.recorder.stop()
+            self.seconds = time.monotonic() - self.started_at
+
+    def finish(self, thread_names: dict[int, str]) -> None:
+        """Fold the samples, write DIR/stacks.folded, keep a summary."""
+        from mysqlprobe.analysis.stacks import stacks_summary
+        from mysqlprobe.flamegraphs import folded as folded_io
+
+        if not self.recorder:
+            return
+        self.stop()
+        if self.recorder.error:
+            return self._give_up(f"perf record failed: {self.recorder.error}")
+        try:
+            self.folded, samples = folded_from_perf_data(self.recorder.perf_data, thread_names)
+        except PerfUnavailable as e:
+            return self._give_up(str(e))
+        self.record.update({"status": "collected", "samples": samples, "perf_cpu_s": round(self.recorder.cpu_s, 3),
+                            "perf_cpu_share": round(self.recorder.cpu_s / self.seconds, 4) if self.seconds else None,
+                            **stacks_summary(self.folded)})
+        if self.out_dir:
+            os.makedirs(self.out_dir, exist_ok=True)
+            with open(os.path.join(self.out_dir, STACKS_FILE), "w") as f:
+                folded_io.write(self.folded, f)
+            self.record["stacks_file"] = STACKS_FILE
+            if self.opts.keep_data:
+                self.record["perf_data"] = "perf.data"
+        self.cleanup()
+
+    def cleanup(self) -> None:
+        if self.recorder and self.recorder.proc:
+            self.recorder.proc.kill()
+            self.recorder.proc.wait()
+        if self._tmp:
+            shutil.rmtree(self._tmp, ignore_errors=True)
+            self._tmp = None
+
+
+def _process_cpu_s(pid: int) -> float | None:
+    try:
+        fields = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime + stime

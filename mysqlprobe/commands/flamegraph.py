@@ -1,0 +1,71 @@
+"""Flame graph (SVG) of a capture or of any folded-stacks file; with two, the differential graph."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from mysqlprobe.capture import PROFILE_FILE, flamegraph_title, read_profile, read_stacks
+from mysqlprobe.errors import UsageError
+from mysqlprobe.flamegraphs.svg import render
+
+EXAMPLES = """examples:
+  mysqlprobe flamegraph /tmp/run1 -o run1.svg          # a capture's stacks.folded
+  mysqlprobe flamegraph stacks.folded > fg.svg          # any folded file (FlameGraph format)
+  mysqlprobe flamegraph /tmp/run56 /tmp/run57 -o diff.svg --per row
+                                                        # red: grew from the first to the second
+"""
+
+
+def add_arguments(p) -> None:
+    p.add_argument("stacks", nargs="+", metavar="CAPTURE_OR_FOLDED",
+                   help="one capture directory or folded file; two for a differential graph (before, after)")
+    p.add_argument("-o", "--output", metavar="SVG", help="write here (default: standard output)")
+    p.add_argument("--title", help="the graph's title")
+    p.add_argument("--per", choices=("sample", "row"), default="sample",
+                   help="differential graphs: compare shares of samples (default) or samples per row the "
+                        "server changed (both must be captures)")
+
+
+def _rows(path: str) -> int:
+    p = Path(path)
+    if not (p / PROFILE_FILE).exists():
+        raise UsageError(f"--per row needs capture directories; {path} is not one")
+    rows = read_profile(path)["window"].get("rows_changed")
+    if not rows:
+        raise UsageError(f"--per row: {path} has no row count (recorded without a server connection)")
+    return rows
+
+
+def _profile_or_none(path: str) -> dict | None:
+    return read_profile(path) if (Path(path) / PROFILE_FILE).exists() else None
+
+
+def run(args, parser) -> int:
+    if len(args.stacks) > 2:
+        parser.error("give one input, or two for a differential graph")
+    after_path = args.stacks[-1]
+    after = read_stacks(after_path)
+    doc = _profile_or_none(after_path)
+    title, sub = flamegraph_title(doc) if doc else ("Flame graph", after_path)
+    if len(args.stacks) == 1:
+        svg = render(after, args.title or title, sub)
+    else:
+        before_path = args.stacks[0]
+        before = read_stacks(before_path)
+        if args.per == "row":
+            scale_before, scale_after, unit = 1 / _rows(before_path), 1 / _rows(after_path), "samples/row"
+        else:
+            scale_before, scale_after, unit = 1 / before.total, 1 / after.total, "of samples"
+        svg = render(after, args.title or "Differential flame graph",
+                     f"{before_path} -> {after_path}: red grew, blue shrank ({unit})", unit=unit,
+                     before=before, scale_after=scale_after, scale_before=scale_before)
+    if args.output:
+        try:
+            Path(args.output).write_text(svg)
+        except OSError as e:
+            raise UsageError(f"cannot write {args.output}: {e.strerror}") from None
+        print(f"wrote {args.output}", file=sys.stderr)
+    else:
+        sys.stdout.write(svg)
+    return 0
