@@ -223,8 +223,10 @@ def samples_block(doc: dict, top: int = 10) -> list[str]:
         return []
     n = perf["samples"]
     cost = perf.get("perf_cpu_share")
-    lines = ["", f"CPU samples: {n} ({perf['event']} {perf['frequency_hz']} Hz, {perf['unwinding']['describe']}"
-                 + (f"; perf used {_pct(cost)} of a CPU)" if cost is not None else ")")]
+    lines = [""] + textwrap.wrap(f"CPU samples: {n} ({perf['event']} {perf['frequency_hz']} Hz, "
+                                 f"{perf['unwinding']['describe']}"
+                                 + (f"; perf used {_pct(cost)} of a CPU)" if cost is not None else ")"),
+                                 80, subsequent_indent="  ")
     if not n:
         return lines
     threads = ", ".join(f"{t['thread']} {_pct(t['samples'] / n)}" for t in perf["threads"][:4])

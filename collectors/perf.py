@@ -25,8 +25,7 @@ DWARF_STACK_BYTES = 8192     # user stack copied per sample for DWARF unwinding
 KERNEL_SUFFIX = "_[k]"       # FlameGraph's mark for kernel frames
 PROLOGUE_SAMPLE = 400        # functions whose first bytes are read to detect frame pointers
 
-_ENDBR64 = bytes.fromhex("f30f1efa")
-_FP_PROLOGUE = bytes.fromhex("554889e5")  # push %rbp; mov %rsp,%rbp
+_SET_FRAME_POINTER = bytes.fromhex("4889e5")  # mov %rsp,%rbp
 _FRAME = re.compile(r"^\s*([0-9a-f]+)\s+(.*?)\s+\((.*)\)\s*$")
 
 
@@ -47,9 +46,8 @@ class Unwinding:
 
 
 def frame_pointer_share(image: ElfImage) -> float | None:
-    """Share of the binary's functions that start by setting up a frame
-    pointer (after an endbr64), from an even sample of them; None without
-    function symbols."""
+    """Share of the binary's functions that set up a frame pointer in their
+    first bytes, from an even sample of them; None without function symbols."""
     functions = sorted((f for f in image.functions if f.size >= 16), key=lambda f: f.address)
     if not functions:
         return None
@@ -62,10 +60,8 @@ def frame_pointer_share(image: ElfImage) -> float | None:
                 f.seek(file_offset(image.segments, fn.address))
             except ValueError:
                 continue
-            head = f.read(8)
-            if head.startswith(_ENDBR64):
-                head = head[4:]
-            with_fp += head.startswith(_FP_PROLOGUE)
+            # shrink-wrapped code may test its arguments before the prologue
+            with_fp += _SET_FRAME_POINTER in f.read(min(fn.size, 32))
     return with_fp / len(sample)
 
 
@@ -75,7 +71,7 @@ def choose_unwinding(image: ElfImage, requested: str = "auto") -> Unwinding:
     share = frame_pointer_share(image)
     if share is None:
         return Unwinding("dwarf", "no function symbols to tell whether frame pointers are kept")
-    if share >= 0.8:
+    if share >= 0.5:  # builds without frame pointers keep them in almost no function
         return Unwinding("fp", f"{100 * share:.0f}% of sampled functions keep a frame pointer")
     return Unwinding("dwarf", f"only {100 * share:.0f}% of sampled functions keep a frame pointer")
 
@@ -141,7 +137,7 @@ def short_frame(symbol: str, dso: str) -> str:
     if symbol in ("", "[unknown]"):
         name = "[unknown]" if dso in ("", "[unknown]") else f"[{os.path.basename(dso).strip('[]')}]"
     else:
-        name = qualified_name(re.sub(r"\+0x[0-9a-f]+$", "", symbol))
+        name = qualified_name(re.sub(r"(\+0x[0-9a-f]+|@@?[\w.]+)$", "", symbol))
     return name + KERNEL_SUFFIX if kernel else name
 
 

@@ -1,0 +1,137 @@
+"""Flame graph SVG, differential colours, stack summaries and the HTML
+report, on fixed stacks (no root, no server)."""
+
+import re
+import xml.etree.ElementTree as ET
+from html.parser import HTMLParser
+
+import pytest
+
+from mysqlprobe.analysis.html_report import render_html
+from mysqlprobe.analysis.report import render_text
+from mysqlprobe.analysis.stacks import stacks_summary
+from mysqlprobe.flamegraphs import folded
+from mysqlprobe.flamegraphs.svg import render
+from test_report import synthetic_run
+
+SVG = "{http://www.w3.org/2000/svg}"
+
+
+def _stacks(text: str) -> folded.Folded:
+    return folded.parse(text.strip().splitlines())
+
+
+BEFORE = _stacks("""
+sql/one_connection;do_command;ha_partition::write_row;get_partition_id_range 10
+sql/one_connection;do_command;ha_partition::write_row;row_insert_for_mysql 80
+innodb/page_cleaner_thread;buf_flush_page_cleaner;buf_calc_page_crc32 10
+""")
+AFTER = _stacks("""
+sql/one_connection;do_command;ha_partition::write_row;get_partition_id_range 10
+sql/one_connection;do_command;ha_partition::write_row;row_insert_for_mysql 40
+sql/one_connection;do_command;ha_partition::write_row;ha_partition::start_part_bulk_insert 40
+innodb/page_cleaner_thread;buf_flush_page_cleaner;buf_calc_page_crc32 10
+""")
+
+
+def _frames(svg: str) -> dict[str, ET.Element]:
+    root = ET.fromstring(svg)
+    out = {}
+    for g in root.iter(f"{SVG}g"):
+        name = g.find(f"{SVG}title").text.split(" (")[0]
+        out[name] = g
+    return out
+
+
+def test_widths_follow_samples_and_every_frame_has_details():
+    svg = render(AFTER, "t", "s")
+    frames = _frames(svg)
+    width = lambda n: float(frames[n].find(f"{SVG}rect").get("width"))  # noqa: E731
+    assert width("all") == pytest.approx(1200)
+    assert width("sql/one_connection") == pytest.approx(1200 * 0.9)
+    assert width("row_insert_for_mysql") == pytest.approx(width("ha_partition::start_part_bulk_insert"))
+    assert "40 samples, 40.00%" in frames["row_insert_for_mysql"].find(f"{SVG}title").text
+    # children sit on their parent, side by side and inside it
+    parent = frames["ha_partition::write_row"].find(f"{SVG}rect")
+    kids = [frames[n].find(f"{SVG}rect") for n in ("get_partition_id_range", "row_insert_for_mysql")]
+    assert all(float(k.get("y")) == float(parent.get("y")) - 16 for k in kids)
+    assert sum(float(frames[n].find(f"{SVG}rect").get("width")) for n in
+               ("get_partition_id_range", "row_insert_for_mysql", "ha_partition::start_part_bulk_insert")) \
+        == pytest.approx(float(parent.get("width")))
+    assert "mpSearch" in svg and "http://" not in svg.replace('xmlns="http://www.w3.org/2000/svg"', "")
+
+
+def test_differential_graph_colours_growth_red_and_shrinkage_blue():
+    svg = render(AFTER, before=BEFORE, scale_after=1 / AFTER.total, scale_before=1 / BEFORE.total, unit="of samples")
+    frames = _frames(svg)
+    fill = lambda n: frames[n].find(f"{SVG}rect").get("fill")  # noqa: E731
+    r, g, b = map(int, re.findall(r"\d+", fill("ha_partition::start_part_bulk_insert")))
+    assert r == 250 and g < 100 and b < 100                  # new: strongly red
+    r, g, b = map(int, re.findall(r"\d+", fill("row_insert_for_mysql")))
+    assert b == 250 and r < 250                              # halved: blue
+    assert fill("buf_calc_page_crc32") == "rgb(250,250,250)"  # unchanged
+    assert "-0.4 of samples vs before" in frames["row_insert_for_mysql"].find(f"{SVG}title").text
+
+
+def test_frames_too_narrow_to_see_are_left_out_but_their_samples_stay():
+    stacks = _stacks("t;a;big 100000\nt;a;tiny 1")
+    frames = _frames(render(stacks))
+    assert "tiny" not in frames and "big" in frames
+    assert "100,001 samples" in frames["a"].find(f"{SVG}title").text
+
+
+def test_stack_summary_self_total_and_threads():
+    s = stacks_summary(AFTER)
+    assert s["threads"] == [{"thread": "sql/one_connection", "samples": 90},
+                            {"thread": "innodb/page_cleaner_thread", "samples": 10}]
+    top_self = {r["function"]: r["samples"] for r in s["top_self"]}
+    top_total = {r["function"]: r["samples"] for r in s["top_total"]}
+    assert top_self["row_insert_for_mysql"] == 40 and "ha_partition::write_row" not in top_self
+    assert top_total["ha_partition::write_row"] == 90 and top_total["do_command"] == 90
+    assert "sql/one_connection" not in top_total              # the thread is no function
+    recursive = stacks_summary(_stacks("t;f;f;f 5"))
+    assert recursive["top_total"][0] == {"function": "f", "samples": 5, "share": 1.0}
+
+
+class _Collect(HTMLParser):
+    def __init__(self):
+        super().__init__()
+        self.tags, self.urls = [], []
+
+    def handle_starttag(self, tag, attrs):
+        self.tags.append(tag)
+        for k, v in attrs:
+            if k in ("src", "href") and v:
+                self.urls.append(v)
+
+
+def test_html_report_is_one_file_with_every_part(report_doc):
+    svg = render(AFTER, "flame", "sub")
+    page = render_html(report_doc, svg)
+    p = _Collect()
+    p.feed(page)
+    assert p.urls == []                                       # nothing fetched: works offline
+    for part in ("Stages", "Latency per stage", "Flame graph", "Run", 'id="flamegraph"',
+                 'class="hist"', "per partition", "partition.write_row"):
+        assert part in page, part
+    assert p.tags.count("svg") >= 2
+    without = render_html({**report_doc, "perf": {"status": "unavailable", "reason": "no perf here"}}, None)
+    assert "no CPU samples: no perf here" in without
+
+
+@pytest.fixture
+def report_doc():
+    doc = synthetic_run()
+    doc["perf"] = {"status": "collected", "event": "cpu-clock", "frequency_hz": 99, "samples": AFTER.total,
+                   "unwinding": {"mode": "dwarf", "describe": "DWARF (8192-byte stacks)", "reason": "test"},
+                   "perf_cpu_share": 0.012, "stacks_file": "stacks.folded", **stacks_summary(AFTER)}
+    return doc
+
+
+def test_text_report_lists_the_hottest_functions(report_doc):
+    text = render_text(report_doc)
+    block = text[text.index("CPU samples: 100"):]
+    assert "perf used 1.2% of a CPU" in " ".join(block.split())
+    assert "threads: sql/one_connection 90.0%, innodb/page_cleaner_thread 10.0%" in block
+    assert re.search(r"40\.0% +40\.0%  row_insert_for_mysql", block)
+    assert max(len(line) for line in text.splitlines()) <= 80

@@ -1,0 +1,87 @@
+"""perf script output to folded stacks, and the choice of unwinding from a
+binary's prologues (fixtures built here, with and without frame pointers)."""
+
+import io
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from mysqlprobe.collectors.perf import choose_unwinding, fold_script, frame_pointer_share, short_frame
+from mysqlprobe.collectors.symbols import read_elf
+from mysqlprobe.flamegraphs import folded
+
+HERE = Path(__file__).parents[1]
+NAMES = {4242: "sql/one_connection", 4243: "innodb/page_cleaner_thread"}
+
+
+def _fold():
+    with open(HERE / "fixtures" / "perf_script.txt") as f:
+        return fold_script(f, NAMES)
+
+
+def test_perf_script_folds_as_the_golden_file():
+    stacks, samples = _fold()
+    assert samples == 5 and stacks.total == 5
+    out = io.StringIO()
+    folded.write(stacks, out)
+    golden = HERE / "golden" / "perf_stacks.folded"
+    if os.environ.get("UPDATE_GOLDEN"):
+        golden.write_text(out.getvalue())
+    assert out.getvalue() == golden.read_text()
+
+
+def test_roots_are_thread_names_and_frames_run_root_to_leaf():
+    stacks, _ = _fold()
+    conn = "sql/one_connection;start_thread;handle_one_connection;ha_partition::write_row;" \
+           "ha_innobase::write_row;row_insert_for_mysql;row_ins_clust_index_entry_low"
+    assert stacks.stacks[conn] == 2
+    cleaner = [s for s in stacks.stacks if s.startswith("innodb/page_cleaner_thread;")]
+    assert cleaner and cleaner[0].endswith("os_file_io;__libc_pwrite64;__x64_sys_pwrite64_[k];"
+                                           "copy_user_enhanced_fast_string_[k]")
+    assert "mariadbd;[unknown];[libjemalloc.so.2];row_ins_clust_index_entry_low" in stacks.stacks  # no P_S name
+    assert "busy;_start;__libc_start_main;__libc_start_call_main;main;mid;leaf" in stacks.stacks
+
+
+@pytest.mark.parametrize("symbol,dso,frame", [
+    ("ha_partition::write_row(unsigned char const*)", "/usr/sbin/mariadbd", "ha_partition::write_row"),
+    ("page_zip_compress+0x1f", "/usr/sbin/mariadbd", "page_zip_compress"),
+    ("__libc_start_main@@GLIBC_2.34", "/lib/libc.so.6", "__libc_start_main"),
+    ("[unknown]", "/usr/lib/libjemalloc.so.2", "[libjemalloc.so.2]"),
+    ("[unknown]", "[unknown]", "[unknown]"),
+    ("schedule", "[kernel.kallsyms]", "schedule_[k]"),
+    ("std::vector<int, std::allocator<int> >::push_back(int const&)", "/x", "std::vector<int, std::allocator<int> >::push_back"),
+])
+def test_short_frames(symbol, dso, frame):
+    assert short_frame(symbol, dso) == frame
+
+
+def test_a_comm_with_spaces_keeps_its_tid():
+    stacks, samples = fold_script(io.StringIO("my worker 77 \n\t 1 f (/x)\n\n"), {})
+    assert samples == 1 and list(stacks.stacks) == ["my worker;f"]
+
+
+@pytest.fixture(scope="module")
+def prologue_fixtures(tmp_path_factory):
+    src = tmp_path_factory.mktemp("fp") / "funcs.c"
+    # functions that call another: compilers keep no frame pointer in leaves
+    src.write_text("__attribute__((noinline)) int g(int *p, int k) { return p[k] ^ k; }\n"
+                   + "".join(f"__attribute__((noinline)) int f{i}(int *p, int n) {{ int s = {i};"
+                             f" for (int k = 0; k < n; k++) s += g(p, k) * {i + 1}; return s; }}\n" for i in range(40))
+                   + "int main(void) { return 0; }\n")
+    out = {}
+    for name, flag in (("fp", "-fno-omit-frame-pointer"), ("nofp", "-fomit-frame-pointer")):
+        exe = src.with_name(name)
+        subprocess.run(["cc", "-O2", flag, "-o", str(exe), str(src)], check=True)
+        out[name] = read_elf(str(exe))
+    return out
+
+
+def test_unwinding_follows_the_binarys_prologues(prologue_fixtures):
+    assert frame_pointer_share(prologue_fixtures["fp"]) > 0.9
+    assert frame_pointer_share(prologue_fixtures["nofp"]) < 0.1
+    assert choose_unwinding(prologue_fixtures["fp"]).mode == "fp"
+    chosen = choose_unwinding(prologue_fixtures["nofp"])
+    assert chosen.mode == "dwarf" and "frame pointer" in chosen.reason
+    assert choose_unwinding(prologue_fixtures["fp"], "dwarf").mode == "dwarf"
