@@ -165,7 +165,9 @@ def render_html(doc: dict, flamegraph_svg: str | None = None) -> str:
                   '<span class=muted>click a frame to zoom</span></p>', flamegraph_svg, _pre(text.samples_block(doc))]
     else:
         perf = doc.get("perf") or {}
-        parts.append(f"<p class=muted>no CPU samples: {_e(perf.get('reason') or perf.get('status'))}</p>")
+        why = "perf took none: the server used no CPU in the window" if perf.get("status") == "collected" \
+            else perf.get("reason") or perf.get("status")
+        parts.append(f"<p class=muted>no CPU samples: {_e(why)}</p>")
     warnings = doc.get("warnings") or []
     if warnings:
         parts += ["<h2>Warnings</h2>"] + [f"<p class=warn>{_e(w)}</p>" for w in warnings]

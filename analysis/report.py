@@ -232,11 +232,8 @@ def samples_block(doc: dict, top: int = 10) -> list[str]:
     threads = ", ".join(f"{t['thread']} {_pct(t['samples'] / n)}" for t in perf["threads"][:4])
     lines += textwrap.wrap("threads: " + threads, 80, subsequent_indent="  ")
     lines.append(f"  {'self':>6} {'total':>6}  function")
-    totals = {r["function"]: r["share"] for r in perf["top_total"]}
     for r in perf["top_self"][:top]:
-        total = totals.get(r["function"])
-        lines.append(f"  {_pct(r['share']):>6} {_pct(total) if total is not None else '':>6}  "
-                     f"{_clip(r['function'], 62)}")
+        lines.append(f"  {_pct(r['share']):>6} {_pct(r.get('total_share')):>6}  {_clip(r['function'], 62)}")
     if perf.get("stacks_file"):
         lines.append(f"  folded stacks: {perf['stacks_file']} (flamegraph.svg, report.html)")
     return lines

@@ -32,14 +32,21 @@ def thread_samples(folded: Folded) -> Counter:
     return out
 
 
-def _ranked(counter: Counter, all_samples: int, top: int) -> list[dict]:
+def _share(n: int, all_samples: int) -> float:
+    return round(n / all_samples, 4) if all_samples else 0.0
+
+
+def _ranked(counter: Counter, other: Counter, other_name: str, all_samples: int, top: int) -> list[dict]:
     rows = sorted(counter.items(), key=lambda kv: (-kv[1], kv[0]))[:top]
-    return [{"function": f, "samples": n, "share": round(n / all_samples, 4) if all_samples else 0.0} for f, n in rows]
+    return [{"function": f, "samples": n, "share": _share(n, all_samples),
+             f"{other_name}_samples": other[f], f"{other_name}_share": _share(other[f], all_samples)} for f, n in rows]
 
 
 def stacks_summary(folded: Folded, top: int = TOP) -> dict:
+    """Samples per thread, and the top functions by self and by total
+    samples (each row with the other measure too)."""
     own, total = function_samples(folded)
     n = folded.total
     return {"threads": [{"thread": t, "samples": c} for t, c in sorted(thread_samples(folded).items(),
                                                                         key=lambda kv: (-kv[1], kv[0]))],
-            "top_self": _ranked(own, n, top), "top_total": _ranked(total, n, top)}
+            "top_self": _ranked(own, total, "total", n, top), "top_total": _ranked(total, own, "self", n, top)}

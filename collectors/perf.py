@@ -14,6 +14,7 @@ import shutil
 import signal
 import subprocess
 import time
+from collections import Counter
 from dataclasses import dataclass
 
 from mysqlprobe.collectors.symbols import ElfImage, file_offset, qualified_name
@@ -98,8 +99,11 @@ class PerfRecorder:
         if not self.perf:
             raise PerfUnavailable("the perf tool is not installed (Debian: apt install linux-perf)")
         self._usage0 = resource.getrusage(resource.RUSAGE_CHILDREN)
+        # its own session: a Ctrl-C for mysqlprobe does not end it before the window closes;
+        # and it dies with mysqlprobe (kill -9 included), as the probes do
         self.proc = subprocess.Popen(self.command(), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                                     stderr=subprocess.PIPE, text=True, start_new_session=True)
+                                     stderr=subprocess.PIPE, text=True, start_new_session=True,
+                                     preexec_fn=_die_with_parent)
         # perf opens its events within milliseconds; a failure ends it at once
         deadline = time.monotonic() + 0.5
         while time.monotonic() < deadline and self.proc.poll() is None:
@@ -141,39 +145,67 @@ def short_frame(symbol: str, dso: str) -> str:
     return name + KERNEL_SUFFIX if kernel else name
 
 
+# frames below a thread's own entry function (libc, the P_S thread wrapper)
+_THREAD_START = {"_start", "__libc_start_main", "__libc_start_call_main", "start_thread", "clone", "clone3",
+                 "__clone", "__clone3", "__clone_internal", "pfs_spawn_thread", "[unknown]"}
+
+
+def entry_function(root_first: list[str]) -> str | None:
+    """The function a thread started in, from a stack that reaches its start."""
+    if not root_first or root_first[0] not in ("_start", "clone", "clone3", "__clone", "__clone3",
+                                               "start_thread", "__clone_internal"):
+        return None  # the unwinding stopped short of the thread's start
+    for frame in root_first:
+        if frame not in _THREAD_START and not frame.endswith(KERNEL_SUFFIX) and not frame.startswith("["):
+            return frame
+    return None
+
+
 def fold_script(lines, thread_names: dict[int, str] | None = None) -> tuple[Folded, int]:
-    """Folded stacks from `perf script -F comm,tid,ip,sym,dso` output; the
-    root frame is the thread's name (thread_names by tid, else its comm).
+    """Folded stacks from `perf script -F comm,tid,ip,sym,dso` output, with
+    the thread's name as root frame: its Performance Schema name (by tid,
+    from thread_names), else its comm when the server named its threads,
+    else comm/entry function ('mysqld/buf_flush_page_cleaner_coordinator').
     Returns the stacks and the number of samples."""
     names = thread_names or {}
-    folded = Folded()
-    samples = 0
-    root: str | None = None
+    samples: list[tuple[str, int | None, list[str]]] = []  # comm, tid, frames root first
+    header: tuple[str, int | None] | None = None
     frames: list[str] = []
 
     def flush():
-        nonlocal samples
-        if root is not None:
-            folded.add([root] + frames[::-1])
-            samples += 1
+        if header is not None:
+            samples.append((header[0], header[1], frames[::-1]))
 
     for raw in lines:
         line = raw.rstrip("\n")
         if not line.strip():
             flush()
-            root, frames = None, []
+            header, frames = None, []
             continue
         if not line[0].isspace():
             flush()
-            frames = []
-            comm, tid = _header(line)
-            root = names.get(tid, comm)
+            header, frames = _header(line), []
             continue
         m = _FRAME.match(line)
-        if m and root is not None:
+        if m and header is not None:
             frames.append(short_frame(m.group(2), m.group(3)))
     flush()
-    return folded, samples
+
+    entries: dict[int | None, Counter] = {}
+    comms = Counter(comm for comm, _, _ in samples)
+    for _, tid, stack in samples:
+        entry = entry_function(stack)
+        if entry:
+            entries.setdefault(tid, Counter())[entry] += 1
+    process_comm = comms.most_common(1)[0][0] if comms else ""
+    folded = Folded()
+    for comm, tid, stack in samples:
+        root = names.get(tid) if tid is not None else None
+        if root is None:
+            entry = entries.get(tid)
+            root = f"{comm}/{entry.most_common(1)[0][0]}" if comm == process_comm and entry else comm
+        folded.add([root] + stack)
+    return folded, len(samples)
 
 
 def _header(line: str) -> tuple[str, int | None]:
@@ -205,7 +237,7 @@ def thread_names_from_perf_schema(ps_record: dict | None) -> dict[int, str]:
     Performance Schema knows the OS thread id (MariaDB 10.5+, MySQL 5.7+)."""
     out = {}
     for t in (ps_record or {}).get("threads", []):
-        os_id, name = t.get("thread_os_id"), t.get("name") or ""
+        os_id, name = t.get("os_tid"), t.get("name") or ""
         if os_id:
             out[int(os_id)] = "/".join(name.split("/")[-2:]) if name.startswith("thread/") else name
     return out
@@ -298,7 +330,7 @@ class PerfWindow:
         self.record.update({"status": "collected", "samples": samples, "perf_cpu_s": round(self.recorder.cpu_s, 3),
                             "perf_cpu_share": round(self.recorder.cpu_s / self.seconds, 4) if self.seconds else None,
                             **stacks_summary(self.folded)})
-        if self.out_dir:
+        if self.out_dir and samples:
             os.makedirs(self.out_dir, exist_ok=True)
             with open(os.path.join(self.out_dir, STACKS_FILE), "w") as f:
                 folded_io.write(self.folded, f)
@@ -314,6 +346,13 @@ class PerfWindow:
         if self._tmp:
             shutil.rmtree(self._tmp, ignore_errors=True)
             self._tmp = None
+
+
+def _die_with_parent() -> None:
+    import ctypes
+
+    PR_SET_PDEATHSIG = 1
+    ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
 
 
 def _process_cpu_s(pid: int) -> float | None:

@@ -140,6 +140,8 @@ class UprobeSession:
         self.defer_target = defer_target  # attach the target's probes only at attach_target()
         self.verbose = verbose
         self._obj: libbpf.BpfObject | None = None
+        self._windows = 0     # windows opened so far
+        self._open = False
 
     def open(self) -> "UprobeSession":
         """Load and attach: uprobe_multi links where the kernel has them (one
@@ -230,8 +232,13 @@ class UprobeSession:
         return sum(2 if s.with_return else 1 for s in self.specs)
 
     def _set_enabled(self, on: bool) -> None:
-        # .bss holds one variable, `enabled`
-        libbpf.update(self._fds[".bss"], ctypes.c_uint32(0), ctypes.c_uint32(1 if on else 0))
+        # .bss holds one variable, `enabled`: 0, or the number of the open window
+        if on == self._open:
+            return
+        self._open = on
+        if on:
+            self._windows += 1
+        libbpf.update(self._fds[".bss"], ctypes.c_uint32(0), ctypes.c_uint32(self._windows if on else 0))
 
     def set_cost(self, cost_class: int, own_ns: float, pair_ns: float) -> None:
         """What the kernel subtracts, per probe of that class, from the calls it times."""

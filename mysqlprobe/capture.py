@@ -196,8 +196,9 @@ def write_visuals(out_dir: str, doc: dict) -> list[str]:
     path = Path(out_dir)
     written = []
     svg = None
+    stacks = (doc.get("perf") or {}).get("stacks_file")
     try:
-        if (path / STACKS_FILE).exists():
+        if stacks and (path / stacks).exists():
             title, sub = flamegraph_title(doc)
             svg = render(read_stacks(str(path)), title, sub)
             (path / FLAMEGRAPH_FILE).write_text(svg)

@@ -29,7 +29,10 @@ const volatile struct {
 } config = {};
 
 /* Set by user space once every probe is attached, cleared before any is
- * detached: all functions share one window, whatever the attach order. */
+ * detached: all functions share one window, whatever the attach order.
+ * Non-zero, it numbers the window: duty cycles open many, and frames left
+ * on a stack by a window (their return came while closed) are dropped in
+ * the next, so a return never matches an entry of an earlier window. */
 __u32 enabled = 0;
 
 struct {
@@ -162,11 +165,16 @@ static __always_inline unsigned long arg_value(struct x86_64_regs *regs, __u32 i
 	return index == 5 ? a5 : 0;
 }
 
-static __always_inline struct thread_stack *thread_stack(__u32 tid, bool create)
+static __always_inline struct thread_stack *thread_stack(__u32 tid, bool create, int who)
 {
 	struct thread_stack *st = bpf_map_lookup_elem(&stacks, &tid);
-	__u32 zero = 0;
+	__u32 zero = 0, window = enabled;
 
+	if (st && who == TARGET && st->window != window) {
+		st->depth = 0;
+		st->overflow = 0;
+		st->window = window;
+	}
 	if (st || !create)
 		return st;
 	st = bpf_map_lookup_elem(&empty_stack, &zero);
@@ -176,6 +184,8 @@ static __always_inline struct thread_stack *thread_stack(__u32 tid, bool create)
 	st = bpf_map_lookup_elem(&stacks, &tid);
 	if (!st)
 		count(CNT_NO_STACK);
+	else if (who == TARGET)
+		st->window = window;
 	return st;
 }
 
@@ -198,7 +208,7 @@ int probe_entry(struct x86_64_regs *ctx)
 		count(CNT_ENTRIES);
 	if (cookie & COOKIE_ENTRY_ONLY)
 		return 0;
-	st = thread_stack(tid, true);
+	st = thread_stack(tid, true, who);
 	if (!st)
 		return 0;
 	st->hits++;
@@ -309,7 +319,7 @@ int probe_return(struct x86_64_regs *ctx)
 		return 0;
 	if (who == TARGET)
 		count(CNT_RETURNS);
-	st = thread_stack(tid, false);
+	st = thread_stack(tid, false, who);
 	if (!st) {
 		count(CNT_UNMATCHED_RETURNS);
 		return 0;

@@ -103,7 +103,7 @@ struct thread_stack {
 	__u32 depth;
 	__u32 overflow;
 	__u32 found;   /* scratch: the frame a return matched (see probe_return) */
-	__u32 pad;
+	__u32 window;  /* the window its frames were pushed in (see `enabled`) */
 	__u64 hits;
 	__u64 cost_ns; /* calibrated cost of the probed calls completed on this thread */
 	struct frame frames[MAX_DEPTH];

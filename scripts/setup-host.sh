@@ -2,12 +2,15 @@
 # Installs what mysqlprobe needs on Debian 12, as root; skips what is there.
 #   build:  clang, libbpf-dev, linux-libc-dev (uapi headers), gcc   -> probes/*.bpf.o
 #   run:    libbpf1, python3 + venv
+#   run:    linux-perf (CPU samples for flame graphs)
 #   tests:  g++/binutils (fixtures), bpftool (probe checks), maven (MariaDB jars),
-#           mariadb-server-core (Debian's stripped mariadbd); bench: bpftrace
+#           mariadb-server-core (Debian's stripped mariadbd), chromium (the HTML report
+#           in a real browser), inferno from crates.io (reads our folded stacks); bench: bpftrace
 set -euo pipefail
 
-packages=(clang libbpf-dev libbpf1 linux-libc-dev gcc g++ binutils make bpftool bpftrace
-          python3 python3-venv python3-pip maven mariadb-server-core ca-certificates)
+packages=(clang libbpf-dev libbpf1 linux-libc-dev gcc g++ binutils make bpftool bpftrace linux-perf
+          python3 python3-venv python3-pip maven mariadb-server-core chromium ca-certificates)
+INFERNO_VERSION=0.12.8
 
 if [ "$(id -u)" != 0 ]; then
     echo "setup-host.sh: run as root (apt-get, and the probes need root anyway)" >&2
@@ -27,3 +30,15 @@ fi
 
 # uprobes are created through perf events; tracefs is only looked at by the tests
 mountpoint -q /sys/kernel/tracing 2>/dev/null || mount -t tracefs nodev /sys/kernel/tracing 2>/dev/null || true
+
+# inferno (FlameGraph's format in Rust): the tests check it reads what we write
+export PATH="$HOME/.cargo/bin:$PATH"
+if ! command -v inferno-flamegraph >/dev/null; then
+    if ! command -v cargo >/dev/null; then
+        echo "installing: cargo (to build inferno)"
+        apt-get install -y -qq --no-install-recommends cargo >/dev/null
+    fi
+    echo "building inferno $INFERNO_VERSION with cargo (a few minutes, once)"
+    cargo install --quiet --locked inferno --version "$INFERNO_VERSION" \
+        --bin inferno-flamegraph --bin inferno-diff-folded
+fi

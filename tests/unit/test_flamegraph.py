@@ -90,7 +90,9 @@ def test_stack_summary_self_total_and_threads():
     assert top_total["ha_partition::write_row"] == 90 and top_total["do_command"] == 90
     assert "sql/one_connection" not in top_total              # the thread is no function
     recursive = stacks_summary(_stacks("t;f;f;f 5"))
-    assert recursive["top_total"][0] == {"function": "f", "samples": 5, "share": 1.0}
+    assert recursive["top_total"][0] == {"function": "f", "samples": 5, "share": 1.0, "self_samples": 5,
+                                         "self_share": 1.0}
+    assert s["top_self"][0]["total_samples"] == 40
 
 
 class _Collect(HTMLParser):

@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from mysqlprobe.collectors.perf import choose_unwinding, fold_script, frame_pointer_share, short_frame
+from mysqlprobe.collectors.perf import (choose_unwinding, fold_script, frame_pointer_share, short_frame,
+                                        thread_names_from_perf_schema)
 from mysqlprobe.collectors.symbols import read_elf
 from mysqlprobe.flamegraphs import folded
 
@@ -23,7 +24,7 @@ def _fold():
 
 def test_perf_script_folds_as_the_golden_file():
     stacks, samples = _fold()
-    assert samples == 5 and stacks.total == 5
+    assert samples == 7 and stacks.total == 7
     out = io.StringIO()
     folded.write(stacks, out)
     golden = HERE / "golden" / "perf_stacks.folded"
@@ -42,6 +43,11 @@ def test_roots_are_thread_names_and_frames_run_root_to_leaf():
                                            "copy_user_enhanced_fast_string_[k]")
     assert "mariadbd;[unknown];[libjemalloc.so.2];row_ins_clust_index_entry_low" in stacks.stacks  # no P_S name
     assert "busy;_start;__libc_start_main;__libc_start_call_main;main;mid;leaf" in stacks.stacks
+    # no P_S name, an unnamed thread: named by the function it started in, even where unwinding fell short
+    started = "mariadbd/handle_one_connection"
+    assert stacks.stacks[f"{started};__clone3;start_thread;pfs_spawn_thread;handle_one_connection;"
+                         "row_insert_for_mysql"] == 1
+    assert stacks.stacks[f"{started};row_insert_for_mysql"] == 1
 
 
 @pytest.mark.parametrize("symbol,dso,frame", [
@@ -85,3 +91,12 @@ def test_unwinding_follows_the_binarys_prologues(prologue_fixtures):
     chosen = choose_unwinding(prologue_fixtures["nofp"])
     assert chosen.mode == "dwarf" and "frame pointer" in chosen.reason
     assert choose_unwinding(prologue_fixtures["fp"], "dwarf").mode == "dwarf"
+
+
+def test_thread_names_come_from_the_perf_schema_record():
+    ps = {"threads": [{"thread_id": 1, "name": "thread/sql/one_connection", "processlist_id": 5, "os_tid": 4242},
+                      {"thread_id": 4, "name": "thread/innodb/page_cleaner_thread", "processlist_id": None,
+                       "os_tid": 4243},
+                      {"thread_id": 9, "name": "thread/sql/main", "processlist_id": None, "os_tid": None}]}
+    assert thread_names_from_perf_schema(ps) == NAMES
+    assert thread_names_from_perf_schema({"status": "off"}) == {}

@@ -1,0 +1,118 @@
+"""CPU sampling, flame graphs and the HTML report on a real MariaDB load:
+the folded stacks are read by inferno unchanged, the report and the flame
+graph load in headless Chromium without errors, draw, and search works."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from browser import dom_after_load, png_colours, screenshot
+from conftest import MYSQLPROBE
+from helpers import Profiler
+from mysqlprobe import sandbox, workload
+from mysqlprobe.flamegraphs import folded
+
+pytestmark = [pytest.mark.root, pytest.mark.server]
+ROWS = 200003  # prime
+VERSION = "10.11.5"  # Performance Schema knows OS thread ids: threads are named by it
+
+
+@pytest.fixture(scope="module")
+def server():
+    sb = sandbox.Sandbox(VERSION)
+    was_running = sb.running()
+    pid = sb.start(log=lambda m: print(m, file=sys.stderr))
+    yield sb, pid
+    if not was_running:
+        sb.stop()
+
+
+def _capture(sb, pid, out: Path, kind: str, partitions: int) -> dict:
+    conn = workload.connect(sb.socket)
+    t = workload.table(kind, partitions)
+    workload.prepare_source(conn, ROWS)
+    workload.create_target(conn, t)
+    prof = Profiler(pid, out, "--insert-profile")
+    affected, _ = workload.insert_select(conn, t)
+    code, text, err = prof.stop()
+    conn.close()
+    assert code == 0, err
+    assert affected == ROWS
+    return {"doc": prof.profile(), "text": text, "dir": out}
+
+
+@pytest.fixture(scope="module")
+def captures(server, tmp_path_factory):
+    sb, pid = server
+    base = tmp_path_factory.mktemp("captures")
+    return {"range": _capture(sb, pid, base / "range", "range", 5),
+            "none": _capture(sb, pid, base / "none", "none", 0)}
+
+
+def test_samples_fold_into_named_threads(captures):
+    cap = captures["range"]
+    perf = cap["doc"]["perf"]
+    assert perf["status"] == "collected" and perf["samples"] > 0
+    assert perf["unwinding"]["mode"] == "fp"        # these builds keep frame pointers: no DWARF copies needed
+    stacks = folded.parse((cap["dir"] / "stacks.folded").read_text().splitlines())
+    assert stacks.ignored == 0 and stacks.total == perf["samples"]
+    inserting = [s for s in stacks.stacks if s.startswith("sql/one_connection;") and "row_insert_for_mysql" in s]
+    assert inserting, "no sample of the connection thread inserting rows"
+    assert any("ha_partition::write_row" in s for s in inserting)
+    assert "CPU samples:" in cap["text"] and "row_insert_for_mysql" in cap["text"] or "row_ins" in cap["text"]
+    for name in ("flamegraph.svg", "report.html"):
+        assert (cap["dir"] / name).stat().st_size > 0
+
+
+def _inferno() -> str:
+    exe = shutil.which("inferno-flamegraph") or str(Path.home() / ".cargo/bin/inferno-flamegraph")
+    assert Path(exe).exists(), "inferno is not installed (make deps builds it with cargo)"
+    return exe
+
+
+def test_inferno_reads_our_folded_stacks_unchanged(captures, tmp_path):
+    src = captures["range"]["dir"] / "stacks.folded"
+    done = subprocess.run([_inferno(), str(src)], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert "<svg" in done.stdout and "row_insert_for_mysql" in done.stdout
+    assert "sql/one_connection" in done.stdout
+
+
+def _share_matching(stacks: folded.Folded, needle: str) -> float:
+    return sum(c for s, c in stacks.stacks.items() if any(needle in f for f in s.split(";"))) / stacks.total
+
+
+def test_report_and_flame_graph_work_in_chromium(captures, tmp_path):
+    cap = captures["range"]
+    stacks = folded.parse((cap["dir"] / "stacks.folded").read_text().splitlines())
+    expected = _share_matching(stacks, "row_insert")
+    for page in ("report.html", "flamegraph.svg"):
+        dom = dom_after_load(cap["dir"] / page, "#search=row_insert")
+        assert 'data-errors="' not in dom, dom[:2000]
+        assert 'data-ready="1"' in dom                     # the flame graph's script ran
+        matched = float(dom.split('data-matched="')[1].split('"')[0])
+        assert matched == pytest.approx(expected, abs=0.02), page
+    assert 'data-loaded="1"' in dom_after_load(cap["dir"] / "report.html")
+    png = screenshot(cap["dir"] / "report.html", tmp_path / "report.png")
+    assert png_colours(png) > 20                           # charts and frames drawn, not a blank page
+    png = screenshot(cap["dir"] / "flamegraph.svg", tmp_path / "flame.png", "1200,700")
+    assert png_colours(png) > 20
+
+
+def test_differential_graph_of_two_captures(captures, tmp_path):
+    out = tmp_path / "diff.svg"
+    done = subprocess.run([MYSQLPROBE, "flamegraph", str(captures["none"]["dir"]), str(captures["range"]["dir"]),
+                           "-o", str(out), "--per", "row"], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    svg = out.read_text()
+    assert "red grew, blue shrank (samples/row)" in svg
+    # the partitioning layer exists only in the second: it grew, so it is drawn red
+    title = svg.split("ha_partition::write_row (")[1].split(")")[0]
+    assert "vs before" in title and "+" in title.split(",")[-1]
+    dom = dom_after_load(out, "#search=ha_partition")
+    assert 'data-errors="' not in dom and float(dom.split('data-matched="')[1].split('"')[0]) > 0
