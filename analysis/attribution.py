@@ -85,6 +85,15 @@ def _clip(start, end, t0, t1) -> int:
     return max(min(end, t1) - max(start or t0, t0), 0)
 
 
+def _thread_stages(ps: dict, thread_id: int) -> list[tuple[str, int]]:
+    """A thread's stage time in the window from the per-thread summaries,
+    for a statement whose stage events the history no longer held."""
+    prefix = f"{thread_id} "
+    rows = [(r["name"][len(prefix):], r["timer_ps"] // PS_PER_NS)
+            for r in (ps.get("deltas") or {}).get("thread_stages", []) if r["name"].startswith(prefix)]
+    return sorted(rows, key=lambda x: -x[1])
+
+
 def attribute(doc: dict, top: int = 3) -> list[dict]:
     ps = doc.get("perf_schema") or {}
     if ps.get("status") != "collected" or not ps.get("statements"):
@@ -96,6 +105,9 @@ def attribute(doc: dict, top: int = 3) -> list[dict]:
     writes = [st for st in ps["statements"] if (st.get("event_name") or "").startswith(WRITES)]
     by_time = sorted(writes or ps["statements"], key=lambda st: -window(st))
     statements = sorted(ps["statements"], key=lambda st: -window(st))[:top]
+    longest: dict[int, dict] = {}  # per thread, its statement longest in the window
+    for st in sorted(ps["statements"], key=lambda st: window(st)):
+        longest[st["thread_id"]] = st
     out = []
     for st in statements:
         in_window = window(st)
@@ -114,6 +126,9 @@ def attribute(doc: dict, top: int = 3) -> list[dict]:
                   (st["thread_id"], st["event_id"])]
         stage_ns = sorted(((s["event_name"], _clip(s["timer_start"], s["timer_end"], t0, t1) // PS_PER_NS)
                            for s in stages), key=lambda x: -x[1])
+        stages_from = "history"
+        if not stage_ns and st is longest.get(st["thread_id"]):
+            stage_ns, stages_from = _thread_stages(ps, st["thread_id"]), "thread summary"
         parts = {s["stage"]: s["partitions"] for s in doc.get("stages", []) if s.get("partitions")}
         tree = probe_tree(edges, parts)
         probed = sum(r["inclusive_ns"] for r in tree)
@@ -121,6 +136,7 @@ def attribute(doc: dict, top: int = 3) -> list[dict]:
         cost = round(min(cost, max(stage_ns[0][1] - probed, 0))) if stage_ns else 0
         out.append({
             "statement": st["sql_text"], "thread_id": st["thread_id"], "os_tid": tid, "join": join,
+            "stages_from": stages_from,
             "in_window_ns": in_window // PS_PER_NS,
             "stages": [{"stage": name, "ns": ns, "probed": tree if name == main else [],
                         "probe_cost_ns": cost if name == main else 0,

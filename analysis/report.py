@@ -174,6 +174,8 @@ def attribution_block(doc: dict) -> list[str]:
         text = " ".join(t["statement"].split())
         lines.append(f"{text[:60]:<60} {fmt(t['in_window_ns']):>7}")
         lines.append(f"  (probe time joined by {t['join']})")
+        if t.get("stages_from") == "thread summary":
+            lines.append("  (stages from the thread's P_S summary: the stage history was overrun)")
         shown = [st for st in t["stages"] if st["probed"] or st["ns"] >= 0.005 * total]
         for st in shown:
             lines.append(f"  {st['stage'][:42]:<42} {fmt(st['ns']):>7} {_pct(st['ns'] / total):>6}")

@@ -27,6 +27,10 @@ PS_TIMER_PER_NS = 1000  # P_S timers count picoseconds
 SUMMARIES = {
     "stages": ("SELECT EVENT_NAME, COUNT_STAR, SUM_TIMER_WAIT FROM performance_schema."
                "events_stages_summary_global_by_event_name"),
+    # per thread: a statement's stages when the shared stage history (1000 rows
+    # by default) was overrun by background threads before the window ended
+    "thread_stages": ("SELECT CONCAT(THREAD_ID, ' ', EVENT_NAME), COUNT_STAR, SUM_TIMER_WAIT FROM "
+                      "performance_schema.events_stages_summary_by_thread_by_event_name WHERE COUNT_STAR > 0"),
     "waits": ("SELECT EVENT_NAME, COUNT_STAR, SUM_TIMER_WAIT FROM performance_schema."
               "events_waits_summary_global_by_event_name"),
     "files": ("SELECT EVENT_NAME, COUNT_STAR, SUM_TIMER_WAIT, SUM_NUMBER_OF_BYTES_READ, SUM_NUMBER_OF_BYTES_WRITE "
@@ -38,7 +42,7 @@ SUMMARIES = {
                 "FROM performance_schema.events_statements_summary_by_digest"),
 }
 COLUMNS = {
-    "stages": ("count", "timer_ps"), "waits": ("count", "timer_ps"),
+    "stages": ("count", "timer_ps"), "thread_stages": ("count", "timer_ps"), "waits": ("count", "timer_ps"),
     "files": ("count", "timer_ps", "bytes_read", "bytes_written"),
     "tables": ("count", "timer_ps", "writes", "write_timer_ps"),
     "digests": ("count", "timer_ps", "rows_affected", "rows_examined"),

@@ -516,8 +516,8 @@ def record(target, binary: Binary, plan: Plan, *, duration: float | None, stop: 
             cycles, rows_at_end = None, ps.rows_changed()
         else:
             cycles, rows_at_end = _duty_cycles(session, specs, win, budget, calibrator, ps.rows_changed, started)
-        sampler.stop()
         elapsed = win.elapsed()
+        sampler.stop()  # perf takes a moment to write its data: not part of the window
         proc_end = process.snapshot(target.pid)
         ps.close()
         if signals:

@@ -63,6 +63,23 @@ def test_tree_follows_the_recorded_nesting():
     assert tree["background"][0]["inclusive_ns"] == 5 * MS
 
 
+def test_stages_come_from_the_thread_summary_when_the_history_was_overrun():
+    doc = capture()
+    ps = doc["perf_schema"]
+    ps["stages"] = []  # background threads pushed them out of events_stages_history_long
+    ps["deltas"]["thread_stages"] = [
+        {"name": "20 stage/sql/Sending data", "count": 1, "timer_ps": 96 * MS * PS},
+        {"name": "20 stage/sql/init", "count": 1, "timer_ps": 2 * MS * PS},
+        {"name": "8 stage/sql/closing tables", "count": 676, "timer_ps": 9 * MS * PS}]  # another thread's
+    (tree,) = attribute(doc)
+    assert tree["stages_from"] == "thread summary"
+    assert [(s["stage"], s["ns"]) for s in tree["stages"]] == [("stage/sql/Sending data", 96 * MS),
+                                                              ("stage/sql/init", 2 * MS)]
+    assert tree["stages"][0]["probed"][0]["stage"] == "partition.write_row"
+    assert "the stage history was overrun" in render_text(doc)
+    assert attribute(capture())[0]["stages_from"] == "history"
+
+
 def test_without_thread_os_id_the_window_goes_to_the_longest_write():
     (tree,) = attribute(capture(thread_os_id=False))
     assert tree["join"].startswith("time window")
