@@ -137,7 +137,7 @@ class PerfRecorder:
 def short_frame(symbol: str, dso: str) -> str:
     """One flame graph frame: the function's qualified name without its
     parameters, '_[k]' on kernel frames, '[library]' when unsymbolized."""
-    kernel = dso.startswith("[kernel")
+    kernel = dso.startswith("[kernel") or symbol.startswith("bpf_prog_")  # BPF programs run in the kernel
     if symbol in ("", "[unknown]"):
         name = "[unknown]" if dso in ("", "[unknown]") else f"[{os.path.basename(dso).strip('[]')}]"
     else:

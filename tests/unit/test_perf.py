@@ -57,6 +57,7 @@ def test_roots_are_thread_names_and_frames_run_root_to_leaf():
     ("[unknown]", "/usr/lib/libjemalloc.so.2", "[libjemalloc.so.2]"),
     ("[unknown]", "[unknown]", "[unknown]"),
     ("schedule", "[kernel.kallsyms]", "schedule_[k]"),
+    ("bpf_prog_f17b38b184e5035b_probe_return", "[unknown]", "bpf_prog_f17b38b184e5035b_probe_return_[k]"),
     ("std::vector<int, std::allocator<int> >::push_back(int const&)", "/x", "std::vector<int, std::allocator<int> >::push_back"),
 ])
 def test_short_frames(symbol, dso, frame):
