@@ -313,13 +313,21 @@ def render(results: dict) -> str:
 
 def targets(results: dict) -> list[tuple[str, str, bool]]:
     """The overhead issue's targets, read off the medians."""
-    slow = results["seed_load"]["slowdown"]
+    load = results["seed_load"]
+    slow = load["slowdown"]
     acc = results["accuracy"]
     att = results["attach"]["seconds"]
-    out = [("default insert profile slowdown <= 1.10x", f"{slow['mysqlprobe (default)']['median']:.2f}x",
-            slow["mysqlprobe (default)"]["median"] <= 1.10),
-           ("--exact no slower than bpftrace", f"{slow['mysqlprobe --exact']['median']:.2f}x vs "
-            f"{slow['bpftrace']['median']:.2f}x", slow["mysqlprobe --exact"]["median"] <= slow["bpftrace"]["median"])]
+    runs = load["seconds"]["no probes"]["runs"]
+    noise = (max(runs) - min(runs)) / min(runs)
+    measured = [e["measured_slowdown"] for e in load.get("default_mode_estimates", []) if e.get("measured_slowdown")]
+    out = [("default insert profile slowdown <= 1.10x, between runs",
+            f"{slow['mysqlprobe (default)']['median']:.2f}x (unprobed runs alone vary by {100 * noise:.0f}%)",
+            slow["mysqlprobe (default)"]["median"] <= 1.10)]
+    if measured:
+        out.append(("default insert profile slowdown <= 1.10x, within each run (on against off phases)",
+                    f"{min(measured):.2f}x to {max(measured):.2f}x", max(measured) <= 1.10))
+    out.append(("--exact no slower than bpftrace", f"{slow['mysqlprobe --exact']['median']:.2f}x vs "
+                f"{slow['bpftrace']['median']:.2f}x", slow["mysqlprobe --exact"]["median"] <= slow["bpftrace"]["median"]))
     for name, rel in (("cost_1us", 0.10), ("cost_10us", 0.10)):
         err = acc[name]["corrected"]["error_ns"] / acc[name]["truth_ns"]
         out.append((f"corrected mean of {name} within +-{100 * rel:.0f}%", f"{100 * err:+.1f}%", abs(err) <= rel))

@@ -17,10 +17,10 @@ DESCRIPTION = ("Where an INSERT's time goes inside mysqld: eBPF uprobe latency h
 
 
 def _commands() -> dict:
-    from mysqlprobe.commands import demo, flamegraph, load, record, report, sandbox
+    from mysqlprobe.commands import bench, compare, demo, flamegraph, load, record, report, sandbox
 
-    return {"record": record, "report": report, "flamegraph": flamegraph, "sandbox": sandbox, "load": load,
-            "demo": demo}
+    return {"record": record, "report": report, "compare": compare, "flamegraph": flamegraph,
+            "bench": bench, "sandbox": sandbox, "load": load, "demo": demo}
 
 
 def build_parser(command: str, module) -> argparse.ArgumentParser:

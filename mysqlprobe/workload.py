@@ -35,17 +35,27 @@ def connect(socket: str, database: str | None = None, user: str = "root", passwo
         raise WorkloadError(f"cannot connect through {socket}: {e.args[-1]}") from None
 
 
+ROW_FORMATS = ("compact", "dynamic", "compressed")
+
+
 @dataclass(frozen=True)
 class Table:
-    kind: str        # range, list, hash or none
-    partitions: int  # 0 for none
+    kind: str            # range, list, hash or none
+    partitions: int      # 0 for none
+    row_format: str = ""  # compact, dynamic, compressed; "" for the server's default
+    key_block_size: int = 0  # compressed: 1, 2, 4, 8 or 16 (KB)
 
     @property
     def name(self) -> str:
-        return "emp_nopart" if self.kind == "none" else f"emp_{self.kind}_{self.partitions}"
+        base = "emp_nopart" if self.kind == "none" else f"emp_{self.kind}_{self.partitions}"
+        if self.row_format:
+            base += f"_{self.row_format}" + (f"_{self.key_block_size}" if self.key_block_size else "")
+        return base
 
     def ddl(self) -> str:
-        return f"CREATE TABLE {self.name} {COLUMNS}{self.partition_clause()}"
+        options = f" ROW_FORMAT={self.row_format.upper()}" if self.row_format else ""
+        options += f" KEY_BLOCK_SIZE={self.key_block_size}" if self.key_block_size else ""
+        return f"CREATE TABLE {self.name} {COLUMNS}{options}{self.partition_clause()}"
 
     def partition_clause(self) -> str:
         n = self.partitions
@@ -64,12 +74,16 @@ class Table:
         raise WorkloadError(f"unknown partitioning {self.kind!r}; choose one of {', '.join(KINDS)}")
 
 
-def table(kind: str, partitions: int) -> Table:
+def table(kind: str, partitions: int, row_format: str = "", key_block_size: int = 0) -> Table:
     if kind not in KINDS:
         raise WorkloadError(f"unknown partitioning {kind!r}; choose one of {', '.join(KINDS)}")
     if kind != "none" and not 1 <= partitions <= (STORE_IDS if kind == "list" else 8192):
         raise WorkloadError(f"{kind} partitioning with {partitions} partitions is not supported here")
-    return Table(kind, 0 if kind == "none" else partitions)
+    if row_format and row_format not in ROW_FORMATS:
+        raise WorkloadError(f"unknown row format {row_format!r}; choose one of {', '.join(ROW_FORMATS)}")
+    if key_block_size and (row_format != "compressed" or key_block_size not in (1, 2, 4, 8, 16)):
+        raise WorkloadError("KEY_BLOCK_SIZE is 1, 2, 4, 8 or 16, with the compressed row format only")
+    return Table(kind, 0 if kind == "none" else partitions, row_format, key_block_size)
 
 
 def _scalar(cur, sql: str, args=None):
@@ -134,3 +148,40 @@ def partition_counts(conn, t: Table) -> list[int]:
 def row_count(conn, t: Table) -> int:
     with conn.cursor() as cur:
         return _scalar(cur, f"SELECT COUNT(*) FROM {SCHEMA}.{t.name}")
+
+
+def single_row_inserts(socket: str, t: Table, rows: int, clients: int, user: str = "root") -> tuple[int, float]:
+    """`clients` connections, each inserting its share of emp_src's rows one
+    autocommitted INSERT at a time, all at once; (rows inserted, seconds)."""
+    import threading
+
+    conns = [connect(socket, SCHEMA, user) for _ in range(clients)]
+    with conns[0].cursor() as cur:
+        cur.execute(f"SELECT * FROM {SOURCE} ORDER BY id LIMIT %s", (rows,))
+        source = list(cur.fetchall())
+    if len(source) < rows:
+        raise WorkloadError(f"{SOURCE} has {len(source)} rows, wanted {rows}")
+    done = [0] * clients
+    errors: list[BaseException] = []
+    sql = f"INSERT INTO {t.name} VALUES (%s, %s, %s, %s, %s, %s, %s)"
+
+    def client(i: int) -> None:
+        try:
+            with conns[i].cursor() as cur:
+                for row in source[i::clients]:
+                    done[i] += cur.execute(sql, row)
+        except BaseException as e:  # reported below, from the calling thread
+            errors.append(e)
+
+    threads = [threading.Thread(target=client, args=(i,)) for i in range(clients)]
+    start = time.perf_counter()
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
+    seconds = time.perf_counter() - start
+    for c in conns:
+        c.close()
+    if errors:
+        raise WorkloadError(f"single-row inserts failed: {errors[0]}")
+    return sum(done), seconds

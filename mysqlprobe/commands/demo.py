@@ -3,14 +3,12 @@
 from __future__ import annotations
 
 import sys
-import threading
 
 from mysqlprobe import catalog, sandbox, workload
 from mysqlprobe.analysis.report import render_text
 from mysqlprobe.capture import write_profile, write_visuals
-from mysqlprobe.collectors.perf import PerfOptions
-from mysqlprobe.commands.record import Plan, StatusLine, StopSignals, plan_probes, record
-from mysqlprobe.collectors.connection import ConnectOptions
+from mysqlprobe.commands.profiled_load import profile_load
+from mysqlprobe.commands.record import Plan, plan_probes
 from mysqlprobe.collectors.symbols import load_target_binary, resolve_target
 
 EXAMPLES = """examples:
@@ -26,28 +24,6 @@ def add_arguments(p) -> None:
     p.add_argument("--partitions", type=int, default=5)
     p.add_argument("-o", "--output", default="out/demo", metavar="DIR", help="capture directory")
     p.add_argument("--keep-running", action="store_true", help="leave the sandbox server running")
-
-
-class _LoadWhenAttached(StatusLine):
-    """Starts the load once the probes are attached; ends the window when it is done."""
-
-    def __init__(self, conn, table, stop: threading.Event):
-        super().__init__()
-        self.conn, self.table, self.stop = conn, table, stop
-        self.result: tuple[int, float] | None = None
-        self.error: BaseException | None = None
-
-    def started(self, session, functions: int, exact: bool = True, budget: float = 0.10) -> None:
-        super().started(session, functions, exact, budget)
-        threading.Thread(target=self._load, daemon=True).start()
-
-    def _load(self) -> None:
-        try:
-            self.result = workload.insert_select(self.conn, self.table)
-        except BaseException as e:
-            self.error = e
-        finally:
-            self.stop.set()
 
 
 def _log(msg: str) -> None:
@@ -67,17 +43,9 @@ def run(args, parser) -> int:
         target = resolve_target(pid)
         binary = load_target_binary(target)
         plan: Plan = plan_probes(binary, list(catalog.INSERT_PROFILE), [])
-        stop = threading.Event()
-        status = _LoadWhenAttached(conn, table, stop)
         _log(f"INSERT INTO {table.name} SELECT * FROM {workload.SOURCE}, profiled")
-        with StopSignals(stop) as signals:
-            doc = record(target, binary, plan, duration=None, stop=stop, argv=sys.argv, status=status,
-                         verbose=args.verbose, signals=signals, stop_reason="load finished",
-                         exact=True, connect=ConnectOptions(socket=sb.socket), perf=PerfOptions(),
-                         out_dir=args.output)
-        if status.error:
-            raise status.error
-        rows, seconds = status.result
+        doc, rows, seconds = profile_load(target, binary, plan, lambda: workload.insert_select(conn, table),
+                                          socket=sb.socket, out_dir=args.output, exact=True, verbose=args.verbose)
         doc["workload"] = {"table": table.name, "ddl": table.ddl(), "rows": rows, "seconds": round(seconds, 3),
                            "statement": f"INSERT INTO {table.name} SELECT * FROM {workload.SOURCE}",
                            "partition_rows": workload.partition_counts(conn, table) if table.partitions else []}

@@ -1,0 +1,303 @@
+"""Two runs side by side, per row inserted: what changed between them and
+where the difference in wall time per row went.
+
+Each side is one capture or several (repeats of the same cell): figures are
+medians over the repeats, with their spread. Stages line up through the
+catalog, whatever the functions are called in each version (ha_partition::
+write_row on one side, ha_innopart::write_row_in_part on the other are both
+partition.write_row). The difference in wall time per row is shared out to
+the probed stages by their exclusive time (time in the stage, not in a
+probed stage nested in it), and what the stages do not hold is broken down
+by the CPU samples' functions. A difference smaller than the two sides'
+run-to-run spread is marked as noise, not reported as a finding."""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+from statistics import median
+
+from mysqlprobe.analysis.profile import estimated_calls, stage_summaries, window_scale
+from mysqlprobe.flamegraphs.folded import Folded
+
+PS_PER_NS = 1000
+WRITE_EVENTS = ("statement/sql/insert", "statement/sql/replace", "statement/sql/load")
+
+
+def rows_of(doc: dict) -> tuple[int | None, str]:
+    """Rows the load inserted in the window, and where the figure comes from."""
+    status = ((doc.get("perf_schema") or {}).get("deltas") or {}).get("status") or {}
+    if status.get("Innodb_rows_inserted"):
+        return status["Innodb_rows_inserted"], "Innodb_rows_inserted"
+    if (doc.get("workload") or {}).get("rows"):
+        return doc["workload"]["rows"], "the load's rows"
+    if doc["window"].get("rows_changed"):
+        return doc["window"]["rows_changed"], "rows changed (Handler_write...)"
+    return None, "unknown"
+
+
+def load_seconds(doc: dict) -> tuple[float, str]:
+    """The load's wall time: the load driver's own timing (bench, demo), else
+    the longest write statement P_S saw, else the window."""
+    if (doc.get("workload") or {}).get("seconds"):
+        return doc["workload"]["seconds"], "the load's own timing"
+    ps = doc.get("perf_schema") or {}
+    writes = [s for s in ps.get("statements", []) if (s.get("event_name") or "").startswith(WRITE_EVENTS)
+              and s.get("timer_wait")]
+    if writes:
+        return max(s["timer_wait"] for s in writes) / 1e12, "P_S statement time"
+    return doc["window"]["duration_s"], "the window"
+
+
+def stage_exclusive_ns(doc: dict) -> dict[str, float]:
+    """Per stage, corrected time in the window outside the probed stages
+    nested in it (all threads), scaled to the whole window."""
+    stage_of = {p["id"]: p.get("stage") or f"probe:{p['name']}" for p in doc.get("probes", [])}
+    scale = window_scale(doc)
+    inclusive: Counter = Counter()
+    nested: Counter = Counter()
+    for p in doc.get("probes", []):
+        stage = stage_of[p["id"]]
+        for c in p.get("callers", []):
+            parent = stage_of.get(c["parent"]) if c["parent"] is not None else None
+            if parent == stage:
+                continue  # inside its own stage's time already
+            inclusive[stage] += c["total_ns"] * scale
+            if parent is not None:
+                nested[parent] += c["total_ns"] * scale
+    return {s: inclusive[s] - nested[s] for s in inclusive}
+
+
+@dataclass
+class Run:
+    """One capture's figures, per row."""
+    label: str
+    server: str
+    rows: int
+    rows_source: str
+    seconds: float
+    seconds_source: str
+    stages: dict[str, dict] = field(default_factory=dict)      # stage -> per-row figures
+    exclusive_ns: dict[str, float] = field(default_factory=dict)  # stage -> ns per row
+    ps_stages: dict[str, float] = field(default_factory=dict)  # P_S stage -> ns per row
+    ps_waits: dict[str, float] = field(default_factory=dict)
+    cpu_self_ns: dict[str, float] = field(default_factory=dict)  # function -> CPU ns per row (samples)
+    stacks: Folded | None = None
+
+    @property
+    def wall_ns_per_row(self) -> float:
+        return self.seconds * 1e9 / self.rows
+
+
+def run_of(doc: dict, label: str, stacks: Folded | None = None) -> Run:
+    rows, rows_source = rows_of(doc)
+    if not rows:
+        raise ValueError(f"{label}: the capture does not tell how many rows were inserted")
+    seconds, seconds_source = load_seconds(doc)
+    srv = doc["target"].get("server", {})
+    run = Run(label, f"{srv.get('family', '?')} {srv.get('version', '?')}", rows, rows_source, seconds,
+              seconds_source, stacks=stacks)
+    scale = window_scale(doc)
+    for s in stage_summaries(doc):
+        if not s.calls:
+            continue
+        p = s.percentiles()
+        run.stages[s.stage] = {"calls_per_row": estimated_calls(s, doc).value / rows,
+                               "ns_per_row": s.total_ns * scale / rows, "p50_ns": p["p50"], "p99_ns": p["p99"],
+                               "symbols": s.symbols}
+    run.exclusive_ns = {k: v / rows for k, v in stage_exclusive_ns(doc).items()}
+    deltas = (doc.get("perf_schema") or {}).get("deltas") or {}
+    run.ps_stages = {r["name"]: r["timer_ps"] / PS_PER_NS / rows for r in deltas.get("stages", [])}
+    run.ps_waits = {r["name"]: r["timer_ps"] / PS_PER_NS / rows for r in deltas.get("waits", [])
+                    if not r["name"].startswith("idle")}
+    perf = doc.get("perf") or {}
+    if stacks is not None and perf.get("frequency_hz"):
+        per_sample_ns = 1e9 / perf["frequency_hz"]
+        own: Counter = Counter()
+        for stack, count in stacks.stacks.items():
+            frames = stack.split(";")
+            if len(frames) > 1:
+                own[frames[-1]] += count
+        run.cpu_self_ns = {f: n * per_sample_ns / rows for f, n in own.items()}
+    return run
+
+
+@dataclass(frozen=True)
+class Figure:
+    """A figure over a side's repeats: median and half the min-max range."""
+    median: float
+    spread: float
+    runs: int
+
+    @classmethod
+    def of(cls, values: list[float]) -> "Figure":
+        return cls(median(values), (max(values) - min(values)) / 2 if len(values) > 1 else 0.0, len(values))
+
+    def to_json(self) -> dict:
+        return {"median": round(self.median, 3), "spread": round(self.spread, 3), "runs": self.runs}
+
+
+def _figure(runs: list[Run], get) -> Figure:
+    return Figure.of([get(r) for r in runs])
+
+
+@dataclass
+class Change:
+    name: str
+    kind: str          # "stage", "function", "remainder"
+    a: Figure
+    b: Figure
+
+    @property
+    def delta(self) -> float:
+        return self.b.median - self.a.median
+
+    @property
+    def noise(self) -> float:
+        """What the runs' own spread allows; unknown (inf) with one run a side."""
+        if self.a.runs < 2 or self.b.runs < 2:
+            return float("nan")
+        return self.a.spread + self.b.spread
+
+    @property
+    def verdict(self) -> str:
+        n = self.noise
+        if n != n:  # nan
+            return "single run"
+        return "noise" if abs(self.delta) <= n else "finding"
+
+    def to_json(self) -> dict:
+        return {"name": self.name, "kind": self.kind, "a": self.a.to_json(), "b": self.b.to_json(),
+                "delta": round(self.delta, 3), "verdict": self.verdict}
+
+
+def compare(a: list[Run], b: list[Run], top_functions: int = 8) -> dict:
+    """The comparison of two sides (lists of repeats), per row."""
+    wall = Change("wall time per row", "total", _figure(a, lambda r: r.wall_ns_per_row),
+                  _figure(b, lambda r: r.wall_ns_per_row))
+    stages = sorted({s for r in a + b for s in r.exclusive_ns})
+    stage_changes = [Change(s, "stage", _figure(a, lambda r: r.exclusive_ns.get(s, 0.0)),
+                            _figure(b, lambda r: r.exclusive_ns.get(s, 0.0))) for s in stages]
+    attributed = sum(c.delta for c in stage_changes)
+    # what the stages do not hold, by the functions on CPU (self time per row)
+    functions = sorted({f for r in a + b for f in r.cpu_self_ns})
+    fn_changes = [Change(f, "function", _figure(a, lambda r: r.cpu_self_ns.get(f, 0.0)),
+                         _figure(b, lambda r: r.cpu_self_ns.get(f, 0.0))) for f in functions]
+    fn_changes.sort(key=lambda c: -abs(c.delta))
+    ranked = sorted(stage_changes, key=lambda c: -abs(c.delta))
+    detail = {}
+    for s in sorted({s for r in a + b for s in r.stages}):
+        detail[s] = {side: {k: _figure([r for r in runs if s in r.stages], lambda r: r.stages[s][k]).to_json()
+                            for k in ("calls_per_row", "ns_per_row", "p50_ns", "p99_ns")
+                            if any(s in r.stages and r.stages[s][k] is not None for r in runs)}
+                     | {"symbols": sorted({sym for r in runs for sym in r.stages.get(s, {}).get("symbols", [])})}
+                     for side, runs in (("a", a), ("b", b))}
+    ps = {kind: sorted((Change(n, kind, _figure(a, lambda r: getattr(r, attr).get(n, 0.0)),
+                               _figure(b, lambda r: getattr(r, attr).get(n, 0.0)))
+                        for n in {n for r in a + b for n in getattr(r, attr)}), key=lambda c: -abs(c.delta))[:8]
+          for kind, attr in (("ps_stage", "ps_stages"), ("ps_wait", "ps_waits"))}
+    return {
+        "a": _side(a), "b": _side(b),
+        "wall": wall,
+        "ranked": ranked,
+        "attributed_ns": attributed,
+        "unattributed_ns": wall.delta - attributed,
+        "functions": fn_changes[:top_functions],
+        "stages": detail,
+        "perf_schema": ps,
+    }
+
+
+def _side(runs: list[Run]) -> dict:
+    r = runs[0]
+    return {"labels": [x.label for x in runs], "server": r.server, "runs": len(runs),
+            "rows": _figure(runs, lambda x: x.rows).to_json(), "rows_source": r.rows_source,
+            "seconds_source": r.seconds_source}
+
+
+def to_json(result: dict) -> dict:
+    out = {}
+    for k, v in result.items():
+        if isinstance(v, Change):
+            out[k] = v.to_json()
+        elif isinstance(v, list):
+            out[k] = [c.to_json() for c in v]
+        elif k == "perf_schema":
+            out[k] = {kind: [c.to_json() for c in cs] for kind, cs in v.items()}
+        else:
+            out[k] = round(v, 3) if isinstance(v, float) else v
+    return out
+
+
+def merged_stacks(runs: list[Run]) -> Folded:
+    out = Folded()
+    for r in runs:
+        if r.stacks:
+            out.stacks.update(r.stacks.stacks)
+    return out
+
+
+def _ns(v: float) -> str:
+    from mysqlprobe.analysis.histogram import format_ns
+
+    return ("-" if v < 0 else "") + format_ns(abs(v)) if v == v else "?"
+
+
+def _signed(v: float) -> str:
+    return ("+" if v >= 0 else "") + _ns(v)
+
+
+def _fig(f: Figure) -> str:
+    return _ns(f.median) + (f" ±{_ns(f.spread)}" if f.runs > 1 else "")
+
+
+def _mark(c: Change) -> str:
+    return {"noise": "noise", "single run": "1 run", "finding": ""}[c.verdict]
+
+
+def render_text(result: dict) -> str:
+    a, b, wall = result["a"], result["b"], result["wall"]
+    lines = ["mysqlprobe compare, per row inserted",
+             f"A  {a['server']}: {a['runs']} run(s), {a['rows']['median']:.0f} rows ({a['rows_source']})",
+             f"B  {b['server']}: {b['runs']} run(s), {b['rows']['median']:.0f} rows ({b['rows_source']})",
+             f"wall time per row ({a['seconds_source']}): A {_fig(wall.a)}, B {_fig(wall.b)}: "
+             f"{_signed(wall.delta)}" + (f" ({100 * wall.delta / wall.a.median:+.0f}%)" if wall.a.median else ""),
+             ""]
+    if wall.verdict == "noise":
+        lines.append("The difference is within the runs' own spread: no finding.")
+    lines += ["what changed (B - A), time per row outside nested probed stages:",
+              f"  {'stage':<32}{'A':>10}{'B':>10}{'B - A':>10}  note"]
+    for c in result["ranked"]:
+        lines.append(f"  {c.name[:32]:<32}{_ns(c.a.median):>10}{_ns(c.b.median):>10}{_signed(c.delta):>10}  {_mark(c)}")
+    share = result["attributed_ns"] / wall.delta if wall.delta else float("nan")
+    lines.append(f"  {'in probed stages':<32}{'':>20}{_signed(result['attributed_ns']):>10}"
+                 + (f"  {100 * share:.0f}% of B - A" if share == share else ""))
+    lines.append(f"  {'not in probed stages':<32}{'':>20}{_signed(result['unattributed_ns']):>10}")
+    if result["functions"]:
+        lines += ["", "functions on CPU that grew or shrank most (self time per row, all threads):",
+                  f"  {'function':<42}{'A':>9}{'B':>9}{'B - A':>9}  note"]
+        for c in result["functions"]:
+            lines.append(f"  {c.name[:42]:<42}{_ns(c.a.median):>9}{_ns(c.b.median):>9}{_signed(c.delta):>9}"
+                         f"  {_mark(c)}")
+    lines += ["", "stages side by side (A -> B):",
+              f"  {'stage':<24}{'calls/row':>14}{'p50':>20}{'p99':>20}"]
+    for s, sides in result["stages"].items():
+        def pair(key, fmt):
+            va, vb = sides["a"].get(key), sides["b"].get(key)
+            return f"{fmt(va['median']) if va else '-'} -> {fmt(vb['median']) if vb else '-'}"
+        lines.append(f"  {s[:24]:<24}{pair('calls_per_row', lambda v: f'{v:.2f}'):>14}"
+                     f"{pair('p50_ns', _ns):>20}{pair('p99_ns', _ns):>20}")
+        if sides["a"]["symbols"] != sides["b"]["symbols"]:
+            for side in ("a", "b"):
+                for sym in sides[side]["symbols"][:2]:
+                    lines.append(f"    {side.upper()}: {sym[:70]}")
+    for kind, title in (("ps_stage", "P_S stages"), ("ps_wait", "P_S waits")):
+        changes = result["perf_schema"][kind]
+        if changes:
+            lines += ["", f"{title} per row (A -> B):"]
+            for c in changes[:5]:
+                lines.append(f"  {c.name[-40:]:<40} {_ns(c.a.median):>8} -> {_ns(c.b.median):<8}"
+                             f"{_signed(c.delta):>9}  {_mark(c)}")
+    lines += ["", "noise: a change within the two sides' run-to-run spread (half the min-max",
+              "range of each, summed); 1 run: no spread known"]
+    return "\n".join(line[:80] for line in lines) + "\n"

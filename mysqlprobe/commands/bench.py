@@ -1,0 +1,222 @@
+"""Run a load matrix on a server and keep one capture per run: partitioning, row formats, concurrent inserts."""
+
+from __future__ import annotations
+
+import html
+import json
+import re
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from statistics import median
+
+from mysqlprobe import catalog, sandbox, workload
+from mysqlprobe.capture import now_utc, write_profile, write_visuals
+from mysqlprobe.collectors.symbols import load_target_binary, resolve_target
+from mysqlprobe.commands.profiled_load import profile_load
+from mysqlprobe.commands.record import plan_probes
+from mysqlprobe.errors import UsageError, WorkloadError
+
+PARTITION_COUNTS = (5, 25, 50, 100)
+DEFAULT_CELLS = ([f"{k}-{n}" for k in ("range", "list", "hash") for n in PARTITION_COUNTS] + ["none"]
+                 + ["compact", "dynamic", "compressed-8", "compressed-4", "compressed-2", "concurrent-4"])
+
+EXAMPLES = """examples:
+  mysqlprobe bench --server 10.2.11 --cells range-100              # one cell, 3 repeats
+  mysqlprobe bench --server 10.1.23 --cells range-100 -o out/bench
+  mysqlprobe compare out/bench/10.1.23/range-100 out/bench/10.2.11/range-100
+  mysqlprobe bench --server 10.11.5                                # the whole matrix
+  mysqlprobe bench --pid $(pidof mariadbd) --socket /run/mysqld/mysqld.sock --cells none,range-5
+
+cells: KIND-N (KIND range, list or hash; N partitions), none (not partitioned),
+compact, dynamic, compressed-KB (row formats, not partitioned; KB 1/2/4/8/16),
+concurrent-C (C clients inserting single rows into a 5-partition RANGE table).
+"""
+
+
+def add_arguments(p) -> None:
+    where = p.add_mutually_exclusive_group()
+    where.add_argument("--server", choices=sandbox.VERSIONS, help="a sandbox MariaDB from the Maven jars")
+    where.add_argument("--pid", type=int, help="a running server (with --socket)")
+    p.add_argument("--socket", help="the running server's unix socket")
+    p.add_argument("--cells", help=f"comma-separated cells (default: all {len(DEFAULT_CELLS)})")
+    p.add_argument("--rows", type=int, default=1000003, help="rows per INSERT ... SELECT (default 1000003, a prime)")
+    p.add_argument("--single-rows", type=int, default=20011,
+                   help="rows the concurrent cells insert one by one (default 20011, a prime)")
+    p.add_argument("--repeats", type=int, default=3, help="runs per cell (default 3)")
+    p.add_argument("--exact", action="store_true", help="count every call (slower loads)")
+    p.add_argument("-o", "--output", default="out/bench", metavar="DIR",
+                   help="DIR/VERSION/CELL/rN/ captures, DIR/VERSION/results.{md,json}, chart.svg")
+    p.add_argument("-q", "--quiet", action="store_true", help="no progress lines")
+
+
+@dataclass(frozen=True)
+class Cell:
+    name: str
+    table: workload.Table
+    clients: int = 0  # 0: INSERT ... SELECT; else single-row inserts by this many clients
+
+    def describe(self) -> str:
+        how = f"{self.clients} clients, single-row INSERTs" if self.clients else "INSERT ... SELECT"
+        return f"{how} into {self.table.name}"
+
+
+def parse_cell(name: str) -> Cell:
+    m = re.fullmatch(r"(range|list|hash)-(\d+)", name)
+    if m:
+        return Cell(name, workload.table(m.group(1), int(m.group(2))))
+    if name == "none":
+        return Cell(name, workload.table("none", 0))
+    if name in ("compact", "dynamic"):
+        return Cell(name, workload.table("none", 0, name))
+    m = re.fullmatch(r"compressed-(\d+)", name)
+    if m:
+        return Cell(name, workload.table("none", 0, "compressed", int(m.group(1))))
+    m = re.fullmatch(r"concurrent-(\d+)", name)
+    if m and int(m.group(1)) > 0:
+        return Cell(name, workload.table("range", 5), clients=int(m.group(1)))
+    raise WorkloadError(f"unknown cell {name!r} (see mysqlprobe bench --help)")
+
+
+def _progress(quiet: bool, msg: str) -> None:
+    if not quiet:
+        print(msg, file=sys.stderr, flush=True)
+
+
+def _barracuda(conn) -> str | None:
+    """MariaDB 10.1 makes COMPRESSED and DYNAMIC tables only with the Barracuda
+    file format: set it for the bench, return the value to put back."""
+    with conn.cursor() as cur:
+        cur.execute("SHOW GLOBAL VARIABLES LIKE 'innodb_file_format'")
+        row = cur.fetchone()
+        if not row or row[1].lower() == "barracuda":
+            return None
+        cur.execute("SET GLOBAL innodb_file_format = 'Barracuda'")
+        return row[1]
+
+
+def run(args, parser) -> int:
+    if args.repeats < 1 or args.rows < 1 or args.single_rows < 1:
+        parser.error("--repeats, --rows and --single-rows must be positive")
+    if args.single_rows > args.rows:
+        parser.error("--single-rows takes rows of the source table: at most --rows")
+    if args.pid and not args.socket:
+        parser.error("--pid needs --socket")
+    if not args.server and not args.pid:
+        parser.error("give --server VERSION (a sandbox) or --pid PID --socket SOCK")
+    cells = [parse_cell(c.strip()) for c in (args.cells.split(",") if args.cells else DEFAULT_CELLS) if c.strip()]
+    if not cells:
+        raise UsageError("no cell to run")
+    sb = sandbox.Sandbox(args.server) if args.server else None
+    was_running = sb.running() if sb else True
+    pid = sb.start(lambda m: _progress(args.quiet, m)) if sb else args.pid
+    socket = sb.socket if sb else args.socket
+    restore_format = None
+    conn = workload.connect(socket)
+    try:
+        target = resolve_target(pid)
+        binary = load_target_binary(target)
+        plan = plan_probes(binary, list(catalog.INSERT_PROFILE), [])
+        version = binary.server.version or f"pid{pid}"
+        base = Path(args.output) / version
+        if any(c.table.row_format for c in cells):
+            restore_format = _barracuda(conn)
+        workload.prepare_source(conn, args.rows)
+        results = []
+        total = len(cells) * args.repeats
+        for r in range(args.repeats):  # repeats outermost: a drift of the machine spreads over every cell
+            for i, cell in enumerate(cells):
+                workload.create_target(conn, cell.table)
+                rows = args.single_rows if cell.clients else args.rows
+                if cell.clients:
+                    load = lambda cell=cell, rows=rows: workload.single_row_inserts(socket, cell.table, rows,  # noqa: E731
+                                                                                    cell.clients)
+                else:
+                    load = lambda cell=cell: workload.insert_select(conn, cell.table)  # noqa: E731
+                out = base / cell.name / f"r{r + 1}"
+                doc, got, seconds = profile_load(target, binary, plan, load, socket=socket, out_dir=str(out),
+                                                 exact=args.exact, verbose=args.verbose, quiet=True)
+                doc["workload"] = {"cell": cell.name, "table": cell.table.name, "ddl": cell.table.ddl(),
+                                   "rows": got, "seconds": round(seconds, 3), "clients": cell.clients or 1,
+                                   "statement": cell.describe()}
+                write_profile(str(out), doc)
+                write_visuals(str(out), doc)
+                results.append({"cell": cell.name, "repeat": r + 1, "rows": got, "seconds": seconds})
+                _progress(args.quiet, f"[{r * len(cells) + i + 1}/{total}] {cell.name} run {r + 1}: "
+                                      f"{got} rows in {seconds:.2f}s")
+        summary = summarise(results, cells, binary.server.describe(), args)
+        base.mkdir(parents=True, exist_ok=True)
+        (base / "results.json").write_text(json.dumps(summary, indent=1) + "\n")
+        (base / "results.md").write_text(render_markdown(summary))
+        (base / "chart.svg").write_text(render_chart(summary))
+        sys.stdout.write(render_markdown(summary))
+        _progress(args.quiet, f"wrote {base}/results.md, results.json, chart.svg and the captures")
+    finally:
+        if restore_format:
+            with conn.cursor() as cur:
+                cur.execute("SET GLOBAL innodb_file_format = %s", (restore_format,))
+        conn.close()
+        if sb and not was_running:
+            sb.stop()
+    return 0
+
+
+def summarise(results: list[dict], cells: list[Cell], server: str, args) -> dict:
+    out = []
+    for cell in cells:
+        secs = [r["seconds"] for r in results if r["cell"] == cell.name]
+        rows = [r["rows"] for r in results if r["cell"] == cell.name][0]
+        out.append({"cell": cell.name, "load": cell.describe(), "rows": rows, "runs": secs,
+                    "median_s": median(secs), "min_s": min(secs), "max_s": max(secs),
+                    "rows_per_s": rows / median(secs)})
+    return {"server": server, "date": now_utc(), "command": " ".join(sys.argv),
+            "mode": "exact" if args.exact else "sampled (default overhead budget)", "repeats": args.repeats,
+            "cells": out}
+
+
+def render_markdown(summary: dict) -> str:
+    lines = [f"# mysqlprobe bench: {summary['server']}", "",
+             f"- date: {summary['date']}", f"- command: `{summary['command']}`",
+             f"- probes: {summary['mode']}; {summary['repeats']} runs per cell, repeats interleaved; "
+             "seconds are the load's own, with mysqlprobe attached", "",
+             "| cell | load | rows | seconds (median [min, max]) | rows/s |", "|---|---|---|---|---|"]
+    for c in summary["cells"]:
+        lines.append(f"| {c['cell']} | {c['load']} | {c['rows']} | {c['median_s']:.2f} "
+                     f"[{c['min_s']:.2f}, {c['max_s']:.2f}] | {c['rows_per_s']:,.0f} |")
+    kinds = [k for k in ("range", "list", "hash") if any(c["cell"].startswith(k + "-") for c in summary["cells"])]
+    if kinds:
+        by = {c["cell"]: c for c in summary["cells"]}
+        counts = sorted({int(c["cell"].split("-")[1]) for c in summary["cells"]
+                         if c["cell"].split("-")[0] in kinds})
+        lines += ["", "Median seconds by partitioning and partition count:", "",
+                  "| partitioning | " + " | ".join(str(n) for n in counts) + " |",
+                  "|---|" + "---|" * len(counts)]
+        for k in kinds:
+            lines.append(f"| {k} | " + " | ".join(f"{by[f'{k}-{n}']['median_s']:.2f}" if f"{k}-{n}" in by else "-"
+                                                 for n in counts) + " |")
+        if "none" in by:
+            lines.append(f"\nNot partitioned: {by['none']['median_s']:.2f} s.")
+    return "\n".join(lines) + "\n"
+
+
+def render_chart(summary: dict) -> str:
+    """Median seconds per cell as bars, min-max as whiskers; an SVG."""
+    cells = summary["cells"]
+    top = max(c["max_s"] for c in cells) or 1.0
+    row_h, left, width = 22, 150, 560
+    height = 40 + row_h * len(cells)
+    out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{left + width + 80}" height="{height}" '
+           f'font-family="sans-serif" font-size="12">',
+           f'<text x="8" y="18" font-size="14">{html.escape(summary["server"])}: seconds per load '
+           f'(median, min-max)</text>']
+    for i, c in enumerate(cells):
+        y = 30 + i * row_h
+        w = c["median_s"] / top * width
+        x0, x1 = left + c["min_s"] / top * width, left + c["max_s"] / top * width
+        out += [f'<text x="{left - 6}" y="{y + 14}" text-anchor="end">{html.escape(c["cell"])}</text>',
+                f'<rect x="{left}" y="{y + 3}" width="{w:.1f}" height="{row_h - 8}" fill="#4a78b0">'
+                f'<title>{c["median_s"]:.2f}s</title></rect>',
+                f'<line x1="{x0:.1f}" x2="{x1:.1f}" y1="{y + 11}" y2="{y + 11}" stroke="#222"/>',
+                f'<text x="{x1 + 6:.1f}" y="{y + 14}">{c["median_s"]:.2f}s</text>']
+    out.append("</svg>")
+    return "\n".join(out) + "\n"
