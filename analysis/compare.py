@@ -255,14 +255,30 @@ def _mark(c: Change) -> str:
     return {"noise": "noise", "single run": "1 run", "finding": ""}[c.verdict]
 
 
+def _headline(result: dict, top: int = 3) -> list[str]:
+    """The largest findings (not noise) among stages, P_S waits and functions."""
+    pool = [c for c in result["ranked"] + result["perf_schema"]["ps_wait"] + result["functions"]
+            if c.verdict != "noise" and abs(c.delta) >= 1]
+    pool.sort(key=lambda c: -abs(c.delta))
+    if not pool:
+        return ["No change beyond the runs' spread.", ""]
+    kind = {"stage": "stage", "ps_wait": "P_S wait", "function": "on CPU"}
+    lines = ["largest changes per row:"]
+    for c in pool[:top]:
+        lines.append(f"  {_signed(c.delta):>9}  {kind.get(c.kind, c.kind)} {c.name[-55:]}")
+    return lines + [""]
+
+
 def render_text(result: dict) -> str:
     a, b, wall = result["a"], result["b"], result["wall"]
     lines = ["mysqlprobe compare, per row inserted",
              f"A  {a['server']}: {a['runs']} run(s), {a['rows']['median']:.0f} rows ({a['rows_source']})",
              f"B  {b['server']}: {b['runs']} run(s), {b['rows']['median']:.0f} rows ({b['rows_source']})",
-             f"wall time per row ({a['seconds_source']}): A {_fig(wall.a)}, B {_fig(wall.b)}: "
-             f"{_signed(wall.delta)}" + (f" ({100 * wall.delta / wall.a.median:+.0f}%)" if wall.a.median else ""),
+             f"wall time per row ({a['seconds_source']}):",
+             f"   A {_fig(wall.a)}, B {_fig(wall.b)}: {_signed(wall.delta)}"
+             + (f" ({100 * wall.delta / wall.a.median:+.0f}%)" if wall.a.median else "") + f"  {_mark(wall)}",
              ""]
+    lines += _headline(result)
     if wall.verdict == "noise":
         lines.append("The difference is within the runs' own spread: no finding.")
     lines += ["what changed (B - A), time per row outside nested probed stages:",
@@ -280,19 +296,19 @@ def render_text(result: dict) -> str:
             lines.append(f"  {c.name[:42]:<42}{_ns(c.a.median):>9}{_ns(c.b.median):>9}{_signed(c.delta):>9}"
                          f"  {_mark(c)}")
     lines += ["", "stages side by side (A -> B):",
-              f"  {'stage':<24}{'calls/row':>14}{'p50':>20}{'p99':>20}"]
+              f"  {'stage':<27}{'calls/row':>13}{'p50':>19}{'p99':>19}"]
     for s, sides in result["stages"].items():
         def pair(key, fmt):
             va, vb = sides["a"].get(key), sides["b"].get(key)
             return f"{fmt(va['median']) if va else '-'} -> {fmt(vb['median']) if vb else '-'}"
-        lines.append(f"  {s[:24]:<24}{pair('calls_per_row', lambda v: f'{v:.2f}'):>14}"
-                     f"{pair('p50_ns', _ns):>20}{pair('p99_ns', _ns):>20}")
+        lines.append(f"  {s[:27]:<27}{pair('calls_per_row', lambda v: f'{v:.2f}'):>13}"
+                     f"{pair('p50_ns', _ns):>19}{pair('p99_ns', _ns):>19}")
         if sides["a"]["symbols"] != sides["b"]["symbols"]:
             for side in ("a", "b"):
                 for sym in sides[side]["symbols"][:2]:
                     lines.append(f"    {side.upper()}: {sym[:70]}")
-    for kind, title in (("ps_stage", "P_S stages"), ("ps_wait", "P_S waits")):
-        changes = result["perf_schema"][kind]
+    for kind, title in (("ps_stage", "P_S stages"), ("ps_wait", "P_S waits (all threads)")):
+        changes = [c for c in result["perf_schema"][kind] if max(abs(c.a.median), abs(c.b.median)) >= 1]
         if changes:
             lines += ["", f"{title} per row (A -> B):"]
             for c in changes[:5]:
