@@ -118,3 +118,22 @@ def test_server_without_performance_schema(tmp_path):
     assert doc["perf_schema"]["status"] == "off"
     assert "warning: Performance Schema: the server runs with performance_schema=OFF" in " ".join(out.split())
     assert stage(doc, "innodb.row_insert")["calls"] == ROWS
+
+
+def test_root_by_unix_socket_authentication(tmp_path):
+    # root@localhost identified by the socket's peer user, as Debian sets it up: no password anywhere
+    sb = sandbox.Sandbox("10.11.5", instance="unixauth")
+    pid = sb.start(log)
+    try:
+        conn = workload.connect(sb.socket)
+        with conn.cursor() as cur:
+            cur.execute("ALTER USER 'root'@'localhost' IDENTIFIED VIA unix_socket")
+            cur.execute("SELECT plugin FROM mysql.user WHERE user = 'root' AND host = 'localhost'")
+            assert cur.fetchone()[0] == "unix_socket"
+        conn.close()
+        doc, _ = _profile_insert(sb, pid, tmp_path)
+    finally:
+        sb.stop()
+    ps = doc["perf_schema"]
+    assert ps["status"] == "collected", ps
+    assert ps["connection"].startswith("root@")
