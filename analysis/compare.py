@@ -94,6 +94,11 @@ def run_of(doc: dict, label: str, stacks: Folded | None = None) -> Run:
     if not rows:
         raise ValueError(f"{label}: the capture does not tell how many rows were inserted")
     seconds, seconds_source = load_seconds(doc)
+    probes_ns = (doc.get("overhead") or {}).get("estimated_ns") or 0
+    if probes_ns and probes_ns / 1e9 < seconds:
+        # what the probes added, as calibrated: the wall time the load would have taken without them
+        seconds -= probes_ns / 1e9
+        seconds_source += ", less the probes' calibrated cost"
     srv = doc["target"].get("server", {})
     run = Run(label, f"{srv.get('family', '?')} {srv.get('version', '?')}", rows, rows_source, seconds,
               seconds_source, stacks=stacks)

@@ -33,7 +33,7 @@ def _bench(version: str, cells: str, out) -> dict:
     before = _file_format(sb)
     try:
         done = subprocess.run([MYSQLPROBE, "bench", "--server", version, "--cells", cells, "--rows", str(ROWS),
-                               "--single-rows", str(SINGLE_ROWS), "--repeats", "2", "--exact", "-q",
+                               "--single-rows", str(SINGLE_ROWS), "--repeats", "2", "-q",
                                "-o", str(out)], capture_output=True, text=True, timeout=900)
         assert done.returncode == 0, done.stderr
         assert _file_format(sb) == before          # what the bench set for row formats is put back
@@ -75,7 +75,7 @@ def test_bench_runs_every_cell_and_keeps_a_capture_per_run(benches):
     assert _stage(concurrent, "innodb.row_insert")["calls"] == SINGLE_ROWS
     assert concurrent["workload"]["clients"] == 2
     md = (out / "10.2.11" / "results.md").read_text()
-    assert "| range-5 |" in md and "Median seconds by partitioning" in md
+    assert "| range-5 |" in md and "Median seconds (less probes) by partitioning" in md
     assert (out / "10.2.11" / "chart.svg").read_text().count("<rect") == 4
 
 
