@@ -114,11 +114,16 @@ def prepare_source(conn, rows: int) -> None:
 
 
 def create_target(conn, t: Table) -> None:
+    import pymysql
+
     with conn.cursor() as cur:
         cur.execute(f"CREATE DATABASE IF NOT EXISTS {SCHEMA}")
         cur.execute(f"USE {SCHEMA}")
         cur.execute(f"DROP TABLE IF EXISTS {t.name}")
-        cur.execute(t.ddl())
+        try:
+            cur.execute(t.ddl())
+        except pymysql.err.MySQLError as e:
+            raise WorkloadError(f"the server would not create {t.name}: {e.args[-1]}") from None
 
 
 def insert_select(conn, t: Table) -> tuple[int, float]:

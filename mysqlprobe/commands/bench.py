@@ -65,6 +65,13 @@ class Cell:
 
 
 def parse_cell(name: str) -> Cell:
+    try:
+        return _cell(name)
+    except WorkloadError as e:
+        raise UsageError(f"cell {name!r}: {e}") from None
+
+
+def _cell(name: str) -> Cell:
     m = re.fullmatch(r"(range|list|hash)-(\d+)", name)
     if m:
         return Cell(name, workload.table(m.group(1), int(m.group(2))))
@@ -78,7 +85,7 @@ def parse_cell(name: str) -> Cell:
     m = re.fullmatch(r"concurrent-(\d+)", name)
     if m and int(m.group(1)) > 0:
         return Cell(name, workload.table("range", 5), clients=int(m.group(1)))
-    raise WorkloadError(f"unknown cell {name!r} (see mysqlprobe bench --help)")
+    raise WorkloadError("unknown cell (see mysqlprobe bench --help)")
 
 
 def _progress(quiet: bool, msg: str) -> None:

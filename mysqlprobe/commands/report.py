@@ -4,10 +4,9 @@ from __future__ import annotations
 
 import json
 import sys
-
-from mysqlprobe.analysis.report import render_text
 from pathlib import Path
 
+from mysqlprobe.analysis.report import render_text
 from mysqlprobe.capture import read_profile, write_visuals
 from mysqlprobe.errors import UsageError
 
