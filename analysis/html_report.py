@@ -9,7 +9,6 @@ import json
 
 from mysqlprobe.analysis import histogram as H
 from mysqlprobe.analysis import report as text
-
 from mysqlprobe.analysis.profile import StageSummary, estimated_calls, stage_summaries, window_ns, window_scale
 
 CHART_W, CHART_H = 560, 150
@@ -59,7 +58,7 @@ def _table(header: list[str], rows: list[list], cls: str = "") -> str:
 def histogram_chart(s: StageSummary) -> str:
     """Calls per latency bucket, log-spaced buckets left to right, p50 and
     p99 marked; an inline SVG."""
-    buckets = [b for b in H.nonzero_buckets(s.counts)]
+    buckets = H.nonzero_buckets(s.counts)
     if not buckets:
         return ""
     pct = s.percentiles()
