@@ -142,10 +142,12 @@ def seed_load(rows: int, repeats: int, workdir: Path) -> dict:
             workload.create_target(conn, table)
             d = Path(tempfile.mkdtemp(dir=workdir))
             tool = start(d) if start else None
-            affected, secs = workload.insert_select(conn, table)
+            try:
+                affected, secs = workload.insert_select(conn, table)
+            finally:  # a tool left running would slow every later variant down
+                if tool:
+                    tool.stop()
             assert affected == rows
-            if tool:
-                tool.stop()
             this[mode] = secs
             seconds[mode].append(secs)
             log(f"seed load repeat {r + 1}/{repeats}: {mode}: {secs:.2f}s")
