@@ -9,7 +9,7 @@ import json
 
 from mysqlprobe.analysis import histogram as H
 from mysqlprobe.analysis import report as text
-from mysqlprobe.analysis.profile import StageSummary, estimated_calls, stage_summaries, window_ns, window_scale
+from mysqlprobe.analysis.profile import StageSummary, stage_summaries
 
 CHART_W, CHART_H = 560, 150
 fmt = H.format_ns
@@ -84,28 +84,16 @@ def histogram_chart(s: StageSummary) -> str:
 
 
 def _stage_rows(doc: dict, stages: list[StageSummary]) -> list[list]:
-    window = window_ns(doc)
-    scale = window_scale(doc)
-    sampled = (doc.get("sampling") or {}).get("mode") == "sampled"
-    rows = []
-    for s in stages:
-        p = s.percentiles()
-        est = estimated_calls(s, doc)
-        total = s.total_ns * scale
-        rows.append([s.stage, ("~" if sampled else "") + f"{est.value:,.0f}", s.calls, fmt(s.mean_ns), fmt(p["p50"]),
-                     fmt(p["p90"]), fmt(p["p99"]), fmt(total), f"{100 * total / window:.1f}%" if window else "-"])
-    return rows
+    mark = "~" if text.is_sampled(doc) else ""
+    return [[f["stage"], f"{mark}{f['calls']:,.0f}", f["counted"], fmt(f["mean_ns"]), fmt(f["p50"]), fmt(f["p90"]),
+             fmt(f["p99"]), fmt(f["total_ns"]), text.pct(f["share"])] for f in text.stage_figures(stages, doc)]
 
 
 def _partitions(s: StageSummary) -> str:
     if not s.partitions:
         return ""
-    total = sum(p.calls for p in s.partitions.values()) or 1
-    rows = []
-    for pid, p in sorted(s.partitions.items()):
-        pc = H.percentiles(p.counts)
-        rows.append([pid, p.calls, f"{100 * p.calls / total:.1f}%", fmt(p.total_ns), fmt(p.mean_ns), fmt(pc["p50"]),
-                     fmt(pc["p99"])])
+    rows = [[f["id"], f["calls"], text.pct(f["share"]), fmt(f["total_ns"]), fmt(f["mean_ns"]), fmt(f["p50"]),
+             fmt(f["p99"])] for f in text.partition_figures(s)]
     return "<p class=muted>per partition</p>" + _table(["partition", "calls", "share", "total", "mean", "p50", "p99"],
                                                        rows)
 
@@ -143,8 +131,8 @@ def render_html(doc: dict, flamegraph_svg: str | None = None) -> str:
               _table(["stage", "calls", "counted", "mean", "p50", "p90", "p99", "total", "share"],
                      _stage_rows(doc, stages)),
               "<p class=muted>share: time in the stage / window length (above 100% with several threads)"
-              + ("; ~ estimated for the whole window from the duty cycles" if
-                 (doc.get("sampling") or {}).get("mode") == "sampled" else "") + "</p>"]
+              + ("; ~ estimated for the whole window from the duty cycles" if text.is_sampled(doc) else "")
+              + "</p>"]
     tree = text.attribution_block(doc)
     if tree:
         parts += ["<h2>Where the time went</h2>", _pre(tree)]

@@ -13,7 +13,7 @@ from mysqlprobe.analysis.profile import (StageSummary, coverage, estimate_basis,
 fmt = H.format_ns
 
 
-def _pct(x: float | None) -> str:
+def pct(x: float | None) -> str:
     return "-" if x is None else f"{100 * x:.1f}%"
 
 
@@ -46,7 +46,7 @@ def _overhead(doc: dict) -> str:
     if not o.get("estimated_ns"):
         return ""
     share = o.get("share_of_window")
-    return f"; cost ~{fmt(o['estimated_ns'])}" + (f" ({_pct(share)} of window)" if share is not None else "")
+    return f"; cost ~{fmt(o['estimated_ns'])}" + (f" ({pct(share)} of window)" if share is not None else "")
 
 
 def _latency_basis(doc: dict) -> str:
@@ -62,22 +62,40 @@ def _count(n: float, estimated: bool) -> str:
     return "~" + text if estimated else text
 
 
-def summary_table(stages: list[StageSummary], doc: dict) -> list[str]:
-    """Calls, calls/s, total and share stand for the whole window: in sampled
-    mode they are estimates (~) from the duty cycles."""
+def stage_figures(stages: list[StageSummary], doc: dict) -> list[dict]:
+    """Per stage, what the text and HTML reports show: calls, total and share
+    stand for the whole window (in sampled mode, estimates from the duty
+    cycles); percentiles are of the calls timed."""
     window = window_ns(doc)
-    seconds = window / 1e9
     scale = window_scale(doc)
-    sampled = (doc.get("sampling") or {}).get("mode") == "sampled"
+    out = []
+    for s in stages:
+        total = s.total_ns * scale
+        out.append({"stage": s.stage, "calls": estimated_calls(s, doc).value, "counted": s.calls,
+                    "mean_ns": s.mean_ns, "total_ns": total, "share": total / window if window else None,
+                    **s.percentiles()})
+    return out
+
+
+def partition_figures(s: StageSummary) -> list[dict]:
+    total = sum(p.calls for p in s.partitions.values()) or 1
+    return [{"id": pid, "calls": p.calls, "share": p.calls / total, "total_ns": p.total_ns, "mean_ns": p.mean_ns,
+             **H.percentiles(p.counts)} for pid, p in sorted(s.partitions.items())]
+
+
+def is_sampled(doc: dict) -> bool:
+    return (doc.get("sampling") or {}).get("mode") == "sampled"
+
+
+def summary_table(stages: list[StageSummary], doc: dict) -> list[str]:
+    seconds = window_ns(doc) / 1e9
+    sampled = is_sampled(doc)
     lines = [f"{'stage':<29} {'calls':>7} {'calls/s':>7} {'total':>6} {'share':>6} "
              f"{'p50':>6} {'p90':>6} {'p99':>6}"]
-    for s in stages:
-        p = s.percentiles()
-        calls = estimated_calls(s, doc).value
-        total = s.total_ns * scale
-        share = total / window if window else None
-        lines.append(f"{s.stage:<29} {_count(calls, sampled):>7} {_rate(calls, seconds):>7} {fmt(total):>6} "
-                     f"{_pct(share):>6} {fmt(p['p50']):>6} {fmt(p['p90']):>6} {fmt(p['p99']):>6}")
+    for f in stage_figures(stages, doc):
+        lines.append(f"{f['stage']:<29} {_count(f['calls'], sampled):>7} {_rate(f['calls'], seconds):>7} "
+                     f"{fmt(f['total_ns']):>6} {pct(f['share']):>6} {fmt(f['p50']):>6} {fmt(f['p90']):>6} "
+                     f"{fmt(f['p99']):>6}")
     return lines
 
 
@@ -88,8 +106,8 @@ def _sampling_line(doc: dict) -> list[str]:
     basis = {"rows": "by the server's rows changed", "time": "by time"}[estimate_basis(doc)]
     slowdown = measured_slowdown(doc)
     measured = f", load slowed {slowdown:.2f}x" if slowdown is not None else ""
-    return [f"sampling probes on {_pct(coverage(doc))} of the window ({sampling['cycles']} cycles, budget "
-            f"{_pct(sampling['overhead_budget'])}{measured})",
+    return [f"sampling probes on {pct(coverage(doc))} of the window ({sampling['cycles']} cycles, budget "
+            f"{pct(sampling['overhead_budget'])}{measured})",
             f"         ~ = estimate scaled {basis}; 95% CI in profile.json"]
 
 
@@ -99,11 +117,9 @@ def partition_table(s: StageSummary) -> list[str]:
     source = f"read at {s.partition_source}" if s.partition_source else "from the probed call chain"
     lines = [f"  per partition (partition id {source}):",
              f"  {'partition':>9}{'calls':>10}{'share':>8}{'total':>9}{'mean':>8}{'p50':>8}{'p99':>8}"]
-    total = sum(p.calls for p in s.partitions.values()) or 1
-    for pid, p in sorted(s.partitions.items()):
-        pc = H.percentiles(p.counts)
-        lines.append(f"  {pid:>9}{p.calls:>10}{_pct(p.calls / total):>8}{fmt(p.total_ns):>9}"
-                     f"{fmt(p.mean_ns):>8}{fmt(pc['p50']):>8}{fmt(pc['p99']):>8}")
+    for f in partition_figures(s):
+        lines.append(f"  {f['id']:>9}{f['calls']:>10}{pct(f['share']):>8}{fmt(f['total_ns']):>9}"
+                     f"{fmt(f['mean_ns']):>8}{fmt(f['p50']):>8}{fmt(f['p99']):>8}")
     return lines
 
 
@@ -132,7 +148,7 @@ def process_block(doc: dict) -> list[str]:
     if not p:
         return []
     host = p.get("host_cpu_share") or {}
-    share = lambda k: _pct(host.get(k)) if host.get(k) is not None else "-"  # noqa: E731
+    share = lambda k: pct(host.get(k)) if host.get(k) is not None else "-"  # noqa: E731
     lines = [f"process  CPU user {p['cpu_user_s']:.2f}s system {p['cpu_system_s']:.2f}s "
              f"({p['cpu_cores']:.2f} cores); {p['threads']} threads, RSS {_bytes(p['rss_bytes'])}",
              f"         context switches {p['ctx_switches_voluntary']} voluntary, "
@@ -152,9 +168,9 @@ def _tree_lines(nodes: list[dict], total_ns: int, depth: int) -> list[str]:
     for n in nodes:
         label = "  " * depth + n["stage"]
         excl = f" (self {fmt(n['exclusive_ns'])})" if n["children"] else ""
-        lines.append(f"{label[:44]:<44} {fmt(n['inclusive_ns']):>7} {_pct(n['inclusive_ns'] / total_ns):>6}{excl}")
+        lines.append(f"{label[:44]:<44} {fmt(n['inclusive_ns']):>7} {pct(n['inclusive_ns'] / total_ns):>6}{excl}")
         if n.get("partitions"):
-            parts = " ".join(f"p{p['id']} {_pct(p['share'])}" for p in n["partitions"][:8])
+            parts = " ".join(f"p{p['id']} {pct(p['share'])}" for p in n["partitions"][:8])
             more = f" +{len(n['partitions']) - 8}" if len(n["partitions"]) > 8 else ""
             lines.append("  " * (depth + 1) + f"by partition: {parts}{more}")
         lines += _tree_lines(n["children"], total_ns, depth + 1)
@@ -178,17 +194,17 @@ def attribution_block(doc: dict) -> list[str]:
             lines.append("  (stages from the thread's P_S summary: the stage history was overrun)")
         shown = [st for st in t["stages"] if st["probed"] or st["ns"] >= 0.005 * total]
         for st in shown:
-            lines.append(f"  {st['stage'][:42]:<42} {fmt(st['ns']):>7} {_pct(st['ns'] / total):>6}")
+            lines.append(f"  {st['stage'][:42]:<42} {fmt(st['ns']):>7} {pct(st['ns'] / total):>6}")
             lines += _tree_lines(st["probed"], total, 2)
             if st["probed"]:
                 lines.append(f"    {'the probes themselves (calibrated)':<40} {fmt(st['probe_cost_ns']):>7} "
-                             f"{_pct(st['probe_cost_ns'] / total):>6}")
+                             f"{pct(st['probe_cost_ns'] / total):>6}")
                 lines.append(f"    {'not in probed functions':<40} {fmt(st['unexplained_ns']):>7} "
-                             f"{_pct(st['unexplained_ns'] / total):>6}")
+                             f"{pct(st['unexplained_ns'] / total):>6}")
         rest = [st for st in t["stages"] if st not in shown]
         if rest:
             ns = sum(st["ns"] for st in rest)
-            lines.append(f"  {f'{len(rest)} other stages':<42} {fmt(ns):>7} {_pct(ns / total):>6}")
+            lines.append(f"  {f'{len(rest)} other stages':<42} {fmt(ns):>7} {pct(ns / total):>6}")
         if t["background"]:
             lines.append("  background work in the window (all threads):")
             lines += _tree_lines(t["background"], total, 2)
@@ -227,15 +243,15 @@ def samples_block(doc: dict, top: int = 10) -> list[str]:
     cost = perf.get("perf_cpu_share")
     lines = [""] + textwrap.wrap(f"CPU samples: {n} ({perf['event']} {perf['frequency_hz']} Hz, "
                                  f"{perf['unwinding']['describe']}"
-                                 + (f"; perf used {_pct(cost)} of a CPU)" if cost is not None else ")"),
+                                 + (f"; perf used {pct(cost)} of a CPU)" if cost is not None else ")"),
                                  80, subsequent_indent="  ")
     if not n:
         return lines
-    threads = ", ".join(f"{t['thread']} {_pct(t['samples'] / n)}" for t in perf["threads"][:4])
+    threads = ", ".join(f"{t['thread']} {pct(t['samples'] / n)}" for t in perf["threads"][:4])
     lines += textwrap.wrap("threads: " + threads, 80, subsequent_indent="  ")
     lines.append(f"  {'self':>6} {'total':>6}  function")
     for r in perf["top_self"][:top]:
-        lines.append(f"  {_pct(r['share']):>6} {_pct(r.get('total_share')):>6}  {_clip(r['function'], 62)}")
+        lines.append(f"  {pct(r['share']):>6} {pct(r.get('total_share')):>6}  {_clip(r['function'], 62)}")
     if perf.get("stacks_file"):
         lines.append(f"  folded stacks: {perf['stacks_file']} (flamegraph.svg, report.html)")
     return lines
