@@ -17,6 +17,7 @@ import time
 from collections import Counter
 from dataclasses import dataclass
 
+from mysqlprobe.collectors.process import cpu_seconds
 from mysqlprobe.collectors.symbols import ElfImage, file_offset, qualified_name
 from mysqlprobe.capture import STACKS_FILE
 from mysqlprobe.flamegraphs.folded import Folded
@@ -77,8 +78,11 @@ def choose_unwinding(image: ElfImage, requested: str = "auto") -> Unwinding:
     return Unwinding("dwarf", f"only {100 * share:.0f}% of sampled functions keep a frame pointer")
 
 
-def perf_binary() -> str | None:
-    return shutil.which("perf") or next((p for p in ("/usr/bin/perf", "/usr/sbin/perf") if os.path.exists(p)), None)
+def perf_binary() -> str:
+    found = shutil.which("perf") or next((p for p in ("/usr/bin/perf", "/usr/sbin/perf") if os.path.exists(p)), None)
+    if not found:
+        raise PerfUnavailable("the perf tool is not installed (Debian: apt install linux-perf)")
+    return found
 
 
 class PerfRecorder:
@@ -86,18 +90,15 @@ class PerfRecorder:
 
     def __init__(self, pid: int, perf_data: str, unwinding: Unwinding, frequency: int = DEFAULT_FREQUENCY):
         self.pid, self.perf_data, self.unwinding, self.frequency = pid, perf_data, unwinding, frequency
-        self.perf = perf_binary()
         self.proc: subprocess.Popen | None = None
         self.cpu_s = 0.0
         self.error: str | None = None
 
     def command(self) -> list[str]:
-        return [self.perf or "perf", "record", "-q", "-e", "cpu-clock", "-F", str(self.frequency),
+        return [perf_binary(), "record", "-q", "-e", "cpu-clock", "-F", str(self.frequency),
                 "--call-graph", self.unwinding.call_graph(), "-p", str(self.pid), "-o", self.perf_data]
 
     def start(self) -> None:
-        if not self.perf:
-            raise PerfUnavailable("the perf tool is not installed (Debian: apt install linux-perf)")
         self._usage0 = resource.getrusage(resource.RUSAGE_CHILDREN)
         # its own session: a Ctrl-C for mysqlprobe does not end it before the window closes;
         # and it dies with mysqlprobe (kill -9 included), as the probes do
@@ -127,8 +128,8 @@ class PerfRecorder:
             self.proc.kill()
             _, err = self.proc.communicate()
         if self.proc.returncode not in (0, -signal.SIGINT) and not os.path.exists(self.perf_data):
-            self.error = (err or "").strip().splitlines()[-1:] or [f"exit {self.proc.returncode}"]
-            self.error = self.error[0]
+            lines = (err or "").strip().splitlines()
+            self.error = lines[-1] if lines else f"exit {self.proc.returncode}"
         usage = resource.getrusage(resource.RUSAGE_CHILDREN)
         self.cpu_s = (usage.ru_utime - self._usage0.ru_utime) + (usage.ru_stime - self._usage0.ru_stime)
         self.proc = None
@@ -145,15 +146,15 @@ def short_frame(symbol: str, dso: str) -> str:
     return name + KERNEL_SUFFIX if kernel else name
 
 
+# the outermost frame of a stack unwound to the thread's start
+_STACK_BOTTOM = {"_start", "clone", "clone3", "__clone", "__clone3", "__clone_internal", "start_thread"}
 # frames below a thread's own entry function (libc, the P_S thread wrapper)
-_THREAD_START = {"_start", "__libc_start_main", "__libc_start_call_main", "start_thread", "clone", "clone3",
-                 "__clone", "__clone3", "__clone_internal", "pfs_spawn_thread", "[unknown]"}
+_THREAD_START = _STACK_BOTTOM | {"__libc_start_main", "__libc_start_call_main", "pfs_spawn_thread", "[unknown]"}
 
 
 def entry_function(root_first: list[str]) -> str | None:
     """The function a thread started in, from a stack that reaches its start."""
-    if not root_first or root_first[0] not in ("_start", "clone", "clone3", "__clone", "__clone3",
-                                               "start_thread", "__clone_internal"):
+    if not root_first or root_first[0] not in _STACK_BOTTOM:
         return None  # the unwinding stopped short of the thread's start
     for frame in root_first:
         if frame not in _THREAD_START and not frame.endswith(KERNEL_SUFFIX) and not frame.startswith("["):
@@ -220,8 +221,6 @@ def _header(line: str) -> tuple[str, int | None]:
 
 def folded_from_perf_data(perf_data: str, thread_names: dict[int, str] | None = None) -> tuple[Folded, int]:
     perf = perf_binary()
-    if not perf:
-        raise PerfUnavailable("the perf tool is not installed (Debian: apt install linux-perf)")
     # --no-inline: resolving inlined frames through addr2line takes minutes on a server binary
     proc = subprocess.Popen([perf, "script", "-i", perf_data, "-F", "comm,tid,ip,sym,dso", "--no-inline"],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, errors="replace")
@@ -284,7 +283,7 @@ class PerfWindow:
             self._give_up(str(e))
             return
         self.started_at = time.monotonic()
-        self._cpu0 = _process_cpu_s(self.pid)
+        self._cpu0 = cpu_seconds(self.pid)
         self.record = {"status": "recording", "event": "cpu-clock", "frequency_hz": self.opts.frequency,
                        "unwinding": {"mode": unwinding.mode, "describe": unwinding.describe(),
                                      "reason": unwinding.reason},
@@ -295,7 +294,7 @@ class PerfWindow:
         thread once per 1/frequency seconds of its CPU time."""
         if not self.recorder or not self.started_at:
             return None
-        cpu = _process_cpu_s(self.pid)
+        cpu = cpu_seconds(self.pid)
         if cpu is None:
             return None
         if self._cpu0 is None:
@@ -354,10 +353,3 @@ def _die_with_parent() -> None:
     PR_SET_PDEATHSIG = 1
     ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
 
-
-def _process_cpu_s(pid: int) -> float | None:
-    try:
-        fields = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
-    except OSError:
-        return None
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime + stime

@@ -49,6 +49,15 @@ def snapshot(pid: int) -> ProcessSnapshot | None:
                            {k: float(v) for k, v in host.items()}, {t.id: thread_name(pid, t.id) for t in threads})
 
 
+def cpu_seconds(pid: int) -> float | None:
+    """User + system CPU seconds of a process so far; None when it is gone."""
+    try:
+        cpu = psutil.Process(pid).cpu_times()
+    except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
+        return None
+    return cpu.user + cpu.system
+
+
 def thread_name(pid: int, tid: int) -> str:
     try:
         with open(f"/proc/{pid}/task/{tid}/comm") as f:
