@@ -98,20 +98,6 @@ def estimate_by_rows(cycles: list[tuple[int, int]], rows_window: int, counted: i
     return Estimate(value, max(value - half, float(counted)), value + half)
 
 
-def duty_for_budget(cost_while_on: float, budget: float) -> float:
-    """Fraction of the time the probes may be on so that the load slows down by
-    at most `budget` (0.10 = 10%).
-
-    cost_while_on is the share of the load's speed lost while the probes are
-    on: 1 - probed speed / unprobed speed (0.75 when the load runs at a
-    quarter of its speed). With the probes on a share
-    d of the time the load runs at 1 - d * cost of its speed, so the slowdown
-    1 / (1 - d * cost) stays within 1 + budget for d <= budget / (1 + budget) / cost."""
-    if cost_while_on <= 0:
-        return 1.0
-    return max(min(budget / (1 + budget) / cost_while_on, 1.0), 0.0)
-
-
 def off_seconds(lost_s: float, cycle_s: float, budget: float) -> float:
     """How long the probes must stay off after a cycle that took cycle_s
     seconds (on-phase, attaching and detaching) of which lost_s were lost to

@@ -411,7 +411,7 @@ def _duty_cycles(session: UprobeSession, specs: list[ProbeSpec], win: _Window, b
     pacer = Pacer(budget, on_s=ON_PHASE_S, min_on_s=MIN_ON_S, max_off_s=MAX_OFF_S)
     cycles: list[dict] = []
     last = {s.index: 0 for s in specs}
-    on_s = ON_PHASE_S
+    on_s = pacer.on_s
     on_t0 = started[0]
     cycle_t0, cycle_rows0 = started  # a cycle: attach, on-phase, detach
     counts = lambda: {s.index: session.probe_counts(s.index).calls for s in specs}  # noqa: E731
@@ -430,7 +430,7 @@ def _duty_cycles(session: UprobeSession, specs: list[ProbeSpec], win: _Window, b
         cal = calibrator.current()
         probe_s = sum(delta[s.index] * cal.pair(s.entry_class) for s in specs) / 1e9
         cycle = {"on_s": round(t_on, 6), "probe_s": round(probe_s, 6), "calls": delta,
-                 "rows": _difference(rows1, rows0), "row_calls": {i: calls1[i] - calls0[i] for i in now}}  # halves
+                 "rows": _difference(rows1, rows0), "row_calls": {i: calls1[i] - calls0[i] for i in now}}  # averages: may end in .5
         cycles.append(cycle)
         if ended:
             return cycles, rows1

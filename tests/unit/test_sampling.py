@@ -1,6 +1,6 @@
 import pytest
 
-from mysqlprobe.analysis.sampling import Pacer, duty_for_budget, estimate_by_rows, estimate_total, off_seconds, t95
+from mysqlprobe.analysis.sampling import Pacer, estimate_by_rows, estimate_total, off_seconds, t95
 
 
 def test_steady_rate_is_scaled_to_the_window():
@@ -30,15 +30,6 @@ def test_interval_widens_with_spread_and_never_drops_below_what_was_counted():
 def test_one_cycle_has_no_interval_and_no_cycle_no_calls():
     assert estimate_total([(0.2, 0.0, 7)], 1.0).low is None
     assert estimate_total([], 5.0).value == 0
-
-
-def test_duty_for_budget():
-    assert duty_for_budget(0, 0.1) == 1.0                      # nothing probed was called
-    # the load runs at half speed while probed: on 1/5.5 of the time it slows down by exactly 10%
-    d = duty_for_budget(0.5, 0.1)
-    assert d == pytest.approx(1 / 5.5)
-    assert 1 / (1 - d * 0.5) == pytest.approx(1.10)
-    assert duty_for_budget(0.05, 0.1) == 1.0                   # 5% while on: within the budget all along
 
 
 def test_off_seconds_keep_a_cycle_within_the_budget():
