@@ -149,7 +149,7 @@ def _figure(runs: list[Run], get) -> Figure:
 @dataclass
 class Change:
     name: str
-    kind: str          # "stage", "function", "remainder"
+    kind: str          # "total", "stage", "function", "ps_stage", "ps_wait"
     a: Figure
     b: Figure
 
@@ -159,7 +159,7 @@ class Change:
 
     @property
     def noise(self) -> float:
-        """What the runs' own spread allows; unknown (inf) with one run a side."""
+        """What the runs' own spread allows; unknown (nan) with one run a side."""
         if self.a.runs < 2 or self.b.runs < 2:
             return float("nan")
         return self.a.spread + self.b.spread
@@ -176,20 +176,23 @@ class Change:
                 "delta": round(self.delta, 3), "verdict": self.verdict}
 
 
+def _changes(a: list[Run], b: list[Run], attr: str, kind: str) -> list[Change]:
+    """One change per name in the runs' `attr` (a name -> ns per row dict),
+    absent names counting as 0, largest change first."""
+    names = sorted({n for r in a + b for n in getattr(r, attr)})
+    changes = [Change(n, kind, _figure(a, lambda r: getattr(r, attr).get(n, 0.0)),
+                      _figure(b, lambda r: getattr(r, attr).get(n, 0.0))) for n in names]
+    return sorted(changes, key=lambda c: -abs(c.delta))
+
+
 def compare(a: list[Run], b: list[Run], top_functions: int = 8) -> dict:
     """The comparison of two sides (lists of repeats), per row."""
     wall = Change("wall time per row", "total", _figure(a, lambda r: r.wall_ns_per_row),
                   _figure(b, lambda r: r.wall_ns_per_row))
-    stages = sorted({s for r in a + b for s in r.exclusive_ns})
-    stage_changes = [Change(s, "stage", _figure(a, lambda r: r.exclusive_ns.get(s, 0.0)),
-                            _figure(b, lambda r: r.exclusive_ns.get(s, 0.0))) for s in stages]
-    attributed = sum(c.delta for c in stage_changes)
+    ranked = _changes(a, b, "exclusive_ns", "stage")
+    attributed = sum(c.delta for c in ranked)
     # what the stages do not hold, by the functions on CPU (self time per row)
-    functions = sorted({f for r in a + b for f in r.cpu_self_ns})
-    fn_changes = [Change(f, "function", _figure(a, lambda r: r.cpu_self_ns.get(f, 0.0)),
-                         _figure(b, lambda r: r.cpu_self_ns.get(f, 0.0))) for f in functions]
-    fn_changes.sort(key=lambda c: -abs(c.delta))
-    ranked = sorted(stage_changes, key=lambda c: -abs(c.delta))
+    fn_changes = _changes(a, b, "cpu_self_ns", "function")
     detail = {}
     for s in sorted({s for r in a + b for s in r.stages}):
         detail[s] = {side: {k: _figure([r for r in runs if s in r.stages], lambda r: r.stages[s][k]).to_json()
@@ -197,10 +200,7 @@ def compare(a: list[Run], b: list[Run], top_functions: int = 8) -> dict:
                             if any(s in r.stages and r.stages[s][k] is not None for r in runs)}
                      | {"symbols": sorted({sym for r in runs for sym in r.stages.get(s, {}).get("symbols", [])})}
                      for side, runs in (("a", a), ("b", b))}
-    ps = {kind: sorted((Change(n, kind, _figure(a, lambda r: getattr(r, attr).get(n, 0.0)),
-                               _figure(b, lambda r: getattr(r, attr).get(n, 0.0)))
-                        for n in {n for r in a + b for n in getattr(r, attr)}), key=lambda c: -abs(c.delta))[:8]
-          for kind, attr in (("ps_stage", "ps_stages"), ("ps_wait", "ps_waits"))}
+    ps = {kind: _changes(a, b, attr, kind)[:8] for kind, attr in (("ps_stage", "ps_stages"), ("ps_wait", "ps_waits"))}
     return {
         "a": _side(a), "b": _side(b),
         "wall": wall,
