@@ -49,6 +49,13 @@ def load_seconds(doc: dict) -> tuple[float, str]:
     return doc["window"]["duration_s"], "the window"
 
 
+def probe_free_seconds(doc: dict, seconds: float) -> float:
+    """The wall time a load would have taken without the probes: less what
+    they added as calibrated, when that is less than the whole."""
+    probes_s = ((doc.get("overhead") or {}).get("estimated_ns") or 0) / 1e9
+    return seconds - probes_s if 0 < probes_s < seconds else seconds
+
+
 def stage_exclusive_ns(doc: dict) -> dict[str, float]:
     """Per stage, corrected time in the window outside the probed stages
     nested in it (all threads), scaled to the whole window."""
@@ -94,11 +101,9 @@ def run_of(doc: dict, label: str, stacks: Folded | None = None) -> Run:
     if not rows:
         raise ValueError(f"{label}: the capture does not tell how many rows were inserted")
     seconds, seconds_source = load_seconds(doc)
-    probes_ns = (doc.get("overhead") or {}).get("estimated_ns") or 0
-    if probes_ns and probes_ns / 1e9 < seconds:
-        # what the probes added, as calibrated: the wall time the load would have taken without them
-        seconds -= probes_ns / 1e9
-        seconds_source += ", less the probes' calibrated cost"
+    free = probe_free_seconds(doc, seconds)
+    if free < seconds:
+        seconds, seconds_source = free, seconds_source + ", less the probes' calibrated cost"
     srv = doc["target"].get("server", {})
     run = Run(label, f"{srv.get('family', '?')} {srv.get('version', '?')}", rows, rows_source, seconds,
               seconds_source, stacks=stacks)

@@ -188,6 +188,11 @@ def flamegraph_title(doc: dict) -> tuple[str, str]:
     return title, sub
 
 
+def write_capture(out_dir: str, doc: dict) -> list[str]:
+    """DIR/profile.json, then the pictures made from it; the paths written."""
+    return [write_profile(out_dir, doc)] + write_visuals(out_dir, doc)
+
+
 def write_visuals(out_dir: str, doc: dict) -> list[str]:
     """DIR/flamegraph.svg (when the capture has stacks) and DIR/report.html."""
     from mysqlprobe.analysis.html_report import render_html

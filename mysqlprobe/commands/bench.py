@@ -11,7 +11,8 @@ from pathlib import Path
 from statistics import median
 
 from mysqlprobe import catalog, sandbox, workload
-from mysqlprobe.capture import now_utc, write_profile, write_visuals
+from mysqlprobe.analysis.compare import probe_free_seconds
+from mysqlprobe.capture import now_utc, write_capture
 from mysqlprobe.collectors.symbols import load_target_binary, resolve_target
 from mysqlprobe.commands.profiled_load import profile_load
 from mysqlprobe.commands.record import plan_probes
@@ -149,11 +150,9 @@ def run(args, parser) -> int:
                 doc["workload"] = {"cell": cell.name, "table": cell.table.name, "ddl": cell.table.ddl(),
                                    "rows": got, "seconds": round(seconds, 3), "clients": cell.clients or 1,
                                    "statement": cell.describe()}
-                write_profile(str(out), doc)
-                write_visuals(str(out), doc)
-                probes_s = ((doc.get("overhead") or {}).get("estimated_ns") or 0) / 1e9
+                write_capture(str(out), doc)
                 results.append({"cell": cell.name, "repeat": r + 1, "rows": got, "seconds": seconds,
-                                "unprobed_seconds": max(seconds - probes_s, 0.0)})
+                                "unprobed_seconds": probe_free_seconds(doc, seconds)})
                 _progress(args.quiet, f"[{r * len(cells) + i + 1}/{total}] {cell.name} run {r + 1}: "
                                       f"{got} rows in {seconds:.2f}s")
         summary = summarise(results, cells, binary.server.describe(), args)

@@ -6,7 +6,7 @@ import sys
 
 from mysqlprobe import catalog, sandbox, workload
 from mysqlprobe.analysis.report import render_text
-from mysqlprobe.capture import write_profile, write_visuals
+from mysqlprobe.capture import write_capture
 from mysqlprobe.commands.profiled_load import profile_load
 from mysqlprobe.commands.record import Plan, plan_probes
 from mysqlprobe.collectors.symbols import load_target_binary, resolve_target
@@ -52,7 +52,7 @@ def run(args, parser) -> int:
         sys.stdout.write(render_text(doc))
         print(f"\nload: {rows} rows into {table.name} in {seconds:.2f}s; rows per partition "
               f"(SELECT COUNT(*)): {doc['workload']['partition_rows']}")
-        _log(f"wrote {', '.join([write_profile(args.output, doc)] + write_visuals(args.output, doc))}")
+        _log(f"wrote {', '.join(write_capture(args.output, doc))}")
     finally:
         if not was_running and not args.keep_running:
             sb.stop()

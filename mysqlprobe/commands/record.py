@@ -16,7 +16,7 @@ from dataclasses import dataclass, field, replace
 from mysqlprobe import catalog
 from mysqlprobe.analysis.report import render_text
 from mysqlprobe.analysis.sampling import Pacer
-from mysqlprobe.capture import build_profile, now_utc, write_profile, write_visuals
+from mysqlprobe.capture import build_profile, now_utc, write_capture
 from mysqlprobe.collectors import connection, process
 from mysqlprobe.collectors.connection import ConnectOptions
 from mysqlprobe.collectors.perf import DEFAULT_FREQUENCY, PerfOptions, PerfWindow, thread_names_from_perf_schema
@@ -607,6 +607,5 @@ def run(args, parser) -> int:
                                                                 args.keep_perf_data))
     sys.stdout.write(render_text(doc))
     if args.output:
-        paths = [write_profile(args.output, doc)] + write_visuals(args.output, doc)
-        print(f"wrote {', '.join(paths)}", file=sys.stderr)
+        print(f"wrote {', '.join(write_capture(args.output, doc))}", file=sys.stderr)
     return 0
