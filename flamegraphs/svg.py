@@ -128,7 +128,7 @@ def render(folded: Folded, title: str = "Flame graph", subtitle: str = "", unit:
             info += f", {'+' if node.delta >= 0 else ''}{_fmt(node.delta, unit)} vs before"
         info += ")"
         fill = _diff_colour(node.delta, biggest) if diff else _colour(node.name, depth)
-        out.append(f'<g class="f" data-x="{x!r}" data-w="{node.value!r}" data-d="{depth}">'
+        out.append(f'<g class="f" data-x="{x!r}" data-w="{node.value!r}">'
                    f"<title>{html.escape(info)}</title>"
                    f'<rect x="{x_px:.2f}" y="{y}" width="{w_px:.2f}" height="{FRAME_H - 1}" fill="{fill}" rx="1"/>'
                    f'<text x="{x_px + 3:.2f}" y="{y + FRAME_H - 4}">{html.escape(_fit(node.name, w_px))}</text></g>')
@@ -147,7 +147,7 @@ _SCRIPT = r"""
   var frames = Array.prototype.slice.call(svg.querySelectorAll('g.f'));
   var details = svg.querySelector('text.details'), reset = svg.querySelector('text.reset');
   var matched = svg.querySelector('text.matched');
-  var view = {x: 0, w: total, d: 0};
+  var view = {x: 0, w: total};
   function label(g) { return g.querySelector('title').textContent.replace(/ \(.*$/, ''); }
   function fit(name, px) {
     var n = Math.floor((px - 6) / 6.6);
@@ -155,8 +155,8 @@ _SCRIPT = r"""
   }
   function draw() {
     frames.forEach(function (g) {
-      var x = +g.getAttribute('data-x'), w = +g.getAttribute('data-w'), d = +g.getAttribute('data-d');
-      var inside = x + w > view.x && x < view.x + view.w && (d >= view.d || (x <= view.x && x + w >= view.x + view.w));
+      var x = +g.getAttribute('data-x'), w = +g.getAttribute('data-w');
+      var inside = x + w > view.x && x < view.x + view.w;  // the zoomed frame, its callees and its callers
       var px = (Math.max(x, view.x) - view.x) / view.w * W;
       var pw = (Math.min(x + w, view.x + view.w) - Math.max(x, view.x)) / view.w * W;
       g.style.display = inside && pw > 0.1 ? '' : 'none';
@@ -167,7 +167,7 @@ _SCRIPT = r"""
     reset.style.display = view.w < total ? '' : 'none';
   }
   function zoom(g) {
-    view = {x: +g.getAttribute('data-x'), w: +g.getAttribute('data-w'), d: 0};
+    view = {x: +g.getAttribute('data-x'), w: +g.getAttribute('data-w')};
     draw();
   }
   function search(re) {
@@ -195,7 +195,7 @@ _SCRIPT = r"""
       details.textContent = g.querySelector('title').textContent;
     });
   });
-  reset.addEventListener('click', function () { view = {x: 0, w: total, d: 0}; draw(); });
+  reset.addEventListener('click', function () { view = {x: 0, w: total}; draw(); });
   svg.mpSearch = search;
   svg.mpZoom = function (i) { zoom(frames[i]); };
   var m = /[#&]search=([^&]*)/.exec(window.location.hash || '');
