@@ -18,6 +18,7 @@ import stat
 import subprocess
 import time
 import zipfile
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -208,6 +209,18 @@ class Sandbox:
             time.sleep(0.2)
         proc.terminate()
         raise SandboxError(f"MariaDB {self.version} did not open {self.socket} within 120 s")
+
+    @contextmanager
+    def serving(self, log=print, keep: bool = False):
+        """The server running for a while (its PID): stopped afterwards if it
+        was not running before, unless `keep`."""
+        was_running = self.running()
+        pid = self.start(log)
+        try:
+            yield pid
+        finally:
+            if not (was_running or keep):
+                self.stop()
 
     def _last_error(self) -> str:
         try:

@@ -6,6 +6,7 @@ import html
 import json
 import re
 import sys
+from contextlib import nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 from statistics import median
@@ -118,10 +119,17 @@ def run(args, parser) -> int:
     cells = [parse_cell(c.strip()) for c in (args.cells.split(",") if args.cells else DEFAULT_CELLS) if c.strip()]
     if not cells:
         raise UsageError("no cell to run")
-    sb = sandbox.Sandbox(args.server) if args.server else None
-    was_running = sb.running() if sb else True
-    pid = sb.start(lambda m: _progress(args.quiet, m)) if sb else args.pid
-    socket = sb.socket if sb else args.socket
+    if args.server:
+        sb = sandbox.Sandbox(args.server)
+        server, socket = sb.serving(lambda m: _progress(args.quiet, m)), sb.socket
+    else:
+        server, socket = nullcontext(args.pid), args.socket
+    with server as pid:
+        _bench(args, cells, pid, socket)
+    return 0
+
+
+def _bench(args, cells: list[Cell], pid: int, socket: str) -> None:
     restore_format = None
     conn = workload.connect(socket)
     try:
@@ -167,9 +175,6 @@ def run(args, parser) -> int:
             with conn.cursor() as cur:
                 cur.execute("SET GLOBAL innodb_file_format = %s", (restore_format,))
         conn.close()
-        if sb and not was_running:
-            sb.stop()
-    return 0
 
 
 def summarise(results: list[dict], cells: list[Cell], server: str, args) -> dict:

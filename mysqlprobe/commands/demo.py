@@ -32,9 +32,7 @@ def _log(msg: str) -> None:
 
 def run(args, parser) -> int:
     sb = sandbox.Sandbox(args.server)
-    was_running = sb.running()
-    pid = sb.start(_log)
-    try:
+    with sb.serving(_log, keep=args.keep_running) as pid:
         conn = workload.connect(sb.socket)
         table = workload.table(args.partitioning, args.partitions)
         _log(f"preparing {workload.SOURCE} with {args.rows} rows and {table.name}")
@@ -53,7 +51,4 @@ def run(args, parser) -> int:
         print(f"\nload: {rows} rows into {table.name} in {seconds:.2f}s; rows per partition "
               f"(SELECT COUNT(*)): {doc['workload']['partition_rows']}")
         _log(f"wrote {', '.join(write_capture(args.output, doc))}")
-    finally:
-        if not was_running and not args.keep_running:
-            sb.stop()
     return 0

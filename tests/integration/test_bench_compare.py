@@ -28,18 +28,13 @@ def _file_format(sb) -> str:
 
 def _bench(version: str, cells: str, out) -> dict:
     sb = sandbox.Sandbox(version)
-    was_running = sb.running()
-    sb.start(log=lambda m: None)
-    before = _file_format(sb)
-    try:
+    with sb.serving(lambda m: None):
+        before = _file_format(sb)
         done = subprocess.run([MYSQLPROBE, "bench", "--server", version, "--cells", cells, "--rows", str(ROWS),
                                "--single-rows", str(SINGLE_ROWS), "--repeats", "2", "-q",
                                "-o", str(out)], capture_output=True, text=True, timeout=900)
         assert done.returncode == 0, done.stderr
         assert _file_format(sb) == before          # what the bench set for row formats is put back
-    finally:
-        if not was_running:
-            sb.stop()
     return json.loads((out / version / "results.json").read_text())
 
 

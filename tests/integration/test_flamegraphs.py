@@ -25,11 +25,8 @@ VERSION = "10.11.5"  # Performance Schema knows OS thread ids: threads are named
 @pytest.fixture(scope="module")
 def server():
     sb = sandbox.Sandbox(VERSION)
-    was_running = sb.running()
-    pid = sb.start(log=lambda m: print(m, file=sys.stderr))
-    yield sb, pid
-    if not was_running:
-        sb.stop()
+    with sb.serving(lambda m: print(m, file=sys.stderr)) as pid:
+        yield sb, pid
 
 
 def _capture(sb, pid, out: Path, kind: str, partitions: int) -> dict:

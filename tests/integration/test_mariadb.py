@@ -27,11 +27,8 @@ KILL_ROWS = 300007     # prime, and long enough to be killed in the middle of
 @pytest.fixture(scope="module", params=sandbox.VERSIONS)
 def server(request):
     sb = sandbox.Sandbox(request.param)
-    was_running = sb.running()
-    pid = sb.start(log=lambda m: print(m, file=sys.stderr))
-    yield sb, pid
-    if not was_running:
-        sb.stop()
+    with sb.serving(lambda m: print(m, file=sys.stderr)) as pid:
+        yield sb, pid
 
 
 @pytest.fixture

@@ -26,11 +26,8 @@ def log(msg):
 @pytest.fixture(scope="module", params=["10.2.11", "10.11.5"])
 def server(request):
     sb = sandbox.Sandbox(request.param)
-    was_running = sb.running()
-    pid = sb.start(log)
-    yield sb, pid
-    if not was_running:
-        sb.stop()
+    with sb.serving(log) as pid:
+        yield sb, pid
 
 
 def setup_tables(sb) -> tuple:
