@@ -22,7 +22,7 @@ import statistics
 import subprocess
 import threading
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 
 from mysqlprobe import probes
 from mysqlprobe.collectors.symbols import load_binary
@@ -80,6 +80,8 @@ class Calibration:
     bursts: int
     seconds: float
     in_window: int = 0  # bursts taken while the window was open
+    # per class, the lowest and highest whole ns the kernel took off: {"own": (lo, hi), "pair": (lo, hi)}
+    applied: dict[str, dict[str, tuple[int, int]]] = field(default_factory=dict)
 
     def own(self, klass: str) -> float:
         return self.classes[klass].inside_ns if klass in self.classes else 0.0
@@ -92,7 +94,9 @@ class Calibration:
                           "probes, with an entry probe, with entry and return probes; medians of the last "
                           f"{ROLLING} bursts, kept up to date while the window is open",
                 "bursts": self.bursts, "bursts_in_window": self.in_window, "seconds": round(self.seconds, 3),
-                "classes": {k: {kk: round(vv, 1) for kk, vv in asdict(v).items()}
+                "classes": {k: {**{kk: round(vv, 1) for kk, vv in asdict(v).items()},
+                                **({"applied_ns": {m: list(r) for m, r in self.applied[k].items()}}
+                                   if k in self.applied else {})}
                             for k, v in self.classes.items()}}
 
 
@@ -148,6 +152,7 @@ class Calibrator:
             k: {"entry": [], "both": [], "inside": []} for k in HELPER_FUNCTION}
         self.bursts = 0
         self.in_window = 0
+        self.applied: dict[str, dict[str, tuple[int, int]]] = {}
         self._thread: threading.Thread | None = None
         self._stop = threading.Event()
 
@@ -187,13 +192,21 @@ class Calibrator:
                 entry = m["entry"] if klass == EMULATED else max(m["both"] - return_ns, 0.0)
                 spread = max(abs(x - m["both"]) for x in self.samples[klass]["both"][-ROLLING:])
                 out[klass] = ClassCost(entry, return_ns, max(m["inside"], 0.0), spread)
-        return Calibration(out, self.bursts, time.monotonic() - self.started, self.in_window)
+        return Calibration(out, self.bursts, time.monotonic() - self.started, self.in_window,
+                           {k: dict(r) for k, r in self.applied.items()})
 
     def apply(self, session) -> Calibration:
+        """Hand the kernel the current costs, in whole ns, and remember their range."""
         cal = self.current()
         for klass, row in COST_CLASS.items():
             if klass in cal.classes:
-                session.set_cost(row, cal.own(klass), cal.pair(klass))
+                own, pair = max(int(cal.own(klass)), 0), max(int(cal.pair(klass)), 0)
+                session.set_cost(row, own, pair)
+                ranges = self.applied.setdefault(klass, {"own": (own, own), "pair": (pair, pair)})
+                for name, v in (("own", own), ("pair", pair)):
+                    lo, hi = ranges[name]
+                    ranges[name] = (min(lo, v), max(hi, v))
+        cal.applied = {k: dict(r) for k, r in self.applied.items()}
         return cal
 
     def calibrate(self, session, bursts: int = 5, budget_s: float = 0.01) -> Calibration:
