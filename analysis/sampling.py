@@ -117,7 +117,13 @@ class Pacer:
     taken at that speed. Attaching, detaching and anything else the probes
     cost is in that measure, not only what calibration knows of. Without a
     progress measure (no server connection, an idle load) the calibrated
-    probe cost stands in."""
+    probe cost stands in.
+
+    Two rules set the off-phase; the longer wins. Each cycle pays for itself
+    (its loss over its own cycle and off-phase is within the budget), and the
+    window as a whole stays within it should it end right after the next
+    cycle: a short load is not slowed more because the first cycle opened at
+    its start."""
 
     budget: float
     margin: float = 0.8      # pace for this share of the budget: the measure lags and is noisy
@@ -126,6 +132,7 @@ class Pacer:
     max_off_s: float = 2.0
     min_rows: int = 200      # rows in recent off-phases before their speed is trusted
     lost_per_on_s: float | None = None  # smoothed: seconds lost per second of on-phase
+    lost_total_s: float = 0.0           # lost by every cycle so far (calibrated where unmeasured)
     _off: deque = field(default_factory=lambda: deque(maxlen=5))
 
     def off_phase(self, rows: int | None, seconds: float) -> None:
@@ -146,24 +153,36 @@ class Pacer:
             return None
         return max(cycle_s - cycle_rows / speed, 0.0)
 
-    def next_phases(self, on_s: float, cycle_s: float, lost_s: float | None, probe_s: float) -> tuple[float, float]:
+    def next_phases(self, on_s: float, cycle_s: float, lost_s: float | None, probe_s: float,
+                    elapsed_s: float | None = None) -> tuple[float, float]:
         """(next on-phase, off-phase before it) after a cycle whose on-phase
         took on_s of its cycle_s seconds and lost lost_s (None: unmeasured,
-        then probe_s, the calibrated cost of the hits counted, is used)."""
+        then probe_s, the calibrated cost of the hits counted, is used).
+        elapsed_s: the window's length so far (default: this cycle's)."""
         if on_s <= 0:
             return self.on_s, 0.0
-        per_on = (lost_s if lost_s is not None else probe_s) / on_s
+        cost = lost_s if lost_s is not None else probe_s
+        self.lost_total_s += cost
+        elapsed = cycle_s if elapsed_s is None else elapsed_s
+        per_on = cost / on_s
         if lost_s is not None:
             self.lost_per_on_s = per_on if self.lost_per_on_s is None else (self.lost_per_on_s + per_on) / 2
             per_on = self.lost_per_on_s
         transition = max(cycle_s - on_s, 0.0)
         budget = self.budget * self.margin
+        paid = (1 + budget) / budget  # seconds of window that pay for one lost
+
+        def off_for(on: float) -> float:
+            own = off_seconds(per_on * on, on + transition, budget)
+            window = (self.lost_total_s + per_on * on) * paid - (elapsed + on + transition)
+            return max(own, window, 0.0)
+
         on = self.on_s
-        off = off_seconds(per_on * on, on + transition, budget)
-        if off > self.max_off_s:
-            # the on-phase that, off for max_off_s, stays within the budget
-            denominator = per_on * (1 + budget) / budget - 1
-            on = (self.max_off_s + transition) / denominator if denominator > 0 else self.on_s
-            on = min(max(on, self.min_on_s), self.on_s)
-            off = off_seconds(per_on * on, on + transition, budget)  # past max_off_s at min_on_s
+        off = off_for(on)
+        if off > self.max_off_s and per_on * paid > 1:
+            # the on-phase that, off for max_off_s, keeps to both rules
+            own = (self.max_off_s + transition) / (per_on * paid - 1)
+            window = (self.max_off_s + elapsed + transition - self.lost_total_s * paid) / (per_on * paid - 1)
+            on = min(max(min(own, window), self.min_on_s), self.on_s)
+            off = off_for(on)  # past max_off_s at min_on_s
         return on, off

@@ -66,7 +66,9 @@ class SimulatedLoad:
     def __init__(self, speed=300_000.0, slow=4.0, fixed_s=0.004):
         self.speed, self.slow, self.fixed_s = speed, slow, fixed_s
 
-    def run(self, pacer, cycles=200):
+    def run(self, pacer, cycles=200, slowdowns=None):
+        """The load's slowdown over the whole run; `slowdowns` gets it as it
+        stood at the end of every cycle (a window that ended there)."""
         wall = rows = 0.0
         on = pacer.on_s
         for _ in range(cycles):
@@ -74,8 +76,16 @@ class SimulatedLoad:
             cycle_rows = on * self.speed / self.slow
             probe_s = on * (1 - 1 / self.slow) * 0.5               # calibration sees half the real cost
             lost = pacer.lost(cycle_s, int(cycle_rows))
-            next_on, off = pacer.next_phases(on, cycle_s, lost, probe_s)
-            pacer.off_phase(int(off * self.speed), off)
+            measured = 0.0
+            if lost is None:                                        # as record does: learn the speed first
+                measured = 0.1
+                pacer.off_phase(int(measured * self.speed), measured)
+                lost = pacer.lost(cycle_s, int(cycle_rows))
+            next_on, off = pacer.next_phases(on, cycle_s, lost, probe_s, elapsed_s=wall + cycle_s)
+            if slowdowns is not None:
+                slowdowns.append((wall + cycle_s) / ((rows + cycle_rows) / self.speed))
+            off = max(off, measured)
+            pacer.off_phase(int((off - measured) * self.speed), off - measured)
             wall += cycle_s + off
             rows += cycle_rows + off * self.speed
             on = next_on
@@ -90,10 +100,28 @@ def test_pacer_holds_the_budget_on_measured_cost_that_calibration_underrates():
     assert heavy <= 1.105
 
 
+def test_a_window_ending_after_any_cycle_but_the_first_is_within_the_budget():
+    # the first cycle opens with the window; every later one waits until the
+    # window could end right after it and still be within the budget
+    at_cycle_ends = []
+    SimulatedLoad().run(Pacer(0.10), cycles=20, slowdowns=at_cycle_ends)
+    assert at_cycle_ends[0] > 1.5                                   # the first cycle alone: a 4x slower load
+    assert max(at_cycle_ends[1:]) <= 1.08 + 1e-6
+    assert at_cycle_ends[-1] > 1.06                                 # not paced more than needed
+    # after a first cycle at the window's start, the second waits about twice
+    # as long as that cycle alone would need
+    pacer = Pacer(0.10)
+    pacer.off_phase(30_000, 0.1)                                    # 300k rows/s unprobed
+    lost = pacer.lost(0.058, 3750)
+    _, off = pacer.next_phases(0.05, 0.058, lost, 0.0, elapsed_s=0.058)
+    assert off == pytest.approx(2 * lost * 1.08 / 0.08 - 2 * 0.058)
+    assert off > 1.9 * off_seconds(lost, 0.058, 0.08)
+
+
 def test_pacer_without_progress_uses_the_calibrated_cost():
     pacer = Pacer(0.10)
     assert pacer.lost(0.06, None) is None
-    on, off = pacer.next_phases(0.05, 0.06, None, 0.025)         # half the on-phase in the probes
+    on, off = pacer.next_phases(0.05, 0.06, None, 0.025, elapsed_s=60.0)  # half the on-phase in the probes
     assert on == 0.05 and off == pytest.approx(off_seconds(0.025, 0.06, 0.08))
     pacer.off_phase(50, 1.0)                                      # an idle load: speed not trusted
     assert pacer.speed() is None
