@@ -66,6 +66,7 @@ class Tool:
 
     def __init__(self, cmd: list[str], ready: str, stream: str):
         self.started = time.monotonic()
+        self.cmd = cmd
         self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         pipe = self.proc.stderr if stream == "stderr" else self.proc.stdout
         seen = []
@@ -78,9 +79,19 @@ class Tool:
         self.ready_s = time.monotonic() - self.started
 
     def stop(self) -> tuple[str, str]:
-        self.proc.send_signal(signal.SIGINT)
-        out, err = self.proc.communicate(timeout=600)
-        return out, err
+        # bpftrace 0.17 now and then misses a SIGINT that comes soon after its
+        # start, and waits for ever: it gets another every 10 s
+        if self.cmd[0] != BPFTRACE:
+            self.proc.send_signal(signal.SIGINT)
+            return self.proc.communicate(timeout=600)
+        for _ in range(60):
+            self.proc.send_signal(signal.SIGINT)
+            try:
+                return self.proc.communicate(timeout=10)
+            except subprocess.TimeoutExpired:
+                continue
+        self.proc.kill()
+        return self.proc.communicate()
 
 
 def bpftrace_script(pid: int, binary: str, mangled: list[str]) -> str:
