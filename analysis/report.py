@@ -36,8 +36,7 @@ def header(doc: dict) -> list[str]:
         f"window   {w['start']}, {w['duration_s']:.2f}s (ended by {w['ended_by']})",
         f"probes   {doc['engine']['probes_attached']} attached on {len(doc['probes'])} functions"
         + _overhead(doc),
-        _latency_basis(doc),
-    ] + _sampling_line(doc)
+    ] + _latency_basis(doc) + _sampling_line(doc)
     return lines
 
 
@@ -49,12 +48,16 @@ def _overhead(doc: dict) -> str:
     return f"; cost ~{fmt(o['estimated_ns'])}" + (f" ({pct(share)} of window)" if share is not None else "")
 
 
-def _latency_basis(doc: dict) -> str:
+def _latency_basis(doc: dict) -> list[str]:
     cal = doc.get("calibration")
     if not cal or doc.get("latencies") == "raw":
-        return "latency  raw: includes the probes' own cost (run without --raw to correct)"
+        return ["latency  raw: includes the probes' own cost (run without --raw to correct)"]
     costs = ", ".join(f"{fmt(c['entry_ns'] + c['return_ns'])} {k}" for k, c in sorted(cal["classes"].items()))
-    return f"latency  corrected; probe cost per call {costs}"
+    lines = [f"latency  corrected; probe cost per call {costs}"]
+    factor = cal.get("in_situ_factor", 1.0)
+    if factor != 1.0:
+        lines.append(f"         in the on-phases the probes cost the load x{factor:.2f} that")
+    return lines
 
 
 def _count(n: float, estimated: bool) -> str:

@@ -186,3 +186,28 @@ class Pacer:
             on = min(max(min(own, window), self.min_on_s), self.on_s)
             off = off_for(on)  # past max_off_s at min_on_s
         return on, off
+
+
+IN_SITU_MIN_COST_S = 0.005    # calibrated probe time in the reads before the factor is trusted
+IN_SITU_RANGE = (0.5, 3.0)
+
+
+def in_situ_factor(cycles: list[dict], pair_ns: list[float]) -> float | None:
+    """What the probes cost inside the target over their calibrated cost,
+    from the on-phases of duty cycles: the time the load lost between each
+    on-phase's two row reads (the seconds between them less what their rows
+    take at the unprobed speed) over the calibrated cost of the calls counted
+    between them. A ratio of sums; None until there is enough of it, or when
+    it is out of any plausible range (the load changed pace)."""
+    lost = cost = 0.0
+    for c in cycles:
+        speed, rows, row_s = c.get("unprobed_rows_per_s"), c.get("rows"), c.get("row_s")
+        if not speed or rows is None or row_s is None:
+            continue
+        lost += row_s - rows / speed
+        cost += sum(n * p for n, p in zip(c["row_calls"], pair_ns)) / 1e9
+    if cost < IN_SITU_MIN_COST_S:
+        return None
+    factor = lost / cost
+    low, high = IN_SITU_RANGE
+    return factor if low <= factor <= high else None

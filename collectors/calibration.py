@@ -82,6 +82,9 @@ class Calibration:
     in_window: int = 0  # bursts taken while the window was open
     # per class, the lowest and highest whole ns the kernel took off: {"own": (lo, hi), "pair": (lo, hi)}
     applied: dict[str, dict[str, tuple[int, int]]] = field(default_factory=dict)
+    # what the probes cost the target over what the helper measured (duty
+    # cycles with a row counter measure it); 1.0 when unmeasured
+    in_situ: float = 1.0
 
     def own(self, klass: str) -> float:
         return self.classes[klass].inside_ns if klass in self.classes else 0.0
@@ -94,6 +97,7 @@ class Calibration:
                           "probes, with an entry probe, with entry and return probes; medians of the last "
                           f"{ROLLING} bursts, kept up to date while the window is open",
                 "bursts": self.bursts, "bursts_in_window": self.in_window, "seconds": round(self.seconds, 3),
+                "in_situ_factor": round(self.in_situ, 3),
                 "classes": {k: {**{kk: round(vv, 1) for kk, vv in asdict(v).items()},
                                 **({"applied_ns": {m: list(r) for m, r in self.applied[k].items()}}
                                    if k in self.applied else {})}
@@ -153,6 +157,7 @@ class Calibrator:
         self.bursts = 0
         self.in_window = 0
         self.applied: dict[str, dict[str, tuple[int, int]]] = {}
+        self.in_situ = 1.0
         self._thread: threading.Thread | None = None
         self._stop = threading.Event()
 
@@ -193,7 +198,7 @@ class Calibrator:
                 spread = max(abs(x - m["both"]) for x in self.samples[klass]["both"][-ROLLING:])
                 out[klass] = ClassCost(entry, return_ns, max(m["inside"], 0.0), spread)
         return Calibration(out, self.bursts, time.monotonic() - self.started, self.in_window,
-                           {k: dict(r) for k, r in self.applied.items()})
+                           {k: dict(r) for k, r in self.applied.items()}, self.in_situ)
 
     def apply(self, session) -> Calibration:
         """Hand the kernel the current costs, in whole ns, and remember their range."""

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field, replace
 
 from mysqlprobe import catalog
 from mysqlprobe.analysis.report import render_text
-from mysqlprobe.analysis.sampling import Pacer
+from mysqlprobe.analysis.sampling import Pacer, in_situ_factor
 from mysqlprobe.capture import build_profile, now_utc, write_capture
 from mysqlprobe.collectors import connection, process
 from mysqlprobe.collectors.connection import ConnectOptions
@@ -421,9 +421,9 @@ def _duty_cycles(session: UprobeSession, specs: list[ProbeSpec], win: _Window, b
         # rows and calls read together inside the on-phase (rows read between
         # a switch and a status query would be at unprobed speed); the calls
         # on either side of the query, averaged, are those as it read the rows
-        calls0, rows0 = _rows_and_calls(rows_changed, counts)
+        calls0, rows0, read0 = _rows_and_calls(rows_changed, counts)
         ended = win.wait(on_s)
-        calls1, rows1 = _rows_and_calls(rows_changed, counts)
+        calls1, rows1, read1 = _rows_and_calls(rows_changed, counts)
         session.stop()
         t_on = time.monotonic() - on_t0
         now = counts()
@@ -432,7 +432,8 @@ def _duty_cycles(session: UprobeSession, specs: list[ProbeSpec], win: _Window, b
         cal = calibrator.current()
         probe_s = sum(delta[s.index] * cal.pair(s.entry_class) for s in specs) / 1e9
         cycle = {"on_s": round(t_on, 6), "probe_s": round(probe_s, 6), "calls": delta,
-                 "rows": _difference(rows1, rows0), "row_calls": {i: calls1[i] - calls0[i] for i in now}}  # averages: may end in .5
+                 "rows": _difference(rows1, rows0), "row_s": round(read1 - read0, 6),
+                 "row_calls": {i: calls1[i] - calls0[i] for i in now}}  # averages: may end in .5
         cycles.append(cycle)
         if ended:
             return cycles, rows1
@@ -450,6 +451,8 @@ def _duty_cycles(session: UprobeSession, specs: list[ProbeSpec], win: _Window, b
             pacer.off_phase(_difference(speed_rows0, off_rows0), speed_t0 - off_t0)
             lost = pacer.lost(cycle_s, cycle_rows)
         cycle["lost_s"] = None if lost is None else round(lost, 6)
+        cycle["unprobed_rows_per_s"] = None if lost is None else round(pacer.speed(), 1)
+        _measure_in_situ_cost(calibrator, cycles, specs)
         on_s, off = pacer.next_phases(t_on, cycle_s, lost, probe_s, elapsed_s=off_t0 - started[0])
         if win.wait(max(off - (time.monotonic() - off_t0), 0.0)):
             return cycles, rows_changed()
@@ -460,13 +463,22 @@ def _duty_cycles(session: UprobeSession, specs: list[ProbeSpec], win: _Window, b
         session.start()
 
 
+def _measure_in_situ_cost(calibrator: Calibrator, cycles: list[dict], specs: list[ProbeSpec]) -> None:
+    """What the on-phases show the probes cost the target, against their calibration."""
+    cal = calibrator.current()
+    factor = in_situ_factor([{**c, "row_calls": [c["row_calls"][s.index] for s in specs]} for c in cycles],
+                            [cal.pair(s.entry_class) for s in specs])
+    if factor is not None:
+        calibrator.in_situ = factor
+
+
 TIGHT_READ_S = 0.002  # calls read on either side of a row-counter query at most this far apart
 READ_TRIES = 3
 
 
-def _rows_and_calls(rows_changed, counts) -> tuple[dict[int, float], int | None]:
-    """The server's rows counter and the calls as it was read: the calls on
-    either side of the query, averaged. A read that took long (this process
+def _rows_and_calls(rows_changed, counts) -> tuple[dict[int, float], int | None, float]:
+    """The server's rows counter, the calls as it was read (the calls on
+    either side of the query, averaged) and when. A read that took long (this process
     preempted, a slow reply) would misplace the rows against the calls; it is
     taken again, and the tightest of a few kept."""
     best = None
@@ -477,11 +489,11 @@ def _rows_and_calls(rows_changed, counts) -> tuple[dict[int, float], int | None]
         after = counts()
         width = time.monotonic() - t0
         if best is None or width < best[0]:
-            best = (width, before, rows, after)
+            best, best_t0 = (width, before, rows, after), t0
         if width <= TIGHT_READ_S or rows is None:
             break
-    _, before, rows, after = best
-    return {i: (before[i] + after[i]) / 2 for i in before}, rows
+    width, before, rows, after = best
+    return {i: (before[i] + after[i]) / 2 for i in before}, rows, best_t0 + width / 2
 
 
 def _difference(after: int | None, before: int | None) -> int | None:

@@ -108,6 +108,8 @@ def test_default_mode_scales_counts_by_the_rows_the_server_changed(server, conn,
     cycles = sampling["calls_per_cycle"]
     assert all(c["rows"] is not None for c in cycles)
     assert cycles[0]["lost_s"] is not None                      # measured, though it opened with the window
+    assert doc["calibration"]["in_situ_factor"] != 1.0            # the on-phases measured the probes' cost
+    assert "in the on-phases the probes cost the load" in out
     assert sampling["lost_s"] is not None and 0 <= sampling["lost_s"] < doc["window"]["duration_s"]
     s = stage(doc, "partition.write_row")
     assert s["calls"] < SAMPLED_ROWS                                # probes were off part of the time

@@ -147,3 +147,12 @@ def test_sampled_run_reports_estimates():
     assert stages["innodb.row_insert"]["share_of_window"] == pytest.approx(5 * ROWS * 1900 / 1.5e9, rel=1e-3)
     text = render_text(doc)
     assert "~50035" in text and "sampling probes on 20.0% of the window (3 cycles" in text
+
+
+def test_latency_line_gives_the_cost_the_on_phases_measured():
+    doc = synthetic_run()
+    assert "cost the load" not in render_text(doc)                 # exact mode: unmeasured
+    doc["calibration"]["in_situ_factor"] = 1.25
+    lines = render_text(doc).splitlines()
+    at = next(i for i, line in enumerate(lines) if line.startswith("latency"))
+    assert lines[at + 1] == "         in the on-phases the probes cost the load x1.25 that"

@@ -1,6 +1,6 @@
 import pytest
 
-from mysqlprobe.analysis.sampling import Pacer, estimate_by_rows, estimate_total, off_seconds, t95
+from mysqlprobe.analysis.sampling import Pacer, estimate_by_rows, estimate_total, in_situ_factor, off_seconds, t95
 
 
 def test_steady_rate_is_scaled_to_the_window():
@@ -145,3 +145,16 @@ def test_rows_estimate_takes_calls_per_row_from_the_paired_counts_only():
     est = estimate_by_rows([(1000, 2000), (1000, 2000)], 100_000, counted=5000)
     assert est.value == pytest.approx(200_000)
     assert estimate_by_rows([(1000, 2000)], 1500, counted=5000).value == 5000
+
+
+def test_in_situ_factor_is_the_on_phases_loss_over_the_calibrated_cost():
+    # 1M rows/s unprobed; 0.05 s between the reads with 10000 rows: 0.04 s lost.
+    # 20000 calls of a 1500 ns pair and 5000 of a 1000 ns one: 0.035 s calibrated
+    cycle = {"rows": 10_000, "row_s": 0.05, "unprobed_rows_per_s": 1e6, "row_calls": [20_000, 5_000]}
+    assert in_situ_factor([cycle, dict(cycle)], [1500.0, 1000.0]) == pytest.approx(0.04 / 0.035)
+    unmeasured = {**cycle, "unprobed_rows_per_s": None}              # the speed was not known yet
+    assert in_situ_factor([unmeasured], [1500.0, 1000.0]) is None
+    idle = {**cycle, "row_calls": [10, 0]}                              # too little probe time to say
+    assert in_situ_factor([idle], [1500.0, 1000.0]) is None
+    sped_up = {**cycle, "rows": 60_000}                                 # the load changed pace: no factor
+    assert in_situ_factor([sped_up], [1500.0, 1000.0]) is None
