@@ -28,7 +28,7 @@ _u64 = ctypes.c_uint64
 
 
 class _ProbeStats(ctypes.Structure):
-    _fields_ = [("calls", _u64), ("total_ns", _u64), ("nested_hits", _u64), ("corrected_ns", _u64),
+    _fields_ = [("calls", _u64), ("total_ns", _u64), ("nested_hits", _u64), ("corrected_ns", ctypes.c_int64),
                 ("hist", _u64 * MAX_SLOTS), ("chist", _u64 * MAX_SLOTS)]
 
 
@@ -37,7 +37,7 @@ class _PartKey(ctypes.Structure):
 
 
 class _PartStats(ctypes.Structure):
-    _fields_ = [("calls", _u64), ("total_ns", _u64), ("corrected_ns", _u64),
+    _fields_ = [("calls", _u64), ("total_ns", _u64), ("corrected_ns", ctypes.c_int64),
                 ("hist", _u64 * MAX_SLOTS), ("chist", _u64 * MAX_SLOTS)]
 
 
@@ -46,7 +46,7 @@ class _EdgeKey(ctypes.Structure):
 
 
 class _EdgeStats(ctypes.Structure):
-    _fields_ = [("calls", _u64), ("total_ns", _u64), ("corrected_ns", _u64)]
+    _fields_ = [("calls", _u64), ("total_ns", _u64), ("corrected_ns", ctypes.c_int64)]
 
 
 NO_PARENT = 0xFFFF

@@ -235,7 +235,7 @@ int probe_entry(struct x86_64_regs *ctx)
 
 /* a global function: verified once on its own, which keeps probe_return's
  * verification small */
-__noinline int record_edge(__u32 tid, __u32 probe, __u32 parent, __u64 delta, __u64 corrected)
+__noinline int record_edge(__u32 tid, __u32 probe, __u32 parent, __u64 delta, __s64 corrected)
 {
 	struct edge_key ek = { .tid = tid, .probe = probe, .parent = parent };
 	struct edge_stats *es = bpf_map_lookup_elem(&edges, &ek);
@@ -255,12 +255,14 @@ __noinline int record_edge(__u32 tid, __u32 probe, __u32 parent, __u64 delta, __
 	return 0;
 }
 
-static __always_inline void record(__u32 probe, __u64 delta, __u64 corrected, __u64 nested, __s32 part)
+/* corrected: the latency less the probes' cost inside it, signed: the sums
+ * stay unbiased; the histogram of corrected latencies clamps a call at 0 */
+static __always_inline void record(__u32 probe, __u64 delta, __s64 corrected, __u64 nested, __s32 part)
 {
 	struct part_key pk = { .probe = probe, .part = (__u32)part };
 	struct probe_stats *ps = bpf_map_lookup_elem(&stats, &probe);
 	struct part_stats *pp, *zero_part;
-	__u64 slot = hist_slot(delta), cslot = hist_slot(corrected);
+	__u64 slot = hist_slot(delta), cslot = hist_slot(corrected > 0 ? (__u64)corrected : 0);
 	__u32 zero = 0;
 
 	/* hist_slot() already clamps; these checks (on 64-bit values, so clang
@@ -309,7 +311,8 @@ int probe_return(struct x86_64_regs *ctx)
 	struct frame *f;
 	__u32 cls = (cookie >> COOKIE_CLASS_SHIFT) & 0xff;
 	struct probe_cost *cost = bpf_map_lookup_elem(&costs, &cls);
-	__u64 nested, delta, corrected, inner_cost, own = cost ? cost->own_ns : 0, pair = cost ? cost->pair_ns : 0;
+	__u64 nested, delta, inner_cost, own = cost ? cost->own_ns : 0, pair = cost ? cost->pair_ns : 0;
+	__s64 corrected;
 	__s32 part;
 	int i, found = 0;
 
@@ -381,7 +384,7 @@ int probe_return(struct x86_64_regs *ctx)
 		}
 	}
 	st->depth = idx;
-	corrected = delta > inner_cost ? delta - inner_cost : 0;
+	corrected = (__s64)(delta - inner_cost);
 	record(probe, delta, corrected, nested, part);
 	record_edge(tid, probe, idx > 0 ? st->frames[(idx - 1) & (MAX_DEPTH - 1)].probe : NO_PARENT,
 		    delta, corrected);

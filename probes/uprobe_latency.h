@@ -57,9 +57,9 @@ struct probe_stats {
 	__u64 calls;
 	__u64 total_ns;       /* raw: as the timestamps say */
 	__u64 nested_hits;    /* probe hits (entries and returns) inside the calls */
-	__u64 corrected_ns;   /* minus the calibrated cost of the probes inside */
+	__s64 corrected_ns;   /* minus the calibrated cost of the probes inside; unclamped */
 	__u64 hist[MAX_SLOTS];
-	__u64 chist[MAX_SLOTS]; /* of corrected latencies */
+	__u64 chist[MAX_SLOTS]; /* of corrected latencies, each clamped at 0 */
 };
 
 struct part_key {
@@ -70,7 +70,7 @@ struct part_key {
 struct part_stats {
 	__u64 calls;
 	__u64 total_ns;
-	__u64 corrected_ns;
+	__s64 corrected_ns;
 	__u64 hist[MAX_SLOTS];
 	__u64 chist[MAX_SLOTS];
 };
@@ -87,7 +87,7 @@ struct edge_key {
 struct edge_stats {
 	__u64 calls;
 	__u64 total_ns;
-	__u64 corrected_ns;
+	__s64 corrected_ns;
 };
 
 struct frame {
