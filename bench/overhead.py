@@ -169,7 +169,9 @@ def seed_load(rows: int, repeats: int, workdir: Path) -> dict:
                 window = doc["window"]["duration_s"]
                 estimates.append({"counted": st["calls"], "estimated": st["estimated_calls"],
                                   "coverage": doc["sampling"].get("on_s", 0) / window,
-                                  "measured_slowdown": window / (window - lost) if lost is not None else None})
+                                  "measured_slowdown": window / (window - lost) if lost is not None else None,
+                                  "cycles": doc["sampling"]["cycles"],
+                                  "in_situ_factor": doc["calibration"].get("in_situ_factor")})
         for mode in modes:
             ratio[mode].append(this[mode] / this["no probes"])
     conn.close()
@@ -291,16 +293,19 @@ def render(results: dict) -> str:
     if load["default_mode_estimates"]:
         lines += ["", f"Default mode, each repeat: partition.write_row calls counted and estimated for the "
                       f"window (true: {load['rows']}), and the slowdown mysqlprobe measured itself from the "
-                      f"server's row rate.", "",
-                  "| repeat | probes on | counted | estimated | 95% CI | error | measured slowdown |",
-                  "|---|---|---|---|---|---|---|"]
+                      f"server's row rate, and what the probes cost the load in the on-phases against their "
+                      f"calibration.", "",
+                  "| repeat | cycles | probes on | counted | estimated | 95% CI | error | measured slowdown "
+                  "| probe cost vs calibration |",
+                  "|---|---|---|---|---|---|---|---|---|"]
         for i, e in enumerate(load["default_mode_estimates"], 1):
             est, ci = e["estimated"]["value"], e["estimated"]["ci95"]
             ci_text = f"[{ci[0]:.0f}, {ci[1]:.0f}]" if ci else "-"
             measured = e.get("measured_slowdown")
-            lines.append(f"| {i} | {100 * e['coverage']:.1f}% | {e['counted']} | {est:.0f} | {ci_text} | "
-                         f"{100 * (est / load['rows'] - 1):+.1f}% | "
-                         f"{f'{measured:.2f}x' if measured else '-'} |")
+            factor = e.get("in_situ_factor")
+            lines.append(f"| {i} | {e.get('cycles', '-')} | {100 * e['coverage']:.1f}% | {e['counted']} | {est:.0f} "
+                         f"| {ci_text} | {100 * (est / load['rows'] - 1):+.1f}% | "
+                         f"{f'{measured:.2f}x' if measured else '-'} | {f'{factor:.2f}x' if factor else '-'} |")
     lines += ["", "## 2. Accuracy on functions of known cost", "",
               "Mean latency per call in ns; error = tool - truth. The truth is measured by the target on an "
               "unprobed twin in the same run. cost_* start with `push` (the kernel emulates the probed "
