@@ -119,7 +119,7 @@ def _metadata(doc: dict) -> str:
     return _table(["", ""], rows, "meta")
 
 
-def render_html(doc: dict, flamegraph_svg: str | None = None) -> str:
+def render_html(doc: dict, flamegraph_svg: str | None = None, offcpu_svg: str | None = None) -> str:
     stages = stage_summaries(doc)
     t = doc["target"]
     srv = t.get("server", {})
@@ -155,6 +155,11 @@ def render_html(doc: dict, flamegraph_svg: str | None = None) -> str:
         why = "perf took none: the server used no CPU in the window" if perf.get("status") == "collected" \
             else perf.get("reason") or perf.get("status")
         parts.append(f"<p class=muted>no CPU samples: {_e(why)}</p>")
+    if offcpu_svg:
+        parts += ["<h2>Off-CPU flame graph (where threads waited)</h2>",
+                  '<p class=muted>widths: microseconds off CPU; the leaf is the kernel function a thread '
+                  'blocked in, or [waiting for a CPU]; click a frame to zoom</p>', offcpu_svg,
+                  _pre(text.off_cpu_block(doc))]
     warnings = doc.get("warnings") or []
     if warnings:
         parts += ["<h2>Warnings</h2>"] + [f"<p class=warn>{_e(w)}</p>" for w in warnings]

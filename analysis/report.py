@@ -250,13 +250,39 @@ def samples_block(doc: dict, top: int = 10) -> list[str]:
                                  80, subsequent_indent="  ")
     if not n:
         return lines
-    threads = ", ".join(f"{t['thread']} {pct(t['samples'] / n)}" for t in perf["threads"][:4])
-    lines += textwrap.wrap("threads: " + threads, 80, subsequent_indent="  ")
+    lines += _threads_line(f"{t['thread']} {pct(t['samples'] / n)}" for t in perf["threads"][:4])
     lines.append(f"  {'self':>6} {'total':>6}  function")
     for r in perf["top_self"][:top]:
         lines.append(f"  {pct(r['share']):>6} {pct(r.get('total_share')):>6}  {_clip(r['function'], 62)}")
     if perf.get("stacks_file"):
         lines.append(f"  folded stacks: {perf['stacks_file']} (flamegraph.svg, report.html)")
+    return lines
+
+
+def _threads_line(items) -> list[str]:
+    return textwrap.wrap("threads: " + ", ".join(items), 80, subsequent_indent="  ")
+
+
+def off_cpu_block(doc: dict, top: int = 8) -> list[str]:
+    """Where the threads waited: blocked (I/O, locks, sleeps) and runnable
+    without a CPU, per thread, and the functions they waited in."""
+    off = doc.get("off_cpu") or {}
+    if off.get("status") != "collected":
+        return []
+    window = doc["window"]["duration_s"]
+    lines = [""] + textwrap.wrap(
+        f"off-CPU: blocked {fmt(off['blocked_s'] * 1e9)}, waiting for a CPU {fmt(off['waiting_for_cpu_s'] * 1e9)} "
+        f"over all threads, {off['switches']} switches (window {window:.2f}s)", 80, subsequent_indent="  ")
+    total = sum(t["us"] for t in off["threads"]) or 1
+    if off["threads"]:
+        lines += _threads_line(f"{t['thread']} {fmt(t['us'] * 1e3)}" for t in off["threads"][:4])
+        lines.append(f"  {'time':>7} {'share':>6}  waiting in")
+        for r in off["top_self"][:top]:
+            lines.append(f"  {fmt(r['us'] * 1e3):>7} {pct(r['us'] / total):>6}  {_clip(r['function'], 61)}")
+    if off.get("dropped"):
+        lines.append("  incomplete: " + ", ".join(f"{k} ({v})" for k, v in off["dropped"].items()))
+    if off.get("stacks_file"):
+        lines.append(f"  folded stacks (us): {off['stacks_file']} (offcpu.svg, report.html)")
     return lines
 
 
@@ -271,6 +297,7 @@ def render_text(doc: dict) -> str:
     out += perf_schema_block(doc)
     out += attribution_block(doc)
     out += samples_block(doc)
+    out += off_cpu_block(doc)
     for s in stages:
         if s.calls:
             out += [""] + stage_detail(s)

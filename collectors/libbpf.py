@@ -50,6 +50,7 @@ def lib() -> ctypes.CDLL:
         "bpf_program__attach_uprobe_opts": (_P, [_P, ctypes.c_int, ctypes.c_char_p, ctypes.c_size_t,
                                                   ctypes.POINTER(_UprobeOpts)]),
         "bpf_link__destroy": (ctypes.c_int, [_P]),
+        "bpf_program__attach": (_P, [_P]),
         "bpf_map_lookup_elem": (ctypes.c_int, [ctypes.c_int, _P, _P]),
         "bpf_map_update_elem": (ctypes.c_int, [ctypes.c_int, _P, _P, ctypes.c_uint64]),
         "bpf_map_get_next_key": (ctypes.c_int, [ctypes.c_int, _P, _P]),
@@ -155,6 +156,14 @@ class BpfObject:
         if not link:
             kind = "uretprobe" if retprobe else "uprobe"
             raise _errno_error(f"attaching a {kind} to {binary} at offset {offset:#x} failed")
+        self._links.append(link)
+
+    def attach_program(self, program: int, what: str) -> None:
+        """Attach a program where its section says (a tracepoint)."""
+        ctypes.set_errno(0)
+        link = lib().bpf_program__attach(program)
+        if not link:
+            raise _errno_error(f"attaching {what} failed")
         self._links.append(link)
 
     def attach_uprobe_multi(self, program: int, pid: int, binary: str, offsets: list[int],

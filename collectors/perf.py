@@ -148,13 +148,15 @@ def short_frame(symbol: str, dso: str) -> str:
 
 # the outermost frame of a stack unwound to the thread's start
 _STACK_BOTTOM = {"_start", "clone", "clone3", "__clone", "__clone3", "__clone_internal", "start_thread"}
+# the thread's start in a libc without its symbol table (Debian's): clone3 and start_thread
+_LIBC_UNSYMBOLIZED = re.compile(r"\[(libc|libpthread)[-.][\w.]*\]$")
 # frames below a thread's own entry function (libc, the P_S thread wrapper)
 _THREAD_START = _STACK_BOTTOM | {"__libc_start_main", "__libc_start_call_main", "pfs_spawn_thread", "[unknown]"}
 
 
 def entry_function(root_first: list[str]) -> str | None:
     """The function a thread started in, from a stack that reaches its start."""
-    if not root_first or root_first[0] not in _STACK_BOTTOM:
+    if not root_first or not (root_first[0] in _STACK_BOTTOM or _LIBC_UNSYMBOLIZED.match(root_first[0])):
         return None  # the unwinding stopped short of the thread's start
     for frame in root_first:
         if frame not in _THREAD_START and not frame.endswith(KERNEL_SUFFIX) and not frame.startswith("["):
@@ -192,21 +194,28 @@ def fold_script(lines, thread_names: dict[int, str] | None = None) -> tuple[Fold
             frames.append(short_frame(m.group(2), m.group(3)))
     flush()
 
+    return fold_samples([(comm, tid, stack, 1) for comm, tid, stack in samples], names), len(samples)
+
+
+def fold_samples(samples: list[tuple[str, int | None, list[str], int]], thread_names: dict[int, str]) -> Folded:
+    """Folded stacks from (comm, tid, frames root first, weight), each under
+    its thread's name: its Performance Schema name (by tid), else its comm
+    when the server named its threads, else comm/entry function."""
     entries: dict[int | None, Counter] = {}
-    comms = Counter(comm for comm, _, _ in samples)
-    for _, tid, stack in samples:
+    comms = Counter(comm for comm, _, _, _ in samples)
+    for _, tid, stack, _ in samples:
         entry = entry_function(stack)
         if entry:
             entries.setdefault(tid, Counter())[entry] += 1
     process_comm = comms.most_common(1)[0][0] if comms else ""
     folded = Folded()
-    for comm, tid, stack in samples:
-        root = names.get(tid) if tid is not None else None
+    for comm, tid, stack, weight in samples:
+        root = thread_names.get(tid) if tid is not None else None
         if root is None:
             entry = entries.get(tid)
             root = f"{comm}/{entry.most_common(1)[0][0]}" if comm == process_comm and entry else comm
-        folded.add([root] + stack)
-    return folded, len(samples)
+        folded.add([root] + stack, weight)
+    return folded
 
 
 def _header(line: str) -> tuple[str, int | None]:

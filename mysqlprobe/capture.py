@@ -23,6 +23,8 @@ SCHEMA_VERSION = 1
 PROFILE_FILE = "profile.json"
 STACKS_FILE = "stacks.folded"
 FLAMEGRAPH_FILE = "flamegraph.svg"
+OFFCPU_FILE = "offcpu.folded"
+OFFCPU_SVG = "offcpu.svg"
 HTML_FILE = "report.html"
 
 
@@ -85,7 +87,8 @@ def build_profile(*, argv: list[str], target: dict, window: dict, specs, snapsho
                   unavailable: list[dict], warnings: list[str], attached: int, calibration=None,
                   links: str = "perf_event", sampling: dict | None = None, corrected: bool = True,
                   timings: dict | None = None, process: dict | None = None,
-                  perf_schema: dict | None = None, perf: dict | None = None) -> dict:
+                  perf_schema: dict | None = None, perf: dict | None = None,
+                  off_cpu: dict | None = None) -> dict:
     doc = {
         "schema": SCHEMA,
         "schema_version": SCHEMA_VERSION,
@@ -102,6 +105,7 @@ def build_profile(*, argv: list[str], target: dict, window: dict, specs, snapsho
         "process": process,
         "perf_schema": perf_schema or {"status": "not requested"},
         "perf": perf or {"status": "not requested"},
+        "off_cpu": off_cpu or {"status": "not requested"},
         "unavailable": unavailable,
         "engine": {"probes_attached": attached, "links": links, "counters": snapshot.counters,
                    "timings": timings or {}},
@@ -200,16 +204,31 @@ def write_visuals(out_dir: str, doc: dict) -> list[str]:
 
     path = Path(out_dir)
     written = []
-    svg = None
+    svg = offcpu_svg = None
     stacks = (doc.get("perf") or {}).get("stacks_file")
+    waits = (doc.get("off_cpu") or {}).get("stacks_file")
     try:
         if stacks and (path / stacks).exists():
             title, sub = flamegraph_title(doc)
             svg = render(read_stacks(str(path)), title, sub)
             (path / FLAMEGRAPH_FILE).write_text(svg)
             written.append(str(path / FLAMEGRAPH_FILE))
-        (path / HTML_FILE).write_text(render_html(doc, svg))
+        if waits and (path / waits).exists():
+            title, sub = offcpu_title(doc)
+            offcpu_svg = render(read_stacks(str(path / waits)), title, sub, unit="us", element_id="offcpu")
+            (path / OFFCPU_SVG).write_text(offcpu_svg)
+            written.append(str(path / OFFCPU_SVG))
+        (path / HTML_FILE).write_text(render_html(doc, svg, offcpu_svg))
         written.append(str(path / HTML_FILE))
     except OSError as e:
         raise CaptureError(f"cannot write into {path}: {e.strerror}") from None
     return written
+
+
+def offcpu_title(doc: dict) -> tuple[str, str]:
+    srv = doc["target"].get("server", {})
+    off = doc["off_cpu"]
+    title = f"{srv.get('family', '?')} {srv.get('version', '?')}: off-CPU flame graph"
+    sub = (f"PID {doc['target']['pid']}, {doc['window']['start']}: blocked {off['blocked_s']:.3f}s, "
+           f"waiting for a CPU {off['waiting_for_cpu_s']:.3f}s (widths in us)")
+    return title, sub

@@ -4,6 +4,7 @@ and, for `server`, the MariaDB sandboxes)."""
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -55,5 +56,18 @@ def mysql_fixtures(fixture_dir) -> dict[str, Path]:
 def known_cost_binary(fixture_dir) -> Path:
     """The target whose functions cost ~100 ns, ~1 us, ~10 us (tests/fixtures/known_cost.cc)."""
     out = fixture_dir / "known_cost"
-    subprocess.run([shutil.which("g++") or "g++", "-O2", "-o", str(out), str(KNOWN_COST_SRC)], check=True)
+    # frame pointers, as in the MariaDB builds: the off-CPU test reads its user stacks
+    subprocess.run([shutil.which("g++") or "g++", "-O2", "-fno-omit-frame-pointer", "-o", str(out),
+                    str(KNOWN_COST_SRC)], check=True)
     return out
+
+
+@pytest.fixture
+def known_cost(known_cost_binary):
+    """The known-cost target running, ready for commands on its stdin."""
+    proc = subprocess.Popen([str(known_cost_binary)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    assert json.loads(proc.stdout.readline())["ready"]
+    yield proc
+    proc.stdin.write("quit\n")
+    proc.stdin.flush()
+    proc.wait(timeout=10)

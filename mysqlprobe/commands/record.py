@@ -19,6 +19,7 @@ from mysqlprobe.analysis.sampling import Pacer, in_situ_factor
 from mysqlprobe.capture import build_profile, now_utc, write_capture
 from mysqlprobe.collectors import connection, process
 from mysqlprobe.collectors.connection import ConnectOptions
+from mysqlprobe.collectors.offcpu import OffCpuWindow
 from mysqlprobe.collectors.perf import DEFAULT_FREQUENCY, PerfOptions, PerfWindow, thread_names_from_perf_schema
 from mysqlprobe.collectors.perfschema import ROW_COUNTERS, PerfSchema, rows_changed
 from mysqlprobe.collectors.perfschema import deltas as perfschema_deltas
@@ -78,6 +79,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     g.add_argument("--perf-callgraph", choices=("auto", "fp", "dwarf"), default="auto",
                    help="stack unwinding: frame pointers, DWARF, or chosen from the binary (default)")
     g.add_argument("--keep-perf-data", action="store_true", help="keep DIR/perf.data (needs -o)")
+    g = p.add_argument_group("Off-CPU time (where threads wait: I/O, locks, a CPU)")
+    g.add_argument("--no-off-cpu", action="store_true", help="no off-CPU stacks")
 
 
 def check_arguments(args, parser: argparse.ArgumentParser) -> None:
@@ -509,7 +512,7 @@ def record(target, binary: Binary, plan: Plan, *, duration: float | None, stop: 
            argv: list[str], status=None, verbose: bool = False, signals: StopSignals | None = None,
            stop_reason: str = "stopped", correct: bool = True, exact: bool = True,
            budget: float = 0.10, connect: ConnectOptions | None = None, ps_waits: str = "io",
-           perf: PerfOptions | None = None, out_dir: str | None = None) -> dict:
+           perf: PerfOptions | None = None, off_cpu: bool = True, out_dir: str | None = None) -> dict:
     """Calibrate, attach, keep the window open (all along with `exact`, else
     in duty cycles within the overhead budget), read the maps, detach.
     CPU samples of the same window go to out_dir/stacks.folded.
@@ -542,12 +545,15 @@ def record(target, binary: Binary, plan: Plan, *, duration: float | None, stop: 
         sampler.start()
         if status:
             status.sampler = sampler
+        waits = OffCpuWindow(target.pid, off_cpu, out_dir, warnings, verbose)
+        stack.callback(waits.close)
         start_wall = now_utc()
         proc_start = process.snapshot(target.pid)
         win = _Window(target.pid, duration, stop, signals, stop_reason, status, session)
         calibrator.follow(session)
         started = (time.monotonic(), ps.rows_changed())
         session.start()  # before the announcement: a load started on it is counted from its first call
+        waits.start()
         if status:
             status.started(session, len(plan.specs), exact, budget)
         if exact:
@@ -558,6 +564,7 @@ def record(target, binary: Binary, plan: Plan, *, duration: float | None, stop: 
         else:
             cycles, rows_at_end = _duty_cycles(session, specs, win, budget, calibrator, ps.rows_changed, started)
         elapsed = win.elapsed()
+        waits.stop()
         sampler.stop()  # perf takes a moment to write its data: not part of the window
         proc_end = process.snapshot(target.pid)
         ps.close()
@@ -570,6 +577,7 @@ def record(target, binary: Binary, plan: Plan, *, duration: float | None, stop: 
         attached = session.attached_count
         links = session.link_kind
         sampler.finish(thread_names_from_perf_schema(ps.record))
+        waits.finish(thread_names_from_perf_schema(ps.record))
     if status:
         status.done()
     window = {"start": start_wall, "duration_s": round(elapsed, 6), "requested_s": duration,
@@ -587,7 +595,7 @@ def record(target, binary: Binary, plan: Plan, *, duration: float | None, stop: 
                          attached=attached, calibration=cal, links=links, sampling=sampling,
                          corrected=correct, timings=timings,
                          process=process.window_record(proc_start, proc_end), perf_schema=ps.record,
-                         perf=sampler.record)
+                         perf=sampler.record, off_cpu=waits.record)
 
 
 class StatusLine:
@@ -645,7 +653,8 @@ def run(args, parser) -> int:
                          args.socket, args.host, args.port, args.user, args.password_file, args.defaults_file),
                      ps_waits=args.ps_waits, out_dir=args.output,
                      perf=None if args.no_perf else PerfOptions(args.perf_freq, args.perf_callgraph,
-                                                                args.keep_perf_data))
+                                                                args.keep_perf_data),
+                     off_cpu=not args.no_off_cpu)
     sys.stdout.write(render_text(doc))
     if args.output:
         print(f"wrote {', '.join(write_capture(args.output, doc))}", file=sys.stderr)

@@ -12,7 +12,6 @@ second must not fail CI, and a bound loose enough to survive it proves little.
 from __future__ import annotations
 
 import json
-import subprocess
 
 import pytest
 
@@ -22,16 +21,6 @@ pytestmark = pytest.mark.root
 
 CALLS = {"cost_100ns": 4000, "cost_1us": 1000, "cost_10us": 200, "outer_10us": 100}
 ROUNDS = 9
-
-
-@pytest.fixture
-def known_cost(known_cost_binary):
-    proc = subprocess.Popen([str(known_cost_binary)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
-    assert json.loads(proc.stdout.readline())["ready"]
-    yield proc
-    proc.stdin.write("quit\n")
-    proc.stdin.flush()
-    proc.wait(timeout=10)
 
 
 def _command(proc, line):

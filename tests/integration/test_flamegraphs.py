@@ -67,6 +67,21 @@ def test_samples_fold_into_named_threads(captures):
         assert (cap["dir"] / name).stat().st_size > 0
 
 
+def test_off_cpu_stacks_are_named_by_thread_and_read_by_inferno(captures):
+    cap = captures["range"]
+    off = cap["doc"]["off_cpu"]
+    assert off["status"] == "collected" and off["dropped"] == {}
+    stacks = folded.parse((cap["dir"] / "offcpu.folded").read_text().splitlines())
+    assert stacks.ignored == 0
+    assert sum(t["us"] for t in off["threads"]) == stacks.total
+    roots = {s.split(";")[0] for s in stacks.stacks}
+    assert any(r.startswith(("sql/", "innodb/", "mysys/")) for r in roots), roots   # named by P_S thread
+    for stack in stacks.stacks:                                  # the scheduler and BPF left out of every stack
+        assert not any(f in ("schedule_[k]", "__schedule_[k]") or f.startswith("bpf_") for f in stack.split(";"))
+    done = subprocess.run([_inferno(), str(cap["dir"] / "offcpu.folded")], capture_output=True, text=True)
+    assert done.returncode == 0 and "<svg" in done.stdout, done.stderr
+
+
 def _inferno() -> str:
     exe = shutil.which("inferno-flamegraph") or str(Path.home() / ".cargo/bin/inferno-flamegraph")
     assert Path(exe).exists(), "inferno is not installed (make deps builds it with cargo)"
@@ -96,6 +111,11 @@ def test_report_and_flame_graph_work_in_chromium(captures, tmp_path):
         matched = float(dom.split('data-matched="')[1].split('"')[0])
         assert matched == pytest.approx(expected, abs=0.02), page
     assert 'data-loaded="1"' in dom_after_load(cap["dir"] / "report.html")
+    if cap["doc"]["off_cpu"].get("stacks_file"):                # the server's threads waited in the window
+        report = dom_after_load(cap["dir"] / "report.html")
+        assert report.count('data-ready="1"') == 2             # the off-CPU graph's script ran too
+        dom = dom_after_load(cap["dir"] / "offcpu.svg")
+        assert 'data-errors="' not in dom and 'data-ready="1"' in dom
     png = screenshot(cap["dir"] / "report.html", tmp_path / "report.png")
     assert png_colours(png) > 20                           # charts and frames drawn, not a blank page
     png = screenshot(cap["dir"] / "flamegraph.svg", tmp_path / "flame.png", "1200,700")

@@ -156,3 +156,19 @@ def test_latency_line_gives_the_cost_the_on_phases_measured():
     lines = render_text(doc).splitlines()
     at = next(i for i, line in enumerate(lines) if line.startswith("latency"))
     assert lines[at + 1] == "         in the on-phases the probes cost the load x1.25 that"
+
+
+def test_off_cpu_block_names_where_the_threads_waited():
+    doc = synthetic_run()
+    assert "off-CPU" not in render_text(doc)                      # not requested
+    doc["off_cpu"] = {"status": "collected", "unit": "us", "blocked_s": 2.5, "waiting_for_cpu_s": 0.004,
+                      "switches": 1201, "threads": [{"thread": "mysqld/srv_master_thread", "us": 2_000_000},
+                                                    {"thread": "thread/sql/one_connection", "us": 504_000}],
+                      "top_self": [{"function": "do_fsync_[k]", "us": 1_500_000, "share": 0.6},
+                                   {"function": "[waiting for a CPU]", "us": 4_000, "share": 0.0016}],
+                      "dropped": {"stack map full": 3}, "stacks_file": "offcpu.folded"}
+    block = render_text(doc).split("\noff-CPU: ")[1].split("\n\n")[0].splitlines()
+    assert block[0].startswith("blocked 2.5s, waiting for a CPU 4ms over all threads, 1201 switches")
+    assert "mysqld/srv_master_thread 2s" in block[2] and "thread/sql/one_connection 504ms" in block[2]
+    assert "1.5s  59.9%  do_fsync_[k]" in "\n".join(block)     # of all the time off CPU
+    assert "incomplete: stack map full (3)" in block[-2]

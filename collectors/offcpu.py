@@ -1,0 +1,310 @@
+"""Off-CPU time: where the target's threads wait (I/O, locks, log flushes,
+a CPU) during the window, from the sched_switch tracepoint in BPF
+(probes/offcpu.bpf.c), as folded stacks weighted in microseconds."""
+
+from __future__ import annotations
+
+import bisect
+import ctypes
+import functools
+import os
+import struct
+from dataclasses import dataclass
+
+from mysqlprobe import probes
+from mysqlprobe.capture import OFFCPU_FILE
+from mysqlprobe.collectors import libbpf
+from mysqlprobe.collectors.perf import KERNEL_SUFFIX, fold_samples
+from mysqlprobe.collectors.symbols import demangle, qualified_name, read_elf
+from mysqlprobe.errors import BpfError, TargetError
+from mysqlprobe.flamegraphs.folded import Folded
+
+STACK_DEPTH = 127             # as in offcpu.bpf.c
+WAITING_FOR_CPU = "[waiting for a CPU]"   # the leaf of a preempted thread's stack
+DROPPED = ("thread map full", "stack map full")
+
+
+class _Key(ctypes.Structure):
+    _fields_ = [("tid", ctypes.c_uint32), ("ustack", ctypes.c_int32), ("kstack", ctypes.c_int32),
+                ("preempted", ctypes.c_uint32)]
+
+
+class _Value(ctypes.Structure):
+    _fields_ = [("ns", ctypes.c_uint64), ("count", ctypes.c_uint64)]
+
+
+@dataclass
+class OffCpuRecord:
+    tid: int
+    user: list[int]       # addresses, leaf first; empty when the stack could not be taken
+    kernel: list[int]
+    preempted: bool
+    ns: int
+    count: int
+
+
+class OffCpuSession:
+    """The sched_switch program for one process. Use as a context manager;
+    start() and stop() open and close the window."""
+
+    def __init__(self, pid: int, verbose: bool = False):
+        self.pid = pid
+        self._obj = libbpf.BpfObject(probes.object_path("offcpu"), struct.pack("<I", pid), verbose)
+        try:
+            self._obj.attach_program(self._obj.program("on_switch"), "the sched_switch tracepoint")
+            self._fds = {name: self._obj.map_fd(name) for name in (".bss", "offcpu", "stacks", "dropped")}
+        except BaseException:
+            self._obj.close()
+            raise
+
+    def __enter__(self) -> "OffCpuSession":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def _enable(self, on: bool) -> None:
+        libbpf.update(self._fds[".bss"], ctypes.c_uint32(0), ctypes.c_uint32(1 if on else 0))
+
+    def start(self) -> None:
+        self._enable(True)
+
+    def stop(self) -> None:
+        self._enable(False)
+
+    def _stack(self, stack_id: int) -> list[int]:
+        if stack_id < 0:
+            return []
+        frames = (ctypes.c_uint64 * STACK_DEPTH)()
+        if not libbpf.lookup(self._fds["stacks"], ctypes.c_uint32(stack_id), frames):
+            return []
+        return [a for a in frames if a]
+
+    def records(self) -> list[OffCpuRecord]:
+        out = []
+        value = _Value()
+        for key in libbpf.keys(self._fds["offcpu"], _Key):
+            if libbpf.lookup(self._fds["offcpu"], key, value):
+                out.append(OffCpuRecord(key.tid, self._stack(key.ustack), self._stack(key.kstack),
+                                        bool(key.preempted), value.ns, value.count))
+        return out
+
+    def dropped(self) -> dict[str, int]:
+        n = ctypes.c_uint64()
+        return {what: n.value for i, what in enumerate(DROPPED)
+                if libbpf.lookup(self._fds["dropped"], ctypes.c_uint32(i), n) and n.value}
+
+    def close(self) -> None:
+        self._obj.close()
+
+
+class _Symbols:
+    """Sorted function starts of one address space (a file's, or the kernel's)."""
+
+    def __init__(self, entries: list[tuple[int, int, str]]):
+        entries.sort()
+        self.starts = [a for a, _, _ in entries]
+        self.entries = entries
+
+    def name(self, address: int) -> str | None:
+        i = bisect.bisect_right(self.starts, address) - 1
+        if i < 0:
+            return None
+        start, size, name = self.entries[i]
+        return name if size == 0 or address < start + size else None
+
+
+def kernel_symbols(path: str = "/proc/kallsyms") -> _Symbols:
+    entries = []
+    try:
+        with open(path) as f:
+            for line in f:
+                parts = line.split()
+                if len(parts) >= 3 and parts[1] in "tTwW" and int(parts[0], 16):
+                    entries.append((int(parts[0], 16), 0, parts[2]))
+    except OSError:
+        pass
+    return _Symbols(entries)
+
+
+@dataclass
+class _Mapping:
+    start: int
+    end: int
+    offset: int
+    path: str
+
+
+class AddressResolver:
+    """User addresses of a process to function names, through its executable
+    mappings (/proc/PID/maps) and the ELF symbols of each file. Read while
+    the process runs: the mappings are those at the time."""
+
+    def __init__(self, pid: int, maps_text: str | None = None, root: str | None = None):
+        self.root = root if root is not None else f"/proc/{pid}/root"
+        if maps_text is None:
+            with open(f"/proc/{pid}/maps") as f:
+                maps_text = f.read()
+        self.mappings: list[_Mapping] = []
+        for line in maps_text.splitlines():
+            parts = line.split(maxsplit=5)
+            if len(parts) == 6 and "x" in parts[1] and parts[5].startswith("/"):
+                lo, hi = (int(x, 16) for x in parts[0].split("-"))
+                self.mappings.append(_Mapping(lo, hi, int(parts[2], 16), parts[5].removesuffix(" (deleted)")))
+        self.mappings.sort(key=lambda m: m.start)
+        self._starts = [m.start for m in self.mappings]
+        self._files: dict[str, tuple[list, _Symbols] | None] = {}
+
+    def _file(self, path: str):
+        if path not in self._files:
+            try:
+                image = read_elf(self.root + path if os.path.exists(self.root + path) else path)
+                self._files[path] = (image.segments,
+                                     _Symbols([(f.address, f.size, f.mangled) for f in image.functions]))
+            except TargetError:
+                self._files[path] = None
+        return self._files[path]
+
+    def name(self, address: int) -> str:
+        i = bisect.bisect_right(self._starts, address) - 1
+        if i < 0 or address >= self.mappings[i].end:
+            return "[unknown]"
+        m = self.mappings[i]
+        label = f"[{os.path.basename(m.path)}]"
+        loaded = self._file(m.path)
+        if loaded is None:
+            return label
+        segments, symbols = loaded
+        offset = address - m.start + m.offset
+        for seg in segments:
+            if seg.offset <= offset < seg.offset + seg.memsz:
+                mangled = symbols.name(seg.vaddr + offset - seg.offset)
+                return _function_name(mangled) if mangled else label
+        return label
+
+
+@functools.lru_cache(maxsize=65536)
+def _function_name(mangled: str) -> str:
+    return qualified_name(demangle(mangled))
+
+
+def thread_comms(pid: int) -> dict[int, str]:
+    out = {}
+    try:
+        for tid in os.listdir(f"/proc/{pid}/task"):
+            try:
+                with open(f"/proc/{pid}/task/{tid}/comm") as f:
+                    out[int(tid)] = f.read().strip()
+            except OSError:
+                continue
+    except OSError:
+        pass
+    return out
+
+
+def kernel_frames(leaf_first: list[int], kernel_name) -> list[str]:
+    """A blocked thread's kernel frames, root first, down to where it gave up
+    its CPU: the scheduler and the tracing that took the stack are left out."""
+    out = []
+    for address in reversed(leaf_first):
+        name = kernel_name(address) or "[unknown]"
+        if name in _SCHEDULER or name.startswith("bpf_"):
+            break
+        out.append(name + KERNEL_SUFFIX)
+    return out
+
+
+_SCHEDULER = {"schedule", "__schedule", "schedule_idle", "preempt_schedule", "preempt_schedule_common"}
+
+
+def fold_offcpu(records: list[OffCpuRecord], user_name, kernel_name, comms: dict[int, str], process_comm: str,
+                thread_names: dict[int, str]) -> Folded:
+    """Folded stacks weighted in microseconds off CPU: the thread's name, its
+    user frames, then its kernel frames (blocked) or '[waiting for a CPU]'
+    (preempted)."""
+    samples = []
+    for r in records:
+        us = round(r.ns / 1000)
+        if us <= 0:
+            continue
+        user = [user_name(a) for a in reversed(r.user)]
+        leaf = [WAITING_FOR_CPU] if r.preempted else kernel_frames(r.kernel, kernel_name)
+        samples.append((comms.get(r.tid, process_comm), r.tid, user + leaf, us))
+    return fold_samples(samples, thread_names)
+
+
+def totals(records: list[OffCpuRecord]) -> dict:
+    """Seconds the threads were blocked and waited for a CPU, and how often they left it."""
+    blocked = sum(r.ns for r in records if not r.preempted)
+    waiting = sum(r.ns for r in records if r.preempted)
+    return {"blocked_s": round(blocked / 1e9, 6), "waiting_for_cpu_s": round(waiting / 1e9, 6),
+            "switches": sum(r.count for r in records)}
+
+
+def open_session(pid: int, verbose: bool, warnings: list[str]) -> OffCpuSession | None:
+    """The session, or None with one warning when the kernel refuses it."""
+    try:
+        return OffCpuSession(pid, verbose)
+    except BpfError as e:
+        warnings.append(f"off-CPU time: {e}; the capture has no off-CPU stacks")
+        return None
+
+
+def _process_comm(pid: int) -> str:
+    try:
+        with open(f"/proc/{pid}/comm") as f:
+            return f.read().strip()
+    except OSError:
+        return "[exited]"
+
+
+class OffCpuWindow:
+    """The off-CPU side of a window: where the target's threads waited.
+    Trouble (a kernel without BTF tracepoints) becomes one warning."""
+
+    def __init__(self, pid: int, enabled: bool, out_dir: str | None, warnings: list[str], verbose: bool = False):
+        self.pid, self.out_dir = pid, out_dir
+        self.record: dict = {"status": "not requested"}
+        self.session = open_session(pid, verbose, warnings) if enabled else None
+        if enabled and self.session is None:
+            self.record = {"status": "unavailable", "reason": warnings[-1]}
+
+    def start(self) -> None:
+        if self.session:
+            self.session.start()
+
+    def stop(self) -> None:
+        if self.session:
+            self.session.stop()
+
+    def finish(self, thread_names: dict[int, str]) -> None:
+        """Fold the stacks, write DIR/offcpu.folded, keep a summary."""
+        from mysqlprobe.analysis.stacks import stacks_summary
+        from mysqlprobe.flamegraphs import folded as folded_io
+
+        if not self.session:
+            return
+        self.stop()
+        records = self.session.records()
+        try:
+            user_name = AddressResolver(self.pid).name
+        except OSError:  # the target is gone: its mappings with it
+            user_name = lambda _address: "[unknown]"  # noqa: E731
+        folded = fold_offcpu(records, user_name, kernel_symbols().name, thread_comms(self.pid),
+                             _process_comm(self.pid), thread_names)
+        summary = stacks_summary(folded)
+        self.record = {"status": "collected", "unit": "us", **totals(records),
+                       "threads": [{"thread": t["thread"], "us": t["samples"]} for t in summary["threads"]],
+                       "top_self": [{"function": f["function"], "us": f["samples"], "share": f["share"]}
+                                    for f in summary["top_self"]],
+                       "dropped": self.session.dropped()}
+        if self.out_dir and folded.stacks:
+            os.makedirs(self.out_dir, exist_ok=True)
+            with open(os.path.join(self.out_dir, OFFCPU_FILE), "w") as f:
+                folded_io.write(folded, f)
+            self.record["stacks_file"] = OFFCPU_FILE
+
+    def close(self) -> None:
+        if self.session:
+            self.session.close()
+            self.session = None

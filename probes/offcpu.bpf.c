@@ -1,0 +1,148 @@
+/* Off-CPU time of one process's threads, from the sched_switch tracepoint.
+ *
+ * When a thread of the target leaves a CPU its user and kernel stacks are
+ * taken; when it is switched back in, the time it was away is added to
+ * (thread, user stack, kernel stack, preempted). A preempted thread was
+ * runnable and waited for a CPU; any other had blocked (I/O, a lock, a
+ * condition variable, sleep).
+ *
+ * The task_struct fields are read through CO-RE: libbpf relocates them
+ * against the kernel's own BTF when it loads the object, so no kernel
+ * headers are needed to build or to run. */
+
+#include <linux/types.h>
+#include <linux/bpf.h>
+#include <bpf/bpf_helpers.h>
+
+#define MAX_THREADS 16384
+#define MAX_KEYS 65536
+#define MAX_STACKS 16384
+#define STACK_DEPTH 127
+
+struct task_struct {
+	int pid;
+	int tgid;
+} __attribute__((preserve_access_index));
+
+const volatile __u32 target_tgid = 0;
+__u32 enabled = 0;   /* the window is open */
+
+struct away {
+	__u64 ts;
+	__s32 ustack;
+	__s32 kstack;
+	__u32 preempted;
+};
+
+struct offcpu_key {
+	__u32 tid;
+	__s32 ustack;   /* stack ids; negative: the stack could not be taken */
+	__s32 kstack;
+	__u32 preempted;
+};
+
+struct offcpu_value {
+	__u64 ns;
+	__u64 count;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, MAX_THREADS);
+	__type(key, __u32);
+	__type(value, struct away);
+} aways SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, MAX_KEYS);
+	__type(key, struct offcpu_key);
+	__type(value, struct offcpu_value);
+} offcpu SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_STACK_TRACE);
+	__uint(max_entries, MAX_STACKS);
+	__uint(key_size, sizeof(__u32));
+	__uint(value_size, STACK_DEPTH * sizeof(__u64));
+} stacks SEC(".maps");
+
+/* events the map limits cost: read back to say so in the capture */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 2);
+	__type(key, __u32);
+	__type(value, __u64);
+} dropped SEC(".maps");
+
+static __always_inline void count_drop(__u32 what)
+{
+	__u64 *n = bpf_map_lookup_elem(&dropped, &what);
+
+	if (n)
+		__sync_fetch_and_add(n, 1);
+}
+
+/* tp_btf/sched_switch(bool preempt, struct task_struct *prev,
+ *                     struct task_struct *next, unsigned int prev_state) */
+SEC("tp_btf/sched_switch")
+int on_switch(__u64 *ctx)
+{
+	struct task_struct *prev = (struct task_struct *)ctx[1];
+	struct task_struct *next = (struct task_struct *)ctx[2];
+	__u64 now = bpf_ktime_get_ns();
+	__u32 tid;
+
+	if (!enabled)
+		return 0;
+	if (prev->tgid == target_tgid) {
+		struct away a = {
+			.ts = now,
+			/* prev is still the current task here: its stacks */
+			.ustack = bpf_get_stackid(ctx, &stacks, BPF_F_USER_STACK),
+			.kstack = bpf_get_stackid(ctx, &stacks, 0),
+			/* preempted in the kernel, or switched out still runnable
+			 * (its time slice ended): it waits for a CPU, not for an event */
+			.preempted = (ctx[0] & 1) || (__u32)ctx[3] == 0,
+		};
+
+		tid = prev->pid;
+		if (bpf_map_update_elem(&aways, &tid, &a, BPF_ANY) != 0)
+			count_drop(0);
+	}
+	if (next->tgid == target_tgid) {
+		struct away *a;
+
+		tid = next->pid;
+		a = bpf_map_lookup_elem(&aways, &tid);
+		if (!a)
+			return 0;   /* left before the window opened */
+		if (now > a->ts) {
+			struct offcpu_key k = { .tid = tid, .ustack = a->ustack, .kstack = a->kstack,
+						.preempted = a->preempted };
+			struct offcpu_value *v = bpf_map_lookup_elem(&offcpu, &k);
+
+			if (v) {
+				__sync_fetch_and_add(&v->ns, now - a->ts);
+				__sync_fetch_and_add(&v->count, 1);
+			} else {
+				struct offcpu_value first = { .ns = now - a->ts, .count = 1 };
+
+				if (bpf_map_update_elem(&offcpu, &k, &first, BPF_NOEXIST) != 0) {
+					/* another CPU made it meanwhile, or the map is full */
+					v = bpf_map_lookup_elem(&offcpu, &k);
+					if (v) {
+						__sync_fetch_and_add(&v->ns, now - a->ts);
+						__sync_fetch_and_add(&v->count, 1);
+					} else {
+						count_drop(1);
+					}
+				}
+			}
+		}
+		bpf_map_delete_elem(&aways, &tid);
+	}
+	return 0;
+}
+
+char LICENSE[] SEC("license") = "GPL";

@@ -1,0 +1,56 @@
+"""Off-CPU stacks from the sched_switch tracepoint, on the known-cost target:
+it blocks in wait_in_sleep() for a time the kernel guarantees as a minimum
+(nanosleep does not return early), so the stack and a lower bound on its
+time are known."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from helpers import Profiler
+from mysqlprobe.flamegraphs import folded
+
+pytestmark = pytest.mark.root
+
+SLEEP_MS = 307  # prime
+
+
+def _sleep(proc, ms: int) -> int:
+    proc.stdin.write(f"sleep {ms}\n")
+    proc.stdin.flush()
+    return json.loads(proc.stdout.readline())["slept_ns"]
+
+
+def test_a_blocked_thread_is_found_in_the_function_it_blocked_in(known_cost, tmp_path):
+    prof = Profiler(known_cost.pid, tmp_path, "--probe", "cost_1us", "--exact", "--no-perf")
+    slept = _sleep(known_cost, SLEEP_MS)
+    code, out, err = prof.stop()
+    assert code == 0, err
+    doc = prof.profile()
+    off = doc["off_cpu"]
+    assert off["status"] == "collected" and off["stacks_file"] == "offcpu.folded"
+    stacks = folded.parse((tmp_path / "offcpu.folded").read_text().splitlines())
+    in_sleep = {s: us for s, us in stacks.stacks.items() if "wait_in_sleep" in s.split(";")}
+    assert in_sleep, stacks.stacks
+    for stack in in_sleep:
+        frames = stack.split(";")
+        after = frames[frames.index("wait_in_sleep") + 1:]
+        assert after and all(f.endswith("_[k]") for f in after)   # then the kernel, down to where it slept
+        assert "schedule_[k]" not in after and not any(f.startswith("bpf_") for f in after)
+    assert sum(in_sleep.values()) >= (SLEEP_MS - 1) * 1000          # at least the time asked for, in us
+    assert sum(in_sleep.values()) <= slept / 1000 + 1                # and no more than it slept
+    assert off["blocked_s"] >= SLEEP_MS / 1000 - 0.001
+    assert "off-CPU: blocked" in out and "do_nanosleep_[k]" in out         # where it waited, in the report
+    assert (tmp_path / "offcpu.svg").read_text().startswith("<svg")
+    assert "Off-CPU flame graph" in (tmp_path / "report.html").read_text()
+
+
+def test_no_off_cpu_leaves_it_out(known_cost, tmp_path):
+    prof = Profiler(known_cost.pid, tmp_path, "--probe", "cost_1us", "--exact", "--no-perf", "--no-off-cpu")
+    _sleep(known_cost, 11)
+    code, _, err = prof.stop()
+    assert code == 0, err
+    assert prof.profile()["off_cpu"] == {"status": "not requested"}
+    assert not (tmp_path / "offcpu.folded").exists()
