@@ -8,8 +8,9 @@ medians with the spread of the repeats, because this machine is shared:
 
 1. seed load on MariaDB 10.2.11 (INSERT ... SELECT of --rows rows into the
    5-partition RANGE table): no probes; mysqlprobe --insert-profile (default,
-   duty-cycled within 10% overhead, CPU sampling included); the same with
-   --no-perf (what perf's sampling adds); the same with --exact; bpftrace with
+   duty-cycled within 10% overhead, CPU sampling and off-CPU stacks included);
+   the same with --no-perf and with --no-off-cpu (what each adds); the same
+   with --exact; bpftrace with
    entry and return probes on the same functions.
 2. accuracy on tests/fixtures/known_cost.cc: mean latency of functions of
    known cost from mysqlprobe (raw and corrected) and bpftrace, against the
@@ -140,6 +141,9 @@ def seed_load(rows: int, repeats: int, workdir: Path) -> dict:
                                                "Tracing PID", "stderr"),
         "mysqlprobe (default) --no-perf": lambda d: Tool([MYSQLPROBE, "-p", str(pid), "--insert-profile",
                                                           "--no-perf", "-q", "-o", str(d)], "Tracing PID", "stderr"),
+        "mysqlprobe (default) --no-off-cpu": lambda d: Tool([MYSQLPROBE, "-p", str(pid), "--insert-profile",
+                                                             "--no-off-cpu", "-q", "-o", str(d)], "Tracing PID",
+                                                            "stderr"),
         "mysqlprobe --exact": lambda d: Tool([MYSQLPROBE, "-p", str(pid), "--insert-profile", "--exact", "-q",
                                               "-o", str(d)], "Tracing PID", "stderr"),
         "bpftrace": lambda d: start_bpftrace(script, d),
