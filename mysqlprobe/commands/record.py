@@ -527,6 +527,11 @@ def record(target, binary: Binary, plan: Plan, *, duration: float | None, stop: 
     timings = {"symbols_s": round(plan.seconds, 3)}
     with ExitStack() as stack:
         stack.enter_context(calibrator)
+        # perf first: a sampled process pays more per probe hit, and the
+        # calibration should see the conditions of the window
+        sampler = PerfWindow(target.pid, binary.image, perf, out_dir, warnings)
+        stack.callback(sampler.cleanup)
+        sampler.start()
         t0 = time.monotonic()
         stack.enter_context(session)
         calibrator.calibrate(session)
@@ -540,9 +545,6 @@ def record(target, binary: Binary, plan: Plan, *, duration: float | None, stop: 
         ps = PerfSchemaWindow(target.pid, connect, ps_waits, warnings)
         stack.callback(ps.restore)
         ps.open()
-        sampler = PerfWindow(target.pid, binary.image, perf, out_dir, warnings)
-        stack.callback(sampler.cleanup)
-        sampler.start()
         if status:
             status.sampler = sampler
         waits = OffCpuWindow(target.pid, off_cpu, out_dir, warnings, verbose)
