@@ -126,7 +126,9 @@ class Pacer:
     its start."""
 
     budget: float
-    margin: float = 0.8      # pace for this share of the budget: the measure lags and is noisy
+    # pace for this share of the budget: the measure lags and is noisy, and costs the
+    # same with the probes on and off (perf, off-CPU stacks, this process) escape it
+    margin: float = 0.7
     on_s: float = 0.05       # the longest on-phase
     min_on_s: float = 0.01
     max_off_s: float = 2.0

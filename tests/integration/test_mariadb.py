@@ -103,7 +103,7 @@ def test_default_mode_scales_counts_by_the_rows_the_server_changed(server, conn,
     assert affected == SAMPLED_ROWS
     doc = prof.profile()
     sampling = doc["sampling"]
-    assert sampling["mode"] == "sampled" and sampling["cycles"] >= 3
+    assert sampling["mode"] == "sampled" and sampling["cycles"] >= 2   # an interval needs two
     assert doc["window"]["rows_changed"] >= SAMPLED_ROWS           # Handler_write counts every row
     cycles = sampling["calls_per_cycle"]
     assert all(c["rows"] is not None for c in cycles)

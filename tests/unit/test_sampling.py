@@ -94,7 +94,8 @@ class SimulatedLoad:
 
 def test_pacer_holds_the_budget_on_measured_cost_that_calibration_underrates():
     slowdown = SimulatedLoad().run(Pacer(0.10))
-    assert 1.06 < slowdown <= 1.09                                   # paced for 80% of the budget
+    aim = 1 + 0.10 * Pacer.margin                                   # paced for a share of the budget
+    assert aim - 0.02 < slowdown <= aim + 0.01
     assert 1.09 < SimulatedLoad().run(Pacer(0.10, margin=1.0)) <= 1.105
     heavy = SimulatedLoad(slow=20.0, fixed_s=0.02).run(Pacer(0.10))  # past max_off: shorter on-phases
     assert heavy <= 1.105
@@ -106,23 +107,25 @@ def test_a_window_ending_after_any_cycle_but_the_first_is_within_the_budget():
     at_cycle_ends = []
     SimulatedLoad().run(Pacer(0.10), cycles=20, slowdowns=at_cycle_ends)
     assert at_cycle_ends[0] > 1.5                                   # the first cycle alone: a 4x slower load
-    assert max(at_cycle_ends[1:]) <= 1.08 + 1e-6
-    assert at_cycle_ends[-1] > 1.06                                 # not paced more than needed
+    aim = 1 + 0.10 * Pacer.margin
+    assert max(at_cycle_ends[1:]) <= aim + 1e-6
+    assert at_cycle_ends[-1] > aim - 0.02                          # not paced more than needed
     # after a first cycle at the window's start, the second waits about twice
     # as long as that cycle alone would need
     pacer = Pacer(0.10)
     pacer.off_phase(30_000, 0.1)                                    # 300k rows/s unprobed
     lost = pacer.lost(0.058, 3750)
     _, off = pacer.next_phases(0.05, 0.058, lost, 0.0, elapsed_s=0.058)
-    assert off == pytest.approx(2 * lost * 1.08 / 0.08 - 2 * 0.058)
-    assert off > 1.9 * off_seconds(lost, 0.058, 0.08)
+    budget = 0.10 * Pacer.margin
+    assert off == pytest.approx(2 * lost * (1 + budget) / budget - 2 * 0.058)
+    assert off > 1.9 * off_seconds(lost, 0.058, budget)
 
 
 def test_pacer_without_progress_uses_the_calibrated_cost():
     pacer = Pacer(0.10)
     assert pacer.lost(0.06, None) is None
     on, off = pacer.next_phases(0.05, 0.06, None, 0.025, elapsed_s=60.0)  # half the on-phase in the probes
-    assert on == 0.05 and off == pytest.approx(off_seconds(0.025, 0.06, 0.08))
+    assert on == 0.05 and off == pytest.approx(off_seconds(0.025, 0.06, 0.10 * Pacer.margin))
     pacer.off_phase(50, 1.0)                                      # an idle load: speed not trusted
     assert pacer.speed() is None
 
