@@ -12,7 +12,7 @@ import struct
 from dataclasses import dataclass
 
 from mysqlprobe import probes
-from mysqlprobe.capture import OFFCPU_FILE
+from mysqlprobe.capture import OFFCPU_FILE, write_stacks
 from mysqlprobe.collectors import libbpf
 from mysqlprobe.collectors.perf import KERNEL_SUFFIX, fold_samples
 from mysqlprobe.collectors.symbols import demangle, qualified_name, read_elf
@@ -188,20 +188,6 @@ def _function_name(mangled: str) -> str:
     return qualified_name(demangle(mangled))
 
 
-def thread_comms(pid: int) -> dict[int, str]:
-    out = {}
-    try:
-        for tid in os.listdir(f"/proc/{pid}/task"):
-            try:
-                with open(f"/proc/{pid}/task/{tid}/comm") as f:
-                    out[int(tid)] = f.read().strip()
-            except OSError:
-                continue
-    except OSError:
-        pass
-    return out
-
-
 def kernel_frames(leaf_first: list[int], kernel_name) -> list[str]:
     """A blocked thread's kernel frames, root first, down to where it gave up
     its CPU: the scheduler and the tracing that took the stack are left out."""
@@ -250,14 +236,6 @@ def open_session(pid: int, verbose: bool, warnings: list[str]) -> OffCpuSession 
         return None
 
 
-def _process_comm(pid: int) -> str:
-    try:
-        with open(f"/proc/{pid}/comm") as f:
-            return f.read().strip()
-    except OSError:
-        return "[exited]"
-
-
 class OffCpuWindow:
     """The off-CPU side of a window: where the target's threads waited.
     Trouble (a kernel without BTF tracepoints) becomes one warning."""
@@ -277,10 +255,10 @@ class OffCpuWindow:
         if self.session:
             self.session.stop()
 
-    def finish(self, thread_names: dict[int, str]) -> None:
-        """Fold the stacks, write DIR/offcpu.folded, keep a summary."""
+    def finish(self, thread_names: dict[int, str], comms: dict[int, str], process_comm: str) -> None:
+        """Fold the stacks, write DIR/offcpu.folded, keep a summary. comms:
+        the threads' names by tid (the process snapshot's)."""
         from mysqlprobe.analysis.stacks import stacks_summary
-        from mysqlprobe.flamegraphs import folded as folded_io
 
         if not self.session:
             return
@@ -290,8 +268,7 @@ class OffCpuWindow:
             user_name = AddressResolver(self.pid).name
         except OSError:  # the target is gone: its mappings with it
             user_name = lambda _address: "[unknown]"  # noqa: E731
-        folded = fold_offcpu(records, user_name, kernel_symbols().name, thread_comms(self.pid),
-                             _process_comm(self.pid), thread_names)
+        folded = fold_offcpu(records, user_name, kernel_symbols().name, comms, process_comm, thread_names)
         summary = stacks_summary(folded)
         self.record = {"status": "collected", "unit": "us", **totals(records),
                        "threads": [{"thread": t["thread"], "us": t["samples"]} for t in summary["threads"]],
@@ -299,10 +276,7 @@ class OffCpuWindow:
                                     for f in summary["top_self"]],
                        "dropped": self.session.dropped()}
         if self.out_dir and folded.stacks:
-            os.makedirs(self.out_dir, exist_ok=True)
-            with open(os.path.join(self.out_dir, OFFCPU_FILE), "w") as f:
-                folded_io.write(folded, f)
-            self.record["stacks_file"] = OFFCPU_FILE
+            self.record["stacks_file"] = write_stacks(self.out_dir, OFFCPU_FILE, folded)
 
     def close(self) -> None:
         if self.session:

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 from mysqlprobe.collectors.process import cpu_seconds
 from mysqlprobe.collectors.symbols import ElfImage, file_offset, qualified_name
-from mysqlprobe.capture import STACKS_FILE
+from mysqlprobe.capture import STACKS_FILE, write_stacks
 from mysqlprobe.flamegraphs.folded import Folded
 
 DEFAULT_FREQUENCY = 99       # Hz: low overhead, and off the beat of 100 Hz timers
@@ -171,13 +171,13 @@ def fold_script(lines, thread_names: dict[int, str] | None = None) -> tuple[Fold
     else comm/entry function ('mysqld/buf_flush_page_cleaner_coordinator').
     Returns the stacks and the number of samples."""
     names = thread_names or {}
-    samples: list[tuple[str, int | None, list[str]]] = []  # comm, tid, frames root first
+    samples: list[tuple[str, int | None, list[str], int]] = []  # comm, tid, frames root first, weight
     header: tuple[str, int | None] | None = None
     frames: list[str] = []
 
     def flush():
         if header is not None:
-            samples.append((header[0], header[1], frames[::-1]))
+            samples.append((header[0], header[1], frames[::-1], 1))
 
     for raw in lines:
         line = raw.rstrip("\n")
@@ -193,8 +193,7 @@ def fold_script(lines, thread_names: dict[int, str] | None = None) -> tuple[Fold
         if m and header is not None:
             frames.append(short_frame(m.group(2), m.group(3)))
     flush()
-
-    return fold_samples([(comm, tid, stack, 1) for comm, tid, stack in samples], names), len(samples)
+    return fold_samples(samples, names), len(samples)
 
 
 def fold_samples(samples: list[tuple[str, int | None, list[str], int]], thread_names: dict[int, str]) -> Folded:
@@ -324,7 +323,6 @@ class PerfWindow:
     def finish(self, thread_names: dict[int, str]) -> None:
         """Fold the samples, write DIR/stacks.folded, keep a summary."""
         from mysqlprobe.analysis.stacks import stacks_summary
-        from mysqlprobe.flamegraphs import folded as folded_io
 
         if not self.recorder:
             return
@@ -339,10 +337,7 @@ class PerfWindow:
                             "perf_cpu_share": round(self.recorder.cpu_s / self.seconds, 4) if self.seconds else None,
                             **stacks_summary(self.folded)})
         if self.out_dir and samples:
-            os.makedirs(self.out_dir, exist_ok=True)
-            with open(os.path.join(self.out_dir, STACKS_FILE), "w") as f:
-                folded_io.write(self.folded, f)
-            self.record["stacks_file"] = STACKS_FILE
+            self.record["stacks_file"] = write_stacks(self.out_dir, STACKS_FILE, self.folded)
             if self.opts.keep_data:
                 self.record["perf_data"] = "perf.data"
         self.cleanup()

@@ -240,10 +240,9 @@ class UprobeSession:
             self._windows += 1
         libbpf.update(self._fds[".bss"], ctypes.c_uint32(0), ctypes.c_uint32(self._windows if on else 0))
 
-    def set_cost(self, cost_class: int, own_ns: float, pair_ns: float) -> None:
-        """What the kernel subtracts, per probe of that class, from the calls it times."""
-        libbpf.update(self._fds["costs"], ctypes.c_uint32(cost_class),
-                      (ctypes.c_uint64 * 2)(max(int(own_ns), 0), max(int(pair_ns), 0)))
+    def set_cost(self, cost_class: int, own_ns: int, pair_ns: int) -> None:
+        """What the kernel subtracts, per probe of that class, from the calls it times (whole ns, >= 0)."""
+        libbpf.update(self._fds["costs"], ctypes.c_uint32(cost_class), (ctypes.c_uint64 * 2)(own_ns, pair_ns))
 
     def probe_counts(self, index: int) -> ProbeCounts:
         """Totals of one probe (no partitions or threads): cheap enough to poll."""

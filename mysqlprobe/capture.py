@@ -182,14 +182,34 @@ def read_stacks(path: str):
     return stacks
 
 
-def flamegraph_title(doc: dict) -> tuple[str, str]:
+def _server(doc: dict) -> str:
     srv = doc["target"].get("server", {})
+    return f"{srv.get('family', '?')} {srv.get('version', '?')}"
+
+
+def flamegraph_title(doc: dict) -> tuple[str, str]:
     perf = doc.get("perf") or {}
-    title = f"{srv.get('family', '?')} {srv.get('version', '?')}: CPU flame graph"
     sub = (f"PID {doc['target']['pid']}, {doc['window']['start']}, {perf.get('samples', '?')} samples "
            f"({perf.get('event', '?')} {perf.get('frequency_hz', '?')} Hz, "
            f"{(perf.get('unwinding') or {}).get('describe', '?')})")
-    return title, sub
+    return f"{_server(doc)}: CPU flame graph", sub
+
+
+def offcpu_title(doc: dict) -> tuple[str, str]:
+    off = doc["off_cpu"]
+    sub = (f"PID {doc['target']['pid']}, {doc['window']['start']}: blocked {off['blocked_s']:.3f}s, "
+           f"waiting for a CPU {off['waiting_for_cpu_s']:.3f}s (widths in us)")
+    return f"{_server(doc)}: off-CPU flame graph", sub
+
+
+def write_stacks(out_dir: str, name: str, folded) -> str:
+    """DIR/name with the folded stacks; returns name, for the capture's stacks_file."""
+    from mysqlprobe.flamegraphs import folded as folded_io
+
+    os.makedirs(out_dir, exist_ok=True)
+    with open(os.path.join(out_dir, name), "w") as f:
+        folded_io.write(folded, f)
+    return name
 
 
 def write_capture(out_dir: str, doc: dict) -> list[str]:
@@ -198,37 +218,28 @@ def write_capture(out_dir: str, doc: dict) -> list[str]:
 
 
 def write_visuals(out_dir: str, doc: dict) -> list[str]:
-    """DIR/flamegraph.svg (when the capture has stacks) and DIR/report.html."""
+    """DIR/flamegraph.svg and DIR/offcpu.svg (when the capture has their
+    stacks) and DIR/report.html."""
     from mysqlprobe.analysis.html_report import render_html
     from mysqlprobe.flamegraphs.svg import render
 
     path = Path(out_dir)
     written = []
-    svg = offcpu_svg = None
-    stacks = (doc.get("perf") or {}).get("stacks_file")
-    waits = (doc.get("off_cpu") or {}).get("stacks_file")
+
+    def picture(section: str, svg_file: str, titles, **style) -> str | None:
+        stacks = (doc.get(section) or {}).get("stacks_file")
+        if not stacks or not (path / stacks).exists():
+            return None
+        svg = render(read_stacks(str(path / stacks)), *titles(doc), **style)
+        (path / svg_file).write_text(svg)
+        written.append(str(path / svg_file))
+        return svg
+
     try:
-        if stacks and (path / stacks).exists():
-            title, sub = flamegraph_title(doc)
-            svg = render(read_stacks(str(path)), title, sub)
-            (path / FLAMEGRAPH_FILE).write_text(svg)
-            written.append(str(path / FLAMEGRAPH_FILE))
-        if waits and (path / waits).exists():
-            title, sub = offcpu_title(doc)
-            offcpu_svg = render(read_stacks(str(path / waits)), title, sub, unit="us", element_id="offcpu")
-            (path / OFFCPU_SVG).write_text(offcpu_svg)
-            written.append(str(path / OFFCPU_SVG))
-        (path / HTML_FILE).write_text(render_html(doc, svg, offcpu_svg))
+        cpu = picture("perf", FLAMEGRAPH_FILE, flamegraph_title)
+        waits = picture("off_cpu", OFFCPU_SVG, offcpu_title, unit="us", element_id="offcpu")
+        (path / HTML_FILE).write_text(render_html(doc, cpu, waits))
         written.append(str(path / HTML_FILE))
     except OSError as e:
         raise CaptureError(f"cannot write into {path}: {e.strerror}") from None
     return written
-
-
-def offcpu_title(doc: dict) -> tuple[str, str]:
-    srv = doc["target"].get("server", {})
-    off = doc["off_cpu"]
-    title = f"{srv.get('family', '?')} {srv.get('version', '?')}: off-CPU flame graph"
-    sub = (f"PID {doc['target']['pid']}, {doc['window']['start']}: blocked {off['blocked_s']:.3f}s, "
-           f"waiting for a CPU {off['waiting_for_cpu_s']:.3f}s (widths in us)")
-    return title, sub

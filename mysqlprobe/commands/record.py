@@ -455,7 +455,6 @@ def _duty_cycles(session: UprobeSession, specs: list[ProbeSpec], win: _Window, b
             lost = pacer.lost(cycle_s, cycle_rows)
         cycle["lost_s"] = None if lost is None else round(lost, 6)
         cycle["unprobed_rows_per_s"] = None if lost is None else round(pacer.speed(), 1)
-        _measure_in_situ_cost(calibrator, cycles, specs)
         on_s, off = pacer.next_phases(t_on, cycle_s, lost, probe_s, elapsed_s=off_t0 - started[0])
         if win.wait(max(off - (time.monotonic() - off_t0), 0.0)):
             return cycles, rows_changed()
@@ -565,6 +564,7 @@ def record(target, binary: Binary, plan: Plan, *, duration: float | None, stop: 
             cycles, rows_at_end = None, ps.rows_changed()
         else:
             cycles, rows_at_end = _duty_cycles(session, specs, win, budget, calibrator, ps.rows_changed, started)
+            _measure_in_situ_cost(calibrator, cycles, specs)
         elapsed = win.elapsed()
         waits.stop()
         sampler.stop()  # perf takes a moment to write its data: not part of the window
@@ -578,8 +578,9 @@ def record(target, binary: Binary, plan: Plan, *, duration: float | None, stop: 
         snapshot = session.snapshot()
         attached = session.attached_count
         links = session.link_kind
-        sampler.finish(thread_names_from_perf_schema(ps.record))
-        waits.finish(thread_names_from_perf_schema(ps.record))
+        thread_names = thread_names_from_perf_schema(ps.record)
+        sampler.finish(thread_names)
+        waits.finish(thread_names, proc_end.thread_names if proc_end else {}, target.comm)
     if status:
         status.done()
     window = {"start": start_wall, "duration_s": round(elapsed, 6), "requested_s": duration,
