@@ -199,17 +199,19 @@ def in_situ_factor(cycles: list[dict], pair_ns: list[float]) -> float | None:
     from the on-phases of duty cycles: the time the load lost between each
     on-phase's two row reads (the seconds between them less what their rows
     take at the unprobed speed) over the calibrated cost of the calls counted
-    between them. A ratio of sums; None until there is enough of it, or when
-    it is out of any plausible range (the load changed pace)."""
+    between them. A ratio of sums over the cycles whose own ratio is
+    plausible: in the others the load changed pace between the off-phases
+    that gave the speed and the on-phase (a load starting, stalling on I/O).
+    None until there is enough of it."""
+    low, high = IN_SITU_RANGE
     lost = cost = 0.0
     for c in cycles:
         speed, rows, row_s = c.get("unprobed_rows_per_s"), c.get("rows"), c.get("row_s")
         if not speed or rows is None or row_s is None:
             continue
-        lost += row_s - rows / speed
-        cost += sum(n * p for n, p in zip(c["row_calls"], pair_ns)) / 1e9
-    if cost < IN_SITU_MIN_COST_S:
-        return None
-    factor = lost / cost
-    low, high = IN_SITU_RANGE
-    return factor if low <= factor <= high else None
+        cycle_lost = row_s - rows / speed
+        cycle_cost = sum(n * p for n, p in zip(c["row_calls"], pair_ns)) / 1e9
+        if cycle_cost > 0 and low <= cycle_lost / cycle_cost <= high:
+            lost += cycle_lost
+            cost += cycle_cost
+    return lost / cost if cost >= IN_SITU_MIN_COST_S else None

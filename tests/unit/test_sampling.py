@@ -161,3 +161,5 @@ def test_in_situ_factor_is_the_on_phases_loss_over_the_calibrated_cost():
     assert in_situ_factor([idle], [1500.0, 1000.0]) is None
     sped_up = {**cycle, "rows": 60_000}                                 # the load changed pace: no factor
     assert in_situ_factor([sped_up], [1500.0, 1000.0]) is None
+    stalled = {**cycle, "unprobed_rows_per_s": 4_000.0}                 # off-phases while the load stalled
+    assert in_situ_factor([stalled, cycle, dict(cycle)], [1500.0, 1000.0]) == pytest.approx(0.04 / 0.035)
