@@ -126,9 +126,10 @@ class Pacer:
     its start."""
 
     budget: float
-    # pace for this share of the budget: the measure lags and is noisy, and costs the
-    # same with the probes on and off (perf, off-CPU stacks, this process) escape it
-    margin: float = 0.7
+    # pace for half the budget: the measure lags and is noisy, and what costs the same
+    # with the probes on and off (perf, off-CPU stacks, P_S instruments, this process;
+    # 1-2% in the bench) escapes it. At 0.7, runs were 1.09-1.10x slower than unprobed ones
+    margin: float = 0.5
     on_s: float = 0.05       # the longest on-phase
     min_on_s: float = 0.01
     max_off_s: float = 2.0
