@@ -109,9 +109,11 @@ def _sampling_line(doc: dict) -> list[str]:
     basis = {"rows": "by the server's rows changed", "time": "by time"}[estimate_basis(doc)]
     slowdown = measured_slowdown(doc)
     measured = f", load slowed {slowdown:.2f}x" if slowdown is not None else ""
+    # an interval comes from how calls vary between cycles: one cycle gives none
+    interval = "95% CI in profile.json" if sampling["cycles"] >= 2 else "one cycle, so no interval (a longer window)"
     return [f"sampling probes on {pct(coverage(doc))} of the window ({sampling['cycles']} cycles, budget "
             f"{pct(sampling['overhead_budget'])}{measured})",
-            f"         ~ = estimate scaled {basis}; 95% CI in profile.json"]
+            f"         ~ = estimate scaled {basis}; {interval}"]
 
 
 def partition_table(s: StageSummary) -> list[str]:

@@ -147,6 +147,15 @@ def test_sampled_run_reports_estimates():
     assert stages["innodb.row_insert"]["share_of_window"] == pytest.approx(5 * ROWS * 1900 / 1.5e9, rel=1e-3)
     text = render_text(doc)
     assert "~50035" in text and "sampling probes on 20.0% of the window (3 cycles" in text
+    assert "95% CI in profile.json" in text
+
+
+def test_a_single_cycle_says_it_gives_no_interval():
+    doc = synthetic_run({"mode": "sampled", "overhead_budget": 0.1, "cycles": 1, "on_s": 0.3,
+                         "calls_per_cycle": [{"on_s": 0.3, "probe_s": 0.0, "calls": [ROWS, ROWS, ROWS, 0]}]})
+    assert doc["stages"][0]["estimated_calls"]["ci95"] is None
+    text = render_text(doc)
+    assert "one cycle, so no interval" in text and "95% CI" not in text
 
 
 def test_latency_line_gives_the_cost_the_on_phases_measured():
