@@ -41,9 +41,9 @@ test-unit: install
 test-integration: install
 	$(call run_pytest,-ra tests/integration)
 
-# overhead, accuracy and attach time against bpftrace -> bench/RESULTS.md (several minutes)
+# overhead, accuracy and attach time against bpftrace -> bench/RESULTS.md (about 20 minutes)
 bench: install
-	$(BIN)/python bench/overhead.py
+	$(BIN)/python bench/overhead.py --rows 1000000 --repeats 12
 
 clean:
 	rm -rf $(VENV) build *.egg-info out .pytest_cache

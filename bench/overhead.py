@@ -1,6 +1,6 @@
 """Overhead, accuracy and attach-time benchmark of mysqlprobe against bpftrace.
 
-    sudo .venv/bin/python bench/overhead.py [--rows 1000000] [--repeats 3]
+    sudo .venv/bin/python bench/overhead.py [--rows 1000000] [--repeats 12]
 
 writes bench/RESULTS.md and bench/results.json. Every comparison runs its
 variants interleaved (one of each per repeat) on the same server, and reports
@@ -391,7 +391,7 @@ def targets(results: dict) -> list[tuple[str, str, bool]]:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--rows", type=int, default=1_000_000)
-    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--repeats", type=int, default=12)
     ap.add_argument("--out", default=str(HERE))
     ap.add_argument("--render", metavar="RESULTS_JSON", help="only write RESULTS.md again from a results.json")
     args = ap.parse_args()
