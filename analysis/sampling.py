@@ -131,11 +131,17 @@ class Pacer:
     # 1-2% in the bench) escapes it. At 0.7, runs were 1.09-1.10x slower than unprobed ones
     margin: float = 0.5
     on_s: float = 0.05       # the longest on-phase
+    # the first cycles' on-phase: attaching and detaching cost about what 30 ms of
+    # on-phase do, so these are dearer per call counted, but they lose less time,
+    # and a load of two seconds gets two cycles (and an interval) instead of one
+    opening_on_s: float = 0.02
+    opening_cycles: int = 2
     min_on_s: float = 0.01
     max_off_s: float = 2.0
     min_rows: int = 200      # rows in recent off-phases before their speed is trusted
     lost_per_on_s: float | None = None  # smoothed: seconds lost per second of on-phase
     lost_total_s: float = 0.0           # lost by every cycle so far (calibrated where unmeasured)
+    cycles: int = 0                     # cycles paced so far
     _off: deque = field(default_factory=lambda: deque(maxlen=5))
 
     def off_phase(self, rows: int | None, seconds: float) -> None:
@@ -156,14 +162,20 @@ class Pacer:
             return None
         return max(cycle_s - cycle_rows / speed, 0.0)
 
+    def longest_on_s(self) -> float:
+        """The next on-phase at most: short for the opening cycles."""
+        return self.opening_on_s if self.cycles < self.opening_cycles else self.on_s
+
     def next_phases(self, on_s: float, cycle_s: float, lost_s: float | None, probe_s: float,
                     elapsed_s: float | None = None) -> tuple[float, float]:
         """(next on-phase, off-phase before it) after a cycle whose on-phase
         took on_s of its cycle_s seconds and lost lost_s (None: unmeasured,
         then probe_s, the calibrated cost of the hits counted, is used).
         elapsed_s: the window's length so far (default: this cycle's)."""
+        self.cycles += 1
+        longest = self.longest_on_s()
         if on_s <= 0:
-            return self.on_s, 0.0
+            return longest, 0.0
         cost = lost_s if lost_s is not None else probe_s
         self.lost_total_s += cost
         elapsed = cycle_s if elapsed_s is None else elapsed_s
@@ -180,13 +192,13 @@ class Pacer:
             window = (self.lost_total_s + per_on * on) * paid - (elapsed + on + transition)
             return max(own, window, 0.0)
 
-        on = self.on_s
+        on = longest
         off = off_for(on)
         if off > self.max_off_s and per_on * paid > 1:
             # the on-phase that, off for max_off_s, keeps to both rules
             own = (self.max_off_s + transition) / (per_on * paid - 1)
             window = (self.max_off_s + elapsed + transition - self.lost_total_s * paid) / (per_on * paid - 1)
-            on = min(max(min(own, window), self.min_on_s), self.on_s)
+            on = min(max(min(own, window), self.min_on_s), longest)
             off = off_for(on)  # past max_off_s at min_on_s
         return on, off
 

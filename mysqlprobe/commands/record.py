@@ -415,7 +415,7 @@ def _duty_cycles(session: UprobeSession, specs: list[ProbeSpec], win: _Window, b
     pacer = Pacer(budget, on_s=ON_PHASE_S, min_on_s=MIN_ON_S, max_off_s=MAX_OFF_S)
     cycles: list[dict] = []
     last = {s.index: 0 for s in specs}
-    on_s = pacer.on_s
+    on_s = pacer.longest_on_s()
     on_t0 = started[0]
     cycle_t0, cycle_rows0 = started  # a cycle: attach, on-phase, detach
     indices = [s.index for s in specs]

@@ -66,11 +66,12 @@ class SimulatedLoad:
     def __init__(self, speed=300_000.0, slow=4.0, fixed_s=0.004):
         self.speed, self.slow, self.fixed_s = speed, slow, fixed_s
 
-    def run(self, pacer, cycles=200, slowdowns=None):
+    def run(self, pacer, cycles=200, slowdowns=None, walls=None):
         """The load's slowdown over the whole run; `slowdowns` gets it as it
-        stood at the end of every cycle (a window that ended there)."""
+        stood at the end of every cycle (a window that ended there), `walls`
+        the time from the start to the end of every cycle."""
         wall = rows = 0.0
-        on = pacer.on_s
+        on = pacer.longest_on_s()
         for _ in range(cycles):
             cycle_s = on + 2 * self.fixed_s
             cycle_rows = on * self.speed / self.slow
@@ -84,6 +85,8 @@ class SimulatedLoad:
             next_on, off = pacer.next_phases(on, cycle_s, lost, probe_s, elapsed_s=wall + cycle_s)
             if slowdowns is not None:
                 slowdowns.append((wall + cycle_s) / ((rows + cycle_rows) / self.speed))
+            if walls is not None:
+                walls.append(wall + cycle_s)
             off = max(off, measured)
             pacer.off_phase(int((off - measured) * self.speed), off - measured)
             wall += cycle_s + off
@@ -110,9 +113,9 @@ def test_a_window_ending_after_any_cycle_but_the_first_is_within_the_budget():
     aim = 1 + 0.10 * Pacer.margin
     assert max(at_cycle_ends[1:]) <= aim + 1e-6
     assert at_cycle_ends[-1] > aim - 0.02                          # not paced more than needed
-    # after a first cycle at the window's start, the second waits about twice
-    # as long as that cycle alone would need
-    pacer = Pacer(0.10)
+    # after a first cycle at the window's start, a second as long waits about
+    # twice as long as that cycle alone would need
+    pacer = Pacer(0.10, opening_cycles=0)
     pacer.off_phase(30_000, 0.1)                                    # 300k rows/s unprobed
     lost = pacer.lost(0.058, 3750)
     _, off = pacer.next_phases(0.05, 0.058, lost, 0.0, elapsed_s=0.058)
@@ -121,8 +124,22 @@ def test_a_window_ending_after_any_cycle_but_the_first_is_within_the_budget():
     assert off > 1.9 * off_seconds(lost, 0.058, budget)
 
 
+def test_opening_cycles_are_short_so_a_two_second_load_gets_two():
+    # attach and detach cost the load 24 ms a cycle, the on-phases 75% of their length
+    def cycle_ends(pacer, slowdowns=None):
+        walls = []
+        SimulatedLoad(speed=500_000.0, slow=4.0, fixed_s=0.012).run(pacer, cycles=10, slowdowns=slowdowns,
+                                                                     walls=walls)
+        return walls
+
+    at_cycle_ends = []
+    opened = cycle_ends(Pacer(0.10), at_cycle_ends)
+    assert opened[1] < 2.0 < cycle_ends(Pacer(0.10, opening_cycles=0))[1]
+    assert max(at_cycle_ends[1:]) <= 1 + 0.10 * Pacer.margin + 1e-6
+
+
 def test_pacer_without_progress_uses_the_calibrated_cost():
-    pacer = Pacer(0.10)
+    pacer = Pacer(0.10, opening_cycles=0)
     assert pacer.lost(0.06, None) is None
     on, off = pacer.next_phases(0.05, 0.06, None, 0.025, elapsed_s=60.0)  # half the on-phase in the probes
     assert on == 0.05 and off == pytest.approx(off_seconds(0.025, 0.06, 0.10 * Pacer.margin))
