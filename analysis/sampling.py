@@ -79,7 +79,11 @@ def estimate_by_rows(cycles: list[tuple[int, int]], rows_window: int, counted: i
     Unlike a rate per second it does not care how much the probes slowed the
     load down, nor how the load's speed changed between phases. The interval
     comes from how much calls per row vary between cycles, with the finite
-    population correction (rows counted are a share of the window's).
+    population correction (rows counted are a share of the window's). A
+    cycle that saw neither rows nor calls (an idle server) says nothing of
+    calls per row and is left out: an interval from the three cycles that
+    caught a load is as wide as three cycles make it, however many idle
+    ones came around them.
     counted: every call counted (default those in `cycles`), the floor."""
     in_rows = sum(c for _, c in cycles)
     counted = in_rows if counted is None else counted
@@ -88,11 +92,12 @@ def estimate_by_rows(cycles: list[tuple[int, int]], rows_window: int, counted: i
         return Estimate(float(counted), None, None)
     ratio = in_rows / rows_on
     value = max(ratio * rows_window, float(counted))
-    k = len(cycles)
+    seen = [(r, c) for r, c in cycles if r or c]
+    k = len(seen)
     if k < 2:
         return Estimate(value, None, None)
     mean_rows = rows_on / k
-    var_ratio = sum((c - ratio * r) ** 2 for r, c in cycles) / (k * (k - 1) * mean_rows ** 2)
+    var_ratio = sum((c - ratio * r) ** 2 for r, c in seen) / (k * (k - 1) * mean_rows ** 2)
     fpc = max(1.0 - rows_on / rows_window, 0.0)
     half = t95(k - 1) * math.sqrt(var_ratio * fpc) * rows_window
     return Estimate(value, max(value - half, float(counted)), value + half)
@@ -156,9 +161,11 @@ class Pacer:
         return rows / seconds if rows >= self.min_rows and seconds > 0 else None
 
     def lost(self, cycle_s: float, cycle_rows: int | None) -> float | None:
-        """Seconds a cycle cost the load, or None when it cannot be measured."""
+        """Seconds a cycle cost the load, or None when it cannot be measured:
+        no speed yet, or no row changed in the cycle. Probes slow a load,
+        they do not stop it: the load had ended or paused."""
         speed = self.speed()
-        if speed is None or cycle_rows is None:
+        if speed is None or not cycle_rows:
             return None
         return max(cycle_s - cycle_rows / speed, 0.0)
 

@@ -59,6 +59,24 @@ def test_rows_interval_reflects_spread_and_shrinks_as_coverage_grows():
     assert estimate_by_rows([(10, 5)], 100).low is None         # one cycle: no interval
 
 
+def test_idle_cycles_do_not_narrow_the_rows_interval():
+    # a 20 s window, from a real capture on 10.2.11: 1,500,007 rows into emp_src
+    # (1 Handler_write and 1 ha_innobase::write_row a row), then into a
+    # 5-partition table (2 Handler_write, 1 ha_partition::write_row and 1
+    # ha_innobase::write_row a row); only 3 of the 22 cycles caught the load,
+    # one in the first statement and two in the second
+    idle = [(0, 0)] * 19
+    partition = [(2407, 0), (11858, 5924), (10902, 5450)]
+    innodb = [(2407, 2406), (11858, 5924), (10902, 5445)]
+    for cycles, truth in ((partition, 1_500_007), (innodb, 3_000_014)):
+        est = estimate_by_rows(idle + cycles, 4_500_021)
+        assert est.low <= truth <= est.high, (est, truth)         # as wide as 3 cycles make it
+        assert est == estimate_by_rows(cycles, 4_500_021)          # the idle ones change nothing
+    # a cycle with calls but no rows (background work) is evidence all the same
+    background = estimate_by_rows([(0, 0), (0, 40), (1000, 10), (1000, 12)], 100_000)
+    assert background.high > estimate_by_rows([(0, 0), (1000, 10), (1000, 12)], 100_000).high
+
+
 class SimulatedLoad:
     """A load of `speed` rows/s that runs `slow` times slower while probed and
     loses `fixed_s` per attach-detach: what a duty cycle costs it."""
@@ -145,6 +163,15 @@ def test_pacer_without_progress_uses_the_calibrated_cost():
     assert on == 0.05 and off == pytest.approx(off_seconds(0.025, 0.06, 0.10 * Pacer.margin))
     pacer.off_phase(50, 1.0)                                      # an idle load: speed not trusted
     assert pacer.speed() is None
+
+
+def test_a_cycle_without_rows_lost_nothing_it_can_measure():
+    # the load ended (or paused) before the cycle: counting the whole cycle as
+    # lost would stretch the next off-phases and overstate the slowdown
+    pacer = Pacer(0.10)
+    pacer.off_phase(30_000, 0.1)
+    assert pacer.lost(0.06, 0) is None
+    assert pacer.lost(0.06, 3_000) == pytest.approx(0.05)
 
 
 def test_t_quantiles():
