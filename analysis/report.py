@@ -56,13 +56,17 @@ def _latency_basis(doc: dict) -> list[str]:
     lines = [f"latency  corrected; probe cost per call {costs}"]
     factor = cal.get("in_situ_factor", 1.0)
     if factor != 1.0:
-        lines.append(f"         in the on-phases the probes cost the load x{factor:.2f} that")
+        lines.append(f"         in the on-phases the probes cost the load {factor:.2f}x their calibrated cost")
     return lines
 
 
 def _count(n: float, estimated: bool) -> str:
-    text = f"{n / 1e6:.1f}M" if n >= 1e7 else f"{n:.0f}"
-    return "~" + text if estimated else text
+    """Counted calls to the unit up to 10M; estimates to three figures."""
+    if not estimated:
+        return f"{n / 1e6:.1f}M" if n >= 1e7 else f"{n:.0f}"
+    text = (f"{n / 1e6:.3g}M" if n >= 999_500 else f"{n / 1e3:.3g}k" if n >= 10_000
+            else f"{n:.0f}")
+    return "~" + text
 
 
 def stage_figures(stages: list[StageSummary], doc: dict) -> list[dict]:
@@ -110,7 +114,7 @@ def _sampling_line(doc: dict) -> list[str]:
     slowdown = measured_slowdown(doc)
     measured = f", load slowed {slowdown:.2f}x" if slowdown is not None else ""
     # an interval comes from how calls vary between cycles: one cycle gives none
-    interval = "95% CI in profile.json" if sampling["cycles"] >= 2 else "one cycle, so no interval (a longer window)"
+    interval = "95% intervals below" if sampling["cycles"] >= 2 else "one cycle, so no interval (a longer window)"
     return [f"sampling probes on {pct(coverage(doc))} of the window ({sampling['cycles']} cycles, budget "
             f"{pct(sampling['overhead_budget'])}{measured})",
             f"         ~ = estimate scaled {basis}; {interval}"]
@@ -128,11 +132,32 @@ def partition_table(s: StageSummary) -> list[str]:
     return lines
 
 
-def stage_detail(s: StageSummary) -> list[str]:
-    lines = [f"{s.stage}: {s.title}"[:80]]
+WIDE_INTERVAL = 0.25  # an estimate this uncertain (relative half-width) says how to do better
+
+
+def estimate_line(s: StageSummary, doc: dict) -> list[str]:
+    """In sampled mode: the window's calls as estimated, with their interval."""
+    if s.cycle_calls is None or not s.calls:
+        return []
+    est = estimated_calls(s, doc)
+    if est.low is None:
+        return [f"  ~{est.value:,.0f} calls in the window (no interval: one cycle saw them)"]
+    half = (est.high - est.low) / 2 / est.value if est.value else 0.0
+    lines = [f"  ~{est.value:,.0f} calls in the window, 95% interval {est.low:,.0f} to {est.high:,.0f} "
+             f"(+-{100 * half:.0f}%)"]
+    if half > WIDE_INTERVAL:
+        lines += textwrap.wrap("few duty cycles, or cycles that disagree (a load that changed as it ran): a "
+                               "longer window narrows it, --exact counts every call", 78,
+                               initial_indent="  ", subsequent_indent="  ")
+    return lines
+
+
+def stage_detail(s: StageSummary, doc: dict) -> list[str]:
+    lines = _fit([f"{s.stage}: {s.title}"])
     lines += [f"  {sym}" for sym in s.symbols]
     lines.append(f"  calls {s.calls}{' counted' if s.cycle_calls is not None else ''}, total {fmt(s.total_ns)}, "
                  f"mean {fmt(s.mean_ns)}")
+    lines += estimate_line(s, doc)
     lines += H.render_ascii(s.counts)
     lines += partition_table(s)
     return lines
@@ -165,7 +190,7 @@ def process_block(doc: dict) -> list[str]:
     if busy:
         top = ", ".join(f"{t['tid']} {t['name']} {t['cpu_s']:.2f}s" for t in busy[:3])
         lines.append(f"busiest  {top}")
-    return [line[:80] for line in lines]
+    return _fit(lines, indent=9)
 
 
 def _tree_lines(nodes: list[dict], total_ns: int, depth: int) -> list[str]:
@@ -194,9 +219,16 @@ def attribution_block(doc: dict) -> list[str]:
         total = max(t["in_window_ns"], 1)
         text = " ".join(t["statement"].split())
         lines.append(f"{text[:60]:<60} {fmt(t['in_window_ns']):>7}")
+        others = t.get("statements", 1) - 1
+        if others:
+            lines.append(f"  (and {others} other statement{'s' if others > 1 else ''} of its thread in the window: "
+                         "the probes count per thread)")
         lines.append(f"  (probe time joined by {t['join']})")
         if t.get("stages_from") == "thread summary":
             lines.append("  (stages from the thread's P_S summary: the stage history was overrun)")
+        elif t.get("stages_from") == "none":
+            lines.append("  (P_S kept none of its stages: the stage history was overrun and the "
+                         "thread had ended)")
         shown = [st for st in t["stages"] if st["probed"] or st["ns"] >= 0.005 * total]
         for st in shown:
             lines.append(f"  {st['stage'][:42]:<42} {fmt(st['ns']):>7} {pct(st['ns'] / total):>6}")
@@ -213,7 +245,7 @@ def attribution_block(doc: dict) -> list[str]:
         if t["background"]:
             lines.append("  background work in the window (all threads):")
             lines += _tree_lines(t["background"], total, 2)
-    return [line[:80] for line in lines]
+    return _fit(lines)
 
 
 def perf_schema_block(doc: dict) -> list[str]:
@@ -231,11 +263,25 @@ def perf_schema_block(doc: dict) -> list[str]:
     status = d.get("status") or {}
     if status:
         lines.append("  status: " + ", ".join(f"{k} +{v}" for k, v in sorted(status.items()) if v))
-    return [line[:80] for line in lines]
+    return _fit(lines)
 
 
 def _clip(text: str, width: int) -> str:
     return text if len(text) <= width else text[:width - 1] + "~"
+
+
+def _fit(lines: list[str], indent: int | None = None) -> list[str]:
+    """Lines over 80 columns wrapped, their rest indented (by default two
+    more than the line); nothing is cut off."""
+    out = []
+    for line in lines:
+        if len(line) <= 80:
+            out.append(line)
+            continue
+        lead = len(line) - len(line.lstrip(" "))
+        out += textwrap.wrap(line.lstrip(" "), 80, initial_indent=" " * lead, subsequent_indent=" " * (
+            lead + 2 if indent is None else indent), break_long_words=True, break_on_hyphens=False)
+    return out
 
 
 def samples_block(doc: dict, top: int = 10) -> list[str]:
@@ -302,7 +348,7 @@ def render_text(doc: dict) -> str:
     out += off_cpu_block(doc)
     for s in stages:
         if s.calls:
-            out += [""] + stage_detail(s)
+            out += [""] + stage_detail(s, doc)
     notes = []
     idle = [s.stage for s in stages if not s.calls]
     if idle:

@@ -146,8 +146,12 @@ def test_sampled_run_reports_estimates():
     assert doc["probes"][2]["estimated_calls"]["value"] == pytest.approx(ROWS * 5, rel=1e-6)
     assert stages["innodb.row_insert"]["share_of_window"] == pytest.approx(5 * ROWS * 1900 / 1.5e9, rel=1e-3)
     text = render_text(doc)
-    assert "~50035" in text and "sampling probes on 20.0% of the window (3 cycles" in text
-    assert "95% CI in profile.json" in text
+    assert "sampling probes on 20.0% of the window (3 cycles" in text and "95% intervals below" in text
+    row = next(line for line in text.splitlines() if line.startswith("innodb.row_insert "))
+    assert row.split()[1] == "~50k"                                   # estimates to three figures
+    low, high = (f"{x:,.0f}" for x in est["ci95"])
+    assert f"  ~50,035 calls in the window, 95% interval {low} to {high} (+-0%)" in text
+    assert "--exact counts every call" not in text                    # the cycles agree: no advice
 
 
 def test_a_single_cycle_says_it_gives_no_interval():
@@ -164,7 +168,29 @@ def test_latency_line_gives_the_cost_the_on_phases_measured():
     doc["calibration"]["in_situ_factor"] = 1.25
     lines = render_text(doc).splitlines()
     at = next(i for i, line in enumerate(lines) if line.startswith("latency"))
-    assert lines[at + 1] == "         in the on-phases the probes cost the load x1.25 that"
+    assert lines[at + 1] == "         in the on-phases the probes cost the load 1.25x their calibrated cost"
+
+
+def test_a_wide_interval_says_how_to_narrow_it():
+    # one cycle caught twice the calls of the other two: the estimate is uncertain
+    cycles = [{"on_s": 0.1, "probe_s": 0.0, "calls": [n, n, n, 0]} for n in (2000, 2000, 6007)]
+    doc = synthetic_run({"mode": "sampled", "overhead_budget": 0.1, "cycles": 3, "on_s": 0.3,
+                         "calls_per_cycle": cycles})
+    text = " ".join(render_text(doc).split())
+    assert "a longer window narrows it, --exact counts every call" in text
+
+
+def test_long_lines_are_wrapped_not_cut():
+    doc = synthetic_run()
+    doc["perf_schema"] = {"status": "collected", "connection": "root@/var/lib/a/very/long/path/to/the/server/"
+                          "socket/mysqld.sock", "statements": [], "deltas": {"status": {
+                              "Handler_write": 4500021, "Innodb_data_written": 473444864,
+                              "Innodb_pages_written": 4682, "Innodb_rows_inserted": 3000014, "Questions": 135}}}
+    text = render_text(doc)
+    assert max(len(line) for line in text.splitlines()) <= 80
+    flat = " ".join(text.split())
+    assert "Innodb_rows_inserted +3000014, Questions +135" in flat
+    assert "root@/var/lib/a/very/long/path/to/the/server/socket/mysqld.sock, 0 statements in the window" in flat
 
 
 def test_off_cpu_block_names_where_the_threads_waited():
