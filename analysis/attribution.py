@@ -1,10 +1,13 @@
 """Where a statement's time went: statement -> P_S stage -> probed stages
 (inclusive and exclusive, corrected) -> what the probes did not explain.
 
-Probe time is joined to a statement through its thread: P_S threads.THREAD_OS_ID
-is the Linux thread id the probes key by (MariaDB 10.5+, MySQL 5.7+). Where
-the server has no THREAD_OS_ID (MySQL 5.6, MariaDB 10.1/10.2) the probe time of
-all threads in the window goes to the longest statement, and the tree says so.
+Probe time is joined to a statement through its thread's Linux thread id, the
+one the probes key by (P_S threads.THREAD_OS_ID on MariaDB 10.5+ and MySQL
+5.7+, information_schema.PROCESSLIST.TID on MariaDB 10.1-10.4). The probes
+count per thread, not per statement: a thread's statements in the window are
+taken together, their stages summed, under the longest. Where no thread id is
+known (MySQL 5.6) the probe time of all threads goes to the longest write,
+and the tree says so.
 Probe time of the other threads (page cleaner checksums, compression in
 background threads) is shown apart as background work.
 
@@ -50,7 +53,7 @@ def probe_tree(edges: dict, partitions: dict | None = None) -> list[dict]:
     """The probed stages as the calls nested: inclusive and exclusive time.
     A stage called from several places shares its callees out in proportion.
     partitions (stage -> [{id, calls, total_ns}] of the whole window) are
-    shared out to the nodes the same way."""
+    shared out the same way to the nodes in the partitioning layer or below it."""
     total: dict[str, float] = {}
     children: dict = {}
     for (stage, parent), v in edges.items():
@@ -64,7 +67,8 @@ def probe_tree(edges: dict, partitions: dict | None = None) -> list[dict]:
         kids.sort(key=lambda k: -k["inclusive_ns"])
         out = {"stage": stage, "inclusive_ns": round(ns), "calls": round(calls), "children": kids,
                "exclusive_ns": round(ns) - sum(k["inclusive_ns"] for k in kids)}
-        parts = (partitions or {}).get(stage)
+        # partition ids come down from the partitioning layer: a call outside it had none
+        parts = (partitions or {}).get(stage) if any(s.startswith(PARTITION_LAYER) for s in path) else None
         if parts:
             whole = sum(p["total_ns"] for p in parts) or 1
             out["partitions"] = [{"id": p["id"], "share": round(p["total_ns"] / whole, 4),
@@ -75,6 +79,8 @@ def probe_tree(edges: dict, partitions: dict | None = None) -> list[dict]:
     return sorted(roots, key=lambda r: -r["inclusive_ns"])
 
 
+UNKNOWN_STAGE = "(stages not kept by P_S)"
+PARTITION_LAYER = "partition."  # the catalog's stages of the partitioning layer
 WRITES = ("statement/sql/insert", "statement/sql/replace", "statement/sql/load", "statement/sql/update",
           "statement/sql/delete")
 
@@ -94,6 +100,34 @@ def _thread_stages(ps: dict, thread_id: int) -> list[tuple[str, int]]:
     return sorted(rows, key=lambda x: -x[1])
 
 
+def _units(ps: dict, window, os_tid: dict) -> list[list[dict]]:
+    """What the probe time can be joined to: all the statements in the
+    window of a thread whose Linux thread id is known (the probes count per
+    thread, not per statement), else single statements; most time first."""
+    units: list[list[dict]] = []
+    by_thread: dict[int, list[dict]] = {}
+    for st in ps["statements"]:
+        if not window(st):
+            continue
+        if os_tid.get(st["thread_id"]):
+            by_thread.setdefault(st["thread_id"], []).append(st)
+        else:
+            units.append([st])
+    units += by_thread.values()
+    return sorted(units, key=lambda u: -sum(window(st) for st in u))
+
+
+def _stage_ns(ps: dict, unit: list[dict], t0: int, t1: int) -> dict[str, int]:
+    """Stage name -> ns in the window, over the statements of a unit, from the stage history."""
+    keys = {(st["thread_id"], st["event_id"]) for st in unit}
+    out: dict[str, int] = {}
+    for s in ps.get("stages", []):
+        if (s["thread_id"], s["statement_event_id"]) in keys:
+            out[s["event_name"]] = out.get(s["event_name"], 0) + \
+                _clip(s["timer_start"], s["timer_end"], t0, t1) // PS_PER_NS
+    return out
+
+
 def attribute(doc: dict, top: int = 3) -> list[dict]:
     ps = doc.get("perf_schema") or {}
     if ps.get("status") != "collected" or not ps.get("statements"):
@@ -101,42 +135,43 @@ def attribute(doc: dict, top: int = 3) -> list[dict]:
     t0, t1 = ps["timer_start_ps"], ps["timer_end_ps"]
     os_tid = {t["thread_id"]: t.get("os_tid") for t in ps.get("threads", [])}
     window = lambda st: _clip(st["timer_start"], st["timer_end"], t0, t1)  # noqa: E731
-    # without THREAD_OS_ID the probes' time goes to the longest writing statement
+    # without a thread id the probes' time goes to the longest writing statement
     writes = [st for st in ps["statements"] if (st.get("event_name") or "").startswith(WRITES)]
     by_time = sorted(writes or ps["statements"], key=lambda st: -window(st))
-    statements = sorted(ps["statements"], key=lambda st: -window(st))[:top]
+    parts = {s["stage"]: s["partitions"] for s in doc.get("stages", []) if s.get("partitions")}
     longest: dict[int, dict] = {}  # per thread, its statement longest in the window
-    for st in sorted(ps["statements"], key=lambda st: window(st)):
+    for st in sorted(ps["statements"], key=window):
         longest[st["thread_id"]] = st
     out = []
-    for st in statements:
-        in_window = window(st)
-        if not in_window:
-            continue
-        tid = os_tid.get(st["thread_id"]) if ps.get("thread_os_id") else None
+    for unit in _units(ps, window, os_tid)[:top]:
+        lead = max(unit, key=window)
+        in_window = sum(window(st) for st in unit)
+        tid = os_tid.get(lead["thread_id"])
         if tid:
             join, edges, background = "thread", _edges(doc, {tid}), _edges(doc, {tid}, exclude=True)
             cost = probe_cost_ns(doc, {tid})
-        elif st is by_time[0]:
-            join = "time window (no THREAD_OS_ID): the probes of every thread, given to the longest write"
+        elif lead is by_time[0]:
+            join = (f"time window (no Linux thread id): the probes of every thread in the "
+                    f"{(t1 - t0) / PS_PER_NS / 1e9:.2f}s window, given to the longest write")
             edges, background, cost = _edges(doc, None), {}, probe_cost_ns(doc, None)
         else:
             join, edges, background, cost = "none", {}, {}, 0.0
-        stages = [s for s in ps.get("stages", []) if (s["thread_id"], s["statement_event_id"]) ==
-                  (st["thread_id"], st["event_id"])]
-        stage_ns = sorted(((s["event_name"], _clip(s["timer_start"], s["timer_end"], t0, t1) // PS_PER_NS)
-                           for s in stages), key=lambda x: -x[1])
+        stage_ns = sorted(_stage_ns(ps, unit, t0, t1).items(), key=lambda x: -x[1])
         stages_from = "history"
-        if not stage_ns and st is longest.get(st["thread_id"]):
-            stage_ns, stages_from = _thread_stages(ps, st["thread_id"]), "thread summary"
-        parts = {s["stage"]: s["partitions"] for s in doc.get("stages", []) if s.get("partitions")}
+        if not stage_ns and (tid or lead is longest[lead["thread_id"]]):
+            # the thread's summary holds all its statements of the window
+            stage_ns, stages_from = _thread_stages(ps, lead["thread_id"]), "thread summary"
+        if not stage_ns and edges:
+            # neither the history nor a live thread kept its stages: the probed
+            # time still goes under the statement, as one stage of its own
+            stage_ns, stages_from = [(UNKNOWN_STAGE, in_window // PS_PER_NS)], "none"
         tree = probe_tree(edges, parts)
         probed = sum(r["inclusive_ns"] for r in tree)
         main = stage_ns[0][0] if stage_ns else None
         cost = round(min(cost, max(stage_ns[0][1] - probed, 0))) if stage_ns else 0
         out.append({
-            "statement": st["sql_text"], "thread_id": st["thread_id"], "os_tid": tid, "join": join,
-            "stages_from": stages_from,
+            "statement": lead["sql_text"], "statements": len(unit), "thread_id": lead["thread_id"],
+            "os_tid": tid, "join": join, "stages_from": stages_from,
             "in_window_ns": in_window // PS_PER_NS,
             "stages": [{"stage": name, "ns": ns, "probed": tree if name == main else [],
                         "probe_cost_ns": cost if name == main else 0,

@@ -6,13 +6,15 @@ registered on every exit path by the caller). It takes the global summaries
 before and after (stored as deltas) and the statements and stages that ran in
 the window from the history tables.
 
-Versions: MariaDB 10.1/10.2 carry MySQL 5.6's P_S (no threads.THREAD_OS_ID);
-MariaDB 10.5+ and MySQL 5.7+ have THREAD_OS_ID, which joins P_S threads to the
-Linux thread ids the probes key by; MySQL 8.0.17+ calls 'Sending data'
-'executing'."""
+Versions: MariaDB 10.5+ and MySQL 5.7+ have threads.THREAD_OS_ID, which joins
+P_S threads to the Linux thread ids the probes key by. MariaDB 10.1/10.2 carry
+MySQL 5.6's P_S without it, but list each connection's Linux thread in
+information_schema.PROCESSLIST.TID; MySQL 5.6 has neither. MySQL 8.0.17+
+calls 'Sending data' 'executing'."""
 
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass, field
 
 CONSUMERS = ("events_statements_current", "events_statements_history", "events_statements_history_long",
@@ -60,6 +62,25 @@ def rows_changed(conn) -> int:
         return sum(int(v) for _, v in cur.fetchall())
 
 
+def leave_out_own_statements(conn) -> int | None:
+    """Have P_S stop recording this connection's statements; its P_S thread
+    id, or None where that was refused. The history tables are small shared
+    rings (1000 stage rows by default): progress reads every few hundred ms
+    would push the load's stages out of them. The setting lives in the
+    connection's own threads row and goes with it."""
+    import pymysql
+
+    try:
+        with conn.cursor() as cur:
+            cur.execute("SELECT THREAD_ID FROM performance_schema.threads WHERE PROCESSLIST_ID = CONNECTION_ID()")
+            (thread_id,) = cur.fetchone()
+            cur.execute("UPDATE performance_schema.threads SET INSTRUMENTED = 'NO' WHERE THREAD_ID = %s",
+                        (thread_id,))
+            return thread_id if cur.rowcount == 1 else None
+    except (pymysql.err.MySQLError, TypeError):
+        return None
+
+
 class PerfSchemaError(Exception):
     pass
 
@@ -72,6 +93,11 @@ class PerfSchema:
     saved_instruments: dict[str, tuple[str, str]] = field(default_factory=dict)
     thread_id: int | None = None
     has_os_id: bool = False
+    os_tid_source: str | None = None           # where the threads' Linux thread ids come from
+    # background threads whose history was off before the window; None: the
+    # server cannot turn a thread's history off (no threads.HISTORY)
+    saved_background_history_off: list[int] | None = None
+    own_threads: set[int] = field(default_factory=set)  # this process's connections
     restored: bool = True
 
     def _rows(self, sql: str, args=None) -> list[tuple]:
@@ -109,12 +135,21 @@ class PerfSchema:
                 cur.execute("UPDATE performance_schema.setup_instruments SET ENABLED = 'YES', TIMED = 'YES' "
                             f"WHERE NAME IN ({', '.join(['%s'] * len(chunk))})", chunk)
             changed += len(off)
+            if self._has_column("performance_schema", "threads", "HISTORY"):
+                self.saved_background_history_off = [r[0] for r in self._rows(
+                    "SELECT THREAD_ID FROM performance_schema.threads WHERE TYPE = 'BACKGROUND' AND HISTORY = 'NO'")]
+                changed += quiet_background_threads(self.conn)
         self.thread_id = self._rows("SELECT THREAD_ID FROM performance_schema.threads "
                                     "WHERE PROCESSLIST_ID = CONNECTION_ID()")[0][0]
-        self.has_os_id = bool(self._rows(
-            "SELECT COUNT(*) FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = 'performance_schema' "
-            "AND TABLE_NAME = 'threads' AND COLUMN_NAME = 'THREAD_OS_ID'")[0][0])
+        self.own_threads.add(self.thread_id)
+        self.has_os_id = self._has_column("performance_schema", "threads", "THREAD_OS_ID")
+        self.os_tid_source = (OS_THREAD_ID if self.has_os_id else PROCESSLIST_TID
+                              if self._has_column("information_schema", "PROCESSLIST", "TID") else None)
         return changed
+
+    def _has_column(self, schema: str, table: str, column: str) -> bool:
+        return bool(self._rows("SELECT COUNT(*) FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = %s "
+                               "AND TABLE_NAME = %s AND COLUMN_NAME = %s", (schema, table, column))[0][0])
 
     def restore(self) -> None:
         """Put back every setup row enable() changed, as it was."""
@@ -135,6 +170,10 @@ class PerfSchema:
                     chunk = names[i:i + 200]
                     cur.execute("UPDATE performance_schema.setup_instruments SET ENABLED = %s, TIMED = %s "
                                 f"WHERE NAME IN ({', '.join(['%s'] * len(chunk))})", (enabled, timed, *chunk))
+            if self.saved_background_history_off is not None:
+                keep = self.saved_background_history_off or [0]  # thread ids start at 1
+                cur.execute("UPDATE performance_schema.threads SET HISTORY = 'YES' WHERE TYPE = 'BACKGROUND' "
+                            f"AND HISTORY = 'NO' AND THREAD_ID NOT IN ({', '.join(['%s'] * len(keep))})", keep)
         self.restored = True
 
     def timer_now(self) -> int:
@@ -156,21 +195,18 @@ class PerfSchema:
         return out
 
     def threads(self) -> list[dict]:
-        cols = "THREAD_ID, NAME, PROCESSLIST_ID" + (", THREAD_OS_ID" if self.has_os_id else "")
-        return [{"thread_id": r[0], "name": r[1], "processlist_id": r[2],
-                 "os_tid": r[3] if self.has_os_id else None}
-                for r in self._rows(f"SELECT {cols} FROM performance_schema.threads")]
+        return list_threads(self.conn, self.os_tid_source)
 
     def window_events(self, t0: int, t1: int) -> tuple[list[dict], list[dict]]:
-        """Statements (of other threads) that ran in [t0, t1], and their stages."""
+        """Statements of other threads than this process's that ran in
+        [t0, t1], and their stages."""
         cols = ("THREAD_ID, EVENT_ID, TIMER_START, TIMER_END, TIMER_WAIT, SQL_TEXT, DIGEST, ROWS_AFFECTED, "
                 "ROWS_EXAMINED, EVENT_NAME")
         rows = self._rows(f"SELECT {cols} FROM performance_schema.events_statements_history_long "
-                          "WHERE THREAD_ID <> %s AND TIMER_END >= %s AND TIMER_START <= %s",
-                          (self.thread_id, t0, t1))
+                          "WHERE TIMER_END >= %s AND TIMER_START <= %s", (t0, t1))
         rows += self._rows(f"SELECT {cols} FROM performance_schema.events_statements_current "
-                           "WHERE THREAD_ID <> %s AND TIMER_START <= %s AND TIMER_END IS NULL",
-                           (self.thread_id, t1))
+                           "WHERE TIMER_START <= %s AND TIMER_END IS NULL", (t1,))
+        rows = [r for r in rows if r[0] not in self.own_threads]
         statements = [{"thread_id": r[0], "event_id": r[1], "timer_start": r[2], "timer_end": r[3],
                        "timer_wait": r[4], "sql_text": (r[5] or "")[:1000], "digest": r[6],
                        "rows_affected": r[7], "rows_examined": r[8], "event_name": r[9]} for r in rows]
@@ -178,12 +214,111 @@ class PerfSchema:
         stage_rows = []
         for table in ("events_stages_history_long", "events_stages_current"):
             stage_rows += self._rows(
-                "SELECT THREAD_ID, NESTING_EVENT_ID, EVENT_NAME, TIMER_START, TIMER_END, TIMER_WAIT "
-                f"FROM performance_schema.{table} WHERE THREAD_ID <> %s AND TIMER_START <= %s "
-                "AND (TIMER_END IS NULL OR TIMER_END >= %s)", (self.thread_id, t1, t0))
+                f"SELECT {STAGE_COLUMNS} FROM performance_schema.{table} WHERE TIMER_START <= %s "
+                "AND (TIMER_END IS NULL OR TIMER_END >= %s)", (t1, t0))
         stages = [{"thread_id": r[0], "statement_event_id": r[1], "event_name": r[2], "timer_start": r[3],
                    "timer_end": r[4], "timer_wait": r[5]} for r in stage_rows if (r[0], r[1]) in keys]
         return statements, stages
+
+
+STAGE_COLUMNS = "THREAD_ID, NESTING_EVENT_ID, EVENT_NAME, TIMER_START, TIMER_END, TIMER_WAIT"
+
+
+class ThreadWatch:
+    """Watches the server's threads through the window, from a thread of this
+    process on a connection P_S does not record.
+
+    Every `period` seconds, where the server lets a thread's history be
+    turned off (threads.HISTORY: MySQL 5.7+, MariaDB 10.5+), it keeps new
+    background threads out of the history tables. The stage history is one
+    ring for all threads (1000 rows by default); MariaDB 10.11's InnoDB
+    thread pool fills it with thousands of 'closing tables' a second while it
+    purges after an insert, and starts threads as it goes, so the load's
+    stages would be gone before the window's end reads them. Their summaries
+    are not affected; PerfSchema.restore() turns their history back on.
+
+    Every `list_every` periods it lists the threads with their Linux thread
+    ids, so that a connection that came and went inside the window is still
+    joined to the probes by its thread."""
+
+    def __init__(self, conn, os_tid_source: str | None, quiet: bool, period: float = 0.25, list_every: int = 4):
+        self.conn, self.os_tid_source, self.quiet = conn, os_tid_source, quiet
+        self.period, self.list_every = period, list_every
+        self.seen: dict[int, dict] = {}
+        self.error: str | None = None
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="thread-watch", daemon=True)
+
+    def start(self) -> "ThreadWatch":
+        self._thread.start()
+        return self
+
+    def _run(self) -> None:
+        import pymysql
+
+        n = 0
+        while not self._stop.wait(self.period):
+            try:
+                if self.quiet:
+                    quiet_background_threads(self.conn)
+                if n % self.list_every == 0:
+                    self.seen.update((t["thread_id"], t) for t in list_threads(self.conn, self.os_tid_source))
+            except pymysql.err.MySQLError as e:
+                self.error = str(e.args[-1] if e.args else e)
+                return
+            n += 1
+
+    def stop(self) -> list[dict]:
+        """Stop (again: no harm); the threads seen."""
+        if not self._stop.is_set():
+            self._stop.set()
+            self._thread.join(timeout=10)
+            try:
+                self.conn.close()
+            except Exception:  # closing a connection the server dropped
+                pass
+        return list(self.seen.values())
+
+
+OS_THREAD_ID = "performance_schema.threads.THREAD_OS_ID"
+PROCESSLIST_TID = "information_schema.PROCESSLIST.TID"
+
+
+def list_threads(conn, os_tid_source: str | None) -> list[dict]:
+    """P_S threads with their Linux thread ids: THREAD_OS_ID (MySQL 5.7+,
+    MariaDB 10.5+), else for connections MariaDB's PROCESSLIST.TID
+    (10.1-10.4); MySQL 5.6 has neither."""
+    with conn.cursor() as cur:
+        cols = "THREAD_ID, NAME, PROCESSLIST_ID" + (", THREAD_OS_ID" if os_tid_source == OS_THREAD_ID else "")
+        cur.execute(f"SELECT {cols} FROM performance_schema.threads")
+        rows = cur.fetchall()
+        if os_tid_source == OS_THREAD_ID:
+            os_tid = {r[0]: r[3] for r in rows}
+        else:
+            tid = {}
+            if os_tid_source == PROCESSLIST_TID:
+                cur.execute("SELECT ID, TID FROM information_schema.PROCESSLIST")
+                tid = dict(cur.fetchall())
+            os_tid = {r[0]: tid.get(r[2]) for r in rows}
+    return [{"thread_id": r[0], "name": r[1], "processlist_id": r[2], "os_tid": os_tid[r[0]]} for r in rows]
+
+
+def quiet_background_threads(conn) -> int:
+    """Turn the history of every background thread off; how many changed."""
+    with conn.cursor() as cur:
+        cur.execute("UPDATE performance_schema.threads SET HISTORY = 'NO' "
+                    "WHERE TYPE = 'BACKGROUND' AND HISTORY = 'YES'")
+        return cur.rowcount
+
+
+def merge_threads(*lists: list[dict]) -> list[dict]:
+    """The threads of all the lists (read in this order through the window),
+    each as last read: a connection that ended in the window keeps its row
+    and Linux thread id."""
+    by_id = {}
+    for threads in lists:
+        by_id.update({t["thread_id"]: t for t in threads if t["os_tid"] or t["thread_id"] not in by_id})
+    return [by_id[k] for k in sorted(by_id)]
 
 
 def deltas(before: dict, after: dict) -> dict:

@@ -27,7 +27,8 @@ def main() -> int:
     except pymysql.err.MySQLError:
         return 1
     ps = PerfSchema(conn, saved_consumers=state["consumers"],
-                    saved_instruments={k: tuple(v) for k, v in state["instruments"].items()}, restored=False)
+                    saved_instruments={k: tuple(v) for k, v in state["instruments"].items()},
+                    saved_background_history_off=state.get("background_history_off"), restored=False)
     ps.restore()
     conn.close()
     return 0

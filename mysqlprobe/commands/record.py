@@ -21,7 +21,8 @@ from mysqlprobe.collectors import connection, process
 from mysqlprobe.collectors.connection import ConnectOptions
 from mysqlprobe.collectors.offcpu import OffCpuWindow
 from mysqlprobe.collectors.perf import DEFAULT_FREQUENCY, PerfOptions, PerfWindow, thread_names_from_perf_schema
-from mysqlprobe.collectors.perfschema import ROW_COUNTERS, PerfSchema, rows_changed
+from mysqlprobe.collectors.perfschema import (ROW_COUNTERS, PerfSchema, ThreadWatch, leave_out_own_statements,
+                                              merge_threads, rows_changed)
 from mysqlprobe.collectors.perfschema import deltas as perfschema_deltas
 from mysqlprobe.collectors.calibration import COST_CLASS, Calibrator, entry_point
 from mysqlprobe.collectors.symbols import Binary, load_binary, load_target_binary, resolve_target
@@ -308,20 +309,22 @@ class PerfSchemaWindow:
     def __init__(self, pid: int, opts: ConnectOptions | None, waits: str, warnings: list[str]):
         self.pid, self.opts, self.waits, self.warnings = pid, opts, waits, warnings
         self.ps: PerfSchema | None = None
-        self.conn = None  # also kept with P_S off: it reads the load's progress
+        self.conn = None
+        self.progress = None  # reads the load's progress, also with P_S off
+        self.watch: ThreadWatch | None = None
         self.record: dict = {"status": "not requested"}
 
     def rows_changed(self) -> int | None:
         """The server's rows changed so far, or None without a connection."""
         import pymysql
 
-        if self.conn is None:
+        if self.progress is None:
             return None
         try:
-            return rows_changed(self.conn)
+            return rows_changed(self.progress)
         except pymysql.err.MySQLError as e:
             self.warnings.append(f"reading the server's row counters failed: {e.args[-1] if e.args else e}")
-            self.conn = None
+            self.progress = None
             return None
 
     def _give_up(self, status: str, reason: str) -> None:
@@ -337,7 +340,7 @@ class PerfSchemaWindow:
         conn, args, why = connection.connect(self.pid, self.opts)
         if conn is None:
             return self._give_up("unavailable", why)
-        self.conn = conn
+        self.conn = self.progress = conn
         self.ps = PerfSchema(conn, self.waits)
         try:
             if not self.ps.enabled():
@@ -348,11 +351,45 @@ class PerfSchemaWindow:
             self.t0 = self.ps.timer_now()
             self.record = {"status": "collected", "connection": connection.describe(args),
                            "server_version": conn.get_server_info(), "setup_rows_changed": changed,
-                           "thread_os_id": self.ps.has_os_id, "waits": self.waits}
+                           "thread_os_id": self.ps.has_os_id, "os_tid_source": self.ps.os_tid_source,
+                           "waits": self.waits}
+            self.threads_at_start = self.ps.threads()  # connections that end in the window
+            self.progress = self._progress_connection(args)
+            self.watch = self._thread_watch(args)
         except pymysql.err.MySQLError as e:
             self.restore()
             why = e.args[-1] if e.args else e
             self._give_up("unavailable", f"cannot use performance_schema as {connection.describe(args)}: {why}")
+
+    def _unrecorded_connection(self, connect_args: dict):
+        """Another connection to the server, whose statements P_S does not
+        record; None if there is none."""
+        import pymysql
+
+        try:
+            conn = pymysql.connect(**connect_args)
+        except pymysql.err.MySQLError:
+            return None
+        thread_id = leave_out_own_statements(conn)
+        if thread_id is None:
+            conn.close()
+            return None
+        self.ps.own_threads.add(thread_id)
+        return conn
+
+    def _progress_connection(self, connect_args: dict):
+        """The connection for the progress reads: one P_S does not record,
+        else the P_S connection itself."""
+        conn = self._unrecorded_connection(connect_args)
+        self.record["progress_reads"] = "recorded" if conn is None else "not recorded"
+        return conn or self.conn
+
+    def _thread_watch(self, connect_args: dict) -> ThreadWatch | None:
+        quiet = self.ps.saved_background_history_off is not None
+        conn = self._unrecorded_connection(connect_args)
+        self.record["background_history"] = ("kept (the server has no threads.HISTORY)" if not quiet else
+                                             "off" if conn else "off for the threads there at the start")
+        return ThreadWatch(conn, self.ps.os_tid_source, quiet).start() if conn else None
 
     def close(self) -> None:
         """Read what the window left in P_S, then restore its setup."""
@@ -363,10 +400,14 @@ class PerfSchemaWindow:
         try:
             t1 = self.ps.timer_now()
             after = self.ps.summaries()
+            seen = self.watch.stop() if self.watch else []
+            if self.watch and self.watch.error:
+                self.warnings.append(f"Performance Schema: watching the threads failed: {self.watch.error}")
             statements, stages = self.ps.window_events(self.t0, t1)
             self.record.update({"timer_start_ps": self.t0, "timer_end_ps": t1,
                                 "deltas": perfschema_deltas(self.before, after), "statements": statements,
-                                "stages": stages, "threads": self.ps.threads()})
+                                "stages": stages,
+                                "threads": merge_threads(self.threads_at_start, seen, self.ps.threads())})
         except pymysql.err.MySQLError as e:
             self.warnings.append(f"Performance Schema: reading the window failed: {e.args[-1] if e.args else e}")
         finally:
@@ -375,7 +416,8 @@ class PerfSchemaWindow:
     def _start_guard(self, connect_args: dict) -> None:
         """A process that restores the setup should this one die first (kill -9)."""
         state = {"connect": connect_args, "consumers": self.ps.saved_consumers,
-                 "instruments": {k: list(v) for k, v in self.ps.saved_instruments.items()}}
+                 "instruments": {k: list(v) for k, v in self.ps.saved_instruments.items()},
+                 "background_history_off": self.ps.saved_background_history_off}
         self.guard = subprocess.Popen([sys.executable, "-I", "-m", "mysqlprobe.collectors.ps_guard"],
                                       stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
                                       stderr=subprocess.DEVNULL, text=True, start_new_session=True)
@@ -383,6 +425,8 @@ class PerfSchemaWindow:
         self.guard.stdin.flush()
 
     def restore(self) -> None:
+        if self.watch:
+            self.watch.stop()
         if self.ps and not self.ps.restored:
             try:
                 self.ps.restore()

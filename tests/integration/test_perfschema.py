@@ -1,13 +1,16 @@
 """Performance Schema on real servers: MariaDB 10.2.11 (MySQL 5.6's P_S, no
-THREAD_OS_ID) and 10.11.5 (THREAD_OS_ID). The statement and its stage are
-found, the attribution adds up, the setup tables read the same afterwards
-(also after SIGTERM), and a server without P_S or with wrong credentials
-still gives a probes-only report."""
+THREAD_OS_ID, but PROCESSLIST.TID) and 10.11.5 (THREAD_OS_ID, a thread pool
+that floods the stage history). The statement and its stages are found and
+joined by thread, also for a connection gone before the window ends, the
+attribution adds up, the setup reads the same afterwards (also after
+SIGTERM), and a server without P_S or with wrong credentials still gives a
+probes-only report."""
 
 from __future__ import annotations
 
 import signal
 import sys
+import time
 
 import pytest
 
@@ -30,7 +33,15 @@ def server(request):
         yield sb, pid
 
 
+def has_thread_history(sb) -> bool:
+    """threads.HISTORY, from MySQL 5.7's P_S: MariaDB 10.5 and later."""
+    return tuple(int(x) for x in sb.version.split(".")[:2]) >= (10, 5)
+
+
 def setup_tables(sb) -> tuple:
+    """What mysqlprobe changes for its window: consumers, instruments, and
+    (10.5+) the background threads whose history is off, none on a fresh
+    server (the thread pool's threads come and go: their ids are not compared)."""
     conn = workload.connect(sb.socket)
     with conn.cursor() as cur:
         cur.execute("SELECT NAME, ENABLED FROM performance_schema.setup_consumers ORDER BY NAME")
@@ -39,8 +50,13 @@ def setup_tables(sb) -> tuple:
         cur.execute(f"SELECT NAME, ENABLED, TIMED FROM performance_schema.setup_instruments WHERE {where} "
                     "ORDER BY NAME", INSTRUMENTS)
         instruments = cur.fetchall()
+        history_off = None
+        if has_thread_history(sb):
+            cur.execute("SELECT COUNT(*) FROM performance_schema.threads WHERE TYPE = 'BACKGROUND' "
+                        "AND HISTORY = 'NO'")
+            history_off = cur.fetchone()[0]
     conn.close()
-    return consumers, instruments
+    return consumers, instruments, history_off
 
 
 def _profile_insert(sb, pid, tmp_path, *args):
@@ -63,10 +79,11 @@ def test_statement_stage_and_attribution_add_up(server, tmp_path):
     doc, out = _profile_insert(sb, pid, tmp_path)
     ps = doc["perf_schema"]
     assert ps["status"] == "collected" and ps["thread_os_id"] == (sb.version == "10.11.5")
+    assert ps["os_tid_source"] == ("performance_schema.threads.THREAD_OS_ID" if sb.version == "10.11.5"
+                                   else "information_schema.PROCESSLIST.TID")
     assert ps["deltas"]["status"]["Handler_write"] >= ROWS
     (tree,) = [t for t in doc["attribution"] if t["statement"].startswith("INSERT INTO emp_range_5")]
-    assert tree["join"] == ("thread" if sb.version == "10.11.5" else tree["join"])
-    assert tree["join"] != "none"
+    assert tree["join"] == "thread"
     main = tree["stages"][0]
     assert main["stage"].startswith("stage/sql/") and main["probed"]
     roots = {r["stage"]: r for r in main["probed"]}
@@ -79,14 +96,46 @@ def test_statement_stage_and_attribution_add_up(server, tmp_path):
     assert setup_tables(sb) == before
 
 
+def test_a_connection_gone_before_the_window_ends_is_joined_by_its_thread(server, tmp_path):
+    # a sampled window: mysqlprobe reads the server's row counters between duty
+    # cycles on a connection P_S does not record, so the load's stages stay
+    # in the shared history after its connection has gone
+    sb, pid = server
+    conn = workload.connect(sb.socket)
+    t = workload.table("range", 5)
+    workload.prepare_source(conn, ROWS)
+    workload.create_target(conn, t)
+    conn.close()
+    prof = Profiler(pid, tmp_path, "--insert-profile")
+    load = workload.connect(sb.socket, workload.SCHEMA)               # comes and goes inside the window
+    time.sleep(1.5)                                                   # seen by mysqlprobe's thread watch
+    workload.insert_select(load, t)
+    load.close()
+    time.sleep(5)                                                     # many cycles after the load
+    code, out, err = prof.stop()
+    assert code == 0, err
+    doc = prof.profile()
+    ps = doc["perf_schema"]
+    assert ps["progress_reads"] == "not recorded"
+    assert doc["sampling"]["cycles"] >= 2
+    (tree,) = [t for t in doc["attribution"] if t["statement"].startswith("INSERT INTO emp_range_5")]
+    assert tree["join"] == "thread" and tree["stages_from"] == "history", tree
+    (thread,) = [th for th in ps["threads"] if th["thread_id"] == tree["thread_id"]]
+    assert tree["os_tid"] == thread["os_tid"] is not None
+    # the duty cycles may have missed so short a load: its stages, not its probes, are the point
+    assert tree["stages"][0]["stage"] in ("stage/sql/Sending data", "stage/sql/Executing")
+
+
 def test_setup_is_restored_after_sigterm_mid_run(server, tmp_path):
     sb, pid = server
     before = setup_tables(sb)
     consumers = dict(before[0])
     assert consumers["events_stages_history_long"] == "NO"  # so the run must change it, and put it back
     prof = Profiler(pid, tmp_path, "--insert-profile")
-    during = dict(setup_tables(sb)[0])
-    assert during["events_stages_history_long"] == "YES"
+    during = setup_tables(sb)
+    assert dict(during[0])["events_stages_history_long"] == "YES"
+    if has_thread_history(sb):                                        # background threads out of the history
+        assert before[2] == 0 and during[2] > 0
     code, _, err = prof.stop(signal.SIGTERM)
     assert code == 0, err
     assert prof.profile()["window"]["ended_by"] == "sigterm"

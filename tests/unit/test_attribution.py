@@ -6,6 +6,7 @@ import pytest
 
 from mysqlprobe.analysis.attribution import attribute, probe_tree
 from mysqlprobe.analysis.report import render_text
+from mysqlprobe.collectors.perfschema import merge_threads
 from test_report import synthetic_run
 
 MS = 1_000_000
@@ -80,12 +81,24 @@ def test_stages_come_from_the_thread_summary_when_the_history_was_overrun():
     assert attribute(capture())[0]["stages_from"] == "history"
 
 
-def test_without_thread_os_id_the_window_goes_to_the_longest_write():
+def test_without_a_linux_thread_id_the_window_goes_to_the_longest_write():
     (tree,) = attribute(capture(thread_os_id=False))
-    assert tree["join"].startswith("time window")
+    assert tree["join"].startswith("time window") and "the 0.20s window" in tree["join"]
     roots = {r["stage"]: r["inclusive_ns"] for r in tree["stages"][0]["probed"]}
     assert roots == {"partition.write_row": 40 * MS, "innodb.row_insert": 5 * MS}
     assert tree["background"] == []
+
+
+def test_only_calls_inside_the_partitioning_layer_show_partitions():
+    edges = {("partition.write_row", None): {"ns": 30.0, "calls": 3},
+             ("innodb.write_row", "partition.write_row"): {"ns": 20.0, "calls": 3},
+             ("innodb.write_row", None): {"ns": 50.0, "calls": 7}}    # a table without partitions
+    parts = {stage: [{"id": 0, "calls": 1, "total_ns": 10}, {"id": 1, "calls": 2, "total_ns": 10}]
+             for stage in ("partition.write_row", "innodb.write_row")}
+    roots = {r["stage"]: r for r in probe_tree(edges, parts)}
+    assert [p["id"] for p in roots["partition.write_row"]["partitions"]] == [0, 1]
+    assert "partitions" in roots["partition.write_row"]["children"][0]
+    assert "partitions" not in roots["innodb.write_row"]
 
 
 def test_shared_callees_are_shared_out_in_proportion():
@@ -113,3 +126,41 @@ def test_no_attribution_without_collected_perf_schema(status):
     doc = capture()
     doc["perf_schema"] = {"status": status}
     assert attribute(doc) == []
+
+
+def test_a_threads_statements_are_taken_together():
+    doc = capture()
+    ps = doc["perf_schema"]
+    t0 = ps["timer_start_ps"]
+    # the same connection ran a shorter insert before: the probes count per thread, not per statement
+    ps["statements"].append({**ps["statements"][0], "event_id": 3, "timer_start": t0 + 1 * MS * PS,
+                             "timer_end": t0 + 9 * MS * PS, "timer_wait": 8 * MS * PS,
+                             "sql_text": "INSERT INTO emp_src SELECT 1"})
+    ps["stages"].append({"thread_id": 20, "statement_event_id": 3, "event_name": "stage/sql/Sending data",
+                         "timer_start": t0 + 2 * MS * PS, "timer_end": t0 + 8 * MS * PS, "timer_wait": 6 * MS * PS})
+    (tree,) = attribute(doc)
+    assert tree["statement"].startswith("INSERT INTO emp_range_5") and tree["statements"] == 2
+    assert tree["join"] == "thread" and tree["in_window_ns"] == 108 * MS
+    sending = tree["stages"][0]
+    assert sending["stage"] == "stage/sql/Sending data" and sending["ns"] == 102 * MS
+    assert sending["probed"][0]["inclusive_ns"] == 40 * MS
+    assert "(and 1 other statement of its thread in the window" in render_text(doc)
+
+
+def test_probed_time_stays_under_a_statement_whose_stages_were_all_lost():
+    doc = capture()
+    doc["perf_schema"]["stages"] = []   # history overrun, and the thread ended: no summary either
+    (tree,) = attribute(doc)
+    assert tree["stages_from"] == "none"
+    (only,) = tree["stages"]
+    assert only["stage"] == "(stages not kept by P_S)" and only["ns"] == 100 * MS
+    assert only["probed"][0]["stage"] == "partition.write_row" and only["probed"][0]["inclusive_ns"] == 40 * MS
+    assert "P_S kept none of its stages" in " ".join(render_text(doc).split())
+
+
+def test_threads_that_ended_in_the_window_keep_their_linux_thread_id():
+    start = [{"thread_id": 20, "name": "thread/sql/one_connection", "processlist_id": 5, "os_tid": 4242},
+             {"thread_id": 21, "name": "thread/sql/one_connection", "processlist_id": 6, "os_tid": 4243}]
+    end = [{"thread_id": 21, "name": "thread/sql/one_connection", "processlist_id": 6, "os_tid": 4243},
+           {"thread_id": 22, "name": "thread/sql/one_connection", "processlist_id": 7, "os_tid": 4244}]
+    assert [t["os_tid"] for t in merge_threads(start, end)] == [4242, 4243, 4244]
