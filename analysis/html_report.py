@@ -83,10 +83,19 @@ def histogram_chart(s: StageSummary) -> str:
     return "".join(out)
 
 
+STAGE_COLUMNS = ["stage", "calls", "counted", "mean", "p50", "p90", "p99", "total", "share"]
+
+
+def _interval(f: dict) -> str:
+    return "-" if f["calls_low"] is None else f"{f['calls_low']:,.0f} to {f['calls_high']:,.0f}"
+
+
 def _stage_rows(doc: dict, stages: list[StageSummary]) -> list[list]:
-    mark = "~" if text.is_sampled(doc) else ""
-    return [[f["stage"], f"{mark}{f['calls']:,.0f}", f["counted"], fmt(f["mean_ns"]), fmt(f["p50"]), fmt(f["p90"]),
-             fmt(f["p99"]), fmt(f["total_ns"]), text.pct(f["share"])] for f in text.stage_figures(stages, doc)]
+    sampled = text.is_sampled(doc)
+    mark = "~" if sampled else ""
+    return [[f["stage"], f"{mark}{f['calls']:,.0f}"] + ([_interval(f)] if sampled else [])
+            + [f["counted"], fmt(f["mean_ns"]), fmt(f["p50"]), fmt(f["p90"]), fmt(f["p99"]), fmt(f["total_ns"]),
+               text.pct(f["share"])] for f in text.stage_figures(stages, doc)]
 
 
 def _partitions(s: StageSummary) -> str:
@@ -128,7 +137,7 @@ def render_html(doc: dict, flamegraph_svg: str | None = None, offcpu_svg: str | 
              f"<style>{_CSS}</style><script>{_PAGE_SCRIPT}</script></head><body>",
              f"<h1>{_e(title)}</h1>", _pre(text.header(doc))]
     parts += ["<h2>Stages</h2>",
-              _table(["stage", "calls", "counted", "mean", "p50", "p90", "p99", "total", "share"],
+              _table(STAGE_COLUMNS[:2] + (["95% interval"] if text.is_sampled(doc) else []) + STAGE_COLUMNS[2:],
                      _stage_rows(doc, stages)),
               "<p class=muted>share: time in the stage / window length (above 100% with several threads)"
               + ("; ~ estimated for the whole window from the duty cycles" if text.is_sampled(doc) else "")

@@ -78,7 +78,9 @@ def stage_figures(stages: list[StageSummary], doc: dict) -> list[dict]:
     out = []
     for s in stages:
         total = s.total_ns * scale
-        out.append({"stage": s.stage, "calls": estimated_calls(s, doc).value, "counted": s.calls,
+        est = estimated_calls(s, doc)
+        out.append({"stage": s.stage, "calls": est.value, "calls_low": est.low, "calls_high": est.high,
+                    "counted": s.calls,
                     "mean_ns": s.mean_ns, "total_ns": total, "share": total / window if window else None,
                     **s.percentiles()})
     return out

@@ -10,6 +10,7 @@ import pytest
 
 from mysqlprobe import capture
 from mysqlprobe.analysis import histogram as H
+from mysqlprobe.analysis.html_report import render_html
 from mysqlprobe.analysis.report import render_text
 from mysqlprobe.catalog import PartitionSource
 from mysqlprobe.collectors.symbols import ResolvedSymbol
@@ -152,6 +153,9 @@ def test_sampled_run_reports_estimates():
     low, high = (f"{x:,.0f}" for x in est["ci95"])
     assert f"  ~50,035 calls in the window, 95% interval {low} to {high} (+-0%)" in text
     assert "--exact counts every call" not in text                    # the cycles agree: no advice
+    page = render_html(doc)
+    assert "<th>95% interval</th>" in page and f"<td>{low} to {high}</td>" in page
+    assert "95% interval" not in render_html(synthetic_run())        # exact: every call counted
 
 
 def test_a_single_cycle_says_it_gives_no_interval():
