@@ -136,15 +136,27 @@ class PerfSchema:
                             f"WHERE NAME IN ({', '.join(['%s'] * len(chunk))})", chunk)
             changed += len(off)
             if self._has_column("performance_schema", "threads", "HISTORY"):
-                self.saved_background_history_off = [r[0] for r in self._rows(
-                    "SELECT THREAD_ID FROM performance_schema.threads WHERE TYPE = 'BACKGROUND' AND HISTORY = 'NO'")]
-                changed += quiet_background_threads(self.conn)
+                changed += self._quiet_background()
         self.thread_id = self._rows("SELECT THREAD_ID FROM performance_schema.threads "
                                     "WHERE PROCESSLIST_ID = CONNECTION_ID()")[0][0]
         self.own_threads.add(self.thread_id)
         self.has_os_id = self._has_column("performance_schema", "threads", "THREAD_OS_ID")
         self.os_tid_source = (OS_THREAD_ID if self.has_os_id else PROCESSLIST_TID
                               if self._has_column("information_schema", "PROCESSLIST", "TID") else None)
+        return changed
+
+    def _quiet_background(self) -> int:
+        """Background threads out of the history (see ThreadWatch); without the
+        privilege to, the window goes on with them in it."""
+        import pymysql
+
+        off = [r[0] for r in self._rows(
+            "SELECT THREAD_ID FROM performance_schema.threads WHERE TYPE = 'BACKGROUND' AND HISTORY = 'NO'")]
+        try:
+            changed = quiet_background_threads(self.conn)
+        except pymysql.err.MySQLError:
+            return 0
+        self.saved_background_history_off = off
         return changed
 
     def _has_column(self, schema: str, table: str, column: str) -> bool:

@@ -387,7 +387,7 @@ class PerfSchemaWindow:
     def _thread_watch(self, connect_args: dict) -> ThreadWatch | None:
         quiet = self.ps.saved_background_history_off is not None
         conn = self._unrecorded_connection(connect_args)
-        self.record["background_history"] = ("kept (the server has no threads.HISTORY)" if not quiet else
+        self.record["background_history"] = ("kept (no threads.HISTORY, or no right to change it)" if not quiet else
                                              "off" if conn else "off for the threads there at the start")
         return ThreadWatch(conn, self.ps.os_tid_source, quiet).start() if conn else None
 
