@@ -71,14 +71,21 @@ def leave_out_own_statements(conn) -> int | None:
     import pymysql
 
     try:
+        thread_id = own_thread_id(conn)
         with conn.cursor() as cur:
-            cur.execute("SELECT THREAD_ID FROM performance_schema.threads WHERE PROCESSLIST_ID = CONNECTION_ID()")
-            (thread_id,) = cur.fetchone()
             cur.execute("UPDATE performance_schema.threads SET INSTRUMENTED = 'NO' WHERE THREAD_ID = %s",
                         (thread_id,))
             return thread_id if cur.rowcount == 1 else None
     except (pymysql.err.MySQLError, TypeError):
         return None
+
+
+def own_thread_id(conn) -> int | None:
+    """The P_S thread id of this connection."""
+    with conn.cursor() as cur:
+        cur.execute("SELECT THREAD_ID FROM performance_schema.threads WHERE PROCESSLIST_ID = CONNECTION_ID()")
+        row = cur.fetchone()
+    return row[0] if row else None
 
 
 class PerfSchemaError(Exception):
@@ -92,7 +99,6 @@ class PerfSchema:
     saved_consumers: dict[str, str] = field(default_factory=dict)
     saved_instruments: dict[str, tuple[str, str]] = field(default_factory=dict)
     thread_id: int | None = None
-    has_os_id: bool = False
     os_tid_source: str | None = None           # where the threads' Linux thread ids come from
     # background threads whose history was off before the window; None: the
     # server cannot turn a thread's history off (no threads.HISTORY)
@@ -137,13 +143,17 @@ class PerfSchema:
             changed += len(off)
             if self._has_column("performance_schema", "threads", "HISTORY"):
                 changed += self._quiet_background()
-        self.thread_id = self._rows("SELECT THREAD_ID FROM performance_schema.threads "
-                                    "WHERE PROCESSLIST_ID = CONNECTION_ID()")[0][0]
+        self.thread_id = own_thread_id(self.conn)
         self.own_threads.add(self.thread_id)
-        self.has_os_id = self._has_column("performance_schema", "threads", "THREAD_OS_ID")
-        self.os_tid_source = (OS_THREAD_ID if self.has_os_id else PROCESSLIST_TID
-                              if self._has_column("information_schema", "PROCESSLIST", "TID") else None)
+        self.os_tid_source = (OS_THREAD_ID if self._has_column("performance_schema", "threads", "THREAD_OS_ID")
+                              else PROCESSLIST_TID if self._has_column("information_schema", "PROCESSLIST", "TID")
+                              else None)
         return changed
+
+    @property
+    def has_os_id(self) -> bool:
+        """P_S threads has THREAD_OS_ID (MySQL 5.7+, MariaDB 10.5+)."""
+        return self.os_tid_source == OS_THREAD_ID
 
     def _quiet_background(self) -> int:
         """Background threads out of the history (see ThreadWatch); without the
