@@ -22,7 +22,7 @@ setup(
     description="Where an INSERT's time goes inside mysqld: eBPF uprobe latency, "
                 "per partition, for MySQL and MariaDB",
     python_requires=">=3.11",
-    packages=["mysqlprobe", "mysqlprobe.commands", "mysqlprobe.probes",
+    packages=["mysqlprobe", "mysqlprobe.commands", "mysqlprobe.recorder", "mysqlprobe.probes",
               "mysqlprobe.collectors", "mysqlprobe.analysis", "mysqlprobe.flamegraphs"],
     package_dir={
         "mysqlprobe": "mysqlprobe",

@@ -20,6 +20,7 @@ from mysqlprobe.analysis.profile import window_scale
 
 PS_PER_NS = 1000
 
+
 def _edges(doc: dict, tids: set[int] | None, exclude: bool = False) -> dict:
     """(stage, calling stage or None) -> corrected ns and calls, from the
     probes' caller edges of some threads (None: all; exclude: all but those).
@@ -128,7 +129,9 @@ def _stage_ns(ps: dict, unit: list[dict], t0: int, t1: int) -> dict[str, int]:
     return out
 
 
-def attribute(doc: dict, top: int = 3) -> list[dict]:
+def attribute(doc: dict, parts: dict[str, list[dict]], top: int = 3) -> list[dict]:
+    """The trees of the statements that ran longest in the window. parts:
+    stage -> its partitions' figures over the whole window."""
     ps = doc.get("perf_schema") or {}
     if ps.get("status") != "collected" or not ps.get("statements"):
         return []
@@ -138,7 +141,6 @@ def attribute(doc: dict, top: int = 3) -> list[dict]:
     # without a thread id the probes' time goes to the longest writing statement
     writes = [st for st in ps["statements"] if (st.get("event_name") or "").startswith(WRITES)]
     by_time = sorted(writes or ps["statements"], key=lambda st: -window(st))
-    parts = {s["stage"]: s["partitions"] for s in doc.get("stages", []) if s.get("partitions")}
     longest: dict[int, dict] = {}  # per thread, its statement longest in the window
     for st in sorted(ps["statements"], key=window):
         longest[st["thread_id"]] = st

@@ -17,7 +17,9 @@ from collections import Counter
 from dataclasses import dataclass, field
 from statistics import median
 
-from mysqlprobe.analysis.profile import estimated_calls, stage_summaries, window_scale
+from mysqlprobe.analysis.histogram import format_ns
+from mysqlprobe.analysis.model import Profile
+from mysqlprobe.analysis.profile import window_scale
 from mysqlprobe.flamegraphs.folded import Folded
 
 PS_PER_NS = 1000
@@ -49,10 +51,10 @@ def load_seconds(doc: dict) -> tuple[float, str]:
     return doc["window"]["duration_s"], "the window"
 
 
-def probe_free_seconds(doc: dict, seconds: float) -> float:
+def probe_free_seconds(profile: Profile, seconds: float) -> float:
     """The wall time a load would have taken without the probes: less what
     they added as calibrated, when that is less than the whole."""
-    probes_s = ((doc.get("overhead") or {}).get("estimated_ns") or 0) / 1e9
+    probes_s = (profile.overhead.get("estimated_ns") or 0) / 1e9
     return seconds - probes_s if 0 < probes_s < seconds else seconds
 
 
@@ -96,23 +98,24 @@ class Run:
         return self.seconds * 1e9 / self.rows
 
 
-def run_of(doc: dict, label: str, stacks: Folded | None = None) -> Run:
+def run_of(profile: Profile, label: str, stacks: Folded | None = None) -> Run:
+    doc = profile.doc
     rows, rows_source = rows_of(doc)
     if not rows:
         raise ValueError(f"{label}: the capture does not tell how many rows were inserted")
     seconds, seconds_source = load_seconds(doc)
-    free = probe_free_seconds(doc, seconds)
+    free = probe_free_seconds(profile, seconds)
     if free < seconds:
         seconds, seconds_source = free, seconds_source + ", less the probes' calibrated cost"
     srv = doc["target"].get("server", {})
     run = Run(label, f"{srv.get('family', '?')} {srv.get('version', '?')}", rows, rows_source, seconds,
               seconds_source, stacks=stacks)
     scale = window_scale(doc)
-    for s in stage_summaries(doc):
+    for s in profile.stages:
         if not s.calls:
             continue
         p = s.percentiles()
-        run.stages[s.stage] = {"calls_per_row": estimated_calls(s, doc).value / rows,
+        run.stages[s.stage] = {"calls_per_row": profile.estimated_calls(s).value / rows,
                                "ns_per_row": s.total_ns * scale / rows, "p50_ns": p["p50"], "p99_ns": p["p99"],
                                "symbols": s.symbols}
     run.exclusive_ns = {k: v / rows for k, v in stage_exclusive_ns(doc).items()}
@@ -248,8 +251,6 @@ def merged_stacks(runs: list[Run]) -> Folded:
 
 
 def _ns(v: float) -> str:
-    from mysqlprobe.analysis.histogram import format_ns
-
     return ("-" if v < 0 else "") + format_ns(abs(v)) if v == v else "?"
 
 

@@ -11,30 +11,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Iterable, Sequence
 
-SUB_BITS = 2
+from mysqlprobe.probes.abi import HIST_SUB_BITS as SUB_BITS
+from mysqlprobe.probes.abi import MAX_SLOTS as NUM_SLOTS
+from mysqlprobe.probes.abi import slot_bounds, slot_of  # noqa: F401  (the kernel's slots, one source)
+
 SUB = 1 << SUB_BITS
-NUM_SLOTS = 160  # must equal MAX_SLOTS in uprobe_latency.h
 SCHEME = "log2-4sub"
-
-
-def slot_of(value_ns: int) -> int:
-    """Slot that the BPF program puts value_ns into."""
-    if value_ns < SUB:
-        return max(int(value_ns), 0)
-    e = int(value_ns).bit_length() - 1
-    slot = ((e - 1) << SUB_BITS) | ((int(value_ns) >> (e - SUB_BITS)) & (SUB - 1))
-    return min(slot, NUM_SLOTS - 1)
-
-
-def slot_bounds(slot: int) -> tuple[int, int]:
-    """[low, high) in ns of a slot."""
-    if slot < SUB:
-        return slot, slot + 1
-    e = (slot >> SUB_BITS) + 1
-    sub = slot & (SUB - 1)
-    width = 1 << (e - SUB_BITS)
-    low = (1 << e) + sub * width
-    return low, low + width
 
 
 @dataclass(frozen=True)

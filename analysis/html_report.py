@@ -9,7 +9,8 @@ import json
 
 from mysqlprobe.analysis import histogram as H
 from mysqlprobe.analysis import report as text
-from mysqlprobe.analysis.profile import StageSummary, stage_summaries
+from mysqlprobe.analysis.model import Profile
+from mysqlprobe.analysis.profile import StageSummary
 
 CHART_W, CHART_H = 560, 150
 fmt = H.format_ns
@@ -128,21 +129,21 @@ def _metadata(doc: dict) -> str:
     return _table(["", ""], rows, "meta")
 
 
-def render_html(doc: dict, flamegraph_svg: str | None = None, offcpu_svg: str | None = None) -> str:
-    stages = stage_summaries(doc)
+def render_html(profile: Profile, flamegraph_svg: str | None = None, offcpu_svg: str | None = None) -> str:
+    doc, stages = profile.doc, profile.stages
     t = doc["target"]
     srv = t.get("server", {})
     title = f"mysqlprobe: {srv.get('family', '?')} {srv.get('version', '?')}, PID {t['pid']}"
     parts = [f"<!DOCTYPE html><html lang=en><head><meta charset=utf-8><title>{_e(title)}</title>"
              f"<style>{_CSS}</style><script>{_PAGE_SCRIPT}</script></head><body>",
-             f"<h1>{_e(title)}</h1>", _pre(text.header(doc))]
+             f"<h1>{_e(title)}</h1>", _pre(text.header(profile))]
     parts += ["<h2>Stages</h2>",
               _table(STAGE_COLUMNS[:2] + (["95% interval"] if text.is_sampled(doc) else []) + STAGE_COLUMNS[2:],
                      _stage_rows(doc, stages)),
               "<p class=muted>share: time in the stage / window length (above 100% with several threads)"
               + ("; ~ estimated for the whole window from the duty cycles" if text.is_sampled(doc) else "")
               + "</p>"]
-    tree = text.attribution_block(doc)
+    tree = text.attribution_block(profile)
     if tree:
         parts += ["<h2>Where the time went</h2>", _pre(tree)]
     context = text.process_block(doc) + text.perf_schema_block(doc)

@@ -7,6 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from mysqlprobe.analysis import histogram as H
+from mysqlprobe.catalog import BY_NAME
 from mysqlprobe.analysis.sampling import Estimate, estimate_by_rows, estimate_total
 
 
@@ -65,8 +66,6 @@ def _add(summary, record: dict) -> None:
 def stage_summaries(doc: dict) -> list[StageSummary]:
     """One summary per stage that was probed, in catalog order, summing the
     stage's functions (e.g. every get_partition_id_* variant)."""
-    from mysqlprobe.catalog import BY_NAME
-
     out: dict[str, StageSummary] = {}
     cycles = sampled_cycles(doc)
     for j, p in enumerate(doc.get("probes", [])):
@@ -140,6 +139,13 @@ def estimate_basis(doc: dict) -> str | None:
     rows = [c.get("rows") for c in cycles]
     known = doc["window"].get("rows_changed") and None not in rows and all("row_calls" in c for c in cycles)
     return "rows" if known and sum(rows) > 0 else "time"
+
+
+def probe_estimate(doc: dict, j: int) -> Estimate:
+    """Sampled mode: the window's calls of the j-th probe, from its calls per
+    unprobed second in the on-phases."""
+    cycles = [(c["on_s"], c["probe_s"], c["calls"][j]) for c in doc["sampling"]["calls_per_cycle"]]
+    return estimate_total(cycles, doc["window"]["duration_s"], doc["sampling"].get("cost_uncertainty", 0.0))
 
 
 def measured_slowdown(doc: dict) -> float | None:

@@ -1,4 +1,4 @@
-"""The text report of an insert profile: a pure function of profile.json,
+"""The text report of an insert profile: a pure function of the Profile,
 under 80 columns."""
 
 from __future__ import annotations
@@ -6,9 +6,9 @@ from __future__ import annotations
 import textwrap
 
 from mysqlprobe.analysis import histogram as H
-from mysqlprobe.analysis.attribution import attribute
+from mysqlprobe.analysis.model import Profile
 from mysqlprobe.analysis.profile import (StageSummary, coverage, estimate_basis, estimated_calls, measured_slowdown,
-                                         stage_summaries, window_ns, window_scale)
+                                         window_ns, window_scale)
 
 fmt = H.format_ns
 
@@ -24,7 +24,8 @@ def _rate(calls: float, seconds: float) -> str:
     return f"{r / 1e6:.2f}M" if r >= 1e6 else f"{r / 1e3:.1f}k" if r >= 1e4 else f"{r:.0f}"
 
 
-def header(doc: dict) -> list[str]:
+def header(profile: Profile) -> list[str]:
+    doc = profile.doc
     t = doc["target"]
     srv = t.get("server", {})
     w = doc["window"]
@@ -35,13 +36,12 @@ def header(doc: dict) -> list[str]:
         f"symbols  {t.get('symbols', '?')}",
         f"window   {w['start']}, {w['duration_s']:.2f}s (ended by {w['ended_by']})",
         f"probes   {doc['engine']['probes_attached']} attached on {len(doc['probes'])} functions"
-        + _overhead(doc),
+        + _overhead(profile.overhead),
     ] + _latency_basis(doc) + _sampling_line(doc)
     return lines
 
 
-def _overhead(doc: dict) -> str:
-    o = doc.get("overhead") or {}
+def _overhead(o: dict) -> str:
     if not o.get("estimated_ns"):
         return ""
     share = o.get("share_of_window")
@@ -209,9 +209,8 @@ def _tree_lines(nodes: list[dict], total_ns: int, depth: int) -> list[str]:
     return lines
 
 
-def attribution_block(doc: dict) -> list[str]:
-    trees = attribute(doc)
-    ps = doc.get("perf_schema") or {}
+def attribution_block(profile: Profile) -> list[str]:
+    trees, ps = profile.attribution, profile.doc.get("perf_schema") or {}
     if not trees:
         if ps.get("status") == "collected":
             return ["", "Performance Schema: no statement of another session ran in the window"]
@@ -336,16 +335,16 @@ def off_cpu_block(doc: dict, top: int = 8) -> list[str]:
     return lines
 
 
-def render_text(doc: dict) -> str:
-    stages = stage_summaries(doc)
-    out = header(doc) + [""]
+def render_text(profile: Profile) -> str:
+    doc, stages = profile.doc, profile.stages
+    out = header(profile) + [""]
     out += summary_table(stages, doc)
     out.append("share: time in the stage / window length (above 100% with several threads)")
     block = process_block(doc)
     if block:
         out += [""] + block
     out += perf_schema_block(doc)
-    out += attribution_block(doc)
+    out += attribution_block(profile)
     out += samples_block(doc)
     out += off_cpu_block(doc)
     for s in stages:

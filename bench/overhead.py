@@ -39,8 +39,10 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from mysqlprobe import __version__, catalog, sandbox, workload
+from mysqlprobe.analysis.model import Profile
+from mysqlprobe.capture import read_profile
 from mysqlprobe.collectors.symbols import load_target_binary, resolve_target
-from mysqlprobe.commands.record import plan_probes
+from mysqlprobe.recorder.plan import plan_probes
 
 HERE = Path(__file__).parent
 ROOT = HERE.parent
@@ -125,6 +127,11 @@ NO_PROBE_HIT = "mysqlprobe, no probe hit"
 UNCALLED = "Sql_cmd_truncate_table::execute"  # probed by NO_PROBE_HIT, never called by the load
 
 
+def derived(capture_dir) -> dict:
+    """A saved capture with everything analysis derives from it."""
+    return Profile(read_profile(str(capture_dir))).to_json()
+
+
 def default_mode_estimate(doc: dict) -> dict:
     """partition.write_row's calls counted and estimated, and the cycles' own measures."""
     st = {s["stage"]: s for s in doc["stages"]}["partition.write_row"]
@@ -183,7 +190,7 @@ def seed_load(rows: int, repeats: int, workdir: Path) -> dict:
         assert affected == rows
         seconds[mode].append(secs)
         if mode == "mysqlprobe (default)":
-            estimates.append(default_mode_estimate(json.loads((d / "profile.json").read_text())))
+            estimates.append(default_mode_estimate(derived(d)))
         return secs
 
     # an unprobed run before and after each probed one: the machine's pace
@@ -240,7 +247,7 @@ def accuracy(repeats: int, workdir: Path) -> dict:
             for n in names:
                 rows[n]["truth"].append(truth[n])
             if tool_name == "mysqlprobe":
-                doc = json.loads((d / "profile.json").read_text())
+                doc = derived(d)
                 for p in doc["probes"]:
                     rows[p["name"]]["raw"].append(p["raw"]["mean_ns"])
                     rows[p["name"]]["corrected"].append(p["mean_ns"])
@@ -273,7 +280,7 @@ def attach_time(repeats: int, workdir: Path) -> dict:
                     "Tracing PID", "stderr")
         times["mysqlprobe"].append(tool.ready_s)
         tool.stop()
-        breakdown.append(json.loads((d / "profile.json").read_text())["engine"]["timings"])
+        breakdown.append(derived(d)["engine"]["timings"])
         tool = start_bpftrace(script, Path(tempfile.mkdtemp(dir=workdir)))
         times["bpftrace"].append(tool.ready_s)
         tool.stop()

@@ -24,7 +24,10 @@ import threading
 import time
 from dataclasses import asdict, dataclass, field
 
+import psutil
+
 from mysqlprobe import probes
+from mysqlprobe.collectors.base import Collector, Cost, Facts, Section
 from mysqlprobe.collectors.symbols import load_binary
 from mysqlprobe.collectors.uprobe import ProbeGroup, ProbeSpec
 from mysqlprobe.errors import BpfError
@@ -237,3 +240,56 @@ class Calibrator:
             self._thread.join(timeout=10)
         self.helper.close()
 
+
+
+class CalibrationCollector(Collector):
+    """The calibration as a collector: prepare() starts the helper (the
+    latency collector probes it in its own session and calibrates through
+    calibrate()), start() keeps calibrating while the window is open, and
+    collect() gives the final figures and the helper's CPU time."""
+
+    name = "calibration"
+
+    def __init__(self, first_index: int):
+        super().__init__()
+        self.first_index = first_index
+        self.calibrator: Calibrator | None = None
+        self.session = None
+        self._cpu_s: float | None = None
+
+    def prepare(self) -> None:
+        self.calibrator = Calibrator(self.first_index)
+
+    @property
+    def group(self):
+        return self.calibrator.group
+
+    def calibrate(self, session) -> Calibration:
+        self.session = session
+        return self.calibrator.calibrate(session)
+
+    def current(self) -> Calibration:
+        return self.calibrator.current()
+
+    def start(self) -> None:
+        self.calibrator.follow(self.session)
+
+    def stop(self) -> None:
+        self._cpu_s = self._helper_cpu_s()
+        self.calibrator.close()
+
+    def _helper_cpu_s(self) -> float | None:
+        try:
+            cpu = psutil.Process(self.calibrator.helper.proc.pid).cpu_times()
+        except psutil.Error:
+            return None
+        return cpu.user + cpu.system
+
+    def collect(self, facts: Facts) -> Section:
+        cost = Cost(cpu_s=self._cpu_s, method="the calibration helper's CPU time (its bursts run on this "
+                                              "host, not in the target)")
+        return Section(self.name, {"calibration": self.current().to_json()}, list(self.notes), cost)
+
+    def close(self) -> None:
+        if self.calibrator:
+            self.calibrator.close()

@@ -9,6 +9,8 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+import pymysql
+
 LISTENING = 0x10000  # __SO_ACCEPTCON in /proc/net/unix flags
 
 
@@ -120,8 +122,6 @@ def describe(args: dict) -> str:
 def connect(pid: int, opts: ConnectOptions):
     """(connection, its arguments, None) or (None, arguments or None, why not);
     never raises for a server problem."""
-    import pymysql
-
     try:
         args = resolve(pid, opts)
     except OSError as e:

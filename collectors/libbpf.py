@@ -54,6 +54,7 @@ def lib() -> ctypes.CDLL:
         "bpf_map_lookup_elem": (ctypes.c_int, [ctypes.c_int, _P, _P]),
         "bpf_map_update_elem": (ctypes.c_int, [ctypes.c_int, _P, _P, ctypes.c_uint64]),
         "bpf_map_get_next_key": (ctypes.c_int, [ctypes.c_int, _P, _P]),
+        "bpf_obj_get_info_by_fd": (ctypes.c_int, [ctypes.c_int, _P, ctypes.POINTER(ctypes.c_uint32)]),
     }
     for fn, (res, args) in sigs.items():
         f = getattr(so, fn)
@@ -78,6 +79,13 @@ BPF_LINK_CREATE = 28
 BPF_TRACE_UPROBE_MULTI = 48
 BPF_F_UPROBE_MULTI_RETURN = 1
 SYS_BPF = 321  # x86_64
+BPF_ENABLE_STATS = 32
+BPF_STATS_RUN_TIME = 0
+# struct bpf_prog_info (linux/bpf.h): its size, and where run_time_ns and run_cnt
+# sit (tests/unit/test_abi.py checks both against the kernel's BTF)
+PROG_INFO_SIZE = 232
+PROG_INFO_RUN_TIME_NS = 192
+PROG_INFO_RUN_CNT = 200
 
 
 def _bpf_syscall(cmd: int, attr: ctypes.Array) -> int:
@@ -85,6 +93,26 @@ def _bpf_syscall(cmd: int, attr: ctypes.Array) -> int:
     libc.syscall.restype = ctypes.c_long
     ctypes.set_errno(0)
     return libc.syscall(ctypes.c_long(SYS_BPF), ctypes.c_long(cmd), attr, ctypes.c_long(len(attr)))
+
+
+def enable_run_time_stats() -> int | None:
+    """Have the kernel time every BPF program run while the returned
+    descriptor stays open (closing it, or this process ending, turns it
+    back off); None where the kernel refuses."""
+    attr = (ctypes.c_uint8 * 8)()
+    struct.pack_into("<I", attr, 0, BPF_STATS_RUN_TIME)
+    fd = _bpf_syscall(BPF_ENABLE_STATS, attr)
+    return fd if fd >= 0 else None
+
+
+def program_run_stats(program_fd: int) -> tuple[int, int]:
+    """(ns the program ran, times it ran) while run-time stats were on."""
+    info = (ctypes.c_uint8 * PROG_INFO_SIZE)()
+    size = ctypes.c_uint32(PROG_INFO_SIZE)
+    if lib().bpf_obj_get_info_by_fd(program_fd, info, ctypes.byref(size)) != 0:
+        return 0, 0
+    run_ns, runs = struct.unpack_from("<QQ", info, PROG_INFO_RUN_TIME_NS)
+    return run_ns, runs
 
 
 class BpfObject:
@@ -140,6 +168,9 @@ class BpfObject:
         if not p:
             raise BpfError(f"BPF program {name} not found in the object")
         return p
+
+    def program_fd(self, name: str) -> int:
+        return lib().bpf_program__fd(self.program(name))
 
     def map_fd(self, name: str) -> int:
         m = lib().bpf_object__find_map_by_name(self._obj, name.encode())

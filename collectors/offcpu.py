@@ -8,29 +8,21 @@ import bisect
 import ctypes
 import functools
 import os
-import struct
 from dataclasses import dataclass
 
 from mysqlprobe import probes
-from mysqlprobe.capture import OFFCPU_FILE, write_stacks
 from mysqlprobe.collectors import libbpf
+from mysqlprobe.collectors.base import Collector, CollectorUnavailable, Cost, Facts, Section
 from mysqlprobe.collectors.perf import KERNEL_SUFFIX, fold_samples
 from mysqlprobe.collectors.symbols import demangle, qualified_name, read_elf
 from mysqlprobe.errors import BpfError, TargetError
 from mysqlprobe.flamegraphs.folded import Folded
+from mysqlprobe.flamegraphs.stacks import stacks_summary
+from mysqlprobe.probes import abi
+from mysqlprobe.probes.abi import STACK_DEPTH, OffCpuKey, OffCpuValue
 
-STACK_DEPTH = 127             # as in offcpu.bpf.c
+OFFCPU_FILE = "offcpu.folded"
 WAITING_FOR_CPU = "[waiting for a CPU]"   # the leaf of a preempted thread's stack
-DROPPED = ("thread map full", "stack map full")
-
-
-class _Key(ctypes.Structure):
-    _fields_ = [("tid", ctypes.c_uint32), ("ustack", ctypes.c_int32), ("kstack", ctypes.c_int32),
-                ("preempted", ctypes.c_uint32)]
-
-
-class _Value(ctypes.Structure):
-    _fields_ = [("ns", ctypes.c_uint64), ("count", ctypes.c_uint64)]
 
 
 @dataclass
@@ -49,9 +41,11 @@ class OffCpuSession:
 
     def __init__(self, pid: int, verbose: bool = False):
         self.pid = pid
-        self._obj = libbpf.BpfObject(probes.object_path("offcpu"), struct.pack("<I", pid), verbose)
+        self._obj = libbpf.BpfObject(probes.object_path("offcpu"), abi.rodata("offcpu", ctypes.c_uint32(pid)),
+                                     verbose)
         try:
             self._obj.attach_program(self._obj.program("on_switch"), "the sched_switch tracepoint")
+            self.program_fd = self._obj.program_fd("on_switch")
             self._fds = {name: self._obj.map_fd(name) for name in (".bss", "offcpu", "stacks", "dropped")}
         except BaseException:
             self._obj.close()
@@ -82,8 +76,8 @@ class OffCpuSession:
 
     def records(self) -> list[OffCpuRecord]:
         out = []
-        value = _Value()
-        for key in libbpf.keys(self._fds["offcpu"], _Key):
+        value = OffCpuValue()
+        for key in libbpf.keys(self._fds["offcpu"], OffCpuKey):
             if libbpf.lookup(self._fds["offcpu"], key, value):
                 out.append(OffCpuRecord(key.tid, self._stack(key.ustack), self._stack(key.kstack),
                                         bool(key.preempted), value.ns, value.count))
@@ -91,7 +85,7 @@ class OffCpuSession:
 
     def dropped(self) -> dict[str, int]:
         n = ctypes.c_uint64()
-        return {what: n.value for i, what in enumerate(DROPPED)
+        return {what: n.value for i, what in enumerate(abi.OFFCPU_DROPPED)
                 if libbpf.lookup(self._fds["dropped"], ctypes.c_uint32(i), n) and n.value}
 
     def close(self) -> None:
@@ -227,58 +221,67 @@ def totals(records: list[OffCpuRecord]) -> dict:
             "switches": sum(r.count for r in records)}
 
 
-def open_session(pid: int, verbose: bool, warnings: list[str]) -> OffCpuSession | None:
-    """The session, or None with one warning when the kernel refuses it."""
-    try:
-        return OffCpuSession(pid, verbose)
-    except BpfError as e:
-        warnings.append(f"off-CPU time: {e}; the capture has no off-CPU stacks")
-        return None
+class OffCpuCollector(Collector):
+    """Where the target's threads waited in the window. Its cost is what
+    the kernel timed its program's runs at, with run-time statistics held
+    on while the window is open (where the kernel allows them)."""
 
+    name = "off_cpu"
 
-class OffCpuWindow:
-    """The off-CPU side of a window: where the target's threads waited.
-    Trouble (a kernel without BTF tracepoints) becomes one warning."""
+    def __init__(self, pid: int, verbose: bool = False):
+        super().__init__()
+        self.pid, self.verbose = pid, verbose
+        self.session: OffCpuSession | None = None
+        self._stats_fd: int | None = None
+        self._runs0 = (0, 0)
+        self._runs = (0, 0)
 
-    def __init__(self, pid: int, enabled: bool, out_dir: str | None, warnings: list[str], verbose: bool = False):
-        self.pid, self.out_dir = pid, out_dir
-        self.record: dict = {"status": "not requested"}
-        self.session = open_session(pid, verbose, warnings) if enabled else None
-        if enabled and self.session is None:
-            self.record = {"status": "unavailable", "reason": warnings[-1]}
+    def prepare(self) -> None:
+        try:
+            self.session = OffCpuSession(self.pid, self.verbose)
+        except BpfError as e:
+            raise CollectorUnavailable(f"off-CPU time: {e}; the capture has no off-CPU stacks",
+                                       f"off-CPU time: {e}; the capture has no off-CPU stacks") from None
+        self._stats_fd = libbpf.enable_run_time_stats()
 
     def start(self) -> None:
-        if self.session:
-            self.session.start()
+        self._runs0 = libbpf.program_run_stats(self.session.program_fd)
+        self.session.start()
 
     def stop(self) -> None:
-        if self.session:
-            self.session.stop()
+        self.session.stop()
+        ns, runs = libbpf.program_run_stats(self.session.program_fd)
+        self._runs = (ns - self._runs0[0], runs - self._runs0[1])
 
-    def finish(self, thread_names: dict[int, str], comms: dict[int, str], process_comm: str) -> None:
-        """Fold the stacks, write DIR/offcpu.folded, keep a summary. comms:
-        the threads' names by tid (the process snapshot's)."""
-        from mysqlprobe.analysis.stacks import stacks_summary
-
-        if not self.session:
-            return
-        self.stop()
+    def collect(self, facts: Facts) -> Section:
+        """The stacks folded under the threads' names, and a summary."""
         records = self.session.records()
         try:
             user_name = AddressResolver(self.pid).name
         except OSError:  # the target is gone: its mappings with it
             user_name = lambda _address: "[unknown]"  # noqa: E731
-        folded = fold_offcpu(records, user_name, kernel_symbols().name, comms, process_comm, thread_names)
+        folded = fold_offcpu(records, user_name, kernel_symbols().name, facts.comms, facts.process_comm,
+                             facts.thread_names)
         summary = stacks_summary(folded)
-        self.record = {"status": "collected", "unit": "us", **totals(records),
-                       "threads": [{"thread": t["thread"], "us": t["samples"]} for t in summary["threads"]],
-                       "top_self": [{"function": f["function"], "us": f["samples"], "share": f["share"]}
-                                    for f in summary["top_self"]],
-                       "dropped": self.session.dropped()}
-        if self.out_dir and folded.stacks:
-            self.record["stacks_file"] = write_stacks(self.out_dir, OFFCPU_FILE, folded)
+        record = {"status": "collected", "unit": "us", **totals(records),
+                  "threads": [{"thread": t["thread"], "us": t["samples"]} for t in summary["threads"]],
+                  "top_self": [{"function": f["function"], "us": f["samples"], "share": f["share"]}
+                               for f in summary["top_self"]],
+                  "dropped": self.session.dropped()}
+        return Section(self.name, {self.name: record}, list(self.notes), self._cost(),
+                       {OFFCPU_FILE: ("stacks_file", folded)} if folded.stacks else {})
+
+    def _cost(self) -> Cost:
+        ns, runs = self._runs
+        if self._stats_fd is None:
+            return Cost(method="not measured: the kernel refused BPF run-time statistics")
+        return Cost(target_s=ns / 1e9, method=f"the kernel's run time of the sched_switch program ({runs} runs, "
+                                              "all threads of the host)")
 
     def close(self) -> None:
+        if self._stats_fd is not None:
+            os.close(self._stats_fd)
+            self._stats_fd = None
         if self.session:
             self.session.close()
             self.session = None

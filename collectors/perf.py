@@ -7,21 +7,25 @@ functions set one up, else DWARF with a bounded copy of the stack)."""
 
 from __future__ import annotations
 
+import ctypes
 import os
 import re
 import resource
 import shutil
 import signal
 import subprocess
+import tempfile
 import time
 from collections import Counter
 from dataclasses import dataclass
 
+from mysqlprobe.collectors.base import Collector, CollectorUnavailable, Cost, Facts, Section
 from mysqlprobe.collectors.process import cpu_seconds
 from mysqlprobe.collectors.symbols import ElfImage, file_offset, qualified_name
-from mysqlprobe.capture import STACKS_FILE, write_stacks
 from mysqlprobe.flamegraphs.folded import Folded
+from mysqlprobe.flamegraphs.stacks import stacks_summary
 
+STACKS_FILE = "stacks.folded"
 DEFAULT_FREQUENCY = 99       # Hz: low overhead, and off the beat of 100 Hz timers
 DWARF_STACK_BYTES = 8192     # user stack copied per sample for DWARF unwinding
 KERNEL_SUFFIX = "_[k]"       # FlameGraph's mark for kernel frames
@@ -239,17 +243,6 @@ def folded_from_perf_data(perf_data: str, thread_names: dict[int, str] | None = 
     return folded, samples
 
 
-def thread_names_from_perf_schema(ps_record: dict | None) -> dict[int, str]:
-    """tid -> 'innodb/page_cleaner_thread', 'sql/one_connection', ... where
-    Performance Schema knows the OS thread id (MariaDB 10.5+, MySQL 5.7+)."""
-    out = {}
-    for t in (ps_record or {}).get("threads", []):
-        os_id, name = t.get("os_tid"), t.get("name") or ""
-        if os_id:
-            out[int(os_id)] = "/".join(name.split("/")[-2:]) if name.startswith("thread/") else name
-    return out
-
-
 @dataclass(frozen=True)
 class PerfOptions:
     frequency: int = DEFAULT_FREQUENCY
@@ -257,39 +250,31 @@ class PerfOptions:
     keep_data: bool = False       # keep DIR/perf.data
 
 
-class PerfWindow:
-    """The sampling side of a window. Trouble (no perf, no permission)
-    becomes one warning and a report without stacks."""
+class PerfCollector(Collector):
+    """CPU samples of the window. It records from prepare(): a sampled
+    process pays more per probe hit, and the calibration that the latency
+    collector makes after it should see the conditions of the window."""
 
-    def __init__(self, pid: int, image: ElfImage, opts: PerfOptions | None, out_dir: str | None,
-                 warnings: list[str]):
-        self.pid, self.image, self.opts, self.out_dir, self.warnings = pid, image, opts, out_dir, warnings
+    name = "perf"
+
+    def __init__(self, pid: int, image: ElfImage, opts: PerfOptions):
+        super().__init__()
+        self.pid, self.image, self.opts = pid, image, opts
         self.recorder: PerfRecorder | None = None
-        self.record: dict = {"status": "not requested"}
-        self.folded: Folded | None = None
+        self.record: dict = {}
         self._tmp: str | None = None
         self.started_at = 0.0
         self.seconds = 0.0
         self._cpu0: float | None = None
 
-    def start(self) -> None:
-        if self.opts is None:
-            return
-        import tempfile
-
+    def prepare(self) -> None:
         unwinding = choose_unwinding(self.image, self.opts.callgraph)
-        if self.out_dir and self.opts.keep_data:
-            os.makedirs(self.out_dir, exist_ok=True)
-            data = os.path.join(self.out_dir, "perf.data")
-        else:
-            self._tmp = tempfile.mkdtemp(prefix="mysqlprobe-perf-")
-            data = os.path.join(self._tmp, "perf.data")
-        self.recorder = PerfRecorder(self.pid, data, unwinding, self.opts.frequency)
+        self._tmp = tempfile.mkdtemp(prefix="mysqlprobe-perf-")
+        self.recorder = PerfRecorder(self.pid, os.path.join(self._tmp, "perf.data"), unwinding, self.opts.frequency)
         try:
             self.recorder.start()
         except PerfUnavailable as e:
-            self._give_up(str(e))
-            return
+            raise CollectorUnavailable(str(e), f"CPU sampling: {e}; the report has no stacks") from None
         self.started_at = time.monotonic()
         self._cpu0 = cpu_seconds(self.pid)
         self.record = {"status": "recording", "event": "cpu-clock", "frequency_hz": self.opts.frequency,
@@ -309,40 +294,44 @@ class PerfWindow:
             self._cpu0 = cpu
         return int((cpu - self._cpu0) * self.opts.frequency)
 
-    def _give_up(self, reason: str) -> None:
-        self.record = {"status": "unavailable", "reason": reason}
-        self.warnings.append(f"CPU sampling: {reason}; the report has no stacks")
-        self.recorder = None
-        self.cleanup()
-
     def stop(self) -> None:
+        """perf takes a moment to write its data: not part of the window."""
         if self.recorder and self.recorder.proc:
             self.recorder.stop()
             self.seconds = time.monotonic() - self.started_at
 
-    def finish(self, thread_names: dict[int, str]) -> None:
-        """Fold the samples, write DIR/stacks.folded, keep a summary."""
-        from mysqlprobe.analysis.stacks import stacks_summary
-
-        if not self.recorder:
-            return
+    def collect(self, facts: Facts) -> Section:
+        """The samples folded under the threads' names, and a summary."""
         self.stop()
         if self.recorder.error:
-            return self._give_up(f"perf record failed: {self.recorder.error}")
+            return self.unavailable("unavailable", self._note(f"perf record failed: {self.recorder.error}"))
         try:
-            self.folded, samples = folded_from_perf_data(self.recorder.perf_data, thread_names)
+            folded, samples = folded_from_perf_data(self.recorder.perf_data, facts.thread_names)
         except PerfUnavailable as e:
-            return self._give_up(str(e))
-        self.record.update({"status": "collected", "samples": samples, "perf_cpu_s": round(self.recorder.cpu_s, 3),
-                            "perf_cpu_share": round(self.recorder.cpu_s / self.seconds, 4) if self.seconds else None,
-                            **stacks_summary(self.folded)})
-        if self.out_dir and samples:
-            self.record["stacks_file"] = write_stacks(self.out_dir, STACKS_FILE, self.folded)
-            if self.opts.keep_data:
-                self.record["perf_data"] = "perf.data"
-        self.cleanup()
+            return self.unavailable("unavailable", self._note(str(e)))
+        cpu_s = self.recorder.cpu_s
+        self.record.update({"status": "collected", "samples": samples, "perf_cpu_s": round(cpu_s, 3),
+                            "perf_cpu_share": round(cpu_s / self.seconds, 4) if self.seconds else None,
+                            **stacks_summary(folded)})
+        files = {}
+        if samples:
+            files[STACKS_FILE] = ("stacks_file", folded)
+        if self.opts.keep_data:
+            files["perf.data"] = ("perf_data", self._keep_perf_data())
+        cost = Cost(cpu_s=cpu_s, method="perf's own CPU time; what sampling adds to the target's threads is "
+                                        "not seen from here")
+        return Section(self.name, {self.name: self.record}, list(self.notes), cost, files)
 
-    def cleanup(self) -> None:
+    def _note(self, reason: str) -> str:
+        self.notes.append(f"CPU sampling: {reason}; the report has no stacks")
+        return reason
+
+    def _keep_perf_data(self) -> str:
+        """perf.data moved out of the directory close() removes."""
+        keep = tempfile.mkdtemp(prefix="mysqlprobe-perf-data-")
+        return shutil.move(self.recorder.perf_data, os.path.join(keep, "perf.data"))
+
+    def close(self) -> None:
         if self.recorder and self.recorder.proc:
             self.recorder.proc.kill()
             self.recorder.proc.wait()
@@ -352,8 +341,6 @@ class PerfWindow:
 
 
 def _die_with_parent() -> None:
-    import ctypes
-
     PR_SET_PDEATHSIG = 1
     ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
 

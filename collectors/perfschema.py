@@ -14,8 +14,12 @@ calls 'Sending data' 'executing'."""
 
 from __future__ import annotations
 
-import threading
 from dataclasses import dataclass, field
+
+import pymysql
+
+from mysqlprobe.collectors.ps_threads import (OS_THREAD_ID, PROCESSLIST_TID, list_threads,
+                                              quiet_background_threads)
 
 CONSUMERS = ("events_statements_current", "events_statements_history", "events_statements_history_long",
              "events_stages_current", "events_stages_history", "events_stages_history_long")
@@ -68,8 +72,6 @@ def leave_out_own_statements(conn) -> int | None:
     rings (1000 stage rows by default): progress reads every few hundred ms
     would push the load's stages out of them. The setting lives in the
     connection's own threads row and goes with it."""
-    import pymysql
-
     try:
         thread_id = own_thread_id(conn)
         with conn.cursor() as cur:
@@ -123,19 +125,22 @@ class PerfSchema:
         return consumers, instruments
 
     def enable(self) -> int:
-        """Turn on what the window needs; returns how many setup rows changed."""
-        self.saved_consumers, self.saved_instruments = self.setup_state()
-        self.restored = False
+        """Turn on what the window needs, and keep the rows it changed as
+        they were (saved_*: only those, so a row nobody here touched is never
+        put back); returns how many setup rows changed."""
+        consumers, instruments = self.setup_state()
         # the summaries need no wait consumer; events_waits_* would cost every row's handler call
         want = CONSUMERS + (WAIT_CONSUMERS if self.waits == "all" else ())
+        self.saved_consumers = {n: "NO" for n in want if consumers.get(n) == "NO"}
+        self.saved_instruments = {n: state for n, state in instruments.items() if state != ("YES", "YES")}
+        self.restored = False
         changed = 0
         with self.conn.cursor() as cur:
-            for name in want:
-                if self.saved_consumers.get(name) == "NO":
-                    cur.execute("UPDATE performance_schema.setup_consumers SET ENABLED = 'YES' WHERE NAME = %s",
-                                (name,))
-                    changed += 1
-            off = [n for n, (e, t) in self.saved_instruments.items() if (e, t) != ("YES", "YES")]
+            for name in self.saved_consumers:
+                cur.execute("UPDATE performance_schema.setup_consumers SET ENABLED = 'YES' WHERE NAME = %s",
+                            (name,))
+                changed += 1
+            off = list(self.saved_instruments)
             for i in range(0, len(off), 200):
                 chunk = off[i:i + 200]
                 cur.execute("UPDATE performance_schema.setup_instruments SET ENABLED = 'YES', TIMED = 'YES' "
@@ -158,7 +163,6 @@ class PerfSchema:
     def _quiet_background(self) -> int:
         """Background threads out of the history (see ThreadWatch); without the
         privilege to, the window goes on with them in it."""
-        import pymysql
 
         off = [r[0] for r in self._rows(
             "SELECT THREAD_ID FROM performance_schema.threads WHERE TYPE = 'BACKGROUND' AND HISTORY = 'NO'")]
@@ -172,6 +176,25 @@ class PerfSchema:
     def _has_column(self, schema: str, table: str, column: str) -> bool:
         return bool(self._rows("SELECT COUNT(*) FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = %s "
                                "AND TABLE_NAME = %s AND COLUMN_NAME = %s", (schema, table, column))[0][0])
+
+    def saved_state(self) -> dict:
+        """The rows enable() changed, as they were (JSON)."""
+        return {"consumers": self.saved_consumers,
+                "instruments": {k: list(v) for k, v in self.saved_instruments.items()},
+                "background_history_off": self.saved_background_history_off}
+
+    def adopt(self, saved: dict) -> None:
+        """Restore to `saved` (a saved_state(), maybe several profilers' merged) from now on."""
+        self.saved_consumers = dict(saved.get("consumers") or {})
+        self.saved_instruments = {k: tuple(v) for k, v in (saved.get("instruments") or {}).items()}
+        self.saved_background_history_off = saved.get("background_history_off")
+        self.restored = False
+
+    def turned_off(self) -> list[str]:
+        """Consumers the window needs that are off now: someone turned them off meanwhile."""
+        want = CONSUMERS + (WAIT_CONSUMERS if self.waits == "all" else ())
+        consumers, _ = self.setup_state()
+        return [n for n in want if consumers.get(n) == "NO"]
 
     def restore(self) -> None:
         """Put back every setup row enable() changed, as it was."""
@@ -244,103 +267,6 @@ class PerfSchema:
 
 
 STAGE_COLUMNS = "THREAD_ID, NESTING_EVENT_ID, EVENT_NAME, TIMER_START, TIMER_END, TIMER_WAIT"
-
-
-class ThreadWatch:
-    """Watches the server's threads through the window, from a thread of this
-    process on a connection P_S does not record.
-
-    Every `period` seconds, where the server lets a thread's history be
-    turned off (threads.HISTORY: MySQL 5.7+, MariaDB 10.5+), it keeps new
-    background threads out of the history tables. The stage history is one
-    ring for all threads (1000 rows by default); MariaDB 10.11's InnoDB
-    thread pool fills it with thousands of 'closing tables' a second while it
-    purges after an insert, and starts threads as it goes, so the load's
-    stages would be gone before the window's end reads them. Their summaries
-    are not affected; PerfSchema.restore() turns their history back on.
-
-    Every `list_every` periods it lists the threads with their Linux thread
-    ids, so that a connection that came and went inside the window is still
-    joined to the probes by its thread."""
-
-    def __init__(self, conn, os_tid_source: str | None, quiet: bool, period: float = 0.25, list_every: int = 4):
-        self.conn, self.os_tid_source, self.quiet = conn, os_tid_source, quiet
-        self.period, self.list_every = period, list_every
-        self.seen: dict[int, dict] = {}
-        self.error: str | None = None
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="thread-watch", daemon=True)
-
-    def start(self) -> "ThreadWatch":
-        self._thread.start()
-        return self
-
-    def _run(self) -> None:
-        import pymysql
-
-        n = 0
-        while not self._stop.wait(self.period):
-            try:
-                if self.quiet:
-                    quiet_background_threads(self.conn)
-                if n % self.list_every == 0:
-                    self.seen.update((t["thread_id"], t) for t in list_threads(self.conn, self.os_tid_source))
-            except pymysql.err.MySQLError as e:
-                self.error = str(e.args[-1] if e.args else e)
-                return
-            n += 1
-
-    def stop(self) -> list[dict]:
-        """Stop (again: no harm); the threads seen."""
-        if not self._stop.is_set():
-            self._stop.set()
-            self._thread.join(timeout=10)
-            try:
-                self.conn.close()
-            except Exception:  # closing a connection the server dropped
-                pass
-        return list(self.seen.values())
-
-
-OS_THREAD_ID = "performance_schema.threads.THREAD_OS_ID"
-PROCESSLIST_TID = "information_schema.PROCESSLIST.TID"
-
-
-def list_threads(conn, os_tid_source: str | None) -> list[dict]:
-    """P_S threads with their Linux thread ids: THREAD_OS_ID (MySQL 5.7+,
-    MariaDB 10.5+), else for connections MariaDB's PROCESSLIST.TID
-    (10.1-10.4); MySQL 5.6 has neither."""
-    with conn.cursor() as cur:
-        cols = "THREAD_ID, NAME, PROCESSLIST_ID" + (", THREAD_OS_ID" if os_tid_source == OS_THREAD_ID else "")
-        cur.execute(f"SELECT {cols} FROM performance_schema.threads")
-        rows = cur.fetchall()
-        if os_tid_source == OS_THREAD_ID:
-            os_tid = {r[0]: r[3] for r in rows}
-        else:
-            tid = {}
-            if os_tid_source == PROCESSLIST_TID:
-                cur.execute("SELECT ID, TID FROM information_schema.PROCESSLIST")
-                tid = dict(cur.fetchall())
-            os_tid = {r[0]: tid.get(r[2]) for r in rows}
-    return [{"thread_id": r[0], "name": r[1], "processlist_id": r[2], "os_tid": os_tid[r[0]]} for r in rows]
-
-
-def quiet_background_threads(conn) -> int:
-    """Turn the history of every background thread off; how many changed."""
-    with conn.cursor() as cur:
-        cur.execute("UPDATE performance_schema.threads SET HISTORY = 'NO' "
-                    "WHERE TYPE = 'BACKGROUND' AND HISTORY = 'YES'")
-        return cur.rowcount
-
-
-def merge_threads(*lists: list[dict]) -> list[dict]:
-    """The threads of all the lists (read in this order through the window),
-    each as last read: a connection that ended in the window keeps its row
-    and Linux thread id."""
-    by_id = {}
-    for threads in lists:
-        by_id.update({t["thread_id"]: t for t in threads if t["os_tid"] or t["thread_id"] not in by_id})
-    return [by_id[k] for k in sorted(by_id)]
 
 
 def deltas(before: dict, after: dict) -> dict:

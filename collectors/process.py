@@ -10,6 +10,8 @@ from dataclasses import dataclass
 
 import psutil
 
+from mysqlprobe.collectors.base import Collector, Cost, CpuClock, Facts, Section
+
 
 @dataclass
 class ProcessSnapshot:
@@ -95,3 +97,32 @@ def window_record(start: ProcessSnapshot | None, end: ProcessSnapshot | None, to
                             for tid, s in busiest],
         "host_cpu_share": host,
     }
+
+
+class ProcessCollector(Collector):
+    """mysqld and the host over the window: two snapshots."""
+
+    name = "process"
+
+    def __init__(self, pid: int):
+        super().__init__()
+        self.pid = pid
+        self.clock = CpuClock()
+        self.first: ProcessSnapshot | None = None
+        self.last: ProcessSnapshot | None = None
+
+    def start(self) -> None:
+        with self.clock:
+            self.first = snapshot(self.pid)
+
+    def stop(self) -> None:
+        with self.clock:
+            self.last = snapshot(self.pid)
+
+    def thread_comms(self) -> dict[int, str]:
+        """The threads' names by tid, as the kernel had them at the window's end."""
+        return self.last.thread_names if self.last else {}
+
+    def collect(self, facts: Facts) -> Section:
+        cost = Cost(cpu_s=self.clock.seconds, method="this process's CPU time reading /proc")
+        return Section(self.name, {"process": window_record(self.first, self.last)}, list(self.notes), cost)

@@ -11,6 +11,10 @@ import json
 import signal
 import sys
 
+import pymysql
+
+from mysqlprobe.collectors.perfschema import PerfSchema
+
 
 def main() -> int:
     for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
@@ -18,19 +22,18 @@ def main() -> int:
     state = json.loads(sys.stdin.readline())
     if sys.stdin.readline().strip() == "done":
         return 0
-    import pymysql
 
-    from mysqlprobe.collectors.perfschema import PerfSchema
+    def restore(saved: dict) -> None:
+        conn = pymysql.connect(**state["connect"])
+        ps = PerfSchema(conn)
+        ps.adopt(saved)
+        ps.restore()
+        conn.close()
 
     try:
-        conn = pymysql.connect(**state["connect"])
+        restore(state["saved"])
     except pymysql.err.MySQLError:
         return 1
-    ps = PerfSchema(conn, saved_consumers=state["consumers"],
-                    saved_instruments={k: tuple(v) for k, v in state["instruments"].items()},
-                    saved_background_history_off=state.get("background_history_off"), restored=False)
-    ps.restore()
-    conn.close()
     return 0
 
 

@@ -9,6 +9,7 @@ non-PIE), and tells the server family and version from the binary itself."""
 from __future__ import annotations
 
 import ctypes
+import difflib
 import ctypes.util
 import fnmatch
 import functools
@@ -16,13 +17,13 @@ import os
 import re
 import struct
 import time
-import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from elftools.elf.elffile import ELFFile
 from elftools.common.exceptions import ELFError
 
+from mysqlprobe.collectors import debuginfo
 from mysqlprobe.errors import TargetError
 
 _SYM = struct.Struct("<IBBHQQ")  # Elf64_Sym
@@ -228,48 +229,6 @@ def file_offset(segments: list[Segment], vaddr: int) -> int:
     raise ValueError(f"address {vaddr:#x} is in no PT_LOAD segment")
 
 
-# --------------------------------------------------------------------------- debug files
-
-def _crc32_file(path: str) -> int:
-    crc = 0
-    with open(path, "rb") as f:
-        while chunk := f.read(1 << 20):
-            crc = zlib.crc32(chunk, crc)
-    return crc & 0xFFFFFFFF
-
-
-def debug_file_candidates(image: ElfImage, exe_path: str, root: str = "/") -> list[str]:
-    """Where gdb would look for the separate debug file, under root."""
-    roots = [root] if root in ("/", "") else [root, "/"]
-    out = []
-    for r in roots:
-        debug = os.path.join(r, "usr/lib/debug")
-        if image.build_id:
-            out.append(os.path.join(debug, ".build-id", image.build_id[:2], image.build_id[2:] + ".debug"))
-        if image.debuglink:
-            d = os.path.dirname(exe_path).lstrip("/")
-            name = image.debuglink[0]
-            out += [os.path.join(r, d, name), os.path.join(r, d, ".debug", name),
-                    os.path.join(debug, d, name)]
-    return list(dict.fromkeys(out))
-
-
-def find_debug_file(image: ElfImage, exe_path: str, root: str = "/") -> str | None:
-    for cand in debug_file_candidates(image, exe_path, root):
-        if not os.path.isfile(cand) or os.path.realpath(cand) == os.path.realpath(image.path):
-            continue
-        if image.build_id:
-            try:
-                other = read_elf(cand)
-            except TargetError:
-                continue
-            if other.build_id == image.build_id:
-                return cand
-        elif image.debuglink and _crc32_file(cand) == image.debuglink[1]:
-            return cand
-    return None
-
-
 # --------------------------------------------------------------------------- server identity
 
 @dataclass(frozen=True)
@@ -404,7 +363,6 @@ class SymbolTable:
         return [self._resolve(f) for n, fns in sorted(self.names.items()) if rx.match(n) for f in fns]
 
     def similar(self, name: str, limit: int = 3) -> list[str]:
-        import difflib
 
         return difflib.get_close_matches(name, list(self.names), n=limit, cutoff=0.75)
 
@@ -466,7 +424,7 @@ def load_binary(path: str, display_path: str | None = None, root: str = "/",
         if image.build_id and symbols_from.build_id and symbols_from.build_id != image.build_id:
             raise TargetError(f"{debug_file} belongs to build-id {symbols_from.build_id}, not {image.build_id}")
     elif not image.has_symtab:
-        debug_file = find_debug_file(image, display, root)
+        debug_file = debuginfo.find_debug_file(image, display, root, read_elf)
         if debug_file:
             symbols_from = read_elf(debug_file)
     table = SymbolTable(image, symbols_from)

@@ -7,49 +7,20 @@ from __future__ import annotations
 import ctypes
 import errno
 import os
-import struct
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from mysqlprobe import probes
-from mysqlprobe.analysis.histogram import NUM_SLOTS
-from mysqlprobe.catalog import PartitionSource
 from mysqlprobe.collectors import libbpf
 from mysqlprobe.collectors.symbols import ResolvedSymbol
 from mysqlprobe.errors import BpfError, UsageError
+from mysqlprobe.probes import abi
+from mysqlprobe.probes.abi import (COOKIE_ARG_SHIFT, COOKIE_CLASS_SHIFT, COOKIE_ENTRY_ONLY, COOKIE_MODE_SHIFT,
+                                   COUNTERS, MAX_PROBES, MAX_SLOTS, NO_PARENT, PART_ARG_OUT_PTR, PART_ARG_VALUE,
+                                   PART_NONE, EdgeKey, EdgeStats, LatencyConfig, PartKey, PartStats, ProbeStats)
 
-# mirrors probes/uprobe_latency.h
-MAX_PROBES = 1024
-MAX_SLOTS = NUM_SLOTS
-PART_NONE, PART_ARG_VALUE, PART_ARG_OUT_PTR = 0, 1, 2
-COUNTERS = ("entries", "returns", "unmatched_returns", "lost_frames", "depth_overflow",
-            "no_stack", "partition_read_errors")
-
-_u64 = ctypes.c_uint64
-
-
-class _ProbeStats(ctypes.Structure):
-    _fields_ = [("calls", _u64), ("total_ns", _u64), ("nested_hits", _u64), ("corrected_ns", ctypes.c_int64),
-                ("hist", _u64 * MAX_SLOTS), ("chist", _u64 * MAX_SLOTS)]
-
-
-class _PartKey(ctypes.Structure):
-    _fields_ = [("probe", ctypes.c_uint32), ("part", ctypes.c_uint32)]
-
-
-class _PartStats(ctypes.Structure):
-    _fields_ = [("calls", _u64), ("total_ns", _u64), ("corrected_ns", ctypes.c_int64),
-                ("hist", _u64 * MAX_SLOTS), ("chist", _u64 * MAX_SLOTS)]
-
-
-class _EdgeKey(ctypes.Structure):
-    _fields_ = [("tid", ctypes.c_uint32), ("probe", ctypes.c_uint16), ("parent", ctypes.c_uint16)]
-
-
-class _EdgeStats(ctypes.Structure):
-    _fields_ = [("calls", _u64), ("total_ns", _u64), ("corrected_ns", ctypes.c_int64)]
-
-
-NO_PARENT = 0xFFFF
+if TYPE_CHECKING:
+    from mysqlprobe.catalog import PartitionSource
 
 
 @dataclass(frozen=True)
@@ -75,8 +46,9 @@ class ProbeSpec:
         if self.partition:
             mode = PART_ARG_VALUE if self.partition.kind == "arg" else PART_ARG_OUT_PTR
             arg = self.partition.arg
-        entry_only = 0 if self.with_return else 1 << 31
-        return self.index | (mode << 16) | (arg << 24) | entry_only | (self.cost_class << 32)
+        entry_only = 0 if self.with_return else COOKIE_ENTRY_ONLY
+        return (self.index | (mode << COOKIE_MODE_SHIFT) | (arg << COOKIE_ARG_SHIFT) | entry_only
+                | (self.cost_class << COOKIE_CLASS_SHIFT))
 
 
 def _zeros() -> list[int]:
@@ -146,7 +118,8 @@ class UprobeSession:
     def open(self) -> "UprobeSession":
         """Load and attach: uprobe_multi links where the kernel has them (one
         system call to attach or detach them all), else a link per probe."""
-        rodata = struct.pack("<II", self.pid, self.calibration.pid if self.calibration else 0)
+        rodata = abi.rodata("uprobe_latency", LatencyConfig(abi.UPROBE_LATENCY_ABI, self.pid,
+                                                            self.calibration.pid if self.calibration else 0))
         try:
             if os.environ.get("MYSQLPROBE_LINKS") == "perf":  # force the fallback
                 raise BpfError("per-probe links requested")
@@ -246,7 +219,7 @@ class UprobeSession:
 
     def probe_counts(self, index: int) -> ProbeCounts:
         """Totals of one probe (no partitions or threads): cheap enough to poll."""
-        value = _ProbeStats()
+        value = ProbeStats()
         if not libbpf.lookup(self._fds["stats"], ctypes.c_uint32(index), value):
             return ProbeCounts()
         return ProbeCounts(value.calls, value.total_ns, value.nested_hits, list(value.hist),
@@ -255,7 +228,7 @@ class UprobeSession:
     def calls(self, indices) -> dict[int, int]:
         """Calls counted so far per probe, read in one quick pass: what the
         duty cycles put next to the server's row counter."""
-        value = _ProbeStats()
+        value = ProbeStats()
         fd = self._fds["stats"]
         return {i: value.calls if libbpf.lookup(fd, ctypes.c_uint32(i), value) else 0 for i in indices}
 
@@ -286,18 +259,18 @@ class UprobeSession:
         if not self._obj:
             raise BpfError("the probes are closed")
         out: dict[int, ProbeCounts] = {}
-        value = _ProbeStats()
+        value = ProbeStats()
         for spec in self.specs:
             if libbpf.lookup(self._fds["stats"], ctypes.c_uint32(spec.index), value):
                 out[spec.index] = ProbeCounts(value.calls, value.total_ns, value.nested_hits, list(value.hist),
                                               value.corrected_ns, list(value.chist))
-        part = _PartStats()
-        for key in libbpf.keys(self._fds["part_stats"], _PartKey):
+        part = PartStats()
+        for key in libbpf.keys(self._fds["part_stats"], PartKey):
             if key.probe in out and libbpf.lookup(self._fds["part_stats"], key, part):
                 out[key.probe].partitions[key.part] = PartCounts(part.calls, part.total_ns, list(part.hist),
                                                                  part.corrected_ns, list(part.chist))
-        edge = _EdgeStats()
-        for key in libbpf.keys(self._fds["edges"], _EdgeKey):
+        edge = EdgeStats()
+        for key in libbpf.keys(self._fds["edges"], EdgeKey):
             if key.probe in out and libbpf.lookup(self._fds["edges"], key, edge):
                 parent = None if key.parent == NO_PARENT else key.parent
                 out[key.probe].callers[(key.tid, parent)] = (edge.calls, edge.total_ns, edge.corrected_ns)

@@ -12,9 +12,10 @@ tests/unit/test_catalog.py for the binaries and fixtures that pin them)."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Iterable
+from typing import TYPE_CHECKING, Iterable
 
-from mysqlprobe.collectors.symbols import ResolvedSymbol, ServerInfo, SymbolTable
+if TYPE_CHECKING:  # the catalog is data: it needs no collector to be imported
+    from mysqlprobe.collectors.symbols import ResolvedSymbol, ServerInfo, SymbolTable
 
 LINES = ("mysql-5.6", "mysql-5.7", "mysql-8.0", "mariadb")
 

@@ -13,6 +13,8 @@ EXIT_BPF = 6              # the BPF object failed to load or attach
 EXIT_CAPTURE = 7          # a saved capture cannot be read
 EXIT_SANDBOX = 8          # a sandbox server could not be fetched or started
 EXIT_WORKLOAD = 9         # the load driver failed
+EXIT_OUTPUT = 10          # the output directory cannot be written (checked before attaching; at the
+                          # end the capture goes to a fallback directory the message names)
 EXIT_INTERRUPTED = 130    # second Ctrl-C while detaching
 
 
@@ -52,3 +54,7 @@ class SandboxError(MysqlprobeError):
 
 class WorkloadError(MysqlprobeError):
     exit_code = EXIT_WORKLOAD
+
+
+class OutputError(MysqlprobeError):
+    exit_code = EXIT_OUTPUT

@@ -4,8 +4,11 @@ partitioned, filled by INSERT ... SELECT from a source table of N rows."""
 
 from __future__ import annotations
 
+import threading
 import time
 from dataclasses import dataclass
+
+import pymysql
 
 from mysqlprobe.errors import WorkloadError
 
@@ -26,7 +29,6 @@ COLUMNS = """(
 
 
 def connect(socket: str, database: str | None = None, user: str = "root", password: str = ""):
-    import pymysql
 
     try:
         return pymysql.connect(unix_socket=socket, user=user, password=password, database=database,
@@ -114,7 +116,6 @@ def prepare_source(conn, rows: int) -> None:
 
 
 def create_target(conn, t: Table) -> None:
-    import pymysql
 
     with conn.cursor() as cur:
         cur.execute(f"CREATE DATABASE IF NOT EXISTS {SCHEMA}")
@@ -158,7 +159,6 @@ def row_count(conn, t: Table) -> int:
 def single_row_inserts(socket: str, t: Table, rows: int, clients: int, user: str = "root") -> tuple[int, float]:
     """`clients` connections, each inserting its share of emp_src's rows one
     autocommitted INSERT at a time, all at once; (rows inserted, seconds)."""
-    import threading
 
     conns = [connect(socket, SCHEMA, user) for _ in range(clients)]
     with conns[0].cursor() as cur:

@@ -22,11 +22,9 @@ struct x86_64_regs {
 	unsigned long ax, cx, dx, si, di, orig_ax, ip, cs, flags, sp, ss;
 };
 
-/* set before loading; one struct so user space knows the layout of .rodata */
-const volatile struct {
-	__u32 targ_tgid;
-	__u32 calib_tgid; /* the calibration helper: counted whether the window is open or not */
-} config = {};
+/* set before loading (see struct latency_config); the ABI version is
+ * compiled in, and user space checks it against its own before loading */
+const volatile struct latency_config config = { .abi = UPROBE_LATENCY_ABI };
 
 /* Set by user space once every probe is attached, cleared before any is
  * detached: all functions share one window, whatever the attach order.
@@ -113,37 +111,6 @@ static __always_inline int wanted(__u64 pid_tgid)
 	if (config.calib_tgid && tgid == config.calib_tgid)
 		return HELPER;
 	return enabled && (!config.targ_tgid || tgid == config.targ_tgid) ? TARGET : SKIP;
-}
-
-static __always_inline __u32 log2_u32(__u32 v)
-{
-	__u32 r, shift;
-
-	r = (v > 0xFFFF) << 4; v >>= r;
-	shift = (v > 0xFF) << 3; v >>= shift; r |= shift;
-	shift = (v > 0xF) << 2; v >>= shift; r |= shift;
-	shift = (v > 0x3) << 1; v >>= shift; r |= shift;
-	r |= (v >> 1);
-	return r;
-}
-
-static __always_inline __u32 log2_u64(__u64 v)
-{
-	__u32 hi = v >> 32;
-
-	return hi ? log2_u32(hi) + 32 : log2_u32((__u32)v);
-}
-
-/* see MAX_SLOTS in uprobe_latency.h */
-static __always_inline __u64 hist_slot(__u64 v)
-{
-	__u64 e, slot;
-
-	if (v < (1 << HIST_SUB_BITS))
-		return v;
-	e = log2_u64(v);
-	slot = ((e - 1) << HIST_SUB_BITS) | ((v >> (e - HIST_SUB_BITS)) & ((1 << HIST_SUB_BITS) - 1));
-	return slot < MAX_SLOTS ? slot : MAX_SLOTS - 1;
 }
 
 static __always_inline unsigned long arg_value(struct x86_64_regs *regs, __u32 index)

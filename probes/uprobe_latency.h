@@ -1,17 +1,15 @@
-/* Layout shared by uprobe_latency.bpf.c and mysqlprobe/collectors/uprobe.py.
- * Any change here must be mirrored in the ctypes structures of uprobe.py
- * and bumps UPROBE_LATENCY_ABI. */
+/* Layout shared by uprobe_latency.bpf.c and probes/abi.py (its ctypes
+ * mirror). A change here bumps UPROBE_LATENCY_ABI; tests/unit/test_abi.py
+ * checks every mirrored structure against the BTF of the compiled object,
+ * and the collector refuses an object whose ABI version is not its own. */
 #ifndef MYSQLPROBE_UPROBE_LATENCY_H
 #define MYSQLPROBE_UPROBE_LATENCY_H
 
-#define UPROBE_LATENCY_ABI 4
+#include "histogram.h"
+
+#define UPROBE_LATENCY_ABI 5
 
 #define MAX_PROBES 1024
-/* Histogram of ns: log2 octaves split in 4 linear sub-buckets (about 19% wide).
- * v < 4: slot v. v >= 4 with e = floor(log2 v): slot 4*(e-1) + ((v >> (e-2)) & 3),
- * covering [2^e + sub*2^(e-2), 2^e + (sub+1)*2^(e-2)). Slot 159 ends at 2^41 ns. */
-#define HIST_SUB_BITS 2
-#define MAX_SLOTS 160
 #define MAX_DEPTH 32      /* nesting of probed functions tracked per thread */
 #define MAX_THREADS 8192
 #define MAX_PART_KEYS 16384
@@ -29,6 +27,13 @@
 #define COOKIE_ENTRY_ONLY (1ULL << 31) /* no return probe: count, push nothing */
 #define COOKIE_CLASS_SHIFT 32
 #define MAX_COST_CLASSES 4
+
+/* .rodata: set by user space before loading */
+struct latency_config {
+	__u32 abi;        /* UPROBE_LATENCY_ABI, compiled in */
+	__u32 targ_tgid;
+	__u32 calib_tgid; /* the calibration helper: counted whether the window is open or not */
+};
 
 struct probe_cost {
 	__u64 own_ns;  /* the part of a probe's entry and return handling that falls

@@ -13,10 +13,12 @@ from statistics import median
 
 from mysqlprobe import catalog, sandbox, workload
 from mysqlprobe.analysis.compare import probe_free_seconds
-from mysqlprobe.capture import now_utc, write_capture
+from mysqlprobe.analysis.model import Profile
+from mysqlprobe.capture import as_json, now_utc
 from mysqlprobe.collectors.symbols import load_target_binary, resolve_target
 from mysqlprobe.commands.profiled_load import profile_load
-from mysqlprobe.commands.record import plan_probes
+from mysqlprobe.output import check_output_dir, save_capture
+from mysqlprobe.recorder.plan import plan_probes
 from mysqlprobe.errors import UsageError, WorkloadError
 
 PARTITION_COUNTS = (5, 25, 50, 100)
@@ -153,14 +155,17 @@ def _bench(args, cells: list[Cell], pid: int, socket: str) -> None:
                 else:
                     load = lambda cell=cell: workload.insert_select(conn, cell.table)  # noqa: E731
                 out = base / cell.name / f"r{r + 1}"
-                doc, got, seconds = profile_load(target, binary, plan, load, socket=socket, out_dir=str(out),
+                check_output_dir(str(out))
+                cap, got, seconds = profile_load(target, binary, plan, load, socket=socket,
                                                  exact=not args.sampled, verbose=args.verbose, quiet=True)
-                doc["workload"] = {"cell": cell.name, "table": cell.table.name, "ddl": cell.table.ddl(),
+                cap.doc["workload"] = {"cell": cell.name, "table": cell.table.name, "ddl": cell.table.ddl(),
                                    "rows": got, "seconds": round(seconds, 3), "clients": cell.clients or 1,
                                    "statement": cell.describe()}
-                write_capture(str(out), doc)
+                failure = save_capture(cap, str(out))
+                if failure:
+                    raise failure
                 results.append({"cell": cell.name, "repeat": r + 1, "rows": got, "seconds": seconds,
-                                "unprobed_seconds": probe_free_seconds(doc, seconds)})
+                                "unprobed_seconds": probe_free_seconds(Profile(as_json(cap.doc)), seconds)})
                 _progress(args.quiet, f"[{r * len(cells) + i + 1}/{total}] {cell.name} run {r + 1}: "
                                       f"{got} rows in {seconds:.2f}s")
         summary = summarise(results, cells, binary.server.describe(), args)

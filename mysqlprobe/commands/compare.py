@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 from mysqlprobe.analysis import compare as C
+from mysqlprobe.analysis.model import Profile
 from mysqlprobe.capture import PROFILE_FILE, STACKS_FILE, read_profile, read_stacks
 from mysqlprobe.errors import CaptureError
 from mysqlprobe.flamegraphs.svg import render
@@ -47,7 +48,7 @@ def load_side(path: str) -> list[C.Run]:
         doc = read_profile(str(d))
         stacks = read_stacks(str(d)) if (d / STACKS_FILE).exists() else None
         try:
-            runs.append(C.run_of(doc, str(d), stacks))
+            runs.append(C.run_of(Profile(doc), str(d), stacks))
         except ValueError as e:
             raise CaptureError(str(e)) from None
     return runs

@@ -5,11 +5,13 @@ from __future__ import annotations
 import sys
 
 from mysqlprobe import catalog, sandbox, workload
+from mysqlprobe.analysis.model import Profile
 from mysqlprobe.analysis.report import render_text
-from mysqlprobe.capture import write_capture
-from mysqlprobe.commands.profiled_load import profile_load
-from mysqlprobe.commands.record import Plan, plan_probes
+from mysqlprobe.capture import as_json
 from mysqlprobe.collectors.symbols import load_target_binary, resolve_target
+from mysqlprobe.commands.profiled_load import profile_load
+from mysqlprobe.output import check_output_dir, save_capture
+from mysqlprobe.recorder.plan import Plan, plan_probes
 
 EXAMPLES = """examples:
   mysqlprobe demo                                   # MariaDB 10.2.11, 100003 rows, RANGE 5
@@ -42,13 +44,16 @@ def run(args, parser) -> int:
         binary = load_target_binary(target)
         plan: Plan = plan_probes(binary, list(catalog.INSERT_PROFILE), [])
         _log(f"INSERT INTO {table.name} SELECT * FROM {workload.SOURCE}, profiled")
-        doc, rows, seconds = profile_load(target, binary, plan, lambda: workload.insert_select(conn, table),
-                                          socket=sb.socket, out_dir=args.output, exact=True, verbose=args.verbose)
-        doc["workload"] = {"table": table.name, "ddl": table.ddl(), "rows": rows, "seconds": round(seconds, 3),
+        check_output_dir(args.output)
+        cap, rows, seconds = profile_load(target, binary, plan, lambda: workload.insert_select(conn, table),
+                                          socket=sb.socket, exact=True, verbose=args.verbose)
+        cap.doc["workload"] = {"table": table.name, "ddl": table.ddl(), "rows": rows, "seconds": round(seconds, 3),
                            "statement": f"INSERT INTO {table.name} SELECT * FROM {workload.SOURCE}",
                            "partition_rows": workload.partition_counts(conn, table) if table.partitions else []}
-        sys.stdout.write(render_text(doc))
+        failure = save_capture(cap, args.output)
+        sys.stdout.write(render_text(Profile(as_json(cap.doc))))
         print(f"\nload: {rows} rows into {table.name} in {seconds:.2f}s; rows per partition "
-              f"(SELECT COUNT(*)): {doc['workload']['partition_rows']}")
-        _log(f"wrote {', '.join(write_capture(args.output, doc))}")
+              f"(SELECT COUNT(*)): {cap.doc['workload']['partition_rows']}")
+    if failure:
+        raise failure
     return 0

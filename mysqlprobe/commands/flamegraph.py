@@ -5,9 +5,10 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from mysqlprobe.capture import PROFILE_FILE, flamegraph_title, read_profile, read_stacks
+from mysqlprobe.capture import PROFILE_FILE, read_profile, read_stacks
 from mysqlprobe.errors import UsageError
 from mysqlprobe.flamegraphs.svg import render
+from mysqlprobe.reports import flamegraph_title
 
 EXAMPLES = """examples:
   mysqlprobe flamegraph /tmp/run1 -o run1.svg          # a capture's stacks.folded

@@ -7,9 +7,12 @@ import sys
 import threading
 from typing import Callable
 
+from mysqlprobe.capture import Capture
 from mysqlprobe.collectors.connection import ConnectOptions
-from mysqlprobe.collectors.perf import PerfOptions
-from mysqlprobe.commands.record import Plan, StatusLine, StopSignals, record
+from mysqlprobe.recorder.options import Control, RecordOptions
+from mysqlprobe.recorder.plan import Plan
+from mysqlprobe.recorder.recorder import Recorder
+from mysqlprobe.recorder.window import StatusLine, StopSignals
 
 
 class _LoadWhenAttached(StatusLine):
@@ -21,9 +24,9 @@ class _LoadWhenAttached(StatusLine):
         self.result: tuple[int, float] | None = None
         self.error: BaseException | None = None
 
-    def started(self, session, functions: int, exact: bool = True, budget: float = 0.10) -> None:
+    def started(self, pid: int, functions: int, probes: int, exact: bool = True, budget: float = 0.10) -> None:
         if not self.quiet:
-            super().started(session, functions, exact, budget)
+            super().started(pid, functions, probes, exact, budget)
         threading.Thread(target=self._run, daemon=True).start()
 
     def _run(self) -> None:
@@ -36,18 +39,17 @@ class _LoadWhenAttached(StatusLine):
 
 
 def profile_load(target, binary, plan: Plan, load: Callable[[], tuple[int, float]], *, socket: str,
-                 out_dir: str | None, exact: bool, verbose: bool = False, quiet: bool = False,
-                 perf: PerfOptions | None = PerfOptions()) -> tuple[dict, int, float]:
+                 exact: bool, verbose: bool = False, quiet: bool = False) -> tuple[Capture, int, float]:
     """The capture of one load, and the load's (rows, seconds)."""
-    stop = threading.Event()
-    status = _LoadWhenAttached(load, stop, quiet)
-    with StopSignals(stop) as signals:
-        doc = record(target, binary, plan, duration=None, stop=stop, argv=sys.argv, status=status,
-                     verbose=verbose, signals=signals, stop_reason="load finished", exact=exact,
-                     connect=ConnectOptions(socket=socket), perf=perf, out_dir=out_dir)
+    control = Control()
+    control.status = status = _LoadWhenAttached(load, control.stop, quiet)
+    options = RecordOptions(exact=exact, connect=ConnectOptions(socket=socket), verbose=verbose,
+                            stop_reason="load finished", argv=tuple(sys.argv))
+    with StopSignals(control.stop) as control.signals:
+        cap = Recorder(target, binary, plan, options, control).record()
     if status.error:
         raise status.error
     if status.result is None:  # interrupted before the load ended
         raise KeyboardInterrupt
     rows, seconds = status.result
-    return doc, rows, seconds
+    return cap, rows, seconds

@@ -6,35 +6,37 @@ import json
 import sys
 from pathlib import Path
 
+from mysqlprobe.analysis.model import Profile
 from mysqlprobe.analysis.report import render_text
-from mysqlprobe.capture import read_profile, write_visuals
+from mysqlprobe.capture import read_profile
 from mysqlprobe.errors import UsageError
+from mysqlprobe.reports import write_visuals
 
 EXAMPLES = """examples:
   mysqlprobe report /tmp/run1              # text report of /tmp/run1/profile.json
   mysqlprobe report /tmp/run1 --json       # the stage summaries as JSON
+  mysqlprobe report /tmp/run1 --json=all   # the whole capture with everything derived from it
   mysqlprobe report /tmp/run1 --html       # write report.html and flamegraph.svg again
 """
 
 
 def add_arguments(p) -> None:
     p.add_argument("capture", help="a capture directory or its profile.json")
-    p.add_argument("--json", action="store_true", help="print the stage summaries as JSON")
+    p.add_argument("--json", nargs="?", const="stages", choices=("stages", "all"),
+                   help="print the stage summaries (or, with =all, the whole derived profile) as JSON")
     p.add_argument("--html", action="store_true",
                    help="write CAPTURE/report.html (and flamegraph.svg from its stacks) again")
 
 
 def run(args, parser) -> int:
-    doc = read_profile(args.capture)
+    profile = Profile(read_profile(args.capture))
     if args.html:
         if not Path(args.capture).is_dir():
             raise UsageError("--html needs the capture directory, not its profile.json")
-        print(f"wrote {', '.join(write_visuals(args.capture, doc))}", file=sys.stderr)
+        print(f"wrote {', '.join(write_visuals(args.capture, profile))}", file=sys.stderr)
     elif args.json:
-        from mysqlprobe.analysis.profile import stage_record, stage_summaries
-
-        json.dump([stage_record(s, doc) for s in stage_summaries(doc)], sys.stdout, indent=1)
+        json.dump(profile.stage_records if args.json == "stages" else profile.to_json(), sys.stdout, indent=1)
         sys.stdout.write("\n")
     else:
-        sys.stdout.write(render_text(doc))
+        sys.stdout.write(render_text(profile))
     return 0

@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 
 from conftest import MYSQLPROBE
+from mysqlprobe.analysis.model import Profile
 from mysqlprobe.capture import read_profile
 
 
@@ -32,7 +33,12 @@ class Profiler:
         return self.proc.returncode, out, self.first_line + err
 
     def profile(self) -> dict:
-        return read_profile(str(self.out_dir))
+        """The saved capture with everything analysis derives from it."""
+        return derived(self.out_dir)
+
+
+def derived(capture_dir) -> dict:
+    return Profile(read_profile(str(capture_dir))).to_json()
 
 
 def stage(doc: dict, name: str) -> dict:

@@ -10,6 +10,7 @@ import subprocess
 import pytest
 
 from conftest import MYSQLPROBE
+from helpers import derived
 from mysqlprobe import sandbox, workload
 
 pytestmark = [pytest.mark.root, pytest.mark.server]
@@ -46,7 +47,7 @@ def benches(tmp_path_factory):
 
 
 def _profile(out, version, cell, run=1) -> dict:
-    return json.loads((out / version / cell / f"r{run}" / "profile.json").read_text())
+    return derived(out / version / cell / f"r{run}")
 
 
 def _stage(doc, name) -> dict:

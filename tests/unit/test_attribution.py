@@ -4,9 +4,10 @@ import copy
 
 import pytest
 
-from mysqlprobe.analysis.attribution import attribute, probe_tree
+from mysqlprobe.analysis.attribution import probe_tree
+from mysqlprobe.analysis.model import Profile
 from mysqlprobe.analysis.report import render_text
-from mysqlprobe.collectors.perfschema import merge_threads
+from mysqlprobe.collectors.ps_threads import merge_threads
 from test_report import synthetic_run
 
 MS = 1_000_000
@@ -45,7 +46,7 @@ def capture(thread_os_id=True):
 
 
 def test_tree_follows_the_recorded_nesting():
-    (tree,) = attribute(capture())
+    (tree,) = Profile(capture()).attribution
     assert tree["join"] == "thread" and tree["in_window_ns"] == 100 * MS
     sending = tree["stages"][0]
     assert sending["stage"] == "stage/sql/Sending data" and sending["ns"] == 96 * MS
@@ -72,17 +73,17 @@ def test_stages_come_from_the_thread_summary_when_the_history_was_overrun():
         {"name": "20 stage/sql/Sending data", "count": 1, "timer_ps": 96 * MS * PS},
         {"name": "20 stage/sql/init", "count": 1, "timer_ps": 2 * MS * PS},
         {"name": "8 stage/sql/closing tables", "count": 676, "timer_ps": 9 * MS * PS}]  # another thread's
-    (tree,) = attribute(doc)
+    (tree,) = Profile(doc).attribution
     assert tree["stages_from"] == "thread summary"
     assert [(s["stage"], s["ns"]) for s in tree["stages"]] == [("stage/sql/Sending data", 96 * MS),
                                                               ("stage/sql/init", 2 * MS)]
     assert tree["stages"][0]["probed"][0]["stage"] == "partition.write_row"
-    assert "the stage history was overrun" in render_text(doc)
-    assert attribute(capture())[0]["stages_from"] == "history"
+    assert "the stage history was overrun" in render_text(Profile(doc))
+    assert Profile(capture()).attribution[0]["stages_from"] == "history"
 
 
 def test_without_a_linux_thread_id_the_window_goes_to_the_longest_write():
-    (tree,) = attribute(capture(thread_os_id=False))
+    (tree,) = Profile(capture(thread_os_id=False)).attribution
     assert tree["join"].startswith("time window") and "the 0.20s window" in tree["join"]
     roots = {r["stage"]: r["inclusive_ns"] for r in tree["stages"][0]["probed"]}
     assert roots == {"partition.write_row": 40 * MS, "innodb.row_insert": 5 * MS}
@@ -112,20 +113,20 @@ def test_shared_callees_are_shared_out_in_proportion():
 
 
 def test_report_shows_the_tree_and_no_tree_without_perf_schema():
-    text = render_text(capture())
+    text = render_text(Profile(capture()))
     assert "where the time went" in text and "the probes themselves (calibrated)" in text
     assert "by partition: p0 20.0% p1 20.0%" in text
     assert max(len(line) for line in text.splitlines()) <= 80
     doc = capture()
     doc["perf_schema"] = {"status": "unavailable", "reason": "cannot connect"}
-    assert attribute(doc) == [] and "where the time went" not in render_text(doc)
+    assert Profile(doc).attribution == [] and "where the time went" not in render_text(Profile(doc))
 
 
 @pytest.mark.parametrize("status", ["off", "not requested"])
 def test_no_attribution_without_collected_perf_schema(status):
     doc = capture()
     doc["perf_schema"] = {"status": status}
-    assert attribute(doc) == []
+    assert Profile(doc).attribution == []
 
 
 def test_a_threads_statements_are_taken_together():
@@ -138,24 +139,24 @@ def test_a_threads_statements_are_taken_together():
                              "sql_text": "INSERT INTO emp_src SELECT 1"})
     ps["stages"].append({"thread_id": 20, "statement_event_id": 3, "event_name": "stage/sql/Sending data",
                          "timer_start": t0 + 2 * MS * PS, "timer_end": t0 + 8 * MS * PS, "timer_wait": 6 * MS * PS})
-    (tree,) = attribute(doc)
+    (tree,) = Profile(doc).attribution
     assert tree["statement"].startswith("INSERT INTO emp_range_5") and tree["statements"] == 2
     assert tree["join"] == "thread" and tree["in_window_ns"] == 108 * MS
     sending = tree["stages"][0]
     assert sending["stage"] == "stage/sql/Sending data" and sending["ns"] == 102 * MS
     assert sending["probed"][0]["inclusive_ns"] == 40 * MS
-    assert "(and 1 other statement of its thread in the window" in render_text(doc)
+    assert "(and 1 other statement of its thread in the window" in render_text(Profile(doc))
 
 
 def test_probed_time_stays_under_a_statement_whose_stages_were_all_lost():
     doc = capture()
     doc["perf_schema"]["stages"] = []   # history overrun, and the thread ended: no summary either
-    (tree,) = attribute(doc)
+    (tree,) = Profile(doc).attribution
     assert tree["stages_from"] == "none"
     (only,) = tree["stages"]
     assert only["stage"] == "(stages not kept by P_S)" and only["ns"] == 100 * MS
     assert only["probed"][0]["stage"] == "partition.write_row" and only["probed"][0]["inclusive_ns"] == 40 * MS
-    assert "P_S kept none of its stages" in " ".join(render_text(doc).split())
+    assert "P_S kept none of its stages" in " ".join(render_text(Profile(doc)).split())
 
 
 def test_threads_that_ended_in_the_window_keep_their_linux_thread_id():

@@ -10,10 +10,12 @@ import pytest
 
 from mysqlprobe import capture
 from mysqlprobe.analysis import compare as C
+from mysqlprobe.analysis.model import Profile
 from mysqlprobe.analysis import histogram as H
 from mysqlprobe.collectors.symbols import ResolvedSymbol
 from mysqlprobe.collectors.uprobe import ProbeCounts, ProbeSpec, Snapshot
 from mysqlprobe.flamegraphs import folded
+from test_report import recorded
 from conftest import MYSQLPROBE
 
 ROWS = 1009  # prime
@@ -51,8 +53,8 @@ def make_capture(version: str, write_row_symbol: str, wall_us: float, write_row_
                      "stages": [{"name": "stage/sql/Sending data", "count": 1, "timer_ps": int(wall_us * ROWS * 1e6)}],
                      "waits": []}}
     perf = {"status": "collected", "frequency_hz": 1000, "samples": 0}
-    doc = capture.build_profile(argv=["mysqlprobe"], target=target, window=window, specs=specs, snapshot=snap,
-                                unavailable=[], warnings=[], attached=4, perf_schema=ps, perf=perf)
+    doc = recorded(target, window, specs, snap, cal=None, attached=4)
+    doc.update({"perf_schema": ps, "perf": perf, "unavailable": []})
     return doc, folded.parse(stacks.split("\n")) if stacks else None
 
 
@@ -64,7 +66,7 @@ B = dict(version="10.2.11", write_row_symbol="ha_innopart::write_row", wall_us=6
 
 def run(spec, label="x", **change):
     doc, stacks = make_capture(**{**spec, **change})
-    return C.run_of(doc, label, stacks)
+    return C.run_of(Profile(doc), label, stacks)
 
 
 def test_stages_line_up_and_the_difference_is_shared_out():
@@ -108,7 +110,7 @@ def test_text_names_both_versions_symbols_and_fits_80_columns():
 def _save(tmp_path, name, spec, **change):
     doc, stacks = make_capture(**{**spec, **change})
     d = tmp_path / name
-    capture.write_profile(str(d), doc)
+    capture.write_capture(str(d), capture.Capture(doc))
     with open(d / "stacks.folded", "w") as f:
         folded.write(stacks, f)
     return d

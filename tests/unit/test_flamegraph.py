@@ -8,8 +8,9 @@ from html.parser import HTMLParser
 import pytest
 
 from mysqlprobe.analysis.html_report import render_html
+from mysqlprobe.analysis.model import Profile
 from mysqlprobe.analysis.report import render_text
-from mysqlprobe.analysis.stacks import stacks_summary
+from mysqlprobe.flamegraphs.stacks import stacks_summary
 from mysqlprobe.flamegraphs import folded
 from mysqlprobe.flamegraphs.svg import render
 from test_report import synthetic_run
@@ -109,7 +110,7 @@ class _Collect(HTMLParser):
 
 def test_html_report_is_one_file_with_every_part(report_doc):
     svg = render(AFTER, "flame", "sub")
-    page = render_html(report_doc, svg)
+    page = render_html(Profile(report_doc), svg)
     p = _Collect()
     p.feed(page)
     assert p.urls == []                                       # nothing fetched: works offline
@@ -117,7 +118,7 @@ def test_html_report_is_one_file_with_every_part(report_doc):
                  'class="hist"', "per partition", "partition.write_row"):
         assert part in page, part
     assert p.tags.count("svg") >= 2
-    without = render_html({**report_doc, "perf": {"status": "unavailable", "reason": "no perf here"}}, None)
+    without = render_html(Profile({**report_doc, "perf": {"status": "unavailable", "reason": "no perf here"}}), None)
     assert "no CPU samples: no perf here" in without
 
 
@@ -131,7 +132,7 @@ def report_doc():
 
 
 def test_text_report_lists_the_hottest_functions(report_doc):
-    text = render_text(report_doc)
+    text = render_text(Profile(report_doc))
     block = text[text.index("CPU samples: 100"):]
     assert "perf used 1.2% of a CPU" in " ".join(block.split())
     assert "threads: sql/one_connection 90.0%, innodb/page_cleaner_thread 10.0%" in block

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from mysqlprobe.collectors.perf import (choose_unwinding, fold_script, frame_pointer_share, short_frame,
-                                        thread_names_from_perf_schema)
+from mysqlprobe.collectors.perf import choose_unwinding, fold_script, frame_pointer_share, short_frame
+from mysqlprobe.collectors.ps_window import thread_names
 from mysqlprobe.collectors.symbols import read_elf
 from mysqlprobe.flamegraphs import folded
 
@@ -99,5 +99,5 @@ def test_thread_names_come_from_the_perf_schema_record():
                       {"thread_id": 4, "name": "thread/innodb/page_cleaner_thread", "processlist_id": None,
                        "os_tid": 4243},
                       {"thread_id": 9, "name": "thread/sql/main", "processlist_id": None, "os_tid": None}]}
-    assert thread_names_from_perf_schema(ps) == NAMES
-    assert thread_names_from_perf_schema({"status": "off"}) == {}
+    assert thread_names(ps) == NAMES
+    assert thread_names({"status": "off"}) == {}

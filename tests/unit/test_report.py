@@ -11,13 +11,17 @@ import pytest
 from mysqlprobe import capture
 from mysqlprobe.analysis import histogram as H
 from mysqlprobe.analysis.html_report import render_html
+from mysqlprobe.analysis.model import Profile
 from mysqlprobe.analysis.report import render_text
 from mysqlprobe.catalog import PartitionSource
-from mysqlprobe.collectors.symbols import ResolvedSymbol
+from mysqlprobe.collectors.base import Cost, Section
 from mysqlprobe.collectors.calibration import Calibration, ClassCost
+from mysqlprobe.collectors.latency import probe_record
 from mysqlprobe.collectors.process import ProcessSnapshot, window_record
+from mysqlprobe.collectors.symbols import ResolvedSymbol
 from mysqlprobe.collectors.uprobe import PartCounts, ProbeCounts, ProbeSpec, Snapshot
 from mysqlprobe.errors import CaptureError
+from mysqlprobe.recorder.recorder import assemble
 
 GOLDEN = Path(__file__).parents[1] / "golden" / "report_insert_profile.txt"
 ROWS = 10007
@@ -80,14 +84,25 @@ def synthetic_run(sampling=None):
               "build_id": None, "pie": False, "symbols": ".symtab",
               "server": {"family": "mariadb", "version": "10.2.11", "line": "mariadb"}}
     window = {"start": "2026-11-22T03:00:00.000Z", "duration_s": 1.5, "requested_s": None, "ended_by": "interrupt"}
-    return capture.build_profile(argv=["mysqlprobe"], target=target, window=window, specs=specs, snapshot=snap,
-                                 unavailable=[{"stage": "innodb.page_verify", "reason": "inlined"}],
-                                 warnings=[], attached=8, calibration=cal, sampling=sampling,
-                                 process=process_window())
+    return recorded(target, window, specs, snap, cal, sampling)
+
+
+def recorded(target, window, specs, snap, cal, sampling=None, process=None, attached=8) -> dict:
+    """The document the recorder assembles from these collectors' sections."""
+    probes = [probe_record(s, snap.probes.get(s.index), cal, True) for s in specs]
+    engine = {"probes_attached": attached, "links": "perf_event", "counters": snap.counters, "timings": {}}
+    sections = [Section("uprobe", {"probes": probes, "engine": engine, "latencies": "corrected" if cal else "raw"},
+                        cost=Cost(target_s=0.054, method="probe hits x their calibrated cost per hit")),
+                Section("process", {"process": process or process_window()})]
+    if cal:
+        sections.append(Section("calibration", {"calibration": cal.to_json()}))
+    head = {"target": target, "window": window, "sampling": sampling or {"mode": "exact"},
+            "unavailable": [{"stage": "innodb.page_verify", "reason": "inlined"}]}
+    return assemble(["mysqlprobe"], head, sections, {}, []).doc
 
 
 def test_report_matches_golden_file():
-    text = render_text(synthetic_run())
+    text = render_text(Profile(synthetic_run()))
     if os.environ.get("UPDATE_GOLDEN"):
         GOLDEN.write_text(text)
     assert text == GOLDEN.read_text()
@@ -96,8 +111,13 @@ def test_report_matches_golden_file():
 
 def test_profile_document_fields():
     doc = synthetic_run()
-    assert doc["schema"] == "mysqlprobe.profile" and doc["schema_version"] == 1
-    wr = doc["probes"][0]
+    assert doc["schema"] == "mysqlprobe.profile" and doc["schema_version"] == 2
+    # what was recorded, nothing derived from it
+    assert not {"stages", "attribution", "overhead"} & set(doc)
+    assert not {"mean_ns", "percentiles_ns", "overhead_ns", "threads"} & set(doc["probes"][0])
+    assert doc["collectors"]["uprobe"]["cost"]["target_s"] == 0.054
+    profile = Profile(doc)
+    wr = profile.probes[0]
     assert wr["symbol"] == "ha_partition::write_row(unsigned char*)" and wr["calls"] == ROWS
     assert sum(b["count"] for b in wr["histogram"]) == ROWS
     assert all(b["low"] < b["high"] for b in wr["histogram"])
@@ -105,9 +125,10 @@ def test_profile_document_fields():
     assert wr["threads"] == [{"tid": 4242, "calls": ROWS, "total_ns": ROWS * 4000, "raw_total_ns": ROWS * 9000}]
     assert wr["mean_ns"] == 4000 and wr["raw"]["mean_ns"] > 9000
     assert wr["overhead_ns"] == ROWS * 1800
-    assert doc["overhead"]["estimated_ns"] == 3 * ROWS * 1800
+    assert profile.overhead["estimated_ns"] == 3 * ROWS * 1800
+    assert profile.overhead["by_collector"]["uprobe"]["target_s"] == 0.054
     assert doc["calibration"]["classes"]["single-step"]["entry_ns"] == 10000
-    stages = {s["stage"]: s for s in doc["stages"]}
+    stages = {s["stage"]: s for s in profile.stage_records}
     assert stages["partition.get_partition_id"]["partition_source"] == "*argument 1 at return"
     assert stages["innodb.row_insert"]["calls_per_s"] == pytest.approx(ROWS / 1.5, rel=1e-3)
     assert stages["innodb.page_compress"]["calls"] == 0
@@ -120,9 +141,40 @@ def test_profile_document_fields():
     assert proc["host_cpu_share"]["user"] == pytest.approx(0.5)
 
 
+FIXTURES = Path(__file__).parents[1] / "fixtures"
+
+
+@pytest.mark.parametrize("name", ["exact", "sampled"])
+def test_a_schema_1_capture_reports_as_it_did(name):
+    """Captures written before schema 2 (fixtures saved by that version) give
+    the text and HTML that version printed, their stored derived fields unused."""
+    doc = capture.read_profile(str(FIXTURES / f"profile_v1_{name}.json"))
+    assert doc["schema_version"] == 1 and "stages" in doc
+    golden = GOLDEN if name == "exact" else GOLDEN.with_name("report_v1_sampled.txt")
+    assert render_text(Profile(doc)) == golden.read_text()
+    doc["stages"], doc["attribution"], doc["overhead"] = [], [{"bogus": 1}], {"estimated_ns": 1}
+    assert render_text(Profile(doc)) == golden.read_text()   # derived again, not read
+    if name == "exact":
+        assert render_html(Profile(doc)) == GOLDEN.with_name("report_v1_exact.html").read_text()
+
+
+def test_report_of_a_saved_capture_prints_what_the_live_run_printed(tmp_path):
+    third = [ROWS // 3, ROWS // 3, ROWS - 2 * (ROWS // 3)]
+    cycles = [{"on_s": 0.1, "probe_s": 0.001, "calls": [n, n, n, 0], "rows": 3000 + i,
+               "row_calls": [n - 5.5, n - 5, n - 5, 0], "row_s": 0.09, "lost_s": 0.01, "unprobed_rows_per_s": 3e4}
+              for i, n in enumerate(third)]
+    doc = synthetic_run({"mode": "sampled", "overhead_budget": 0.1, "cycles": 3, "on_s": 0.3, "lost_s": 0.03,
+                         "cost_uncertainty": 0.1, "calls_per_cycle": cycles})
+    doc["window"]["rows_changed"] = 50021
+    live = render_text(Profile(capture.as_json(doc)))
+    capture.write_capture(str(tmp_path), capture.Capture(doc))
+    assert render_text(Profile(capture.read_profile(str(tmp_path)))) == live
+    assert "~ = estimate scaled by the server's rows changed" in live
+
+
 def test_capture_round_trip_and_errors(tmp_path):
     doc = synthetic_run()
-    path = capture.write_profile(str(tmp_path / "run"), doc)
+    (path, *_) = capture.write_capture(str(tmp_path / "run"), capture.Capture(doc))
     assert capture.read_profile(str(tmp_path / "run")) == json.loads(Path(path).read_text())
     (tmp_path / "bad.json").write_text("{nope")
     with pytest.raises(CaptureError, match="not JSON"):
@@ -140,37 +192,37 @@ def test_sampled_run_reports_estimates():
     cycles = [{"on_s": 0.1, "probe_s": 0.0, "calls": [n, n, n, 0]} for n in third]
     doc = synthetic_run({"mode": "sampled", "overhead_budget": 0.1, "cycles": 3, "on_s": 0.3,
                          "calls_per_cycle": cycles})
-    stages = {s["stage"]: s for s in doc["stages"]}
+    stages = {s["stage"]: s for s in Profile(doc).stage_records}
     est = stages["innodb.row_insert"]["estimated_calls"]
     assert est["value"] == pytest.approx(ROWS * 5, rel=1e-6)  # counted in a fifth of the window
     assert est["ci95"][0] <= est["value"] <= est["ci95"][1]
-    assert doc["probes"][2]["estimated_calls"]["value"] == pytest.approx(ROWS * 5, rel=1e-6)
+    assert Profile(doc).probes[2]["estimated_calls"]["value"] == pytest.approx(ROWS * 5, rel=1e-6)
     assert stages["innodb.row_insert"]["share_of_window"] == pytest.approx(5 * ROWS * 1900 / 1.5e9, rel=1e-3)
-    text = render_text(doc)
+    text = render_text(Profile(doc))
     assert "sampling probes on 20.0% of the window (3 cycles" in text and "95% intervals below" in text
     row = next(line for line in text.splitlines() if line.startswith("innodb.row_insert "))
     assert row.split()[1] == "~50k"                                   # estimates to three figures
     low, high = (f"{x:,.0f}" for x in est["ci95"])
     assert f"  ~50,035 calls in the window, 95% interval {low} to {high} (+-0%)" in text
     assert "--exact counts every call" not in text                    # the cycles agree: no advice
-    page = render_html(doc)
+    page = render_html(Profile(doc))
     assert "<th>95% interval</th>" in page and f"<td>{low} to {high}</td>" in page
-    assert "95% interval" not in render_html(synthetic_run())        # exact: every call counted
+    assert "95% interval" not in render_html(Profile(synthetic_run()))        # exact: every call counted
 
 
 def test_a_single_cycle_says_it_gives_no_interval():
     doc = synthetic_run({"mode": "sampled", "overhead_budget": 0.1, "cycles": 1, "on_s": 0.3,
                          "calls_per_cycle": [{"on_s": 0.3, "probe_s": 0.0, "calls": [ROWS, ROWS, ROWS, 0]}]})
-    assert doc["stages"][0]["estimated_calls"]["ci95"] is None
-    text = render_text(doc)
+    assert Profile(doc).stage_records[0]["estimated_calls"]["ci95"] is None
+    text = render_text(Profile(doc))
     assert "one cycle, so no interval" in text and "95% CI" not in text
 
 
 def test_latency_line_gives_the_cost_the_on_phases_measured():
     doc = synthetic_run()
-    assert "cost the load" not in render_text(doc)                 # exact mode: unmeasured
+    assert "cost the load" not in render_text(Profile(doc))                 # exact mode: unmeasured
     doc["calibration"]["in_situ_factor"] = 1.25
-    lines = render_text(doc).splitlines()
+    lines = render_text(Profile(doc)).splitlines()
     at = next(i for i, line in enumerate(lines) if line.startswith("latency"))
     assert lines[at + 1] == "         in the on-phases the probes cost the load 1.25x their calibrated cost"
 
@@ -180,7 +232,7 @@ def test_a_wide_interval_says_how_to_narrow_it():
     cycles = [{"on_s": 0.1, "probe_s": 0.0, "calls": [n, n, n, 0]} for n in (2000, 2000, 6007)]
     doc = synthetic_run({"mode": "sampled", "overhead_budget": 0.1, "cycles": 3, "on_s": 0.3,
                          "calls_per_cycle": cycles})
-    text = " ".join(render_text(doc).split())
+    text = " ".join(render_text(Profile(doc)).split())
     assert "a longer window narrows it, --exact counts every call" in text
 
 
@@ -190,7 +242,7 @@ def test_long_lines_are_wrapped_not_cut():
                           "socket/mysqld.sock", "statements": [], "deltas": {"status": {
                               "Handler_write": 4500021, "Innodb_data_written": 473444864,
                               "Innodb_pages_written": 4682, "Innodb_rows_inserted": 3000014, "Questions": 135}}}
-    text = render_text(doc)
+    text = render_text(Profile(doc))
     assert max(len(line) for line in text.splitlines()) <= 80
     flat = " ".join(text.split())
     assert "Innodb_rows_inserted +3000014, Questions +135" in flat
@@ -199,14 +251,14 @@ def test_long_lines_are_wrapped_not_cut():
 
 def test_off_cpu_block_names_where_the_threads_waited():
     doc = synthetic_run()
-    assert "off-CPU" not in render_text(doc)                      # not requested
+    assert "off-CPU" not in render_text(Profile(doc))                      # not requested
     doc["off_cpu"] = {"status": "collected", "unit": "us", "blocked_s": 2.5, "waiting_for_cpu_s": 0.004,
                       "switches": 1201, "threads": [{"thread": "mysqld/srv_master_thread", "us": 2_000_000},
                                                     {"thread": "thread/sql/one_connection", "us": 504_000}],
                       "top_self": [{"function": "do_fsync_[k]", "us": 1_500_000, "share": 0.6},
                                    {"function": "[waiting for a CPU]", "us": 4_000, "share": 0.0016}],
                       "dropped": {"stack map full": 3}, "stacks_file": "offcpu.folded"}
-    block = render_text(doc).split("\noff-CPU: ")[1].split("\n\n")[0].splitlines()
+    block = render_text(Profile(doc)).split("\noff-CPU: ")[1].split("\n\n")[0].splitlines()
     assert block[0].startswith("blocked 2.5s, waiting for a CPU 4ms over all threads, 1201 switches")
     assert "mysqld/srv_master_thread 2s" in block[2] and "thread/sql/one_connection 504ms" in block[2]
     assert "1.5s  59.9%  do_fsync_[k]" in "\n".join(block)     # of all the time off CPU

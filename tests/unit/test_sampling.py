@@ -1,6 +1,7 @@
 import pytest
 
-from mysqlprobe.analysis.sampling import Pacer, estimate_by_rows, estimate_total, in_situ_factor, off_seconds, t95
+from mysqlprobe.analysis.sampling import estimate_by_rows, estimate_total, t95
+from mysqlprobe.recorder.pacing import Pacer, in_situ_factor, off_seconds
 
 
 def test_steady_rate_is_scaled_to_the_window():

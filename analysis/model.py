@@ -1,0 +1,101 @@
+"""The Profile: a capture's recorded document and what analysis derives
+from it on demand (probe and stage figures, estimates, attribution,
+overhead). Every reporter takes a Profile, so a live run and `mysqlprobe
+report` on its saved capture print the same thing.
+
+Captures of schema 1 also stored derived fields (stages, attribution,
+overhead, per-probe estimates): they are left out and derived again."""
+
+from __future__ import annotations
+
+from functools import cached_property
+
+from mysqlprobe.analysis import histogram as H
+from mysqlprobe.analysis.attribution import attribute
+from mysqlprobe.analysis.profile import (StageSummary, estimated_calls, measured_slowdown, probe_estimate,
+                                         stage_record, stage_summaries, window_ns)
+
+DERIVED_IN_SCHEMA_1 = ("stages", "attribution", "overhead")
+DERIVED_PROBE_FIELDS = ("estimated_calls", "mean_ns", "percentiles_ns", "overhead_ns", "threads")
+
+
+def _latency_view(record: dict, calls: int) -> dict:
+    counts = H.counts_from_buckets(record.get("histogram", []))
+    return {**record, "mean_ns": record["total_ns"] / calls if calls else None,
+            "percentiles_ns": H.percentiles(counts)}
+
+
+def thread_totals(callers: list[dict]) -> list[dict]:
+    """Per thread: the caller edges summed over the callers, largest first."""
+    per: dict[int, list[int]] = {}
+    for c in callers:
+        t = per.setdefault(c["tid"], [0, 0, 0])
+        t[0] += c["calls"]
+        t[1] += c["raw_total_ns"]
+        t[2] += c["total_ns"]
+    return [{"tid": tid, "calls": n, "total_ns": total, "raw_total_ns": raw}
+            for tid, (n, raw, total) in sorted(per.items(), key=lambda kv: -kv[1][2])]
+
+
+def probe_view(p: dict) -> dict:
+    """A recorded probe with its derived figures: means, percentiles, the
+    probes' own cost (calls x calibrated cost of a call's probes), per thread."""
+    calls = p["calls"]
+    raw = {k: v for k, v in p.items() if k not in DERIVED_PROBE_FIELDS}
+    overhead = p.get("overhead_ns")  # schema 1 kept it unrounded
+    if overhead is None:
+        overhead = round(calls * (p.get("entry") or {}).get("pair_cost_ns", 0))
+    return {**_latency_view(raw, calls), "raw": _latency_view(p["raw"], calls), "overhead_ns": overhead,
+            "partitions": [{**_latency_view(part, part["calls"]), "raw": _latency_view(part["raw"], part["calls"])}
+                           for part in p.get("partitions", [])],
+            "threads": thread_totals(p.get("callers", []))}
+
+
+class Profile:
+    def __init__(self, doc: dict):
+        self.recorded = {k: v for k, v in doc.items() if k not in DERIVED_IN_SCHEMA_1}
+        # the document the analysis functions read: recorded fields, probes with their figures
+        self.doc = {**self.recorded, "probes": [probe_view(p) for p in doc.get("probes", [])]}
+
+    @cached_property
+    def stages(self) -> list[StageSummary]:
+        return stage_summaries(self.doc)
+
+    @cached_property
+    def stage_records(self) -> list[dict]:
+        return [stage_record(s, self.doc) for s in self.stages]
+
+    @cached_property
+    def probes(self) -> list[dict]:
+        """Recorded probes with their derived figures (and, sampled, their estimate)."""
+        return [{**p, **({"estimated_calls": probe_estimate(self.doc, j).to_json()} if self.sampled else {})}
+                for j, p in enumerate(self.doc["probes"])]
+
+    @property
+    def sampled(self) -> bool:
+        return (self.doc.get("sampling") or {}).get("mode") == "sampled"
+
+    @cached_property
+    def attribution(self) -> list[dict]:
+        partitions = {s["stage"]: s["partitions"] for s in self.stage_records if s.get("partitions")}
+        return attribute(self.doc, partitions)
+
+    @cached_property
+    def overhead(self) -> dict:
+        """The probes' calibrated cost, the slowdown the duty cycles measured,
+        and what each collector measured itself to cost."""
+        estimated = sum(p["overhead_ns"] for p in self.doc["probes"])
+        window = window_ns(self.doc)
+        return {"estimated_ns": estimated, "share_of_window": round(estimated / window, 6) if window else None,
+                "note": "probe hits x calibrated cost per hit: thread time the probes added",
+                "measured_slowdown": measured_slowdown(self.doc),
+                "by_collector": {name: c.get("cost") for name, c in (self.doc.get("collectors") or {}).items()
+                                 if c.get("cost")}}
+
+    def estimated_calls(self, s: StageSummary):
+        return estimated_calls(s, self.doc)
+
+    def to_json(self) -> dict:
+        """The document with everything derived from it: `report --json`."""
+        return {**self.recorded, "probes": self.probes, "stages": self.stage_records,
+                "attribution": self.attribution, "overhead": self.overhead}

@@ -1,0 +1,116 @@
+"""The one contract every collector keeps: prepare -> start -> stop ->
+collect, and close on every exit path.
+
+  prepare()  get ready to record (load and attach, connect, start a helper);
+             raise CollectorUnavailable for a cause the user can live with
+  start()    the window opens
+  stop()     the window closes
+  collect()  the raw section, the collector's own notes, and what it
+             measured itself to cost (Section)
+  close()    release whatever is held; safe to call at any point, twice
+
+Collectors return data: they write no file (folded stacks and the like go
+in Section.files for the recorder to write) and know nothing of the
+capture document above them."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+
+class CollectorUnavailable(Exception):
+    """A collector cannot run here (no perf, no BTF, no connection): the
+    capture goes on without it. reason goes in its section, note in the
+    capture's warnings."""
+
+    def __init__(self, reason: str, note: str, status: str = "unavailable"):
+        super().__init__(note)
+        self.reason, self.note, self.status = reason, note, status
+
+
+@dataclass
+class Cost:
+    """What a collector cost, as it measured it.
+
+    target_s  time it added to the target's threads (probe hits x their
+              calibrated cost, BPF program run time), None where it cannot
+              tell from its own side
+    cpu_s     CPU it used outside the target (its helper processes, this
+              process's reads)
+    method    how the figures were obtained"""
+
+    target_s: float | None = None
+    cpu_s: float | None = None
+    method: str = ""
+
+    def to_json(self) -> dict:
+        r = lambda x: None if x is None else round(x, 6)  # noqa: E731
+        return {"target_s": r(self.target_s), "cpu_s": r(self.cpu_s), "method": self.method}
+
+
+@dataclass
+class Facts:
+    """What the collectors collected first tell the ones after them: the
+    threads' names (Performance Schema's by Linux thread id, the kernel's
+    comm) and the process's own name."""
+
+    thread_names: dict[int, str] = field(default_factory=dict)
+    comms: dict[int, str] = field(default_factory=dict)
+    process_comm: str = ""
+
+
+@dataclass
+class Section:
+    """A collector's part of the capture: `fields` are top-level keys of the
+    document; `files` are written beside it: name -> (the field of this
+    section that will name it, Folded stacks or the path of a file to move)."""
+
+    name: str
+    fields: dict
+    notes: list[str] = field(default_factory=list)
+    cost: Cost = field(default_factory=Cost)
+    files: dict = field(default_factory=dict)
+
+
+class Collector:
+    """Base of every collector; subclasses override what they need."""
+
+    name = "collector"
+
+    def __init__(self):
+        self.notes: list[str] = []
+
+    def prepare(self) -> None:
+        pass
+
+    def start(self) -> None:
+        pass
+
+    def stop(self) -> None:
+        pass
+
+    def collect(self, facts: Facts) -> Section:
+        raise NotImplementedError
+
+    def close(self) -> None:
+        pass
+
+    def unavailable(self, status: str, reason: str) -> Section:
+        """The section of a collector that could not run."""
+        return Section(self.name, {self.name: {"status": status, "reason": reason}}, list(self.notes))
+
+
+class CpuClock:
+    """CPU seconds this process spent in a collector's own calls (status
+    reads, map reads between cycles): wrap them with `with clock:`."""
+
+    def __init__(self):
+        self.seconds = 0.0
+
+    def __enter__(self) -> "CpuClock":
+        self._t0 = time.thread_time()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.seconds += time.thread_time() - self._t0

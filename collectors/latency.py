@@ -1,0 +1,117 @@
+"""The uprobe latency collector: the target's functions timed per call in
+the kernel (probes/uprobe_latency.bpf.c), read back as one raw record per
+function: calls, total and histogram (corrected and raw), per partition and
+per (thread, probed caller)."""
+
+from __future__ import annotations
+
+import time
+
+from mysqlprobe.collectors.base import Collector, Cost, Facts, Section
+from mysqlprobe.collectors.calibration import Calibration, CalibrationCollector
+from mysqlprobe.collectors.uprobe import ProbeCounts, ProbeSpec, UprobeSession
+from mysqlprobe.probes.abi import slot_bounds
+
+
+def histogram_record(counts: list[int]) -> list[dict]:
+    """Non-empty slots as {low, high, count}: low <= ns < high."""
+    out = []
+    for slot, n in enumerate(counts):
+        if n:
+            low, high = slot_bounds(slot)
+            out.append({"low": low, "high": high, "count": n})
+    return out
+
+
+def latency_fields(total_ns: int, counts: list[int]) -> dict:
+    return {"total_ns": total_ns, "histogram": histogram_record(counts)}
+
+
+def probe_record(spec: ProbeSpec, counts: ProbeCounts | None, calibration: Calibration | None,
+                 corrected: bool) -> dict:
+    """One probed function: what it is and what the kernel counted. The
+    latencies are corrected for the probes' own cost unless `corrected` is
+    off; `raw` has them as measured."""
+    sym = spec.symbol
+    counts = counts or ProbeCounts()
+    own = calibration.own(spec.entry_class) if calibration else 0.0
+    pair = calibration.pair(spec.entry_class) if calibration else 0.0
+
+    def latency(total, hist, ctotal, chist) -> dict:
+        return {**(latency_fields(ctotal, chist) if corrected else latency_fields(total, hist)),
+                "raw": latency_fields(total, hist)}
+
+    return {
+        "id": spec.index, "stage": spec.stage, "symbol": sym.demangled, "name": sym.name, "mangled": sym.mangled,
+        "address": f"{sym.address:#x}", "offset": f"{sym.offset:#x}",
+        "entry": {"class": spec.entry_class, "skipped_endbr64": bool(spec.skip),
+                  "own_cost_ns": round(own, 1), "pair_cost_ns": round(pair, 1)},
+        "partition_source": spec.partition.describe() if spec.partition else None,
+        "calls": counts.calls,
+        **latency(counts.total_ns, counts.hist, counts.corrected_ns, counts.chist),
+        "nested_probe_hits": counts.nested_hits,
+        "partitions": [{"id": pid, "calls": p.calls, **latency(p.total_ns, p.hist, p.corrected_ns, p.chist)}
+                       for pid, p in sorted(counts.partitions.items())],
+        "callers": [{"tid": tid, "parent": parent, "calls": c, "total_ns": cor if corrected else tot,
+                     "raw_total_ns": tot}
+                    for (tid, parent), (c, tot, cor) in sorted(counts.callers.items(), key=lambda kv: (
+                        kv[0][0], -1 if kv[0][1] is None else kv[0][1]))],
+    }
+
+
+class LatencyCollector(Collector):
+    """Loads the latency program with the calibration helper's probes,
+    calibrates, then attaches the target's probes: the target pays for no
+    probe that does not count. start() opens the window, stop() closes it
+    and takes the target's probes off; the helper's stay until close()."""
+
+    name = "uprobe"
+
+    def __init__(self, pid: int, exe: str, specs: list[ProbeSpec], calibration: CalibrationCollector,
+                 corrected: bool = True, verbose: bool = False):
+        super().__init__()
+        self.pid, self.exe, self.verbose = pid, exe, verbose
+        self.specs, self.calibration, self.corrected = specs, calibration, corrected
+        self.session: UprobeSession | None = None
+        self.timings: dict[str, float] = {}
+        self._snapshot = None
+
+    def prepare(self) -> None:
+        """Needs the calibration collector prepared: its helper is probed in the same session."""
+        self.session = UprobeSession(self.pid, self.exe, self.specs, self.verbose,
+                                     calibration=self.calibration.group, defer_target=True).open()
+        t0 = time.monotonic()
+        self.calibration.calibrate(self.session)
+        self.timings["calibration_s"] = round(time.monotonic() - t0, 3)
+        t0 = time.monotonic()
+        self.session.attach_target()
+        self.timings["attach_s"] = round(time.monotonic() - t0, 3)
+
+    @property
+    def can_duty_cycle(self) -> bool:
+        """Attaching and detaching take one system call each (uprobe_multi links)."""
+        return self.session.link_kind == "uprobe_multi"
+
+    def start(self) -> None:
+        self.session.start()
+
+    def stop(self) -> None:
+        self.session.stop()
+        self.session.detach_target()
+        self._snapshot = self.session.snapshot()
+
+    def collect(self, facts: Facts) -> Section:
+        cal = self.calibration.current()
+        probes = [probe_record(s, self._snapshot.probes.get(s.index), cal, self.corrected) for s in self.specs]
+        hits_s = sum(p["calls"] * p["entry"]["pair_cost_ns"] for p in probes) / 1e9
+        engine = {"probes_attached": self.session.attached_count, "links": self.session.link_kind,
+                  "counters": self._snapshot.counters, "timings": dict(self.timings)}
+        cost = Cost(target_s=hits_s * cal.in_situ, method="probe hits x their calibrated cost per hit"
+                    + (f" x the in-situ factor {cal.in_situ:.2f} the duty cycles measured" if cal.in_situ != 1.0
+                       else ""))
+        return Section(self.name, {"probes": probes, "engine": engine,
+                                   "latencies": "corrected" if self.corrected else "raw"}, list(self.notes), cost)
+
+    def close(self) -> None:
+        if self.session:
+            self.session.close()

@@ -1,0 +1,188 @@
+"""The Performance Schema collector: statements, stages and waits of the
+window, and the server's row counter the duty cycles pace on.
+
+Any trouble (no connection, P_S off, no privilege) becomes one note and a
+probes-only report; the row counter then still works if the server could
+be reached. The setup it changes is put back on every path: by close(),
+or by a guard process should this one be killed."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+
+import pymysql
+
+from mysqlprobe.collectors import connection
+from mysqlprobe.collectors.base import Collector, Cost, Facts, Section
+from mysqlprobe.collectors.connection import ConnectOptions
+from mysqlprobe.collectors.perfschema import PerfSchema, deltas, leave_out_own_statements, rows_changed
+from mysqlprobe.collectors.ps_threads import ThreadWatch, merge_threads
+
+
+def _why(e: pymysql.err.MySQLError) -> str:
+    return str(e.args[-1] if e.args else e)
+
+
+def thread_names(record: dict | None) -> dict[int, str]:
+    """tid -> 'innodb/page_cleaner_thread', 'sql/one_connection', ... where
+    Performance Schema knows the OS thread id."""
+    out = {}
+    for t in (record or {}).get("threads", []):
+        os_id, name = t.get("os_tid"), t.get("name") or ""
+        if os_id:
+            out[int(os_id)] = "/".join(name.split("/")[-2:]) if name.startswith("thread/") else name
+    return out
+
+
+class PerfSchemaCollector(Collector):
+    name = "perf_schema"
+
+    def __init__(self, pid: int, opts: ConnectOptions, waits: str = "io"):
+        super().__init__()
+        self.pid, self.opts, self.waits = pid, opts, waits
+        self.ps: PerfSchema | None = None
+        self.conn = None
+        self.progress = None  # reads the load's progress, also with P_S off
+        self.watch: ThreadWatch | None = None
+        self.guard: subprocess.Popen | None = None
+        self.record: dict = {"status": "not requested"}
+        self.query_s = 0.0  # wall time of this collector's own queries
+
+    def _timed(self, fn, *args):
+        t0 = time.monotonic()
+        try:
+            return fn(*args)
+        finally:
+            self.query_s += time.monotonic() - t0
+
+    def rows_changed(self) -> int | None:
+        """The server's rows changed so far, or None without a connection."""
+        if self.progress is None:
+            return None
+        try:
+            return self._timed(rows_changed, self.progress)
+        except pymysql.err.MySQLError as e:
+            self.notes.append(f"reading the server's row counters failed: {_why(e)}")
+            self.progress = None
+            return None
+
+    def _give_up(self, status: str, reason: str) -> None:
+        self.record = {"status": status, "reason": reason}
+        self.notes.append(f"Performance Schema: {reason}; the report has the probes only")
+        self.ps = None
+
+    def prepare(self) -> None:
+        conn, args, why = connection.connect(self.pid, self.opts)
+        if conn is None:
+            return self._give_up("unavailable", why)
+        self.conn = self.progress = conn
+        self.ps = PerfSchema(conn, self.waits)
+        try:
+            if not self.ps.enabled():
+                return self._give_up("off", "the server runs with performance_schema=OFF")
+            changed = self._timed(self.ps.enable)
+            self._start_guard(args)
+            self.record = {"status": "collected", "connection": connection.describe(args),
+                           "server_version": conn.get_server_info(), "setup_rows_changed": changed,
+                           "thread_os_id": self.ps.has_os_id, "os_tid_source": self.ps.os_tid_source,
+                           "waits": self.waits}
+            self.progress = self._progress_connection(args)
+            self.watch = self._thread_watch(args)
+        except pymysql.err.MySQLError as e:
+            self.restore()
+            self._give_up("unavailable", f"cannot use performance_schema as {connection.describe(args)}: {_why(e)}")
+
+    def start(self) -> None:
+        if not self.ps:
+            return
+        try:
+            self.before = self._timed(self.ps.summaries)
+            self.t0 = self.ps.timer_now()
+            self.threads_at_start = self.ps.threads()  # connections that end in the window
+        except pymysql.err.MySQLError as e:
+            self.restore()
+            self._give_up("unavailable", f"reading performance_schema failed: {_why(e)}")
+
+    def _unrecorded_connection(self, connect_args: dict):
+        """Another connection to the server, whose statements P_S does not
+        record; None if there is none."""
+        try:
+            conn = pymysql.connect(**connect_args)
+        except pymysql.err.MySQLError:
+            return None
+        thread_id = leave_out_own_statements(conn)
+        if thread_id is None:
+            conn.close()
+            return None
+        self.ps.own_threads.add(thread_id)
+        return conn
+
+    def _progress_connection(self, connect_args: dict):
+        """The connection for the progress reads: one P_S does not record,
+        else the P_S connection itself."""
+        conn = self._unrecorded_connection(connect_args)
+        self.record["progress_reads"] = "recorded" if conn is None else "not recorded"
+        return conn or self.conn
+
+    def _thread_watch(self, connect_args: dict) -> ThreadWatch | None:
+        quiet = self.ps.saved_background_history_off is not None
+        conn = self._unrecorded_connection(connect_args)
+        self.record["background_history"] = ("kept (no threads.HISTORY, or no right to change it)" if not quiet else
+                                             "off" if conn else "off for the threads there at the start")
+        return ThreadWatch(conn, self.ps.os_tid_source, quiet).start() if conn else None
+
+    def stop(self) -> None:
+        """Read what the window left in P_S, then restore its setup."""
+        if not self.ps:
+            return
+        try:
+            t1 = self.ps.timer_now()
+            after = self._timed(self.ps.summaries)
+            seen = self.watch.stop() if self.watch else []
+            if self.watch and self.watch.error:
+                self.notes.append(f"Performance Schema: watching the threads failed: {self.watch.error}")
+            statements, stages = self._timed(self.ps.window_events, self.t0, t1)
+            self.record.update({"timer_start_ps": self.t0, "timer_end_ps": t1,
+                                "deltas": deltas(self.before, after), "statements": statements, "stages": stages,
+                                "threads": merge_threads(self.threads_at_start, seen, self.ps.threads())})
+        except pymysql.err.MySQLError as e:
+            self.notes.append(f"Performance Schema: reading the window failed: {_why(e)}")
+        finally:
+            self.restore()
+
+    def collect(self, facts: Facts) -> Section:
+        cost = Cost(target_s=self.query_s, method="wall time of this collector's own queries (the server's work "
+                                                  "for them); what the instruments add to each statement is not "
+                                                  "seen from here")
+        return Section(self.name, {self.name: self.record}, list(self.notes), cost)
+
+    def _start_guard(self, connect_args: dict) -> None:
+        """A process that restores the setup should this one die first (kill -9)."""
+        state = {"connect": connect_args, "saved": self.ps.saved_state()}
+        self.guard = subprocess.Popen([sys.executable, "-I", "-m", "mysqlprobe.collectors.ps_guard"],
+                                      stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
+                                      stderr=subprocess.DEVNULL, text=True, start_new_session=True)
+        self.guard.stdin.write(json.dumps(state) + "\n")
+        self.guard.stdin.flush()
+
+    def restore(self) -> None:
+        if self.watch:
+            self.watch.stop()
+        if self.ps and not self.ps.restored:
+            try:
+                self.ps.restore()
+            except Exception as e:  # the server went away: say so, the setup is in-memory
+                self.notes.append(f"Performance Schema: could not restore its setup: {e}")
+        if self.guard and self.guard.poll() is None:
+            try:
+                self.guard.stdin.write("done\n" if self.ps is None or self.ps.restored else "")
+                self.guard.stdin.close()
+            except OSError:
+                pass
+            self.guard.wait(timeout=30)
+
+    def close(self) -> None:
+        self.restore()

@@ -1,0 +1,60 @@
+"""Where a capture goes: the output directory is checked before anything
+is attached (created, writable, room for the capture), and should it fail
+at the end anyway (the disk filled), the capture is saved in a fallback
+directory that the last line names: one typo or a full disk never costs
+the window."""
+
+from __future__ import annotations
+
+import os
+import sys
+import tempfile
+import time
+
+from mysqlprobe.analysis.model import Profile
+from mysqlprobe.capture import Capture, as_json, write_capture
+from mysqlprobe.errors import CaptureError, OutputError
+from mysqlprobe.reports import write_visuals
+
+MIN_FREE_BYTES = 64 << 20  # profile.json, folded stacks, SVGs and the HTML page of a long window
+
+
+def check_output_dir(path: str, need_bytes: int = MIN_FREE_BYTES) -> None:
+    """Create path and prove it writable with room to spare, or say in one line why not."""
+    try:
+        os.makedirs(path, exist_ok=True)
+        fd, probe = tempfile.mkstemp(prefix=".mysqlprobe-check-", dir=path)
+        os.close(fd)
+        os.unlink(probe)
+        st = os.statvfs(path)
+    except OSError as e:
+        raise OutputError(f"-o {path}: cannot write there: {e.strerror}") from None
+    free = st.f_bavail * st.f_frsize
+    if free < need_bytes:
+        raise OutputError(f"-o {path}: only {free >> 20} MiB free, a capture needs up to {need_bytes >> 20} MiB")
+
+
+def fallback_dir() -> str:
+    """A new private directory for a capture that could not go where it was asked."""
+    base = os.environ.get("MYSQLPROBE_FALLBACK_DIR") or tempfile.gettempdir()
+    return tempfile.mkdtemp(prefix=time.strftime("mysqlprobe-%Y%m%d-%H%M%S-"), dir=base)
+
+
+def _write(cap: Capture, out_dir: str) -> None:
+    paths = write_capture(out_dir, cap)
+    paths += write_visuals(out_dir, Profile(as_json(cap.doc)))
+    print(f"wrote {', '.join(paths)}", file=sys.stderr)
+
+
+def save_capture(cap: Capture, out_dir: str) -> OutputError | None:
+    """Write the capture and its pictures into out_dir, else into a fallback
+    directory. After a fallback, the error for the caller to end with once
+    the report is out (its message names where the capture went)."""
+    try:
+        _write(cap, out_dir)
+        return None
+    except CaptureError as e:
+        why = str(e)
+    elsewhere = fallback_dir()
+    _write(cap, elsewhere)
+    return OutputError(f"{why}; the capture was saved in {elsewhere} instead")

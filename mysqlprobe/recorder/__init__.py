@@ -1,0 +1,2 @@
+"""The record path: a probe plan, collectors composed into one window, and
+the capture they make (commands -> recorder -> collectors -> probes)."""

@@ -1,0 +1,153 @@
+"""Duty cycles: the probes on for short phases, off long enough that the
+load slows down by at most the budget, paced on the server's own progress
+(rows changed) read inside each on-phase."""
+
+from __future__ import annotations
+
+import time
+
+from mysqlprobe.collectors.calibration import CalibrationCollector
+from mysqlprobe.collectors.latency import LatencyCollector
+from mysqlprobe.recorder.pacing import Pacer, in_situ_factor
+from mysqlprobe.recorder.window import Window
+
+ON_PHASE_S = 0.05    # probes on, per duty cycle
+MAX_OFF_S = 2.0      # longest gap between two on-phases
+MIN_ON_S = 0.01
+MEASURE_OFF_S = 0.1  # probes off, to learn the load's speed before pacing on it
+TIGHT_READ_S = 0.002  # calls read on either side of a row-counter query at most this far apart
+READ_TRIES = 3
+
+
+def difference(after: int | None, before: int | None) -> int | None:
+    return None if after is None or before is None else after - before
+
+
+def rows_and_calls(rows_changed, counts) -> tuple[dict[int, float], int | None, float]:
+    """The server's rows counter, the calls as it was read (the calls on
+    either side of the query, averaged) and when. A read that took long (this
+    process preempted, a slow reply) would misplace the rows against the
+    calls; it is taken again, and the tightest of a few kept."""
+    best = None
+    for _ in range(READ_TRIES):
+        t0 = time.monotonic()
+        before = counts()
+        rows = rows_changed()
+        after = counts()
+        width = time.monotonic() - t0
+        if best is None or width < best[0]:
+            best, best_t0 = (width, before, rows, after), t0
+        if width <= TIGHT_READ_S or rows is None:
+            break
+    width, before, rows, after = best
+    return {i: (before[i] + after[i]) / 2 for i in before}, rows, best_t0 + width / 2
+
+
+class DutyCycles:
+    """Runs the cycles of one window. The first on-phase is already open
+    when run() is called. cycles: per cycle its on-time, calls per probe,
+    the rows the server changed and the time the load lost."""
+
+    def __init__(self, latency: LatencyCollector, calibration: CalibrationCollector, window: Window,
+                 budget: float, rows_changed):
+        self.session, self.specs = latency.session, latency.specs
+        self.calibration, self.window, self.rows_changed = calibration, window, rows_changed
+        self.pacer = Pacer(budget, on_s=ON_PHASE_S, min_on_s=MIN_ON_S, max_off_s=MAX_OFF_S)
+        self.cycles: list[dict] = []
+        self._last = {s.index: 0 for s in self.specs}
+        self._indices = [s.index for s in self.specs]
+
+    def _counts(self) -> dict[int, int]:
+        return self.session.calls(self._indices)
+
+    def run(self, started: tuple[float, int | None]) -> int | None:
+        """Until the window ends; the server's rows counter then."""
+        on_s, on_t0 = self.pacer.longest_on_s(), started[0]
+        cycle_t0, cycle_rows0 = started  # a cycle: attach, on-phase, detach
+        while True:
+            cycle, rows_at_end = self._on_phase(on_s, on_t0)
+            if rows_at_end is not False:
+                return rows_at_end
+            self.session.detach_target()
+            paced = self._pace(cycle, cycle_t0, cycle_rows0, started[0])
+            if paced is None:
+                return self.rows_changed()
+            on_s, off_s, off_t0, speed_from = paced
+            if self.window.wait(max(off_s - (time.monotonic() - off_t0), 0.0)):
+                return self.rows_changed()
+            cycle_t0, cycle_rows0 = time.monotonic(), self.rows_changed()
+            self.pacer.off_phase(difference(cycle_rows0, speed_from[1]), cycle_t0 - speed_from[0])
+            self.session.attach_target()
+            on_t0 = time.monotonic()
+            self.session.start()
+
+    def _on_phase(self, on_s: float, on_t0: float):
+        """Keep the probes on for on_s; the cycle's record, and the rows
+        counter if the window ended in it (else False)."""
+        # rows and calls read together inside the on-phase (rows read between
+        # a switch and a status query would be at unprobed speed); the calls
+        # on either side of the query, averaged, are those as it read the rows
+        calls0, rows0, read0 = rows_and_calls(self.rows_changed, self._counts)
+        ended = self.window.wait(on_s)
+        calls1, rows1, read1 = rows_and_calls(self.rows_changed, self._counts)
+        self.session.stop()
+        t_on = time.monotonic() - on_t0
+        now = self._counts()
+        delta = {i: now[i] - self._last[i] for i in now}
+        self._last = now
+        cal = self.calibration.current()
+        probe_s = sum(delta[s.index] * cal.pair(s.entry_class) for s in self.specs) / 1e9
+        cycle = {"on_s": round(t_on, 6), "probe_s": round(probe_s, 6), "calls": delta,
+                 "rows": difference(rows1, rows0), "row_s": round(read1 - read0, 6),
+                 "row_calls": {i: calls1[i] - calls0[i] for i in now}}  # averages: may end in .5
+        self.cycles.append(cycle)
+        return cycle, rows1 if ended else False
+
+    def _pace(self, cycle: dict, cycle_t0: float, cycle_rows0: int | None, window_t0: float):
+        """What the cycle cost the load, and the next phases: (on-phase,
+        off-phase, when the off-phase began, where its speed is measured
+        from); None if the window ended meanwhile."""
+        off_t0, off_rows0 = time.monotonic(), self.rows_changed()
+        cycle_s, cycle_rows = off_t0 - cycle_t0, difference(off_rows0, cycle_rows0)
+        lost = self.pacer.lost(cycle_s, cycle_rows)
+        speed_from = (off_t0, off_rows0)
+        if lost is None and off_rows0 is not None:
+            # the load's unprobed speed is not known yet (the first cycle):
+            # measure it before pacing on a guess
+            if self.window.wait(MEASURE_OFF_S):
+                return None
+            speed_from = (time.monotonic(), self.rows_changed())
+            self.pacer.off_phase(difference(speed_from[1], off_rows0), speed_from[0] - off_t0)
+            lost = self.pacer.lost(cycle_s, cycle_rows)
+        cycle["lost_s"] = None if lost is None else round(lost, 6)
+        cycle["unprobed_rows_per_s"] = None if lost is None else round(self.pacer.speed(), 1)
+        on_s, off_s = self.pacer.next_phases(cycle["on_s"], cycle_s, lost, cycle["probe_s"],
+                                             elapsed_s=off_t0 - window_t0)
+        return on_s, off_s, off_t0, speed_from
+
+    def measure_in_situ_cost(self) -> None:
+        """What the on-phases show the probes cost the target, against their calibration."""
+        cal = self.calibration.current()
+        factor = in_situ_factor([{**c, "row_calls": [c["row_calls"][s.index] for s in self.specs]}
+                                 for c in self.cycles], [cal.pair(s.entry_class) for s in self.specs])
+        if factor is not None:
+            self.calibration.calibrator.in_situ = factor
+
+    def record(self, budget: float) -> dict:
+        """The capture's `sampling` section."""
+        cal = self.calibration.current()
+        known = [c.get("lost_s") for c in self.cycles if c.get("lost_s") is not None]
+        return {"mode": "sampled", "overhead_budget": budget, "cycles": len(self.cycles),
+                "cost_uncertainty": round(cost_uncertainty(cal, self.specs), 3),
+                "on_s": round(sum(c["on_s"] for c in self.cycles), 6),
+                "lost_s": round(sum(known), 6) if known else None,
+                "calls_per_cycle": [{**c, **{k: [c[k][s.index] for s in self.specs] for k in ("calls", "row_calls")}}
+                                    for c in self.cycles]}
+
+
+def cost_uncertainty(cal, specs) -> float:
+    """Relative doubt on the probes' calibrated cost: the spread of the
+    bursts, at least 10%."""
+    rel = [c.spread_ns / c.pair_ns for k, c in cal.classes.items()
+           if c.pair_ns > 0 and any(s.entry_class == k for s in specs)]
+    return max([0.10] + rel)

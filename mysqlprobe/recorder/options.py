@@ -1,0 +1,34 @@
+"""What a recording is asked to do, as one value."""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass, field
+
+from mysqlprobe.collectors.connection import ConnectOptions
+from mysqlprobe.collectors.perf import PerfOptions
+
+
+@dataclass(frozen=True)
+class RecordOptions:
+    duration: float | None = None       # seconds; None: until stopped
+    exact: bool = True                  # probes on all along; else duty cycles within `budget`
+    budget: float = 0.10                # the slowdown the duty cycles may cost, a fraction
+    correct: bool = True                # subtract the probes' own cost from latencies
+    connect: ConnectOptions | None = field(default_factory=ConnectOptions)  # None: no server connection
+    ps_waits: str = "io"
+    perf: PerfOptions | None = field(default_factory=PerfOptions)           # None: no CPU samples
+    off_cpu: bool = True
+    verbose: bool = False
+    stop_reason: str = "stopped"        # window.ended_by when `stop` is set by the caller
+    argv: tuple[str, ...] = ()
+
+
+@dataclass
+class Control:
+    """How a running window is steered from outside: `stop` ends it, the
+    signals handler says why, the status line shows progress."""
+
+    stop: threading.Event = field(default_factory=threading.Event)
+    signals: object | None = None       # window.StopSignals
+    status: object | None = None        # window.StatusLine

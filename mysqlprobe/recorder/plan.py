@@ -1,0 +1,120 @@
+"""The probe plan: which functions of the binary to time, for which stage,
+and how the kernel will handle each one's first instruction."""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from dataclasses import dataclass, field
+
+from mysqlprobe import catalog
+from mysqlprobe.collectors.calibration import entry_point
+from mysqlprobe.collectors.symbols import Binary
+from mysqlprobe.collectors.uprobe import ProbeSpec
+from mysqlprobe.errors import NoSymbolsError, UsageError
+
+
+@dataclass
+class Plan:
+    specs: list[ProbeSpec] = field(default_factory=list)
+    unavailable: list[dict] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+    seconds: float = 0.0  # reading symbols and resolving the probes
+
+
+def plan_probes(binary: Binary, stages: list[str], patterns: list[str]) -> Plan:
+    started = time.monotonic()
+    plan = Plan()
+    seen: set[int] = set()
+
+    def add(sym, stage, partition):
+        if sym.address in seen:
+            return
+        seen.add(sym.address)
+        skip, klass = entry_point(binary.path, sym.offset)
+        plan.specs.append(ProbeSpec(len(plan.specs), sym, stage, partition, skip=skip, entry_class=klass))
+
+    for res in catalog.resolve(stages, binary.symbols, binary.server):
+        if not res.available and res.applicable:
+            names = ", ".join(c.name for c in res.stage.candidates)
+            plan.unavailable.append({"stage": res.stage.name,
+                                     "reason": f"none of {names} is in the binary (not built, or inlined)"})
+        for cand, sym in res.probes:
+            add(sym, res.stage.name, cand.partition)
+    for pattern in patterns:
+        found = binary.symbols.glob(pattern) if any(c in pattern for c in "*?[") \
+            else binary.symbols.lookup(pattern)
+        if not found:
+            hint = binary.symbols.similar(pattern)
+            raise UsageError(f"--probe {pattern}: no such function in {binary.display_path}"
+                             + (f" (did you mean {', '.join(hint)}?)" if hint else ""))
+        for sym in found:
+            add(sym, None, None)
+    plan.seconds = time.monotonic() - started + binary.load_seconds
+    return plan
+
+
+def owning_package(path: str) -> str | None:
+    """The Debian package that installed path, from dpkg's file lists."""
+    info = "/var/lib/dpkg/info"
+    real = os.path.realpath(path)
+    try:
+        names = [n for n in os.listdir(info) if n.endswith(".list")]
+    except OSError:
+        return None
+    for n in names:
+        try:
+            with open(os.path.join(info, n), errors="replace") as f:
+                if any(line.rstrip("\n") in (path, real) for line in f):
+                    return n[: -len(".list")].split(":")[0]
+        except OSError:
+            continue
+    return None
+
+
+def check_symbols(binary: Binary, plan: Plan, stages: list[str]) -> None:
+    """A stripped binary without debug symbols cannot be probed by name: say
+    which stages that costs and what to install."""
+    if binary.image.has_symtab or binary.debug_file or not stages:
+        return
+    lost = [u["stage"] for u in plan.unavailable]
+    if not lost:
+        return
+    pkg = owning_package(binary.display_path)
+    what = (f"install {pkg}-dbgsym (from the Debian debug archive)"
+            if pkg else "install the server's debug symbols package")
+    build_id = f" (build-id {binary.image.build_id})" if binary.image.build_id else ""
+    raise NoSymbolsError(f"{binary.display_path} is stripped and no debug symbols were found{build_id}: "
+                         f"{', '.join(lost)} cannot be probed; {what}, or pass --debug-file")
+
+
+def list_plan(binary: Binary, plan: Plan, out=sys.stdout) -> None:
+    print(f"{binary.display_path}: {binary.server.describe()} ({binary.server.line}), "
+          f"{'PIE' if binary.image.pie else 'non-PIE'}, symbols from {symbols_source(binary)}", file=out)
+    for s in plan.specs:
+        part = f"  [partition: {s.partition.describe()}]" if s.partition else ""
+        entry = f"  [entry {s.entry_class}{', after endbr64' if s.skip else ''}]"
+        print(f"{s.stage or '-':<30} {s.symbol.address:#x} {s.symbol.demangled}{part}{entry}", file=out)
+    for u in plan.unavailable:
+        print(f"{u['stage']:<30} unavailable: {u['reason']}", file=out)
+
+
+def symbols_source(binary: Binary) -> str:
+    if binary.debug_file:
+        return f"debug file {binary.debug_file}"
+    return ".symtab" if binary.image.has_symtab else ".dynsym only (stripped)"
+
+
+def target_record(target, binary: Binary) -> dict:
+    return {
+        "pid": target.pid,
+        "comm": target.comm,
+        "binary": binary.display_path,
+        "binary_deleted": target.deleted,
+        "build_id": binary.image.build_id,
+        "pie": binary.image.pie,
+        "symbols": symbols_source(binary),
+        "server": {"family": binary.server.family, "version": binary.server.version,
+                   "line": binary.server.line},
+    }

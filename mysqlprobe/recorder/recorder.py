@@ -1,0 +1,189 @@
+"""The recorder: composes the collectors into one window and one capture.
+
+Each collector goes through prepare -> start -> stop -> collect; close
+runs on every path. The phases run in orders that keep the window tight
+and the measures honest:
+
+  prepare  perf first (a sampled process pays more per probe hit, and the
+           calibration should see the window's conditions), off-CPU, the
+           calibration helper, the probes (calibrated, then attached), P_S,
+           process
+  start    calibration, P_S and process readings, perf, off-CPU; the
+           probes last: their start opens the window
+  stop     the reverse: the probes come off first
+  collect  P_S and process first: their thread names go to the stacks
+
+A collector that cannot run gives its note and the others go on; the
+probes and their calibration are what a capture is, and fail it."""
+
+from __future__ import annotations
+
+import os
+import time
+from contextlib import ExitStack
+from dataclasses import replace
+
+from mysqlprobe.capture import Capture, PendingFile, as_json, new_document, now_utc
+from mysqlprobe.collectors.base import Collector, CollectorUnavailable, Facts, Section
+from mysqlprobe.collectors.calibration import COST_CLASS, CalibrationCollector
+from mysqlprobe.collectors.latency import LatencyCollector
+from mysqlprobe.collectors.offcpu import OffCpuCollector
+from mysqlprobe.collectors.perf import PerfCollector
+from mysqlprobe.collectors.perfschema import ROW_COUNTERS
+from mysqlprobe.collectors.process import ProcessCollector
+from mysqlprobe.collectors.ps_window import PerfSchemaCollector, thread_names
+from mysqlprobe.collectors.symbols import Binary, Target
+from mysqlprobe.errors import PermissionProblem
+from mysqlprobe.recorder.duty import DutyCycles, difference
+from mysqlprobe.recorder.options import Control, RecordOptions
+from mysqlprobe.recorder.plan import Plan, target_record
+from mysqlprobe.recorder.window import Window
+
+PREPARE = ("perf", "off_cpu", "calibration", "uprobe", "perf_schema", "process")
+START = ("calibration", "perf_schema", "process", "perf", "off_cpu", "uprobe")
+COLLECT = ("perf_schema", "process", "uprobe", "calibration", "perf", "off_cpu")
+NOT_REQUESTED = ("perf", "off_cpu", "perf_schema")
+
+
+class Recorder:
+    def __init__(self, target: Target, binary: Binary, plan: Plan, options: RecordOptions,
+                 control: Control | None = None):
+        self.target, self.binary, self.plan, self.options = target, binary, plan, options
+        self.control = control or Control()
+        self.collectors = self._collectors()
+        self.unavailable: dict[str, CollectorUnavailable] = {}
+        self.notes: list[str] = []
+
+    def _collectors(self) -> dict[str, Collector]:
+        o, pid = self.options, self.target.pid
+        specs = [replace(s, cost_class=COST_CLASS.get(s.entry_class, 0) if o.correct else 0) for s in self.plan.specs]
+        calibration = CalibrationCollector(first_index=len(specs))
+        out: dict[str, Collector] = {}
+        if o.perf:
+            out["perf"] = PerfCollector(pid, self.binary.image, o.perf)
+        if o.off_cpu:
+            out["off_cpu"] = OffCpuCollector(pid, o.verbose)
+        out["calibration"] = calibration
+        out["uprobe"] = LatencyCollector(pid, self.target.proc_exe, specs, calibration, o.correct, o.verbose)
+        if o.connect is not None:
+            out["perf_schema"] = PerfSchemaCollector(pid, o.connect, o.ps_waits)
+        out["process"] = ProcessCollector(pid)
+        return out
+
+    def _running(self, order) -> list[Collector]:
+        return [self.collectors[n] for n in order if n in self.collectors and n not in self.unavailable]
+
+    def record(self) -> Capture:
+        """Calibrate, attach, keep the window open (all along, or in duty
+        cycles within the budget), detach, and collect."""
+        if os.geteuid() != 0:
+            raise PermissionProblem("attaching uprobes needs root (or CAP_BPF, CAP_PERFMON and CAP_SYS_ADMIN)")
+        with ExitStack() as stack:
+            for name in PREPARE:
+                if name in self.collectors:
+                    stack.callback(self.collectors[name].close)
+                    self._prepare(name)
+            window, sampling, rows = self._window()
+            sections = self._collect()
+        status = self.control.status
+        if status:
+            status.done()
+        return self._capture(window, sampling, rows, sections)
+
+    def _prepare(self, name: str) -> None:
+        try:
+            self.collectors[name].prepare()
+        except CollectorUnavailable as e:
+            self.unavailable[name] = e
+
+    def _window(self) -> tuple[dict, dict, int | None]:
+        """Open the window, keep it open until it ends, close it."""
+        o, latency = self.options, self.collectors["uprobe"]
+        exact = o.exact
+        if not exact and not latency.can_duty_cycle:
+            self.notes.append("duty cycles need uprobe_multi links (Linux 6.6+): every call was counted")
+            exact = True
+        for c in self._running([n for n in START if n != "uprobe"]):
+            c.start()
+        rows_changed = self._rows_changed()
+        start_wall = now_utc()
+        started = (time.monotonic(), rows_changed())
+        latency.start()  # before the announcement: a load started on it is counted from its first call
+        win = Window(self.target.pid, o.duration, self.control, o.stop_reason, latency.session.total_calls)
+        if self.control.status:
+            self.control.status.started(self.target.pid, len(self.plan.specs), latency.session.attached_count,
+                                        exact, o.budget)
+        if exact:
+            while not win.wait(3600):
+                pass
+            rows_at_end, sampling = rows_changed(), {"mode": "exact"}
+        else:
+            cycles = DutyCycles(latency, self.collectors["calibration"], win, o.budget, rows_changed)
+            rows_at_end = cycles.run(started)
+            cycles.measure_in_situ_cost()
+            sampling = cycles.record(o.budget)
+        elapsed = win.elapsed()
+        if self.control.signals:
+            self.control.signals.ignore()  # the probes come off uninterrupted
+        for c in reversed(self._running(START)):
+            c.stop()
+        window = {"start": start_wall, "duration_s": round(elapsed, 6), "requested_s": o.duration,
+                  "ended_by": win.ended_by, "rows_changed": difference(rows_at_end, started[1]),
+                  "rows_counter": "+".join(ROW_COUNTERS)}
+        return window, sampling, rows_at_end
+
+    def _rows_changed(self):
+        ps = self.collectors.get("perf_schema")
+        return ps.rows_changed if ps else (lambda: None)
+
+    def _collect(self) -> list[Section]:
+        """Each collector's section; P_S's thread names and the process's
+        comms go to the folded stacks of those collected after them."""
+        facts = Facts(process_comm=self.target.comm)
+        sections = []
+        for c in self._running(COLLECT):
+            sections.append(c.collect(facts))
+            if c.name == "perf_schema":
+                facts.thread_names = thread_names(sections[-1].fields.get("perf_schema"))
+            elif c.name == "process":
+                facts.comms = c.thread_comms()
+        return sections
+
+    def _capture(self, window: dict, sampling: dict, rows, sections: list[Section]) -> Capture:
+        head = {"target": target_record(self.target, self.binary), "window": window, "sampling": sampling,
+                "unavailable": self.plan.unavailable}
+        cap = assemble(self.options.argv, head, sections, self.unavailable, list(self.plan.warnings) + self.notes)
+        cap.doc["engine"]["timings"] = {"symbols_s": round(self.plan.seconds, 3), **cap.doc["engine"]["timings"]}
+        return cap
+
+
+HISTOGRAM_SCHEME = {"name": "log2-4sub", "unit": "ns",
+                    "note": "buckets are [low, high) ns; percentiles interpolate inside a bucket"}
+
+
+def assemble(argv, head: dict, sections: list[Section], unavailable: dict[str, CollectorUnavailable],
+             warnings: list[str]) -> Capture:
+    """One capture from the window's head (target, window, sampling, the
+    stages the plan could not probe) and the collectors' sections: their
+    fields, notes (after `warnings`), costs and files."""
+    doc = new_document(argv)
+    doc.update({"histogram_scheme": HISTOGRAM_SCHEME, **head})
+    for name in NOT_REQUESTED:
+        doc[name] = {"status": "not requested"}
+    files, notes, collectors = [], [], {}
+    by_name = {s.name: s for s in sections}
+    for name in PREPARE:
+        if name in unavailable:
+            e = unavailable[name]
+            doc[name] = {"status": e.status, "reason": e.reason}
+            notes.append(e.note)
+            collectors[name] = {"status": e.status}
+        elif name in by_name:
+            s = by_name[name]
+            doc.update(s.fields)
+            notes += s.notes
+            collectors[name] = {"status": "collected", "cost": s.cost.to_json()}
+            files += [PendingFile(name, fld, fname, content) for fname, (fld, content) in s.files.items()]
+    doc["warnings"] = warnings + notes
+    doc["collectors"] = collectors
+    return Capture(as_json(doc), files)

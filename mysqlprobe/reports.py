@@ -1,0 +1,61 @@
+"""The pictures of a capture, written beside it: the CPU and off-CPU flame
+graphs (SVG) and report.html, all drawn from its Profile."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from mysqlprobe.analysis.html_report import render_html
+from mysqlprobe.analysis.model import Profile
+from mysqlprobe.capture import read_stacks
+from mysqlprobe.errors import CaptureError
+from mysqlprobe.flamegraphs.svg import render
+
+FLAMEGRAPH_FILE = "flamegraph.svg"
+OFFCPU_SVG = "offcpu.svg"
+HTML_FILE = "report.html"
+
+
+def _server(doc: dict) -> str:
+    srv = doc["target"].get("server", {})
+    return f"{srv.get('family', '?')} {srv.get('version', '?')}"
+
+
+def flamegraph_title(doc: dict) -> tuple[str, str]:
+    perf = doc.get("perf") or {}
+    sub = (f"PID {doc['target']['pid']}, {doc['window']['start']}, {perf.get('samples', '?')} samples "
+           f"({perf.get('event', '?')} {perf.get('frequency_hz', '?')} Hz, "
+           f"{(perf.get('unwinding') or {}).get('describe', '?')})")
+    return f"{_server(doc)}: CPU flame graph", sub
+
+
+def offcpu_title(doc: dict) -> tuple[str, str]:
+    off = doc["off_cpu"]
+    sub = (f"PID {doc['target']['pid']}, {doc['window']['start']}: blocked {off['blocked_s']:.3f}s, "
+           f"waiting for a CPU {off['waiting_for_cpu_s']:.3f}s (widths in us)")
+    return f"{_server(doc)}: off-CPU flame graph", sub
+
+
+def write_visuals(out_dir: str, profile: Profile) -> list[str]:
+    """DIR/flamegraph.svg and DIR/offcpu.svg (when the capture has their
+    stacks) and DIR/report.html."""
+    doc, path = profile.doc, Path(out_dir)
+    written = []
+
+    def picture(section: str, svg_file: str, titles, **style) -> str | None:
+        stacks = (doc.get(section) or {}).get("stacks_file")
+        if not stacks or not (path / stacks).exists():
+            return None
+        svg = render(read_stacks(str(path / stacks)), *titles(doc), **style)
+        (path / svg_file).write_text(svg)
+        written.append(str(path / svg_file))
+        return svg
+
+    try:
+        cpu = picture("perf", FLAMEGRAPH_FILE, flamegraph_title)
+        waits = picture("off_cpu", OFFCPU_SVG, offcpu_title, unit="us", element_id="offcpu")
+        (path / HTML_FILE).write_text(render_html(profile, cpu, waits))
+        written.append(str(path / HTML_FILE))
+    except OSError as e:
+        raise CaptureError(f"cannot write into {path}: {e.strerror}") from None
+    return written

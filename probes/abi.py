@@ -1,0 +1,150 @@
+"""The one Python side of the BPF programs' ABI: the constants and ctypes
+structures of uprobe_latency.h and offcpu.bpf.c, the histogram slots, and
+the checks that hold them to the compiled objects.
+
+check_object() compares every mirrored structure (size, member offsets and
+sizes) with the BTF clang wrote into the object, and the ABI version
+compiled into uprobe_latency's .rodata with UPROBE_LATENCY_ABI here: the
+collectors call it before loading, tests/unit/test_abi.py at build."""
+
+from __future__ import annotations
+
+import ctypes
+from functools import lru_cache
+
+from mysqlprobe.errors import BpfError
+from mysqlprobe.probes import object_path
+from mysqlprobe.probes.btf import Btf
+
+UPROBE_LATENCY_ABI = 5
+
+# uprobe_latency.h
+MAX_PROBES = 1024
+HIST_SUB_BITS = 2
+MAX_SLOTS = 160
+MAX_COST_CLASSES = 4
+PART_NONE, PART_ARG_VALUE, PART_ARG_OUT_PTR = 0, 1, 2
+COOKIE_MODE_SHIFT, COOKIE_ARG_SHIFT, COOKIE_CLASS_SHIFT = 16, 24, 32
+COOKIE_ENTRY_ONLY = 1 << 31
+NO_PARENT = 0xFFFF
+COUNTERS = ("entries", "returns", "unmatched_returns", "lost_frames", "depth_overflow",
+            "no_stack", "partition_read_errors")
+# offcpu.bpf.c
+STACK_DEPTH = 127
+OFFCPU_DROPPED = ("thread map full", "stack map full")
+
+_u32, _u64, _s64 = ctypes.c_uint32, ctypes.c_uint64, ctypes.c_int64
+
+
+def slot_of(value_ns: int) -> int:
+    """The histogram slot hist_slot() in histogram.h puts value_ns into."""
+    sub = 1 << HIST_SUB_BITS
+    if value_ns < sub:
+        return max(int(value_ns), 0)
+    e = int(value_ns).bit_length() - 1
+    slot = ((e - 1) << HIST_SUB_BITS) | ((int(value_ns) >> (e - HIST_SUB_BITS)) & (sub - 1))
+    return min(slot, MAX_SLOTS - 1)
+
+
+def slot_bounds(slot: int) -> tuple[int, int]:
+    """[low, high) in ns of a slot."""
+    sub = 1 << HIST_SUB_BITS
+    if slot < sub:
+        return slot, slot + 1
+    e = (slot >> HIST_SUB_BITS) + 1
+    width = 1 << (e - HIST_SUB_BITS)
+    low = (1 << e) + (slot & (sub - 1)) * width
+    return low, low + width
+
+
+class LatencyConfig(ctypes.Structure):
+    _fields_ = [("abi", _u32), ("targ_tgid", _u32), ("calib_tgid", _u32)]
+
+
+class ProbeCost(ctypes.Structure):
+    _fields_ = [("own_ns", _u64), ("pair_ns", _u64)]
+
+
+class ProbeStats(ctypes.Structure):
+    _fields_ = [("calls", _u64), ("total_ns", _u64), ("nested_hits", _u64), ("corrected_ns", _s64),
+                ("hist", _u64 * MAX_SLOTS), ("chist", _u64 * MAX_SLOTS)]
+
+
+class PartKey(ctypes.Structure):
+    _fields_ = [("probe", _u32), ("part", _u32)]
+
+
+class PartStats(ctypes.Structure):
+    _fields_ = [("calls", _u64), ("total_ns", _u64), ("corrected_ns", _s64),
+                ("hist", _u64 * MAX_SLOTS), ("chist", _u64 * MAX_SLOTS)]
+
+
+class EdgeKey(ctypes.Structure):
+    _fields_ = [("tid", _u32), ("probe", ctypes.c_uint16), ("parent", ctypes.c_uint16)]
+
+
+class EdgeStats(ctypes.Structure):
+    _fields_ = [("calls", _u64), ("total_ns", _u64), ("corrected_ns", _s64)]
+
+
+class OffCpuKey(ctypes.Structure):
+    _fields_ = [("tid", _u32), ("ustack", ctypes.c_int32), ("kstack", ctypes.c_int32), ("preempted", _u32)]
+
+
+class OffCpuValue(ctypes.Structure):
+    _fields_ = [("ns", _u64), ("count", _u64)]
+
+
+# per object: C struct name -> its mirror
+MIRRORS = {
+    "uprobe_latency": {"latency_config": LatencyConfig, "probe_cost": ProbeCost, "probe_stats": ProbeStats,
+                       "part_key": PartKey, "part_stats": PartStats, "edge_key": EdgeKey,
+                       "edge_stats": EdgeStats},
+    "offcpu": {"offcpu_key": OffCpuKey, "offcpu_value": OffCpuValue},
+}
+# per object: .rodata variable -> its mirror
+RODATA = {"uprobe_latency": ("config", LatencyConfig), "offcpu": ("target_tgid", _u32)}
+
+
+def layout_mismatches(btf: Btf, mirrors: dict[str, type]) -> list[str]:
+    """How the ctypes mirrors differ from the object's structures (none: they agree)."""
+    out = []
+    for name, mirror in mirrors.items():
+        size, members = btf.struct(name)
+        if size != ctypes.sizeof(mirror):
+            out.append(f"struct {name}: {size} bytes in the object, {ctypes.sizeof(mirror)} in abi.py")
+        ours = {f[0]: (getattr(mirror, f[0]).offset, getattr(mirror, f[0]).size) for f in mirror._fields_}
+        theirs = {m.name: (m.offset, m.size) for m in members}
+        if ours != theirs:
+            out.append(f"struct {name}: members {theirs} in the object, {ours} in abi.py")
+    return out
+
+
+def compiled_abi(btf: Btf) -> int:
+    """UPROBE_LATENCY_ABI as compiled into the object's .rodata."""
+    offset, size = btf.variable(".rodata", "config")
+    return LatencyConfig.from_buffer_copy(btf.rodata[offset:offset + size]).abi
+
+
+@lru_cache(maxsize=None)
+def checked_object(name: str) -> Btf:
+    """The object's BTF once its layout and ABI version agree with this module."""
+    btf = Btf.of_object(object_path(name))
+    problems = layout_mismatches(btf, MIRRORS[name])
+    if name == "uprobe_latency" and compiled_abi(btf) != UPROBE_LATENCY_ABI:
+        problems.append(f"ABI {compiled_abi(btf)} compiled in, {UPROBE_LATENCY_ABI} expected")
+    if problems:
+        raise BpfError(f"{btf.path} does not match this mysqlprobe ({'; '.join(problems)}): reinstall it")
+    return btf
+
+
+def rodata(name: str, value: ctypes.Structure | ctypes._SimpleCData) -> bytes:
+    """The object's .rodata with its configuration variable set to value."""
+    btf = checked_object(name)
+    var, mirror = RODATA[name]
+    offset, size = btf.variable(".rodata", var)
+    if not isinstance(value, mirror) or ctypes.sizeof(value) != size:
+        raise BpfError(f"{var}: {ctypes.sizeof(value)} bytes given, {size} in {btf.path}")
+    data = bytearray(btf.rodata)
+    data[offset:offset + size] = bytes(value)
+    return bytes(data)
