@@ -14,6 +14,7 @@ import sys
 import pymysql
 
 from mysqlprobe.collectors.perfschema import PerfSchema
+from mysqlprobe.collectors.ps_lease import SetupLease
 
 
 def main() -> int:
@@ -31,7 +32,10 @@ def main() -> int:
         conn.close()
 
     try:
-        restore(state["saved"])
+        if state.get("lease"):  # leave for mysqlprobe: restore only if it was the last one
+            SetupLease.from_json(state["lease"]).leave(restore)
+        else:
+            restore(state["saved"])
     except pymysql.err.MySQLError:
         return 1
     return 0

@@ -19,11 +19,24 @@ from mysqlprobe.collectors import connection
 from mysqlprobe.collectors.base import Collector, Cost, Facts, Section
 from mysqlprobe.collectors.connection import ConnectOptions
 from mysqlprobe.collectors.perfschema import PerfSchema, deltas, leave_out_own_statements, rows_changed
+from mysqlprobe.collectors.ps_lease import SetupLease
 from mysqlprobe.collectors.ps_threads import ThreadWatch, merge_threads
 
 
 def _why(e: pymysql.err.MySQLError) -> str:
     return str(e.args[-1] if e.args else e)
+
+
+CONNECTION_LOST = (2006, 2013)  # server has gone away, lost connection during query
+
+
+def _server_gone(e: Exception) -> bool:
+    return isinstance(e, pymysql.err.InterfaceError) or (
+        isinstance(e, pymysql.err.OperationalError) and bool(e.args) and e.args[0] in CONNECTION_LOST)
+
+
+GONE = ("Performance Schema: the server went away during the window; what it held of the window is lost, "
+        "and its setup lived in its memory: there is nothing to restore")
 
 
 def thread_names(record: dict | None) -> dict[int, str]:
@@ -48,6 +61,8 @@ class PerfSchemaCollector(Collector):
         self.progress = None  # reads the load's progress, also with P_S off
         self.watch: ThreadWatch | None = None
         self.guard: subprocess.Popen | None = None
+        self.lease: SetupLease | None = None
+        self._restore_tried = False
         self.record: dict = {"status": "not requested"}
         self.query_s = 0.0  # wall time of this collector's own queries
 
@@ -83,7 +98,8 @@ class PerfSchemaCollector(Collector):
         try:
             if not self.ps.enabled():
                 return self._give_up("off", "the server runs with performance_schema=OFF")
-            changed = self._timed(self.ps.enable)
+            self.lease = SetupLease.for_server(self.pid)
+            changed = self._timed(self.lease.join if self.lease else lambda ps: ps.enable(), self.ps)
             self._start_guard(args)
             self.record = {"status": "collected", "connection": connection.describe(args),
                            "server_version": conn.get_server_info(), "setup_rows_changed": changed,
@@ -145,13 +161,26 @@ class PerfSchemaCollector(Collector):
             if self.watch and self.watch.error:
                 self.notes.append(f"Performance Schema: watching the threads failed: {self.watch.error}")
             statements, stages = self._timed(self.ps.window_events, self.t0, t1)
+            self._check_consumers()
             self.record.update({"timer_start_ps": self.t0, "timer_end_ps": t1,
                                 "deltas": deltas(self.before, after), "statements": statements, "stages": stages,
                                 "threads": merge_threads(self.threads_at_start, seen, self.ps.threads())})
         except pymysql.err.MySQLError as e:
-            self.notes.append(f"Performance Schema: reading the window failed: {_why(e)}")
+            if _server_gone(e):
+                self._restore_tried = True
+                self.notes.append(GONE)
+            else:
+                self.notes.append(f"Performance Schema: reading the window failed: {_why(e)}")
         finally:
             self.restore()
+
+    def _check_consumers(self) -> None:
+        """Say so if the window's consumers were turned off under it."""
+        off = self.ps.turned_off()
+        if off:
+            self.record["turned_off_in_window"] = off
+            self.notes.append(f"Performance Schema: {', '.join(off)} turned off during the window by something "
+                              "else: statements and stages after that are missing from this report")
 
     def collect(self, facts: Facts) -> Section:
         cost = Cost(target_s=self.query_s, method="wall time of this collector's own queries (the server's work "
@@ -161,7 +190,8 @@ class PerfSchemaCollector(Collector):
 
     def _start_guard(self, connect_args: dict) -> None:
         """A process that restores the setup should this one die first (kill -9)."""
-        state = {"connect": connect_args, "saved": self.ps.saved_state()}
+        state = {"connect": connect_args, "saved": self.ps.saved_state(),
+                 "lease": self.lease.to_json() if self.lease else None}
         self.guard = subprocess.Popen([sys.executable, "-I", "-m", "mysqlprobe.collectors.ps_guard"],
                                       stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
                                       stderr=subprocess.DEVNULL, text=True, start_new_session=True)
@@ -169,13 +199,17 @@ class PerfSchemaCollector(Collector):
         self.guard.stdin.flush()
 
     def restore(self) -> None:
+        """Put the setup back (the last profiler of the server to leave does),
+        once; and tell the guard it is done."""
         if self.watch:
             self.watch.stop()
-        if self.ps and not self.ps.restored:
+        if self.ps and not self.ps.restored and not self._restore_tried:
+            self._restore_tried = True
             try:
-                self.ps.restore()
-            except Exception as e:  # the server went away: say so, the setup is in-memory
-                self.notes.append(f"Performance Schema: could not restore its setup: {e}")
+                self._restore_setup()
+            except (pymysql.err.MySQLError, OSError) as e:
+                self.notes.append(GONE if _server_gone(e) else
+                                  f"Performance Schema: could not restore its setup: {_why(e)}")
         if self.guard and self.guard.poll() is None:
             try:
                 self.guard.stdin.write("done\n" if self.ps is None or self.ps.restored else "")
@@ -183,6 +217,18 @@ class PerfSchemaCollector(Collector):
             except OSError:
                 pass
             self.guard.wait(timeout=30)
+
+    def _restore_setup(self) -> None:
+        if not self.lease:
+            return self.ps.restore()
+
+        def restore(saved: dict) -> None:
+            self.ps.adopt(saved)
+            self.ps.restore()
+
+        if not self.lease.leave(restore):
+            self.ps.restored = True  # another profiler of this server is still running: it will
+            self.record["setup_restored"] = "left to another mysqlprobe still recording this server"
 
     def close(self) -> None:
         self.restore()

@@ -8,6 +8,7 @@ probes-only report."""
 
 from __future__ import annotations
 
+import os
 import signal
 import sys
 import time
@@ -183,3 +184,21 @@ def test_root_by_unix_socket_authentication(tmp_path):
     ps = doc["perf_schema"]
     assert ps["status"] == "collected", ps
     assert ps["connection"].startswith("root@")
+
+
+def test_a_server_that_dies_mid_window_gives_one_line_and_the_capture(tmp_path):
+    sb = sandbox.Sandbox("10.2.11", instance="dies")
+    pid = sb.start(log)
+    try:
+        prof = Profiler(pid, tmp_path, "--insert-profile", "--exact", "--no-perf")
+        time.sleep(1.0)
+        os.kill(pid, signal.SIGKILL)
+        code, out, err = prof.proc.wait(timeout=60), prof.proc.stdout.read(), prof.proc.stderr.read()
+    finally:
+        sb.stop()
+    assert code == 0, err
+    doc = prof.profile()
+    assert doc["window"]["ended_by"] == "target exited"
+    flat = " ".join(out.split())
+    assert flat.count("Performance Schema: the server went away") == 1, out
+    assert "could not restore" not in flat and "Traceback" not in err

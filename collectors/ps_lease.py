@@ -1,0 +1,120 @@
+"""Profilers of one server share its Performance Schema setup. The first
+to arrive records how the rows it changes were; each later one adds the
+rows it changes (the earliest record of a row wins); the last to leave
+puts them all back. So the setup is restored once, to the state from
+before the first, and no profiler's window loses its consumers because
+another one ended.
+
+The record lives beside the server, on its host (the probes need the same
+host): /run/mysqlprobe/ps-<pid>-<start time>.json, under an exclusive
+flock. A restarted server has a new start time, and a fresh setup: its
+record starts anew. A holder is a mysqlprobe process (pid and start time,
+so a reused pid is not mistaken for it); one that died without leaving is
+dropped by whoever looks next, and its guard leaves on its behalf."""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+from contextlib import contextmanager
+from pathlib import Path
+
+LEASE_DIR = "/run/mysqlprobe"
+
+
+def start_time(pid: int) -> int | None:
+    """The process's start time in clock ticks since boot (/proc/PID/stat field 22)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return int(f.read().rsplit(")", 1)[1].split()[19])
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+def _alive(holder: list[int]) -> bool:
+    return start_time(holder[0]) == holder[1]
+
+
+class SetupLease:
+    def __init__(self, path: Path, holder: list[int]):
+        self.path, self.holder = path, list(holder)
+
+    @classmethod
+    def for_server(cls, server_pid: int, holder_pid: int | None = None) -> "SetupLease | None":
+        """The lease of a running server; None where its directory cannot be made."""
+        lease_dir = Path(os.environ.get("MYSQLPROBE_LEASE_DIR", LEASE_DIR))
+        started, me = start_time(server_pid), holder_pid or os.getpid()
+        if started is None:
+            return None
+        try:
+            lease_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+        except OSError:
+            return None
+        _forget_gone_servers(lease_dir)
+        return cls(lease_dir / f"ps-{server_pid}-{started}.json", [me, start_time(me) or 0])
+
+    def to_json(self) -> dict:
+        return {"path": str(self.path), "holder": self.holder}
+
+    @classmethod
+    def from_json(cls, state: dict) -> "SetupLease":
+        return cls(Path(state["path"]), state["holder"])
+
+    @contextmanager
+    def _locked(self):
+        fd = os.open(str(self.path) + ".lock", os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            try:
+                record = json.loads(self.path.read_text())
+            except (OSError, ValueError):
+                record = {"saved": None, "holders": []}
+            record["holders"] = [h for h in record["holders"] if h != self.holder and _alive(h)]
+            yield record
+            if record["holders"]:
+                self.path.write_text(json.dumps(record))
+            else:
+                self.path.unlink(missing_ok=True)
+        finally:
+            os.close(fd)
+
+    def join(self, ps) -> int:
+        """Apply ps.enable() and record what it changed; how many rows it
+        changed. ps then restores the merged record, should it be last."""
+        with self._locked() as record:
+            changed = ps.enable()
+            record["saved"] = merge(record["saved"], ps.saved_state())
+            record["holders"].append(self.holder)
+            ps.adopt(record["saved"])
+        return changed
+
+    def leave(self, restore) -> bool:
+        """Leave; the last to leave calls restore(saved) with the merged
+        record. True if this one restored."""
+        with self._locked() as record:
+            if record["holders"] or record["saved"] is None:
+                return False
+            restore(record["saved"])
+            return True
+
+
+def _forget_gone_servers(lease_dir: Path) -> None:
+    """Records of servers that are no longer running: their setup went with them."""
+    for record in lease_dir.glob("ps-*-*.json*"):
+        try:
+            pid, started = (int(x) for x in record.name.split(".")[0].split("-")[1:3])
+        except ValueError:
+            continue
+        if start_time(pid) != started:
+            record.unlink(missing_ok=True)
+
+
+def merge(earlier: dict | None, later: dict) -> dict:
+    """Two records of the rows changed: a row's earliest record wins."""
+    if earlier is None:
+        return later
+    history_off = earlier.get("background_history_off")
+    return {"consumers": {**later["consumers"], **earlier["consumers"]},
+            "instruments": {**later["instruments"], **earlier["instruments"]},
+            "background_history_off": later.get("background_history_off") if history_off is None else history_off}

@@ -1,0 +1,127 @@
+"""Several mysqlprobe on one server share its Performance Schema setup: it
+is restored once, by the last to leave, to the state from before the
+first; a profiler's window keeps its consumers when another one ends
+(also when that one is killed with -9 and its guard leaves for it)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from helpers import Profiler, wait_until
+from mysqlprobe import sandbox, workload
+
+pytestmark = [pytest.mark.root, pytest.mark.server]
+ROWS = 3001  # prime
+LEASES = Path("/run/mysqlprobe")
+
+
+@pytest.fixture(scope="module", params=["10.2.11", "10.11.5"])
+def server(request):
+    sb = sandbox.Sandbox(request.param)
+    with sb.serving(lambda m: print(m, file=sys.stderr)) as pid:
+        yield sb, pid
+
+
+def whole_setup(sb) -> tuple:
+    """Every consumer and instrument row, and the background threads' history."""
+    conn = workload.connect(sb.socket)
+    with conn.cursor() as cur:
+        cur.execute("SELECT NAME, ENABLED FROM performance_schema.setup_consumers ORDER BY NAME")
+        consumers = cur.fetchall()
+        cur.execute("SELECT NAME, ENABLED, TIMED FROM performance_schema.setup_instruments ORDER BY NAME")
+        instruments = cur.fetchall()
+        cur.execute("SELECT COUNT(*) FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = 'performance_schema' "
+                    "AND TABLE_NAME = 'threads' AND COLUMN_NAME = 'HISTORY'")
+        history_off = None
+        if cur.fetchone()[0]:
+            cur.execute("SELECT COUNT(*) FROM performance_schema.threads WHERE TYPE = 'BACKGROUND' "
+                        "AND HISTORY = 'NO'")
+            history_off = cur.fetchone()[0]
+    conn.close()
+    return consumers, instruments, history_off
+
+
+def history_consumers_on(sb) -> bool:
+    conn = workload.connect(sb.socket)
+    with conn.cursor() as cur:
+        cur.execute("SELECT COUNT(*) FROM performance_schema.setup_consumers WHERE ENABLED = 'NO' AND NAME IN "
+                    "('events_stages_history_long', 'events_statements_history_long')")
+        off = cur.fetchone()[0]
+    conn.close()
+    return off == 0
+
+
+def insert_rows(sb) -> None:
+    """INSERT INTO emp_hash_5 SELECT ...: ROWS rows."""
+    conn = workload.connect(sb.socket)
+    t = workload.table("hash", 5)
+    workload.prepare_source(conn, ROWS)
+    workload.create_target(conn, t)
+    affected, _ = workload.insert_select(conn, t)
+    assert affected == ROWS
+    conn.close()
+
+
+def profiler(pid, out, *extra) -> Profiler:
+    return Profiler(pid, out, "--insert-profile", "--exact", "--no-perf", "--no-off-cpu", *extra)
+
+
+@pytest.mark.parametrize("first_to_end", ["first started", "second started"])
+def test_overlapping_profilers_restore_once_to_the_state_before_the_first(server, tmp_path, first_to_end):
+    sb, pid = server
+    before = whole_setup(sb)
+    a = profiler(pid, tmp_path / "a")
+    b = profiler(pid, tmp_path / "b", "--ps-waits", "all")   # B changes more rows than A
+    ending, staying = (a, b) if first_to_end == "first started" else (b, a)
+    code, _, err = ending.stop()
+    assert code == 0, err
+    assert history_consumers_on(sb), "the profiler still running lost its consumers"
+    assert whole_setup(sb) != before
+    insert_rows(sb)                               # inside the staying one's window only
+    code, out, err = staying.stop()
+    assert code == 0, err
+    assert whole_setup(sb) == before
+    doc = staying.profile()
+    assert "turned off during the window" not in out
+    assert any(s["sql_text"].startswith("INSERT INTO emp_hash_5") for s in doc["perf_schema"]["statements"])
+    left = ending.profile()["perf_schema"]
+    assert left["setup_restored"] == "left to another mysqlprobe still recording this server"
+    assert "setup_restored" not in doc["perf_schema"]
+    assert not list(LEASES.glob(f"ps-{pid}-*.json")), "the shared record outlived its last profiler"
+
+
+def test_a_profiler_killed_mid_window_leaves_through_its_guard(server, tmp_path):
+    sb, pid = server
+    before = whole_setup(sb)
+    a = profiler(pid, tmp_path / "a")
+    b = profiler(pid, tmp_path / "b", "--ps-waits", "all")
+    os.kill(b.proc.pid, signal.SIGKILL)
+    b.proc.wait(timeout=30)
+    time.sleep(1.0)                      # the guard has left for it by now
+    assert history_consumers_on(sb), "the guard of the killed one restored under a running profiler"
+    code, _, err = a.stop()
+    assert code == 0, err
+    assert wait_until(lambda: whole_setup(sb) == before, timeout=10)
+
+
+def test_consumers_turned_off_under_a_window_are_reported(server, tmp_path):
+    sb, pid = server
+    before = whole_setup(sb)
+    a = profiler(pid, tmp_path / "a")
+    conn = workload.connect(sb.socket)
+    with conn.cursor() as cur:           # another tool, or a DBA, turns the history off mid-window
+        cur.execute("UPDATE performance_schema.setup_consumers SET ENABLED = 'NO' "
+                    "WHERE NAME = 'events_stages_history_long'")
+    conn.close()
+    code, out, err = a.stop()
+    assert code == 0, err
+    flat = " ".join(out.split())
+    assert "warning: Performance Schema: events_stages_history_long turned off during the window" in flat
+    assert a.profile()["perf_schema"]["turned_off_in_window"] == ["events_stages_history_long"]
+    assert whole_setup(sb) == before

@@ -1,0 +1,47 @@
+"""The shared record of P_S setup rows changed: the earliest record of a
+row wins, and a holder is a live process, not a reused pid."""
+
+import os
+import subprocess
+import sys
+
+from mysqlprobe.collectors.ps_lease import SetupLease, merge, start_time
+
+
+def test_the_earliest_record_of_a_row_wins():
+    first = {"consumers": {"events_stages_history": "NO"}, "instruments": {"stage/sql/init": ["NO", "NO"]},
+             "background_history_off": [3]}
+    # the second saw the first's changes as the state: its record of those rows is wrong
+    second = {"consumers": {"events_stages_history": "YES", "events_waits_current": "NO"},
+              "instruments": {"stage/sql/init": ["YES", "YES"], "wait/synch/mutex/x": ["NO", "NO"]},
+              "background_history_off": [1, 2, 3]}
+    merged = merge(first, second)
+    assert merged["consumers"] == {"events_stages_history": "NO", "events_waits_current": "NO"}
+    assert merged["instruments"] == {"stage/sql/init": ["NO", "NO"], "wait/synch/mutex/x": ["NO", "NO"]}
+    assert merged["background_history_off"] == [3]
+    assert merge(None, second) == second
+    assert merge({**first, "background_history_off": None}, second)["background_history_off"] == [1, 2, 3]
+
+
+def test_a_holder_is_a_live_process_with_its_start_time(tmp_path, monkeypatch):
+    monkeypatch.setenv("MYSQLPROBE_LEASE_DIR", str(tmp_path / "leases"))
+    lease = SetupLease.for_server(os.getpid())
+    assert lease.path.parent == tmp_path / "leases" and oct(lease.path.parent.stat().st_mode)[-3:] == "700"
+    assert lease.holder == [os.getpid(), start_time(os.getpid())]
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(0.3)"])
+    started = start_time(child.pid)
+    child.wait()
+    assert started is not None and start_time(child.pid) is None
+    assert SetupLease.from_json(lease.to_json()).holder == lease.holder
+    assert SetupLease.for_server(2 ** 22 + 12345) is None      # no such server process
+
+
+def test_records_of_servers_gone_are_forgotten(tmp_path, monkeypatch):
+    monkeypatch.setenv("MYSQLPROBE_LEASE_DIR", str(tmp_path))
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(0.3)"])
+    gone = tmp_path / f"ps-{child.pid}-{start_time(child.pid)}.json"
+    child.wait()
+    gone.write_text("{}")
+    (tmp_path / (gone.name + ".lock")).write_text("")
+    SetupLease.for_server(os.getpid())
+    assert not list(tmp_path.glob("ps-*"))
