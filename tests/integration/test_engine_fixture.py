@@ -9,6 +9,7 @@ import subprocess
 
 import pytest
 
+from conftest import MYSQLPROBE
 from helpers import Profiler, kill9_leaves_no_probe, partition_calls, stage
 
 pytestmark = pytest.mark.root
@@ -133,3 +134,15 @@ def test_window_ending_mid_load_cuts_every_stage_at_the_same_moment(fixture_proc
                                               "innodb.row_insert")]
     assert calls[0] > 1000, calls              # the load ran inside the window
     assert max(calls) - min(calls) <= 1, calls  # one row may straddle each edge
+
+
+@pytest.mark.parametrize("fixture_process", ["5.7"], indirect=True)
+@pytest.mark.parametrize("where", ["/proc/1/x", "{file}/sub"])
+def test_an_unwritable_output_is_refused_before_anything_is_attached(fixture_process, tmp_path, where):
+    a_file = tmp_path / "a-file"
+    a_file.write_text("")
+    done = subprocess.run([MYSQLPROBE, "-p", str(fixture_process.pid), "--insert-profile", "-d", "30",
+                           "-o", where.format(file=a_file)], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 10, done.stderr
+    assert done.stderr.count("\n") == 1 and "cannot write there" in done.stderr   # one line, no window opened
+    assert "Tracing PID" not in done.stderr and done.stdout == ""
