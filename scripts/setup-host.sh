@@ -9,7 +9,7 @@
 set -euo pipefail
 
 packages=(clang libbpf-dev libbpf1 linux-libc-dev gcc g++ binutils make bpftool bpftrace linux-perf
-          python3 python3-venv python3-pip maven mariadb-server-core chromium ca-certificates)
+          python3 python3-venv python3-pip maven mariadb-server-core chromium ca-certificates sysbench)
 INFERNO_VERSION=0.12.8
 
 if [ "$(id -u)" != 0 ]; then
