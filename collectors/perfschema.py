@@ -14,6 +14,7 @@ calls 'Sending data' 'executing'."""
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 
 import pymysql
@@ -98,6 +99,7 @@ class PerfSchemaError(Exception):
 class PerfSchema:
     conn: object
     waits: str = "io"                          # "io" or "all" (synch waits too)
+    full_sql: bool = False                     # statements' own text, literals and all; else digests
     saved_consumers: dict[str, str] = field(default_factory=dict)
     saved_instruments: dict[str, tuple[str, str]] = field(default_factory=dict)
     thread_id: int | None = None
@@ -242,18 +244,24 @@ class PerfSchema:
     def threads(self) -> list[dict]:
         return list_threads(self.conn, self.os_tid_source)
 
+    def _text(self, sql: str | None, digest_text: str | None) -> str:
+        """What a capture keeps of a statement: its digest (literals made ?) unless asked for all of it."""
+        if self.full_sql:
+            return sql or ""
+        return digest_text or normalized(sql or "")
+
     def window_events(self, t0: int, t1: int) -> tuple[list[dict], list[dict]]:
         """Statements of other threads than this process's that ran in
         [t0, t1], and their stages."""
         cols = ("THREAD_ID, EVENT_ID, TIMER_START, TIMER_END, TIMER_WAIT, SQL_TEXT, DIGEST, ROWS_AFFECTED, "
-                "ROWS_EXAMINED, EVENT_NAME")
+                "ROWS_EXAMINED, EVENT_NAME, DIGEST_TEXT")
         rows = self._rows(f"SELECT {cols} FROM performance_schema.events_statements_history_long "
                           "WHERE TIMER_END >= %s AND TIMER_START <= %s", (t0, t1))
         rows += self._rows(f"SELECT {cols} FROM performance_schema.events_statements_current "
                            "WHERE TIMER_START <= %s AND TIMER_END IS NULL", (t1,))
         rows = [r for r in rows if r[0] not in self.own_threads]
         statements = [{"thread_id": r[0], "event_id": r[1], "timer_start": r[2], "timer_end": r[3],
-                       "timer_wait": r[4], "sql_text": (r[5] or "")[:1000], "digest": r[6],
+                       "timer_wait": r[4], "sql_text": self._text(r[5], r[10])[:1000], "digest": r[6],
                        "rows_affected": r[7], "rows_examined": r[8], "event_name": r[9]} for r in rows]
         keys = {(s["thread_id"], s["event_id"]) for s in statements}
         stage_rows = []
@@ -264,6 +272,17 @@ class PerfSchema:
         stages = [{"thread_id": r[0], "statement_event_id": r[1], "event_name": r[2], "timer_start": r[3],
                    "timer_end": r[4], "timer_wait": r[5]} for r in stage_rows if (r[0], r[1]) in keys]
         return statements, stages
+
+
+LITERALS = re.compile(r"""'(?:[^'\\]|\\.|'')*'|"(?:[^"\\]|\\.|"")*"|\b0x[0-9a-f]+\b|\bx'[0-9a-f]*'"""
+                      r"""|(?<![\w`.])[-+]?\d+(?:\.\d*)?(?:e[-+]?\d+)?\b""", re.I)
+VALUE_LISTS = re.compile(r"\?(?:\s*,\s*\?)+")
+
+
+def normalized(sql: str) -> str:
+    """A statement with its literals made ? and runs of them shortened, as
+    the server's digests do: for servers whose digests are off."""
+    return VALUE_LISTS.sub("?, ...", LITERALS.sub("?", " ".join(sql.split())))
 
 
 STAGE_COLUMNS = "THREAD_ID, NESTING_EVENT_ID, EVENT_NAME, TIMER_START, TIMER_END, TIMER_WAIT"

@@ -53,9 +53,9 @@ def thread_names(record: dict | None) -> dict[int, str]:
 class PerfSchemaCollector(Collector):
     name = "perf_schema"
 
-    def __init__(self, pid: int, opts: ConnectOptions, waits: str = "io"):
+    def __init__(self, pid: int, opts: ConnectOptions, waits: str = "io", full_sql: bool = False):
         super().__init__()
-        self.pid, self.opts, self.waits = pid, opts, waits
+        self.pid, self.opts, self.waits, self.full_sql = pid, opts, waits, full_sql
         self.ps: PerfSchema | None = None
         self.conn = None
         self.progress = None  # reads the load's progress, also with P_S off
@@ -94,7 +94,7 @@ class PerfSchemaCollector(Collector):
         if conn is None:
             return self._give_up("unavailable", why)
         self.conn = self.progress = conn
-        self.ps = PerfSchema(conn, self.waits)
+        self.ps = PerfSchema(conn, self.waits, full_sql=self.full_sql)
         try:
             if not self.ps.enabled():
                 return self._give_up("off", "the server runs with performance_schema=OFF")
@@ -104,7 +104,8 @@ class PerfSchemaCollector(Collector):
             self.record = {"status": "collected", "connection": connection.describe(args),
                            "server_version": conn.get_server_info(), "setup_rows_changed": changed,
                            "thread_os_id": self.ps.has_os_id, "os_tid_source": self.ps.os_tid_source,
-                           "waits": self.waits}
+                           "waits": self.waits,
+                           "statement_text": "full" if self.full_sql else "digest"}
             self.progress = self._progress_connection(args)
             self.watch = self._thread_watch(args)
         except pymysql.err.MySQLError as e:

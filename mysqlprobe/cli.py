@@ -6,6 +6,7 @@ code (mysqlprobe/errors.py); -v adds the traceback."""
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import traceback
 
@@ -14,6 +15,11 @@ from mysqlprobe.errors import EXIT_FAILURE, EXIT_INTERRUPTED, MysqlprobeError
 
 DESCRIPTION = ("Where an INSERT's time goes inside mysqld: eBPF uprobe latency histograms of the "
                "partitioning layer, InnoDB row insert, page checksums and compression, per partition.")
+
+
+# captures hold statement digests, thread names and the server's setup: private unless asked
+PRIVATE_UMASK, SHARED_UMASK = 0o077, 0o022
+WRITES_CAPTURES = ("record", "report", "compare", "flamegraph", "demo", "bench")
 
 
 def _commands() -> dict:
@@ -31,6 +37,10 @@ def build_parser(command: str, module) -> argparse.ArgumentParser:
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("-v", "--verbose", action="store_true", help="tracebacks and libbpf messages on errors")
     p.add_argument("--version", action="version", version=f"mysqlprobe {__version__}")
+    if command in WRITES_CAPTURES:
+        p.add_argument("--shared-output", action="store_true",
+                       help="files written 0644 and directories 0755 (default: 0600 and 0700, readable by "
+                            "their owner only)")
     module.add_arguments(p)
     return p
 
@@ -43,8 +53,20 @@ def main(argv: list[str] | None = None) -> int:
         argv = argv[1:]
     parser = build_parser(command, commands[command])
     args = parser.parse_args(argv)
+    umask = os.umask(PRIVATE_UMASK)  # the caller's, read by setting one
+    if command in WRITES_CAPTURES:
+        os.umask(SHARED_UMASK if args.shared_output else PRIVATE_UMASK)  # perf inherits it for perf.data
+    else:
+        os.umask(umask)
     try:
-        return commands[command].run(args, parser)
+        return _run(commands[command], args, parser)
+    finally:
+        os.umask(umask)  # called in-process (tests, bench): leave the caller's as it was
+
+
+def _run(command, args, parser) -> int:
+    try:
+        return command.run(args, parser)
     except MysqlprobeError as e:
         if args.verbose:
             traceback.print_exc()

@@ -64,6 +64,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     g.add_argument("--no-perf-schema", action="store_true", help="probes only: do not connect")
     g.add_argument("--ps-waits", choices=("io", "all"), default="io",
                    help="wait instruments to enable: table and file I/O (default), or synch waits too")
+    g.add_argument("--full-sql", action="store_true",
+                   help="keep the statements' full text, literal values and all (default: their digests, "
+                        "literals made ?)")
     g = p.add_argument_group("CPU sampling (perf, for flame graphs)")
     g.add_argument("--no-perf", action="store_true", help="no CPU sampling")
     g.add_argument("--perf-freq", type=int, default=DEFAULT_FREQUENCY, metavar="HZ",
@@ -107,7 +110,7 @@ def options_from(args) -> RecordOptions:
         duration=args.duration, exact=args.exact, budget=args.overhead_budget / 100, correct=not args.raw,
         connect=None if args.no_perf_schema else ConnectOptions(args.socket, args.host, args.port, args.user,
                                                                 args.password_file, args.defaults_file),
-        ps_waits=args.ps_waits, off_cpu=not args.no_off_cpu, verbose=args.verbose, argv=tuple(sys.argv),
+        ps_waits=args.ps_waits, full_sql=args.full_sql, off_cpu=not args.no_off_cpu, verbose=args.verbose, argv=tuple(sys.argv),
         perf=None if args.no_perf else PerfOptions(args.perf_freq, args.perf_callgraph, args.keep_perf_data))
 
 

@@ -17,6 +17,7 @@ class RecordOptions:
     correct: bool = True                # subtract the probes' own cost from latencies
     connect: ConnectOptions | None = field(default_factory=ConnectOptions)  # None: no server connection
     ps_waits: str = "io"
+    full_sql: bool = False              # statements' full text in the capture; else their digests
     perf: PerfOptions | None = field(default_factory=PerfOptions)           # None: no CPU samples
     off_cpu: bool = True
     verbose: bool = False
