@@ -74,12 +74,39 @@ class Section:
 
 
 class Collector:
-    """Base of every collector; subclasses override what they need."""
+    """Base of every collector; subclasses override what they need.
+
+    A collector whose cost grows with the load (per context switch, per
+    sample) can be paced: in sampled mode it runs only in the duty cycles'
+    on-phases, resume() and pause() turning it on and off, so its cost is
+    inside what the cycles measure and pace on."""
 
     name = "collector"
+    can_pace = False
 
     def __init__(self):
         self.notes: list[str] = []
+        self.paced = False
+        self.on_s = 0.0          # seconds it was on, when paced
+        self._on_since: float | None = None
+
+    def pace(self) -> None:
+        """Run only in on-phases from now on (before prepare)."""
+        self.paced = self.can_pace
+
+    def resume(self) -> None:
+        if self._on_since is None:
+            self._on_since = time.monotonic()
+            self._turn(True)
+
+    def pause(self) -> None:
+        if self._on_since is not None:
+            self._turn(False)
+            self.on_s += time.monotonic() - self._on_since
+            self._on_since = None
+
+    def _turn(self, on: bool) -> None:
+        """Switch what costs the load on or off (paced collectors)."""
 
     def prepare(self) -> None:
         pass

@@ -54,6 +54,7 @@ def lib() -> ctypes.CDLL:
         "bpf_map_lookup_elem": (ctypes.c_int, [ctypes.c_int, _P, _P]),
         "bpf_map_update_elem": (ctypes.c_int, [ctypes.c_int, _P, _P, ctypes.c_uint64]),
         "bpf_map_get_next_key": (ctypes.c_int, [ctypes.c_int, _P, _P]),
+        "bpf_map_delete_elem": (ctypes.c_int, [ctypes.c_int, _P]),
         "bpf_obj_get_info_by_fd": (ctypes.c_int, [ctypes.c_int, _P, ctypes.POINTER(ctypes.c_uint32)]),
     }
     for fn, (res, args) in sigs.items():
@@ -245,6 +246,10 @@ def update(fd: int, key, value) -> None:
     ctypes.set_errno(0)
     if lib().bpf_map_update_elem(fd, ctypes.byref(key), ctypes.byref(value), 0) != 0:
         raise _errno_error("updating a BPF map failed")
+
+
+def delete(fd: int, key) -> bool:
+    return lib().bpf_map_delete_elem(fd, ctypes.byref(key)) == 0
 
 
 def keys(fd: int, key_type) -> list:

@@ -8,6 +8,7 @@ import bisect
 import ctypes
 import functools
 import os
+import time
 from dataclasses import dataclass
 
 from mysqlprobe import probes
@@ -19,7 +20,7 @@ from mysqlprobe.errors import BpfError, TargetError
 from mysqlprobe.flamegraphs.folded import Folded
 from mysqlprobe.flamegraphs.stacks import stacks_summary
 from mysqlprobe.probes import abi
-from mysqlprobe.probes.abi import STACK_DEPTH, OffCpuKey, OffCpuValue
+from mysqlprobe.probes.abi import STACK_DEPTH, Away, OffCpuKey, OffCpuValue
 
 OFFCPU_FILE = "offcpu.folded"
 WAITING_FOR_CPU = "[waiting for a CPU]"   # the leaf of a preempted thread's stack
@@ -37,19 +38,27 @@ class OffCpuRecord:
 
 class OffCpuSession:
     """The sched_switch program for one process. Use as a context manager;
-    start() and stop() open and close the window."""
+    start() and stop() open and close the window, or each on-phase of the
+    duty cycles: the program is attached only while it is open (attached, it
+    runs on every switch of the host, the target's or not). A wait still
+    open when it closes counts up to then (`cut`)."""
 
     def __init__(self, pid: int, verbose: bool = False):
         self.pid = pid
         self._obj = libbpf.BpfObject(probes.object_path("offcpu"), abi.rodata("offcpu", ctypes.c_uint32(pid)),
                                      verbose)
         try:
-            self._obj.attach_program(self._obj.program("on_switch"), "the sched_switch tracepoint")
+            self._attach()  # refused here, before any window opens, if at all
+            self._obj.detach_all()
             self.program_fd = self._obj.program_fd("on_switch")
-            self._fds = {name: self._obj.map_fd(name) for name in (".bss", "offcpu", "stacks", "dropped")}
+            self._fds = {name: self._obj.map_fd(name) for name in (".bss", "offcpu", "stacks", "dropped", "aways")}
         except BaseException:
             self._obj.close()
             raise
+        self.cut: dict[tuple, list[int]] = {}  # (tid, ustack, kstack, preempted) -> [ns, waits]
+
+    def _attach(self) -> None:
+        self._obj.attach_program(self._obj.program("on_switch"), "the sched_switch tracepoint")
 
     def __enter__(self) -> "OffCpuSession":
         return self
@@ -61,10 +70,23 @@ class OffCpuSession:
         libbpf.update(self._fds[".bss"], ctypes.c_uint32(0), ctypes.c_uint32(1 if on else 0))
 
     def start(self) -> None:
+        if not self._obj.attached:
+            self._attach()
         self._enable(True)
 
     def stop(self) -> None:
         self._enable(False)
+        self._obj.detach_all()
+        self._drain_open_waits(time.monotonic_ns())  # bpf_ktime_get_ns's clock
+
+    def _drain_open_waits(self, now_ns: int) -> None:
+        away = Away()
+        for tid in libbpf.keys(self._fds["aways"], ctypes.c_uint32):
+            if libbpf.lookup(self._fds["aways"], tid, away) and now_ns > away.ts:
+                acc = self.cut.setdefault((tid.value, away.ustack, away.kstack, away.preempted), [0, 0])
+                acc[0] += now_ns - away.ts
+                acc[1] += 1
+            libbpf.delete(self._fds["aways"], tid)
 
     def _stack(self, stack_id: int) -> list[int]:
         if stack_id < 0:
@@ -75,13 +97,16 @@ class OffCpuSession:
         return [a for a in frames if a]
 
     def records(self) -> list[OffCpuRecord]:
-        out = []
+        """What the map holds, with the waits cut by the phases' ends added."""
+        totals = {k: list(v) for k, v in self.cut.items()}
         value = OffCpuValue()
         for key in libbpf.keys(self._fds["offcpu"], OffCpuKey):
             if libbpf.lookup(self._fds["offcpu"], key, value):
-                out.append(OffCpuRecord(key.tid, self._stack(key.ustack), self._stack(key.kstack),
-                                        bool(key.preempted), value.ns, value.count))
-        return out
+                acc = totals.setdefault((key.tid, key.ustack, key.kstack, key.preempted), [0, 0])
+                acc[0] += value.ns
+                acc[1] += value.count
+        return [OffCpuRecord(tid, self._stack(ustack), self._stack(kstack), bool(preempted), ns, count)
+                for (tid, ustack, kstack, preempted), (ns, count) in totals.items()]
 
     def dropped(self) -> dict[str, int]:
         n = ctypes.c_uint64()
@@ -227,6 +252,7 @@ class OffCpuCollector(Collector):
     on while the window is open (where the kernel allows them)."""
 
     name = "off_cpu"
+    can_pace = True
 
     def __init__(self, pid: int, verbose: bool = False):
         super().__init__()
@@ -246,10 +272,18 @@ class OffCpuCollector(Collector):
 
     def start(self) -> None:
         self._runs0 = libbpf.program_run_stats(self.session.program_fd)
-        self.session.start()
+        self.resume()
+
+    def _turn(self, on: bool) -> None:
+        # attached while on only: the on-phases sample the time away, a wait
+        # still open at a phase's end counted up to it
+        if on:
+            self.session.start()
+        else:
+            self.session.stop()
 
     def stop(self) -> None:
-        self.session.stop()
+        self.pause()
         ns, runs = libbpf.program_run_stats(self.session.program_fd)
         self._runs = (ns - self._runs0[0], runs - self._runs0[1])
 
@@ -267,7 +301,8 @@ class OffCpuCollector(Collector):
                   "threads": [{"thread": t["thread"], "us": t["samples"]} for t in summary["threads"]],
                   "top_self": [{"function": f["function"], "us": f["samples"], "share": f["share"]}
                                for f in summary["top_self"]],
-                  "dropped": self.session.dropped()}
+                  "dropped": self.session.dropped(),
+                  **({"on_s": round(self.on_s, 6)} if self.paced else {})}
         return Section(self.name, {self.name: record}, list(self.notes), self._cost(),
                        {OFFCPU_FILE: ("stacks_file", folded)} if folded.stacks else {})
 

@@ -11,6 +11,7 @@ import ctypes
 import os
 import re
 import resource
+import select
 import shutil
 import signal
 import subprocess
@@ -89,18 +90,50 @@ def perf_binary() -> str:
     return found
 
 
+class PerfControl:
+    """perf record's --control FIFOs: 'enable' and 'disable', each
+    acknowledged, so samples are taken in the duty cycles' on-phases only."""
+
+    ACK_TIMEOUT_S = 2.0
+
+    def __init__(self, directory: str):
+        self.ctl, self.ack = os.path.join(directory, "ctl.fifo"), os.path.join(directory, "ack.fifo")
+        os.mkfifo(self.ctl, 0o600)
+        os.mkfifo(self.ack, 0o600)
+        # read-write ends: opening does not wait for perf, and perf's end can come and go
+        self._ctl_fd = os.open(self.ctl, os.O_RDWR)
+        self._ack_fd = os.open(self.ack, os.O_RDWR)
+
+    def arguments(self) -> list[str]:
+        return ["-D", "-1", "--control", f"fifo:{self.ctl},{self.ack}"]
+
+    def send(self, command: str) -> bool:
+        """True once perf acknowledged it."""
+        os.write(self._ctl_fd, command.encode() + b"\n")
+        ready, _, _ = select.select([self._ack_fd], [], [], self.ACK_TIMEOUT_S)
+        return bool(ready) and os.read(self._ack_fd, 64).startswith(b"ack")
+
+    def close(self) -> None:
+        for fd in (self._ctl_fd, self._ack_fd):
+            os.close(fd)
+
+
 class PerfRecorder:
     """`perf record` on one process, from start() to stop(), into perf_data."""
 
-    def __init__(self, pid: int, perf_data: str, unwinding: Unwinding, frequency: int = DEFAULT_FREQUENCY):
+    def __init__(self, pid: int, perf_data: str, unwinding: Unwinding, frequency: int = DEFAULT_FREQUENCY,
+                 controlled: bool = False):
         self.pid, self.perf_data, self.unwinding, self.frequency = pid, perf_data, unwinding, frequency
         self.proc: subprocess.Popen | None = None
         self.cpu_s = 0.0
         self.error: str | None = None
+        # controlled: events start disabled; enable() and disable() through perf's control FIFOs
+        self.control = PerfControl(os.path.dirname(perf_data)) if controlled else None
 
     def command(self) -> list[str]:
         return [perf_binary(), "record", "-q", "-e", "cpu-clock", "-F", str(self.frequency),
-                "--call-graph", self.unwinding.call_graph(), "-p", str(self.pid), "-o", self.perf_data]
+                "--call-graph", self.unwinding.call_graph(), "-p", str(self.pid), "-o", self.perf_data] + (
+                    self.control.arguments() if self.control else [])
 
     def start(self) -> None:
         self._usage0 = resource.getrusage(resource.RUSAGE_CHILDREN)
@@ -256,6 +289,7 @@ class PerfCollector(Collector):
     collector makes after it should see the conditions of the window."""
 
     name = "perf"
+    can_pace = True
 
     def __init__(self, pid: int, image: ElfImage, opts: PerfOptions):
         super().__init__()
@@ -266,11 +300,14 @@ class PerfCollector(Collector):
         self.started_at = 0.0
         self.seconds = 0.0
         self._cpu0: float | None = None
+        self._perf_cpu0: float | None = None
+        self.window_cpu_s: float | None = None  # perf's CPU while the window was open
 
     def prepare(self) -> None:
         unwinding = choose_unwinding(self.image, self.opts.callgraph)
         self._tmp = tempfile.mkdtemp(prefix="mysqlprobe-perf-")
-        self.recorder = PerfRecorder(self.pid, os.path.join(self._tmp, "perf.data"), unwinding, self.opts.frequency)
+        self.recorder = PerfRecorder(self.pid, os.path.join(self._tmp, "perf.data"), unwinding, self.opts.frequency,
+                                     controlled=self.paced)
         try:
             self.recorder.start()
         except PerfUnavailable as e:
@@ -294,9 +331,23 @@ class PerfCollector(Collector):
             self._cpu0 = cpu
         return int((cpu - self._cpu0) * self.opts.frequency)
 
+    def start(self) -> None:
+        self._perf_cpu0 = cpu_seconds(self.recorder.proc.pid)
+        if self.paced:
+            self.resume()
+
+    def _turn(self, on: bool) -> None:
+        if not self.recorder.control.send("enable" if on else "disable") and not self.notes:
+            self.notes.append("CPU sampling: perf did not acknowledge a switch of its events; samples may "
+                              "fall outside the on-phases")
+
     def stop(self) -> None:
         """perf takes a moment to write its data: not part of the window."""
         if self.recorder and self.recorder.proc:
+            self.pause()
+            cpu = cpu_seconds(self.recorder.proc.pid)
+            if cpu is not None and self._perf_cpu0 is not None:
+                self.window_cpu_s = cpu - self._perf_cpu0
             self.recorder.stop()
             self.seconds = time.monotonic() - self.started_at
 
@@ -310,6 +361,8 @@ class PerfCollector(Collector):
         except PerfUnavailable as e:
             return self.unavailable("unavailable", self._note(str(e)))
         cpu_s = self.recorder.cpu_s
+        if self.paced:
+            self.record["on_s"] = round(self.on_s, 6)
         self.record.update({"status": "collected", "samples": samples, "perf_cpu_s": round(cpu_s, 3),
                             "perf_cpu_share": round(cpu_s / self.seconds, 4) if self.seconds else None,
                             **stacks_summary(folded)})
@@ -318,8 +371,9 @@ class PerfCollector(Collector):
             files[STACKS_FILE] = ("stacks_file", folded)
         if self.opts.keep_data:
             files["perf.data"] = ("perf_data", self._keep_perf_data())
-        cost = Cost(cpu_s=cpu_s, method="perf's own CPU time; what sampling adds to the target's threads is "
-                                        "not seen from here")
+        cost = Cost(cpu_s=self.window_cpu_s, method="perf's own CPU time in the window (starting and writing "
+                    f"its data, {cpu_s:.2f}s in all, fall outside it); what sampling adds to the target's "
+                    "threads is not seen from here")
         return Section(self.name, {self.name: self.record}, list(self.notes), cost, files)
 
     def _note(self, reason: str) -> str:
@@ -335,6 +389,9 @@ class PerfCollector(Collector):
         if self.recorder and self.recorder.proc:
             self.recorder.proc.kill()
             self.recorder.proc.wait()
+        if self.recorder and self.recorder.control:
+            self.recorder.control.close()
+            self.recorder.control = None
         if self._tmp:
             shutil.rmtree(self._tmp, ignore_errors=True)
             self._tmp = None

@@ -95,12 +95,17 @@ class OffCpuValue(ctypes.Structure):
     _fields_ = [("ns", _u64), ("count", _u64)]
 
 
+class Away(ctypes.Structure):
+    """A thread switched out in an on-phase, not yet back."""
+    _fields_ = [("ts", _u64), ("ustack", ctypes.c_int32), ("kstack", ctypes.c_int32), ("preempted", _u32)]
+
+
 # per object: C struct name -> its mirror
 MIRRORS = {
     "uprobe_latency": {"latency_config": LatencyConfig, "probe_cost": ProbeCost, "probe_stats": ProbeStats,
                        "part_key": PartKey, "part_stats": PartStats, "edge_key": EdgeKey,
                        "edge_stats": EdgeStats},
-    "offcpu": {"offcpu_key": OffCpuKey, "offcpu_value": OffCpuValue},
+    "offcpu": {"offcpu_key": OffCpuKey, "offcpu_value": OffCpuValue, "away": Away},
 }
 # per object: .rodata variable -> its mirror
 RODATA = {"uprobe_latency": ("config", LatencyConfig), "offcpu": ("target_tgid", _u32)}

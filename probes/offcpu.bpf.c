@@ -25,7 +25,7 @@ struct task_struct {
 } __attribute__((preserve_access_index));
 
 const volatile __u32 target_tgid = 0;
-__u32 enabled = 0;   /* the window is open */
+__u32 enabled = 0;   /* switch-outs are taken */
 
 struct away {
 	__u64 ts;
@@ -93,9 +93,10 @@ int on_switch(__u64 *ctx)
 	__u64 now = bpf_ktime_get_ns();
 	__u32 tid;
 
-	if (!enabled)
-		return 0;
-	if (prev->tgid == target_tgid) {
+	/* switch-outs are taken while enabled; each is timed to its switch-in.
+	 * Duty cycles attach the program in their on-phases only; user space
+	 * counts the waits still open when a phase ends up to its end. */
+	if (enabled && prev->tgid == target_tgid) {
 		struct away a = {
 			.ts = now,
 			/* prev is still the current task here: its stacks */

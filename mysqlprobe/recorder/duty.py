@@ -49,11 +49,13 @@ class DutyCycles:
     the rows the server changed and the time the load lost."""
 
     def __init__(self, latency: LatencyCollector, calibration: CalibrationCollector, window: Window,
-                 budget: float, rows_changed):
+                 budget: float, rows_changed, paced: list | None = None):
         self.session, self.specs = latency.session, latency.specs
+        self.paced = paced or []  # on with the probes, so their cost is in what each cycle measures
         self.calibration, self.window, self.rows_changed = calibration, window, rows_changed
         self.pacer = Pacer(budget, on_s=ON_PHASE_S, min_on_s=MIN_ON_S, max_off_s=MAX_OFF_S)
         self.cycles: list[dict] = []
+        self.off_rows, self.off_s = 0, 0.0  # every clean off-phase, summed: the load's unprobed speed
         self._last = {s.index: 0 for s in self.specs}
         self._indices = [s.index for s in self.specs]
 
@@ -69,17 +71,26 @@ class DutyCycles:
             if rows_at_end is not False:
                 return rows_at_end
             self.session.detach_target()
-            paced = self._pace(cycle, cycle_t0, cycle_rows0, started[0])
-            if paced is None:
+            phases = self._pace(cycle, cycle_t0, cycle_rows0, started[0])
+            if phases is None:
                 return self.rows_changed()
-            on_s, off_s, off_t0, speed_from = paced
-            if self.window.wait(max(off_s - (time.monotonic() - off_t0), 0.0)):
-                return self.rows_changed()
+            on_s, off_s, off_t0, speed_from = phases
+            ended = self.window.wait(max(off_s - (time.monotonic() - off_t0), 0.0))
             cycle_t0, cycle_rows0 = time.monotonic(), self.rows_changed()
-            self.pacer.off_phase(difference(cycle_rows0, speed_from[1]), cycle_t0 - speed_from[0])
+            self._off_phase(difference(cycle_rows0, speed_from[1]), cycle_t0 - speed_from[0])
+            if ended:
+                return cycle_rows0
+            for c in self.paced:
+                c.resume()
             self.session.attach_target()
             on_t0 = time.monotonic()
             self.session.start()
+
+    def _off_phase(self, rows: int | None, seconds: float) -> None:
+        self.pacer.off_phase(rows, seconds)
+        if rows is not None and seconds > 0:
+            self.off_rows += rows
+            self.off_s += seconds
 
     def _on_phase(self, on_s: float, on_t0: float):
         """Keep the probes on for on_s; the cycle's record, and the rows
@@ -91,6 +102,8 @@ class DutyCycles:
         ended = self.window.wait(on_s)
         calls1, rows1, read1 = rows_and_calls(self.rows_changed, self._counts)
         self.session.stop()
+        for c in self.paced:
+            c.pause()
         t_on = time.monotonic() - on_t0
         now = self._counts()
         delta = {i: now[i] - self._last[i] for i in now}
@@ -117,7 +130,7 @@ class DutyCycles:
             if self.window.wait(MEASURE_OFF_S):
                 return None
             speed_from = (time.monotonic(), self.rows_changed())
-            self.pacer.off_phase(difference(speed_from[1], off_rows0), speed_from[0] - off_t0)
+            self._off_phase(difference(speed_from[1], off_rows0), speed_from[0] - off_t0)
             lost = self.pacer.lost(cycle_s, cycle_rows)
         cycle["lost_s"] = None if lost is None else round(lost, 6)
         cycle["unprobed_rows_per_s"] = None if lost is None else round(self.pacer.speed(), 1)
@@ -141,6 +154,7 @@ class DutyCycles:
                 "cost_uncertainty": round(cost_uncertainty(cal, self.specs), 3),
                 "on_s": round(sum(c["on_s"] for c in self.cycles), 6),
                 "lost_s": round(sum(known), 6) if known else None,
+                "off_s": round(self.off_s, 6), "off_rows": self.off_rows,
                 "calls_per_cycle": [{**c, **{k: [c[k][s.index] for s in self.specs] for k in ("calls", "row_calls")}}
                                     for c in self.cycles]}
 

@@ -66,8 +66,11 @@ class Recorder:
         out["calibration"] = calibration
         out["uprobe"] = LatencyCollector(pid, self.target.proc_exe, specs, calibration, o.correct, o.verbose)
         if o.connect is not None:
-            out["perf_schema"] = PerfSchemaCollector(pid, o.connect, o.ps_waits)
+            out["perf_schema"] = PerfSchemaCollector(pid, o.connect, o.ps_waits, o.full_sql)
         out["process"] = ProcessCollector(pid)
+        if not o.exact:  # what costs per switch or per sample runs in the on-phases only
+            for c in out.values():
+                c.pace()
         return out
 
     def _running(self, order) -> list[Collector]:
@@ -118,7 +121,8 @@ class Recorder:
                 pass
             rows_at_end, sampling = rows_changed(), {"mode": "exact"}
         else:
-            cycles = DutyCycles(latency, self.collectors["calibration"], win, o.budget, rows_changed)
+            paced = [c for c in self._running(START) if c.paced]
+            cycles = DutyCycles(latency, self.collectors["calibration"], win, o.budget, rows_changed, paced)
             rows_at_end = cycles.run(started)
             cycles.measure_in_situ_cost()
             sampling = cycles.record(o.budget)

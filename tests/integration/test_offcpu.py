@@ -6,10 +6,12 @@ time are known."""
 from __future__ import annotations
 
 import json
+import time
 
 import pytest
 
 from helpers import Profiler
+from mysqlprobe.collectors.offcpu import OffCpuSession
 from mysqlprobe.flamegraphs import folded
 
 pytestmark = pytest.mark.root
@@ -54,3 +56,20 @@ def test_no_off_cpu_leaves_it_out(known_cost, tmp_path):
     assert code == 0, err
     assert prof.profile()["off_cpu"] == {"status": "not requested"}
     assert not (tmp_path / "offcpu.folded").exists()
+
+
+def test_a_wait_open_when_a_phase_ends_counts_up_to_its_end(known_cost):
+    with OffCpuSession(known_cost.pid) as session:
+        session.start()
+        known_cost.stdin.write(f"sleep {SLEEP_MS}\n")
+        known_cost.stdin.flush()
+        time.sleep(0.05)
+        t0 = time.monotonic_ns()
+        session.stop()                                   # it still sleeps: cut here
+        open_for = time.monotonic_ns() - t0
+        slept = json.loads(known_cost.stdout.readline())["slept_ns"]
+        session.start()                                  # its switch-in, in a later phase, adds nothing
+        session.stop()
+        cut = [r for r in session.records() if r.ns >= 40_000_000]
+    assert len(cut) == 1 and cut[0].count == 1 and not cut[0].preempted
+    assert cut[0].ns < slept - open_for - 100_000_000    # not its whole sleep: up to the phase's end
