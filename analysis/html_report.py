@@ -94,16 +94,16 @@ def _interval(f: dict) -> str:
 def _stage_rows(doc: dict, stages: list[StageSummary]) -> list[list]:
     sampled = text.is_sampled(doc)
     mark = "~" if sampled else ""
-    return [[f["stage"], f"{mark}{f['calls']:,.0f}"] + ([_interval(f)] if sampled else [])
-            + [f["counted"], fmt(f["mean_ns"]), fmt(f["p50"]), fmt(f["p90"]), fmt(f["p99"]), fmt(f["total_ns"]),
+    return [[f["stage"] + f["mark"], f"{mark}{f['calls']:,.0f}"] + ([_interval(f)] if sampled else [])
+            + [f["counted"], f["mean"], f["p50"], f["p90"], f["p99"], fmt(f["total_ns"]),
                text.pct(f["share"])] for f in text.stage_figures(stages, doc)]
 
 
-def _partitions(s: StageSummary) -> str:
+def _partitions(s: StageSummary, doc: dict) -> str:
     if not s.partitions:
         return ""
-    rows = [[f["id"], f["calls"], text.pct(f["share"]), fmt(f["total_ns"]), fmt(f["mean_ns"]), fmt(f["p50"]),
-             fmt(f["p99"])] for f in text.partition_figures(s)]
+    rows = [[f"{f['id']}{f['mark']}", f["calls"], text.pct(f["share"]), fmt(f["total_ns"]), f["mean"], f["p50"], f["p99"]]
+            for f in text.partition_figures(s, doc)]
     return "<p class=muted>per partition</p>" + _table(["partition", "calls", "share", "total", "mean", "p50", "p99"],
                                                        rows)
 
@@ -142,6 +142,8 @@ def render_html(profile: Profile, flamegraph_svg: str | None = None, offcpu_svg:
                      _stage_rows(doc, stages)),
               "<p class=muted>share: time in the stage / window length (above 100% with several threads)"
               + ("; ~ estimated for the whole window from the duty cycles" if text.is_sampled(doc) else "")
+              + "; mean &lt;X: the probes' doubt per call outweighs the call, X bounds it"
+              + "".join(f"; {_e(line)}" for line in text.unresolved_note(text.stage_figures(stages, doc)))
               + "</p>"]
     tree = text.attribution_block(profile)
     if tree:
@@ -155,7 +157,7 @@ def render_html(profile: Profile, flamegraph_svg: str | None = None, offcpu_svg:
             continue
         parts.append(f'<div class=stage><b>{_e(s.stage)}</b> <span class=muted>{_e(s.title)}</span><br>'
                      f'<span class=muted>{_e(", ".join(s.symbols))}</span><br>{histogram_chart(s)}'
-                     f"{_partitions(s)}</div>")
+                     f"{_partitions(s, doc)}</div>")
     parts.append("<h2>Flame graph (CPU samples)</h2>")
     if flamegraph_svg:
         parts += ['<p><input id=search placeholder="search functions (regular expression)"> '

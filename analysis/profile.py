@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 
 from mysqlprobe.analysis import histogram as H
 from mysqlprobe.catalog import BY_NAME
+from mysqlprobe.analysis.per_call import PerCall, per_call
 from mysqlprobe.analysis.sampling import Estimate, estimate_by_rows, estimate_total
 
 
@@ -44,6 +45,7 @@ class StageSummary:
     partition_source: str | None = None
     cycle_calls: list[int] | None = None      # sampled mode: calls counted per duty cycle
     cycle_row_calls: list[int] | None = None  # of those, the calls while the cycle's rows were counted
+    classes: set[str] = field(default_factory=set)  # how its probes' first instructions are taken (calibration)
 
     @property
     def mean_ns(self) -> float | None:
@@ -75,6 +77,8 @@ def stage_summaries(doc: dict) -> list[StageSummary]:
         if s is None:
             s = out[name] = StageSummary(name, st.title if st else p["symbol"], [])
         s.symbols.append(p["symbol"])
+        if (p.get("entry") or {}).get("class"):
+            s.classes.add(p["entry"]["class"])
         _add(s, p)
         if cycles is not None:
             s.cycle_calls = _add_per_cycle(s.cycle_calls, [c["calls"][j] for c in cycles])
@@ -148,12 +152,34 @@ def probe_estimate(doc: dict, j: int) -> Estimate:
     return estimate_total(cycles, doc["window"]["duration_s"], doc["sampling"].get("cost_uncertainty", 0.0))
 
 
+MIN_OFF_ROWS = 200  # rows in the off-phases before their speed stands for the unprobed load's
+
+
 def measured_slowdown(doc: dict) -> float | None:
-    """How much the duty cycles slowed the load down, from the time they lost
-    against the load's unprobed speed; None when it was not measured."""
-    lost = (doc.get("sampling") or {}).get("lost_s")
-    window = doc["window"]["duration_s"]
-    return window / (window - lost) if lost is not None and 0 <= lost < window else None
+    """How much the collectors slowed the load down, from the server's own
+    progress: its row rate in the off-phases (nothing costing the load on)
+    against its rate over the whole window, every on-phase, attach and
+    detach included. Captures without off-phase totals: from the time the
+    cycles lost one by one. None when it was not measured."""
+    sampling, window = doc.get("sampling") or {}, doc["window"]
+    off_rows, off_s, rows = sampling.get("off_rows"), sampling.get("off_s"), window.get("rows_changed")
+    if off_rows is not None and off_rows >= MIN_OFF_ROWS and off_s and rows:
+        return round((off_rows / off_s) / (rows / window["duration_s"]), 4)
+    if off_rows is not None:
+        return None
+    lost = sampling.get("lost_s")
+    duration = window["duration_s"]
+    return duration / (duration - lost) if lost is not None and 0 <= lost < duration else None
+
+
+def calibrated_slowdown(doc: dict) -> float | None:
+    """Sampled mode: the slowdown the duty cycles' probes would cause by
+    their calibrated cost alone (the estimate where none was measured)."""
+    cycles = sampled_cycles(doc)
+    if cycles is None:
+        return None
+    window, probe_s = doc["window"]["duration_s"], sum(c["probe_s"] for c in cycles)
+    return round(window / (window - probe_s), 4) if 0 <= probe_s < window else None
 
 
 def window_ns(doc: dict) -> int:
@@ -163,6 +189,14 @@ def window_ns(doc: dict) -> int:
 def latency_record(total: int, calls: int, counts: list[int]) -> dict:
     return {"total_ns": total, "mean_ns": total / calls if calls else None,
             "percentiles_ns": H.percentiles(counts), "histogram": histogram_record(counts)}
+
+
+def stage_per_call(s: StageSummary, doc: dict) -> PerCall:
+    return per_call(s.calls, s.total_ns, s.raw_total_ns, s.raw_counts, doc, s.classes)
+
+
+def partition_per_call(p: PartitionSummary, s: StageSummary, doc: dict) -> PerCall:
+    return per_call(p.calls, p.total_ns, p.raw_total_ns, p.raw_counts, doc, s.classes)
 
 
 def stage_record(s: StageSummary, doc: dict) -> dict:
@@ -181,11 +215,13 @@ def stage_record(s: StageSummary, doc: dict) -> dict:
         "estimated_calls": est.to_json(),
         "calls_per_s": round(est.value / seconds, 3) if seconds else None,
         **latency_record(s.total_ns, s.calls, s.counts),
+        **stage_per_call(s, doc).to_json(),
         "share_of_window": round(share, 6) if share is not None else None,
         "raw": latency_record(s.raw_total_ns, s.calls, s.raw_counts),
         "overhead_ns": s.overhead_ns,
         "partition_source": s.partition_source,
         "partitions": [{"id": p.id, "calls": p.calls, **latency_record(p.total_ns, p.calls, p.counts),
+                        **partition_per_call(p, s, doc).to_json(),
                         "raw": latency_record(p.raw_total_ns, p.calls, p.raw_counts)}
                        for _, p in sorted(s.partitions.items())],
     }

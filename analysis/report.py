@@ -7,8 +7,9 @@ import textwrap
 
 from mysqlprobe.analysis import histogram as H
 from mysqlprobe.analysis.model import Profile
+from mysqlprobe.analysis.per_call import PerCall
 from mysqlprobe.analysis.profile import (StageSummary, coverage, estimate_basis, estimated_calls, measured_slowdown,
-                                         window_ns, window_scale)
+                                         partition_per_call, stage_per_call, window_ns, window_scale)
 
 fmt = H.format_ns
 
@@ -37,8 +38,38 @@ def header(profile: Profile) -> list[str]:
         f"window   {w['start']}, {w['duration_s']:.2f}s (ended by {w['ended_by']})",
         f"probes   {doc['engine']['probes_attached']} attached on {len(doc['probes'])} functions"
         + _overhead(profile.overhead),
-    ] + _latency_basis(doc) + _sampling_line(doc)
+    ] + _overhead_lines(profile) + _latency_basis(doc) + _sampling_line(doc)
     return lines
+
+
+def _costs(by_collector: dict) -> str:
+    """What each collector measured itself to cost: in the target, and CPU of its own."""
+    target = [f"{n} {fmt(c['target_s'] * 1e9)}" for n, c in by_collector.items() if c.get("target_s")]
+    cpu = [f"{n} {fmt(c['cpu_s'] * 1e9)}" for n, c in by_collector.items() if c.get("cpu_s")]
+    return "; ".join(part for part in (("in the target: " + ", ".join(target)) if target else "",
+                                       ("CPU of their own: " + ", ".join(cpu)) if cpu else "") if part)
+
+
+def _overhead_lines(profile: Profile) -> list[str]:
+    """The slowdown the load felt, as the duty cycles measured it from the
+    server's row rate with the collectors on and off, and each collector's
+    own measure of its cost (captures of schema 1 have none)."""
+    doc, o = profile.doc, profile.overhead
+    if "collectors" not in doc:
+        return []
+    slowdown = o["measured_slowdown"]
+    if slowdown is not None:
+        # below 1: the load's own variation outweighed what the collectors cost it
+        first = (f"load slowed {slowdown:.2f}x" if slowdown >= 1 else f"load not measurably slowed ({slowdown:.2f}x)")
+        first += " (its row rate with the collectors on and off)"
+    elif not profile.sampled:
+        first = "slowdown not measured: every call counted (--exact)"
+    else:
+        estimate = o["estimated_slowdown"]
+        first = ("slowdown not measured (no row counter from the server)"
+                 + (f"; the probes' calibrated cost alone: ~{estimate:.2f}x" if estimate else ""))
+    costs = _costs(o["by_collector"])
+    return _fit([f"overhead {first}"] + ([f"         {costs}"] if costs else []), indent=9)
 
 
 def _overhead(o: dict) -> str:
@@ -80,16 +111,35 @@ def stage_figures(stages: list[StageSummary], doc: dict) -> list[dict]:
         total = s.total_ns * scale
         est = estimated_calls(s, doc)
         out.append({"stage": s.stage, "calls": est.value, "calls_low": est.low, "calls_high": est.high,
-                    "counted": s.calls,
-                    "mean_ns": s.mean_ns, "total_ns": total, "share": total / window if window else None,
-                    **s.percentiles()})
+                    "counted": s.calls, "total_ns": total, "share": total / window if window else None,
+                    **_latencies(stage_per_call(s, doc), s.percentiles())})
     return out
 
 
-def partition_figures(s: StageSummary) -> list[dict]:
+def _latencies(pc: PerCall, percentiles: dict) -> dict:
+    """The mean as its interval allows ("<X" where it is a bound), and the
+    percentiles, starred where the probes' doubt per call outweighs the
+    histogram's resolution."""
+    shown = [v for v in percentiles.values() if v is not None]
+    return {"mean_ns": pc.mean_ns, "mean": pc.text(), "per_call": pc,
+            "mark": "" if all(pc.percentile_resolved(v) for v in shown) else UNRESOLVED,
+            **{k: fmt(v) for k, v in percentiles.items()}}
+
+
+UNRESOLVED = "*"
+
+
+def unresolved_note(figures: list[dict], indent: str = "") -> list[str]:
+    if not any(f["mark"] for f in figures):
+        return []
+    return [f"{indent}{UNRESOLVED} percentiles within the probes' doubt per call: not measurements"]
+
+
+def partition_figures(s: StageSummary, doc: dict) -> list[dict]:
     total = sum(p.calls for p in s.partitions.values()) or 1
-    return [{"id": pid, "calls": p.calls, "share": p.calls / total, "total_ns": p.total_ns, "mean_ns": p.mean_ns,
-             **H.percentiles(p.counts)} for pid, p in sorted(s.partitions.items())]
+    return [{"id": pid, "calls": p.calls, "share": p.calls / total, "total_ns": p.total_ns,
+             **_latencies(partition_per_call(p, s, doc), H.percentiles(p.counts))}
+            for pid, p in sorted(s.partitions.items())]
 
 
 def is_sampled(doc: dict) -> bool:
@@ -99,13 +149,14 @@ def is_sampled(doc: dict) -> bool:
 def summary_table(stages: list[StageSummary], doc: dict) -> list[str]:
     seconds = window_ns(doc) / 1e9
     sampled = is_sampled(doc)
-    lines = [f"{'stage':<29} {'calls':>7} {'calls/s':>7} {'total':>6} {'share':>6} "
+    lines = [f"{'stage':<30}{'calls':>7} {'calls/s':>7} {'total':>6} {'share':>6} "
              f"{'p50':>6} {'p90':>6} {'p99':>6}"]
-    for f in stage_figures(stages, doc):
-        lines.append(f"{f['stage']:<29} {_count(f['calls'], sampled):>7} {_rate(f['calls'], seconds):>7} "
-                     f"{fmt(f['total_ns']):>6} {pct(f['share']):>6} {fmt(f['p50']):>6} {fmt(f['p90']):>6} "
-                     f"{fmt(f['p99']):>6}")
-    return lines
+    figures = stage_figures(stages, doc)
+    for f in figures:
+        lines.append(f"{f['stage'] + f['mark']:<30}{_count(f['calls'], sampled):>7} {_rate(f['calls'], seconds):>7} "
+                     f"{fmt(f['total_ns']):>6} {pct(f['share']):>6} {f['p50']:>6} {f['p90']:>6} "
+                     f"{f['p99']:>6}")
+    return lines + unresolved_note(figures)
 
 
 def _sampling_line(doc: dict) -> list[str]:
@@ -113,7 +164,7 @@ def _sampling_line(doc: dict) -> list[str]:
     if sampling.get("mode") != "sampled":
         return []
     basis = {"rows": "by the server's rows changed", "time": "by time"}[estimate_basis(doc)]
-    slowdown = measured_slowdown(doc)
+    slowdown = measured_slowdown(doc) if "collectors" not in doc else None  # else on the overhead line
     measured = f", load slowed {slowdown:.2f}x" if slowdown is not None else ""
     # an interval comes from how calls vary between cycles: one cycle gives none
     interval = "95% intervals below" if sampling["cycles"] >= 2 else "one cycle, so no interval (a longer window)"
@@ -122,16 +173,17 @@ def _sampling_line(doc: dict) -> list[str]:
             f"         ~ = estimate scaled {basis}; {interval}"]
 
 
-def partition_table(s: StageSummary) -> list[str]:
+def partition_table(s: StageSummary, doc: dict) -> list[str]:
     if not s.partitions:
         return []
     source = f"read at {s.partition_source}" if s.partition_source else "from the probed call chain"
     lines = [f"  per partition (partition id {source}):",
              f"  {'partition':>9}{'calls':>10}{'share':>8}{'total':>9}{'mean':>8}{'p50':>8}{'p99':>8}"]
-    for f in partition_figures(s):
-        lines.append(f"  {f['id']:>9}{f['calls']:>10}{pct(f['share']):>8}{fmt(f['total_ns']):>9}"
-                     f"{fmt(f['mean_ns']):>8}{fmt(f['p50']):>8}{fmt(f['p99']):>8}")
-    return lines
+    figures = partition_figures(s, doc)
+    for f in figures:
+        lines.append(f"  {str(f['id']) + f['mark']:>9}{f['calls']:>10}{pct(f['share']):>8}{fmt(f['total_ns']):>9}"
+                     f"{f['mean']:>8}{f['p50']:>8}{f['p99']:>8}")
+    return lines + unresolved_note(figures, "  ")
 
 
 WIDE_INTERVAL = 0.25  # an estimate this uncertain (relative half-width) says how to do better
@@ -154,14 +206,23 @@ def estimate_line(s: StageSummary, doc: dict) -> list[str]:
     return lines
 
 
+def _interval(pc: PerCall) -> str:
+    if pc.low_ns is None:
+        return ""
+    if not pc.resolved:
+        return " (95% interval: at most that)"
+    return f" (95% interval {fmt(pc.low_ns)} to {fmt(pc.high_ns)})"
+
+
 def stage_detail(s: StageSummary, doc: dict) -> list[str]:
     lines = _fit([f"{s.stage}: {s.title}"])
     lines += [f"  {sym}" for sym in s.symbols]
+    pc = stage_per_call(s, doc)
     lines.append(f"  calls {s.calls}{' counted' if s.cycle_calls is not None else ''}, total {fmt(s.total_ns)}, "
-                 f"mean {fmt(s.mean_ns)}")
+                 f"mean {pc.text()}" + _interval(pc))
     lines += estimate_line(s, doc)
     lines += H.render_ascii(s.counts)
-    lines += partition_table(s)
+    lines += partition_table(s, doc)
     return lines
 
 
@@ -295,8 +356,8 @@ def samples_block(doc: dict, top: int = 10) -> list[str]:
     cost = perf.get("perf_cpu_share")
     lines = [""] + textwrap.wrap(f"CPU samples: {n} ({perf['event']} {perf['frequency_hz']} Hz, "
                                  f"{perf['unwinding']['describe']}"
-                                 + (f"; perf used {pct(cost)} of a CPU)" if cost is not None else ")"),
-                                 80, subsequent_indent="  ")
+                                 + (f"; perf used {pct(cost)} of a CPU)" if cost is not None else ")")
+                                 + _on_phases(perf, doc), 80, subsequent_indent="  ")
     if not n:
         return lines
     lines += _threads_line(f"{t['thread']} {pct(t['samples'] / n)}" for t in perf["threads"][:4])
@@ -306,6 +367,12 @@ def samples_block(doc: dict, top: int = 10) -> list[str]:
     if perf.get("stacks_file"):
         lines.append(f"  folded stacks: {perf['stacks_file']} (flamegraph.svg, report.html)")
     return lines
+
+
+def _on_phases(section: dict, doc: dict) -> str:
+    """Sampled mode: a collector that ran with the probes saw the on-phases only."""
+    on, window = section.get("on_s"), doc["window"]["duration_s"]
+    return f", taken in the on-phases ({pct(on / window)} of the window)" if on is not None and window else ""
 
 
 def _threads_line(items) -> list[str]:
@@ -321,7 +388,8 @@ def off_cpu_block(doc: dict, top: int = 8) -> list[str]:
     window = doc["window"]["duration_s"]
     lines = [""] + textwrap.wrap(
         f"off-CPU: blocked {fmt(off['blocked_s'] * 1e9)}, waiting for a CPU {fmt(off['waiting_for_cpu_s'] * 1e9)} "
-        f"over all threads, {off['switches']} switches (window {window:.2f}s)", 80, subsequent_indent="  ")
+        f"over all threads, {off['switches']} switches (window {window:.2f}s)" + _on_phases(off, doc), 80,
+        subsequent_indent="  ")
     total = sum(t["us"] for t in off["threads"]) or 1
     if off["threads"]:
         lines += _threads_line(f"{t['thread']} {fmt(t['us'] * 1e3)}" for t in off["threads"][:4])

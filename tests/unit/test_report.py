@@ -132,6 +132,9 @@ def test_profile_document_fields():
     assert stages["partition.get_partition_id"]["partition_source"] == "*argument 1 at return"
     assert stages["innodb.row_insert"]["calls_per_s"] == pytest.approx(ROWS / 1.5, rel=1e-3)
     assert stages["innodb.page_compress"]["calls"] == 0
+    gpi = stages["partition.get_partition_id"]        # 100 ns under 1.8 us of probes: a bound
+    assert gpi["mean_ns_ci95"][0] == 0 and gpi["mean_ns_ci95"][1] > gpi["mean_ns"] >= 0
+    assert "calibrated cost" in gpi["mean_method"] and gpi["mean_resolved"] is False
     assert stages["partition.write_row"]["raw"]["total_ns"] == ROWS * 9000 + 7 * 150_000
     assert stages["partition.write_row"]["total_ns"] == ROWS * 4000
     proc = doc["process"]
@@ -146,11 +149,12 @@ FIXTURES = Path(__file__).parents[1] / "fixtures"
 
 @pytest.mark.parametrize("name", ["exact", "sampled"])
 def test_a_schema_1_capture_reports_as_it_did(name):
-    """Captures written before schema 2 (fixtures saved by that version) give
-    the text and HTML that version printed, their stored derived fields unused."""
+    """Captures written before schema 2 (fixtures saved by that version) report
+    as a capture of today does (the goldens follow the report's format), their
+    stored derived fields unused."""
     doc = capture.read_profile(str(FIXTURES / f"profile_v1_{name}.json"))
     assert doc["schema_version"] == 1 and "stages" in doc
-    golden = GOLDEN if name == "exact" else GOLDEN.with_name("report_v1_sampled.txt")
+    golden = GOLDEN.with_name(f"report_v1_{name}.txt")
     assert render_text(Profile(doc)) == golden.read_text()
     doc["stages"], doc["attribution"], doc["overhead"] = [], [{"bogus": 1}], {"estimated_ns": 1}
     assert render_text(Profile(doc)) == golden.read_text()   # derived again, not read
@@ -263,3 +267,39 @@ def test_off_cpu_block_names_where_the_threads_waited():
     assert "mysqld/srv_master_thread 2s" in block[2] and "thread/sql/one_connection 504ms" in block[2]
     assert "1.5s  59.9%  do_fsync_[k]" in "\n".join(block)     # of all the time off CPU
     assert "incomplete: stack map full (3)" in block[-2]
+
+
+def test_overhead_line_gives_the_measured_slowdown_and_each_collectors_cost():
+    cycles = [{"on_s": 0.1, "probe_s": 0.001, "calls": [n, n, n, 0], "rows": 3000, "row_calls": [n, n, n, 0],
+               "row_s": 0.09, "lost_s": 0.01, "unprobed_rows_per_s": 3e4} for n in (3335, 3336, 3336)]
+    doc = synthetic_run({"mode": "sampled", "overhead_budget": 0.1, "cycles": 3, "on_s": 0.3, "lost_s": 0.03,
+                         "cost_uncertainty": 0.1, "calls_per_cycle": cycles})
+    doc["window"]["rows_changed"] = 50021
+    doc["collectors"]["perf"] = {"status": "collected", "cost": {"target_s": None, "cpu_s": 0.21, "method": "m"}}
+    profile = Profile(doc)
+    assert profile.overhead["measured_slowdown"] == pytest.approx(1.5 / 1.47)
+    text = " ".join(render_text(profile).split())
+    assert "overhead load slowed 1.02x (its row rate with the collectors on and off)" in text
+    assert "in the target: uprobe 54ms; CPU of their own: perf 210ms" in text
+    assert "budget 10.0%, load slowed" not in text                    # said once, on the overhead line
+    doc["sampling"]["lost_s"] = None                                  # no row counter
+    text = " ".join(render_text(Profile(doc)).split())
+    assert ("overhead slowdown not measured (no row counter from the server); the probes' calibrated cost "
+            "alone: ~1.00x") in text
+
+
+def test_measured_slowdown_is_the_off_phase_row_rate_over_the_windows():
+    cycles = [{"on_s": 0.1, "probe_s": 0.001, "calls": [n, n, n, 0], "rows": 3000, "row_calls": [n, n, n, 0],
+               "row_s": 0.09, "lost_s": 0.0, "unprobed_rows_per_s": 3e4} for n in (3335, 3336, 3336)]
+    doc = synthetic_run({"mode": "sampled", "overhead_budget": 0.1, "cycles": 3, "on_s": 0.3, "lost_s": 0.0,
+                         "off_s": 1.0, "off_rows": 36000, "cost_uncertainty": 0.1, "calls_per_cycle": cycles})
+    doc["window"]["rows_changed"] = 50000
+    window_rate = 50000 / doc["window"]["duration_s"]
+    # the whole window, transitions included, not the cycles' clamped losses (0 here)
+    assert Profile(doc).overhead["measured_slowdown"] == pytest.approx(36000 / window_rate, abs=1e-4)
+    doc["sampling"]["off_rows"] = 30000
+    text = " ".join(render_text(Profile(doc)).split())
+    assert "overhead load not measurably slowed (0.90x) (its row rate" in text
+    doc["sampling"]["off_rows"] = 150                                 # too few rows to know the speed
+    assert Profile(doc).overhead["measured_slowdown"] is None
+

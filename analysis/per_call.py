@@ -1,0 +1,114 @@
+"""What one call of a stage costs, with the interval it is known to.
+
+A probed call's corrected latency is its raw latency (timestamps taken by
+the probes) less what calibration says the probes cost inside them. For a
+function of tens of nanoseconds that correction is a hundred times the
+function, and the probes' true cost in the server differs from their
+calibration (the in-situ factor, the bursts' spread): the corrected mean
+is then noise, and may come out negative. So the mean is given with a 95%
+interval made of both doubts, the call-to-call variation of the raw
+latencies and the probes' cost:
+
+  low  = corrected - correction x (in-situ - 1 + doubt) - 1.96 se
+  high = corrected + correction x doubt + 1.96 se
+
+and where that interval is wider than the value (or reaches zero) the
+figure is an upper bound, "< high", never a negative or zero latency."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from mysqlprobe.analysis import histogram as H
+
+Z95 = 1.96
+MIN_COST_DOUBT = 0.10       # the calibration's own doubt, at least (its bursts' spread where larger)
+# where the in-situ factor was not measured (--exact, no server connection): a hit in
+# a large server costs up to about twice its calibration (1.1-1.9x measured on 10.2.11)
+UNMEASURED_IN_SITU = 2.0
+CORRECTED = "probe timestamps less the probes' calibrated cost; interval: the calls' spread and the probes' cost"
+RAW = "probe timestamps, the probes' own cost included (--raw); interval: the calls' spread"
+
+
+@dataclass(frozen=True)
+class PerCall:
+    mean_ns: float | None   # best estimate, never below zero
+    low_ns: float | None    # 95% interval
+    high_ns: float | None
+    method: str
+    probe_noise_ns: float   # what the probes' cost may be off by, per call
+
+    @property
+    def resolved(self) -> bool:
+        """The interval is narrower than the value: a measurement, not a bound."""
+        return (self.mean_ns is not None and self.low_ns > 0
+                and self.high_ns - self.low_ns <= self.mean_ns)
+
+    def text(self) -> str:
+        if self.mean_ns is None:
+            return "-"
+        return H.format_ns(self.mean_ns) if self.resolved else f"<{H.format_ns(self.high_ns)}"
+
+    def percentile_resolved(self, value_ns: float | None) -> bool:
+        """A percentile means something where the probes' doubt per call is
+        below the histogram's resolution there (a quarter octave)."""
+        return value_ns is not None and self.probe_noise_ns < value_ns * (2 ** (1 / H.SUB) - 1)
+
+    def to_json(self) -> dict:
+        r = lambda v: None if v is None else round(v, 1)  # noqa: E731
+        return {"mean_ns": r(self.mean_ns),
+                "mean_ns_ci95": None if self.low_ns is None else [r(self.low_ns), r(self.high_ns)],
+                "mean_method": self.method, "mean_resolved": self.resolved}
+
+
+def _spread_se(counts: list[int], calls: int) -> float:
+    """Standard error of the mean, from the histogram (each call at its bucket's middle)."""
+    buckets = H.nonzero_buckets(counts)
+    n = sum(b.count for b in buckets)
+    if n < 2 or not calls:
+        return 0.0
+    mids = [((b.low + b.high) / 2, b.count) for b in buckets]
+    mean = sum(m * c for m, c in mids) / n
+    var = sum(c * (m - mean) ** 2 for m, c in mids) / (n - 1)
+    return math.sqrt(var / calls)
+
+
+def cost_doubt(doc: dict, classes: set[str]) -> float:
+    """Relative doubt on the probes' calibrated cost for these entry classes."""
+    cal = (doc.get("calibration") or {}).get("classes") or {}
+    rel = []
+    for k in classes:
+        c = cal.get(k) or {}
+        pair = (c.get("entry_ns") or 0) + (c.get("return_ns") or 0)
+        if pair > 0 and c.get("spread_ns") is not None:
+            rel.append(c["spread_ns"] / pair)
+    return max([MIN_COST_DOUBT] + rel)
+
+
+def in_situ_high(doc: dict) -> float:
+    """How much more than calibrated a probe hit may cost in the server."""
+    if (doc.get("sampling") or {}).get("mode") == "sampled":
+        factor = (doc.get("calibration") or {}).get("in_situ_factor")
+        if factor:
+            return max(factor, 1.0)
+    return UNMEASURED_IN_SITU
+
+
+def per_call(calls: int, total_ns: float, raw_total_ns: float, raw_counts: list[int], doc: dict,
+             classes: set[str]) -> PerCall:
+    """The mean cost of a call, its 95% interval and how it was made."""
+    if not calls:
+        return PerCall(None, None, None, CORRECTED, 0.0)
+    raw_mean = raw_total_ns / calls
+    stat = Z95 * _spread_se(raw_counts, calls)
+    if doc.get("latencies") == "raw" or not doc.get("calibration"):
+        return PerCall(raw_mean, max(raw_mean - stat, 0.0), raw_mean + stat, RAW, 0.0)
+    corrected = total_ns / calls
+    correction = max(raw_mean - corrected, 0.0)
+    doubt = cost_doubt(doc, classes)
+    below = correction * (in_situ_high(doc) - 1 + doubt)
+    above = correction * doubt
+    low = max(corrected - below - stat, 0.0)
+    high = max(corrected + above + stat, low)
+    return PerCall(min(max(corrected, low), high), low, high, CORRECTED, max(below, above))
