@@ -256,6 +256,7 @@ class CalibrationCollector(Collector):
         self.calibrator: Calibrator | None = None
         self.session = None
         self._cpu_s: float | None = None
+        self._cpu0: float | None = None
 
     def prepare(self) -> None:
         self.calibrator = Calibrator(self.first_index)
@@ -272,10 +273,12 @@ class CalibrationCollector(Collector):
         return self.calibrator.current()
 
     def start(self) -> None:
+        self._cpu0 = self._helper_cpu_s()
         self.calibrator.follow(self.session)
 
     def stop(self) -> None:
-        self._cpu_s = self._helper_cpu_s()
+        cpu = self._helper_cpu_s()
+        self._cpu_s = cpu - self._cpu0 if cpu is not None and self._cpu0 is not None else None
         self.calibrator.close()
 
     def _helper_cpu_s(self) -> float | None:
@@ -286,8 +289,8 @@ class CalibrationCollector(Collector):
         return cpu.user + cpu.system
 
     def collect(self, facts: Facts) -> Section:
-        cost = Cost(cpu_s=self._cpu_s, method="the calibration helper's CPU time (its bursts run on this "
-                                              "host, not in the target)")
+        cost = Cost(cpu_s=self._cpu_s, method="the calibration helper's CPU time in the window (its bursts "
+                                              "run on this host, not in the target)")
         return Section(self.name, {"calibration": self.current().to_json()}, list(self.notes), cost)
 
     def close(self) -> None:

@@ -1,0 +1,217 @@
+"""The default insert profile under the load shapes a production server
+carries: what the load felt (its own rate against interleaved unprobed
+runs), what mysqlprobe reported, and its estimated calls against the
+server's own row counter.
+
+    sudo .venv/bin/python bench/oltp.py [--repeats 3] [--seconds 12]
+
+writes bench/OLTP.md and bench/oltp.json. Shapes, on MariaDB 10.2.11:
+the seed bulk load (1 thread, INSERT ... SELECT); sysbench oltp_insert
+at 8 and 32 threads; oltp_write_only (updates, deletes, inserts) at 8;
+oltp_insert at 8 with innodb_flush_log_at_trx_commit=1 (an fsync per
+commit). Within a shape an unprobed run comes before and after every
+profiled one, and each profiled run is set against the mean of its two
+neighbours (the machine's pace drifts); the unprobed runs against each
+other give the noise."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import shutil
+import subprocess
+import tempfile
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+
+from overhead import MYSQLPROBE, Tool, derived, log, machine, med, spread
+from mysqlprobe import sandbox, workload
+
+HERE = Path(__file__).parent
+SYSBENCH = shutil.which("sysbench") or "sysbench"
+TABLES, TABLE_SIZE = 4, 10000
+SEED_ROWS = 1000000
+
+
+@dataclass(frozen=True)
+class Shape:
+    name: str
+    test: str | None = None      # sysbench test; None: the seed load
+    threads: int = 1
+    flush: int | None = None     # innodb_flush_log_at_trx_commit for the shape
+
+
+SHAPES = (Shape("seed bulk load, 1 thread"),
+          Shape("oltp_insert, 8 threads", "oltp_insert", 8),
+          Shape("oltp_insert, 32 threads", "oltp_insert", 32),
+          Shape("oltp_write_only, 8 threads", "oltp_write_only", 8),
+          Shape("oltp_insert, 8 threads, fsync per commit", "oltp_insert", 8, flush=1))
+
+
+def sysbench(sock: str, shape: Shape, command: str, seconds: int = 0) -> str:
+    cmd = [SYSBENCH, shape.test, "--db-driver=mysql", f"--mysql-socket={sock}", "--mysql-user=root",
+           "--mysql-db=sbtest", f"--tables={TABLES}", f"--table-size={TABLE_SIZE}", f"--threads={shape.threads}"]
+    if seconds:
+        cmd += [f"--time={seconds}", "--report-interval=0"]
+    done = subprocess.run(cmd + [command], capture_output=True, text=True)
+    if done.returncode != 0:
+        raise RuntimeError(f"sysbench {command} failed: {done.stderr.strip() or done.stdout[-400:]}")
+    return done.stdout
+
+
+def transactions_per_s(out: str) -> float:
+    return float(re.search(r"transactions:\s+\d+\s+\(([\d.]+) per sec", out).group(1))
+
+
+class Load:
+    """One shape on a running server: prepare() once, then run() -> rate (per second)."""
+
+    def __init__(self, sb: sandbox.Sandbox, shape: Shape, seconds: int):
+        self.sb, self.shape, self.seconds = sb, shape, seconds
+        self.conn = workload.connect(sb.socket)
+        self.table = workload.table("range", 5)
+
+    def prepare(self) -> None:
+        with self.conn.cursor() as cur:
+            cur.execute("SET GLOBAL innodb_flush_log_at_trx_commit = %s", (self.shape.flush or 2,))
+            if self.shape.test:
+                cur.execute("DROP DATABASE IF EXISTS sbtest")
+                cur.execute("CREATE DATABASE sbtest")
+        if self.shape.test:
+            sysbench(self.sb.socket, self.shape, "prepare")
+        else:
+            workload.prepare_source(self.conn, SEED_ROWS)
+
+    def run(self) -> float:
+        if self.shape.test:
+            return transactions_per_s(sysbench(self.sb.socket, self.shape, "run", self.seconds))
+        workload.create_target(self.conn, self.table)
+        rows, secs = workload.insert_select(self.conn, self.table)
+        return rows / secs
+
+    def close(self) -> None:
+        with self.conn.cursor() as cur:
+            cur.execute("SET GLOBAL innodb_flush_log_at_trx_commit = 2")  # the sandbox's own
+        self.conn.close()
+
+
+def profiled_run(load: Load, pid: int, workdir: Path) -> tuple[float, dict]:
+    d = Path(tempfile.mkdtemp(dir=workdir))
+    tool = Tool([MYSQLPROBE, "-p", str(pid), "--insert-profile", "-q", "-o", str(d)], "Tracing PID", "stderr")
+    try:
+        rate = load.run()
+    finally:
+        tool.stop()
+    return rate, figures(derived(d))
+
+
+def figures(doc: dict) -> dict:
+    """What mysqlprobe reported, and the server's own count of rows inserted in the window."""
+    (row_insert,) = [s for s in doc["stages"] if s["stage"] == "innodb.row_insert"]
+    truth = ((doc["perf_schema"].get("deltas") or {}).get("status") or {}).get("Innodb_rows_inserted")
+    est = row_insert["estimated_calls"]["value"]
+    return {"reported_slowdown": doc["overhead"]["measured_slowdown"], "estimated_calls": est,
+            "rows_inserted": truth, "error": (est - truth) / truth if truth else None,
+            "cycles": doc["sampling"].get("cycles"), "by_collector": doc["overhead"]["by_collector"]}
+
+
+def bench_shape(sb, pid: int, shape: Shape, repeats: int, seconds: int, workdir: Path) -> dict:
+    load = Load(sb, shape, seconds)
+    try:
+        load.prepare()
+        unprobed, runs = [load.run()], []
+        for r in range(repeats):
+            rate, fig = profiled_run(load, pid, workdir)
+            unprobed.append(load.run())
+            fig["felt_slowdown"] = (unprobed[-2] + unprobed[-1]) / 2 / rate
+            runs.append({"rate": rate, **fig})
+            log(f"{shape.name} {r + 1}/{repeats}: {rate:.0f}/s against {unprobed[-2]:.0f} and {unprobed[-1]:.0f}: "
+                f"felt {fig['felt_slowdown']:.3f}x, reported {fig['reported_slowdown']}, "
+                f"calls {fig['estimated_calls']:.0f} for {fig['rows_inserted']} rows")
+    finally:
+        load.close()
+    noise = [unprobed[i] / ((unprobed[i - 1] + unprobed[i + 1]) / 2) for i in range(1, len(unprobed) - 1)]
+    return {"shape": shape.name, "unprobed_rate": unprobed, "noise": noise, "runs": runs}
+
+
+def _stat(xs: list) -> str:
+    xs = [x for x in xs if x is not None]
+    if not xs:
+        return "-"
+    lo, hi = spread(xs)
+    return f"{med(xs):.3f} [{lo:.3f}, {hi:.3f}]"
+
+
+def _pct(xs: list) -> str:
+    xs = [100 * x for x in xs if x is not None]
+    if not xs:
+        return "-"
+    lo, hi = spread(xs)
+    return f"{med(xs):+.2f}% [{lo:+.2f}, {hi:+.2f}]"
+
+
+def render(results: dict) -> str:
+    m = results["machine"]
+    lines = ["# The default insert profile under each load shape", "",
+             f"- date: {results['date']}", f"- command: `{results['command']}`",
+             f"- machine: {m['cpus']} CPUs ({m['cpu']}), {m['memory_gib']} GiB, kernel {m['kernel']}",
+             f"- server: MariaDB 10.2.11 sandbox; sysbench tables {TABLES} x {TABLE_SIZE} rows; "
+             f"runs of {results['seconds']} s; {results['repeats']} repeats; medians [min, max]", "",
+             "felt: the load's own rate (sysbench's transactions/s, the seed load's rows/s) in the unprobed "
+             "runs just before and after, over its rate profiled. reported: `overhead.measured_slowdown` of "
+             "the capture. calls: innodb.row_insert's estimated calls against the server's "
+             "`Innodb_rows_inserted` over the same window. noise: unprobed runs against their neighbours.", "",
+             "| load shape | felt | reported | reported - felt | calls vs truth | noise | unprobed rate |",
+             "|---|---|---|---|---|---|---|"]
+    for s in results["shapes"]:
+        runs = s["runs"]
+        diff = [r["reported_slowdown"] - r["felt_slowdown"] for r in runs if r["reported_slowdown"] is not None]
+        lines.append(f"| {s['shape']} | {_stat([r['felt_slowdown'] for r in runs])} | "
+                     f"{_stat([r['reported_slowdown'] for r in runs])} | {_stat(diff)} | "
+                     f"{_pct([r['error'] for r in runs])} | {_stat(s['noise'])} | {med(s['unprobed_rate']):.0f}/s |")
+    lines += ["", "Targets (issue: overhead under every load shape):", ""]
+    for name, ok in targets(results):
+        lines.append(f"- {name}: {'yes' if ok else 'NO'}")
+    return "\n".join(lines) + "\n"
+
+
+def targets(results: dict) -> list[tuple[str, bool]]:
+    shapes = results["shapes"]
+    felt = [med([r["felt_slowdown"] for r in s["runs"]]) for s in shapes]
+    gap = [abs(med([r["reported_slowdown"] - r["felt_slowdown"] for r in s["runs"]
+                    if r["reported_slowdown"] is not None] or [9])) for s in shapes]
+    err = [abs(med([r["error"] for r in s["runs"] if r["error"] is not None] or [9])) for s in shapes]
+    return [("default mode at most 1.10x on every shape (median)", all(f <= 1.10 for f in felt)),
+            ("reported within 0.03 of felt (median)", all(g <= 0.03 for g in gap)),
+            ("estimated calls within 2% of the server's count (median)", all(e <= 0.02 for e in err))]
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--seconds", type=int, default=12)
+    ap.add_argument("--shapes", help="comma-separated indices into the shapes (default: all)")
+    ap.add_argument("--out", default=str(HERE))
+    args = ap.parse_args()
+    shapes = [SHAPES[int(i)] for i in args.shapes.split(",")] if args.shapes else list(SHAPES)
+    workdir = Path(tempfile.mkdtemp(prefix="mysqlprobe-oltp-"))
+    sb = sandbox.Sandbox("10.2.11")
+    results = {"date": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"), "machine": machine(),
+               "command": "bench/oltp.py " + " ".join(f"--{k} {v}" for k, v in vars(args).items()
+                                                      if v is not None and k != "out"),
+               "repeats": args.repeats, "seconds": args.seconds, "shapes": []}
+    with sb.serving(log) as pid:
+        for shape in shapes:
+            results["shapes"].append(bench_shape(sb, pid, shape, args.repeats, args.seconds, workdir))
+    shutil.rmtree(workdir, ignore_errors=True)
+    out = Path(args.out)
+    (out / "oltp.json").write_text(json.dumps(results, indent=1) + "\n")
+    (out / "OLTP.md").write_text(render(results))
+    log(f"wrote {out / 'OLTP.md'}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
