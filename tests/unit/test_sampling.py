@@ -1,7 +1,14 @@
+import os
+import time
+from types import SimpleNamespace
+
 import pytest
 
 from mysqlprobe.analysis.sampling import estimate_by_rows, estimate_total, t95
+from mysqlprobe.recorder.duty import DutyCycles
+from mysqlprobe.recorder.options import Control
 from mysqlprobe.recorder.pacing import Pacer, in_situ_factor, off_seconds
+from mysqlprobe.recorder.window import Window
 
 
 def test_steady_rate_is_scaled_to_the_window():
@@ -212,3 +219,23 @@ def test_in_situ_factor_is_the_on_phases_loss_over_the_calibrated_cost():
     assert in_situ_factor([sped_up], [1500.0, 1000.0]) is None
     stalled = {**cycle, "unprobed_rows_per_s": 4_000.0}                 # off-phases while the load stalled
     assert in_situ_factor([stalled, cycle, dict(cycle)], [1500.0, 1000.0]) == pytest.approx(0.04 / 0.035)
+
+
+class _Rows:
+    """The server's rows counter as a load that starts just after the first on-phase."""
+
+    def __init__(self):
+        self.reads = iter([40, 3040])   # at the detach, then after the speed is measured
+
+    def __call__(self):
+        return next(self.reads)
+
+
+def test_an_on_phase_before_the_load_started_costs_no_off_phase():
+    latency = SimpleNamespace(session=None, specs=[])
+    window = Window(os.getpid(), 60.0, Control(), "stopped", lambda: 0)
+    cycles = DutyCycles(latency, calibration=None, window=window, budget=0.10, rows_changed=_Rows())
+    first = {"on_s": 0.02, "probe_s": 0.0, "calls": {0: 0}, "rows": 0, "row_s": 0.02, "row_calls": {0: 0}}
+    t0 = time.monotonic() - 0.1                        # attach, on-phase, detach: 0.1 s for 40 rows
+    on_s, off_s, _, _ = cycles._pace(first, t0, 0, t0)
+    assert first["lost_s"] is None and off_s == 0.0  # not 0.1 s lost: the load was getting under way
