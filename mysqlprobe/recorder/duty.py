@@ -132,10 +132,10 @@ class DutyCycles:
             speed_from = (time.monotonic(), self.rows_changed())
             self._off_phase(difference(speed_from[1], off_rows0), speed_from[0] - off_t0)
             lost = self.pacer.lost(cycle_s, cycle_rows)
-        if cycle["rows"] == 0 and not any(cycle["calls"].values()):
-            # nothing ran while the probes were on (a load that starts with the
-            # window): rows of the attach or detach around it are a load getting
-            # under way, not one the probes held up
+        if cycle["rows"] == 0:
+            # no row changed while the probes were on (a load that starts with
+            # the window): rows of the attach or detach around it are a load
+            # getting under way, not one the probes held up
             lost = None
         cycle["lost_s"] = None if lost is None else round(lost, 6)
         cycle["unprobed_rows_per_s"] = None if lost is None else round(self.pacer.speed(), 1)

@@ -235,7 +235,8 @@ def test_an_on_phase_before_the_load_started_costs_no_off_phase():
     latency = SimpleNamespace(session=None, specs=[])
     window = Window(os.getpid(), 60.0, Control(), "stopped", lambda: 0)
     cycles = DutyCycles(latency, calibration=None, window=window, budget=0.10, rows_changed=_Rows())
-    first = {"on_s": 0.02, "probe_s": 0.0, "calls": {0: 0}, "rows": 0, "row_s": 0.02, "row_calls": {0: 0}}
+    # the server's own threads hit a probe or two; no row changed
+    first = {"on_s": 0.02, "probe_s": 3e-5, "calls": {0: 0, 1: 11}, "rows": 0, "row_s": 0.02, "row_calls": {0: 0}}
     t0 = time.monotonic() - 0.1                        # attach, on-phase, detach: 0.1 s for 40 rows
     on_s, off_s, _, _ = cycles._pace(first, t0, 0, t0)
-    assert first["lost_s"] is None and off_s == 0.0  # not 0.1 s lost: the load was getting under way
+    assert first["lost_s"] is None and off_s < 0.01  # not 0.1 s lost: the load was getting under way
