@@ -11,7 +11,6 @@ import ctypes
 import os
 import re
 import resource
-import select
 import shutil
 import signal
 import subprocess
@@ -90,34 +89,6 @@ def perf_binary() -> str:
     return found
 
 
-class PerfControl:
-    """perf record's --control FIFOs: 'enable' and 'disable', each
-    acknowledged, so samples are taken in the duty cycles' on-phases only."""
-
-    ACK_TIMEOUT_S = 2.0
-
-    def __init__(self, directory: str):
-        self.ctl, self.ack = os.path.join(directory, "ctl.fifo"), os.path.join(directory, "ack.fifo")
-        os.mkfifo(self.ctl, 0o600)
-        os.mkfifo(self.ack, 0o600)
-        # read-write ends: opening does not wait for perf, and perf's end can come and go
-        self._ctl_fd = os.open(self.ctl, os.O_RDWR)
-        self._ack_fd = os.open(self.ack, os.O_RDWR)
-
-    def arguments(self) -> list[str]:
-        return ["-D", "-1", "--control", f"fifo:{self.ctl},{self.ack}"]
-
-    def send(self, command: str) -> bool:
-        """True once perf acknowledged it."""
-        os.write(self._ctl_fd, command.encode() + b"\n")
-        ready, _, _ = select.select([self._ack_fd], [], [], self.ACK_TIMEOUT_S)
-        return bool(ready) and os.read(self._ack_fd, 64).startswith(b"ack")
-
-    def close(self) -> None:
-        for fd in (self._ctl_fd, self._ack_fd):
-            os.close(fd)
-
-
 class PerfRecorder:
     """`perf record` for one process, from start() to stop(), into perf_data.
 
@@ -125,21 +96,19 @@ class PerfRecorder:
     read: events on the target's threads would hook each of their context
     switches, enabled or not, and under 32 clients on 2 CPUs perf attached
     with its events off (-p PID -D -1) slowed the load by 8-17%; CPU-wide
-    events cost only when they fire."""
+    events cost only when they fire: at 99 Hz a few tenths of a percent of
+    a CPU, so it samples the whole window (in the on-phases only, a short
+    load's flame graph held a handful of samples)."""
 
-    def __init__(self, pid: int, perf_data: str, unwinding: Unwinding, frequency: int = DEFAULT_FREQUENCY,
-                 controlled: bool = False):
+    def __init__(self, pid: int, perf_data: str, unwinding: Unwinding, frequency: int = DEFAULT_FREQUENCY):
         self.pid, self.perf_data, self.unwinding, self.frequency = pid, perf_data, unwinding, frequency
         self.proc: subprocess.Popen | None = None
         self.cpu_s = 0.0
         self.error: str | None = None
-        # controlled: events start disabled; enable() and disable() through perf's control FIFOs
-        self.control = PerfControl(os.path.dirname(perf_data)) if controlled else None
 
     def command(self) -> list[str]:
         return [perf_binary(), "record", "-q", "-e", "cpu-clock", "-F", str(self.frequency),
-                "--call-graph", self.unwinding.call_graph(), "-a", "-o", self.perf_data] + (
-                    self.control.arguments() if self.control else [])
+                "--call-graph", self.unwinding.call_graph(), "-a", "-o", self.perf_data]
 
     def start(self) -> None:
         self._usage0 = resource.getrusage(resource.RUSAGE_CHILDREN)
@@ -298,7 +267,6 @@ class PerfCollector(Collector):
     collector makes after it should see the conditions of the window."""
 
     name = "perf"
-    can_pace = True
 
     def __init__(self, pid: int, image: ElfImage, opts: PerfOptions):
         super().__init__()
@@ -315,8 +283,7 @@ class PerfCollector(Collector):
     def prepare(self) -> None:
         unwinding = choose_unwinding(self.image, self.opts.callgraph)
         self._tmp = tempfile.mkdtemp(prefix="mysqlprobe-perf-")
-        self.recorder = PerfRecorder(self.pid, os.path.join(self._tmp, "perf.data"), unwinding, self.opts.frequency,
-                                     controlled=self.paced)
+        self.recorder = PerfRecorder(self.pid, os.path.join(self._tmp, "perf.data"), unwinding, self.opts.frequency)
         try:
             self.recorder.start()
         except PerfUnavailable as e:
@@ -342,18 +309,10 @@ class PerfCollector(Collector):
 
     def start(self) -> None:
         self._perf_cpu0 = cpu_seconds(self.recorder.proc.pid)
-        if self.paced:
-            self.resume()
-
-    def _turn(self, on: bool) -> None:
-        if not self.recorder.control.send("enable" if on else "disable") and not self.notes:
-            self.notes.append("CPU sampling: perf did not acknowledge a switch of its events; samples may "
-                              "fall outside the on-phases")
 
     def stop(self) -> None:
         """perf takes a moment to write its data: not part of the window."""
         if self.recorder and self.recorder.proc:
-            self.pause()
             cpu = cpu_seconds(self.recorder.proc.pid)
             if cpu is not None and self._perf_cpu0 is not None:
                 self.window_cpu_s = cpu - self._perf_cpu0
@@ -370,8 +329,6 @@ class PerfCollector(Collector):
         except PerfUnavailable as e:
             return self.unavailable("unavailable", self._note(str(e)))
         cpu_s = self.recorder.cpu_s
-        if self.paced:
-            self.record["on_s"] = round(self.on_s, 6)
         self.record.update({"status": "collected", "samples": samples, "perf_cpu_s": round(cpu_s, 3),
                             "perf_cpu_share": round(cpu_s / self.seconds, 4) if self.seconds else None,
                             **stacks_summary(folded)})
@@ -398,9 +355,6 @@ class PerfCollector(Collector):
         if self.recorder and self.recorder.proc:
             self.recorder.proc.kill()
             self.recorder.proc.wait()
-        if self.recorder and self.recorder.control:
-            self.recorder.control.close()
-            self.recorder.control = None
         if self._tmp:
             shutil.rmtree(self._tmp, ignore_errors=True)
             self._tmp = None

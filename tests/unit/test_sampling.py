@@ -171,7 +171,7 @@ def test_pacer_without_progress_uses_the_calibrated_cost_times_the_unmeasured_fa
     cost = 0.0025 * Pacer.unmeasured_cost_factor                          # taken as half of it lost
     assert on == 0.05 and off == pytest.approx(off_seconds(cost, 0.06, 0.10 * Pacer.margin))
     pacer = Pacer(0.10, opening_cycles=0)
-    on, off = pacer.next_phases(0.05, 0.06, None, 0.025, elapsed_s=60.0)   # more: a shorter on-phase
+    on, off = pacer.next_phases(0.05, 0.06, None, 0.04, elapsed_s=60.0)    # more: a shorter on-phase
     assert on < 0.05 and off == pytest.approx(Pacer.max_off_s, rel=0.01)
     pacer.off_phase(50, 1.0)                                      # an idle load: speed not trusted
     assert pacer.speed() is None
