@@ -9,8 +9,13 @@ import time
 
 from mysqlprobe.collectors.base import Collector, Cost, Facts, Section
 from mysqlprobe.collectors.calibration import Calibration, CalibrationCollector
-from mysqlprobe.collectors.uprobe import ProbeCounts, ProbeSpec, UprobeSession
-from mysqlprobe.probes.abi import slot_bounds
+from mysqlprobe.sqltext import normalized
+from mysqlprobe.collectors.uprobe import ProbeCounts, ProbeSpec, StatementCounts, UprobeSession
+from mysqlprobe.probes.abi import COM_QUERY, COM_STMT_EXECUTE, STMT_KEY_NO_TEXT, slot_bounds
+
+COMMANDS = {0: "Sleep", 1: "Quit", 2: "Init DB", 3: "Query", 4: "Field List", 9: "Statistics", 14: "Ping",
+            17: "Change user", 22: "Prepare", 23: "Execute", 24: "Long Data", 25: "Close stmt",
+            26: "Reset stmt", 27: "Set option", 28: "Fetch"}
 
 
 def histogram_record(counts: list[int]) -> list[dict]:
@@ -59,6 +64,41 @@ def probe_record(spec: ProbeSpec, counts: ProbeCounts | None, calibration: Calib
     }
 
 
+def statement_text(counts: StatementCounts, key: int, full_sql: bool) -> str:
+    """What a statement shape is called: its first text's literals made ?
+    (or kept, with full_sql); a command without text by its name."""
+    if key & STMT_KEY_NO_TEXT or counts.command != COM_QUERY:
+        name = COMMANDS.get(counts.command, f"command {counts.command}")
+        if counts.command == COM_STMT_EXECUTE:
+            return f"(Execute of prepared statement #{key & 0xffffffff})"
+        return f"({name})"
+    text = counts.text.decode("utf-8", "replace")
+    if not counts.text_complete:
+        # the kernel reads a prefix: what follows an unterminated literal is cut
+        quotes = [i for i, ch in enumerate(text) if ch in "'\""]
+        if len(quotes) % 2:
+            text = text[:quotes[-1]]
+        text = text.rstrip() + " …"
+    return text if full_sql else normalized(text)
+
+
+def statement_records(snapshot_statements: dict[int, StatementCounts], corrected: bool,
+                      full_sql: bool) -> list[dict]:
+    """The statement shapes the kernel kept, most time first."""
+    out = []
+    for key, c in sorted(snapshot_statements.items(), key=lambda kv: -kv[1].total_ns):
+        out.append({
+            "key": f"{key:#x}", "command": c.command, "text": statement_text(c, key, full_sql),
+            "text_complete": c.text_complete, "executions": c.executions,
+            **latency_fields(c.total_ns, c.hist), "probe_hits": c.probe_hits, "probe_cost_ns": c.probe_cost_ns,
+            "calls": [{"probe": probe, "parent": parent, "calls": n, "total_ns": cor if corrected else tot,
+                       "raw_total_ns": tot}
+                      for (probe, parent), (n, tot, cor) in sorted(c.calls.items(), key=lambda kv: (
+                          kv[0][0], -1 if kv[0][1] is None else kv[0][1]))],
+        })
+    return out
+
+
 class LatencyCollector(Collector):
     """Loads the latency program with the calibration helper's probes,
     calibrates, then attaches the target's probes: the target pays for no
@@ -68,9 +108,9 @@ class LatencyCollector(Collector):
     name = "uprobe"
 
     def __init__(self, pid: int, exe: str, specs: list[ProbeSpec], calibration: CalibrationCollector,
-                 corrected: bool = True, verbose: bool = False):
+                 corrected: bool = True, verbose: bool = False, full_sql: bool = False):
         super().__init__()
-        self.pid, self.exe, self.verbose = pid, exe, verbose
+        self.pid, self.exe, self.verbose, self.full_sql = pid, exe, verbose, full_sql
         self.specs, self.calibration, self.corrected = specs, calibration, corrected
         self.session: UprobeSession | None = None
         self.timings: dict[str, float] = {}
@@ -109,8 +149,13 @@ class LatencyCollector(Collector):
         cost = Cost(target_s=hits_s * cal.in_situ, method="probe hits x their calibrated cost per hit"
                     + (f" x the in-situ factor {cal.in_situ:.2f} the duty cycles measured" if cal.in_situ != 1.0
                        else ""))
-        return Section(self.name, {"probes": probes, "engine": engine,
-                                   "latencies": "corrected" if self.corrected else "raw"}, list(self.notes), cost)
+        fields = {"probes": probes, "engine": engine, "latencies": "corrected" if self.corrected else "raw"}
+        boundary = next((s for s in self.specs if s.statement), None)
+        if boundary:
+            fields["statements"] = {
+                "probe": boundary.index, "text": "full" if self.full_sql else "normalized",
+                "shapes": statement_records(self._snapshot.statements, self.corrected, self.full_sql)}
+        return Section(self.name, fields, list(self.notes), cost)
 
     def close(self) -> None:
         if self.session:

@@ -14,11 +14,11 @@ calls 'Sending data' 'executing'."""
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 
 import pymysql
 
+from mysqlprobe.sqltext import normalized
 from mysqlprobe.collectors.ps_threads import (OS_THREAD_ID, PROCESSLIST_TID, list_threads,
                                               quiet_background_threads)
 
@@ -272,17 +272,6 @@ class PerfSchema:
         stages = [{"thread_id": r[0], "statement_event_id": r[1], "event_name": r[2], "timer_start": r[3],
                    "timer_end": r[4], "timer_wait": r[5]} for r in stage_rows if (r[0], r[1]) in keys]
         return statements, stages
-
-
-LITERALS = re.compile(r"""'(?:[^'\\]|\\.|'')*'|"(?:[^"\\]|\\.|"")*"|\b0x[0-9a-f]+\b|\bx'[0-9a-f]*'"""
-                      r"""|(?<![\w`.])[-+]?\d+(?:\.\d*)?(?:e[-+]?\d+)?\b""", re.I)
-VALUE_LISTS = re.compile(r"\?(?:\s*,\s*\?)+")
-
-
-def normalized(sql: str) -> str:
-    """A statement with its literals made ? and runs of them shortened, as
-    the server's digests do: for servers whose digests are off."""
-    return VALUE_LISTS.sub("?, ...", LITERALS.sub("?", " ".join(sql.split())))
 
 
 STAGE_COLUMNS = "THREAD_ID, NESTING_EVENT_ID, EVENT_NAME, TIMER_START, TIMER_END, TIMER_WAIT"

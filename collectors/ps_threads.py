@@ -71,18 +71,19 @@ def list_threads(conn, os_tid_source: str | None) -> list[dict]:
     MariaDB 10.5+), else for connections MariaDB's PROCESSLIST.TID
     (10.1-10.4); MySQL 5.6 has neither."""
     with conn.cursor() as cur:
-        cols = "THREAD_ID, NAME, PROCESSLIST_ID" + (", THREAD_OS_ID" if os_tid_source == OS_THREAD_ID else "")
+        cols = "THREAD_ID, NAME, PROCESSLIST_ID, TYPE" + (", THREAD_OS_ID" if os_tid_source == OS_THREAD_ID else "")
         cur.execute(f"SELECT {cols} FROM performance_schema.threads")
         rows = cur.fetchall()
         if os_tid_source == OS_THREAD_ID:
-            os_tid = {r[0]: r[3] for r in rows}
+            os_tid = {r[0]: r[4] for r in rows}
         else:
             tid = {}
             if os_tid_source == PROCESSLIST_TID:
                 cur.execute("SELECT ID, TID FROM information_schema.PROCESSLIST")
                 tid = dict(cur.fetchall())
             os_tid = {r[0]: tid.get(r[2]) for r in rows}
-    return [{"thread_id": r[0], "name": r[1], "processlist_id": r[2], "os_tid": os_tid[r[0]]} for r in rows]
+    return [{"thread_id": r[0], "name": r[1], "processlist_id": r[2], "type": r[3], "os_tid": os_tid[r[0]]}
+            for r in rows]
 
 
 def quiet_background_threads(conn) -> int:

@@ -112,6 +112,15 @@ class PerfSchemaCollector(Collector):
             self.restore()
             self._give_up("unavailable", f"cannot use performance_schema as {connection.describe(args)}: {_why(e)}")
 
+    def own_os_threads(self) -> list[int]:
+        """The Linux thread ids of mysqlprobe's own connections, where the server tells them."""
+        if not self.ps:
+            return []
+        try:
+            return [t["os_tid"] for t in self.ps.threads() if t["thread_id"] in self.ps.own_threads and t["os_tid"]]
+        except pymysql.err.MySQLError:
+            return []
+
     def start(self) -> None:
         if not self.ps:
             return

@@ -17,10 +17,12 @@ from mysqlprobe.errors import BpfError, UsageError
 from mysqlprobe.probes import abi
 from mysqlprobe.probes.abi import (COOKIE_ARG_SHIFT, COOKIE_CLASS_SHIFT, COOKIE_ENTRY_ONLY, COOKIE_MODE_SHIFT,
                                    COUNTERS, MAX_PROBES, MAX_SLOTS, NO_PARENT, PART_ARG_OUT_PTR, PART_ARG_VALUE,
-                                   PART_NONE, EdgeKey, EdgeStats, LatencyConfig, PartKey, PartStats, ProbeStats)
+                                   PART_NONE, STMT_CMD_ARG_SHIFT, STMT_LEN_ARG_SHIFT, STMT_TEXT_ARG_SHIFT, STMT_TEXT_INDIRECT,
+                                   STMT_TEXT_LEN, EdgeKey, EdgeStats, LatencyConfig, PartKey, PartStats, ProbeStats, StmtEdgeKey,
+                                   StmtStats)
 
 if TYPE_CHECKING:
-    from mysqlprobe.catalog import PartitionSource
+    from mysqlprobe.catalog import PartitionSource, StatementArgs
 
 
 @dataclass(frozen=True)
@@ -35,6 +37,7 @@ class ProbeSpec:
     skip: int = 0             # bytes past the symbol to attach at (an endbr64)
     entry_class: str = ""     # how the kernel handles the probed instruction (calibration.py)
     cost_class: int = 0       # row of the costs map that corrects it; 0: none
+    statement: StatementArgs | None = None  # a statement boundary (stmt_entry/stmt_return)
 
     @property
     def attach_offset(self) -> int:
@@ -42,6 +45,11 @@ class ProbeSpec:
 
     @property
     def cookie(self) -> int:
+        if self.statement:
+            st = self.statement
+            return (self.index | (st.command << STMT_CMD_ARG_SHIFT) | (st.text << STMT_TEXT_ARG_SHIFT)
+                    | (STMT_TEXT_INDIRECT if st.indirect else 0) | (self.cost_class << COOKIE_CLASS_SHIFT)
+                    | (st.length << STMT_LEN_ARG_SHIFT))
         mode, arg = PART_NONE, 0
         if self.partition:
             mode = PART_ARG_VALUE if self.partition.kind == "arg" else PART_ARG_OUT_PTR
@@ -78,9 +86,27 @@ class ProbeCounts:
 
 
 @dataclass
+class StatementCounts:
+    """One statement shape: executions that began and ended in the window,
+    their latency, the probe hits and calibrated probe cost inside them, and
+    the probed calls inside them by (probe, probed caller or None)."""
+
+    command: int
+    text: bytes
+    text_complete: bool
+    executions: int
+    total_ns: int
+    hist: list[int]
+    probe_hits: int
+    probe_cost_ns: int
+    calls: dict[tuple[int, int | None], tuple[int, int, int]] = field(default_factory=dict)
+
+
+@dataclass
 class Snapshot:
     probes: dict[int, ProbeCounts]
     counters: dict[str, int]
+    statements: dict[int, StatementCounts] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -149,7 +175,8 @@ class UprobeSession:
 
     def _attach_all(self) -> None:
         self._fds = {name: self._obj.map_fd(name)
-                     for name in ("stats", "part_stats", "edges", "counters", "costs", ".bss")}
+                     for name in ("stats", "part_stats", "edges", "counters", "costs", ".bss", "statements",
+                                  "stmt_edges", "quiet_threads")}
         if self.calibration:
             self._attach_group(self.calibration)
         self._target_links: list[int] | None = None
@@ -159,21 +186,27 @@ class UprobeSession:
 
     def _attach_group(self, g: ProbeGroup) -> list[int]:
         """Returns the links of a multi attach (none to track for per-probe links)."""
-        entry = self._obj.program("probe_entry")
-        ret = self._obj.program("probe_return")
-        with_return = [s for s in g.specs if s.with_return]
-        if not g.specs:
+        functions = [s for s in g.specs if not s.statement]
+        statements = [s for s in g.specs if s.statement]
+        return (self._attach_programs(g, functions, "probe_entry", "probe_return")
+                + self._attach_programs(g, statements, "stmt_entry", "stmt_return"))
+
+    def _attach_programs(self, g: ProbeGroup, specs: list[ProbeSpec], entry_name: str, return_name: str) -> list[int]:
+        if not specs:
             return []
+        entry = self._obj.program(entry_name)
+        ret = self._obj.program(return_name)
+        with_return = [s for s in specs if s.with_return]
         if self._obj.multi:
             # returns first: an entry without its return would leave frames on the stacks
             links = []
             if with_return:
                 links.append(self._obj.attach_uprobe_multi(ret, g.pid, g.binary, [s.attach_offset for s in with_return],
                                                            [s.cookie for s in with_return], True))
-            links.append(self._obj.attach_uprobe_multi(entry, g.pid, g.binary, [s.attach_offset for s in g.specs],
-                                                       [s.cookie for s in g.specs], False))
+            links.append(self._obj.attach_uprobe_multi(entry, g.pid, g.binary, [s.attach_offset for s in specs],
+                                                       [s.cookie for s in specs], False))
             return links
-        for spec in g.specs:
+        for spec in specs:
             if spec.with_return:
                 self._obj.attach_uprobe(ret, g.pid, g.binary, spec.attach_offset, spec.cookie, True)
             self._obj.attach_uprobe(entry, g.pid, g.binary, spec.attach_offset, spec.cookie, False)
@@ -212,6 +245,11 @@ class UprobeSession:
         if on:
             self._windows += 1
         libbpf.update(self._fds[".bss"], ctypes.c_uint32(0), ctypes.c_uint32(self._windows if on else 0))
+
+    def keep_statements_out(self, tids) -> None:
+        """Statements of these threads (mysqlprobe's own connections) are not kept."""
+        for tid in tids:
+            libbpf.update(self._fds["quiet_threads"], ctypes.c_uint32(tid), ctypes.c_uint8(1))
 
     def set_cost(self, cost_class: int, own_ns: int, pair_ns: int) -> None:
         """What the kernel subtracts, per probe of that class, from the calls it times (whole ns, >= 0)."""
@@ -278,4 +316,20 @@ class UprobeSession:
         c = ctypes.c_uint64()
         for i, name in enumerate(COUNTERS):
             counters[name] = c.value if libbpf.lookup(self._fds["counters"], ctypes.c_uint32(i), c) else 0
-        return Snapshot(out, counters)
+        return Snapshot(out, counters, self._statements())
+
+    def _statements(self) -> dict[int, StatementCounts]:
+        out: dict[int, StatementCounts] = {}
+        value = StmtStats()
+        for key in libbpf.keys(self._fds["statements"], ctypes.c_uint64):  # noqa: SIM118 (a BPF map)
+            if libbpf.lookup(self._fds["statements"], key, value) and value.executions:
+                text = value.text[:value.text_len]  # (ctypes stops at the NUL)
+                out[key.value] = StatementCounts(value.command, text, value.text_len < STMT_TEXT_LEN,
+                                                 value.executions, value.total_ns, list(value.hist),
+                                                 value.probe_hits, value.probe_cost_ns)
+        edge = EdgeStats()
+        for key in libbpf.keys(self._fds["stmt_edges"], StmtEdgeKey):
+            if key.stmt in out and libbpf.lookup(self._fds["stmt_edges"], key, edge):
+                parent = None if key.parent == NO_PARENT else key.parent
+                out[key.stmt].calls[(key.probe, parent)] = (edge.calls, edge.total_ns, edge.corrected_ns)
+        return out

@@ -75,11 +75,25 @@ class PartitionSource:
 
 
 @dataclass(frozen=True)
+class StatementArgs:
+    """Where a command dispatcher's probe reads the command and the
+    statement's text: argument indexes (0-based), and whether the text
+    argument points to a structure whose first members are the text and its
+    length (MySQL 5.7+'s COM_DATA) rather than being the text (the packet)."""
+
+    command: int
+    text: int
+    length: int = 0         # the text's length (not read where indirect: the structure's second member)
+    indirect: bool = False
+
+
+@dataclass(frozen=True)
 class Candidate:
     name: str
     expected: tuple[Expect, ...] = ALL
     partition: PartitionSource | None = None
     signature: str | None = None  # substring of the demangled signature, to pick one overload
+    statement: StatementArgs | None = None  # a statement boundary: the probe keeps calls per statement
 
     def expected_in(self, server: ServerInfo) -> bool:
         return any(e.covers(server) for e in self.expected)
@@ -107,7 +121,17 @@ _GET_SUBPARTITION_ID = (
     "get_partition_id_key_sub", "get_partition_id_linear_key_sub",
 )
 
+STATEMENT = "sql.statement"
+
 STAGES: tuple[Stage, ...] = (
+    # dispatch_command(command, THD *, char *packet, uint length, ...) in MySQL 5.6 and MariaDB;
+    # dispatch_command(THD *, const COM_DATA *, command) in MySQL 5.7 and 8.0
+    Stage(STATEMENT, "a client command, start to end: statements, and the probed calls kept per statement",
+          (Candidate("dispatch_command", HA_PARTITION, signature="(enum_server_command, THD*",
+                     statement=StatementArgs(0, 2, length=3)),
+           Candidate("dispatch_command", MYSQL_NATIVE_PARTITIONING, signature="(THD*, COM_DATA const*",
+                     statement=StatementArgs(2, 1, indirect=True))),
+          select="first"),
     Stage("sql.ha_write_row", "handler::ha_write_row: every row any engine writes",
           (Candidate("handler::ha_write_row"),)),
     Stage("partition.write_row", "row handed to the partitioning layer",
@@ -159,7 +183,7 @@ STAGES: tuple[Stage, ...] = (
 BY_NAME = {s.name: s for s in STAGES}
 
 INSERT_PROFILE = (
-    "partition.write_row", "partition.write_row_in_part", "partition.get_partition_id",
+    STATEMENT, "partition.write_row", "partition.write_row_in_part", "partition.get_partition_id",
     "partition.get_subpartition_id", "innodb.write_row", "innodb.row_insert",
     "innodb.page_checksum", "innodb.page_verify", "innodb.page_compress", "innodb.page_decompress",
 )

@@ -16,7 +16,7 @@ from mysqlprobe.errors import BpfError
 from mysqlprobe.probes import object_path
 from mysqlprobe.probes.btf import Btf
 
-UPROBE_LATENCY_ABI = 5
+UPROBE_LATENCY_ABI = 6
 
 # uprobe_latency.h
 MAX_PROBES = 1024
@@ -27,6 +27,10 @@ PART_NONE, PART_ARG_VALUE, PART_ARG_OUT_PTR = 0, 1, 2
 COOKIE_MODE_SHIFT, COOKIE_ARG_SHIFT, COOKIE_CLASS_SHIFT = 16, 24, 32
 COOKIE_ENTRY_ONLY = 1 << 31
 NO_PARENT = 0xFFFF
+STMT_CMD_ARG_SHIFT, STMT_TEXT_ARG_SHIFT, STMT_TEXT_INDIRECT, STMT_LEN_ARG_SHIFT = 16, 24, 1 << 31, 40
+STMT_TEXT_LEN = 128
+STMT_KEY_NO_TEXT = 1 << 63
+COM_QUERY, COM_STMT_EXECUTE = 3, 23
 COUNTERS = ("entries", "returns", "unmatched_returns", "lost_frames", "depth_overflow",
             "no_stack", "partition_read_errors")
 # offcpu.bpf.c
@@ -87,6 +91,16 @@ class EdgeStats(ctypes.Structure):
     _fields_ = [("calls", _u64), ("total_ns", _u64), ("corrected_ns", _s64)]
 
 
+class StmtStats(ctypes.Structure):
+    _fields_ = [("executions", _u64), ("total_ns", _u64), ("probe_hits", _u64), ("probe_cost_ns", _u64),
+                ("hist", _u64 * MAX_SLOTS), ("command", _u32), ("text_len", _u32),
+                ("text", ctypes.c_char * STMT_TEXT_LEN)]
+
+
+class StmtEdgeKey(ctypes.Structure):
+    _fields_ = [("stmt", _u64), ("probe", ctypes.c_uint16), ("parent", ctypes.c_uint16), ("pad", _u32)]
+
+
 class OffCpuKey(ctypes.Structure):
     _fields_ = [("tid", _u32), ("ustack", ctypes.c_int32), ("kstack", ctypes.c_int32), ("preempted", _u32)]
 
@@ -104,7 +118,7 @@ class Away(ctypes.Structure):
 MIRRORS = {
     "uprobe_latency": {"latency_config": LatencyConfig, "probe_cost": ProbeCost, "probe_stats": ProbeStats,
                        "part_key": PartKey, "part_stats": PartStats, "edge_key": EdgeKey,
-                       "edge_stats": EdgeStats},
+                       "edge_stats": EdgeStats, "stmt_stats": StmtStats, "stmt_edge_key": StmtEdgeKey},
     "offcpu": {"offcpu_key": OffCpuKey, "offcpu_value": OffCpuValue, "away": Away},
 }
 # per object: .rodata variable -> its mirror

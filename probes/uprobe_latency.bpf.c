@@ -79,6 +79,39 @@ struct {
 } empty_part SEC(".maps");
 
 struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, MAX_STATEMENT_KEYS);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, __u64);
+	__type(value, struct stmt_stats);
+} statements SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, MAX_EDGE_KEYS);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, struct stmt_edge_key);
+	__type(value, struct edge_stats);
+} stmt_edges SEC(".maps");
+
+/* threads whose statements are not kept: mysqlprobe's own connections */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 64);
+	__type(key, __u32);
+	__type(value, __u8);
+} quiet_threads SEC(".maps");
+
+/* a statement's first bytes, read at its start; its counters stay 0, so it
+ * is also the first value of a new shape */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct stmt_stats);
+} stmt_scratch SEC(".maps");
+
+struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
 	__uint(max_entries, MAX_COST_CLASSES);
 	__type(key, __u32);
@@ -140,6 +173,7 @@ static __always_inline struct thread_stack *thread_stack(__u32 tid, bool create,
 	if (st && who == TARGET && st->window != window) {
 		st->depth = 0;
 		st->overflow = 0;
+		st->stmt_depth = 0;
 		st->window = window;
 	}
 	if (st || !create)
@@ -222,6 +256,26 @@ __noinline int record_edge(__u32 tid, __u32 probe, __u32 parent, __u64 delta, __
 	return 0;
 }
 
+__noinline int record_stmt_edge(__u64 stmt, __u32 probe, __u32 parent, __u64 delta, __s64 corrected)
+{
+	struct stmt_edge_key k = { .stmt = stmt, .probe = probe, .parent = parent };
+	struct edge_stats *es = bpf_map_lookup_elem(&stmt_edges, &k);
+
+	if (!es) {
+		struct edge_stats first = {};
+
+		bpf_map_update_elem(&stmt_edges, &k, &first, BPF_NOEXIST);
+		es = bpf_map_lookup_elem(&stmt_edges, &k);
+	}
+	if (es) {
+		/* many threads run one statement shape */
+		__sync_fetch_and_add(&es->calls, 1);
+		__sync_fetch_and_add(&es->total_ns, delta);
+		__sync_fetch_and_add(&es->corrected_ns, corrected);
+	}
+	return 0;
+}
+
 /* corrected: the latency less the probes' cost inside it, signed: the sums
  * stay unbiased; the histogram of corrected latencies clamps a call at 0 */
 static __always_inline void record(__u32 probe, __u64 delta, __s64 corrected, __u64 nested, __s32 part)
@@ -281,6 +335,7 @@ int probe_return(struct x86_64_regs *ctx)
 	__u64 nested, delta, inner_cost, own = cost ? cost->own_ns : 0, pair = cost ? cost->pair_ns : 0;
 	__s64 corrected;
 	__s32 part;
+	__u32 parent;
 	int i, found = 0;
 
 	int who = wanted(pid_tgid);
@@ -353,7 +408,192 @@ int probe_return(struct x86_64_regs *ctx)
 	st->depth = idx;
 	corrected = (__s64)(delta - inner_cost);
 	record(probe, delta, corrected, nested, part);
-	record_edge(tid, probe, idx > 0 ? st->frames[(idx - 1) & (MAX_DEPTH - 1)].probe : NO_PARENT,
-		    delta, corrected);
+	parent = idx > 0 ? st->frames[(idx - 1) & (MAX_DEPTH - 1)].probe : NO_PARENT;
+	record_edge(tid, probe, parent, delta, corrected);
+	if (who == TARGET && st->stmt_depth && st->stmt_window == st->window)
+		record_stmt_edge(st->stmt_key, probe, parent, delta, corrected);
+	return 0;
+}
+
+/* ---- statement boundaries ---- */
+
+struct norm_ctx {
+	__u64 hash;
+	__u32 quote;  /* the quote of the string being skipped; 0: none */
+	__u32 escape; /* the previous character was a backslash inside it */
+	__u32 prev;   /* what came before: 0 space or start, 1 word, 2 number, 3 other */
+	__u32 len;
+};
+
+static __always_inline void mix(struct norm_ctx *c, char ch)
+{
+	c->hash = (c->hash ^ (__u8)ch) * 0x100000001b3ULL; /* FNV-1a */
+}
+
+/* One character of the text: strings and numbers hash as '?', runs of
+ * space as one. Texts that differ only in their literals then share a key;
+ * user space merges further (value lists of any length) when it normalizes
+ * the kept text, so the kernel's keys only ever split a digest, never merge two. */
+static long normalize_step(__u32 i, struct norm_ctx *c)
+{
+	__u32 zero = 0;
+	struct stmt_stats *s = bpf_map_lookup_elem(&stmt_scratch, &zero);
+	__u64 at = i;
+	char ch;
+	bool digit, word;
+
+	/* checked on the register that indexes (see record()) */
+	asm volatile("" : "+r"(at));
+	if (!s || at >= c->len || at >= STMT_TEXT_LEN)
+		return 1;
+	ch = s->text[at];
+	if (c->quote) {
+		if (c->escape)
+			c->escape = 0;
+		else if (ch == '\\')
+			c->escape = 1;
+		else if (ch == (char)c->quote)
+			c->quote = 0;
+		return 0;
+	}
+	digit = ch >= '0' && ch <= '9';
+	word = (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || ch == '_' || ch == '$';
+	if (ch == '\'' || ch == '"') {
+		c->quote = ch;
+		mix(c, '?');
+		c->prev = 3;
+	} else if (c->prev == 2 && (digit || word || ch == '.')) {
+		/* the rest of a number: 1.5, 1e3, 0x1f */
+	} else if (digit && c->prev != 1) {
+		mix(c, '?');
+		c->prev = 2;
+	} else if (ch == ' ' || ch == '\t' || ch == '\n' || ch == '\r') {
+		if (c->prev != 0)
+			mix(c, ' ');
+		c->prev = 0;
+	} else {
+		mix(c, ch);
+		c->prev = word || digit ? 1 : 3;
+	}
+	return 0;
+}
+
+/* where the statement's text is, and its length */
+static __always_inline unsigned long stmt_text(struct x86_64_regs *ctx, __u64 cookie, __u32 *len)
+{
+	unsigned long p = arg_value(ctx, (cookie >> STMT_TEXT_ARG_SHIFT) & 0x7f);
+	struct { unsigned long text; __u32 len; } data = {};
+
+	if (cookie & STMT_TEXT_INDIRECT) {
+		bpf_probe_read_user(&data, sizeof(data), (void *)p);
+		*len = data.len;
+		return data.text;
+	}
+	*len = (__u32)arg_value(ctx, (cookie >> STMT_LEN_ARG_SHIFT) & 0xff);
+	return p;
+}
+
+/* the shape key of the statement starting; its text in the scratch value */
+static __always_inline __u64 stmt_key(struct x86_64_regs *ctx, __u64 cookie, __u32 command,
+				      struct stmt_stats *scratch)
+{
+	unsigned long data = arg_value(ctx, (cookie >> STMT_TEXT_ARG_SHIFT) & 0x7f);
+	struct norm_ctx c = { .hash = 0xcbf29ce484222325ULL };
+	__u32 id = 0, len = 0;
+	unsigned long text;
+	long n;
+
+	scratch->command = command;
+	scratch->text_len = 0;
+	if (command == COM_STMT_EXECUTE) {
+		/* the statement id: the packet's first 4 bytes, or COM_DATA's first member */
+		bpf_probe_read_user(&id, sizeof(id), (void *)data);
+		/* (5.7+: COM_DATA's first member is the id, as the packet's first bytes) */
+		return STMT_KEY_NO_TEXT | ((__u64)command << 32) | id;
+	}
+	if (command != COM_QUERY)
+		return STMT_KEY_NO_TEXT | ((__u64)command << 32);
+	text = stmt_text(ctx, cookie, &len);
+	if (!len)
+		return STMT_KEY_NO_TEXT | ((__u64)command << 32);
+	/* a packet need not end where its text does: the length bounds it */
+	n = bpf_probe_read_user_str(scratch->text, STMT_TEXT_LEN, (void *)text);
+	if (n <= 1)
+		return STMT_KEY_NO_TEXT | ((__u64)command << 32);
+	c.len = n - 1 < len ? n - 1 : len;
+	scratch->text_len = len; /* the whole text's: longer than the kept prefix, it was cut */
+	bpf_loop(STMT_TEXT_LEN, normalize_step, &c, 0);
+	return c.hash & ~STMT_KEY_NO_TEXT;
+}
+
+SEC("uprobe")
+int stmt_entry(struct x86_64_regs *ctx)
+{
+	__u64 pid_tgid = bpf_get_current_pid_tgid();
+	__u64 cookie = bpf_get_attach_cookie(ctx);
+	__u32 tid = (__u32)pid_tgid, zero = 0, command;
+	struct stmt_stats *scratch;
+	struct thread_stack *st;
+	__u64 key;
+
+	if (wanted(pid_tgid) != TARGET || bpf_map_lookup_elem(&quiet_threads, &tid))
+		return 0;
+	count(CNT_ENTRIES);
+	st = thread_stack(tid, true, TARGET);
+	if (!st)
+		return 0;
+	if (st->stmt_depth++ > 0)
+		return 0; /* a command run inside another (COM_MULTI) */
+	scratch = bpf_map_lookup_elem(&stmt_scratch, &zero);
+	if (!scratch)
+		return 0;
+	command = (__u32)arg_value(ctx, (cookie >> STMT_CMD_ARG_SHIFT) & 0xff);
+	key = stmt_key(ctx, cookie, command, scratch);
+	if (!bpf_map_lookup_elem(&statements, &key))
+		bpf_map_update_elem(&statements, &key, scratch, BPF_NOEXIST);
+	st->stmt_key = key;
+	st->stmt_window = st->window;
+	st->stmt_hits_at_entry = st->hits;
+	st->stmt_cost_at_entry = st->cost_ns;
+	st->stmt_ts = bpf_ktime_get_ns();
+	return 0;
+}
+
+SEC("uretprobe")
+int stmt_return(struct x86_64_regs *ctx)
+{
+	__u64 now = bpf_ktime_get_ns();
+	__u64 pid_tgid = bpf_get_current_pid_tgid();
+	__u64 cookie = bpf_get_attach_cookie(ctx);
+	__u32 tid = (__u32)pid_tgid, cls = (cookie >> COOKIE_CLASS_SHIFT) & 0xff;
+	struct probe_cost *cost = bpf_map_lookup_elem(&costs, &cls);
+	struct thread_stack *st;
+	struct stmt_stats *s;
+	__u64 delta, slot, hits, inner_cost;
+
+	if (wanted(pid_tgid) != TARGET)
+		return 0;
+	count(CNT_RETURNS);
+	st = thread_stack(tid, false, TARGET);
+	if (!st || !st->stmt_depth)
+		return 0; /* began before the window opened */
+	if (--st->stmt_depth > 0 || st->stmt_window != st->window)
+		return 0;
+	s = bpf_map_lookup_elem(&statements, &st->stmt_key);
+	if (!s)
+		return 0;
+	delta = now - st->stmt_ts;
+	hits = st->hits - st->stmt_hits_at_entry;
+	inner_cost = (cost ? cost->own_ns : 0) + (st->cost_ns - st->stmt_cost_at_entry);
+	record(cookie & COOKIE_PROBE_MASK, delta, (__s64)(delta - inner_cost), hits, -1);
+	slot = hist_slot(delta);
+	asm volatile("" : "+r"(slot));
+	if (slot >= MAX_SLOTS)
+		return 0;
+	__sync_fetch_and_add(&s->executions, 1);
+	__sync_fetch_and_add(&s->total_ns, delta);
+	__sync_fetch_and_add(&s->probe_hits, hits);
+	__sync_fetch_and_add(&s->probe_cost_ns, inner_cost);
+	__sync_fetch_and_add(&s->hist[slot], 1);
 	return 0;
 }

@@ -7,13 +7,34 @@
 
 #include "histogram.h"
 
-#define UPROBE_LATENCY_ABI 5
+#define UPROBE_LATENCY_ABI 6
 
 #define MAX_PROBES 1024
 #define MAX_DEPTH 32      /* nesting of probed functions tracked per thread */
 #define MAX_THREADS 8192
 #define MAX_PART_KEYS 16384
 #define MAX_EDGE_KEYS 65536
+#define MAX_STATEMENT_KEYS 4096  /* statement shapes (texts up to their literals) */
+#define STMT_TEXT_LEN 128        /* bytes of a statement's text read at its start */
+
+/* The statement probes (stmt_entry/stmt_return, on the server's command
+ * dispatcher) mark where each thread's statements begin and end, so probed
+ * calls are kept per statement shape as well as per thread; the statements
+ * themselves count in `stats` under the probe's index. Their cookie:
+ *   16 probe index | 8 command argument | 7 text argument |
+ *   1 text through a pointer | 8 cost class (as above) | 8 length argument
+ * Text through a pointer: the text argument points to a structure whose
+ * first two members are the text and its length (MySQL 5.7+'s COM_DATA),
+ * else it is the text and the length argument gives its length. */
+#define STMT_CMD_ARG_SHIFT 16
+#define STMT_TEXT_ARG_SHIFT 24
+#define STMT_TEXT_INDIRECT (1ULL << 31)
+#define STMT_LEN_ARG_SHIFT 40
+#define COM_QUERY 3
+#define COM_STMT_EXECUTE 23
+/* keys of commands that carry no text: the high bit, the command, and for
+ * an execute the prepared statement's id */
+#define STMT_KEY_NO_TEXT (1ULL << 63)
 
 /* bpf cookie, from the low bits:
  *   16 probe index | 8 partition mode | 7 argument index | 1 entry only |
@@ -104,6 +125,27 @@ struct frame {
 	__s32 part;
 };
 
+/* one statement shape: the texts that differ only in their literals (and,
+ * for prepared statements, one statement id); its text is the first seen */
+struct stmt_stats {
+	__u64 executions;
+	__u64 total_ns;
+	__u64 probe_hits;     /* probe hits inside the executions (not the statement probe's own) */
+	__u64 probe_cost_ns;  /* calibrated cost of the probed calls inside them */
+	__u64 hist[MAX_SLOTS];
+	__u32 command;
+	__u32 text_len;     /* of the whole text: more than the text kept, it was cut */
+	char text[STMT_TEXT_LEN];
+};
+
+/* probed calls inside a statement shape, by probed caller, as edge_key per thread */
+struct stmt_edge_key {
+	__u64 stmt;
+	__u16 probe;
+	__u16 parent;
+	__u32 pad;
+};
+
 struct thread_stack {
 	__u32 depth;
 	__u32 overflow;
@@ -111,6 +153,13 @@ struct thread_stack {
 	__u32 window;  /* the window its frames were pushed in (see `enabled`) */
 	__u64 hits;
 	__u64 cost_ns; /* calibrated cost of the probed calls completed on this thread */
+	/* the statement open on this thread (stmt_depth > 0), in window stmt_window */
+	__u64 stmt_key;
+	__u64 stmt_ts;
+	__u64 stmt_hits_at_entry;
+	__u64 stmt_cost_at_entry;
+	__u32 stmt_depth;
+	__u32 stmt_window;
 	struct frame frames[MAX_DEPTH];
 };
 

@@ -28,12 +28,13 @@ def plan_probes(binary: Binary, stages: list[str], patterns: list[str]) -> Plan:
     plan = Plan()
     seen: set[int] = set()
 
-    def add(sym, stage, partition):
+    def add(sym, stage, partition, statement=None):
         if sym.address in seen:
             return
         seen.add(sym.address)
         skip, klass = entry_point(binary.path, sym.offset)
-        plan.specs.append(ProbeSpec(len(plan.specs), sym, stage, partition, skip=skip, entry_class=klass))
+        plan.specs.append(ProbeSpec(len(plan.specs), sym, stage, partition, skip=skip, entry_class=klass,
+                                    statement=statement))
 
     for res in catalog.resolve(stages, binary.symbols, binary.server):
         if not res.available and res.applicable:
@@ -41,7 +42,7 @@ def plan_probes(binary: Binary, stages: list[str], patterns: list[str]) -> Plan:
             plan.unavailable.append({"stage": res.stage.name,
                                      "reason": f"none of {names} is in the binary (not built, or inlined)"})
         for cand, sym in res.probes:
-            add(sym, res.stage.name, cand.partition)
+            add(sym, res.stage.name, cand.partition, cand.statement)
     for pattern in patterns:
         found = binary.symbols.glob(pattern) if any(c in pattern for c in "*?[") \
             else binary.symbols.lookup(pattern)
@@ -94,6 +95,7 @@ def list_plan(binary: Binary, plan: Plan, out=sys.stdout) -> None:
           f"{'PIE' if binary.image.pie else 'non-PIE'}, symbols from {symbols_source(binary)}", file=out)
     for s in plan.specs:
         part = f"  [partition: {s.partition.describe()}]" if s.partition else ""
+        part += "  [statement boundary]" if s.statement else ""
         entry = f"  [entry {s.entry_class}{', after endbr64' if s.skip else ''}]"
         print(f"{s.stage or '-':<30} {s.symbol.address:#x} {s.symbol.demangled}{part}{entry}", file=out)
     for u in plan.unavailable:

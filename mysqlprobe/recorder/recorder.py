@@ -64,7 +64,8 @@ class Recorder:
         if o.off_cpu:
             out["off_cpu"] = OffCpuCollector(pid, o.verbose)
         out["calibration"] = calibration
-        out["uprobe"] = LatencyCollector(pid, self.target.proc_exe, specs, calibration, o.correct, o.verbose)
+        out["uprobe"] = LatencyCollector(pid, self.target.proc_exe, specs, calibration, o.correct, o.verbose,
+                                          o.full_sql)
         if o.connect is not None:
             out["perf_schema"] = PerfSchemaCollector(pid, o.connect, o.ps_waits, o.full_sql)
         out["process"] = ProcessCollector(pid)
@@ -86,6 +87,7 @@ class Recorder:
                 if name in self.collectors:
                     stack.callback(self.collectors[name].close)
                     self._prepare(name)
+            self._keep_own_statements_out()
             window, sampling, rows = self._window()
             sections = self._collect()
         status = self.control.status
@@ -98,6 +100,11 @@ class Recorder:
             self.collectors[name].prepare()
         except CollectorUnavailable as e:
             self.unavailable[name] = e
+
+    def _keep_own_statements_out(self) -> None:
+        ps = self.collectors.get("perf_schema")
+        if ps and "perf_schema" not in self.unavailable:
+            self.collectors["uprobe"].session.keep_statements_out(ps.own_os_threads())
 
     def _window(self) -> tuple[dict, dict, int | None]:
         """Open the window, keep it open until it ends, close it."""

@@ -146,3 +146,31 @@ def test_an_unwritable_output_is_refused_before_anything_is_attached(fixture_pro
     assert done.returncode == 10, done.stderr
     assert done.stderr.count("\n") == 1 and "cannot write there" in done.stderr   # one line, no window opened
     assert "Tracing PID" not in done.stderr and done.stdout == ""
+
+
+@pytest.mark.parametrize("fixture_process", ["5.6", "5.7", "8.0"], indirect=True)
+def test_statements_keep_the_calls_inside_them(fixture_process, tmp_path):
+    # each line's dispatcher signature: the text from the packet (5.6) or COM_DATA (5.7, 8.0)
+    prof = Profiler(fixture_process.pid, tmp_path, "--stage", "sql.statement", "--stage", "innodb.row_insert",
+                    "--exact")
+    for line in ("query 7 5 INSERT INTO t VALUES (1, 'a')", "query 11 5 INSERT INTO t VALUES (22, 'it\\'s')",
+                 "query 13 5 SELECT * FROM t WHERE id = 5", "execute 3 5 42", "execute 5 5 42", "run 17 5"):
+        fixture_process.command(line)
+    code, out, err = prof.stop()
+    assert code == 0, err
+    doc = prof.profile()
+    row_insert = stage(doc, "innodb.row_insert")
+    assert row_insert["calls"] == 7 + 11 + 13 + 3 + 5 + 17
+    assert stage(doc, "sql.statement")["calls"] == 5
+    (probe,) = [p["id"] for p in doc["probes"] if p["stage"] == "innodb.row_insert"]
+    shapes = {s["text"]: s for s in doc["statements"]["shapes"]}
+    calls = {text: sum(c["calls"] for c in s["calls"] if c["probe"] == probe) for text, s in shapes.items()}
+    executions = {text: s["executions"] for text, s in shapes.items()}
+    # literals are ?, the packet's bytes past its length are not the statement's
+    assert executions == {"INSERT INTO t VALUES (?, ...)": 2, "SELECT * FROM t WHERE id = ?": 1,
+                          "(Execute of prepared statement #42)": 2}
+    assert calls == {"INSERT INTO t VALUES (?, ...)": 18, "SELECT * FROM t WHERE id = ?": 13,
+                     "(Execute of prepared statement #42)": 8}
+    assert all(s["text_complete"] for s in shapes.values())
+    (insert,) = [d for d in doc["attribution"]["by_digest"] if d["text"].startswith("INSERT")]
+    assert insert["executions"] == 2 and insert["functions"][0]["calls"] == 9

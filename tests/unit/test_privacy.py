@@ -9,7 +9,8 @@ import pytest
 
 from conftest import MYSQLPROBE
 from test_compare import A, B, _save
-from mysqlprobe.collectors.perfschema import PerfSchema, normalized
+from mysqlprobe.collectors.perfschema import PerfSchema
+from mysqlprobe.sqltext import normalized
 
 FIXTURES = Path(__file__).parent.parent / "fixtures"
 
