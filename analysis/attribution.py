@@ -8,8 +8,12 @@ count per thread, not per statement: a thread's statements in the window are
 taken together, their stages summed, under the longest. Where no thread id is
 known (MySQL 5.6) the probe time of all threads goes to the longest write,
 and the tree says so.
-Probe time of the other threads (page cleaner checksums, compression in
-background threads) is shown apart as background work.
+Probe time of background threads (page cleaner checksums, compression),
+told apart by P_S's threads.TYPE, is shown apart as background work; where
+the server does not say (no thread ids), the other threads' is, as other
+threads' work. A thread that ran more statements in the window than P_S's
+history kept has more probe time than its kept statements ran: its tree
+leaves the probed part out, and the per-digest view holds it.
 
 The nesting of probed stages comes from the kernel: every call is recorded
 with its thread and its innermost probed caller."""
@@ -137,6 +141,8 @@ def attribute(doc: dict, parts: dict[str, list[dict]], top: int = 3) -> list[dic
         return []
     t0, t1 = ps["timer_start_ps"], ps["timer_end_ps"]
     os_tid = {t["thread_id"]: t.get("os_tid") for t in ps.get("threads", [])}
+    typed = [t for t in ps.get("threads", []) if t.get("type") and t.get("os_tid")]
+    background_tids = {t["os_tid"] for t in typed if t["type"] == "BACKGROUND"}
     window = lambda st: _clip(st["timer_start"], st["timer_end"], t0, t1)  # noqa: E731
     # without a thread id the probes' time goes to the longest writing statement
     writes = [st for st in ps["statements"] if (st.get("event_name") or "").startswith(WRITES)]
@@ -150,7 +156,8 @@ def attribute(doc: dict, parts: dict[str, list[dict]], top: int = 3) -> list[dic
         in_window = sum(window(st) for st in unit)
         tid = os_tid.get(lead["thread_id"])
         if tid:
-            join, edges, background = "thread", _edges(doc, {tid}), _edges(doc, {tid}, exclude=True)
+            join, edges = "thread", _edges(doc, {tid})
+            background = _edges(doc, background_tids) if typed else _edges(doc, {tid}, exclude=True)
             cost = probe_cost_ns(doc, {tid})
         elif lead is by_time[0]:
             join = (f"time window (no Linux thread id): the probes of every thread in the "
@@ -169,11 +176,16 @@ def attribute(doc: dict, parts: dict[str, list[dict]], top: int = 3) -> list[dic
             stage_ns, stages_from = [(UNKNOWN_STAGE, in_window // PS_PER_NS)], "none"
         tree = probe_tree(edges, parts)
         probed = sum(r["inclusive_ns"] for r in tree)
+        history_short = join == "thread" and probed > in_window // PS_PER_NS
+        if history_short:
+            tree, probed, cost = [], 0, 0
         main = stage_ns[0][0] if stage_ns else None
         cost = round(min(cost, max(stage_ns[0][1] - probed, 0))) if stage_ns else 0
         out.append({
             "statement": lead["sql_text"], "statements": len(unit), "thread_id": lead["thread_id"],
             "os_tid": tid, "join": join, "stages_from": stages_from,
+            "history_short": history_short,
+            "background_from": "P_S threads.TYPE" if typed else "all other threads",
             "in_window_ns": in_window // PS_PER_NS,
             "stages": [{"stage": name, "ns": ns, "probed": tree if name == main else [],
                         "probe_cost_ns": cost if name == main else 0,

@@ -148,6 +148,9 @@ def render_html(profile: Profile, flamegraph_svg: str | None = None, offcpu_svg:
     tree = text.attribution_block(profile)
     if tree:
         parts += ["<h2>Where the time went</h2>", _pre(tree)]
+    digests = text.digest_block(profile)
+    if digests:
+        parts += ["<h2>Per statement digest</h2>", _pre(digests[1:])]
     context = text.process_block(doc) + text.perf_schema_block(doc)
     if context:
         parts += ["<h2>Server and host</h2>", _pre(context)]

@@ -12,6 +12,7 @@ from functools import cached_property
 
 from mysqlprobe.analysis import histogram as H
 from mysqlprobe.analysis.attribution import attribute
+from mysqlprobe.analysis.statements import by_digest
 from mysqlprobe.analysis.profile import (StageSummary, calibrated_slowdown, estimated_calls, measured_slowdown,
                                          probe_estimate, stage_record, stage_summaries, window_ns)
 
@@ -81,6 +82,10 @@ class Profile:
         return attribute(self.doc, partitions)
 
     @cached_property
+    def by_digest(self) -> list[dict]:
+        return by_digest(self.doc)
+
+    @cached_property
     def overhead(self) -> dict:
         """The probes' calibrated cost, the slowdown the duty cycles measured,
         and what each collector measured itself to cost."""
@@ -99,4 +104,5 @@ class Profile:
     def to_json(self) -> dict:
         """The document with everything derived from it: `report --json`."""
         return {**self.recorded, "probes": self.probes, "stages": self.stage_records,
-                "attribution": self.attribution, "overhead": self.overhead}
+                "attribution": {"by_thread": self.attribution, "by_digest": self.by_digest},
+                "overhead": self.overhead}

@@ -10,12 +10,10 @@ from mysqlprobe.analysis.model import Profile
 from mysqlprobe.analysis.per_call import PerCall
 from mysqlprobe.analysis.profile import (StageSummary, coverage, estimate_basis, estimated_calls, measured_slowdown,
                                          partition_per_call, stage_per_call, window_ns, window_scale)
+from mysqlprobe.analysis.textfit import fit as _fit, pct  # noqa: F401 (pct: html_report)
+from mysqlprobe.analysis.where_report import attribution_block, digest_block  # noqa: F401 (html_report)
 
 fmt = H.format_ns
-
-
-def pct(x: float | None) -> str:
-    return "-" if x is None else f"{100 * x:.1f}%"
 
 
 def _rate(calls: float, seconds: float) -> str:
@@ -256,60 +254,6 @@ def process_block(doc: dict) -> list[str]:
     return _fit(lines, indent=9)
 
 
-def _tree_lines(nodes: list[dict], total_ns: int, depth: int) -> list[str]:
-    lines = []
-    for n in nodes:
-        label = "  " * depth + n["stage"]
-        excl = f" (self {fmt(n['exclusive_ns'])})" if n["children"] else ""
-        lines.append(f"{label[:44]:<44} {fmt(n['inclusive_ns']):>7} {pct(n['inclusive_ns'] / total_ns):>6}{excl}")
-        if n.get("partitions"):
-            parts = " ".join(f"p{p['id']} {pct(p['share'])}" for p in n["partitions"][:8])
-            more = f" +{len(n['partitions']) - 8}" if len(n["partitions"]) > 8 else ""
-            lines.append("  " * (depth + 1) + f"by partition: {parts}{more}")
-        lines += _tree_lines(n["children"], total_ns, depth + 1)
-    return lines
-
-
-def attribution_block(profile: Profile) -> list[str]:
-    trees, ps = profile.attribution, profile.doc.get("perf_schema") or {}
-    if not trees:
-        if ps.get("status") == "collected":
-            return ["", "Performance Schema: no statement of another session ran in the window"]
-        return []
-    lines = ["", "where the time went: statement -> P_S stage -> probed functions"]
-    for t in trees:
-        total = max(t["in_window_ns"], 1)
-        text = " ".join(t["statement"].split())
-        lines.append(f"{text[:60]:<60} {fmt(t['in_window_ns']):>7}")
-        others = t.get("statements", 1) - 1
-        if others:
-            lines.append(f"  (and {others} other statement{'s' if others > 1 else ''} of its thread in the window: "
-                         "the probes count per thread)")
-        lines.append(f"  (probe time joined by {t['join']})")
-        if t.get("stages_from") == "thread summary":
-            lines.append("  (stages from the thread's P_S summary: the stage history was overrun)")
-        elif t.get("stages_from") == "none":
-            lines.append("  (P_S kept none of its stages: the stage history was overrun and the "
-                         "thread had ended)")
-        shown = [st for st in t["stages"] if st["probed"] or st["ns"] >= 0.005 * total]
-        for st in shown:
-            lines.append(f"  {st['stage'][:42]:<42} {fmt(st['ns']):>7} {pct(st['ns'] / total):>6}")
-            lines += _tree_lines(st["probed"], total, 2)
-            if st["probed"]:
-                lines.append(f"    {'the probes themselves (calibrated)':<40} {fmt(st['probe_cost_ns']):>7} "
-                             f"{pct(st['probe_cost_ns'] / total):>6}")
-                lines.append(f"    {'not in probed functions':<40} {fmt(st['unexplained_ns']):>7} "
-                             f"{pct(st['unexplained_ns'] / total):>6}")
-        rest = [st for st in t["stages"] if st not in shown]
-        if rest:
-            ns = sum(st["ns"] for st in rest)
-            lines.append(f"  {f'{len(rest)} other stages':<42} {fmt(ns):>7} {pct(ns / total):>6}")
-        if t["background"]:
-            lines.append("  background work in the window (all threads):")
-            lines += _tree_lines(t["background"], total, 2)
-    return _fit(lines)
-
-
 def perf_schema_block(doc: dict) -> list[str]:
     ps = doc.get("perf_schema") or {}
     if ps.get("status") != "collected":
@@ -330,20 +274,6 @@ def perf_schema_block(doc: dict) -> list[str]:
 
 def _clip(text: str, width: int) -> str:
     return text if len(text) <= width else text[:width - 1] + "~"
-
-
-def _fit(lines: list[str], indent: int | None = None) -> list[str]:
-    """Lines over 80 columns wrapped, their rest indented (by default two
-    more than the line); nothing is cut off."""
-    out = []
-    for line in lines:
-        if len(line) <= 80:
-            out.append(line)
-            continue
-        lead = len(line) - len(line.lstrip(" "))
-        out += textwrap.wrap(line.lstrip(" "), 80, initial_indent=" " * lead, subsequent_indent=" " * (
-            lead + 2 if indent is None else indent), break_long_words=True, break_on_hyphens=False)
-    return out
 
 
 def samples_block(doc: dict, top: int = 10) -> list[str]:
@@ -413,6 +343,7 @@ def render_text(profile: Profile) -> str:
         out += [""] + block
     out += perf_schema_block(doc)
     out += attribution_block(profile)
+    out += digest_block(profile)
     out += samples_block(doc)
     out += off_cpu_block(doc)
     for s in stages:

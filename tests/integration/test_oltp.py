@@ -36,9 +36,9 @@ def server():
         sb.stop()
 
 
-def sysbench(sb, command: str, seconds: int = 0) -> str:
-    cmd = [SYSBENCH, "oltp_insert", "--db-driver=mysql", f"--mysql-socket={sb.socket}", "--mysql-user=root",
-           "--mysql-db=sbtest", "--tables=2", "--table-size=1009", "--threads=4"]
+def sysbench(sb, command: str, seconds: int = 0, test: str = "oltp_insert", *options: str) -> str:
+    cmd = [SYSBENCH, test, "--db-driver=mysql", f"--mysql-socket={sb.socket}", "--mysql-user=root",
+           "--mysql-db=sbtest", "--tables=2", "--table-size=1009", "--threads=4", *options]
     done = subprocess.run(cmd + ([f"--time={seconds}"] if seconds else []) + [command],
                           capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr + done.stdout
@@ -90,3 +90,51 @@ def test_default_mode_says_what_it_cost(server, tmp_path):
     assert f"overhead {said}" in " ".join(text.split())
     sampling = doc["sampling"]                     # the unprobed rate it was measured against
     assert sampling["off_rows"] > 0 and 0 < sampling["off_s"] < doc["window"]["duration_s"]
+
+
+def digests_add_up(doc: dict) -> None:
+    """Per digest: no function takes longer than its statement, no share is
+    negative or above 100%, and the figures add up to the latency."""
+    for d in doc["attribution"]["by_digest"]:
+        assert d["unattributed_ns"] >= 0 and d["probe_cost_ns"] >= 0 and d["mean_ns"] >= 0
+        for f in d["functions"]:
+            assert 0 <= f["exclusive_ns"] <= f["inclusive_ns"] <= d["raw_mean_ns"], (d["text"], f)
+        probed = sum(n["inclusive_ns"] for n in d["tree"])
+        if not d["notes"]:
+            assert abs(probed + d["probe_cost_ns"] + d["unattributed_ns"] - d["raw_mean_ns"]) <= 2, d
+
+
+def test_insert_digests_count_every_execution(server, tmp_path):
+    sb, pid = server
+    prof = Profiler(pid, tmp_path, "--insert-profile", "--exact", "--no-perf", "--no-off-cpu")
+    out = sysbench(sb, "run", 3)
+    code, text, err = prof.stop()
+    assert code == 0, err
+    doc = prof.profile()
+    inserts = [d for d in doc["attribution"]["by_digest"] if d["digest_text"].startswith("INSERT INTO")]
+    assert len(inserts) == 2  # one per table, joined to P_S's digests
+    assert all(d["joined"] == "P_S digest summary" for d in inserts)
+    assert abs(sum(d["executions"] for d in inserts) - writes(out)) <= 0.02 * writes(out)
+    assert sum(d["executions_probed"] for d in inserts) == writes(out)  # exact: every one began and ended inside
+    (row_insert,) = [p["id"] for p in doc["probes"] if p["stage"] == "innodb.row_insert"]
+    assert sum(c["calls"] for s in doc["statements"]["shapes"] for c in s["calls"]
+               if c["probe"] == row_insert) == writes(out)
+    digests_add_up(doc)
+    # connections are not background threads: only threads P_S calls BACKGROUND are
+    assert all(t["background_from"] == "P_S threads.TYPE" for t in doc["attribution"]["by_thread"])
+    assert "per statement digest" in text
+
+
+def test_write_only_digests_update_delete_and_insert(server, tmp_path):
+    sb, pid = server
+    prof = Profiler(pid, tmp_path, "--insert-profile", "--stage", "sql.ha_write_row", "--no-perf", "--no-off-cpu")
+    sysbench(sb, "run", 3, "oltp_write_only", "--db-ps-mode=disable")
+    code, text, err = prof.stop()
+    assert code == 0, err
+    doc = prof.profile()
+    kinds = {d["digest_text"].split()[0].upper() for d in doc["attribution"]["by_digest"] if d["joined"]}
+    assert {"UPDATE", "DELETE", "INSERT"} <= kinds, kinds
+    digests_add_up(doc)
+    status = doc["perf_schema"]["deltas"]["status"]
+    inserts = [d for d in doc["attribution"]["by_digest"] if d["digest_text"].startswith("INSERT INTO")]
+    assert abs(sum(d["executions"] for d in inserts) - status["Com_insert"]) <= 0.02 * status["Com_insert"]

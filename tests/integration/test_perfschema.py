@@ -83,7 +83,8 @@ def test_statement_stage_and_attribution_add_up(server, tmp_path):
     assert ps["os_tid_source"] == ("performance_schema.threads.THREAD_OS_ID" if sb.version == "10.11.5"
                                    else "information_schema.PROCESSLIST.TID")
     assert ps["deltas"]["status"]["Handler_write"] >= ROWS
-    (tree,) = [t for t in doc["attribution"] if t["statement"].replace("`", "").startswith("INSERT INTO emp_range_5")]
+    (tree,) = [t for t in doc["attribution"]["by_thread"]
+               if t["statement"].replace("`", "").startswith("INSERT INTO emp_range_5")]
     assert tree["join"] == "thread"
     main = tree["stages"][0]
     assert main["stage"].startswith("stage/sql/") and main["probed"]
@@ -119,7 +120,8 @@ def test_a_connection_gone_before_the_window_ends_is_joined_by_its_thread(server
     ps = doc["perf_schema"]
     assert ps["progress_reads"] == "not recorded"
     assert doc["sampling"]["cycles"] >= 2
-    (tree,) = [t for t in doc["attribution"] if t["statement"].replace("`", "").startswith("INSERT INTO emp_range_5")]
+    (tree,) = [t for t in doc["attribution"]["by_thread"]
+               if t["statement"].replace("`", "").startswith("INSERT INTO emp_range_5")]
     assert tree["join"] == "thread" and tree["stages_from"] == "history", tree
     (thread,) = [th for th in ps["threads"] if th["thread_id"] == tree["thread_id"]]
     assert tree["os_tid"] == thread["os_tid"] is not None
@@ -152,7 +154,7 @@ def test_wrong_credentials_give_a_probes_only_report(server, tmp_path):
     assert ps["status"] == "unavailable" and "cannot connect as root@" in ps["reason"]
     assert "Access denied" in ps["reason"] and "not-the-password" not in out + str(doc)
     assert "warning: Performance Schema: cannot connect as root@" in " ".join(out.split())  # wrapped at 80
-    assert stage(doc, "partition.write_row")["calls"] == ROWS and doc["attribution"] == []
+    assert stage(doc, "partition.write_row")["calls"] == ROWS and doc["attribution"]["by_thread"] == []
 
 
 def test_server_without_performance_schema(tmp_path):

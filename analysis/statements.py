@@ -1,0 +1,149 @@
+"""Where each kind of statement's time went, per execution: the statement
+probe (on the server's command dispatcher) kept, per statement shape, the
+executions that began and ended while the probes were on, their latency,
+the probed calls inside them and the probes' own cost there. Shapes with
+the same normalized text are one digest, joined to P_S's summary by digest
+for the window's executions and rows.
+
+Per execution: the probed functions' inclusive and exclusive time (as the
+calls nested), the probes' own cost, and what no probed function holds.
+Figures are per execution, so the on-phases of a sampled window give them
+as they are; executions over the whole window come from P_S where it joined,
+else from the counted ones scaled to the window."""
+
+from __future__ import annotations
+
+from mysqlprobe.analysis import histogram as H
+from mysqlprobe.analysis.attribution import PS_PER_NS, probe_tree
+from mysqlprobe.analysis.profile import window_scale
+from mysqlprobe.sqltext import TRUNCATED, join_key, normalized
+
+# P_S stage time per execution is shown from this many executions in its history
+MIN_STAGE_SAMPLE = 1
+
+
+def _digest_rows(ps: dict) -> list[dict]:
+    return ((ps.get("deltas") or {}).get("digests") or []) if ps.get("status") == "collected" else []
+
+
+def join_digest(text: str, rows: list[dict]) -> dict | None:
+    """The P_S digest row of a normalized text (a prefix of it where the
+    text was cut): the one that matches, None if none or several do."""
+    key = join_key(text)
+    if text.endswith(TRUNCATED):
+        found = [r for r in rows if join_key(r["name"]).startswith(key)]
+    else:
+        found = [r for r in rows if join_key(r["name"]) == key]
+    return found[0] if len(found) == 1 else None
+
+
+def _groups(doc: dict) -> dict[str, list[dict]]:
+    """Shapes by normalized text (the kernel splits a digest by the length of its value lists)."""
+    st = doc["statements"]
+    out: dict[str, list[dict]] = {}
+    for shape in st.get("shapes", []):
+        text = shape["text"] if st.get("text") == "normalized" else normalized(shape["text"])
+        out.setdefault(text, []).append(shape)
+    return out
+
+
+def _edges(doc: dict, shapes: list[dict]) -> dict:
+    """(stage, calling stage or None) -> ns and calls, as attribution's per-thread edges."""
+    stage_of = {p["id"]: p.get("stage") or f"probe:{p['name']}" for p in doc.get("probes", [])}
+    out: dict = {}
+    for shape in shapes:
+        for c in shape["calls"]:
+            stage = stage_of.get(c["probe"], f"probe {c['probe']}")
+            parent = stage_of.get(c["parent"]) if c["parent"] is not None else None
+            if parent == stage:
+                continue  # inside its caller's time already
+            e = out.setdefault((stage, parent), {"ns": 0.0, "calls": 0.0})
+            e["ns"] += c["total_ns"]
+            e["calls"] += c["calls"]
+    return out
+
+
+def _per_execution(nodes: list[dict], executions: int) -> list[dict]:
+    return [{**n, "inclusive_ns": round(n["inclusive_ns"] / executions), "calls": round(n["calls"] / executions, 3),
+             "exclusive_ns": round(n["exclusive_ns"] / executions),
+             "children": _per_execution(n["children"], executions)} for n in nodes]
+
+
+def _flat(nodes: list[dict]) -> list[dict]:
+    """stage -> inclusive and exclusive ns per execution, summed where a stage shows up in several places."""
+    out: dict[str, dict] = {}
+
+    def walk(ns: list[dict]) -> None:
+        for n in ns:
+            f = out.setdefault(n["stage"], {"stage": n["stage"], "inclusive_ns": 0, "exclusive_ns": 0, "calls": 0.0})
+            f["inclusive_ns"] += n["inclusive_ns"]
+            f["exclusive_ns"] += n["exclusive_ns"]
+            f["calls"] = round(f["calls"] + n["calls"], 3)
+            walk(n["children"])
+    walk(nodes)
+    return sorted(out.values(), key=lambda f: -f["inclusive_ns"])
+
+
+def _ps_stages(ps: dict, digest_text: str) -> tuple[list[dict], int]:
+    """P_S stage time per execution of a digest, from the executions its
+    history kept (statements whose text is the digest's): stages, executions."""
+    statements = [s for s in ps.get("statements", []) if s.get("timer_end") is not None
+                  and join_key(s.get("sql_text") or "") == join_key(digest_text)]
+    keys = {(s["thread_id"], s["event_id"]) for s in statements}
+    per: dict[str, int] = {}
+    for s in ps.get("stages", []):
+        if (s["thread_id"], s["statement_event_id"]) in keys and s.get("timer_wait") is not None:
+            per[s["event_name"]] = per.get(s["event_name"], 0) + s["timer_wait"]
+    n = len(statements)
+    if n < MIN_STAGE_SAMPLE:
+        return [], n
+    return [{"stage": k, "ns": round(v / PS_PER_NS / n)} for k, v in sorted(per.items(), key=lambda kv: -kv[1])], n
+
+
+def by_digest(doc: dict) -> list[dict]:
+    """The digests, the one that took most time in the window first."""
+    st = doc.get("statements")
+    if not st or not st.get("shapes"):
+        return []
+    ps = doc.get("perf_schema") or {}
+    rows = _digest_rows(ps)
+    probes = {p["id"]: p for p in doc.get("probes", [])}
+    own_ns = ((probes.get(st["probe"]) or {}).get("entry") or {}).get("own_cost_ns", 0)
+    scale = window_scale(doc)
+    out = []
+    for text, shapes in _groups(doc).items():
+        seen = sum(s["executions"] for s in shapes)
+        counts = H.merge(*(H.counts_from_buckets(s["histogram"]) for s in shapes))
+        latency = sum(s["total_ns"] for s in shapes) / seen
+        probe_cost = sum(s["probe_cost_ns"] for s in shapes) / seen
+        tree = _per_execution(probe_tree(_edges(doc, shapes)), seen)
+        probed = sum(n["inclusive_ns"] for n in tree)
+        # the statement's own time: the latency less what the probes added to it
+        own = max(latency - probe_cost - own_ns, 0.0)
+        unattributed = own - probed
+        notes = []
+        if unattributed < 0:
+            notes.append(f"the probed functions' corrected time exceeds the statement's by "
+                         f"{H.format_ns(-unattributed)} per execution: the probes' cost inside it is "
+                         "known to its calibration's doubt")
+            unattributed = 0.0
+        row = join_digest(text, rows)
+        executions = row["count"] if row else round(seen * scale)
+        stages, stage_sample = _ps_stages(ps, row["name"] if row else text)
+        out.append({
+            "digest_text": row["name"].strip() if row else text, "text": text,
+            "joined": "P_S digest summary" if row else None,
+            "executions": executions, "executions_probed": seen,
+            "executions_from": "P_S digest summary" if row else ("statement probe" if scale == 1.0 else
+                                                                 "statement probe, scaled to the window"),
+            "rows_per_execution": round(row["rows_affected"] / row["count"], 3) if row and row["count"] else None,
+            "mean_ns": round(own), "raw_mean_ns": round(latency),
+            "p99_ns": H.percentile(counts, 0.99),
+            "functions": _flat(tree), "tree": tree,
+            "probe_cost_ns": round(probe_cost + own_ns), "unattributed_ns": round(unattributed),
+            "ps_stages": stages, "ps_stage_executions": stage_sample,
+            "stage_of_functions": "unknown: the probes see statement boundaries, not P_S stage boundaries",
+            "total_ns": round(own * executions), "notes": notes,
+        })
+    out.sort(key=lambda d: -d["total_ns"])
+    return out

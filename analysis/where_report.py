@@ -1,0 +1,100 @@
+"""The text report's "where the time went" blocks: per statement and
+thread (statement -> P_S stage -> probed functions), and per statement
+digest (per execution: probed functions, the probes, the rest)."""
+
+from __future__ import annotations
+
+from mysqlprobe.analysis import histogram as H
+from mysqlprobe.analysis.model import Profile
+from mysqlprobe.analysis.textfit import fit as _fit, pct
+
+fmt = H.format_ns
+
+
+def _tree_lines(nodes: list[dict], total_ns: int, depth: int) -> list[str]:
+    lines = []
+    for n in nodes:
+        label = "  " * depth + n["stage"]
+        excl = f" (self {fmt(n['exclusive_ns'])})" if n["children"] else ""
+        lines.append(f"{label[:44]:<44} {fmt(n['inclusive_ns']):>7} {pct(n['inclusive_ns'] / total_ns):>6}{excl}")
+        if n.get("partitions"):
+            parts = " ".join(f"p{p['id']} {pct(p['share'])}" for p in n["partitions"][:8])
+            more = f" +{len(n['partitions']) - 8}" if len(n["partitions"]) > 8 else ""
+            lines.append("  " * (depth + 1) + f"by partition: {parts}{more}")
+        lines += _tree_lines(n["children"], total_ns, depth + 1)
+    return lines
+
+def attribution_block(profile: Profile) -> list[str]:
+    trees, ps = profile.attribution, profile.doc.get("perf_schema") or {}
+    if not trees:
+        if ps.get("status") == "collected":
+            return ["", "Performance Schema: no statement of another session ran in the window"]
+        return []
+    lines = ["", "where the time went: statement -> P_S stage -> probed functions"]
+    for t in trees:
+        total = max(t["in_window_ns"], 1)
+        text = " ".join(t["statement"].split())
+        lines.append(f"{text[:60]:<60} {fmt(t['in_window_ns']):>7}")
+        others = t.get("statements", 1) - 1
+        if others:
+            lines.append(f"  (and {others} other statement{'s' if others > 1 else ''} of its thread in the window: "
+                         "the probes count per thread)")
+        lines.append(f"  (probe time joined by {t['join']})")
+        if t.get("history_short"):
+            lines.append("  (its thread ran more statements than P_S's history kept: their probe time "
+                         "is shown per digest, not here)")
+        if t.get("stages_from") == "thread summary":
+            lines.append("  (stages from the thread's P_S summary: the stage history was overrun)")
+        elif t.get("stages_from") == "none":
+            lines.append("  (P_S kept none of its stages: the stage history was overrun and the "
+                         "thread had ended)")
+        shown = [st for st in t["stages"] if st["probed"] or st["ns"] >= 0.005 * total]
+        for st in shown:
+            lines.append(f"  {st['stage'][:42]:<42} {fmt(st['ns']):>7} {pct(st['ns'] / total):>6}")
+            lines += _tree_lines(st["probed"], total, 2)
+            if st["probed"]:
+                lines.append(f"    {'the probes themselves (calibrated)':<40} {fmt(st['probe_cost_ns']):>7} "
+                             f"{pct(st['probe_cost_ns'] / total):>6}")
+                lines.append(f"    {'not in probed functions':<40} {fmt(st['unexplained_ns']):>7} "
+                             f"{pct(st['unexplained_ns'] / total):>6}")
+        rest = [st for st in t["stages"] if st not in shown]
+        if rest:
+            ns = sum(st["ns"] for st in rest)
+            lines.append(f"  {f'{len(rest)} other stages':<42} {fmt(ns):>7} {pct(ns / total):>6}")
+        if t["background"]:
+            lines.append("  background threads' work in the window:" if t.get("background_from") == "P_S threads.TYPE"
+                         else "  other threads' work in the window:")
+            lines += _tree_lines(t["background"], total, 2)
+    return _fit(lines)
+
+TOP_DIGESTS = 8
+
+def digest_block(profile: Profile) -> list[str]:
+    digests = profile.by_digest
+    if not digests:
+        return []
+    lines = ["", "per statement digest, per execution: probed functions, the probes, the rest"]
+    for d in digests[:TOP_DIGESTS]:
+        latency = d["raw_mean_ns"]
+        probed = sum(n["inclusive_ns"] for n in d["tree"])
+        total = max(latency, probed + d["probe_cost_ns"] + d["unattributed_ns"], 1)
+        lines.append(" ".join(d["digest_text"].split())[:200])
+        n = d["rows_per_execution"]
+        rows = f", {n:g} row{'' if n == 1 else 's'} changed each" if n is not None else ""
+        p99 = f", p99 {fmt(d['p99_ns'])}" if d["p99_ns"] is not None else ""
+        lines.append(f"  {d['executions']} executions ({d['executions_from']}){rows}; {fmt(d['mean_ns'])} each "
+                     f"without the probes ({fmt(latency)}{p99} as measured, "
+                     f"{d['executions_probed']} executions probed)")
+        lines += _tree_lines(d["tree"], total, 1)
+        lines.append(f"  {'the probes themselves (calibrated)':<42} {fmt(d['probe_cost_ns']):>7} "
+                     f"{pct(d['probe_cost_ns'] / total):>6}")
+        lines.append(f"  {'not in probed functions':<42} {fmt(d['unattributed_ns']):>7} "
+                     f"{pct(d['unattributed_ns'] / total):>6}")
+        lines += [f"  ({n})" for n in d["notes"]]
+        if d["ps_stages"]:
+            top = ", ".join(f"{s['stage'].split('/')[-1]} {fmt(s['ns'])}" for s in d["ps_stages"][:5])
+            lines.append(f"  P_S stages per execution ({d['ps_stage_executions']} in its history): {top}; "
+                         "the stage the probed functions ran in is not known")
+    if len(digests) > TOP_DIGESTS:
+        lines.append(f"and {len(digests) - TOP_DIGESTS} more digests (report --json: attribution.by_digest)")
+    return _fit(lines)

@@ -1,0 +1,117 @@
+"""Per statement digest, on saved captures (no root): the kernel's statement
+shapes merged by normalized text, joined to P_S's digests, per execution;
+and the per-thread tree's honesty where P_S's history fell short."""
+
+import copy
+
+from mysqlprobe.analysis.model import Profile
+from mysqlprobe.analysis.report import render_text
+from mysqlprobe.analysis.statements import join_digest
+from mysqlprobe.collectors.latency import statement_text
+from mysqlprobe.collectors.uprobe import StatementCounts
+from mysqlprobe.probes.abi import COM_QUERY, COM_STMT_EXECUTE, STMT_KEY_NO_TEXT
+from mysqlprobe.sqltext import join_key
+from test_attribution import MS, capture
+
+US = 1000
+
+
+def test_normalized_texts_join_each_servers_digest_text():
+    ours = "INSERT INTO sbtest1 (id, k, c, pad) VALUES (?, ...)"
+    assert join_key(ours) == join_key("INSERT INTO `sbtest1` ( ID , `k` , `c` , `pad` ) VALUES (...) ")  # MariaDB
+    assert join_key(ours) == join_key("INSERT INTO `sbtest1` ( `id` , `k` , `c` , `pad` ) VALUES (...) /* , ... */")
+    assert join_key("SELECT c FROM t WHERE id IN (?, ...)") == join_key("SELECT `c` FROM `t` WHERE `id` IN (...)")
+    assert join_key("SELECT c FROM t WHERE id = ?") != join_key("SELECT c FROM t WHERE k = ?")
+
+
+def test_a_cut_text_joins_by_prefix_and_only_when_one_digest_fits():
+    rows = [{"name": "UPDATE `sbtest1` SET `k` = `k` + ? WHERE `id` = ?", "count": 5},
+            {"name": "UPDATE `sbtest1` SET `c` = ? WHERE `id` = ?", "count": 7}]
+    assert join_digest("UPDATE sbtest1 SET k = k + ? \u2026", rows)["count"] == 5
+    assert join_digest("UPDATE sbtest1 SET \u2026", rows) is None  # both fit: no guess
+
+
+def counts(text: bytes, complete=True, command=COM_QUERY):
+    return StatementCounts(command, text, complete, 1, 1000, [0] * 160, 0, 0)
+
+
+def test_a_cut_text_keeps_no_literal():
+    cut = counts(b"INSERT INTO t (id, c) VALUES (5, 'secret-value-that-was-c", complete=False)
+    text = statement_text(cut, 0x1234, full_sql=False)
+    assert text == "INSERT INTO t (id, c) VALUES (?, \u2026" and "secret" not in text
+    assert statement_text(counts(b"SELECT 1"), 0x1, full_sql=True) == "SELECT 1"
+    execute = counts(b"", command=COM_STMT_EXECUTE)
+    assert statement_text(execute, STMT_KEY_NO_TEXT | (COM_STMT_EXECUTE << 32) | 42, False) == \
+        "(Execute of prepared statement #42)"
+
+
+def with_statements(probed_ns=(30 * US, 20 * US), latency_ns=100 * US, probe_cost_ns=4 * US):
+    """Two kernel shapes of one INSERT digest (value lists of two lengths),
+    100 executions each: write_row holding row_insert, P_S's summary of it."""
+    doc = capture()
+    ids = {p["stage"]: p["id"] for p in doc["probes"]}
+    outer, inner = probed_ns
+    n = 100
+    shape = {"command": 3, "text_complete": True, "executions": n, "total_ns": latency_ns * n,
+             "histogram": [{"low": 98304, "high": 114688, "count": n}], "probe_hits": 4 * n,
+             "probe_cost_ns": probe_cost_ns * n,
+             "calls": [{"probe": ids["partition.write_row"], "parent": None, "calls": n, "total_ns": outer * n,
+                        "raw_total_ns": outer * n},
+                       {"probe": ids["innodb.row_insert"], "parent": ids["partition.write_row"], "calls": n,
+                        "total_ns": inner * n, "raw_total_ns": inner * n}]}
+    doc["statements"] = {"probe": ids["partition.write_row"], "text": "normalized", "shapes": [
+        {**shape, "key": "0x1", "text": "INSERT INTO t VALUES (?, ...)"},
+        {**shape, "key": "0x2", "text": "INSERT INTO t VALUES (?, ...)"}]}
+    doc["perf_schema"]["deltas"] = {"digests": [{"name": "INSERT INTO `t` VALUES (...) ", "count": 211,
+                                                 "timer_ps": 1, "rows_affected": 422, "rows_examined": 0}]}
+    return doc
+
+
+def test_shapes_of_one_digest_merge_and_add_up_per_execution():
+    (d,) = Profile(with_statements()).by_digest
+    own_probe = d["probe_cost_ns"] - 4 * US  # the statement probe's own part
+    assert d["executions"] == 211 and d["executions_from"] == "P_S digest summary"
+    assert d["executions_probed"] == 200 and d["rows_per_execution"] == 2.0
+    assert d["raw_mean_ns"] == 100 * US and d["mean_ns"] == 100 * US - 4 * US - own_probe
+    assert [(f["stage"], f["inclusive_ns"], f["exclusive_ns"], f["calls"]) for f in d["functions"]] == [
+        ("partition.write_row", 30 * US, 10 * US, 1.0), ("innodb.row_insert", 20 * US, 20 * US, 1.0)]
+    assert d["unattributed_ns"] == d["mean_ns"] - 30 * US
+    assert 30 * US + d["probe_cost_ns"] + d["unattributed_ns"] == d["raw_mean_ns"]
+    text = render_text(Profile(with_statements()))
+    assert "211 executions (P_S digest summary), 2 rows changed each" in " ".join(text.split())
+
+
+def test_more_probed_time_than_the_statement_is_said_not_printed_negative():
+    (d,) = Profile(with_statements(probed_ns=(120 * US, 20 * US))).by_digest
+    assert d["unattributed_ns"] == 0 and "exceeds the statement's" in d["notes"][0]
+    report = render_text(Profile(with_statements(probed_ns=(120 * US, 20 * US))))
+    block = report[report.index("per statement digest"):]
+    shares = [float(w[:-1]) for w in block.split() if w.endswith("%") and w[:-1].replace(".", "").isdigit()]
+    assert shares and all(0 <= s <= 100 for s in shares)
+
+
+def test_a_thread_with_more_statements_than_the_history_kept_gets_no_probed_tree():
+    doc = capture()
+    for p in doc["probes"]:  # ten times the statement's 100 ms in probed calls
+        for c in p["callers"]:
+            c["total_ns"] = c["raw_total_ns"] = c["total_ns"] * 50
+    (tree,) = Profile(doc).attribution
+    assert tree["history_short"] and all(not st["probed"] for st in tree["stages"])
+    assert "more statements than P_S's history kept" in " ".join(render_text(Profile(doc)).split())
+
+
+def test_background_is_what_p_s_calls_background():
+    doc = copy.deepcopy(capture())
+    ps = doc["perf_schema"]
+    ps["threads"][0]["type"] = "FOREGROUND"
+    ps["threads"] += [{"thread_id": 21, "name": "thread/sql/one_connection", "processlist_id": 6,
+                       "os_tid": 4250, "type": "FOREGROUND"},
+                      {"thread_id": 2, "name": "thread/innodb/page_cleaner_thread", "processlist_id": None,
+                       "os_tid": 4260, "type": "BACKGROUND"}]
+    for p in doc["probes"]:
+        if p["stage"] == "innodb.row_insert":
+            p["callers"].append({"tid": 4260, "parent": None, "calls": 3, "total_ns": 2 * MS, "raw_total_ns": 2 * MS})
+    (tree,) = Profile(doc).attribution
+    # 4250 (another connection, 5 ms) is not background; the page cleaner (2 ms) is
+    assert tree["background_from"] == "P_S threads.TYPE"
+    assert [(n["stage"], n["inclusive_ns"]) for n in tree["background"]] == [("innodb.row_insert", 2 * MS)]
