@@ -6,7 +6,10 @@ the same normalized text are one digest, joined to P_S's summary by digest
 for the window's executions and rows.
 
 Per execution: the probed functions' inclusive and exclusive time (as the
-calls nested), the probes' own cost, and what no probed function holds.
+calls nested), the probes' own cost, and what no probed function holds;
+and per P_S stage, the probed calls that began in it (the stage probe on
+start_stage keeps each thread's stage key; P_S's setup_instruments names
+it), beside the stage's own time from the executions P_S's history kept.
 Figures are per execution, so the on-phases of a sampled window give them
 as they are; executions over the whole window come from P_S where it joined,
 else from the counted ones scaled to the window."""
@@ -20,6 +23,7 @@ from mysqlprobe.sqltext import TRUNCATED, join_key, normalized
 
 # P_S stage time per execution is shown from this many executions in its history
 MIN_STAGE_SAMPLE = 1
+UNKNOWN_STAGE = "stage unknown"
 
 
 def _digest_rows(ps: dict) -> list[dict]:
@@ -47,12 +51,15 @@ def _groups(doc: dict) -> dict[str, list[dict]]:
     return out
 
 
-def _edges(doc: dict, shapes: list[dict]) -> dict:
-    """(stage, calling stage or None) -> ns and calls, as attribution's per-thread edges."""
+def _edges(doc: dict, shapes: list[dict], ps_stage: int | None | bool = False) -> dict:
+    """(stage, calling stage or None) -> ns and calls, as attribution's per-thread
+    edges; of the calls that began in one P_S stage key (None: not known), or all (False)."""
     stage_of = {p["id"]: p.get("stage") or f"probe:{p['name']}" for p in doc.get("probes", [])}
     out: dict = {}
     for shape in shapes:
         for c in shape["calls"]:
+            if ps_stage is not False and c.get("stage") != ps_stage:
+                continue
             stage = stage_of.get(c["probe"], f"probe {c['probe']}")
             parent = stage_of.get(c["parent"]) if c["parent"] is not None else None
             if parent == stage:
@@ -84,17 +91,38 @@ def _flat(nodes: list[dict]) -> list[dict]:
     return sorted(out.values(), key=lambda f: -f["inclusive_ns"])
 
 
+def _by_stage(doc: dict, shapes: list[dict], executions: int, ps_stages: list[dict]) -> list[dict]:
+    """Per P_S stage: its time per execution (from the history) and the
+    probed calls that began in it; longest first, the unknown stage last."""
+    names = (doc.get("perf_schema") or {}).get("stage_names") or []
+    keys = {c.get("stage") for s in shapes for c in s["calls"]}
+    ps_ns = {s["stage"]: s["ns"] for s in ps_stages}
+    out: dict[str, dict] = {}
+    for key in keys:
+        name = UNKNOWN_STAGE if key is None else names[key - 1] if 0 < key <= len(names) else f"stage #{key}"
+        tree = _per_execution(probe_tree(_edges(doc, shapes, key)), executions)
+        out[name] = {"stage": name, "ps_ns": ps_ns.get(name), "probed": tree,
+                     "probed_ns": sum(n["inclusive_ns"] for n in tree)}
+    for name, ns in ps_ns.items():
+        out.setdefault(name, {"stage": name, "ps_ns": ns, "probed": [], "probed_ns": 0})
+    return sorted(out.values(), key=lambda s: (s["stage"] == UNKNOWN_STAGE, -max(s["ps_ns"] or 0, s["probed_ns"])))
+
+
 def _ps_stages(ps: dict, digest_text: str) -> tuple[list[dict], int]:
-    """P_S stage time per execution of a digest, from the executions its
-    history kept (statements whose text is the digest's): stages, executions."""
+    """P_S stage time per execution of a digest, from the executions whose
+    stages its history kept (statements whose text is the digest's; the stage
+    history holds fewer statements than the statement history): stages, executions."""
     statements = [s for s in ps.get("statements", []) if s.get("timer_end") is not None
                   and join_key(s.get("sql_text") or "") == join_key(digest_text)]
     keys = {(s["thread_id"], s["event_id"]) for s in statements}
     per: dict[str, int] = {}
+    kept: set = set()
     for s in ps.get("stages", []):
-        if (s["thread_id"], s["statement_event_id"]) in keys and s.get("timer_wait") is not None:
+        key = (s["thread_id"], s["statement_event_id"])
+        if key in keys and s.get("timer_wait") is not None:
             per[s["event_name"]] = per.get(s["event_name"], 0) + s["timer_wait"]
-    n = len(statements)
+            kept.add(key)
+    n = len(kept)
     if n < MIN_STAGE_SAMPLE:
         return [], n
     return [{"stage": k, "ns": round(v / PS_PER_NS / n)} for k, v in sorted(per.items(), key=lambda kv: -kv[1])], n
@@ -129,7 +157,7 @@ def by_digest(doc: dict) -> list[dict]:
             unattributed = 0.0
         row = join_digest(text, rows)
         executions = row["count"] if row else round(seen * scale)
-        stages, stage_sample = _ps_stages(ps, row["name"] if row else text)
+        ps_stages, stage_sample = _ps_stages(ps, row["name"] if row else text)
         out.append({
             "digest_text": row["name"].strip() if row else text, "text": text,
             "joined": "P_S digest summary" if row else None,
@@ -141,8 +169,7 @@ def by_digest(doc: dict) -> list[dict]:
             "p99_ns": H.percentile(counts, 0.99),
             "functions": _flat(tree), "tree": tree,
             "probe_cost_ns": round(probe_cost + own_ns), "unattributed_ns": round(unattributed),
-            "ps_stages": stages, "ps_stage_executions": stage_sample,
-            "stage_of_functions": "unknown: the probes see statement boundaries, not P_S stage boundaries",
+            "stages": _by_stage(doc, shapes, seen, ps_stages), "ps_stage_executions": stage_sample,
             "total_ns": round(own * executions), "notes": notes,
         })
     out.sort(key=lambda d: -d["total_ns"])

@@ -85,16 +85,19 @@ def digest_block(profile: Profile) -> list[str]:
         lines.append(f"  {d['executions']} executions ({d['executions_from']}){rows}; {fmt(d['mean_ns'])} each "
                      f"without the probes ({fmt(latency)}{p99} as measured, "
                      f"{d['executions_probed']} executions probed)")
-        lines += _tree_lines(d["tree"], total, 1)
+        for st in [s for s in d["stages"] if s["probed"]]:
+            beside = f" (P_S: {fmt(st['ps_ns'])})" if st["ps_ns"] is not None else ""
+            lines.append(f"  {st['stage'] + beside}")
+            lines += _tree_lines(st["probed"], total, 2)
         lines.append(f"  {'the probes themselves (calibrated)':<42} {fmt(d['probe_cost_ns']):>7} "
                      f"{pct(d['probe_cost_ns'] / total):>6}")
         lines.append(f"  {'not in probed functions':<42} {fmt(d['unattributed_ns']):>7} "
                      f"{pct(d['unattributed_ns'] / total):>6}")
         lines += [f"  ({n})" for n in d["notes"]]
-        if d["ps_stages"]:
-            top = ", ".join(f"{s['stage'].split('/')[-1]} {fmt(s['ns'])}" for s in d["ps_stages"][:5])
-            lines.append(f"  P_S stages per execution ({d['ps_stage_executions']} in its history): {top}; "
-                         "the stage the probed functions ran in is not known")
+        others = [s for s in d["stages"] if not s["probed"] and s["ps_ns"]]
+        if others:
+            top = ", ".join(f"{s['stage'].split('/')[-1]} {fmt(s['ps_ns'])}" for s in others[:4])
+            lines.append(f"  other P_S stages per execution ({d['ps_stage_executions']} in its history): {top}")
     if len(digests) > TOP_DIGESTS:
         lines.append(f"and {len(digests) - TOP_DIGESTS} more digests (report --json: attribution.by_digest)")
     return _fit(lines)

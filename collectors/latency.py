@@ -39,8 +39,8 @@ def probe_record(spec: ProbeSpec, counts: ProbeCounts | None, calibration: Calib
     off; `raw` has them as measured."""
     sym = spec.symbol
     counts = counts or ProbeCounts()
-    own = calibration.own(spec.entry_class) if calibration else 0.0
-    pair = calibration.pair(spec.entry_class) if calibration else 0.0
+    own = calibration.own(spec.entry_class) * spec.cost_share if calibration else 0.0
+    pair = calibration.pair(spec.entry_class) * spec.cost_share if calibration else 0.0
 
     def latency(total, hist, ctotal, chist) -> dict:
         return {**(latency_fields(ctotal, chist) if corrected else latency_fields(total, hist)),
@@ -91,10 +91,10 @@ def statement_records(snapshot_statements: dict[int, StatementCounts], corrected
             "key": f"{key:#x}", "command": c.command, "text": statement_text(c, key, full_sql),
             "text_complete": c.text_complete, "executions": c.executions,
             **latency_fields(c.total_ns, c.hist), "probe_hits": c.probe_hits, "probe_cost_ns": c.probe_cost_ns,
-            "calls": [{"probe": probe, "parent": parent, "calls": n, "total_ns": cor if corrected else tot,
-                       "raw_total_ns": tot}
-                      for (probe, parent), (n, tot, cor) in sorted(c.calls.items(), key=lambda kv: (
-                          kv[0][0], -1 if kv[0][1] is None else kv[0][1]))],
+            "calls": [{"probe": probe, "parent": parent, "stage": stage, "calls": n,
+                       "total_ns": cor if corrected else tot, "raw_total_ns": tot}
+                      for (probe, parent, stage), (n, tot, cor) in sorted(c.calls.items(), key=lambda kv: tuple(
+                          -1 if k is None else k for k in kv[0]))],
         })
     return out
 

@@ -115,6 +115,12 @@ class PerfSchema:
             cur.execute(sql, args)
             return list(cur.fetchall())
 
+    def stage_names(self) -> list[str]:
+        """Stage instruments in the order P_S registered them: the key that
+        start_stage is called with is the position here, from 1."""
+        return [r[0] for r in self._rows("SELECT NAME FROM performance_schema.setup_instruments "
+                                         "WHERE NAME LIKE 'stage/%%'")]
+
     def enabled(self) -> bool:
         return bool(self._rows("SELECT @@performance_schema")[0][0])
 

@@ -105,7 +105,8 @@ class PerfSchemaCollector(Collector):
                            "server_version": conn.get_server_info(), "setup_rows_changed": changed,
                            "thread_os_id": self.ps.has_os_id, "os_tid_source": self.ps.os_tid_source,
                            "waits": self.waits,
-                           "statement_text": "full" if self.full_sql else "digest"}
+                           "statement_text": "full" if self.full_sql else "digest",
+                           "stage_names": self.ps.stage_names()}
             self.progress = self._progress_connection(args)
             self.watch = self._thread_watch(args)
         except pymysql.err.MySQLError as e:

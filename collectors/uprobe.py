@@ -38,6 +38,12 @@ class ProbeSpec:
     entry_class: str = ""     # how the kernel handles the probed instruction (calibration.py)
     cost_class: int = 0       # row of the costs map that corrects it; 0: none
     statement: StatementArgs | None = None  # a statement boundary (stmt_entry/stmt_return)
+    marks_stage: bool = False  # P_S's start_stage: keeps each thread's stage (stage_entry)
+
+    @property
+    def cost_share(self) -> float:
+        """Of its class's calibrated pair cost: an entry-only stage probe is taken as half."""
+        return 0.5 if self.marks_stage else 1.0
 
     @property
     def attach_offset(self) -> int:
@@ -45,6 +51,8 @@ class ProbeSpec:
 
     @property
     def cookie(self) -> int:
+        if self.marks_stage:
+            return self.index | (self.cost_class << COOKIE_CLASS_SHIFT)
         if self.statement:
             st = self.statement
             return (self.index | (st.command << STMT_CMD_ARG_SHIFT) | (st.text << STMT_TEXT_ARG_SHIFT)
@@ -89,7 +97,7 @@ class ProbeCounts:
 class StatementCounts:
     """One statement shape: executions that began and ended in the window,
     their latency, the probe hits and calibrated probe cost inside them, and
-    the probed calls inside them by (probe, probed caller or None)."""
+    the probed calls inside them by (probe, probed caller, stage they began in)."""
 
     command: int
     text: bytes
@@ -99,7 +107,8 @@ class StatementCounts:
     hist: list[int]
     probe_hits: int
     probe_cost_ns: int
-    calls: dict[tuple[int, int | None], tuple[int, int, int]] = field(default_factory=dict)
+    # (probe, probed caller or None, P_S stage key or None) -> (calls, total_ns, corrected_ns)
+    calls: dict[tuple[int, int | None, int | None], tuple[int, int, int]] = field(default_factory=dict)
 
 
 @dataclass
@@ -186,16 +195,17 @@ class UprobeSession:
 
     def _attach_group(self, g: ProbeGroup) -> list[int]:
         """Returns the links of a multi attach (none to track for per-probe links)."""
-        functions = [s for s in g.specs if not s.statement]
-        statements = [s for s in g.specs if s.statement]
+        functions = [s for s in g.specs if not s.statement and not s.marks_stage]
         return (self._attach_programs(g, functions, "probe_entry", "probe_return")
-                + self._attach_programs(g, statements, "stmt_entry", "stmt_return"))
+                + self._attach_programs(g, [s for s in g.specs if s.statement], "stmt_entry", "stmt_return")
+                + self._attach_programs(g, [s for s in g.specs if s.marks_stage], "stage_entry", None))
 
-    def _attach_programs(self, g: ProbeGroup, specs: list[ProbeSpec], entry_name: str, return_name: str) -> list[int]:
+    def _attach_programs(self, g: ProbeGroup, specs: list[ProbeSpec], entry_name: str,
+                         return_name: str | None) -> list[int]:
         if not specs:
             return []
         entry = self._obj.program(entry_name)
-        ret = self._obj.program(return_name)
+        ret = self._obj.program(return_name) if return_name else None
         with_return = [s for s in specs if s.with_return]
         if self._obj.multi:
             # returns first: an entry without its return would leave frames on the stacks
@@ -331,5 +341,6 @@ class UprobeSession:
         for key in libbpf.keys(self._fds["stmt_edges"], StmtEdgeKey):
             if key.stmt in out and libbpf.lookup(self._fds["stmt_edges"], key, edge):
                 parent = None if key.parent == NO_PARENT else key.parent
-                out[key.stmt].calls[(key.probe, parent)] = (edge.calls, edge.total_ns, edge.corrected_ns)
+                out[key.stmt].calls[(key.probe, parent, key.stage or None)] = (edge.calls, edge.total_ns,
+                                                                                edge.corrected_ns)
         return out

@@ -16,7 +16,7 @@ from mysqlprobe.errors import BpfError
 from mysqlprobe.probes import object_path
 from mysqlprobe.probes.btf import Btf
 
-UPROBE_LATENCY_ABI = 6
+UPROBE_LATENCY_ABI = 7
 
 # uprobe_latency.h
 MAX_PROBES = 1024
@@ -98,7 +98,7 @@ class StmtStats(ctypes.Structure):
 
 
 class StmtEdgeKey(ctypes.Structure):
-    _fields_ = [("stmt", _u64), ("probe", ctypes.c_uint16), ("parent", ctypes.c_uint16), ("pad", _u32)]
+    _fields_ = [("stmt", _u64), ("probe", ctypes.c_uint16), ("parent", ctypes.c_uint16), ("stage", _u32)]
 
 
 class OffCpuKey(ctypes.Structure):

@@ -227,6 +227,7 @@ int probe_entry(struct x86_64_regs *ctx)
 	if (mode == PART_ARG_VALUE)
 		part = (__s32)(__u32)f->arg;
 	f->part = part;
+	f->stage = st->stage;
 	f->hits_at_entry = st->hits;
 	f->cost_at_entry = st->cost_ns;
 	st->depth = depth + 1;
@@ -256,11 +257,15 @@ __noinline int record_edge(__u32 tid, __u32 probe, __u32 parent, __u64 delta, __
 	return 0;
 }
 
-__noinline int record_stmt_edge(__u64 stmt, __u32 probe, __u32 parent, __u64 delta, __s64 corrected)
+__noinline int record_stmt_edge(struct stmt_edge_key *key, __u64 delta, __s64 corrected)
 {
-	struct stmt_edge_key k = { .stmt = stmt, .probe = probe, .parent = parent };
-	struct edge_stats *es = bpf_map_lookup_elem(&stmt_edges, &k);
+	struct stmt_edge_key k;
+	struct edge_stats *es;
 
+	if (!key)
+		return 0;
+	k = *key;
+	es = bpf_map_lookup_elem(&stmt_edges, &k);
 	if (!es) {
 		struct edge_stats first = {};
 
@@ -335,7 +340,7 @@ int probe_return(struct x86_64_regs *ctx)
 	__u64 nested, delta, inner_cost, own = cost ? cost->own_ns : 0, pair = cost ? cost->pair_ns : 0;
 	__s64 corrected;
 	__s32 part;
-	__u32 parent;
+	__u32 parent, stage;
 	int i, found = 0;
 
 	int who = wanted(pid_tgid);
@@ -406,12 +411,16 @@ int probe_return(struct x86_64_regs *ctx)
 		}
 	}
 	st->depth = idx;
+	stage = f->stage;
 	corrected = (__s64)(delta - inner_cost);
 	record(probe, delta, corrected, nested, part);
 	parent = idx > 0 ? st->frames[(idx - 1) & (MAX_DEPTH - 1)].probe : NO_PARENT;
 	record_edge(tid, probe, parent, delta, corrected);
-	if (who == TARGET && st->stmt_depth && st->stmt_window == st->window)
-		record_stmt_edge(st->stmt_key, probe, parent, delta, corrected);
+	if (who == TARGET && st->stmt_depth && st->stmt_window == st->window) {
+		struct stmt_edge_key sk = { .stmt = st->stmt_key, .probe = probe, .parent = parent, .stage = stage };
+
+		record_stmt_edge(&sk, delta, corrected);
+	}
 	return 0;
 }
 
@@ -553,6 +562,7 @@ int stmt_entry(struct x86_64_regs *ctx)
 		bpf_map_update_elem(&statements, &key, scratch, BPF_NOEXIST);
 	st->stmt_key = key;
 	st->stmt_window = st->window;
+	st->stage = 0;
 	st->stmt_hits_at_entry = st->hits;
 	st->stmt_cost_at_entry = st->cost_ns;
 	st->stmt_ts = bpf_ktime_get_ns();
@@ -595,5 +605,35 @@ int stmt_return(struct x86_64_regs *ctx)
 	__sync_fetch_and_add(&s->probe_hits, hits);
 	__sync_fetch_and_add(&s->probe_cost_ns, inner_cost);
 	__sync_fetch_and_add(&s->hist[slot], 1);
+	return 0;
+}
+
+/* ---- stage changes ---- */
+
+SEC("uprobe")
+int stage_entry(struct x86_64_regs *ctx)
+{
+	__u64 pid_tgid = bpf_get_current_pid_tgid();
+	__u64 cookie = bpf_get_attach_cookie(ctx);
+	__u32 tid = (__u32)pid_tgid, probe = cookie & COOKIE_PROBE_MASK;
+	__u32 cls = (cookie >> COOKIE_CLASS_SHIFT) & 0xff;
+	struct probe_cost *cost = bpf_map_lookup_elem(&costs, &cls);
+	struct probe_stats *ps;
+	struct thread_stack *st;
+
+	if (wanted(pid_tgid) != TARGET)
+		return 0;
+	count(CNT_ENTRIES);
+	ps = bpf_map_lookup_elem(&stats, &probe);
+	if (ps)
+		__sync_fetch_and_add(&ps->calls, 1);
+	st = thread_stack(tid, false, TARGET);
+	if (!st)
+		return 0;
+	/* a hit inside the open probed calls: their corrections count it */
+	st->hits++;
+	st->cost_ns += cost ? cost->pair_ns / 2 : 0;
+	if (st->stmt_depth)
+		st->stage = (__u32)ctx->di;
 	return 0;
 }

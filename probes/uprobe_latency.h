@@ -7,7 +7,7 @@
 
 #include "histogram.h"
 
-#define UPROBE_LATENCY_ABI 6
+#define UPROBE_LATENCY_ABI 7
 
 #define MAX_PROBES 1024
 #define MAX_DEPTH 32      /* nesting of probed functions tracked per thread */
@@ -30,6 +30,11 @@
 #define STMT_TEXT_ARG_SHIFT 24
 #define STMT_TEXT_INDIRECT (1ULL << 31)
 #define STMT_LEN_ARG_SHIFT 40
+/* The stage probe (stage_entry, entry only, on P_S's start_stage) keeps
+ * the stage key (its first argument) each thread is in, so the probed calls
+ * of a statement are kept by the stage they began in; 0: not known (no
+ * stage began since the statement did). Its cookie: 16 probe index | ... |
+ * 8 cost class. Being entry only, it is taken to cost half its class's pair. */
 #define COM_QUERY 3
 #define COM_STMT_EXECUTE 23
 /* keys of commands that carry no text: the high bit, the command, and for
@@ -123,6 +128,8 @@ struct frame {
 	__u64 cost_at_entry;
 	__u32 probe;
 	__s32 part;
+	__u32 stage;
+	__u32 pad;
 };
 
 /* one statement shape: the texts that differ only in their literals (and,
@@ -143,7 +150,7 @@ struct stmt_edge_key {
 	__u64 stmt;
 	__u16 probe;
 	__u16 parent;
-	__u32 pad;
+	__u32 stage;  /* the P_S stage key the call began in; 0: not known */
 };
 
 struct thread_stack {
@@ -160,6 +167,8 @@ struct thread_stack {
 	__u64 stmt_cost_at_entry;
 	__u32 stmt_depth;
 	__u32 stmt_window;
+	__u32 stage;  /* the stage key this thread is in (see stage_entry) */
+	__u32 pad;
 	struct frame frames[MAX_DEPTH];
 };
 

@@ -128,6 +128,8 @@ def report(cap: Capture, out_dir: str | None) -> Profile:
 def run(args, parser) -> int:
     check_arguments(args, parser)
     stages = list(catalog.INSERT_PROFILE) if args.insert_profile else []
+    if args.insert_profile and not args.no_perf_schema:
+        stages.append(catalog.STAGE_CHANGE)  # P_S names the stages the probed calls ran in
     stages += [s for s in args.stage if s not in stages]
     target, binary = load_binary_for(args)
     if stages and binary.server.family == "unknown":

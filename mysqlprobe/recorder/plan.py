@@ -28,13 +28,13 @@ def plan_probes(binary: Binary, stages: list[str], patterns: list[str]) -> Plan:
     plan = Plan()
     seen: set[int] = set()
 
-    def add(sym, stage, partition, statement=None):
+    def add(sym, stage, partition, statement=None, marks_stage=False):
         if sym.address in seen:
             return
         seen.add(sym.address)
         skip, klass = entry_point(binary.path, sym.offset)
         plan.specs.append(ProbeSpec(len(plan.specs), sym, stage, partition, skip=skip, entry_class=klass,
-                                    statement=statement))
+                                    statement=statement, marks_stage=marks_stage, with_return=not marks_stage))
 
     for res in catalog.resolve(stages, binary.symbols, binary.server):
         if not res.available and res.applicable:
@@ -42,7 +42,7 @@ def plan_probes(binary: Binary, stages: list[str], patterns: list[str]) -> Plan:
             plan.unavailable.append({"stage": res.stage.name,
                                      "reason": f"none of {names} is in the binary (not built, or inlined)"})
         for cand, sym in res.probes:
-            add(sym, res.stage.name, cand.partition, cand.statement)
+            add(sym, res.stage.name, cand.partition, cand.statement, cand.marks_stage)
     for pattern in patterns:
         found = binary.symbols.glob(pattern) if any(c in pattern for c in "*?[") \
             else binary.symbols.lookup(pattern)
@@ -95,7 +95,7 @@ def list_plan(binary: Binary, plan: Plan, out=sys.stdout) -> None:
           f"{'PIE' if binary.image.pie else 'non-PIE'}, symbols from {symbols_source(binary)}", file=out)
     for s in plan.specs:
         part = f"  [partition: {s.partition.describe()}]" if s.partition else ""
-        part += "  [statement boundary]" if s.statement else ""
+        part += "  [statement boundary]" if s.statement else "  [stage changes]" if s.marks_stage else ""
         entry = f"  [entry {s.entry_class}{', after endbr64' if s.skip else ''}]"
         print(f"{s.stage or '-':<30} {s.symbol.address:#x} {s.symbol.demangled}{part}{entry}", file=out)
     for u in plan.unavailable:

@@ -95,6 +95,14 @@ def test_statement_stage_and_attribution_add_up(server, tmp_path):
     assert main["ns"] <= tree["in_window_ns"]
     assert stage(doc, "partition.write_row")["calls"] == ROWS
     assert "where the time went" in out
+    # per digest: the kernel put every row's write in the stage P_S's own
+    # history says the statement spent its time in (the stage keys, named by
+    # setup_instruments' order, agree with P_S)
+    (insert,) = [d for d in doc["attribution"]["by_digest"] if d["text"].startswith("INSERT INTO emp_range_5")]
+    assert insert["executions_probed"] == 1
+    (in_stage,) = [s for s in insert["stages"] if s["probed"]]
+    assert in_stage["stage"] == main["stage"]
+    assert {n["stage"]: n["calls"] for n in in_stage["probed"]}["partition.write_row"] == ROWS
     assert setup_tables(sb) == before
 
 

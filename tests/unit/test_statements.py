@@ -60,8 +60,8 @@ def with_statements(probed_ns=(30 * US, 20 * US), latency_ns=100 * US, probe_cos
                        {"probe": ids["innodb.row_insert"], "parent": ids["partition.write_row"], "calls": n,
                         "total_ns": inner * n, "raw_total_ns": inner * n}]}
     doc["statements"] = {"probe": ids["partition.write_row"], "text": "normalized", "shapes": [
-        {**shape, "key": "0x1", "text": "INSERT INTO t VALUES (?, ...)"},
-        {**shape, "key": "0x2", "text": "INSERT INTO t VALUES (?, ...)"}]}
+        {**copy.deepcopy(shape), "key": "0x1", "text": "INSERT INTO t VALUES (?, ...)"},
+        {**copy.deepcopy(shape), "key": "0x2", "text": "INSERT INTO t VALUES (?, ...)"}]}
     doc["perf_schema"]["deltas"] = {"digests": [{"name": "INSERT INTO `t` VALUES (...) ", "count": 211,
                                                  "timer_ps": 1, "rows_affected": 422, "rows_examined": 0}]}
     return doc
@@ -79,6 +79,23 @@ def test_shapes_of_one_digest_merge_and_add_up_per_execution():
     assert 30 * US + d["probe_cost_ns"] + d["unattributed_ns"] == d["raw_mean_ns"]
     text = render_text(Profile(with_statements()))
     assert "211 executions (P_S digest summary), 2 rows changed each" in " ".join(text.split())
+
+
+def test_probed_calls_fall_under_the_stage_they_began_in():
+    doc = with_statements()
+    doc["perf_schema"]["stage_names"] = ["stage/sql/init", "stage/sql/update"]
+    for shape in doc["statements"]["shapes"]:
+        for c in shape["calls"]:
+            c["stage"] = 2  # began in stage/sql/update
+        # and a call before any stage began in the statement: 5 us a call
+        shape["calls"].append({**shape["calls"][1], "parent": None, "stage": None, "total_ns": 5 * US * 100})
+    (d,) = Profile(doc).by_digest
+    by_stage = {s["stage"]: [(n["stage"], n["inclusive_ns"]) for n in s["probed"]] for s in d["stages"]}
+    assert by_stage == {"stage/sql/update": [("partition.write_row", 30 * US)],
+                        "stage unknown": [("innodb.row_insert", 5 * US)]}
+    assert [s["stage"] for s in d["stages"]][-1] == "stage unknown"
+    text = " ".join(render_text(Profile(doc)).split())
+    assert "stage/sql/update partition.write_row 30us" in text and "stage unknown innodb.row_insert 5us" in text
 
 
 def test_more_probed_time_than_the_statement_is_said_not_printed_negative():
