@@ -151,8 +151,10 @@ def summary_table(stages: list[StageSummary], doc: dict) -> list[str]:
              f"{'p50':>6} {'p90':>6} {'p99':>6}"]
     figures = stage_figures(stages, doc)
     for f in figures:
+        untimed = f["counted"] and f["p50"] == "-"  # an entry-only probe: counted, not timed
+        total, share = ("-", "-") if untimed else (fmt(f["total_ns"]), pct(f["share"]))
         lines.append(f"{f['stage'] + f['mark']:<30}{_count(f['calls'], sampled):>7} {_rate(f['calls'], seconds):>7} "
-                     f"{fmt(f['total_ns']):>6} {pct(f['share']):>6} {f['p50']:>6} {f['p90']:>6} "
+                     f"{total:>6} {share:>6} {f['p50']:>6} {f['p90']:>6} "
                      f"{f['p99']:>6}")
     return lines + unresolved_note(figures)
 

@@ -17,9 +17,9 @@ from mysqlprobe.errors import BpfError, UsageError
 from mysqlprobe.probes import abi
 from mysqlprobe.probes.abi import (COOKIE_ARG_SHIFT, COOKIE_CLASS_SHIFT, COOKIE_ENTRY_ONLY, COOKIE_MODE_SHIFT,
                                    COUNTERS, MAX_PROBES, MAX_SLOTS, NO_PARENT, PART_ARG_OUT_PTR, PART_ARG_VALUE,
-                                   PART_NONE, STMT_CMD_ARG_SHIFT, STMT_LEN_ARG_SHIFT, STMT_TEXT_ARG_SHIFT, STMT_TEXT_INDIRECT,
-                                   STMT_TEXT_LEN, EdgeKey, EdgeStats, LatencyConfig, PartKey, PartStats, ProbeStats, StmtEdgeKey,
-                                   StmtStats)
+                                   PART_NONE, STMT_CMD_ARG_SHIFT, STMT_LEN_ARG_SHIFT, STMT_TEXT_ARG_SHIFT,
+                                   STMT_TEXT_INDIRECT, STMT_TEXT_LEN, EdgeKey, EdgeStats, LatencyConfig, PartKey,
+                                   PartStats, ProbeStats, StmtEdgeKey, StmtStats)
 
 if TYPE_CHECKING:
     from mysqlprobe.catalog import PartitionSource, StatementArgs

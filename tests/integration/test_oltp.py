@@ -36,9 +36,10 @@ def server():
         sb.stop()
 
 
-def sysbench(sb, command: str, seconds: int = 0, test: str = "oltp_insert", *options: str) -> str:
+def sysbench(sb, command: str, seconds: int = 0, test: str = "oltp_insert", *options: str,
+             threads: int = 4) -> str:
     cmd = [SYSBENCH, test, "--db-driver=mysql", f"--mysql-socket={sb.socket}", "--mysql-user=root",
-           "--mysql-db=sbtest", "--tables=2", "--table-size=1009", "--threads=4", *options]
+           "--mysql-db=sbtest", "--tables=2", "--table-size=1009", f"--threads={threads}", *options]
     done = subprocess.run(cmd + ([f"--time={seconds}"] if seconds else []) + [command],
                           capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr + done.stdout
@@ -105,9 +106,10 @@ def digests_add_up(doc: dict) -> None:
 
 
 def test_insert_digests_count_every_execution(server, tmp_path):
+    # the load: 8 clients, each thread running thousands of statements
     sb, pid = server
     prof = Profiler(pid, tmp_path, "--insert-profile", "--exact", "--no-perf", "--no-off-cpu")
-    out = sysbench(sb, "run", 3)
+    out = sysbench(sb, "run", 3, threads=8)
     code, text, err = prof.stop()
     assert code == 0, err
     doc = prof.profile()
