@@ -127,7 +127,11 @@ def markdown(result: dict) -> str:
         rep = [r["reported"] for r in runs if r["reported"] is not None]
         lines.append(f"| {name} | {len(runs)} | {med(felt):.3f} ({_range(felt)}) | "
                      + (f"{med(rep):.3f} ({_range(rep)})" if rep else "-") + " |")
-    lines += ["", "Variants: see the docstring of bench/oltp_parts.py.", ""]
+    # the machine's own noise: each unprobed run against the one before it
+    noise = [r["after"] / r["before"] for runs in result["runs"].values() for r in runs]
+    lines += ["", f"Noise: an unprobed run against the unprobed run before it, {len(noise)} pairs: median "
+              f"{med(noise):.3f} ({_range(noise)}). A 0.03 difference needs far more runs than these.", "",
+              "Variants: see the docstring of bench/oltp_parts.py.", ""]
     return "\n".join(lines)
 
 
