@@ -10,6 +10,7 @@ import errno
 import functools
 import os
 import struct
+import threading
 
 from mysqlprobe.errors import BpfError, PermissionProblem
 
@@ -220,10 +221,21 @@ class BpfObject:
         return len(self._links) + len(self._fds)
 
     def detach(self, link_fds: list[int]) -> None:
-        for fd in link_fds:
-            if fd in self._fds:
-                self._fds.remove(fd)
+        """Close the links, in parallel: each uprobe link waits out a grace
+        period as it goes (60-120 ms for 25 functions), one after another
+        five links kept the probes' window open 250 ms beyond its end."""
+        fds = [fd for fd in link_fds if fd in self._fds]
+        for fd in fds:
+            self._fds.remove(fd)
+        if len(fds) < 2:
+            for fd in fds:
                 os.close(fd)
+            return
+        closers = [threading.Thread(target=os.close, args=(fd,)) for fd in fds]
+        for t in closers:
+            t.start()
+        for t in closers:
+            t.join()
 
     def detach_all(self) -> None:
         while self._fds:
