@@ -487,10 +487,9 @@ static long normalize_step(__u32 i, struct norm_ctx *c)
 	return 0;
 }
 
-/* where the statement's text is, and its length */
-static __always_inline unsigned long stmt_text(struct x86_64_regs *ctx, __u64 cookie, __u32 *len)
+/* where the statement's text is, and its length; p: the text argument */
+static __always_inline unsigned long stmt_text(struct x86_64_regs *ctx, __u64 cookie, unsigned long p, __u32 *len)
 {
-	unsigned long p = arg_value(ctx, (cookie >> STMT_TEXT_ARG_SHIFT) & 0x7f);
 	struct { unsigned long text; __u32 len; } data = {};
 
 	if (cookie & STMT_TEXT_INDIRECT) {
@@ -508,6 +507,7 @@ static __always_inline __u64 stmt_key(struct x86_64_regs *ctx, __u64 cookie, __u
 {
 	unsigned long data = arg_value(ctx, (cookie >> STMT_TEXT_ARG_SHIFT) & 0x7f);
 	struct norm_ctx c = { .hash = 0xcbf29ce484222325ULL };
+	__u64 no_text = STMT_KEY_NO_TEXT | ((__u64)command << 32);
 	__u32 id = 0, len = 0;
 	unsigned long text;
 	long n;
@@ -517,22 +517,30 @@ static __always_inline __u64 stmt_key(struct x86_64_regs *ctx, __u64 cookie, __u
 	if (command == COM_STMT_EXECUTE) {
 		/* the statement id: the packet's first 4 bytes, or COM_DATA's first member */
 		bpf_probe_read_user(&id, sizeof(id), (void *)data);
-		/* (5.7+: COM_DATA's first member is the id, as the packet's first bytes) */
-		return STMT_KEY_NO_TEXT | ((__u64)command << 32) | id;
+		return no_text | id;
 	}
 	if (command != COM_QUERY)
-		return STMT_KEY_NO_TEXT | ((__u64)command << 32);
-	text = stmt_text(ctx, cookie, &len);
+		return no_text;
+	text = stmt_text(ctx, cookie, data, &len);
 	if (!len)
-		return STMT_KEY_NO_TEXT | ((__u64)command << 32);
+		return no_text;
 	/* a packet need not end where its text does: the length bounds it */
 	n = bpf_probe_read_user_str(scratch->text, STMT_TEXT_LEN, (void *)text);
 	if (n <= 1)
-		return STMT_KEY_NO_TEXT | ((__u64)command << 32);
+		return no_text;
 	c.len = n - 1 < len ? n - 1 : len;
 	scratch->text_len = len; /* the whole text's: longer than the kept prefix, it was cut */
 	bpf_loop(STMT_TEXT_LEN, normalize_step, &c, 0);
 	return c.hash & ~STMT_KEY_NO_TEXT;
+}
+
+/* a statement of the target's that is kept: not one of mysqlprobe's own
+ * connections; entry and return ask alike, so the engine's counters pair */
+static __always_inline bool kept_statement(__u64 pid_tgid)
+{
+	__u32 tid = (__u32)pid_tgid;
+
+	return wanted(pid_tgid) == TARGET && !bpf_map_lookup_elem(&quiet_threads, &tid);
 }
 
 SEC("uprobe")
@@ -545,7 +553,7 @@ int stmt_entry(struct x86_64_regs *ctx)
 	struct thread_stack *st;
 	__u64 key;
 
-	if (wanted(pid_tgid) != TARGET || bpf_map_lookup_elem(&quiet_threads, &tid))
+	if (!kept_statement(pid_tgid))
 		return 0;
 	count(CNT_ENTRIES);
 	st = thread_stack(tid, true, TARGET);
@@ -581,7 +589,7 @@ int stmt_return(struct x86_64_regs *ctx)
 	struct stmt_stats *s;
 	__u64 delta, slot, hits, inner_cost;
 
-	if (wanted(pid_tgid) != TARGET)
+	if (!kept_statement(pid_tgid))
 		return 0;
 	count(CNT_RETURNS);
 	st = thread_stack(tid, false, TARGET);
