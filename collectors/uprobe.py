@@ -25,6 +25,11 @@ if TYPE_CHECKING:
     from mysqlprobe.catalog import PartitionSource, StatementArgs
 
 
+# the BPF programs (entry, return or None) of each kind of probe
+PROGRAMS = {"function": ("probe_entry", "probe_return"), "statement": ("stmt_entry", "stmt_return"),
+            "stage": ("stage_entry", None)}
+
+
 @dataclass(frozen=True)
 class ProbeSpec:
     """One function to time; index is its slot in the BPF maps."""
@@ -39,6 +44,11 @@ class ProbeSpec:
     cost_class: int = 0       # row of the costs map that corrects it; 0: none
     statement: StatementArgs | None = None  # a statement boundary (stmt_entry/stmt_return)
     marks_stage: bool = False  # P_S's start_stage: keeps each thread's stage (stage_entry)
+
+    @property
+    def kind(self) -> str:
+        """Which programs it attaches (PROGRAMS)."""
+        return "stage" if self.marks_stage else "statement" if self.statement else "function"
 
     @property
     def cost_share(self) -> float:
@@ -195,10 +205,10 @@ class UprobeSession:
 
     def _attach_group(self, g: ProbeGroup) -> list[int]:
         """Returns the links of a multi attach (none to track for per-probe links)."""
-        functions = [s for s in g.specs if not s.statement and not s.marks_stage]
-        return (self._attach_programs(g, functions, "probe_entry", "probe_return")
-                + self._attach_programs(g, [s for s in g.specs if s.statement], "stmt_entry", "stmt_return")
-                + self._attach_programs(g, [s for s in g.specs if s.marks_stage], "stage_entry", None))
+        links = []
+        for kind, (entry, ret) in PROGRAMS.items():
+            links += self._attach_programs(g, [s for s in g.specs if s.kind == kind], entry, ret)
+        return links
 
     def _attach_programs(self, g: ProbeGroup, specs: list[ProbeSpec], entry_name: str,
                          return_name: str | None) -> list[int]:

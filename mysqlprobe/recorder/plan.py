@@ -95,7 +95,7 @@ def list_plan(binary: Binary, plan: Plan, out=sys.stdout) -> None:
           f"{'PIE' if binary.image.pie else 'non-PIE'}, symbols from {symbols_source(binary)}", file=out)
     for s in plan.specs:
         part = f"  [partition: {s.partition.describe()}]" if s.partition else ""
-        part += "  [statement boundary]" if s.statement else "  [stage changes]" if s.marks_stage else ""
+        part += {"statement": "  [statement boundary]", "stage": "  [stage changes]"}.get(s.kind, "")
         entry = f"  [entry {s.entry_class}{', after endbr64' if s.skip else ''}]"
         print(f"{s.stage or '-':<30} {s.symbol.address:#x} {s.symbol.demangled}{part}{entry}", file=out)
     for u in plan.unavailable:
