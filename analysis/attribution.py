@@ -25,25 +25,28 @@ from mysqlprobe.analysis.profile import window_scale
 PS_PER_NS = 1000
 
 
-def _edges(doc: dict, tids: set[int] | None, exclude: bool = False) -> dict:
-    """(stage, calling stage or None) -> corrected ns and calls, from the
-    probes' caller edges of some threads (None: all; exclude: all but those).
-    A call nested in a call of the same stage is inside its time already."""
+def stage_edges(doc: dict, calls, scale: float = 1.0) -> dict:
+    """(stage, calling stage or None) -> ns and calls (times scale), from
+    (probe id, probed caller's id or None, {calls, total_ns}) records. A call
+    nested in a call of the same stage is inside its time already."""
     stage_of = {p["id"]: p.get("stage") or f"probe:{p['name']}" for p in doc.get("probes", [])}
-    scale = window_scale(doc)
     out: dict = {}
-    for p in doc.get("probes", []):
-        stage = stage_of[p["id"]]
-        for c in p.get("callers", []):
-            if tids is not None and (c["tid"] in tids) == exclude:
-                continue
-            parent = stage_of.get(c["parent"]) if c["parent"] is not None else None
-            if parent == stage:
-                continue
-            e = out.setdefault((stage, parent), {"ns": 0.0, "calls": 0.0})
-            e["ns"] += c["total_ns"] * scale
-            e["calls"] += c["calls"] * scale
+    for probe, parent_probe, c in calls:
+        stage = stage_of.get(probe, f"probe {probe}")
+        parent = stage_of.get(parent_probe) if parent_probe is not None else None
+        if parent == stage:
+            continue
+        e = out.setdefault((stage, parent), {"ns": 0.0, "calls": 0.0})
+        e["ns"] += c["total_ns"] * scale
+        e["calls"] += c["calls"] * scale
     return out
+
+
+def _edges(doc: dict, tids: set[int] | None, exclude: bool = False) -> dict:
+    """stage_edges of the probes' per-thread caller edges of some threads
+    (None: all; exclude: all but those), scaled to the window."""
+    return stage_edges(doc, ((p["id"], c["parent"], c) for p in doc.get("probes", []) for c in p.get("callers", [])
+                             if tids is None or (c["tid"] in tids) != exclude), window_scale(doc))
 
 
 def probe_cost_ns(doc: dict, tids: set[int] | None) -> float:

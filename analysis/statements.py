@@ -17,7 +17,7 @@ else from the counted ones scaled to the window."""
 from __future__ import annotations
 
 from mysqlprobe.analysis import histogram as H
-from mysqlprobe.analysis.attribution import PS_PER_NS, probe_tree
+from mysqlprobe.analysis.attribution import PS_PER_NS, probe_tree, stage_edges
 from mysqlprobe.analysis.profile import window_scale
 from mysqlprobe.sqltext import TRUNCATED, join_key, normalized
 
@@ -52,22 +52,10 @@ def _groups(doc: dict) -> dict[str, list[dict]]:
 
 
 def _edges(doc: dict, shapes: list[dict], ps_stage: int | None | bool = False) -> dict:
-    """(stage, calling stage or None) -> ns and calls, as attribution's per-thread
-    edges; of the calls that began in one P_S stage key (None: not known), or all (False)."""
-    stage_of = {p["id"]: p.get("stage") or f"probe:{p['name']}" for p in doc.get("probes", [])}
-    out: dict = {}
-    for shape in shapes:
-        for c in shape["calls"]:
-            if ps_stage is not False and c.get("stage") != ps_stage:
-                continue
-            stage = stage_of.get(c["probe"], f"probe {c['probe']}")
-            parent = stage_of.get(c["parent"]) if c["parent"] is not None else None
-            if parent == stage:
-                continue  # inside its caller's time already
-            e = out.setdefault((stage, parent), {"ns": 0.0, "calls": 0.0})
-            e["ns"] += c["total_ns"]
-            e["calls"] += c["calls"]
-    return out
+    """stage_edges of the calls inside the shapes' executions: of the calls
+    that began in one P_S stage key (None: not known), or all (False)."""
+    return stage_edges(doc, ((c["probe"], c["parent"], c) for s in shapes for c in s["calls"]
+                             if ps_stage is False or c.get("stage") == ps_stage))
 
 
 def _per_execution(nodes: list[dict], executions: int) -> list[dict]:
