@@ -21,8 +21,6 @@ from mysqlprobe.analysis.attribution import PS_PER_NS, probe_tree, stage_edges
 from mysqlprobe.analysis.profile import window_scale
 from mysqlprobe.sqltext import TRUNCATED, join_key, normalized
 
-# P_S stage time per execution is shown from this many executions in its history
-MIN_STAGE_SAMPLE = 1
 UNKNOWN_STAGE = "stage unknown"
 
 
@@ -111,8 +109,8 @@ def _ps_stages(ps: dict, digest_text: str) -> tuple[list[dict], int]:
             per[s["event_name"]] = per.get(s["event_name"], 0) + s["timer_wait"]
             kept.add(key)
     n = len(kept)
-    if n < MIN_STAGE_SAMPLE:
-        return [], n
+    if not n:
+        return [], 0
     return [{"stage": k, "ns": round(v / PS_PER_NS / n)} for k, v in sorted(per.items(), key=lambda kv: -kv[1])], n
 
 

@@ -9,9 +9,9 @@ import time
 
 from mysqlprobe.collectors.base import Collector, Cost, Facts, Section
 from mysqlprobe.collectors.calibration import Calibration, CalibrationCollector
-from mysqlprobe.sqltext import normalized
 from mysqlprobe.collectors.uprobe import ProbeCounts, ProbeSpec, StatementCounts, UprobeSession
 from mysqlprobe.probes.abi import COM_QUERY, COM_STMT_EXECUTE, STMT_KEY_NO_TEXT, slot_bounds
+from mysqlprobe.sqltext import normalized
 
 COMMANDS = {0: "Sleep", 1: "Quit", 2: "Init DB", 3: "Query", 4: "Field List", 9: "Statistics", 14: "Ping",
             17: "Change user", 22: "Prepare", 23: "Execute", 24: "Long Data", 25: "Close stmt",
@@ -68,10 +68,9 @@ def statement_text(counts: StatementCounts, key: int, full_sql: bool) -> str:
     """What a statement shape is called: its first text's literals made ?
     (or kept, with full_sql); a command without text by its name."""
     if key & STMT_KEY_NO_TEXT or counts.command != COM_QUERY:
-        name = COMMANDS.get(counts.command, f"command {counts.command}")
         if counts.command == COM_STMT_EXECUTE:
             return f"(Execute of prepared statement #{key & 0xffffffff})"
-        return f"({name})"
+        return f"({COMMANDS.get(counts.command, f'command {counts.command}')})"
     text = counts.text.decode("utf-8", "replace")
     if not counts.text_complete:
         # the kernel reads a prefix: what follows an unterminated literal is cut

@@ -18,9 +18,9 @@ from dataclasses import dataclass, field
 
 import pymysql
 
-from mysqlprobe.sqltext import normalized
 from mysqlprobe.collectors.ps_threads import (OS_THREAD_ID, PROCESSLIST_TID, list_threads,
                                               quiet_background_threads)
+from mysqlprobe.sqltext import normalized
 
 CONSUMERS = ("events_statements_current", "events_statements_history", "events_statements_history_long",
              "events_stages_current", "events_stages_history", "events_stages_history_long")
