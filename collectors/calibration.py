@@ -95,6 +95,14 @@ class Calibration:
     def pair(self, klass: str) -> float:
         return self.classes[klass].pair_ns if klass in self.classes else 0.0
 
+    def own_of(self, spec: ProbeSpec) -> float:
+        """own() for a probed function: its share of its class's (an entry-only stage probe's is half)."""
+        return self.own(spec.entry_class) * spec.cost_share
+
+    def pair_of(self, spec: ProbeSpec) -> float:
+        """pair() for a probed function, as own_of()."""
+        return self.pair(spec.entry_class) * spec.cost_share
+
     def to_json(self) -> dict:
         return {"method": "helper process probed in the same BPF session; bursts of timed runs without "
                           "probes, with an entry probe, with entry and return probes; medians of the last "

@@ -39,8 +39,8 @@ def probe_record(spec: ProbeSpec, counts: ProbeCounts | None, calibration: Calib
     off; `raw` has them as measured."""
     sym = spec.symbol
     counts = counts or ProbeCounts()
-    own = calibration.own(spec.entry_class) * spec.cost_share if calibration else 0.0
-    pair = calibration.pair(spec.entry_class) * spec.cost_share if calibration else 0.0
+    own = calibration.own_of(spec) if calibration else 0.0
+    pair = calibration.pair_of(spec) if calibration else 0.0
 
     def latency(total, hist, ctotal, chist) -> dict:
         return {**(latency_fields(ctotal, chist) if corrected else latency_fields(total, hist)),

@@ -109,7 +109,7 @@ class DutyCycles:
         delta = {i: now[i] - self._last[i] for i in now}
         self._last = now
         cal = self.calibration.current()
-        probe_s = sum(delta[s.index] * cal.pair(s.entry_class) * s.cost_share for s in self.specs) / 1e9
+        probe_s = sum(delta[s.index] * cal.pair_of(s) for s in self.specs) / 1e9
         cycle = {"on_s": round(t_on, 6), "probe_s": round(probe_s, 6), "calls": delta,
                  "rows": difference(rows1, rows0), "row_s": round(read1 - read0, 6),
                  "row_calls": {i: calls1[i] - calls0[i] for i in now}}  # averages: may end in .5
@@ -147,7 +147,7 @@ class DutyCycles:
         """What the on-phases show the probes cost the target, against their calibration."""
         cal = self.calibration.current()
         factor = in_situ_factor([{**c, "row_calls": [c["row_calls"][s.index] for s in self.specs]}
-                                 for c in self.cycles], [cal.pair(s.entry_class) * s.cost_share for s in self.specs])
+                                 for c in self.cycles], [cal.pair_of(s) for s in self.specs])
         if factor is not None:
             self.calibration.calibrator.in_situ = factor
 
