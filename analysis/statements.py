@@ -152,6 +152,8 @@ def by_digest(doc: dict) -> list[dict]:
                                                                  "statement probe, scaled to the window"),
             "rows_per_execution": round(row["rows_affected"] / row["count"], 3) if row and row["count"] else None,
             "mean_ns": round(own), "raw_mean_ns": round(latency),
+            # the server's own timer over every execution of the window, probed or not
+            "ps_mean_ns": round(row["timer_ps"] / PS_PER_NS / row["count"]) if row and row["count"] else None,
             "p99_ns": H.percentile(counts, 0.99),
             "functions": _flat(tree), "tree": tree,
             "probe_cost_ns": round(probe_cost + own_ns), "unattributed_ns": round(unattributed),

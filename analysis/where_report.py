@@ -82,9 +82,10 @@ def digest_block(profile: Profile) -> list[str]:
         n = d["rows_per_execution"]
         rows = f", {n:g} row{'' if n == 1 else 's'} changed each" if n is not None else ""
         p99 = f", p99 {fmt(d['p99_ns'])}" if d["p99_ns"] is not None else ""
+        ps = f"; P_S's timer over all of them: {fmt(d['ps_mean_ns'])}" if d.get("ps_mean_ns") is not None else ""
         lines.append(f"  {d['executions']} executions ({d['executions_from']}){rows}; {fmt(d['mean_ns'])} each "
                      f"without the probes ({fmt(latency)}{p99} as measured, "
-                     f"{d['executions_probed']} executions probed)")
+                     f"{d['executions_probed']} executions probed{ps})")
         for st in [s for s in d["stages"] if s["probed"]]:
             beside = f" (P_S: {fmt(st['ps_ns'])})" if st["ps_ns"] is not None else ""
             lines.append(f"  {st['stage'] + beside}")

@@ -63,7 +63,8 @@ def with_statements(probed_ns=(30 * US, 20 * US), latency_ns=100 * US, probe_cos
         {**copy.deepcopy(shape), "key": "0x1", "text": "INSERT INTO t VALUES (?, ...)"},
         {**copy.deepcopy(shape), "key": "0x2", "text": "INSERT INTO t VALUES (?, ...)"}]}
     doc["perf_schema"]["deltas"] = {"digests": [{"name": "INSERT INTO `t` VALUES (...) ", "count": 211,
-                                                 "timer_ps": 1, "rows_affected": 422, "rows_examined": 0}]}
+                                                 "timer_ps": 211 * 90 * US * 1000, "rows_affected": 422,
+                                                 "rows_examined": 0}]}
     return doc
 
 
@@ -72,6 +73,7 @@ def test_shapes_of_one_digest_merge_and_add_up_per_execution():
     own_probe = d["probe_cost_ns"] - 4 * US  # the statement probe's own part
     assert d["executions"] == 211 and d["executions_from"] == "P_S digest summary"
     assert d["executions_probed"] == 200 and d["rows_per_execution"] == 2.0
+    assert d["ps_mean_ns"] == 90 * US  # the server's timer, beside the probes' own measure
     assert d["raw_mean_ns"] == 100 * US and d["mean_ns"] == 100 * US - 4 * US - own_probe
     assert [(f["stage"], f["inclusive_ns"], f["exclusive_ns"], f["calls"]) for f in d["functions"]] == [
         ("partition.write_row", 30 * US, 10 * US, 1.0), ("innodb.row_insert", 20 * US, 20 * US, 1.0)]
@@ -79,6 +81,7 @@ def test_shapes_of_one_digest_merge_and_add_up_per_execution():
     assert 30 * US + d["probe_cost_ns"] + d["unattributed_ns"] == d["raw_mean_ns"]
     text = render_text(Profile(with_statements()))
     assert "211 executions (P_S digest summary), 2 rows changed each" in " ".join(text.split())
+    assert "P_S's timer over all of them: 90us" in " ".join(text.split())
 
 
 def test_probed_calls_fall_under_the_stage_they_began_in():
