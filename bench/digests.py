@@ -19,13 +19,12 @@ writes bench/DIGESTS.md and bench/digests.json."""
 from __future__ import annotations
 
 import argparse
-import json
 import tempfile
 from datetime import datetime, timezone
 from pathlib import Path
 
 from oltp import SHAPES, Load
-from overhead import MYSQLPROBE, Tool, derived, log, machine, med
+from overhead import MYSQLPROBE, Tool, derived, log, machine, machine_line, med, write_results
 from mysqlprobe import sandbox
 
 HERE = Path(__file__).parent
@@ -82,11 +81,7 @@ def main() -> None:
             results.append({"shape": shape.name, "mode": "exact" if exact else "sampled", "runs": runs})
     result = {"machine": machine(), "started": started.isoformat(timespec="seconds"), "repeats": args.repeats,
               "seconds": args.seconds, "results": results}
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "digests.json").write_text(json.dumps(result, indent=1) + "\n")
-    (out / "DIGESTS.md").write_text(markdown(result))
-    log(f"wrote {out / 'DIGESTS.md'}")
+    write_results(args.out, "digests", result, markdown)
 
 
 def _pct(xs: list[float]) -> str:
@@ -94,10 +89,8 @@ def _pct(xs: list[float]) -> str:
 
 
 def markdown(result: dict) -> str:
-    m = result["machine"]
     lines = ["# Per-digest figures against the server's own", "",
-             f"Machine: {m['hostname']}, {m['cpus']} CPUs ({m['cpu']}), {m['memory_gib']} GiB, Linux {m['kernel']}, "
-             f"mysqlprobe {m['mysqlprobe']}. Started {result['started']}. Command: `sudo .venv/bin/python "
+             f"{machine_line(result['machine'])} Started {result['started']}. Command: `sudo .venv/bin/python "
              f"bench/digests.py --repeats {result['repeats']} --seconds {result['seconds']}`.", "",
              "MariaDB 10.2.11. Each cell: median [min, max] over the repeats of the difference against the "
              "server's figure. Columns: see the docstring of bench/digests.py.", "",

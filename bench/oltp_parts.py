@@ -18,7 +18,6 @@ is mysqlprobe's overhead.measured_slowdown where it ran."""
 from __future__ import annotations
 
 import argparse
-import json
 import signal
 import subprocess
 import tempfile
@@ -26,7 +25,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from oltp import SHAPES, Load
-from overhead import MYSQLPROBE, Tool, derived, log, machine, med
+from overhead import MYSQLPROBE, Tool, derived, log, machine, machine_line, med, write_results
 from mysqlprobe import sandbox, workload
 from mysqlprobe.collectors.perfschema import PerfSchema
 
@@ -101,11 +100,7 @@ def main() -> None:
             load.close()
     result = {"machine": machine(), "started": started.isoformat(timespec="seconds"), "shape": SHAPE.name,
               "rounds": args.rounds, "seconds": args.seconds, "runs": runs}
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "oltp_parts.json").write_text(json.dumps(result, indent=1) + "\n")
-    (out / "OLTP_PARTS.md").write_text(markdown(result))
-    log(f"wrote {out / 'OLTP_PARTS.md'}")
+    write_results(args.out, "oltp_parts", result, markdown)
 
 
 def _range(xs: list[float]) -> str:
@@ -113,10 +108,8 @@ def _range(xs: list[float]) -> str:
 
 
 def markdown(result: dict) -> str:
-    m = result["machine"]
     lines = ["# What each part of the default profile costs an OLTP load", "",
-             f"Machine: {m['hostname']}, {m['cpus']} CPUs ({m['cpu']}), {m['memory_gib']} GiB, Linux {m['kernel']}, "
-             f"mysqlprobe {m['mysqlprobe']}. Started {result['started']}. Command: "
+             f"{machine_line(result['machine'])} Started {result['started']}. Command: "
              f"`sudo .venv/bin/python bench/oltp_parts.py --rounds {result['rounds']} --seconds {result['seconds']}`.",
              "", f"Load: sysbench {result['shape']}, {result['seconds']} s runs on MariaDB 10.2.11. Each variant's "
              "run sits between two unprobed runs (round robin); felt = their mean rate over its rate. "

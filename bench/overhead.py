@@ -303,6 +303,21 @@ def machine() -> dict:
             "memory_gib": round(int(mem) / 2**20, 1), "mysqlprobe": __version__, "bpftrace": bt}
 
 
+def machine_line(m: dict) -> str:
+    """A results file's line about the machine, from machine()."""
+    return (f"Machine: {m['hostname']}, {m['cpus']} CPUs ({m['cpu']}), {m['memory_gib']} GiB, Linux {m['kernel']}, "
+            f"mysqlprobe {m['mysqlprobe']}.")
+
+
+def write_results(out_dir: str, name: str, result: dict, markdown) -> None:
+    """bench/NAME.json (the figures) and bench/NAME.md (markdown(result)), upper-cased."""
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / f"{name}.json").write_text(json.dumps(result, indent=1) + "\n")
+    (out / f"{name.upper()}.md").write_text(markdown(result))
+    log(f"wrote {out / (name.upper() + '.md')}")
+
+
 def fmt_s(x):
     return "-" if x is None else f"{x:.2f}"
 
