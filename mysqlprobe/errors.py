@@ -3,6 +3,8 @@
 The CLI prints the message as one line on stderr (the traceback only with -v)
 and exits with the code, so scripts can tell the cases apart."""
 
+import signal
+
 EXIT_OK = 0
 EXIT_FAILURE = 1          # unexpected internal error
 EXIT_USAGE = 2            # bad command line (argparse uses 2 too)
@@ -15,7 +17,8 @@ EXIT_SANDBOX = 8          # a sandbox server could not be fetched or started
 EXIT_WORKLOAD = 9         # the load driver failed
 EXIT_OUTPUT = 10          # the output directory cannot be written (checked before attaching; at the
                           # end the capture goes to a fallback directory the message names)
-EXIT_INTERRUPTED = 130    # second Ctrl-C while detaching
+EXIT_INTERRUPTED = 130    # Ctrl-C before the window opened (128 + SIGINT); SIGTERM gives 143,
+                          # SIGHUP 129: a run stopped before its window records nothing
 
 
 class MysqlprobeError(Exception):
@@ -58,3 +61,13 @@ class WorkloadError(MysqlprobeError):
 
 class OutputError(MysqlprobeError):
     exit_code = EXIT_OUTPUT
+
+
+class Interrupted(MysqlprobeError):
+    """A signal before the window opened (or a second one while the capture
+    was written): the run stops; the collectors have closed on the way out."""
+
+    def __init__(self, signum: int, phase: str):
+        self.signum, self.phase = signum, phase
+        self.exit_code = 128 + signum
+        super().__init__(f"stopped by {signal.Signals(signum).name} while {phase}; nothing was recorded")

@@ -12,7 +12,7 @@ from mysqlprobe.collectors.connection import ConnectOptions
 from mysqlprobe.recorder.options import Control, RecordOptions
 from mysqlprobe.recorder.plan import Plan
 from mysqlprobe.recorder.recorder import Recorder
-from mysqlprobe.recorder.window import StatusLine, StopSignals
+from mysqlprobe.recorder.window import RunSignals, StatusLine
 
 
 class _LoadWhenAttached(StatusLine):
@@ -45,7 +45,7 @@ def profile_load(target, binary, plan: Plan, load: Callable[[], tuple[int, float
     control.status = status = _LoadWhenAttached(load, control.stop, quiet)
     options = RecordOptions(exact=exact, connect=ConnectOptions(socket=socket), verbose=verbose,
                             stop_reason="load finished", argv=tuple(sys.argv))
-    with StopSignals(control.stop) as control.signals:
+    with RunSignals(control.stop) as control.signals:
         cap = Recorder(target, binary, plan, options, control).record()
     if status.error:
         raise status.error

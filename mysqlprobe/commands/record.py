@@ -18,7 +18,7 @@ from mysqlprobe.output import check_output_dir, save_capture
 from mysqlprobe.recorder.options import Control, RecordOptions
 from mysqlprobe.recorder.plan import check_symbols, list_plan, plan_probes
 from mysqlprobe.recorder.recorder import Recorder
-from mysqlprobe.recorder.window import StatusLine, StopSignals
+from mysqlprobe.recorder.window import RunSignals, StatusLine
 
 EXAMPLES = """examples:
   mysqlprobe -p $(pidof mysqld) --insert-profile          # until Ctrl-C
@@ -114,9 +114,11 @@ def options_from(args) -> RecordOptions:
         perf=None if args.no_perf else PerfOptions(args.perf_freq, args.perf_callgraph, args.keep_perf_data))
 
 
-def report(cap: Capture, out_dir: str | None) -> Profile:
+def report(cap: Capture, out_dir: str | None, signals: RunSignals | None = None) -> Profile:
     """Save the capture (if asked), then print its report: the text is made
     from the document as saved, so `mysqlprobe report DIR` prints the same."""
+    if signals:
+        signals.reached("report")
     failure = save_capture(cap, out_dir) if out_dir else None
     profile = Profile(as_json(cap.doc))
     sys.stdout.write(render_text(profile))
@@ -127,10 +129,17 @@ def report(cap: Capture, out_dir: str | None) -> Profile:
 
 def run(args, parser) -> int:
     check_arguments(args, parser)
+    control = Control(status=StatusLine(enabled=not args.quiet))
+    with RunSignals(control.stop) as control.signals:
+        return record(args, control)
+
+
+def record(args, control: Control) -> int:
     stages = list(catalog.INSERT_PROFILE) if args.insert_profile else []
     if args.insert_profile and not args.no_perf_schema:
         stages.append(catalog.STAGE_CHANGE)  # P_S names the stages the probed calls ran in
     stages += [s for s in args.stage if s not in stages]
+    control.signals.reached("symbols")
     target, binary = load_binary_for(args)
     if stages and binary.server.family == "unknown":
         who = f"PID {target.pid} runs {binary.display_path}" if target else binary.display_path
@@ -146,8 +155,6 @@ def run(args, parser) -> int:
                          + "; ".join(f"{u['stage']}: {u['reason']}" for u in plan.unavailable))
     if args.output:
         check_output_dir(args.output)  # before anything is attached: a typo must not cost the window
-    control = Control(status=StatusLine(enabled=not args.quiet))
-    with StopSignals(control.stop) as control.signals:
-        cap = Recorder(target, binary, plan, options_from(args), control).record()
-    report(cap, args.output)
+    cap = Recorder(target, binary, plan, options_from(args), control).record()
+    report(cap, args.output, control.signals)
     return 0

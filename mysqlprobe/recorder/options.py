@@ -31,5 +31,5 @@ class Control:
     signals handler says why, the status line shows progress."""
 
     stop: threading.Event = field(default_factory=threading.Event)
-    signals: object | None = None       # window.StopSignals
+    signals: object | None = None       # window.RunSignals
     status: object | None = None        # window.StatusLine

@@ -85,15 +85,22 @@ class Recorder:
         with ExitStack() as stack:
             for name in PREPARE:
                 if name in self.collectors:
+                    if name == "calibration":
+                        self._reached("calibration")
                     stack.callback(self.collectors[name].close)
                     self._prepare(name)
             self._keep_own_statements_out()
+            self._reached("attach")
             window, sampling, rows = self._window()
             sections = self._collect()
         status = self.control.status
         if status:
             status.done()
         return self._capture(window, sampling, rows, sections)
+
+    def _reached(self, phase: str) -> None:
+        if self.control.signals:
+            self.control.signals.reached(phase)
 
     def _prepare(self, name: str) -> None:
         try:
@@ -118,6 +125,8 @@ class Recorder:
         rows_changed = self._rows_changed()
         start_wall = now_utc()
         started = (time.monotonic(), rows_changed())
+        if self.control.signals:
+            self.control.signals.window_opens()  # from here a signal ends the window, and it is written
         latency.start()  # before the announcement: a load started on it is counted from its first call
         win = Window(self.target.pid, o.duration, self.control, o.stop_reason, latency.session.total_calls)
         if self.control.status:
@@ -135,7 +144,7 @@ class Recorder:
             sampling = cycles.record(o.budget)
         elapsed = win.elapsed()
         if self.control.signals:
-            self.control.signals.ignore()  # the probes come off uninterrupted
+            self.control.signals.window_closed()  # the probes come off, the capture is written
         for c in reversed(self._running(START)):
             c.stop()
         window = {"start": start_wall, "duration_s": round(elapsed, 6), "requested_s": o.duration,

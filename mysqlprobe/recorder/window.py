@@ -1,5 +1,6 @@
-"""When a window ends (its duration, Ctrl-C or SIGTERM, the caller, the
-target's exit) and the status line that shows it running."""
+"""When a window ends (its duration, Ctrl-C, SIGTERM or SIGHUP, the caller,
+the target's exit), what signals do before and after it, and the status
+line that shows it running."""
 
 from __future__ import annotations
 
@@ -9,33 +10,79 @@ import sys
 import threading
 import time
 
+from mysqlprobe.errors import Interrupted
 
-class StopSignals:
-    """SIGINT and SIGTERM end the window; while the probes come off, further
-    signals are ignored so detaching cannot be cut short."""
+
+HANDLED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+PAUSE_ENV = "MYSQLPROBE_PAUSE_AT"   # PHASE[:SECONDS]: hold there, for the fault suite to signal
+PAUSE_S = 5.0
+PHASES = {"symbols": "reading the binary's symbols", "calibration": "calibrating the probes' cost",
+          "attach": "attaching the probes and setting up Performance Schema",
+          "report": "writing the capture"}
+
+
+class RunSignals:
+    """SIGINT, SIGTERM and SIGHUP over a whole recording, by phase:
+
+    before the window  they stop the run (Interrupted): the collectors close
+                       on the way out, probes off and P_S put back;
+    in the window      they end it, and the capture is written;
+    after it           (probes coming off, the capture being written) the
+                       first is noted and waits for the capture; a second
+                       stops the run.
+
+    Once one stops the run, further signals are ignored: cleaning up is not cut short."""
 
     def __init__(self, stop: threading.Event):
         self.stop = stop
         self.reason: str | None = None
+        self.phase = "starting"
+        self.mode = "abort"
         self._old: dict = {}
-
-    def _handler(self, signum, _frame):
-        self.reason = "interrupt" if signum == signal.SIGINT else "sigterm"
-        self.stop.set()
 
     def __enter__(self):
         if threading.current_thread() is threading.main_thread():
-            for s in (signal.SIGINT, signal.SIGTERM):
+            for s in HANDLED:
                 self._old[s] = signal.signal(s, self._handler)
         return self
-
-    def ignore(self):
-        for s in self._old:
-            signal.signal(s, signal.SIG_IGN)
 
     def __exit__(self, *exc):
         for s, h in self._old.items():
             signal.signal(s, h)
+
+    def reached(self, phase: str) -> None:
+        """The run is in phase (a key of PHASES); with MYSQLPROBE_PAUSE_AT=phase it holds there a moment."""
+        if self.mode == "abort":
+            self.phase = PHASES[phase]
+        hold_at, _, seconds = os.environ.get(PAUSE_ENV, "").partition(":")
+        if hold_at == phase:
+            print(f"mysqlprobe: paused at {phase} ({PAUSE_ENV})", file=sys.stderr, flush=True)
+            until = time.monotonic() + float(seconds or PAUSE_S)
+            while time.monotonic() < until and self.reason is None:  # a signal in abort mode raises
+                time.sleep(0.05)
+
+    def window_opens(self) -> None:
+        self.mode, self.phase = "window", "recording"
+
+    def window_closed(self) -> None:
+        self.mode, self.phase = "finish", "detaching and writing the capture"
+
+    def ignore(self) -> None:
+        for s in self._old:
+            signal.signal(s, signal.SIG_IGN)
+
+    def _handler(self, signum, _frame):
+        if self.mode == "window":
+            self.reason = {signal.SIGINT: "interrupt", signal.SIGTERM: "sigterm"}.get(signum, "sighup")
+            self.stop.set()
+            return
+        if self.mode == "finish" and self.reason is None:
+            self.reason = "late " + signal.Signals(signum).name
+            print(f"mysqlprobe: {signal.Signals(signum).name}: finishing the capture first "
+                  "(signal again to stop without it)", file=sys.stderr, flush=True)
+            return
+        self.ignore()
+        raise Interrupted(signum, self.phase)
 
 
 def alive(pid: int) -> bool:
