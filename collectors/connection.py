@@ -72,9 +72,33 @@ def listening_ports(pid: int) -> list[int]:
     return sorted(set(ports))
 
 
+def check_files(opts: ConnectOptions) -> str | None:
+    """Why the option files the user named cannot be used, or None: asked
+    for by name, they are checked before anything is attached."""
+    for flag, path in (("--password-file", opts.password_file), ("--defaults-file", opts.defaults_file)):
+        if not path:
+            continue
+        try:
+            text = Path(path).read_text()
+        except OSError as e:
+            return f"{flag} {path}: {e.strerror}"
+        except UnicodeDecodeError:
+            return f"{flag} {path}: not a text file"
+        if flag == "--defaults-file":
+            try:
+                _parser().read_string(text)
+            except configparser.Error as e:
+                return f"{flag} {path}: not a MySQL option file ({str(e).splitlines()[0]})"
+    return None
+
+
+def _parser() -> configparser.ConfigParser:
+    return configparser.ConfigParser(allow_no_value=True, strict=False, interpolation=None)
+
+
 def option_file(path: str) -> dict[str, str]:
     """[client] and [mysql] options of a MySQL option file (later groups win)."""
-    parser = configparser.ConfigParser(allow_no_value=True, strict=False, interpolation=None)
+    parser = _parser()
     try:
         parser.read_string(Path(path).read_text(errors="replace"))
     except (OSError, configparser.Error):
@@ -86,6 +110,11 @@ def option_file(path: str) -> dict[str, str]:
     return out
 
 
+# a server that stops answering (hung, or SIGSTOPped) must not hold the run: the
+# slowest query mysqlprobe makes (the window's P_S history) takes well under a second
+ANSWER_TIMEOUT_S = 15
+
+
 def resolve(pid: int, opts: ConnectOptions) -> dict:
     """pymysql.connect() arguments, and where each came from (no password)."""
     files = [opts.defaults_file] if opts.defaults_file else [os.path.expanduser("~/.my.cnf")]
@@ -93,7 +122,8 @@ def resolve(pid: int, opts: ConnectOptions) -> dict:
     for f in files:
         if f and os.path.isfile(f):
             conf.update(option_file(f))
-    args: dict = {"user": opts.user or conf.get("user") or "root", "connect_timeout": 5, "autocommit": True}
+    args: dict = {"user": opts.user or conf.get("user") or "root", "connect_timeout": 5, "autocommit": True,
+                  "read_timeout": ANSWER_TIMEOUT_S, "write_timeout": ANSWER_TIMEOUT_S}
     if opts.password_file:
         args["password"] = Path(opts.password_file).read_text().rstrip("\n")
     elif "password" in conf:
@@ -133,4 +163,7 @@ def connect(pid: int, opts: ConnectOptions):
     except pymysql.err.MySQLError as e:
         code = e.args[0] if e.args else "?"
         text = e.args[1] if len(e.args) > 1 else str(e)
+        if "timed out" in str(text):
+            return None, args, (f"the server at {describe(args)} did not answer within {ANSWER_TIMEOUT_S}s "
+                                "(hung, or stopped?)")
         return None, args, f"cannot connect as {describe(args)}: ({code}) {text}"

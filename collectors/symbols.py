@@ -390,7 +390,9 @@ def resolve_target(pid: int) -> Target:
     try:
         exe = os.readlink(proc / "exe")
     except PermissionError:
-        raise TargetError(f"cannot read /proc/{pid}/exe: run as root or as the owner of PID {pid}") from None
+        who = ("even as root: it runs in another namespace, or the kernel hides it" if os.geteuid() == 0
+               else f"run as root or as the owner of PID {pid}")
+        raise TargetError(f"cannot read /proc/{pid}/exe ({who})") from None
     except FileNotFoundError:
         raise TargetError(f"PID {pid} has exited or is a kernel thread") from None
     comm = (proc / "comm").read_text().strip() if (proc / "comm").exists() else "?"

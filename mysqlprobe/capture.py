@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 import platform
 import shutil
 import socket
@@ -140,4 +141,7 @@ def read_stacks(path: str) -> Folded:
         raise CaptureError(f"{p}: cannot read: {e}") from None
     if not stacks.stacks:
         raise CaptureError(f"{p}: no folded stacks in it (lines of 'frame;frame;frame count')")
+    if stacks.ignored:
+        print(f"mysqlprobe: {p}: skipped {stacks.ignored} line(s) that are not 'frame;frame;frame count'",
+              file=sys.stderr)
     return stacks

@@ -4,12 +4,14 @@ through the recorder, save the capture, print the report."""
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 
 from mysqlprobe import catalog
 from mysqlprobe.analysis.model import Profile
 from mysqlprobe.analysis.report import render_text
 from mysqlprobe.capture import Capture, as_json
+from mysqlprobe.collectors import connection
 from mysqlprobe.collectors.connection import ConnectOptions
 from mysqlprobe.collectors.perf import DEFAULT_FREQUENCY, PerfOptions
 from mysqlprobe.collectors.symbols import Binary, load_binary, load_target_binary, resolve_target
@@ -91,11 +93,15 @@ def check_arguments(args, parser: argparse.ArgumentParser) -> None:
         parser.error("--perf-freq takes 1 to 10000 samples per second")
     if args.keep_perf_data and not args.output:
         parser.error("--keep-perf-data needs -o DIR")
-    if args.duration is not None and args.duration <= 0:
-        parser.error("-d/--duration must be a positive number of seconds")
+    if args.duration is not None and not (0 < args.duration < math.inf):
+        parser.error("-d/--duration must be a positive, finite number of seconds (leave it out to run until Ctrl-C)")
     for name in args.stage:
         if name not in catalog.BY_NAME:
             parser.error(f"unknown stage {name!r}; known: {', '.join(catalog.BY_NAME)}")
+    connect = options_from(args).connect
+    why = connection.check_files(connect) if connect else None
+    if why:
+        raise UsageError(why)
 
 
 def load_binary_for(args) -> tuple[object | None, Binary]:

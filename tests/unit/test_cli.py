@@ -89,6 +89,9 @@ def test_debug_file_option_restores_the_probes(fixture_dir, tmp_path):
 
 @pytest.mark.parametrize("args, message", [
     (["-p", "1", "--insert-profile", "-d", "0"], "positive"),
+    (["-p", "1", "--insert-profile", "-d", "nan"], "finite"),
+    (["-p", "1", "--insert-profile", "-d", "inf"], "finite"),
+    (["-p", "1", "--insert-profile", "--password-file", "/nonexistent/pw"], "--password-file /nonexistent/pw"),
     (["-p", "1", "--stage", "innodb.nope"], "unknown stage"),
     (["--insert-profile"], "-p/--pid is required"),
     (["-p", "1", "--insert-profile", "--perf-freq", "0"], "--perf-freq takes 1 to 10000"),
