@@ -156,6 +156,10 @@ class Sandbox:
         except (OSError, ValueError):
             return None
         try:
+            os.waitpid(pid, os.WNOHANG)  # a server of ours that died: reaped, not counted as running
+        except ChildProcessError:
+            pass
+        try:
             os.kill(pid, 0)
         except ProcessLookupError:
             return None

@@ -8,8 +8,9 @@ import time
 
 from mysqlprobe.collectors.calibration import CalibrationCollector
 from mysqlprobe.collectors.latency import LatencyCollector
+from mysqlprobe.errors import BpfError
 from mysqlprobe.recorder.pacing import Pacer, in_situ_factor
-from mysqlprobe.recorder.window import Window
+from mysqlprobe.recorder.window import Window, alive
 
 ON_PHASE_S = 0.05    # probes on, per duty cycle
 MAX_OFF_S = 2.0      # longest gap between two on-phases
@@ -80,11 +81,24 @@ class DutyCycles:
             self._off_phase(difference(cycle_rows0, speed_from[1]), cycle_t0 - speed_from[0])
             if ended:
                 return cycle_rows0
+            if not self._attach():
+                return cycle_rows0
             for c in self.paced:
                 c.resume()
-            self.session.attach_target()
             on_t0 = time.monotonic()
             self.session.start()
+
+    def _attach(self) -> bool:
+        """Attach the probes for the next on-phase; False if the target has
+        exited meanwhile (the window ends there, as it would have seen)."""
+        try:
+            self.session.attach_target()
+            return True
+        except BpfError:
+            if alive(self.window.pid):
+                raise
+            self.window.ended_by = "target exited"
+            return False
 
     def _off_phase(self, rows: int | None, seconds: float) -> None:
         self.pacer.off_phase(rows, seconds)
