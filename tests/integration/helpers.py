@@ -13,6 +13,7 @@ from pathlib import Path
 
 from conftest import MYSQLPROBE
 from mysqlprobe.analysis.model import Profile
+from mysqlprobe import workload
 from mysqlprobe.capture import read_profile
 
 
@@ -123,3 +124,32 @@ def kill9_leaves_no_probe(profiler: Profiler, binary_hint: str) -> None:
     assert not [r for r in perf_uprobes() if binary_hint in str(r.get("filename", ""))]
     assert wait_until(lambda: not [p for p in helpers if Path(f"/proc/{p}").exists()]), "helper left running"
     assert binary_hint not in tracefs_uprobe_events()
+
+
+def whole_setup(sb) -> tuple:
+    """Every consumer and instrument row, and the background threads' history."""
+    conn = workload.connect(sb.socket)
+    with conn.cursor() as cur:
+        cur.execute("SELECT NAME, ENABLED FROM performance_schema.setup_consumers ORDER BY NAME")
+        consumers = cur.fetchall()
+        cur.execute("SELECT NAME, ENABLED, TIMED FROM performance_schema.setup_instruments ORDER BY NAME")
+        instruments = cur.fetchall()
+        cur.execute("SELECT COUNT(*) FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = 'performance_schema' "
+                    "AND TABLE_NAME = 'threads' AND COLUMN_NAME = 'HISTORY'")
+        history_off = None
+        if cur.fetchone()[0]:
+            cur.execute("SELECT COUNT(*) FROM performance_schema.threads WHERE TYPE = 'BACKGROUND' "
+                        "AND HISTORY = 'NO'")
+            history_off = cur.fetchone()[0]
+    conn.close()
+    return consumers, instruments, history_off
+
+
+def history_consumers_on(sb) -> bool:
+    conn = workload.connect(sb.socket)
+    with conn.cursor() as cur:
+        cur.execute("SELECT COUNT(*) FROM performance_schema.setup_consumers WHERE ENABLED = 'NO' AND NAME IN "
+                    "('events_stages_history_long', 'events_statements_history_long')")
+        off = cur.fetchone()[0]
+    conn.close()
+    return off == 0

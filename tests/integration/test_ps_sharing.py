@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from helpers import Profiler, wait_until
+from helpers import Profiler, history_consumers_on, wait_until, whole_setup
 from mysqlprobe import sandbox, workload
 
 pytestmark = [pytest.mark.root, pytest.mark.server]
@@ -26,35 +26,6 @@ def server(request):
     sb = sandbox.Sandbox(request.param)
     with sb.serving(lambda m: print(m, file=sys.stderr)) as pid:
         yield sb, pid
-
-
-def whole_setup(sb) -> tuple:
-    """Every consumer and instrument row, and the background threads' history."""
-    conn = workload.connect(sb.socket)
-    with conn.cursor() as cur:
-        cur.execute("SELECT NAME, ENABLED FROM performance_schema.setup_consumers ORDER BY NAME")
-        consumers = cur.fetchall()
-        cur.execute("SELECT NAME, ENABLED, TIMED FROM performance_schema.setup_instruments ORDER BY NAME")
-        instruments = cur.fetchall()
-        cur.execute("SELECT COUNT(*) FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = 'performance_schema' "
-                    "AND TABLE_NAME = 'threads' AND COLUMN_NAME = 'HISTORY'")
-        history_off = None
-        if cur.fetchone()[0]:
-            cur.execute("SELECT COUNT(*) FROM performance_schema.threads WHERE TYPE = 'BACKGROUND' "
-                        "AND HISTORY = 'NO'")
-            history_off = cur.fetchone()[0]
-    conn.close()
-    return consumers, instruments, history_off
-
-
-def history_consumers_on(sb) -> bool:
-    conn = workload.connect(sb.socket)
-    with conn.cursor() as cur:
-        cur.execute("SELECT COUNT(*) FROM performance_schema.setup_consumers WHERE ENABLED = 'NO' AND NAME IN "
-                    "('events_stages_history_long', 'events_statements_history_long')")
-        off = cur.fetchone()[0]
-    conn.close()
-    return off == 0
 
 
 def insert_rows(sb) -> None:
