@@ -7,7 +7,7 @@ import pytest
 
 from test_symbols import _strip_with_debug_file
 from conftest import MYSQLPROBE, compile_fixture
-from mysqlprobe import errors
+from mysqlprobe import cli, errors
 
 
 def mysqlprobe(*args):
@@ -109,3 +109,7 @@ def test_insert_profile_of_a_program_that_is_not_mysqld():
     code, _, err = mysqlprobe("--binary", "/bin/true", "--list", "--insert-profile")
     assert code == errors.EXIT_NO_TARGET
     assert "does not look like mysqld or mariadbd" in _one_line(err)
+
+
+def test_the_command_names_known_before_their_modules_load():
+    assert set(cli.COMMANDS) == set(cli._commands())
