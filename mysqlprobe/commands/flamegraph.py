@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import sys
+from datetime import datetime
 from pathlib import Path
 
-from mysqlprobe.capture import PROFILE_FILE, read_profile, read_stacks
+from mysqlprobe.capture import OFFCPU_FILE, PROFILE_FILE, STACKS_FILE, read_profile, read_stacks
 from mysqlprobe.errors import UsageError
+from mysqlprobe.flamegraphs import pprof
 from mysqlprobe.flamegraphs.svg import render
 from mysqlprobe.reports import flamegraph_title
 
@@ -15,6 +17,8 @@ EXAMPLES = """examples:
   mysqlprobe flamegraph stacks.folded > fg.svg          # any folded file (FlameGraph format)
   mysqlprobe flamegraph /tmp/run56 /tmp/run57 -o diff.svg --per row
                                                         # red: grew from the first to the second
+  mysqlprobe flamegraph /tmp/run1 --pprof -o cpu.pb.gz  # for go tool pprof, Pyroscope, Parca
+  mysqlprobe flamegraph /tmp/run1 --pprof --off-cpu -o offcpu.pb.gz
 """
 
 
@@ -26,6 +30,9 @@ def add_arguments(p) -> None:
     p.add_argument("--per", choices=("sample", "row"), default="sample",
                    help="differential graphs: compare shares of samples (default) or samples per row the "
                         "server changed (both must be captures)")
+    p.add_argument("--pprof", action="store_true",
+                   help="write a capture's stacks as a gzipped pprof profile instead of an SVG")
+    p.add_argument("--off-cpu", action="store_true", help="with --pprof: the off-CPU stacks (offcpu.folded)")
 
 
 def _rows(path: str) -> int:
@@ -42,7 +49,36 @@ def _profile_or_none(path: str) -> dict | None:
     return read_profile(path) if (Path(path) / PROFILE_FILE).exists() else None
 
 
+def write_pprof(args) -> int:
+    if len(args.stacks) != 1 or not (Path(args.stacks[0]) / PROFILE_FILE).exists():
+        raise UsageError("--pprof takes one capture directory")
+    capture = Path(args.stacks[0])
+    doc = read_profile(str(capture))
+    stacks = read_stacks(str(capture / (OFFCPU_FILE if args.off_cpu else STACKS_FILE)))
+    kind = pprof.OFF_CPU_US if args.off_cpu else pprof.CPU((doc.get("perf") or {}).get("frequency_hz") or 99)
+    target = doc["target"]
+    window = doc["window"]
+    start = datetime.fromisoformat(window["start"].replace("Z", "+00:00")) if window.get("start") else None
+    data = pprof.encode(stacks, kind, target["binary"], target.get("build_id"),
+                        time_ns=int(start.timestamp() * 1e9) if start else 0,
+                        duration_ns=int(window["duration_s"] * 1e9),
+                        comments=(f"mysqlprobe capture {capture.resolve()}", f"PID {target['pid']}"))
+    if not args.output:
+        sys.stdout.buffer.write(data)
+        return 0
+    try:
+        Path(args.output).write_bytes(data)
+    except OSError as e:
+        raise UsageError(f"cannot write {args.output}: {e.strerror}") from None
+    print(f"wrote {args.output}", file=sys.stderr)
+    return 0
+
+
 def run(args, parser) -> int:
+    if args.off_cpu and not args.pprof:
+        parser.error("--off-cpu goes with --pprof")
+    if args.pprof:
+        return write_pprof(args)
     if len(args.stacks) > 2:
         parser.error("give one input, or two for a differential graph")
     after_path = args.stacks[-1]

@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 from mysqlprobe.analysis.model import Profile
+from mysqlprobe.analysis.prometheus import exposition
 from mysqlprobe.analysis.report import render_text
 from mysqlprobe.capture import read_profile
 from mysqlprobe.errors import UsageError
@@ -17,6 +18,7 @@ EXAMPLES = """examples:
   mysqlprobe report /tmp/run1 --json       # the stage summaries as JSON
   mysqlprobe report /tmp/run1 --json=all   # the whole capture with everything derived from it
   mysqlprobe report /tmp/run1 --html       # write report.html and flamegraph.svg again
+  mysqlprobe report /tmp/run1 --prometheus # the figures in Prometheus's text format
 """
 
 
@@ -24,6 +26,8 @@ def add_arguments(p) -> None:
     p.add_argument("capture", help="a capture directory or its profile.json")
     p.add_argument("--json", nargs="?", const="stages", choices=("stages", "all"),
                    help="print the stage summaries (or, with =all, the whole derived profile) as JSON")
+    p.add_argument("--prometheus", action="store_true",
+                   help="print the figures in the Prometheus text exposition format")
     p.add_argument("--html", action="store_true",
                    help="write CAPTURE/report.html (and flamegraph.svg from its stacks) again")
 
@@ -34,6 +38,8 @@ def run(args, parser) -> int:
         if not Path(args.capture).is_dir():
             raise UsageError("--html needs the capture directory, not its profile.json")
         print(f"wrote {', '.join(write_visuals(args.capture, profile))}", file=sys.stderr)
+    elif args.prometheus:
+        sys.stdout.write(exposition(profile))
     elif args.json:
         json.dump(profile.stage_records if args.json == "stages" else profile.to_json(), sys.stdout, indent=1)
         sys.stdout.write("\n")

@@ -1,0 +1,75 @@
+"""Prometheus exposition and pprof profiles of a capture, read by the real
+tools: promtool and go tool pprof."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+from conftest import MYSQLPROBE
+from mysqlprobe.analysis.model import Profile
+from mysqlprobe.analysis.prometheus import PARTITIONS_SHOWN, _top_partitions, exposition
+from mysqlprobe.capture import read_profile
+
+FIXTURES = Path(__file__).parent.parent / "fixtures"
+GOLDEN = Path(__file__).parent.parent / "golden"
+
+
+def tool(name: str, *elsewhere: str) -> str:
+    found = shutil.which(name) or next((p for p in elsewhere if os.path.exists(p)), None)
+    assert found, f"{name} is not installed (scripts/setup-host.sh installs it)"
+    return found
+
+
+def capture_with_stacks(tmp_path: Path) -> Path:
+    """The exact fixture capture with the golden CPU stacks (99 Hz) beside it."""
+    tmp_path.mkdir()
+    doc = json.loads((FIXTURES / "profile_v1_exact.json").read_text())
+    doc["perf"] = {"status": "collected", "frequency_hz": 99, "stacks_file": "stacks.folded"}
+    doc["target"]["build_id"] = "0123456789abcdef0123456789abcdef01234567"
+    (tmp_path / "profile.json").write_text(json.dumps(doc))
+    shutil.copy(GOLDEN / "stacks.folded", tmp_path / "stacks.folded")
+    return tmp_path
+
+
+def test_the_exposition_passes_promtool_and_holds_the_counts():
+    text = exposition(Profile(read_profile(str(FIXTURES / "profile_v1_exact.json"))))
+    check = subprocess.run([tool("promtool"), "check", "metrics"], input=text, capture_output=True, text=True)
+    assert check.returncode == 0, check.stdout + check.stderr
+    row_insert = '{stage="innodb.row_insert",function="row_insert_for_mysql"'
+    assert f'mysqlprobe_stage_latency_seconds_count{row_insert}}} 10007' in text
+    assert f'mysqlprobe_stage_latency_seconds_bucket{row_insert},le="+Inf"}} 10007' in text
+    assert f'mysqlprobe_stage_calls_total{row_insert}}} 10007' in text
+    buckets = [int(v) for v in re.findall(r'seconds_bucket\{stage="innodb.row_insert".*?\} (\d+)', text)]
+    assert buckets == sorted(buckets)  # cumulative
+
+
+def test_partitions_beyond_the_top_ones_are_summed_as_other():
+    parts = [{"id": i, "calls": 100 + i} for i in range(PARTITIONS_SHOWN + 3)]
+    shown = _top_partitions(parts)
+    assert len(shown) == PARTITIONS_SHOWN + 1 and shown[0] == (f"p{PARTITIONS_SHOWN + 2}", 112)
+    assert shown[-1] == ("other", 100 + 101 + 102)
+    assert sum(c for _, c in shown) == sum(p["calls"] for p in parts)
+
+
+def test_go_tool_pprof_reads_the_cpu_profile_of_a_capture(tmp_path):
+    capture = capture_with_stacks(tmp_path / "cap")
+    out = tmp_path / "cpu.pb.gz"
+    run = subprocess.run([MYSQLPROBE, "flamegraph", str(capture), "--pprof", "-o", str(out)],
+                         capture_output=True, text=True)
+    assert run.returncode == 0, run.stderr
+    go = tool("go", "/usr/local/go/bin/go")
+    raw = subprocess.run([go, "tool", "pprof", "-raw", str(out)], capture_output=True, text=True,
+                         env={**os.environ, "HOME": str(tmp_path)})
+    assert raw.returncode == 0, raw.stderr
+    counts = [int(m.group(1)) for m in re.finditer(r"^\s+(\d+)\s+\d+: ", raw.stdout, re.M)]
+    assert sum(counts) == 23 and len(counts) == 3   # the folded file's samples and stacks
+    assert "thread:[page_cleaner]" in raw.stdout and "10101010" in raw.stdout  # 99 Hz period, in ns
+    assert "0123456789abcdef0123456789abcdef01234567" in raw.stdout              # the mapping's build-id
+    top = subprocess.run([go, "tool", "pprof", "-top", "-nodecount=3", str(out)], capture_output=True, text=True,
+                         env={**os.environ, "HOME": str(tmp_path)})
+    assert re.search(r"row_insert_for_mysql\s*$", top.stdout, re.M), top.stdout
