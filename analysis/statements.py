@@ -133,9 +133,13 @@ def by_digest(doc: dict) -> list[dict]:
         tree = _per_execution(probe_tree(_edges(doc, shapes)), seen)
         probed = sum(n["inclusive_ns"] for n in tree)
         # the statement's own time: the latency less what the probes added to it
-        own = max(latency - probe_cost - own_ns, 0.0)
-        unattributed = own - probed
+        own = latency - probe_cost - own_ns
         notes = []
+        if own < 0:   # a statement of almost nothing (COM_QUIT): the probe's cost is most of it
+            notes.append(f"the probes' calibrated cost exceeds the statement's measured time by "
+                         f"{H.format_ns(-own)} per execution: within its calibration's doubt")
+            own = 0.0
+        unattributed = own - probed
         if unattributed < 0:
             notes.append(f"the probed functions' corrected time exceeds the statement's by "
                          f"{H.format_ns(-unattributed)} per execution: the probes' cost inside it is "

@@ -110,6 +110,13 @@ def test_more_probed_time_than_the_statement_is_said_not_printed_negative():
     assert shares and all(0 <= s <= 100 for s in shares)
 
 
+def test_a_statement_shorter_than_its_probes_cost_is_said_not_printed_negative():
+    # COM_QUIT under sysbench: 4.0 us measured, 4.2 us of calibrated probe cost
+    (d,) = Profile(with_statements(probed_ns=(0, 0), latency_ns=2 * US, probe_cost_ns=3 * US)).by_digest
+    assert d["mean_ns"] == 0 and d["unattributed_ns"] == 0
+    assert "calibrated cost exceeds the statement's measured time" in d["notes"][0]
+
+
 def test_a_thread_with_more_statements_than_the_history_kept_gets_no_probed_tree():
     doc = capture()
     for p in doc["probes"]:  # ten times the statement's 100 ms in probed calls
