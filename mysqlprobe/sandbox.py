@@ -160,10 +160,10 @@ class Sandbox:
         except ChildProcessError:
             pass
         try:
-            os.kill(pid, 0)
-        except ProcessLookupError:
+            state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        except (OSError, IndexError):
             return None
-        return pid
+        return None if state == "Z" else pid  # a zombie another parent has yet to reap is gone too
 
     def running(self) -> bool:
         return self.pid() is not None
