@@ -1,22 +1,27 @@
-"""A profile in the Prometheus text exposition format (version 0.0.4):
-what `mysqlprobe report DIR --prometheus` prints, checked by `promtool
-check metrics`.
+"""Profiles in the Prometheus text exposition format (version 0.0.4): what
+`mysqlprobe report DIR --prometheus` prints and `mysqlprobe watch` serves,
+checked by `promtool check metrics`.
 
 Names follow Prometheus's conventions: the `mysqlprobe_` prefix, seconds,
-`_total` on counters. Counters hold the window's totals (the estimate for
-the whole window in sampled mode); the latency histograms hold the calls
-the probes timed, with the probes' own cost taken off. Partitions are the
-top PARTITIONS_SHOWN by calls and `other`, so a table of 8,192 partitions
-does not make 8,192 series."""
+`_total` on counters. Totals adds profiles up (watch's windows, one after
+another), so counters only grow: calls (the estimate for the whole window
+in sampled mode), latency histograms of the calls the probes timed (their
+own cost taken off), rows changed, P_S stage time. Partitions are the top
+PARTITIONS_SHOWN by calls and `other`, so a table of 8,192 partitions does
+not make 8,192 series."""
 
 from __future__ import annotations
 
 import math
+from collections import Counter, defaultdict
 
 from mysqlprobe import __version__
 from mysqlprobe.analysis.model import Profile
 
 PARTITIONS_SHOWN = 10
+# the histograms' bounds: one per octave, 16 ns to 17 s, the same in every scrape
+# (the profiles' own buckets, four per octave, fold into them exactly)
+LADDER_NS = [2 ** k for k in range(4, 35)]
 
 
 def _label_value(v) -> str:
@@ -49,74 +54,107 @@ class Exposition:
         return "\n".join(self.lines) + "\n"
 
 
-def _histogram(out: Exposition, name: str, buckets: list[dict], total_ns: float, **labels) -> None:
-    cumulative = 0
-    for b in sorted(buckets, key=lambda b: b["low"]):
-        cumulative += b["count"]
-        out.sample(f"{name}_bucket", cumulative, **labels, le=_number(b["high"] / 1e9))
-    out.sample(f"{name}_bucket", cumulative, **labels, le="+Inf")
-    out.sample(f"{name}_sum", max(total_ns, 0) / 1e9, **labels)
-    out.sample(f"{name}_count", cumulative, **labels)
-
-
-def _top_partitions(partitions: list[dict]) -> list[tuple[str, float]]:
-    ranked = sorted(partitions, key=lambda p: -p["calls"])
-    shown = [(f"p{p['id']}", p["calls"]) for p in ranked[:PARTITIONS_SHOWN]]
-    rest = sum(p["calls"] for p in ranked[PARTITIONS_SHOWN:])
+def _top_partitions(calls: Counter) -> list[tuple[str, float]]:
+    ranked = sorted(calls.items(), key=lambda kv: (-kv[1], kv[0]))
+    shown = [(f"p{pid}", n) for pid, n in ranked[:PARTITIONS_SHOWN]]
+    rest = sum(n for _, n in ranked[PARTITIONS_SHOWN:])
     return shown + ([("other", rest)] if len(ranked) > PARTITIONS_SHOWN else [])
 
 
+class Totals:
+    """Profiles added up: what the exposition shows."""
+
+    def __init__(self):
+        self.calls: Counter = Counter()                  # (stage, function) -> calls
+        self.buckets: dict = defaultdict(Counter)        # (stage, function) -> upper bound ns -> calls
+        self.latency_ns: Counter = Counter()             # (stage, function) -> corrected ns
+        self.partitions: dict = defaultdict(Counter)     # stage -> partition id -> calls
+        self.ps_stage_s: Counter = Counter()
+        self.rows = self.window_s = self.on_s = 0.0
+        self.with_rows = False
+        self.server: dict = {}
+        self.slowdown: float | None = None               # the last profile's
+        self.budget: float | None = None
+        self.profiles = 0
+
+    def add(self, profile: Profile) -> "Totals":
+        doc = profile.doc
+        self.profiles += 1
+        self.server = doc["target"].get("server") or {}
+        for p in profile.probes:
+            key = (p["stage"], p["name"])
+            self.calls[key] += round((p.get("estimated_calls") or {}).get("value", p["calls"]))
+            if p["histogram"]:
+                for b in p["histogram"]:
+                    self.buckets[key][b["high"]] += b["count"]
+                self.latency_ns[key] += max(p["total_ns"], 0)
+        for s in profile.stage_records:
+            for part in s.get("partitions") or []:
+                self.partitions[s["stage"]][part["id"]] += part["calls"]
+        for st in ((doc.get("perf_schema") or {}).get("deltas") or {}).get("stages") or []:
+            self.ps_stage_s[st["name"]] += st["timer_ps"] / 1e12
+        window, sampling = doc["window"], doc.get("sampling") or {}
+        if window.get("rows_changed") is not None:
+            self.rows += window["rows_changed"]
+            self.with_rows = True
+        self.window_s += window["duration_s"]
+        self.on_s += sampling["on_s"] if sampling.get("mode") == "sampled" else window["duration_s"]
+        slowdown = profile.overhead.get("measured_slowdown")
+        self.slowdown = slowdown if slowdown is not None and math.isfinite(slowdown) else None
+        self.budget = sampling.get("overhead_budget")
+        return self
+
+    def exposition(self, out: Exposition | None = None) -> str:
+        out = out or Exposition()
+        out.family("mysqlprobe_build_info", "gauge", "mysqlprobe's version and the server it profiled.")
+        out.sample("mysqlprobe_build_info", 1, version=__version__, server_family=self.server.get("family", ""),
+                   server_version=self.server.get("version", ""))
+        out.family("mysqlprobe_window_seconds_total", "counter", "Time profiled, over every window.")
+        out.sample("mysqlprobe_window_seconds_total", round(self.window_s, 6))
+        out.family("mysqlprobe_stage_calls_total", "counter",
+                   "Calls of each probed function (sampled mode: the estimate for the whole window).")
+        for (stage, function), n in sorted(self.calls.items()):
+            out.sample("mysqlprobe_stage_calls_total", n, stage=stage, function=function)
+        out.family("mysqlprobe_stage_latency_seconds", "histogram",
+                   "Latency of the calls the probes timed, their own cost taken off.")
+        for key in sorted(self.buckets):
+            self._histogram(out, key)
+        if self.partitions:
+            out.family("mysqlprobe_partition_calls_total", "counter",
+                       f"Calls counted per partition (the top {PARTITIONS_SHOWN} by calls, the rest as other).")
+            for stage in sorted(self.partitions):
+                for name, n in _top_partitions(self.partitions[stage]):
+                    out.sample("mysqlprobe_partition_calls_total", n, stage=stage, partition=name)
+        if self.with_rows:
+            out.family("mysqlprobe_rows_changed_total", "counter", "Rows the server changed while profiled.")
+            out.sample("mysqlprobe_rows_changed_total", round(self.rows))
+        if self.ps_stage_s:
+            out.family("mysqlprobe_ps_stage_seconds_total", "counter",
+                       "Time Performance Schema timed in each statement stage.")
+            for name, seconds in sorted(self.ps_stage_s.items()):
+                out.sample("mysqlprobe_ps_stage_seconds_total", round(seconds, 9), ps_stage=name)
+        if self.slowdown is not None:
+            out.family("mysqlprobe_overhead_slowdown_ratio", "gauge",
+                       "How much slower the load ran over the last window, from the server's own progress.")
+            out.sample("mysqlprobe_overhead_slowdown_ratio", self.slowdown)
+        if self.budget is not None:
+            out.family("mysqlprobe_overhead_budget_ratio", "gauge", "The slowdown the duty cycles may cost.")
+            out.sample("mysqlprobe_overhead_budget_ratio", self.budget)
+        out.family("mysqlprobe_probes_on_seconds_total", "counter", "Time the probes were attached.")
+        out.sample("mysqlprobe_probes_on_seconds_total", round(self.on_s, 6))
+        return out.text()
+
+    def _histogram(self, out: Exposition, key: tuple[str, str]) -> None:
+        name, (stage, function) = "mysqlprobe_stage_latency_seconds", key
+        counts = sorted(self.buckets[key].items())
+        for le in LADDER_NS:
+            below = sum(n for high, n in counts if high <= le)
+            out.sample(f"{name}_bucket", below, stage=stage, function=function, le=_number(le / 1e9))
+        cumulative = sum(n for _, n in counts)
+        out.sample(f"{name}_bucket", cumulative, stage=stage, function=function, le="+Inf")
+        out.sample(f"{name}_sum", round(self.latency_ns[key] / 1e9, 12), stage=stage, function=function)
+        out.sample(f"{name}_count", cumulative, stage=stage, function=function)
+
+
 def exposition(profile: Profile) -> str:
-    doc, out = profile.doc, Exposition()
-    out.family("mysqlprobe_build_info", "gauge", "mysqlprobe's version and the server it profiled.")
-    server = doc["target"].get("server") or {}
-    out.sample("mysqlprobe_build_info", 1, version=__version__, server_family=server.get("family", ""),
-               server_version=server.get("version", ""))
-    out.family("mysqlprobe_window_seconds", "gauge", "Length of the profiled window.")
-    out.sample("mysqlprobe_window_seconds", doc["window"]["duration_s"])
-
-    probes = profile.probes
-    out.family("mysqlprobe_stage_calls_total", "counter",
-               "Calls of each probed function in the window (sampled mode: the estimate for the whole window).")
-    for p in probes:
-        calls = (p.get("estimated_calls") or {}).get("value", p["calls"])
-        out.sample("mysqlprobe_stage_calls_total", round(calls), stage=p["stage"], function=p["name"])
-    out.family("mysqlprobe_stage_latency_seconds", "histogram",
-               "Latency of the calls the probes timed, their own cost taken off.")
-    for p in probes:
-        if p["histogram"]:
-            _histogram(out, "mysqlprobe_stage_latency_seconds", p["histogram"], p["total_ns"],
-                       stage=p["stage"], function=p["name"])
-
-    partitioned = [s for s in profile.stage_records if s.get("partitions")]
-    if partitioned:
-        out.family("mysqlprobe_partition_calls_total", "counter",
-                   f"Calls counted per partition (the top {PARTITIONS_SHOWN} by calls, the rest as other).")
-        for s in partitioned:
-            for name, calls in _top_partitions(s["partitions"]):
-                out.sample("mysqlprobe_partition_calls_total", calls, stage=s["stage"], partition=name)
-
-    rows = doc["window"].get("rows_changed")
-    if rows is not None:
-        out.family("mysqlprobe_rows_changed_total", "counter", "Rows the server changed in the window.")
-        out.sample("mysqlprobe_rows_changed_total", rows)
-    ps_stages = ((doc.get("perf_schema") or {}).get("deltas") or {}).get("stages") or []
-    if ps_stages:
-        out.family("mysqlprobe_ps_stage_seconds_total", "counter",
-                   "Time Performance Schema timed in each statement stage in the window.")
-        for st in ps_stages:
-            out.sample("mysqlprobe_ps_stage_seconds_total", st["timer_ps"] / 1e12, ps_stage=st["name"])
-
-    overhead, sampling = profile.overhead, doc.get("sampling") or {}
-    slowdown = overhead.get("measured_slowdown")
-    if slowdown is not None and math.isfinite(slowdown):
-        out.family("mysqlprobe_overhead_slowdown_ratio", "gauge",
-                   "How much slower the load ran over the window, from the server's own progress.")
-        out.sample("mysqlprobe_overhead_slowdown_ratio", slowdown)
-    if sampling.get("overhead_budget") is not None:
-        out.family("mysqlprobe_overhead_budget_ratio", "gauge", "The slowdown the duty cycles may cost.")
-        out.sample("mysqlprobe_overhead_budget_ratio", sampling["overhead_budget"])
-    out.family("mysqlprobe_probes_on_seconds_total", "counter", "Time the probes were attached in the window.")
-    out.sample("mysqlprobe_probes_on_seconds_total",
-               sampling["on_s"] if sampling.get("mode") == "sampled" else doc["window"]["duration_s"])
-    return out.text()
+    return Totals().add(profile).exposition()

@@ -20,14 +20,14 @@ DESCRIPTION = ("Where an INSERT's time goes inside mysqld: eBPF uprobe latency h
 
 # captures hold statement digests, thread names and the server's setup: private unless asked
 PRIVATE_UMASK, SHARED_UMASK = 0o077, 0o022
-WRITES_CAPTURES = ("record", "report", "compare", "flamegraph", "demo", "bench")
+WRITES_CAPTURES = ("record", "report", "compare", "flamegraph", "demo", "bench", "watch")
 
 
 def _commands() -> dict:
-    from mysqlprobe.commands import bench, compare, demo, flamegraph, load, record, report, sandbox
+    from mysqlprobe.commands import bench, compare, demo, flamegraph, load, record, report, sandbox, watch
 
     return {"record": record, "report": report, "compare": compare, "flamegraph": flamegraph,
-            "bench": bench, "sandbox": sandbox, "load": load, "demo": demo}
+            "bench": bench, "sandbox": sandbox, "load": load, "demo": demo, "watch": watch}
 
 
 def build_parser(command: str, module) -> argparse.ArgumentParser:
@@ -46,7 +46,7 @@ def build_parser(command: str, module) -> argparse.ArgumentParser:
     return p
 
 
-COMMANDS = ("record", "report", "compare", "flamegraph", "bench", "sandbox", "load", "demo")
+COMMANDS = ("record", "report", "compare", "flamegraph", "bench", "sandbox", "load", "demo", "watch")
 STOPPING = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
 

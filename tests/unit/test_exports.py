@@ -8,11 +8,12 @@ import os
 import re
 import shutil
 import subprocess
+from collections import Counter
 from pathlib import Path
 
 from conftest import MYSQLPROBE
 from mysqlprobe.analysis.model import Profile
-from mysqlprobe.analysis.prometheus import PARTITIONS_SHOWN, _top_partitions, exposition
+from mysqlprobe.analysis.prometheus import LADDER_NS, PARTITIONS_SHOWN, Totals, _top_partitions, exposition
 from mysqlprobe.capture import read_profile
 
 FIXTURES = Path(__file__).parent.parent / "fixtures"
@@ -49,11 +50,21 @@ def test_the_exposition_passes_promtool_and_holds_the_counts():
 
 
 def test_partitions_beyond_the_top_ones_are_summed_as_other():
-    parts = [{"id": i, "calls": 100 + i} for i in range(PARTITIONS_SHOWN + 3)]
+    parts = Counter({i: 100 + i for i in range(PARTITIONS_SHOWN + 3)})
     shown = _top_partitions(parts)
     assert len(shown) == PARTITIONS_SHOWN + 1 and shown[0] == (f"p{PARTITIONS_SHOWN + 2}", 112)
     assert shown[-1] == ("other", 100 + 101 + 102)
-    assert sum(c for _, c in shown) == sum(p["calls"] for p in parts)
+    assert sum(c for _, c in shown) == sum(parts.values())
+
+
+def test_profiles_add_up_and_histograms_keep_their_bounds():
+    profile = Profile(read_profile(str(FIXTURES / "profile_v1_exact.json")))
+    one, two = exposition(profile), Totals().add(profile).add(profile).exposition()
+    row_insert = '{stage="innodb.row_insert",function="row_insert_for_mysql"'
+    assert f"mysqlprobe_stage_calls_total{row_insert}}} 20014" in two
+    assert f'mysqlprobe_stage_latency_seconds_count{row_insert}}} 20014' in two
+    bounds = lambda text: re.findall(r'row_insert_for_mysql",le="([^"]+)"', text)  # noqa: E731
+    assert bounds(one) == bounds(two) and len(bounds(one)) == len(LADDER_NS) + 1
 
 
 def test_go_tool_pprof_reads_the_cpu_profile_of_a_capture(tmp_path):

@@ -1,0 +1,255 @@
+"""mysqlprobe watch: profile a server continuously within a small budget and
+serve the figures to Prometheus at /metrics (and pprof profiles to a
+directory), following the server when it restarts.
+
+It records one window after another (`--interval` seconds each, duty
+cycles within `--budget`, 1% by default) and adds each window's figures to
+what /metrics serves, so counters only grow. When the server's process
+ends, watch looks for the server again (a process running the same
+binary in the same data directory, or --binary and --datadir) and goes on; meanwhile /metrics says
+`mysqlprobe_up 0`."""
+
+from __future__ import annotations
+
+import os
+import sys
+import threading
+import traceback
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+from mysqlprobe import catalog
+from mysqlprobe.analysis.model import Profile
+from mysqlprobe.analysis.prometheus import Exposition, Totals
+from mysqlprobe.capture import OFFCPU_FILE, STACKS_FILE, as_json
+from mysqlprobe.collectors.connection import ConnectOptions
+from mysqlprobe.collectors.perf import PerfOptions
+from mysqlprobe.collectors.symbols import load_target_binary, resolve_target
+from mysqlprobe.errors import Interrupted, MysqlprobeError, TargetError, UsageError
+from mysqlprobe.flamegraphs import pprof
+from mysqlprobe.recorder.options import Control, RecordOptions
+from mysqlprobe.recorder.plan import plan_probes
+from mysqlprobe.recorder.recorder import Recorder
+from mysqlprobe.recorder.window import RunSignals
+
+EXAMPLES = """examples:
+  mysqlprobe watch -p $(pidof mariadbd) --listen 127.0.0.1:9465
+  mysqlprobe watch --binary /usr/sbin/mariadbd --datadir /var/lib/mysql --listen :9465 --pprof-dir /var/lib/mysqlprobe
+"""
+FIND_EVERY_S = 1.0   # while the server is away: how often to look for it
+
+
+def add_arguments(p) -> None:
+    p.add_argument("-p", "--pid", type=int, help="the server process to watch")
+    p.add_argument("--binary", help="the server's binary: watch the process running it (also after restarts)")
+    p.add_argument("--datadir", help="with --binary: the server of this data directory (several may share a binary)")
+    p.add_argument("--listen", default="127.0.0.1:9465", metavar="HOST:PORT",
+                   help="serve /metrics here (default 127.0.0.1:9465)")
+    p.add_argument("--interval", type=float, default=60.0, metavar="SECONDS",
+                   help="length of each profiled window (default 60)")
+    p.add_argument("--budget", type=float, default=1.0, metavar="PCT",
+                   help="slow the load down by at most PCT%% (default 1)")
+    p.add_argument("--pprof-dir", metavar="DIR", help="write each window's CPU and off-CPU profiles here (pprof)")
+    p.add_argument("--socket", help="the server's unix socket (default: found from the PID)")
+    p.add_argument("--user")
+    p.add_argument("--password-file", metavar="FILE")
+    p.add_argument("--defaults-file", metavar="FILE")
+    p.add_argument("--no-perf-schema", action="store_true")
+    p.add_argument("-q", "--quiet", action="store_true", help="no line per window on stderr")
+
+
+def parse_listen(text: str) -> tuple[str, int]:
+    host, sep, port = text.rpartition(":")
+    if not sep or not port.isdigit() or not 0 < int(port) < 65536:
+        raise UsageError(f"--listen {text}: give HOST:PORT (for example 127.0.0.1:9465)")
+    return host or "0.0.0.0", int(port)
+
+
+def datadir_of(pid: int) -> str | None:
+    """A server's data directory: mysqld works in it (its cwd)."""
+    try:
+        return os.readlink(f"/proc/{pid}/cwd")
+    except OSError:
+        return None
+
+
+def running(binary: str, datadir: str | None = None) -> int | None:
+    """The oldest process running this binary (in this data directory, when
+    given: several servers may share one binary), if any."""
+    want = os.path.realpath(binary)
+    found = []
+    for d in Path("/proc").iterdir():
+        if d.name.isdigit():
+            try:
+                exe = os.readlink(d / "exe").removesuffix(" (deleted)")
+            except OSError:
+                continue
+            if exe == want and (datadir is None or datadir_of(int(d.name)) == datadir):
+                found.append(int(d.name))
+    return min(found) if found else None
+
+
+class Metrics:
+    """What /metrics serves: the windows' totals and watch's own state."""
+
+    def __init__(self):
+        self.totals = Totals()
+        self.lock = threading.Lock()
+        self.up = 0
+        self.windows = self.failures = 0
+        self.pid: int | None = None
+
+    def add(self, profile: Profile) -> None:
+        with self.lock:
+            self.totals.add(profile)
+            self.windows += 1
+
+    def text(self) -> str:
+        with self.lock:
+            out = Exposition()
+            out.family("mysqlprobe_up", "gauge", "1 while the watched server runs and is profiled.")
+            out.sample("mysqlprobe_up", self.up)
+            out.family("mysqlprobe_windows_total", "counter", "Windows profiled and added to these figures.")
+            out.sample("mysqlprobe_windows_total", self.windows)
+            out.family("mysqlprobe_window_failures_total", "counter", "Windows that could not be recorded.")
+            out.sample("mysqlprobe_window_failures_total", self.failures)
+            return self.totals.exposition(out)
+
+
+def serve(metrics: Metrics, host: str, port: int) -> ThreadingHTTPServer:
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self):
+            if self.path.split("?")[0] != "/metrics":
+                self.send_error(404, "only /metrics is served here")
+                return
+            body = metrics.text().encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args):  # scrapes are not news
+            pass
+
+    try:
+        server = ThreadingHTTPServer((host, port), Handler)
+    except OSError as e:
+        raise UsageError(f"--listen {host}:{port}: {e.strerror}") from None
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return server
+
+
+def write_profiles(directory: str, cap, profile: Profile) -> None:
+    """The window's CPU and off-CPU stacks as pprof files, named by the window's start."""
+    doc, stamp = profile.doc, profile.doc["window"]["start"].replace(":", "")
+    kinds = {STACKS_FILE: ("cpu", pprof.CPU((doc.get("perf") or {}).get("frequency_hz") or 99)),
+             OFFCPU_FILE: ("offcpu", pprof.OFF_CPU_US)}
+    for f in cap.files:
+        if f.name in kinds and not isinstance(f.content, str):
+            name, kind = kinds[f.name]
+            data = pprof.encode(f.content, kind, doc["target"]["binary"], doc["target"].get("build_id"),
+                                duration_ns=int(doc["window"]["duration_s"] * 1e9))
+            path = Path(directory) / f"{name}-{stamp}.pb.gz"
+            tmp = path.with_suffix(".tmp")
+            tmp.write_bytes(data)
+            tmp.replace(path)
+
+
+class Watch:
+    def __init__(self, args):
+        self.args = args
+        self.stop = threading.Event()
+        self.metrics = Metrics()
+        self.binary_path, self.datadir = args.binary, args.datadir
+        self.options = RecordOptions(
+            duration=args.interval, exact=False, budget=args.budget / 100, argv=tuple(sys.argv),
+            connect=None if args.no_perf_schema else ConnectOptions(args.socket, None, None, args.user,
+                                                                    args.password_file, args.defaults_file),
+            perf=PerfOptions(), off_cpu=True, verbose=args.verbose)
+        self._plans: dict = {}
+
+    def log(self, msg: str) -> None:
+        if not self.args.quiet:
+            print(f"mysqlprobe watch: {msg}", file=sys.stderr, flush=True)
+
+    def find(self) -> int | None:
+        """The server's PID: the one given, until it ends; then whatever runs its binary."""
+        if self.args.pid and not self.binary_path:
+            return self.args.pid
+        return running(self.binary_path, self.datadir) if self.binary_path else None
+
+    def plan(self, target):
+        """The binary and its plan, read once per server process (attached through its /proc/PID/exe)."""
+        st = os.stat(target.proc_exe)
+        key = (target.pid, target.exe, st.st_size, st.st_mtime_ns)
+        if key not in self._plans:
+            binary = load_target_binary(target)
+            stages = list(catalog.INSERT_PROFILE) + ([] if self.args.no_perf_schema else [catalog.STAGE_CHANGE])
+            self._plans = {key: (binary, plan_probes(binary, stages, []))}
+        return self._plans[key]
+
+    def one_window(self, pid: int) -> None:
+        target = resolve_target(pid)
+        if not self.binary_path:   # to find the server again after a restart
+            self.binary_path, self.datadir = target.exe, datadir_of(pid)
+        binary, plan = self.plan(target)
+        if not plan.specs:
+            raise TargetError(f"PID {pid}: nothing of the insert profile to probe in {binary.display_path}")
+        control = Control(stop=self.stop)
+        with RunSignals(self.stop) as control.signals:
+            cap = Recorder(target, binary, plan, self.options, control).record()
+        profile = Profile(as_json(cap.doc))
+        self.metrics.add(profile)
+        if self.args.pprof_dir:
+            write_profiles(self.args.pprof_dir, cap, profile)
+        w = profile.doc["window"]
+        self.log(f"PID {pid}: window of {w['duration_s']:.1f}s ended by {w['ended_by']}, "
+                 f"{w.get('rows_changed') or 0} rows; slowdown {profile.overhead.get('measured_slowdown')}")
+
+    def run(self) -> int:
+        host, port = parse_listen(self.args.listen)
+        server = serve(self.metrics, host, port)
+        self.log(f"serving http://{host}:{port}/metrics")
+        try:
+            with RunSignals(self.stop) as between_windows:
+                between_windows.window_opens()  # a signal between windows ends watch
+                self._loop()
+        finally:
+            server.shutdown()
+        return 0
+
+    def _loop(self) -> None:
+        while not self.stop.is_set():
+            pid = self.find()
+            if pid is None or not Path(f"/proc/{pid}").is_dir():
+                self.metrics.up, self.metrics.pid = 0, None
+                self.stop.wait(FIND_EVERY_S)
+                continue
+            if pid != self.metrics.pid:
+                self.log(f"watching PID {pid}")
+            self.metrics.up, self.metrics.pid = 1, pid
+            try:
+                self.one_window(pid)
+            except Interrupted:
+                break
+            except Exception as e:  # one window's trouble must not end a watch of weeks
+                self.metrics.failures += 1
+                self.metrics.up, self.metrics.pid = 0, None
+                why = str(e) if isinstance(e, MysqlprobeError) else f"internal error: {type(e).__name__}: {e}"
+                self.log(f"window failed: {why}")
+                if self.args.verbose:
+                    traceback.print_exc()
+                self.stop.wait(FIND_EVERY_S)
+
+
+def run(args, parser) -> int:
+    if not (args.pid or args.binary):
+        parser.error("give -p PID or --binary PATH")
+    if args.interval < 1:
+        parser.error("--interval takes at least 1 second")
+    if not 0 < args.budget <= 100:
+        parser.error("--budget takes a percentage above 0 and at most 100")
+    if args.pprof_dir:
+        os.makedirs(args.pprof_dir, exist_ok=True)
+    return Watch(args).run()

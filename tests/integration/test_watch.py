@@ -1,0 +1,169 @@
+"""mysqlprobe watch against the real readers: a real Prometheus scrapes it
+while the server takes a load and restarts, PromQL returns the
+innodb.row_insert histogram, promtool accepts the exposition, and go tool
+pprof reads the profiles it writes."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import urllib.parse
+import urllib.request
+
+import pytest
+
+from conftest import MYSQLPROBE
+from helpers import wait_until
+from mysqlprobe import sandbox, workload
+
+pytestmark = [pytest.mark.root, pytest.mark.server]
+ROWS = 30011  # prime
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def get(url: str) -> str:
+    with urllib.request.urlopen(url, timeout=10) as r:
+        return r.read().decode()
+
+
+def metric(text: str, line_start: str) -> float | None:
+    for line in text.splitlines():
+        if line.startswith(line_start + " "):
+            return float(line.rsplit(" ", 1)[1])
+    return None
+
+
+@pytest.fixture
+def watched(tmp_path):
+    sb = sandbox.Sandbox("10.2.11", instance="watch")
+    pid = sb.start(lambda m: print(m, file=sys.stderr))
+    port = free_port()
+    proc = subprocess.Popen([MYSQLPROBE, "watch", "-p", str(pid), "--listen", f"127.0.0.1:{port}",
+                             "--interval", "3", "--pprof-dir", str(tmp_path / "pprof")],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    url = f"http://127.0.0.1:{port}/metrics"
+    try:
+        assert wait_until(lambda: _serves(url), timeout=30), "watch does not serve /metrics"
+        yield sb, proc, url, port, tmp_path
+    finally:
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGINT)
+            proc.wait(timeout=60)
+        sb.stop()
+
+
+def _serves(url: str) -> bool:
+    try:
+        return "mysqlprobe_up" in get(url)
+    except OSError:
+        return False
+
+
+@pytest.fixture
+def prometheus(tmp_path):
+    """A real Prometheus scraping what the test gives it, every second."""
+    binary = shutil.which("prometheus")
+    assert binary, "prometheus is not installed (scripts/setup-host.sh installs it)"
+    started = []
+
+    def start(target_port: int) -> str:
+        port = free_port()
+        config = tmp_path / "prometheus.yml"
+        config.write_text("global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\n"
+                          "scrape_configs:\n  - job_name: mysqlprobe\n    static_configs:\n"
+                          f"      - targets: ['127.0.0.1:{target_port}']\n")
+        proc = subprocess.Popen([binary, f"--config.file={config}", f"--storage.tsdb.path={tmp_path / 'tsdb'}",
+                                 f"--web.listen-address=127.0.0.1:{port}"],
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        started.append(proc)
+        return f"http://127.0.0.1:{port}"
+
+    yield start
+    for proc in started:
+        proc.terminate()
+        proc.wait(timeout=30)
+
+
+def promql(base: str, query: str) -> list[dict]:
+    try:
+        body = json.loads(get(f"{base}/api/v1/query?" + urllib.parse.urlencode({"query": query})))
+    except OSError:
+        return []
+    return body["data"]["result"] if body.get("status") == "success" else []
+
+
+class Load:
+    """Rounds of ROWS single-row inserts from 2 clients, in a thread, until stopped."""
+
+    def __init__(self, sb):
+        conn = workload.connect(sb.socket)
+        self.table = workload.table("range", 5)
+        workload.prepare_source(conn, ROWS)
+        conn.close()
+        self.sb, self.stop, self.rounds = sb, threading.Event(), 0
+        self.thread = threading.Thread(target=self._run)
+        self.thread.start()
+
+    def _run(self) -> None:
+        while not self.stop.is_set():
+            conn = workload.connect(self.sb.socket)
+            workload.create_target(conn, self.table)
+            conn.close()
+            assert workload.single_row_inserts(self.sb.socket, self.table, ROWS, 2)[0] == ROWS
+            self.rounds += 1
+
+    def finish(self) -> None:
+        self.stop.set()
+        self.thread.join(timeout=300)
+
+
+def test_prometheus_scrapes_the_row_insert_histogram_across_a_restart(watched, prometheus):
+    sb, proc, url, port, tmp_path = watched
+    base = prometheus(port)
+    windows0 = metric(get(url), "mysqlprobe_windows_total")
+    load = Load(sb)
+    try:
+        assert wait_until(lambda: metric(get(url), "mysqlprobe_windows_total") >= windows0 + 2
+                          and metric(get(url), "mysqlprobe_rows_changed_total"), timeout=120)
+    finally:
+        load.finish()
+    text = get(url)
+    check = subprocess.run(["promtool", "check", "metrics"], input=text, capture_output=True, text=True)
+    assert check.returncode == 0, check.stdout + check.stderr
+    query = 'sum by (le) (mysqlprobe_stage_latency_seconds_bucket{stage="innodb.row_insert"})'
+    assert wait_until(lambda: promql(base, query), timeout=30), "Prometheus has no innodb.row_insert histogram"
+    buckets = {r["metric"]["le"]: float(r["value"][1]) for r in promql(base, query)}
+    assert buckets["+Inf"] > 0 and len(buckets) > 10
+    p50 = promql(base, f"histogram_quantile(0.5, {query})")
+    assert p50 and 0 < float(p50[0]["value"][1]) < 1, p50
+
+    old = sb.pid()                                  # the server restarts: watch follows it
+    os.kill(old, signal.SIGKILL)
+    assert wait_until(lambda: metric(get(url), "mysqlprobe_up") == 0, timeout=30)
+    new = sb.start(lambda m: print(m, file=sys.stderr))
+    assert new != old
+    windows = metric(get(url), "mysqlprobe_windows_total")
+    assert wait_until(lambda: metric(get(url), "mysqlprobe_up") == 1
+                      and metric(get(url), "mysqlprobe_windows_total") >= windows + 1, timeout=60)
+    assert wait_until(lambda: promql(base, "mysqlprobe_up == 1"), timeout=30)
+
+    profiles = sorted((tmp_path / "pprof").glob("cpu-*.pb.gz"))
+    assert profiles, "no CPU profile written"
+    go = shutil.which("go") or "/usr/local/go/bin/go"
+    top = subprocess.run([go, "tool", "pprof", "-top", str(profiles[-1])], capture_output=True, text=True,
+                         env={**os.environ, "HOME": str(tmp_path)})
+    assert top.returncode == 0 and "Type: cpu" in top.stdout, top.stderr
+    proc.send_signal(signal.SIGINT)
+    assert proc.wait(timeout=60) == 0, proc.stderr.read()
+    assert "Traceback" not in proc.stderr.read()
