@@ -32,6 +32,7 @@ STB_LOCAL, STB_GLOBAL, STB_WEAK = 0, 1, 2
 SHN_UNDEF = 0
 
 _CLONE = re.compile(r"\.(isra|constprop|part|cold|lto_priv|localalias)(\.\d+)*")
+_LENGTH = re.compile(r"(?<!\d)[1-9]\d*")  # a <length> of a mangled source name
 _DEMANGLED_CLONE = re.compile(r"( \[clone [^\]]*\])+$")
 _SPECIAL_PREFIXES = ("non-virtual thunk to ", "virtual thunk to ", "covariant return thunk to ",
                      "transaction clone for ")
@@ -315,6 +316,7 @@ class SymbolTable:
                 by_addr[fn.address] = fn
         self.functions = sorted(by_addr.values(), key=lambda f: f.address)
         self._names: dict[str, list[Function]] | None = None
+        self._index: tuple[dict, dict] | None = None
 
     @property
     def names(self) -> dict[str, list[Function]]:
@@ -342,21 +344,37 @@ class SymbolTable:
         return [self._resolve(f) for f in found]
 
     def _by_qualified_name(self, name: str) -> list[Function]:
-        if self._names is not None:
-            return list(self._names.get(name, []))
-        # fast path before all names are demangled: the mangled form of
-        # a::b contains "1a" and "1b"; C names are compared directly
+        if self._names is not None or not _indexable(name):
+            return list(self.names.get(name, []))
+        # before all names are demangled: the mangled form of a::b holds the
+        # source names "1a" and "1b"; candidates come from an index of them,
+        # and only those are demangled. C names are compared directly
         parts = name.split("::")
         needles = [f"{len(p)}{p}" for p in parts]
-        out = []
-        for f in self.functions:
-            m = f.mangled
-            if m.startswith("_Z"):
-                if all(n in m for n in needles) and f.name == name:
-                    out.append(f)
-            elif len(parts) == 1 and (m == name or _CLONE.sub("", m) == name):
-                out.append(f)
-        return out
+        mangled, plain = self._source_names()
+        out = [f for f in mangled.get(needles[-1], []) if all(n in f.mangled for n in needles) and f.name == name]
+        if len(parts) == 1:
+            out += plain.get(name, [])
+        return sorted(out, key=lambda f: f.address)
+
+    def _source_names(self) -> tuple[dict[str, list[Function]], dict[str, list[Function]]]:
+        """Functions by each <length><name> their mangled names hold, and C
+        functions by name (clone suffix off); built once."""
+        if self._index is None:
+            mangled: dict[str, list[Function]] = {}
+            plain: dict[str, list[Function]] = {}
+            for f in self.functions:
+                m = f.mangled
+                if not m.startswith("_Z"):
+                    plain.setdefault(_CLONE.sub("", m), []).append(f)
+                    continue
+                for d in _LENGTH.finditer(m):
+                    token = m[d.start():d.end() + int(d.group())]
+                    bucket = mangled.setdefault(token, [])
+                    if not bucket or bucket[-1] is not f:
+                        bucket.append(f)
+            self._index = (mangled, plain)
+        return self._index
 
     def glob(self, pattern: str) -> list[ResolvedSymbol]:
         rx = re.compile(fnmatch.translate(pattern))
@@ -365,6 +383,12 @@ class SymbolTable:
     def similar(self, name: str, limit: int = 3) -> list[str]:
 
         return difflib.get_close_matches(name, list(self.names), n=limit, cutoff=0.75)
+
+
+def _indexable(name: str) -> bool:
+    """Whether a qualified name's parts appear as they are in its mangled form
+    (std:: is abbreviated there, template arguments and operators encoded)."""
+    return not (name.startswith("std::") or any(c in name for c in "<>( ~") or "operator" in name)
 
 
 def _normalize_signature(text: str) -> str:

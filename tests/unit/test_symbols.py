@@ -71,6 +71,19 @@ def test_static_function_of_80_is_matched_by_qualified_name(mysql_fixtures):
     assert sym.mangled.startswith("_ZL") and sym.binding == "local"
 
 
+@pytest.mark.parametrize("line", ["5.6", "5.7", "8.0"])
+def test_the_name_index_finds_what_demangling_every_name_finds(mysql_fixtures, line):
+    everything = S.load_binary(str(mysql_fixtures[line])).symbols.names  # every function demangled
+    indexed = S.load_binary(str(mysql_fixtures[line])).symbols             # lookups through the index only
+    assert len(everything) > 20
+    for name in ("row_insert_for_mysql", "get_partition_id_range"):
+        assert indexed._by_qualified_name(name), name
+    assert indexed._names is None                       # found without demangling every name
+    for name, functions in everything.items():          # std:: and templates: through every name
+        found = [f.address for f in indexed._by_qualified_name(name)]
+        assert found == sorted(f.address for f in functions), name
+
+
 def test_lookup_by_signature_mangled_name_and_glob(mysql_fixtures):
     table = S.load_binary(str(mysql_fixtures["5.7"])).symbols
     by_sig = table.lookup("row_insert_for_mysql(unsigned char const*, row_prebuilt_t*)")
