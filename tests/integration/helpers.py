@@ -59,9 +59,9 @@ def perf_uprobes(holder_pid: int | None = None) -> list[dict]:
     return [r for r in rows if holder_pid is None or r.get("pid") == holder_pid]
 
 
-def held_link_ids(pid: int) -> set[int]:
-    """BPF links whose descriptors a process holds (uprobe_multi links among them)."""
-    ids = set()
+def held_bpf_ids(pid: int) -> tuple[set[int], set[int]]:
+    """The BPF programs and links whose descriptors a process holds (uprobe_multi links among them)."""
+    progs, links = set(), set()
     fdinfo = Path(f"/proc/{pid}/fdinfo")
     for entry in fdinfo.iterdir() if fdinfo.exists() else []:
         try:
@@ -69,9 +69,16 @@ def held_link_ids(pid: int) -> set[int]:
         except OSError:
             continue
         for line in text.splitlines():
-            if line.startswith("link_id:"):
-                ids.add(int(line.split()[1]))
-    return ids
+            key, _, value = line.partition(":")
+            if key == "prog_id":
+                progs.add(int(value))
+            elif key == "link_id":
+                links.add(int(value))
+    return progs, links
+
+
+def held_link_ids(pid: int) -> set[int]:
+    return held_bpf_ids(pid)[1]
 
 
 def live_link_ids() -> set[int]:

@@ -26,7 +26,7 @@ from pathlib import Path
 import pytest
 
 from conftest import MYSQLPROBE, compile_fixture
-from helpers import (children, derived, history_consumers_on, perf_uprobes, stage, tracefs_uprobe_events,
+from helpers import (children, derived, held_bpf_ids, history_consumers_on, perf_uprobes, stage, tracefs_uprobe_events,
                      wait_until, whole_setup)
 from mysqlprobe import sandbox, workload
 
@@ -179,18 +179,9 @@ class Held:
                 todo += children(p)
         self.pids |= tree - {root}
         for p in tree:
-            fdinfo = Path(f"/proc/{p}/fdinfo")
-            for entry in fdinfo.iterdir() if fdinfo.exists() else []:
-                try:
-                    text = entry.read_text()
-                except OSError:
-                    continue
-                for line in text.splitlines():
-                    key, _, value = line.partition(":")
-                    if key == "prog_id":
-                        self.progs.add(int(value))
-                    elif key == "link_id":
-                        self.links.add(int(value))
+            progs, links = held_bpf_ids(p)
+            self.progs |= progs
+            self.links |= links
 
 
 def live_ids(kind: str) -> set[int]:
@@ -548,6 +539,15 @@ def test_a_server_without_performance_schema(tmp_path, record_property):
     observed(record_property, "no-perf-schema", f"exit 0; note: {reason}")
 
 
+def profile_as(server: Server, tmp_path: Path, user: str, password: str) -> tuple[dict, str, str]:
+    """A one-second profile connecting as user with the password from a file: (capture, stdout, stderr)."""
+    (tmp_path / "pw").write_text(password + "\n")
+    code, out, err = run_cli("-p", str(server.pid), *PROFILE, "-d", "1", "-o", str(tmp_path / "out"),
+                             "--user", user, "--password-file", str(tmp_path / "pw"))
+    assert code == 0, err
+    return json.loads((tmp_path / "out" / "profile.json").read_text()), out, err
+
+
 def test_a_user_who_may_not_change_performance_schema(server, tmp_path, record_property):
     before = whole_setup(server.sb)
     conn = workload.connect(server.sb.socket)
@@ -555,22 +555,14 @@ def test_a_user_who_may_not_change_performance_schema(server, tmp_path, record_p
         cur.execute("CREATE USER IF NOT EXISTS 'reader'@'localhost' IDENTIFIED BY 'r3ader'")
         cur.execute("GRANT SELECT, PROCESS ON *.* TO 'reader'@'localhost'")
     conn.close()
-    (tmp_path / "pw").write_text("r3ader\n")
-    code, out, err = run_cli("-p", str(server.pid), *PROFILE, "-d", "1", "-o", str(tmp_path / "out"),
-                             "--user", "reader", "--password-file", str(tmp_path / "pw"))
-    assert code == 0, err
-    doc = json.loads((tmp_path / "out" / "profile.json").read_text())
+    doc, out, err = profile_as(server, tmp_path, "reader", "r3ader")
     reason = probes_only(doc, out, "command denied")
     assert whole_setup(server.sb) == before and "r3ader" not in out + err + json.dumps(doc)
     observed(record_property, "ps-no-privilege", f"exit 0; note: {reason}")
 
 
 def test_a_wrong_password(server, tmp_path, record_property):
-    (tmp_path / "pw").write_text("not-the-password\n")
-    code, out, err = run_cli("-p", str(server.pid), *PROFILE, "-d", "1", "-o", str(tmp_path / "out"),
-                             "--user", "root", "--password-file", str(tmp_path / "pw"))
-    assert code == 0, err
-    doc = json.loads((tmp_path / "out" / "profile.json").read_text())
+    doc, out, err = profile_as(server, tmp_path, "root", "not-the-password")
     reason = probes_only(doc, out, "Access denied")
     assert "not-the-password" not in out + err + json.dumps(doc)
     observed(record_property, "wrong-password", f"exit 0; note: {reason}")
