@@ -8,11 +8,8 @@ non-PIE), and tells the server family and version from the binary itself."""
 
 from __future__ import annotations
 
-import ctypes
 import difflib
-import ctypes.util
 import fnmatch
-import functools
 import os
 import re
 import struct
@@ -24,6 +21,7 @@ from elftools.elf.elffile import ELFFile
 from elftools.common.exceptions import ELFError
 
 from mysqlprobe.collectors import debuginfo
+from mysqlprobe.collectors.cxxnames import CLONE, DEMANGLED_CLONE, clone_kind, demangle, qualified_name
 from mysqlprobe.errors import TargetError
 
 _SYM = struct.Struct("<IBBHQQ")  # Elf64_Sym
@@ -31,87 +29,9 @@ STT_FUNC, STT_GNU_IFUNC = 2, 10
 STB_LOCAL, STB_GLOBAL, STB_WEAK = 0, 1, 2
 SHN_UNDEF = 0
 
-_CLONE = re.compile(r"\.(isra|constprop|part|cold|lto_priv|localalias)(\.\d+)*")
 _LENGTH = re.compile(r"(?<!\d)[1-9]\d*")  # a <length> of a mangled source name
-_DEMANGLED_CLONE = re.compile(r"( \[clone [^\]]*\])+$")
-_SPECIAL_PREFIXES = ("non-virtual thunk to ", "virtual thunk to ", "covariant return thunk to ",
-                     "transaction clone for ")
 # Clones whose address is not the entry of the whole function.
 _FRAGMENT_CLONES = ("part", "cold")
-
-
-# --------------------------------------------------------------------------- demangling
-
-@functools.lru_cache(maxsize=None)
-def _cxa_demangle():
-    lib = ctypes.CDLL(ctypes.util.find_library("stdc++") or "libstdc++.so.6")
-    fn = lib.__cxa_demangle
-    fn.restype = ctypes.c_void_p
-    fn.argtypes = [ctypes.c_char_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.POINTER(ctypes.c_int)]
-    libc = ctypes.CDLL(None)
-    libc.free.argtypes = [ctypes.c_void_p]
-    return fn, libc.free
-
-
-@functools.lru_cache(maxsize=1 << 18)
-def demangle(name: str) -> str:
-    """C++ name as c++filt prints it; other names unchanged."""
-    if not name.startswith("_Z"):
-        return name
-    fn, free = _cxa_demangle()
-    status = ctypes.c_int(0)
-    ptr = fn(name.encode(), None, None, ctypes.byref(status))
-    if status.value != 0 or not ptr:
-        return name
-    try:
-        return ctypes.string_at(ptr).decode("utf-8", "replace")
-    finally:
-        free(ptr)
-
-
-def _matching_open(text: str, close: int) -> int:
-    depth = 0
-    for i in range(close, -1, -1):
-        if text[i] == ")":
-            depth += 1
-        elif text[i] == "(":
-            depth -= 1
-            if depth == 0:
-                return i
-    return -1
-
-
-def qualified_name(demangled: str) -> str:
-    """'ha_partition::write_row(unsigned char*) const' -> 'ha_partition::write_row'.
-
-    Plain C names lose a compiler clone suffix ('deflate.isra.0' -> 'deflate')."""
-    text = _DEMANGLED_CLONE.sub("", demangled)
-    for prefix in _SPECIAL_PREFIXES:
-        if text.startswith(prefix):  # a thunk is not the function it jumps to
-            return prefix + qualified_name(text[len(prefix):])
-    if "(" not in text:
-        return _CLONE.sub("", text)
-    close = text.rfind(")")
-    open_ = _matching_open(text, close)
-    if open_ <= 0:
-        return text
-    name = text[:open_]
-    # a template function's demangled form starts with its return type
-    depth = 0
-    for i in range(len(name) - 1, -1, -1):
-        ch = name[i]
-        if ch in ">)":
-            depth += 1
-        elif ch in "<(":
-            depth -= 1
-        elif ch == " " and depth == 0 and not name[:i].endswith("operator"):
-            return name[i + 1:]
-    return name
-
-
-def clone_kind(mangled: str) -> str | None:
-    m = _CLONE.search(mangled)
-    return m.group(1) if m else None
 
 
 # --------------------------------------------------------------------------- ELF
@@ -338,7 +258,7 @@ class SymbolTable:
             want = _normalize_signature(name)
             found = [f for f in self.functions if _normalize_signature(f.demangled) == want]
         elif name.startswith("_Z"):
-            found = [f for f in self.functions if f.mangled == name or _CLONE.sub("", f.mangled) == name]
+            found = [f for f in self.functions if f.mangled == name or CLONE.sub("", f.mangled) == name]
         else:
             found = self._by_qualified_name(name)
         return [self._resolve(f) for f in found]
@@ -366,7 +286,7 @@ class SymbolTable:
             for f in self.functions:
                 m = f.mangled
                 if not m.startswith("_Z"):
-                    plain.setdefault(_CLONE.sub("", m), []).append(f)
+                    plain.setdefault(CLONE.sub("", m), []).append(f)
                     continue
                 for d in _LENGTH.finditer(m):
                     token = m[d.start():d.end() + int(d.group())]
@@ -392,7 +312,7 @@ def _indexable(name: str) -> bool:
 
 
 def _normalize_signature(text: str) -> str:
-    return re.sub(r"\s+", "", _DEMANGLED_CLONE.sub("", text))
+    return re.sub(r"\s+", "", DEMANGLED_CLONE.sub("", text))
 
 
 # --------------------------------------------------------------------------- processes
