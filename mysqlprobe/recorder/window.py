@@ -78,6 +78,7 @@ class RunSignals:
             return
         if self.mode == "finish" and self.reason is None:
             self.reason = "late " + signal.Signals(signum).name
+            self.stop.set()  # nothing more after this capture (watch's next window)
             print(f"mysqlprobe: {signal.Signals(signum).name}: finishing the capture first "
                   "(signal again to stop without it)", file=sys.stderr, flush=True)
             return

@@ -39,12 +39,14 @@ def test_in_the_window_a_signal_ends_it(sig, reason):
 
 
 def test_while_the_capture_is_written_the_first_signal_waits_and_a_second_stops(capsys):
-    with RunSignals(threading.Event()) as signals:
+    stop = threading.Event()
+    with RunSignals(stop) as signals:
         signals.window_opens()
         signals.window_closed()
         signals.reached("report")   # no pause asked for: returns at once
         send(signal.SIGTERM)
         assert "SIGTERM: finishing the capture first" in capsys.readouterr().err
+        assert stop.is_set()        # and nothing after it (watch's next window)
         with pytest.raises(Interrupted) as e:
             send(signal.SIGINT)
     assert e.value.exit_code == 130 and "while detaching and writing the capture" in str(e.value)
