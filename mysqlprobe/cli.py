@@ -6,13 +6,15 @@ code (mysqlprobe/errors.py); -v adds the traceback."""
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
-import signal
 import sys
+import threading
 import traceback
 
 from mysqlprobe import __version__
 from mysqlprobe.errors import EXIT_FAILURE, EXIT_INTERRUPTED, Interrupted, MysqlprobeError
+from mysqlprobe.recorder.window import RunSignals
 
 DESCRIPTION = ("Where an INSERT's time goes inside mysqld: eBPF uprobe latency histograms of the "
                "partitioning layer, InnoDB row insert, page checksums and compression, per partition.")
@@ -47,28 +49,17 @@ def build_parser(command: str, module) -> argparse.ArgumentParser:
 
 
 COMMANDS = ("record", "report", "compare", "flamegraph", "bench", "sandbox", "load", "demo", "watch")
-STOPPING = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
-
-
-def _stop_while_starting(signum, _frame):
-    for s in STOPPING:
-        signal.signal(s, signal.SIG_IGN)
-    raise Interrupted(signum, "starting")
-
-
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     command = argv[0] if argv and argv[0] in COMMANDS else "record"
     # a recording stopped while its modules load says so in one line, like one stopped later
-    caller = {s: signal.signal(s, _stop_while_starting) for s in STOPPING} if command == "record" else {}
+    signals = RunSignals(threading.Event()) if command == "record" else contextlib.nullcontext()
     try:
-        return _main(command, argv)
+        with signals:
+            return _main(command, argv)
     except Interrupted as e:
         print(f"mysqlprobe: {e}", file=sys.stderr)
         return e.exit_code
-    finally:
-        for s, handler in caller.items():
-            signal.signal(s, handler)
 
 
 def _main(command: str, argv: list[str]) -> int:
