@@ -98,7 +98,7 @@ def check_arguments(args, parser: argparse.ArgumentParser) -> None:
     for name in args.stage:
         if name not in catalog.BY_NAME:
             parser.error(f"unknown stage {name!r}; known: {', '.join(catalog.BY_NAME)}")
-    connect = options_from(args).connect
+    connect = connect_options(args)
     why = connection.check_files(connect) if connect else None
     if why:
         raise UsageError(why)
@@ -111,11 +111,16 @@ def load_binary_for(args) -> tuple[object | None, Binary]:
     return target, load_target_binary(target, args.debug_file)
 
 
+def connect_options(args) -> ConnectOptions | None:
+    if args.no_perf_schema:
+        return None
+    return ConnectOptions(args.socket, args.host, args.port, args.user, args.password_file, args.defaults_file)
+
+
 def options_from(args) -> RecordOptions:
     return RecordOptions(
         duration=args.duration, exact=args.exact, budget=args.overhead_budget / 100, correct=not args.raw,
-        connect=None if args.no_perf_schema else ConnectOptions(args.socket, args.host, args.port, args.user,
-                                                                args.password_file, args.defaults_file),
+        connect=connect_options(args),
         ps_waits=args.ps_waits, full_sql=args.full_sql, off_cpu=not args.no_off_cpu, verbose=args.verbose, argv=tuple(sys.argv),
         perf=None if args.no_perf else PerfOptions(args.perf_freq, args.perf_callgraph, args.keep_perf_data))
 
