@@ -30,6 +30,12 @@ class SampleKind:
 
 CPU = lambda frequency_hz: SampleKind("cpu", round(1e9 / frequency_hz), True)  # noqa: E731
 OFF_CPU_US = SampleKind("off_cpu", 1000, False)
+DEFAULT_HZ = 99  # perf's rate where a capture does not say (mysqlprobe's default)
+
+
+def capture_kind(doc: dict, off_cpu: bool) -> SampleKind:
+    """What a capture's folded counts stand for: off-CPU microseconds, or CPU samples at its perf rate."""
+    return OFF_CPU_US if off_cpu else CPU((doc.get("perf") or {}).get("frequency_hz") or DEFAULT_HZ)
 
 
 def _varint(n: int) -> bytes:

@@ -55,7 +55,7 @@ def write_pprof(args) -> int:
     capture = Path(args.stacks[0])
     doc = read_profile(str(capture))
     stacks = read_stacks(str(capture / (OFFCPU_FILE if args.off_cpu else STACKS_FILE)))
-    kind = pprof.OFF_CPU_US if args.off_cpu else pprof.CPU((doc.get("perf") or {}).get("frequency_hz") or 99)
+    kind = pprof.capture_kind(doc, args.off_cpu)
     target = doc["target"]
     window = doc["window"]
     start = datetime.fromisoformat(window["start"].replace("Z", "+00:00")) if window.get("start") else None

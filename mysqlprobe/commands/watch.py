@@ -143,8 +143,8 @@ def serve(metrics: Metrics, host: str, port: int) -> ThreadingHTTPServer:
 def write_profiles(directory: str, cap, profile: Profile) -> None:
     """The window's CPU and off-CPU stacks as pprof files, named by the window's start."""
     doc, stamp = profile.doc, profile.doc["window"]["start"].replace(":", "")
-    kinds = {STACKS_FILE: ("cpu", pprof.CPU((doc.get("perf") or {}).get("frequency_hz") or 99)),
-             OFFCPU_FILE: ("offcpu", pprof.OFF_CPU_US)}
+    kinds = {STACKS_FILE: ("cpu", pprof.capture_kind(doc, off_cpu=False)),
+             OFFCPU_FILE: ("offcpu", pprof.capture_kind(doc, off_cpu=True))}
     for f in cap.files:
         if f.name in kinds and not isinstance(f.content, str):
             name, kind = kinds[f.name]
