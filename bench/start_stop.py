@@ -25,7 +25,6 @@ writes bench/START_STOP.md and bench/start_stop.json."""
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import random
 import signal
@@ -39,7 +38,7 @@ from pathlib import Path
 
 TESTS = Path(__file__).resolve().parent.parent / "tests"
 sys.path[:0] = [str(TESTS / "integration"), str(TESTS)]  # the suite's checks of the server and the kernel
-from helpers import tracefs_uprobe_events, whole_setup  # noqa: E402
+from helpers import live_bpf_ids, tracefs_uprobe_events, whole_setup  # noqa: E402
 from overhead import MYSQLPROBE, log, machine, machine_line, write_results  # noqa: E402
 from mysqlprobe import sandbox, workload  # noqa: E402
 
@@ -98,11 +97,6 @@ def rate(load: Load, seconds: float) -> float:
     return (load.inserted() - n0) / (time.monotonic() - t0)
 
 
-def bpf_ids(kind: str) -> set[int]:
-    out = subprocess.run(["bpftool", "-j", kind, "show"], capture_output=True, text=True, check=True).stdout
-    return {item["id"] for item in json.loads(out or "[]")}
-
-
 def mysqlprobe_processes() -> list[str]:
     """Processes of mysqlprobe's (the tool, its helpers, perf into its directory), this one aside."""
     out = []
@@ -150,7 +144,7 @@ def main() -> int:
         workload.prepare_source(conn, 1)
         workload.create_target(conn, table)
         conn.close()
-        setup0, progs0, links0 = whole_setup(sb), bpf_ids("prog"), bpf_ids("link")
+        setup0, progs0, links0 = whole_setup(sb), live_bpf_ids("prog"), live_bpf_ids("link")
         load = Load(sb.socket, table)
         load.start()
         time.sleep(3)  # warm
@@ -168,7 +162,7 @@ def main() -> int:
         conn = workload.connect(sb.socket)
         rows = workload.row_count(conn, table)
         conn.close()
-        left = {"bpf_programs": sorted(bpf_ids("prog") - progs0), "bpf_links": sorted(bpf_ids("link") - links0),
+        left = {"bpf_programs": sorted(live_bpf_ids("prog") - progs0), "bpf_links": sorted(live_bpf_ids("link") - links0),
                 "processes": mysqlprobe_processes(), "uprobes_on_server": f"/proc/{pid}/" in tracefs_uprobe_events(),
                 "ps_setup_changed": whole_setup(sb) != setup0}
         subprocess.run(["rm", "-rf", str(work)])

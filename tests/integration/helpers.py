@@ -81,10 +81,15 @@ def held_link_ids(pid: int) -> set[int]:
     return held_bpf_ids(pid)[1]
 
 
-def live_link_ids() -> set[int]:
+def live_bpf_ids(kind: str) -> set[int]:
+    """The ids of the BPF programs ("prog") or links ("link") the kernel holds now."""
     bpftool = shutil.which("bpftool") or "/usr/sbin/bpftool"
-    out = subprocess.run([bpftool, "-j", "link", "show"], capture_output=True, text=True, check=True).stdout
-    return {link["id"] for link in json.loads(out or "[]")}
+    out = subprocess.run([bpftool, "-j", kind, "show"], capture_output=True, text=True, check=True).stdout
+    return {item["id"] for item in json.loads(out or "[]")}
+
+
+def live_link_ids() -> set[int]:
+    return live_bpf_ids("link")
 
 
 def children(pid: int) -> list[int]:

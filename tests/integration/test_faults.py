@@ -26,9 +26,10 @@ from pathlib import Path
 import pytest
 
 from conftest import MYSQLPROBE, compile_fixture
-from helpers import (children, derived, held_bpf_ids, history_consumers_on, perf_uprobes, stage, tracefs_uprobe_events,
+from helpers import (children, derived, held_bpf_ids, history_consumers_on, live_bpf_ids, perf_uprobes, stage, tracefs_uprobe_events,
                      wait_until, whole_setup)
 from mysqlprobe import sandbox, workload
+from mysqlprobe.recorder.window import alive
 
 pytestmark = [pytest.mark.root, pytest.mark.server]
 ROWS = 20011          # prime: the rows of the load that runs through a fault
@@ -184,27 +185,14 @@ class Held:
             self.links |= links
 
 
-def live_ids(kind: str) -> set[int]:
-    out = subprocess.run(["bpftool", "-j", kind, "show"], capture_output=True, text=True, check=True).stdout
-    return {item["id"] for item in json.loads(out or "[]")}
-
-
 def nothing_left(held: Held, binary_hint: str) -> None:
     """No process, BPF program, link or uprobe of mysqlprobe's is left."""
     assert wait_until(lambda: not [p for p in held.pids if alive(p)], timeout=30), \
         f"left running: {[p for p in held.pids if alive(p)]}"
-    assert wait_until(lambda: not held.progs & live_ids("prog") and not held.links & live_ids("link"),
-                      timeout=10), (held.progs & live_ids("prog"), held.links & live_ids("link"))
+    assert wait_until(lambda: not held.progs & live_bpf_ids("prog") and not held.links & live_bpf_ids("link"),
+                      timeout=10), (held.progs & live_bpf_ids("prog"), held.links & live_bpf_ids("link"))
     assert not [r for r in perf_uprobes() if binary_hint in str(r.get("filename", ""))]
     assert binary_hint not in tracefs_uprobe_events()
-
-
-def alive(pid: int) -> bool:
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except (OSError, IndexError):
-        return False
-    return state != "Z"
 
 
 class Load:
