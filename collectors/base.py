@@ -79,10 +79,17 @@ class Collector:
     A collector whose cost grows with the load (per context switch, per
     sample) can be paced: in sampled mode it runs only in the duty cycles'
     on-phases, resume() and pause() turning it on and off, so its cost is
-    inside what the cycles measure and pace on."""
+    inside what the cycles measure and pace on.
+
+    One that stays on through the window (its data would be thin in the
+    on-phases alone) can be quieted: off for the duty cycles' quiet
+    phases, off-phases in which nothing of mysqlprobe costs the load, so
+    that their speed is the load's own and what the collector costs is
+    measured too."""
 
     name = "collector"
     can_pace = False
+    can_quiet = False
 
     def __init__(self):
         self.notes: list[str] = []
@@ -107,6 +114,10 @@ class Collector:
 
     def _turn(self, on: bool) -> None:
         """Switch what costs the load on or off (paced collectors)."""
+
+    def quiet(self, on: bool) -> bool:
+        """Off for a quiet phase (on=True), or back on; whether it did."""
+        return False
 
     def prepare(self) -> None:
         pass

@@ -11,6 +11,7 @@ import ctypes
 import os
 import re
 import resource
+import select
 import shutil
 import signal
 import subprocess
@@ -105,13 +106,59 @@ class PerfRecorder:
         self.proc: subprocess.Popen | None = None
         self.cpu_s = 0.0
         self.error: str | None = None
+        folder = os.path.dirname(perf_data)
+        self.control_fifo, self.ack_fifo = os.path.join(folder, "control.fifo"), os.path.join(folder, "ack.fifo")
+        self._control: int | None = None
+        self._ack: int | None = None
+        self.controlled = True  # perf takes enable/disable on a FIFO (perf 5.10+)
 
     def command(self) -> list[str]:
+        control = [f"--control=fifo:{self.control_fifo},{self.ack_fifo}"] if self.controlled else []
         return [perf_binary(), "record", "-q", "-e", "cpu-clock", "-F", str(self.frequency),
-                "--call-graph", self.unwinding.call_graph(), "-a", "-o", self.perf_data]
+                "--call-graph", self.unwinding.call_graph(), "-a", "-o", self.perf_data, *control]
+
+    def _open_control(self) -> None:
+        """The FIFOs perf takes 'enable' and 'disable' on, and acknowledges
+        them on. Both ends are open before perf starts: perf's open of the
+        acknowledgement FIFO for writing waits for a reader."""
+        for path in (self.control_fifo, self.ack_fifo):
+            if not os.path.exists(path):
+                os.mkfifo(path, 0o600)
+        self._control = os.open(self.control_fifo, os.O_RDWR | os.O_CLOEXEC)
+        self._ack = os.open(self.ack_fifo, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+
+    def sample(self, on: bool, timeout_s: float = 1.0) -> bool:
+        """Turn sampling on or off; whether perf acknowledged it in time."""
+        if self._control is None or not self.proc or self.proc.poll() is not None:
+            return False
+        os.write(self._control, b"enable\n" if on else b"disable\n")
+        ready, _, _ = select.select([self._ack], [], [], timeout_s)
+        if not ready:
+            return False
+        try:
+            return os.read(self._ack, 64).startswith(b"ack")
+        except BlockingIOError:
+            return False
+
+    def close_control(self) -> None:
+        for fd in (self._control, self._ack):
+            if fd is not None:
+                os.close(fd)
+        self._control = self._ack = None
 
     def start(self) -> None:
         self._usage0 = resource.getrusage(resource.RUSAGE_CHILDREN)
+        try:
+            self._launch()
+        except PerfUnavailable as e:
+            if "control" not in str(e):
+                raise
+            self.controlled = False  # an older perf: it samples all along
+            self._launch()
+
+    def _launch(self) -> None:
+        if self.controlled:
+            self._open_control()
         # its own session: a Ctrl-C for mysqlprobe does not end it before the window closes;
         # and it dies with mysqlprobe (kill -9 included), as the probes do
         self.proc = subprocess.Popen(self.command(), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
@@ -124,8 +171,12 @@ class PerfRecorder:
                 return
             time.sleep(0.02)
         if self.proc.poll() is not None:
-            err = (self.proc.stderr.read() or "").strip().splitlines()
-            raise PerfUnavailable(f"perf record failed: {err[-1] if err else f'exit {self.proc.returncode}'}")
+            self.close_control()
+            err = (self.proc.stderr.read() or "").strip()
+            if self.controlled and "control" in err:
+                raise PerfUnavailable("perf record does not take --control")
+            lines = err.splitlines()
+            raise PerfUnavailable(f"perf record failed: {lines[-1] if lines else f'exit {self.proc.returncode}'}")
 
     def stop(self) -> None:
         """End the recording (perf writes its data on SIGINT); perf's own CPU
@@ -145,6 +196,7 @@ class PerfRecorder:
         usage = resource.getrusage(resource.RUSAGE_CHILDREN)
         self.cpu_s = (usage.ru_utime - self._usage0.ru_utime) + (usage.ru_stime - self._usage0.ru_stime)
         self.proc = None
+        self.close_control()
 
 
 def short_frame(symbol: str, dso: str) -> str:
@@ -267,9 +319,12 @@ class PerfCollector(Collector):
     collector makes after it should see the conditions of the window."""
 
     name = "perf"
+    can_quiet = True
 
     def __init__(self, pid: int, image: ElfImage, opts: PerfOptions):
         super().__init__()
+        self.quiet_s = 0.0  # seconds of the window it did not sample (quiet phases)
+        self._quiet_since: float | None = None
         self.pid, self.image, self.opts = pid, image, opts
         self.recorder: PerfRecorder | None = None
         self.record: dict = {}
@@ -310,8 +365,20 @@ class PerfCollector(Collector):
     def start(self) -> None:
         self._perf_cpu0 = cpu_seconds(self.recorder.proc.pid)
 
+    def quiet(self, on: bool) -> bool:
+        if on == (self._quiet_since is not None) or not self.recorder.sample(not on):
+            return False
+        if on:
+            self._quiet_since = time.monotonic()
+        else:
+            self.quiet_s += time.monotonic() - self._quiet_since
+            self._quiet_since = None
+        return True
+
     def stop(self) -> None:
         """perf takes a moment to write its data: not part of the window."""
+        if self._quiet_since is not None:
+            self.quiet(False)
         if self.recorder and self.recorder.proc:
             cpu = cpu_seconds(self.recorder.proc.pid)
             if cpu is not None and self._perf_cpu0 is not None:
@@ -330,6 +397,7 @@ class PerfCollector(Collector):
             return self.unavailable("unavailable", self._note(str(e)))
         cpu_s = self.recorder.cpu_s
         self.record.update({"status": "collected", "samples": samples, "perf_cpu_s": round(cpu_s, 3),
+                            "quiet_s": round(self.quiet_s, 6),
                             "perf_cpu_share": round(cpu_s / self.seconds, 4) if self.seconds else None,
                             **stacks_summary(folded)})
         files = {}
@@ -355,6 +423,8 @@ class PerfCollector(Collector):
         if self.recorder and self.recorder.proc:
             self.recorder.proc.kill()
             self.recorder.proc.wait()
+        if self.recorder:
+            self.recorder.close_control()
         if self._tmp:
             shutil.rmtree(self._tmp, ignore_errors=True)
             self._tmp = None
