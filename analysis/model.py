@@ -13,8 +13,9 @@ from functools import cached_property
 from mysqlprobe.analysis import histogram as H
 from mysqlprobe.analysis.attribution import attribute
 from mysqlprobe.analysis.statements import by_digest
-from mysqlprobe.analysis.profile import (StageSummary, calibrated_slowdown, estimated_calls, measured_slowdown,
-                                         probe_estimate, stage_record, stage_summaries, window_ns)
+from mysqlprobe.analysis.profile import (StageSummary, always_on_slowdown, calibrated_slowdown, estimated_calls,
+                                         measured_slowdown, probe_estimate, slowdown_reference, stage_record,
+                                         stage_summaries, window_ns)
 
 DERIVED_IN_SCHEMA_1 = ("stages", "attribution", "overhead")
 DERIVED_PROBE_FIELDS = ("estimated_calls", "mean_ns", "percentiles_ns", "overhead_ns", "threads")
@@ -94,6 +95,8 @@ class Profile:
         return {"estimated_ns": estimated, "share_of_window": round(estimated / window, 6) if window else None,
                 "note": "probe hits x calibrated cost per hit: thread time the probes added",
                 "measured_slowdown": measured_slowdown(self.doc),
+                "measured_against": slowdown_reference(self.doc),
+                "always_on_slowdown": always_on_slowdown(self.doc),
                 "estimated_slowdown": calibrated_slowdown(self.doc),
                 "by_collector": {name: c.get("cost") for name, c in (self.doc.get("collectors") or {}).items()
                                  if c.get("cost")}}

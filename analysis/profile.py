@@ -157,19 +157,53 @@ MIN_OFF_ROWS = 200  # rows in the off-phases before their speed stands for the u
 
 def measured_slowdown(doc: dict) -> float | None:
     """How much the collectors slowed the load down, from the server's own
-    progress: its row rate in the off-phases (nothing costing the load on)
-    against its rate over the whole window, every on-phase, attach and
-    detach included. Captures without off-phase totals: from the time the
-    cycles lost one by one. None when it was not measured."""
+    progress: its row rate with nothing of mysqlprobe on (the quiet
+    off-phases; in captures without them, every off-phase, where what stays
+    on all window is on too) against its rate over the whole window, every
+    on-phase, attach and detach included. Captures without off-phase
+    totals: from the time the cycles lost one by one. None when it was not
+    measured."""
     sampling, window = doc.get("sampling") or {}, doc["window"]
-    off_rows, off_s, rows = sampling.get("off_rows"), sampling.get("off_s"), window.get("rows_changed")
-    if off_rows is not None and off_rows >= MIN_OFF_ROWS and off_s and rows:
-        return round((off_rows / off_s) / (rows / window["duration_s"]), 4)
+    rows = window.get("rows_changed")
+    unprobed = unprobed_rate(sampling)
+    if unprobed and rows:
+        return round(unprobed / (rows / window["duration_s"]), 4)
+    off_rows = sampling.get("off_rows")
     if off_rows is not None:
         return None
     lost = sampling.get("lost_s")
     duration = window["duration_s"]
     return duration / (duration - lost) if lost is not None and 0 <= lost < duration else None
+
+
+def unprobed_rate(sampling: dict, quiet: bool = True) -> float | None:
+    """Rows per second in the quiet off-phases (quiet=True, where there
+    are enough of them), else in the ordinary ones; None with too few rows."""
+    for rows_key, seconds_key in (("quiet_rows", "quiet_s"),) * quiet + (("off_rows", "off_s"),):
+        rows, seconds = sampling.get(rows_key), sampling.get(seconds_key)
+        if rows is not None and rows >= MIN_OFF_ROWS and seconds:
+            return rows / seconds
+    return None
+
+
+def slowdown_reference(doc: dict) -> str | None:
+    """What the measured slowdown is set against: 'quiet' off-phases
+    (nothing of mysqlprobe on), 'off' ones (CPU sampling on), or None."""
+    sampling = doc.get("sampling") or {}
+    rows = sampling.get("quiet_rows")
+    if rows is not None and rows >= MIN_OFF_ROWS and sampling.get("quiet_s"):
+        return "quiet"
+    return "off" if unprobed_rate(sampling, quiet=False) else None
+
+
+def always_on_slowdown(doc: dict) -> float | None:
+    """What the collectors that stay on all window (CPU sampling) cost the
+    load: its rate in the quiet off-phases over its rate in the others."""
+    sampling = doc.get("sampling") or {}
+    ordinary = unprobed_rate(sampling, quiet=False)
+    if slowdown_reference(doc) != "quiet" or not ordinary:
+        return None
+    return round(sampling["quiet_rows"] / sampling["quiet_s"] / ordinary, 4)
 
 
 def calibrated_slowdown(doc: dict) -> float | None:

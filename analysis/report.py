@@ -59,7 +59,7 @@ def _overhead_lines(profile: Profile) -> list[str]:
     if slowdown is not None:
         # below 1: the load's own variation outweighed what the collectors cost it
         first = (f"load slowed {slowdown:.2f}x" if slowdown >= 1 else f"load not measurably slowed ({slowdown:.2f}x)")
-        first += " (its row rate with the collectors on and off)"
+        first += _slowdown_basis(doc, o)
     elif not profile.sampled:
         first = "slowdown not measured: every call counted (--exact)"
     else:
@@ -68,6 +68,22 @@ def _overhead_lines(profile: Profile) -> list[str]:
                  + (f"; the probes' calibrated cost alone: ~{estimate:.2f}x" if estimate else ""))
     costs = _costs(o["by_collector"])
     return _fit([f"overhead {first}"] + ([f"         {costs}"] if costs else []), indent=9)
+
+
+def _slowdown_basis(doc: dict, o: dict) -> str:
+    """What the measured slowdown compares: the load's row rate in the
+    window against its rate in the quiet off-phases (nothing of ours on but
+    the P_S setup) or, without them, in every off-phase."""
+    sampled = (doc.get("perf") or {}).get("status") == "collected"
+    if o["measured_against"] == "quiet":
+        alone = o["always_on_slowdown"]
+        return (" (its row rate in the window against its rate with the collectors off"
+                + (f"; CPU sampling alone {alone:.2f}x" if alone and alone >= 1 else "")
+                + (": the Performance Schema setup stays on" if doc.get("perf_schema", {}).get("status") == "collected"
+                   else "") + ")")
+    if sampled:
+        return " (its row rate with the probes on and off; CPU sampling ran all along and is not in this figure)"
+    return " (its row rate with the collectors on and off)"
 
 
 def _overhead(o: dict) -> str:
@@ -302,9 +318,14 @@ def samples_block(doc: dict, top: int = 10) -> list[str]:
 
 
 def _on_phases(section: dict, doc: dict) -> str:
-    """Sampled mode: a collector that ran with the probes saw the on-phases only."""
-    on, window = section.get("on_s"), doc["window"]["duration_s"]
-    return f", taken in the on-phases ({pct(on / window)} of the window)" if on is not None and window else ""
+    """Sampled mode: a collector that ran with the probes saw the on-phases
+    only; one quieted saw all but the quiet phases."""
+    on, quiet, window = section.get("on_s"), section.get("quiet_s"), doc["window"]["duration_s"]
+    if not window:
+        return ""
+    if on is not None:
+        return f", taken in the on-phases ({pct(on / window)} of the window)"
+    return f", off in the quiet phases ({pct(quiet / window)} of the window)" if quiet else ""
 
 
 def _threads_line(items) -> list[str]:

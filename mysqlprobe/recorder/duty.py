@@ -50,13 +50,16 @@ class DutyCycles:
     the rows the server changed and the time the load lost."""
 
     def __init__(self, latency: LatencyCollector, calibration: CalibrationCollector, window: Window,
-                 budget: float, rows_changed, paced: list | None = None):
+                 budget: float, rows_changed, paced: list | None = None, quieted: list | None = None):
         self.session, self.specs = latency.session, latency.specs
         self.paced = paced or []  # on with the probes, so their cost is in what each cycle measures
+        # on all along but off in every other off-phase (quiet), whose speed is the load's own
+        self.quieted = quieted or []
         self.calibration, self.window, self.rows_changed = calibration, window, rows_changed
         self.pacer = Pacer(budget, on_s=ON_PHASE_S, min_on_s=MIN_ON_S, max_off_s=MAX_OFF_S)
         self.cycles: list[dict] = []
-        self.off_rows, self.off_s = 0, 0.0  # every clean off-phase, summed: the load's unprobed speed
+        self.off_rows, self.off_s = 0, 0.0  # every clean off-phase, summed: the load's speed unprobed
+        self.quiet_rows, self.quiet_s = 0, 0.0  # the quiet ones, summed: its speed with nothing of ours on
         self._last = {s.index: 0 for s in self.specs}
         self._indices = [s.index for s in self.specs]
 
@@ -76,9 +79,12 @@ class DutyCycles:
             if phases is None:
                 return self.rows_changed()
             on_s, off_s, off_t0, speed_from = phases
+            quiet = len(self.cycles) % 2 == 0 and self._quiet(True)
             ended = self.window.wait(max(off_s - (time.monotonic() - off_t0), 0.0))
             cycle_t0, cycle_rows0 = time.monotonic(), self.rows_changed()
-            self._off_phase(difference(cycle_rows0, speed_from[1]), cycle_t0 - speed_from[0])
+            self._off_phase(difference(cycle_rows0, speed_from[1]), cycle_t0 - speed_from[0], quiet)
+            if quiet:
+                self._quiet(False)
             if ended:
                 return cycle_rows0
             if not self._attach():
@@ -100,11 +106,31 @@ class DutyCycles:
             self.window.ended_by = "target exited"
             return False
 
-    def _off_phase(self, rows: int | None, seconds: float) -> None:
+    def _quiet(self, on: bool) -> bool:
+        """Every quieted collector off (on=True) or back on; whether all went
+        off (a phase with one of them still on is not quiet)."""
+        if not self.quieted:
+            return False
+        done = [c.quiet(on) for c in self.quieted]
+        if on and not all(done):
+            for c, went in zip(self.quieted, done):
+                if went:
+                    c.quiet(False)
+            return False
+        return on
+
+    def _off_phase(self, rows: int | None, seconds: float, quiet: bool = False) -> None:
+        if rows is None or seconds <= 0:
+            return
+        if self.cycles:  # the off-phase after the cycle's on-phase
+            self.cycles[-1].setdefault("off", []).append({"s": round(seconds, 6), "rows": rows, "quiet": quiet})
+        if quiet:  # faster than the others by what stays on: not the speed the cycles are held against
+            self.quiet_rows += rows
+            self.quiet_s += seconds
+            return
         self.pacer.off_phase(rows, seconds)
-        if rows is not None and seconds > 0:
-            self.off_rows += rows
-            self.off_s += seconds
+        self.off_rows += rows
+        self.off_s += seconds
 
     def _on_phase(self, on_s: float, on_t0: float):
         """Keep the probes on for on_s; the cycle's record, and the rows
@@ -153,8 +179,11 @@ class DutyCycles:
             lost = None
         cycle["lost_s"] = None if lost is None else round(lost, 6)
         cycle["unprobed_rows_per_s"] = None if lost is None else round(self.pacer.speed(), 1)
+        signed = None if lost is None else self.pacer.lost(cycle_s, cycle_rows, signed=True)
+        in_phase = None if lost is None or not cycle["rows"] else (
+            self.pacer.lost(cycle["row_s"], cycle["rows"], signed=True), cycle["row_s"])
         on_s, off_s = self.pacer.next_phases(cycle["on_s"], cycle_s, lost, cycle["probe_s"],
-                                             elapsed_s=off_t0 - window_t0)
+                                             elapsed_s=off_t0 - window_t0, signed_lost_s=signed, in_phase=in_phase)
         return on_s, off_s, off_t0, speed_from
 
     def measure_in_situ_cost(self) -> None:
@@ -174,6 +203,8 @@ class DutyCycles:
                 "on_s": round(sum(c["on_s"] for c in self.cycles), 6),
                 "lost_s": round(sum(known), 6) if known else None,
                 "off_s": round(self.off_s, 6), "off_rows": self.off_rows,
+                **({"quiet_s": round(self.quiet_s, 6), "quiet_rows": self.quiet_rows,
+                    "quieted": [c.name for c in self.quieted]} if self.quieted else {}),
                 "calls_per_cycle": [{**c, **{k: [c[k][s.index] for s in self.specs] for k in ("calls", "row_calls")}}
                                     for c in self.cycles]}
 

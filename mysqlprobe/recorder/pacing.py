@@ -4,8 +4,11 @@ own progress; and what the on-phases show the probes cost the target."""
 
 from __future__ import annotations
 
+import os
 from collections import deque
 from dataclasses import dataclass, field
+
+POOLED_CYCLES = 8  # cycles whose losses are pooled into the loss per second of on-phase
 
 def off_seconds(lost_s: float, cycle_s: float, budget: float) -> float:
     """How long the probes must stay off after a cycle that took cycle_s
@@ -48,16 +51,27 @@ class Pacer:
     min_on_s: float = 0.01
     max_off_s: float = 2.0
     min_rows: int = 200      # rows in recent off-phases before their speed is trusted
+    # the on-phases' share of the time at most, however cheap they measure: what each
+    # cycle costs beyond its probes (row reads, attach, detach, off-CPU stacks) hides
+    # in a noisy load's own variation, and a never-hit probe measured free. Probes on
+    # all along (one never hit), 8 clients: 1.15x; the estimates need far less than this
+    max_coverage: float = 0.25
     # where no loss is measured, a probe hit is taken to cost the load this many
     # times its calibrated cost, the top of the in-situ factors measured on one
     # thread (1.0-1.9x). Under sysbench oltp_insert, 8 clients on 2 CPUs, the
     # cycles lost 9x (hits that hold a mutex hold up its waiters), and paced on
     # 1x the load ran 1.3-1.7x slower: the budget holds there only with a row counter
     unmeasured_cost_factor: float = 3.0
-    lost_per_on_s: float | None = None  # smoothed: seconds lost per second of on-phase
+    # the least a probed second is taken to lose, over the calibrated cost of its hits:
+    # their thread time spread over every CPU. A cycle's own loss, a few ms in a noisy
+    # load, often measures 0: paced on that, the probes stayed on for seconds
+    least_cost_factor: float = field(default_factory=lambda: 1.0 / (os.cpu_count() or 1))
+    lost_per_on_s: float | None = None  # pooled: seconds lost per second of on-phase
     lost_total_s: float = 0.0           # lost by every cycle so far (calibrated where unmeasured)
     cycles: int = 0                     # cycles paced so far
     _off: deque = field(default_factory=lambda: deque(maxlen=5))
+    _losses: deque = field(default_factory=lambda: deque(maxlen=POOLED_CYCLES))  # (signed lost, on-phase)
+    _in_phase: deque = field(default_factory=lambda: deque(maxlen=POOLED_CYCLES))  # (signed lost, seconds)
 
     def off_phase(self, rows: int | None, seconds: float) -> None:
         """A clean off-phase: no probe attached, nothing attaching."""
@@ -70,24 +84,31 @@ class Pacer:
         seconds = sum(s for _, s in self._off)
         return rows / seconds if rows >= self.min_rows and seconds > 0 else None
 
-    def lost(self, cycle_s: float, cycle_rows: int | None) -> float | None:
+    def lost(self, cycle_s: float, cycle_rows: int | None, signed: bool = False) -> float | None:
         """Seconds a cycle cost the load, or None when it cannot be measured:
         no speed yet, or no row changed in the cycle. Probes slow a load,
-        they do not stop it: the load had ended or paused."""
+        they do not stop it: the load had ended or paused. signed: below
+        zero where the load ran faster than its recent unprobed speed (its
+        own variation), as pooling over cycles needs."""
         speed = self.speed()
         if speed is None or not cycle_rows:
             return None
-        return max(cycle_s - cycle_rows / speed, 0.0)
+        lost = cycle_s - cycle_rows / speed
+        return lost if signed else max(lost, 0.0)
 
     def longest_on_s(self) -> float:
         """The next on-phase at most: short for the opening cycles."""
         return self.opening_on_s if self.cycles < self.opening_cycles else self.on_s
 
     def next_phases(self, on_s: float, cycle_s: float, lost_s: float | None, probe_s: float,
-                    elapsed_s: float | None = None) -> tuple[float, float]:
+                    elapsed_s: float | None = None, signed_lost_s: float | None = None,
+                    in_phase: tuple[float, float] | None = None) -> tuple[float, float]:
         """(next on-phase, off-phase before it) after a cycle whose on-phase
         took on_s of its cycle_s seconds and lost lost_s (None: unmeasured,
         then probe_s, the calibrated cost of the hits counted, is used).
+        signed_lost_s: the loss before it was held at zero (default lost_s).
+        in_phase: (signed loss, seconds) between the two row reads inside
+        the on-phase, where the probes were surely on.
         elapsed_s: the window's length so far (default: this cycle's)."""
         self.cycles += 1
         longest = self.longest_on_s()
@@ -98,7 +119,15 @@ class Pacer:
         elapsed = cycle_s if elapsed_s is None else elapsed_s
         per_on = cost / on_s
         if lost_s is not None:
-            self.lost_per_on_s = per_on if self.lost_per_on_s is None else (self.lost_per_on_s + per_on) / 2
+            # the recent cycles' losses pooled, signed: one cycle's is mostly the load's own noise
+            self._losses.append((lost_s if signed_lost_s is None else signed_lost_s, on_s))
+            pooled = [sum(x for x, _ in self._losses) / sum(t for _, t in self._losses)]
+            if in_phase and in_phase[1] > 0:
+                # the on-phase alone: rows read a few ms apart, without the attach and
+                # detach around it, whose rows blur the cycle's measure in a noisy load
+                self._in_phase.append(in_phase)
+                pooled.append(sum(x for x, _ in self._in_phase) / sum(t for _, t in self._in_phase))
+            self.lost_per_on_s = max(*pooled, probe_s / on_s * self.least_cost_factor)
             per_on = self.lost_per_on_s
         transition = max(cycle_s - on_s, 0.0)
         budget = self.budget * self.margin
@@ -117,7 +146,7 @@ class Pacer:
             window = (self.max_off_s + elapsed + transition - self.lost_total_s * paid) / (per_on * paid - 1)
             on = min(max(min(own, window), self.min_on_s), longest)
             off = off_for(on)  # past max_off_s at min_on_s
-        return on, off
+        return on, max(off, on / self.max_coverage - on - transition)
 
 
 IN_SITU_MIN_COST_S = 0.005    # calibrated probe time in the reads before the factor is trusted

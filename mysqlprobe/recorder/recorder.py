@@ -137,8 +137,10 @@ class Recorder:
                 pass
             rows_at_end, sampling = rows_changed(), {"mode": "exact"}
         else:
-            paced = [c for c in self._running(START) if c.paced]
-            cycles = DutyCycles(latency, self.collectors["calibration"], win, o.budget, rows_changed, paced)
+            running = self._running(START)
+            cycles = DutyCycles(latency, self.collectors["calibration"], win, o.budget, rows_changed,
+                                paced=[c for c in running if c.paced],
+                                quieted=[c for c in running if c.can_quiet and not c.paced])
             rows_at_end = cycles.run(started)
             cycles.measure_in_situ_cost()
             sampling = cycles.record(o.budget)

@@ -303,3 +303,30 @@ def test_measured_slowdown_is_the_off_phase_row_rate_over_the_windows():
     doc["sampling"]["off_rows"] = 150                                 # too few rows to know the speed
     assert Profile(doc).overhead["measured_slowdown"] is None
 
+
+
+def test_measured_slowdown_is_set_against_the_quiet_off_phases_where_there_are_enough():
+    cycles = [{"on_s": 0.1, "probe_s": 0.001, "calls": [n, n, n, 0], "rows": 3000, "row_calls": [n, n, n, 0],
+               "row_s": 0.09, "lost_s": 0.0, "unprobed_rows_per_s": 3e4} for n in (3335, 3336, 3336)]
+    doc = synthetic_run({"mode": "sampled", "overhead_budget": 0.1, "cycles": 3, "on_s": 0.3, "lost_s": 0.0,
+                         "off_s": 1.0, "off_rows": 36000, "quiet_s": 0.5, "quiet_rows": 20000, "quieted": ["perf"],
+                         "cost_uncertainty": 0.1, "calls_per_cycle": cycles})
+    doc["window"]["rows_changed"] = 50000
+    doc["perf"] = {"status": "collected", "samples": 0, "event": "cpu-clock", "frequency_hz": 99,
+                   "unwinding": {"describe": "frame pointers"}, "quiet_s": 0.5}
+    window_rate = 50000 / doc["window"]["duration_s"]
+    o = Profile(doc).overhead
+    # nothing of mysqlprobe on (40,000 rows/s), not the off-phases with CPU sampling on (36,000)
+    assert o["measured_slowdown"] == pytest.approx(40000 / window_rate, abs=1e-4)
+    assert o["measured_against"] == "quiet"
+    assert o["always_on_slowdown"] == pytest.approx(40000 / 36000, abs=1e-4)
+    text = " ".join(render_text(Profile(doc)).split())
+    assert "load slowed 1.20x (its row rate in the window against its rate with the collectors off; CPU " \
+           "sampling alone 1.11x" in text
+    assert "CPU samples: 0 (cpu-clock 99 Hz, frame pointers), off in the quiet phases (33.3% of the window)" in text
+    doc["sampling"]["quiet_rows"] = 150                               # too few rows: the ordinary ones stand in
+    o = Profile(doc).overhead
+    assert o["measured_slowdown"] == pytest.approx(36000 / window_rate, abs=1e-4)
+    assert o["measured_against"] == "off" and o["always_on_slowdown"] is None
+    text = " ".join(render_text(Profile(doc)).split())
+    assert "CPU sampling ran all along and is not in this figure" in text

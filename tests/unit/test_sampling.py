@@ -167,14 +167,47 @@ def test_opening_cycles_are_short_so_a_two_second_load_gets_two():
 def test_pacer_without_progress_uses_the_calibrated_cost_times_the_unmeasured_factor():
     pacer = Pacer(0.10, opening_cycles=0)
     assert pacer.lost(0.06, None) is None
-    on, off = pacer.next_phases(0.05, 0.06, None, 0.0025, elapsed_s=60.0)  # 5% of the on-phase in the probes
-    cost = 0.0025 * Pacer.unmeasured_cost_factor                          # taken as half of it lost
+    on, off = pacer.next_phases(0.05, 0.06, None, 0.005, elapsed_s=60.0)   # 10% of the on-phase in the probes
+    cost = 0.005 * Pacer.unmeasured_cost_factor
     assert on == 0.05 and off == pytest.approx(off_seconds(cost, 0.06, 0.10 * Pacer.margin))
     pacer = Pacer(0.10, opening_cycles=0)
     on, off = pacer.next_phases(0.05, 0.06, None, 0.04, elapsed_s=60.0)    # more: a shorter on-phase
     assert on < 0.05 and off == pytest.approx(Pacer.max_off_s, rel=0.01)
     pacer.off_phase(50, 1.0)                                      # an idle load: speed not trusted
     assert pacer.speed() is None
+
+
+def test_on_phases_never_cover_more_than_their_share_however_cheap_they_measure():
+    pacer = Pacer(0.10, opening_cycles=0)
+    pacer.off_phase(30_000, 1.0)
+    # a never-hit probe: the cycle lost nothing measurable, in it or around it
+    on, off = pacer.next_phases(0.05, 0.06, 0.0, 0.0, elapsed_s=60.0, signed_lost_s=-0.004, in_phase=(-0.002, 0.04))
+    assert on == 0.05 and on / (0.06 - 0.05 + on + off) == pytest.approx(Pacer.max_coverage)
+
+
+def test_the_on_phase_alone_paces_when_the_cycles_rows_hide_its_loss():
+    # 12,500 rows/s unprobed; in the on-phase 9,500/s (24% slower); the cycle around it
+    # (attach, detach, row reads) shows no loss at all: its rows came at full speed
+    pacer = Pacer(0.10, opening_cycles=0)
+    pacer.off_phase(12_500, 1.0)
+    cycle_rows = int(0.08 * 12_500)
+    lost = pacer.lost(0.08, cycle_rows)
+    assert lost == 0.0
+    in_phase = (pacer.lost(0.05, 475, signed=True), 0.05)
+    _, off = pacer.next_phases(0.06, 0.08, lost, 0.0, elapsed_s=60.0, signed_lost_s=0.0, in_phase=in_phase)
+    per_on = in_phase[0] / 0.05
+    assert pacer.lost_per_on_s == pytest.approx(per_on)
+    assert off == pytest.approx(off_seconds(per_on * 0.05, 0.05 + 0.02, 0.10 * Pacer.margin))  # next: 50 ms on
+
+
+def test_a_noisy_loads_cycles_are_pooled_signed():
+    # losses of +10 ms and -6 ms (the load ran faster for a moment): 2 ms per 50 ms
+    # pooled, not 5 ms (the -6 held at zero) nor the last cycle's 0
+    pacer = Pacer(0.10, opening_cycles=0)
+    pacer.off_phase(30_000, 1.0)
+    pacer.next_phases(0.05, 0.06, 0.010, 0.0, elapsed_s=60.0, signed_lost_s=0.010)
+    pacer.next_phases(0.05, 0.06, 0.0, 0.0, elapsed_s=61.0, signed_lost_s=-0.006)
+    assert pacer.lost_per_on_s == pytest.approx(0.004 / 0.1)
 
 
 def test_a_cycle_without_rows_lost_nothing_it_can_measure():
@@ -240,3 +273,60 @@ def test_an_on_phase_before_the_load_started_costs_no_off_phase():
     t0 = time.monotonic() - 0.1                        # attach, on-phase, detach: 0.1 s for 40 rows
     on_s, off_s, _, _ = cycles._pace(first, t0, 0, t0)
     assert first["lost_s"] is None and off_s < 0.01  # not 0.1 s lost: the load was getting under way
+
+
+class _Session:
+    """The probes' session as the duty cycles drive it: counts that grow while attached."""
+
+    def __init__(self):
+        self.attached, self.log = True, []
+
+    def attach_target(self):
+        self.attached = True
+        self.log.append("attach")
+
+    def detach_target(self):
+        self.attached = False
+        self.log.append("detach")
+
+    def start(self):
+        pass
+
+    def stop(self):
+        pass
+
+    def calls(self, indices):
+        return {i: 0 for i in indices}
+
+
+class _Quieted:
+    name = "perf"
+
+    def __init__(self):
+        self.quiet_now, self.switches = False, []
+
+    def quiet(self, on):
+        self.switches.append(on)
+        self.quiet_now = on
+        return True
+
+
+def test_every_other_off_phase_is_quiet_and_its_rows_are_kept_apart():
+    latency = SimpleNamespace(session=_Session(), specs=[])
+    window = Window(os.getpid(), 1.5, Control(), "stopped", lambda: 0)
+    calibration = SimpleNamespace(current=lambda: SimpleNamespace(classes={}, pair_of=lambda s: 0.0))
+    t0 = time.monotonic()
+    rows = lambda: int((time.monotonic() - t0) * 20_000)  # noqa: E731  a steady 20,000 rows/s
+    quieted = _Quieted()
+    cycles = DutyCycles(latency, calibration, window, 0.10, rows, quieted=[quieted])
+    cycles.run((t0, rows()))
+    offs = [o for c in cycles.cycles for o in c.get("off", [])]
+    assert len(offs) >= 4
+    # the speed-measuring off-phase after the first cycle, then alternately ordinary and quiet
+    kinds = [c["off"][-1]["quiet"] for c in cycles.cycles if c.get("off")]
+    assert kinds[:4] == [False, True, False, True]
+    assert quieted.switches == [True, False] * kinds.count(True) and not quieted.quiet_now
+    record = cycles.record(0.10)
+    assert record["quieted"] == ["perf"] and record["quiet_rows"] > 0
+    assert record["quiet_rows"] / record["quiet_s"] == pytest.approx(20_000, rel=0.1)
+    assert record["off_rows"] == sum(o["rows"] for o in offs if not o["quiet"])
