@@ -71,14 +71,21 @@ class RunSignals:
         for s in self._old:
             signal.signal(s, signal.SIG_IGN)
 
+    def _set_stop(self) -> None:
+        """stop.set() from a thread of its own. The handler runs in the main
+        thread between two bytecodes, maybe inside stop.wait() with the
+        event's lock held: set() there waits for that lock for ever (a
+        profiler hung an hour in CI so)."""
+        threading.Thread(target=self.stop.set, name="mysqlprobe-signal", daemon=True).start()
+
     def _handler(self, signum, _frame):
         if self.mode == "window":
             self.reason = {signal.SIGINT: "interrupt", signal.SIGTERM: "sigterm"}.get(signum, "sighup")
-            self.stop.set()
+            self._set_stop()
             return
         if self.mode == "finish" and self.reason is None:
             self.reason = "late " + signal.Signals(signum).name
-            self.stop.set()  # nothing more after this capture (watch's next window)
+            self._set_stop()  # nothing more after this capture (watch's next window)
             print(f"mysqlprobe: {signal.Signals(signum).name}: finishing the capture first "
                   "(signal again to stop without it)", file=sys.stderr, flush=True)
             return

@@ -35,7 +35,22 @@ def test_in_the_window_a_signal_ends_it(sig, reason):
     with RunSignals(stop) as signals:
         signals.window_opens()
         send(sig)
-        assert stop.is_set() and signals.reason == reason
+        assert stop.wait(5) and signals.reason == reason
+
+
+def test_a_signal_inside_the_windows_wait_does_not_deadlock_on_the_events_lock():
+    # the main thread was inside stop.wait(), holding the event's lock, when
+    # the signal came: the handler must not wait for that lock
+    stop = threading.Event()
+    with RunSignals(stop) as signals:
+        signals.window_opens()
+        with stop._cond:                      # as Event.wait() holds it between its steps
+            handler = threading.Thread(target=signals._handler, args=(signal.SIGINT, None), daemon=True)
+            handler.start()
+            handler.join(timeout=2)
+            returned = not handler.is_alive()
+        assert returned                       # the handler came back with the lock still held
+        assert stop.wait(5) and signals.reason == "interrupt"
 
 
 def test_while_the_capture_is_written_the_first_signal_waits_and_a_second_stops(capsys):
@@ -46,7 +61,7 @@ def test_while_the_capture_is_written_the_first_signal_waits_and_a_second_stops(
         signals.reached("report")   # no pause asked for: returns at once
         send(signal.SIGTERM)
         assert "SIGTERM: finishing the capture first" in capsys.readouterr().err
-        assert stop.is_set()        # and nothing after it (watch's next window)
+        assert stop.wait(5)         # and nothing after it (watch's next window)
         with pytest.raises(Interrupted) as e:
             send(signal.SIGINT)
     assert e.value.exit_code == 130 and "while detaching and writing the capture" in str(e.value)
