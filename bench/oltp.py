@@ -3,29 +3,30 @@ carries: what the load felt (its own rate against interleaved unprobed
 runs), what mysqlprobe reported, and its estimated calls against the
 server's own row counter.
 
-    sudo .venv/bin/python bench/oltp.py [--repeats 3] [--seconds 12]
+    sudo .venv/bin/python bench/oltp.py [--repeats 10] [--seconds 8]
 
 writes bench/OLTP.md and bench/oltp.json. Shapes, on MariaDB 10.2.11:
 the seed bulk load (1 thread, INSERT ... SELECT); sysbench oltp_insert
 at 8 and 32 threads; oltp_write_only (updates, deletes, inserts) at 8;
 oltp_insert at 8 with innodb_flush_log_at_trx_commit=1 (an fsync per
-commit). Within a shape an unprobed run comes before and after every
-profiled one, and each profiled run is set against the mean of its two
-neighbours (the machine's pace drifts); the unprobed runs against each
-other give the noise."""
+commit). Each shape's load runs without a break while mysqlprobe profiles
+blocks of it between unprobed blocks (bench/continuous.py); each profiled
+block is set against the unprobed blocks just before and after it, and
+the unprobed blocks against each other give the noise."""
 
 from __future__ import annotations
 
 import argparse
 import json
-import re
 import shutil
 import subprocess
 import tempfile
+import time
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
+from continuous import Blocks, RateLog, StatementLoop, SysbenchStream, rows_inserted, unprobed_block
 from overhead import MYSQLPROBE, Tool, derived, log, machine, med, spread
 from mysqlprobe import sandbox, workload
 
@@ -50,28 +51,19 @@ SHAPES = (Shape("seed bulk load, 1 thread"),
           Shape("oltp_insert, 8 threads, fsync per commit", "oltp_insert", 8, flush=1))
 
 
-def sysbench(sock: str, shape: Shape, command: str, seconds: int = 0) -> str:
-    cmd = [SYSBENCH, shape.test, "--db-driver=mysql", f"--mysql-socket={sock}", "--mysql-user=root",
-           "--mysql-db=sbtest", f"--tables={TABLES}", f"--table-size={TABLE_SIZE}", f"--threads={shape.threads}"]
-    if seconds:
-        cmd += [f"--time={seconds}", "--report-interval=0"]
-    done = subprocess.run(cmd + [command], capture_output=True, text=True)
-    if done.returncode != 0:
-        raise RuntimeError(f"sysbench {command} failed: {done.stderr.strip() or done.stdout[-400:]}")
-    return done.stdout
-
-
-def transactions_per_s(out: str) -> float:
-    return float(re.search(r"transactions:\s+\d+\s+\(([\d.]+) per sec", out).group(1))
+def sysbench_command(sock: str, shape: Shape) -> list[str]:
+    return [SYSBENCH, shape.test, "--db-driver=mysql", f"--mysql-socket={sock}", "--mysql-user=root",
+            "--mysql-db=sbtest", f"--tables={TABLES}", f"--table-size={TABLE_SIZE}", f"--threads={shape.threads}"]
 
 
 class Load:
-    """One shape on a running server: prepare() once, then run() -> rate (per second)."""
+    """One shape on a running server: prepare() once, then start() it
+    without an end (a SysbenchStream or a StatementLoop) and stop() it."""
 
-    def __init__(self, sb: sandbox.Sandbox, shape: Shape, seconds: int):
-        self.sb, self.shape, self.seconds = sb, shape, seconds
+    def __init__(self, sb: sandbox.Sandbox, shape: Shape):
+        self.sb, self.shape = sb, shape
         self.conn = workload.connect(sb.socket)
-        self.table = workload.table("range", 5)
+        self.stream: SysbenchStream | StatementLoop | None = None
 
     def prepare(self) -> None:
         with self.conn.cursor() as cur:
@@ -80,37 +72,51 @@ class Load:
                 cur.execute("DROP DATABASE IF EXISTS sbtest")
                 cur.execute("CREATE DATABASE sbtest")
         if self.shape.test:
-            sysbench(self.sb.socket, self.shape, "prepare")
+            done = subprocess.run(sysbench_command(self.sb.socket, self.shape) + ["prepare"], capture_output=True,
+                                  text=True)
+            if done.returncode != 0:
+                raise RuntimeError(f"sysbench prepare failed: {done.stderr.strip() or done.stdout[-400:]}")
         else:
             workload.prepare_source(self.conn, SEED_ROWS)
 
-    def run(self) -> float:
-        if self.shape.test:
-            return transactions_per_s(sysbench(self.sb.socket, self.shape, "run", self.seconds))
-        workload.create_target(self.conn, self.table)
-        rows, secs = workload.insert_select(self.conn, self.table)
-        return rows / secs
+    def start(self) -> RateLog:
+        self.stream = (SysbenchStream(sysbench_command(self.sb.socket, self.shape)) if self.shape.test
+                       else StatementLoop(self.sb.socket, workload.table("range", 5)))
+        return self.stream.log
+
+    def check(self) -> None:
+        if not self.stream.running():
+            tail = "".join(getattr(self.stream, "tail", [])) or getattr(self.stream, "error", "")
+            raise RuntimeError(f"the load stopped: {tail.strip()[-400:]}")
 
     def close(self) -> None:
+        if self.stream:
+            self.stream.stop()
         with self.conn.cursor() as cur:
             cur.execute("SET GLOBAL innodb_flush_log_at_trx_commit = 2")  # the sandbox's own
         self.conn.close()
 
 
-def profiled_run(load: Load, pid: int, workdir: Path) -> tuple[float, dict]:
+def profiled_block(pid: int, conn, seconds: float, blocks: Blocks, workdir: Path) -> dict:
+    """mysqlprobe's default insert profile for `seconds` of the running load;
+    the server's rows inserted from its window's opening (the line that
+    announces it) to its end (the signal), read here on the bench's own
+    connection."""
     d = Path(tempfile.mkdtemp(dir=workdir))
     tool = Tool([MYSQLPROBE, "-p", str(pid), "--insert-profile", "-q", "-o", str(d)], "Tracing PID", "stderr")
+    t0, rows0 = time.monotonic(), rows_inserted(conn)
     try:
-        rate = load.run()
+        time.sleep(seconds)
     finally:
+        rows1 = rows_inserted(conn)
+        blocks.add("on", t0, time.monotonic())
         tool.stop()
-    return rate, figures(derived(d))
+    return figures(derived(d), rows1 - rows0)
 
 
-def figures(doc: dict) -> dict:
-    """What mysqlprobe reported, and the server's own count of rows inserted in the window."""
+def figures(doc: dict, truth: int) -> dict:
+    """What mysqlprobe reported, and the server's own count of rows inserted in its window."""
     (row_insert,) = [s for s in doc["stages"] if s["stage"] == "innodb.row_insert"]
-    truth = ((doc["perf_schema"].get("deltas") or {}).get("status") or {}).get("Innodb_rows_inserted")
     est = row_insert["estimated_calls"]["value"]
     return {"reported_slowdown": doc["overhead"]["measured_slowdown"], "estimated_calls": est,
             "rows_inserted": truth, "error": (est - truth) / truth if truth else None,
@@ -118,22 +124,26 @@ def figures(doc: dict) -> dict:
 
 
 def bench_shape(sb, pid: int, shape: Shape, repeats: int, seconds: int, workdir: Path) -> dict:
-    load = Load(sb, shape, seconds)
+    load, blocks = Load(sb, shape), Blocks()
     try:
         load.prepare()
-        unprobed, runs = [load.run()], []
+        rates = load.start()
+        unprobed_block(blocks, seconds, settle_s=3.0)  # the load under way
+        reported = []
         for r in range(repeats):
-            rate, fig = profiled_run(load, pid, workdir)
-            unprobed.append(load.run())
-            fig["felt_slowdown"] = (unprobed[-2] + unprobed[-1]) / 2 / rate
-            runs.append({"rate": rate, **fig})
-            log(f"{shape.name} {r + 1}/{repeats}: {rate:.0f}/s against {unprobed[-2]:.0f} and {unprobed[-1]:.0f}: "
-                f"felt {fig['felt_slowdown']:.3f}x, reported {fig['reported_slowdown']}, "
+            reported.append(profiled_block(pid, load.conn, seconds, blocks, workdir))
+            unprobed_block(blocks, seconds)
+            load.check()
+            last, fig = blocks.felt(rates)[-1], reported[-1]
+            log(f"{shape.name} {r + 1}/{repeats}: {last['rate']}/s against {last['before']} and "
+                f"{last['after']}: felt {last['felt']}, reported {fig['reported_slowdown']}, "
                 f"calls {fig['estimated_calls']:.0f} for {fig['rows_inserted']} rows")
     finally:
         load.close()
-    noise = [unprobed[i] / ((unprobed[i - 1] + unprobed[i + 1]) / 2) for i in range(1, len(unprobed) - 1)]
-    return {"shape": shape.name, "unprobed_rate": unprobed, "noise": noise, "runs": runs}
+    runs = [{**fig, "felt_slowdown": f["felt"], **{k: f[k] for k in ("rate", "before", "after", "seconds")}}
+            for fig, f in zip(reported, blocks.felt(rates))]
+    return {"shape": shape.name, "unprobed_rate": blocks.unprobed_rates(rates),
+            "noise": blocks.noise(rates), "runs": runs, "spans": blocks.spans}
 
 
 def _stat(xs: list) -> str:
@@ -158,19 +168,23 @@ def render(results: dict) -> str:
              f"- date: {results['date']}", f"- command: `{results['command']}`",
              f"- machine: {m['cpus']} CPUs ({m['cpu']}), {m['memory_gib']} GiB, kernel {m['kernel']}",
              f"- server: MariaDB 10.2.11 sandbox; sysbench tables {TABLES} x {TABLE_SIZE} rows; "
-             f"runs of {results['seconds']} s; {results['repeats']} repeats; medians [min, max]", "",
-             "felt: the load's own rate (sysbench's transactions/s, the seed load's rows/s) in the unprobed "
-             "runs just before and after, over its rate profiled. reported: `overhead.measured_slowdown` of "
+             f"blocks of {results['seconds']} s; {results['repeats']} profiled blocks per shape; medians [min, max]", "",
+             "Each shape's load ran without a break; mysqlprobe profiled blocks of it between unprobed blocks "
+             "(its start and the writing of its capture fall between blocks and count in neither). "
+             "felt: the load's own rate (sysbench's transactions/s from its per-second reports, the seed load's "
+             "rows/s from the server's `Innodb_rows_inserted`) in the unprobed blocks just before and after, "
+             "over its rate in the profiled block. reported: `overhead.measured_slowdown` of "
              "the capture. calls: innodb.row_insert's estimated calls against the server's "
-             "`Innodb_rows_inserted` over the same window. noise: unprobed runs against their neighbours.", "",
+             "`Innodb_rows_inserted` over the same window. noise: unprobed blocks against their neighbours.", "",
              "| load shape | felt | reported | reported - felt | calls vs truth | noise | unprobed rate |",
              "|---|---|---|---|---|---|---|"]
     for s in results["shapes"]:
         runs = s["runs"]
-        diff = [r["reported_slowdown"] - r["felt_slowdown"] for r in runs if r["reported_slowdown"] is not None]
+        diff = [r["reported_slowdown"] - r["felt_slowdown"] for r in runs
+                if r["reported_slowdown"] is not None and r["felt_slowdown"] is not None]
         lines.append(f"| {s['shape']} | {_stat([r['felt_slowdown'] for r in runs])} | "
                      f"{_stat([r['reported_slowdown'] for r in runs])} | {_stat(diff)} | "
-                     f"{_pct([r['error'] for r in runs])} | {_stat(s['noise'])} | {med(s['unprobed_rate']):.0f}/s |")
+                     f"{_pct([r['error'] for r in runs])} | {_stat(s['noise'])} | {med([r for r in s['unprobed_rate'] if r]):.0f}/s |")
     lines += ["", "Targets (issue: overhead under every load shape):", ""]
     for name, ok in targets(results):
         lines.append(f"- {name}: {'yes' if ok else 'NO'}")
@@ -179,9 +193,10 @@ def render(results: dict) -> str:
 
 def targets(results: dict) -> list[tuple[str, bool]]:
     shapes = results["shapes"]
-    felt = [med([r["felt_slowdown"] for r in s["runs"]]) for s in shapes]
+    felt = [med([r["felt_slowdown"] for r in s["runs"] if r["felt_slowdown"] is not None] or [9]) for s in shapes]
     gap = [abs(med([r["reported_slowdown"] - r["felt_slowdown"] for r in s["runs"]
-                    if r["reported_slowdown"] is not None] or [9])) for s in shapes]
+                    if r["reported_slowdown"] is not None and r["felt_slowdown"] is not None] or [9]))
+           for s in shapes]
     err = [abs(med([r["error"] for r in s["runs"] if r["error"] is not None] or [9])) for s in shapes]
     return [("default mode at most 1.10x on every shape (median)", all(f <= 1.10 for f in felt)),
             ("reported within 0.03 of felt (median)", all(g <= 0.03 for g in gap)),
@@ -190,8 +205,8 @@ def targets(results: dict) -> list[tuple[str, bool]]:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--repeats", type=int, default=3)
-    ap.add_argument("--seconds", type=int, default=12)
+    ap.add_argument("--repeats", type=int, default=10)
+    ap.add_argument("--seconds", type=int, default=8)
     ap.add_argument("--shapes", help="comma-separated indices into the shapes (default: all)")
     ap.add_argument("--out", default=str(HERE))
     args = ap.parse_args()
@@ -207,6 +222,7 @@ def main() -> int:
             results["shapes"].append(bench_shape(sb, pid, shape, args.repeats, args.seconds, workdir))
     shutil.rmtree(workdir, ignore_errors=True)
     out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
     (out / "oltp.json").write_text(json.dumps(results, indent=1) + "\n")
     (out / "OLTP.md").write_text(render(results))
     log(f"wrote {out / 'OLTP.md'}")

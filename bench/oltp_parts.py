@@ -1,16 +1,25 @@
 """What each part of the default profile costs an OLTP load on its own:
-sysbench oltp_insert (8 clients, MariaDB 10.2.11), each variant's run
-between two unprobed runs, round robin, set against their mean:
+a load of bench/oltp.py (default: sysbench oltp_insert, 8 clients, MariaDB
+10.2.11) running without a break,
+each variant on for a block between unprobed blocks, round robin, set
+against the unprobed blocks on either side (bench/continuous.py):
 
   default     mysqlprobe --insert-profile (all collectors, duty cycles)
   ps_setup    the window's Performance Schema setup alone (consumers and
               instruments on, as mysqlprobe sets them; no mysqlprobe running)
-  perf        perf record -a at 99 Hz with frame-pointer stacks, alone
+  perf        perf record -a at 99 Hz, stacks unwound as mysqlprobe chooses
+              for this binary, alone
   cold_all    mysqlprobe with every collector but probing one function the
               load never calls: the collectors and the duty cycles' switching
               without probe hits
+  no_perf, no_off_cpu, probes_only
+              the default profile without CPU sampling, without off-CPU
+              stacks, without either
+  status_reads  the server's row counter read 12 times a second, as the
+              duty cycles read it (no mysqlprobe running)
+  thread_list the watch of the server's threads alone
 
-    sudo .venv/bin/python bench/oltp_parts.py [--rounds 5] [--seconds 10]
+    sudo .venv/bin/python bench/oltp_parts.py [--rounds 8] [--seconds 8] [--shape 1] [--variants ...]
 
 writes bench/OLTP_PARTS.md and bench/oltp_parts.json. The reported column
 is mysqlprobe's overhead.measured_slowdown where it ran."""
@@ -21,109 +30,177 @@ import argparse
 import signal
 import subprocess
 import tempfile
+import threading
+import time
 from datetime import datetime, timezone
 from pathlib import Path
 
+from continuous import Blocks, unprobed_block
 from oltp import SHAPES, Load
 from overhead import MYSQLPROBE, Tool, derived, log, machine, machine_line, med, write_results
-from mysqlprobe import sandbox, workload
-from mysqlprobe.collectors.perfschema import PerfSchema
+from mysqlprobe import workload
+from mysqlprobe.collectors.perf import choose_unwinding
+from mysqlprobe.collectors.perfschema import PerfSchema, rows_changed
+from mysqlprobe.collectors.ps_threads import PROCESSLIST_TID, ThreadWatch
+from mysqlprobe.collectors.symbols import load_target_binary, resolve_target
+from mysqlprobe import sandbox
 
 HERE = Path(__file__).parent
-SHAPE = SHAPES[1]  # oltp_insert, 8 threads
-PERF = ["perf", "record", "-q", "-e", "cpu-clock", "-F", "99", "--call-graph", "fp", "-a"]
 COLD_FUNCTION = "fts_savepoint_free"  # full-text search: never called by oltp_insert
 
 
-def run_default(load: Load, pid: int, workdir: Path, *extra: str) -> tuple[float, float | None]:
-    d = Path(tempfile.mkdtemp(dir=workdir))
-    tool = Tool([MYSQLPROBE, "-p", str(pid), "-q", "-o", str(d), *extra], "Tracing PID", "stderr")
-    try:
-        rate = load.run()
-    finally:
-        tool.stop()
-    return rate, derived(d)["overhead"]["measured_slowdown"]
+class Mysqlprobe:
+    def __init__(self, pid: int, workdir: Path, *args: str):
+        self.pid, self.workdir, self.args = pid, workdir, args
+
+    def start(self) -> None:
+        self.dir = Path(tempfile.mkdtemp(dir=self.workdir))
+        self.tool = Tool([MYSQLPROBE, "-p", str(self.pid), "-q", "-o", str(self.dir), *self.args], "Tracing PID",
+                         "stderr")
+
+    def stop(self) -> float | None:
+        self.tool.stop()
+        return derived(self.dir)["overhead"]["measured_slowdown"]
 
 
-def run_ps_setup(load: Load, sb) -> tuple[float, None]:
-    ps = PerfSchema(workload.connect(sb.socket))
-    ps.enable()
-    try:
-        return load.run(), None
-    finally:
-        ps.restore()
-        ps.conn.close()
+class PsSetup:
+    def __init__(self, socket: str):
+        self.socket = socket
+
+    def start(self) -> None:
+        self.ps = PerfSchema(workload.connect(self.socket))
+        self.ps.enable()
+
+    def stop(self) -> None:
+        self.ps.restore()
+        self.ps.conn.close()
 
 
-def run_perf(load: Load, workdir: Path) -> tuple[float, None]:
-    perf = subprocess.Popen(PERF + ["-o", str(workdir / "perf.data")], stdout=subprocess.DEVNULL,
-                            stderr=subprocess.DEVNULL, start_new_session=True)
-    try:
-        return load.run(), None
-    finally:
-        perf.send_signal(signal.SIGINT)
-        perf.wait(timeout=60)
+class StatusReads:
+    """The server's row counter read as the duty cycles read it, `per_s` times a second."""
+
+    def __init__(self, socket: str, per_s: float = 12.0):
+        self.socket, self.per_s = socket, per_s
+
+    def start(self) -> None:
+        self.stop_flag = threading.Event()
+        conn = workload.connect(self.socket)
+
+        def loop():
+            while not self.stop_flag.wait(1 / self.per_s):
+                rows_changed(conn)
+            conn.close()
+
+        self.thread = threading.Thread(target=loop, daemon=True)
+        self.thread.start()
+
+    def stop(self) -> None:
+        self.stop_flag.set()
+        self.thread.join(timeout=30)
+
+
+class ThreadList:
+    """mysqlprobe's watch of the server's threads alone (the list once a second)."""
+
+    def __init__(self, socket: str):
+        self.socket = socket
+
+    def start(self) -> None:
+        self.watch = ThreadWatch(workload.connect(self.socket), PROCESSLIST_TID, quiet=False).start()
+
+    def stop(self) -> None:
+        self.watch.stop()
+
+
+class Perf:
+    def __init__(self, pid: int, workdir: Path):
+        unwinding = choose_unwinding(load_target_binary(resolve_target(pid)).image)
+        self.command = ["perf", "record", "-q", "-e", "cpu-clock", "-F", "99", "--call-graph",
+                        unwinding.call_graph(), "-a", "-o", str(workdir / "perf.data")]
+
+    def start(self) -> None:
+        self.proc = subprocess.Popen(self.command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                                     start_new_session=True)
+        time.sleep(0.2)  # its events open
+
+    def stop(self) -> None:
+        self.proc.send_signal(signal.SIGINT)
+        self.proc.wait(timeout=60)
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--rounds", type=int, default=5)
-    ap.add_argument("--seconds", type=int, default=10)
+    ap.add_argument("--rounds", type=int, default=8)
+    ap.add_argument("--seconds", type=int, default=8)
+    ap.add_argument("--shape", type=int, default=1, help="index into bench/oltp.py's shapes (default: 1)")
+    ap.add_argument("--variants", default="default,ps_setup,perf,cold_all",
+                    help="comma-separated (default: default,ps_setup,perf,cold_all)")
     ap.add_argument("--out", default=str(HERE))
+    ap.add_argument("--name", default="oltp_parts", help="results file names (default: oltp_parts)")
     args = ap.parse_args()
+    shape = SHAPES[args.shape]
     workdir = Path(tempfile.mkdtemp(prefix="mysqlprobe-parts-"))
     sb = sandbox.Sandbox("10.2.11")
     started = datetime.now(timezone.utc)
+    reported: dict[str, list] = {}
     with sb.serving(log) as pid:
-        load = Load(sb, SHAPE, args.seconds)
-        load.prepare()
-        variants = {
-            "default": lambda: run_default(load, pid, workdir, "--insert-profile"),
-            "ps_setup": lambda: run_ps_setup(load, sb),
-            "perf": lambda: run_perf(load, workdir),
-            "cold_all": lambda: run_default(load, pid, workdir, "--probe", COLD_FUNCTION),
-        }
-        runs: dict[str, list[dict]] = {name: [] for name in variants}
-        last = load.run()
+        known = {"default": lambda: Mysqlprobe(pid, workdir, "--insert-profile"),
+                 "ps_setup": lambda: PsSetup(sb.socket), "perf": lambda: Perf(pid, workdir),
+                 "cold_all": lambda: Mysqlprobe(pid, workdir, "--probe", COLD_FUNCTION),
+                 "no_perf": lambda: Mysqlprobe(pid, workdir, "--insert-profile", "--no-perf"),
+                 "no_off_cpu": lambda: Mysqlprobe(pid, workdir, "--insert-profile", "--no-off-cpu"),
+                 "status_reads": lambda: StatusReads(sb.socket), "thread_list": lambda: ThreadList(sb.socket),
+                 "probes_only": lambda: Mysqlprobe(pid, workdir, "--insert-profile", "--no-perf", "--no-off-cpu")}
+        variants = {name: known[name]() for name in args.variants.split(",")}
+        load, blocks = Load(sb, shape), Blocks()
         try:
+            load.prepare()
+            rates = load.start()
+            unprobed_block(blocks, args.seconds, settle_s=3.0)
             for r in range(args.rounds):
-                for name, run in variants.items():
-                    rate, reported = run()
-                    after = load.run()
-                    felt = (last + after) / 2 / rate
-                    runs[name].append({"rate": rate, "before": last, "after": after, "felt": felt,
-                                       "reported": reported})
-                    log(f"round {r + 1} {name}: {rate:.0f}/s against {last:.0f} and {after:.0f}: felt {felt:.3f}x"
-                        + (f", reported {reported}" if reported is not None else ""))
-                    last = after
+                for name, part in variants.items():
+                    part.start()
+                    t0 = time.monotonic()
+                    time.sleep(args.seconds)
+                    blocks.add("on", t0, time.monotonic(), name)
+                    reported.setdefault(name, []).append(part.stop())
+                    unprobed_block(blocks, args.seconds)
+                    load.check()
+                    f = blocks.felt(rates)[-1]
+                    log(f"round {r + 1} {name}: {f['rate']}/s against {f['before']} and {f['after']}: "
+                        f"felt {f['felt']}, reported {reported[name][-1]}")
         finally:
             load.close()
-    result = {"machine": machine(), "started": started.isoformat(timespec="seconds"), "shape": SHAPE.name,
-              "rounds": args.rounds, "seconds": args.seconds, "runs": runs}
-    write_results(args.out, "oltp_parts", result, markdown)
+    runs: dict[str, list[dict]] = {name: [] for name in variants}
+    counters = {name: iter(values) for name, values in reported.items()}
+    for f in blocks.felt(rates):
+        runs[f["label"]].append({**f, "reported": next(counters[f["label"]])})
+    result = {"machine": machine(), "started": started.isoformat(timespec="seconds"), "shape": shape.name,
+              "command": "bench/oltp_parts.py " + " ".join(f"--{k} {v}" for k, v in vars(args).items() if k != "out"),
+              "rounds": args.rounds, "seconds": args.seconds, "runs": runs, "noise": blocks.noise(rates)}
+    write_results(args.out, args.name, result, markdown)
 
 
 def _range(xs: list[float]) -> str:
-    return f"{min(xs):.3f}-{max(xs):.3f}"
+    return f"{min(xs):.3f}-{max(xs):.3f}" if xs else "-"
 
 
 def markdown(result: dict) -> str:
     lines = ["# What each part of the default profile costs an OLTP load", "",
              f"{machine_line(result['machine'])} Started {result['started']}. Command: "
-             f"`sudo .venv/bin/python bench/oltp_parts.py --rounds {result['rounds']} --seconds {result['seconds']}`.",
-             "", f"Load: sysbench {result['shape']}, {result['seconds']} s runs on MariaDB 10.2.11. Each variant's "
-             "run sits between two unprobed runs (round robin); felt = their mean rate over its rate. "
-             "Medians with min-max.", "",
+             f"`sudo .venv/bin/python {result['command']}`.",
+             "", f"Load: {result['shape']} on MariaDB 10.2.11, one run without a break. Each variant "
+             f"is on for a {result['seconds']} s block between unprobed blocks (round robin); felt = the unprobed "
+             "blocks' mean rate (sysbench's per-second transactions) over the block's. Medians with min-max.", "",
              "| variant | runs | felt slowdown | reported by mysqlprobe |", "|---|---|---|---|"]
     for name, runs in result["runs"].items():
-        felt = [r["felt"] for r in runs]
+        felt = [r["felt"] for r in runs if r["felt"] is not None]
         rep = [r["reported"] for r in runs if r["reported"] is not None]
         lines.append(f"| {name} | {len(runs)} | {med(felt):.3f} ({_range(felt)}) | "
                      + (f"{med(rep):.3f} ({_range(rep)})" if rep else "-") + " |")
-    # the machine's own noise: each unprobed run against the one before it
-    noise = [r["after"] / r["before"] for runs in result["runs"].values() for r in runs]
-    lines += ["", f"Noise: an unprobed run against the unprobed run before it, {len(noise)} pairs: median "
-              f"{med(noise):.3f} ({_range(noise)}). A 0.03 difference needs far more runs than these.", "",
+    noise = result["noise"]
+    lines += ["", f"Noise: each unprobed block against the mean of its unprobed neighbours, {len(noise)} blocks: "
+              f"median {med(noise):.3f} ({_range(noise)}).", "",
               "Variants: see the docstring of bench/oltp_parts.py.", ""]
     return "\n".join(lines)
 
