@@ -158,7 +158,11 @@ class PerfRecorder:
 
     def _launch(self) -> None:
         if self.controlled:
-            self._open_control()
+            try:
+                self._open_control()
+            except OSError:  # no FIFO where perf's data goes (a full or odd file system)
+                self.close_control()
+                self.controlled = False
         # its own session: a Ctrl-C for mysqlprobe does not end it before the window closes;
         # and it dies with mysqlprobe (kill -9 included), as the probes do
         self.proc = subprocess.Popen(self.command(), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,

@@ -53,3 +53,19 @@ def test_no_sample_while_sampling_is_off_and_samples_either_side(tmp_path):
 def test_switching_a_stopped_recorder_is_refused(tmp_path):
     recorder = PerfRecorder(1, str(tmp_path / "perf.data"), Unwinding("fp", "test"))
     assert not recorder.sample(False)           # never started: nothing to switch
+
+
+def test_without_its_fifos_perf_samples_all_along(tmp_path):
+    (tmp_path / "control.fifo").mkdir()           # the FIFO cannot be made or opened there
+    spinner = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+    recorder = PerfRecorder(spinner.pid, str(tmp_path / "perf.data"), Unwinding("fp", "test"), frequency=97)
+    try:
+        recorder.start()
+        assert not recorder.controlled
+        assert not recorder.sample(False)        # nothing to switch it with: it keeps sampling
+        time.sleep(0.5)
+    finally:
+        recorder.stop()
+        spinner.kill()
+        spinner.wait()
+    assert recorder.error is None and len(sample_times(tmp_path / "perf.data", spinner.pid)) > 10
