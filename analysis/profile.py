@@ -176,34 +176,32 @@ def measured_slowdown(doc: dict) -> float | None:
     return duration / (duration - lost) if lost is not None and 0 <= lost < duration else None
 
 
-def unprobed_rate(sampling: dict, quiet: bool = True) -> float | None:
-    """Rows per second in the quiet off-phases (quiet=True, where there
-    are enough of them), else in the ordinary ones; None with too few rows."""
-    for rows_key, seconds_key in (("quiet_rows", "quiet_s"),) * quiet + (("off_rows", "off_s"),):
-        rows, seconds = sampling.get(rows_key), sampling.get(seconds_key)
-        if rows is not None and rows >= MIN_OFF_ROWS and seconds:
-            return rows / seconds
-    return None
+def _phase_rate(sampling: dict, kind: str) -> float | None:
+    """Rows per second in the off-phases of a kind ("quiet" or "off"),
+    summed; None with too few rows to trust."""
+    rows, seconds = sampling.get(f"{kind}_rows"), sampling.get(f"{kind}_s")
+    return rows / seconds if rows is not None and rows >= MIN_OFF_ROWS and seconds else None
+
+
+def unprobed_rate(sampling: dict) -> float | None:
+    """Rows per second in the quiet off-phases where there are enough of
+    them, else in the ordinary ones."""
+    return _phase_rate(sampling, "quiet") or _phase_rate(sampling, "off")
 
 
 def slowdown_reference(doc: dict) -> str | None:
     """What the measured slowdown is set against: 'quiet' off-phases
     (nothing of mysqlprobe on), 'off' ones (CPU sampling on), or None."""
     sampling = doc.get("sampling") or {}
-    rows = sampling.get("quiet_rows")
-    if rows is not None and rows >= MIN_OFF_ROWS and sampling.get("quiet_s"):
-        return "quiet"
-    return "off" if unprobed_rate(sampling, quiet=False) else None
+    return next((kind for kind in ("quiet", "off") if _phase_rate(sampling, kind)), None)
 
 
 def always_on_slowdown(doc: dict) -> float | None:
     """What the collectors that stay on all window (CPU sampling) cost the
     load: its rate in the quiet off-phases over its rate in the others."""
     sampling = doc.get("sampling") or {}
-    ordinary = unprobed_rate(sampling, quiet=False)
-    if slowdown_reference(doc) != "quiet" or not ordinary:
-        return None
-    return round(sampling["quiet_rows"] / sampling["quiet_s"] / ordinary, 4)
+    quiet, ordinary = _phase_rate(sampling, "quiet"), _phase_rate(sampling, "off")
+    return round(quiet / ordinary, 4) if quiet and ordinary else None
 
 
 def calibrated_slowdown(doc: dict) -> float | None:

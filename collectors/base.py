@@ -96,6 +96,8 @@ class Collector:
         self.paced = False
         self.on_s = 0.0          # seconds it was on, when paced
         self._on_since: float | None = None
+        self.quiet_s = 0.0       # seconds it was off in quiet phases, when quieted
+        self._quiet_since: float | None = None
 
     def pace(self) -> None:
         """Run only in on-phases from now on (before prepare)."""
@@ -117,6 +119,18 @@ class Collector:
 
     def quiet(self, on: bool) -> bool:
         """Off for a quiet phase (on=True), or back on; whether it did."""
+        if not self.can_quiet or on == (self._quiet_since is not None) or not self._silence(on):
+            return False
+        if on:
+            self._quiet_since = time.monotonic()
+        else:
+            self.quiet_s += time.monotonic() - self._quiet_since
+            self._quiet_since = None
+        return True
+
+    def _silence(self, on: bool) -> bool:
+        """Switch what stays on all window off (on=True) or back on (quieted
+        collectors); whether it took."""
         return False
 
     def prepare(self) -> None:

@@ -40,6 +40,10 @@ class PerfUnavailable(Exception):
     pass
 
 
+class ControlRefused(PerfUnavailable):
+    """perf record does not take --control (older than 5.10)."""
+
+
 @dataclass(frozen=True)
 class Unwinding:
     mode: str      # "fp" or "dwarf"
@@ -150,9 +154,7 @@ class PerfRecorder:
         self._usage0 = resource.getrusage(resource.RUSAGE_CHILDREN)
         try:
             self._launch()
-        except PerfUnavailable as e:
-            if "control" not in str(e):
-                raise
+        except ControlRefused:
             self.controlled = False  # an older perf: it samples all along
             self._launch()
 
@@ -178,7 +180,7 @@ class PerfRecorder:
             self.close_control()
             err = (self.proc.stderr.read() or "").strip()
             if self.controlled and "control" in err:
-                raise PerfUnavailable("perf record does not take --control")
+                raise ControlRefused("perf record does not take --control")
             lines = err.splitlines()
             raise PerfUnavailable(f"perf record failed: {lines[-1] if lines else f'exit {self.proc.returncode}'}")
 
@@ -327,8 +329,6 @@ class PerfCollector(Collector):
 
     def __init__(self, pid: int, image: ElfImage, opts: PerfOptions):
         super().__init__()
-        self.quiet_s = 0.0  # seconds of the window it did not sample (quiet phases)
-        self._quiet_since: float | None = None
         self.pid, self.image, self.opts = pid, image, opts
         self.recorder: PerfRecorder | None = None
         self.record: dict = {}
@@ -369,15 +369,8 @@ class PerfCollector(Collector):
     def start(self) -> None:
         self._perf_cpu0 = cpu_seconds(self.recorder.proc.pid)
 
-    def quiet(self, on: bool) -> bool:
-        if on == (self._quiet_since is not None) or not self.recorder.sample(not on):
-            return False
-        if on:
-            self._quiet_since = time.monotonic()
-        else:
-            self.quiet_s += time.monotonic() - self._quiet_since
-            self._quiet_since = None
-        return True
+    def _silence(self, on: bool) -> bool:
+        return self.recorder.sample(not on)
 
     def stop(self) -> None:
         """perf takes a moment to write its data: not part of the window."""

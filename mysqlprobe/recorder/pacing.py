@@ -121,12 +121,12 @@ class Pacer:
         if lost_s is not None:
             # the recent cycles' losses pooled, signed: one cycle's is mostly the load's own noise
             self._losses.append((lost_s if signed_lost_s is None else signed_lost_s, on_s))
-            pooled = [sum(x for x, _ in self._losses) / sum(t for _, t in self._losses)]
+            pooled = [_per_second(self._losses)]
             if in_phase and in_phase[1] > 0:
                 # the on-phase alone: rows read a few ms apart, without the attach and
                 # detach around it, whose rows blur the cycle's measure in a noisy load
                 self._in_phase.append(in_phase)
-                pooled.append(sum(x for x, _ in self._in_phase) / sum(t for _, t in self._in_phase))
+                pooled.append(_per_second(self._in_phase))
             self.lost_per_on_s = max(*pooled, probe_s / on_s * self.least_cost_factor)
             per_on = self.lost_per_on_s
         transition = max(cycle_s - on_s, 0.0)
@@ -147,6 +147,11 @@ class Pacer:
             on = min(max(min(own, window), self.min_on_s), longest)
             off = off_for(on)  # past max_off_s at min_on_s
         return on, max(off, on / self.max_coverage - on - transition)
+
+
+def _per_second(losses) -> float:
+    """Seconds lost per second, over (lost, seconds) pairs."""
+    return sum(x for x, _ in losses) / sum(t for _, t in losses)
 
 
 IN_SITU_MIN_COST_S = 0.005    # calibrated probe time in the reads before the factor is trusted
