@@ -22,8 +22,10 @@ from mysqlprobe.collectors.ps_threads import (OS_THREAD_ID, PROCESSLIST_TID, lis
                                               quiet_background_threads)
 from mysqlprobe.sqltext import normalized
 
-CONSUMERS = ("events_statements_current", "events_statements_history", "events_statements_history_long",
-             "events_stages_current", "events_stages_history", "events_stages_history_long")
+# only the shared histories are read: the per-thread ones (events_*_history)
+# would copy every statement and stage once more for nothing
+CONSUMERS = ("events_statements_current", "events_statements_history_long",
+             "events_stages_current", "events_stages_history_long")
 WAIT_CONSUMERS = ("events_waits_current", "events_waits_history", "events_waits_history_long")
 INSTRUMENTS = ("statement/%", "stage/%", "wait/io/table/%", "wait/io/file/%")
 SYNCH_INSTRUMENTS = ("wait/synch/%",)
