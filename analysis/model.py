@@ -14,8 +14,9 @@ from mysqlprobe.analysis import histogram as H
 from mysqlprobe.analysis.attribution import attribute
 from mysqlprobe.analysis.statements import by_digest
 from mysqlprobe.analysis.profile import (StageSummary, always_on_slowdown, calibrated_slowdown, estimated_calls,
-                                         measured_slowdown, probe_estimate, slowdown_reference, stage_record,
-                                         stage_summaries, window_ns)
+                                         measured_slowdown, phase_slowdown, probe_estimate, slowdown_reference,
+                                         stage_record, stage_summaries, standing_cpu_s, standing_slowdown,
+                                         window_ns)
 
 DERIVED_IN_SCHEMA_1 = ("stages", "attribution", "overhead")
 DERIVED_PROBE_FIELDS = ("estimated_calls", "mean_ns", "percentiles_ns", "overhead_ns", "threads")
@@ -96,6 +97,9 @@ class Profile:
                 "note": "probe hits x calibrated cost per hit: thread time the probes added",
                 "measured_slowdown": measured_slowdown(self.doc),
                 "measured_against": slowdown_reference(self.doc),
+                "phase_slowdown": phase_slowdown(self.doc),
+                "standing_slowdown": standing_slowdown(self.doc),
+                "standing_cpu_s": standing_cpu_s(self.doc),
                 "always_on_slowdown": always_on_slowdown(self.doc),
                 "estimated_slowdown": calibrated_slowdown(self.doc),
                 "by_collector": {name: c.get("cost") for name, c in (self.doc.get("collectors") or {}).items()

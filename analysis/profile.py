@@ -156,6 +156,17 @@ MIN_OFF_ROWS = 200  # rows in the off-phases before their speed stands for the u
 
 
 def measured_slowdown(doc: dict) -> float | None:
+    """How much mysqlprobe slowed the load down: what the phases show
+    (phase_slowdown) times what they cannot (standing_slowdown, where the
+    capture has it). None when it was not measured."""
+    phases = phase_slowdown(doc)
+    if phases is None:
+        return None
+    standing = standing_slowdown(doc)
+    return round(phases * standing, 4) if standing else phases
+
+
+def phase_slowdown(doc: dict) -> float | None:
     """How much the collectors slowed the load down, from the server's own
     progress: its row rate with nothing of mysqlprobe on (the quiet
     off-phases; in captures without them, every off-phase, where what stays
@@ -174,6 +185,35 @@ def measured_slowdown(doc: dict) -> float | None:
     lost = sampling.get("lost_s")
     duration = window["duration_s"]
     return duration / (duration - lost) if lost is not None and 0 <= lost < duration else None
+
+
+def standing_cpu_s(doc: dict) -> float | None:
+    """CPU seconds mysqlprobe took in every phase, the quiet ones too: its
+    own process, its calibration helper, and the server's threads serving
+    its connections (progress reads, the thread watch)."""
+    own = doc["window"].get("own_cpu_s")
+    if own is None:
+        return None
+    helper = (((doc.get("collectors") or {}).get("calibration") or {}).get("cost") or {}).get("cpu_s") or 0.0
+    server = (doc.get("perf_schema") or {}).get("own_connections_cpu_s") or 0.0
+    return own + helper + server
+
+
+def standing_slowdown(doc: dict) -> float | None:
+    """What the CPU mysqlprobe took in every phase cost the load, which no
+    comparison of phases can show. A CPU second taken from a host whose
+    CPUs were all busy is one the others lost; from an idle host, nobody's:
+    each counts by the share of the host's usable CPU time that was busy
+    (steal is nobody's to use). None where the capture lacks the figures."""
+    own, window = standing_cpu_s(doc), doc["window"]
+    host = (doc.get("process") or {}).get("host_cpu_share") or {}
+    cpus = (doc.get("host") or {}).get("cpus")
+    if own is None or not cpus or host.get("idle") is None:
+        return None
+    usable_share = 1.0 - (host.get("steal") or 0.0)
+    busy_share = max(0.0, 1.0 - (host["idle"] + (host.get("iowait") or 0.0)) / usable_share)
+    others = cpus * window["duration_s"] * usable_share * busy_share - own
+    return round(1.0 + own * busy_share / others, 4) if others > 0 else None
 
 
 def _phase_rate(sampling: dict, kind: str) -> float | None:

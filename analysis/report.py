@@ -77,13 +77,19 @@ def _slowdown_basis(doc: dict, o: dict) -> str:
     sampled = (doc.get("perf") or {}).get("status") == "collected"
     if o["measured_against"] == "quiet":
         alone = o["always_on_slowdown"]
-        return (" (its row rate in the window against its rate with the collectors off"
-                + (f"; CPU sampling alone {alone:.2f}x" if alone and alone >= 1 else "")
-                + (": the Performance Schema setup stays on" if doc.get("perf_schema", {}).get("status") == "collected"
-                   else "") + ")")
-    if sampled:
-        return " (its row rate with the probes on and off; CPU sampling ran all along and is not in this figure)"
-    return " (its row rate with the collectors on and off)"
+        basis = ("its row rate in the window against its rate with the collectors off"
+                 + (f"; CPU sampling alone {alone:.2f}x" if alone and alone >= 1 else "")
+                 + (": the Performance Schema setup stays on" if doc.get("perf_schema", {}).get("status") == "collected"
+                    else ""))
+    elif sampled:
+        basis = "its row rate with the probes on and off; CPU sampling ran all along and is not in this figure"
+    else:
+        basis = "its row rate with the collectors on and off"
+    standing = o.get("standing_slowdown")
+    if standing:
+        basis += (f"; {o['phase_slowdown']:.2f}x from that, {standing:.3f}x for the "
+                  f"{fmt(o['standing_cpu_s'] * 1e9)} of CPU mysqlprobe took in every phase")
+    return f" ({basis})"
 
 
 def _overhead(o: dict) -> str:

@@ -5,12 +5,15 @@ steal (a noisy neighbour on a VM)."""
 
 from __future__ import annotations
 
+import os
 import time
 from dataclasses import dataclass
 
 import psutil
 
 from mysqlprobe.collectors.base import Collector, Cost, CpuClock, Facts, Section
+
+CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 
 
 @dataclass
@@ -58,6 +61,18 @@ def cpu_seconds(pid: int) -> float | None:
     except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
         return None
     return cpu.user + cpu.system
+
+
+def thread_cpu_seconds(pid: int, tid: int) -> float | None:
+    """User + system CPU seconds of one thread of a process so far; None
+    when it is gone."""
+    try:
+        with open(f"/proc/{pid}/task/{tid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return None
+    # after the comm: state is field 3 of stat(5), utime and stime 14 and 15
+    return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS
 
 
 def thread_name(pid: int, tid: int) -> str:

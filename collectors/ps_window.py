@@ -19,6 +19,7 @@ from mysqlprobe.collectors import connection
 from mysqlprobe.collectors.base import Collector, Cost, Facts, Section
 from mysqlprobe.collectors.connection import ConnectOptions
 from mysqlprobe.collectors.perfschema import PerfSchema, deltas, leave_out_own_statements, rows_changed
+from mysqlprobe.collectors.process import thread_cpu_seconds
 from mysqlprobe.collectors.ps_lease import SetupLease
 from mysqlprobe.collectors.ps_threads import ThreadWatch, merge_threads
 
@@ -65,6 +66,10 @@ class PerfSchemaCollector(Collector):
         self._restore_tried = False
         self.record: dict = {"status": "not requested"}
         self.query_s = 0.0  # wall time of this collector's own queries
+        # the server's CPU for this collector's connections in the window, from
+        # their threads (None where the server does not name them)
+        self.server_cpu_s: float | None = None
+        self._own_cpu0: dict[int, float] = {}
 
     def _timed(self, fn, *args):
         t0 = time.monotonic()
@@ -129,6 +134,7 @@ class PerfSchemaCollector(Collector):
             self.before = self._timed(self.ps.summaries)
             self.t0 = self.ps.timer_now()
             self.threads_at_start = self.ps.threads()  # connections that end in the window
+            self._own_cpu0 = self._own_threads_cpu(self.own_os_threads())
         except pymysql.err.MySQLError as e:
             self.restore()
             self._give_up("unavailable", f"reading performance_schema failed: {_why(e)}")
@@ -165,6 +171,7 @@ class PerfSchemaCollector(Collector):
         """Read what the window left in P_S, then restore its setup."""
         if not self.ps:
             return
+        self._measure_own_cpu()
         try:
             t1 = self.ps.timer_now()
             after = self._timed(self.ps.summaries)
@@ -185,6 +192,18 @@ class PerfSchemaCollector(Collector):
         finally:
             self.restore()
 
+    def _own_threads_cpu(self, tids: list[int]) -> dict[int, float]:
+        cpu = {tid: thread_cpu_seconds(self.pid, tid) for tid in tids}
+        return {tid: s for tid, s in cpu.items() if s is not None}
+
+    def _measure_own_cpu(self) -> None:
+        """The server's CPU for mysqlprobe's connections since start(): what
+        the progress reads and the thread watch cost it, in every phase."""
+        now = self._own_threads_cpu(list(self._own_cpu0))
+        if self._own_cpu0 and len(now) == len(self._own_cpu0):
+            self.server_cpu_s = sum(now[tid] - self._own_cpu0[tid] for tid in now)
+            self.record["own_connections_cpu_s"] = round(self.server_cpu_s, 4)
+
     def _check_consumers(self) -> None:
         """Say so if the window's consumers were turned off under it."""
         off = self.ps.turned_off()
@@ -194,9 +213,14 @@ class PerfSchemaCollector(Collector):
                               "else: statements and stages after that are missing from this report")
 
     def collect(self, facts: Facts) -> Section:
-        cost = Cost(target_s=self.query_s, method="wall time of this collector's own queries (the server's work "
-                                                  "for them); what the instruments add to each statement is not "
-                                                  "seen from here")
+        if self.server_cpu_s is not None:
+            cost = Cost(target_s=self.server_cpu_s, method="the server's CPU time for this collector's connections "
+                                                           "in the window, from their threads; what the instruments "
+                                                           "add to each statement is not seen from here")
+        else:
+            cost = Cost(target_s=self.query_s, method="wall time of this collector's own queries (the server's "
+                                                      "work for them); what the instruments add to each statement "
+                                                      "is not seen from here")
         return Section(self.name, {self.name: self.record}, list(self.notes), cost)
 
     def _start_guard(self, connect_args: dict) -> None:

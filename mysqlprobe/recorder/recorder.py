@@ -19,6 +19,7 @@ probes and their calibration are what a capture is, and fail it."""
 from __future__ import annotations
 
 import os
+import resource
 import time
 from contextlib import ExitStack
 from dataclasses import replace
@@ -125,6 +126,7 @@ class Recorder:
         rows_changed = self._rows_changed()
         start_wall = now_utc()
         started = (time.monotonic(), rows_changed())
+        own_cpu0 = own_cpu_seconds()
         if self.control.signals:
             self.control.signals.window_opens()  # from here a signal ends the window, and it is written
         latency.start()  # before the announcement: a load started on it is counted from its first call
@@ -144,14 +146,14 @@ class Recorder:
             rows_at_end = cycles.run(started)
             cycles.measure_in_situ_cost()
             sampling = cycles.record(o.budget)
-        elapsed = win.elapsed()
+        elapsed, own_cpu = win.elapsed(), own_cpu_seconds() - own_cpu0
         if self.control.signals:
             self.control.signals.window_closed()  # the probes come off, the capture is written
         for c in reversed(self._running(START)):
             c.stop()
         window = {"start": start_wall, "duration_s": round(elapsed, 6), "requested_s": o.duration,
                   "ended_by": win.ended_by, "rows_changed": difference(rows_at_end, started[1]),
-                  "rows_counter": "+".join(ROW_COUNTERS)}
+                  "rows_counter": "+".join(ROW_COUNTERS), "own_cpu_s": round(own_cpu, 4)}
         return window, sampling, rows_at_end
 
     def _rows_changed(self):
@@ -177,6 +179,12 @@ class Recorder:
         cap = assemble(self.options.argv, head, sections, self.unavailable, list(self.plan.warnings) + self.notes)
         cap.doc["engine"]["timings"] = {"symbols_s": round(self.plan.seconds, 3), **cap.doc["engine"]["timings"]}
         return cap
+
+
+def own_cpu_seconds() -> float:
+    """This process's CPU seconds so far, every thread's."""
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
 
 
 HISTOGRAM_SCHEME = {"name": "log2-4sub", "unit": "ns",

@@ -305,6 +305,37 @@ def test_measured_slowdown_is_the_off_phase_row_rate_over_the_windows():
 
 
 
+def test_cpu_mysqlprobe_takes_in_every_phase_counts_by_how_busy_the_host_was():
+    cycles = [{"on_s": 0.1, "probe_s": 0.001, "calls": [n, n, n, 0], "rows": 3000, "row_calls": [n, n, n, 0],
+               "row_s": 0.09, "lost_s": 0.0, "unprobed_rows_per_s": 3e4} for n in (3335, 3336, 3336)]
+    doc = synthetic_run({"mode": "sampled", "overhead_budget": 0.1, "cycles": 3, "on_s": 0.3, "lost_s": 0.0,
+                         "off_s": 1.0, "off_rows": 36000, "cost_uncertainty": 0.1, "calls_per_cycle": cycles})
+    doc["window"]["rows_changed"] = 50000
+    phases = 36000 / (50000 / doc["window"]["duration_s"])
+    assert Profile(doc).overhead["standing_slowdown"] is None        # an older capture: the phases alone
+    doc["host"]["cpus"] = 2
+    doc["window"]["own_cpu_s"] = 0.1
+    doc["collectors"]["calibration"] = {"status": "collected", "cost": {"target_s": None, "cpu_s": 0.02}}
+    doc["perf_schema"]["own_connections_cpu_s"] = 0.03
+    capacity = 2 * doc["window"]["duration_s"]
+    # every CPU busy: the 0.15 s mysqlprobe took are what the others lost
+    doc["process"]["host_cpu_share"] = {"user": 0.6, "system": 0.4, "idle": 0.0, "iowait": 0.0, "steal": 0.0}
+    o = Profile(doc).overhead
+    assert o["standing_cpu_s"] == pytest.approx(0.15)
+    assert o["standing_slowdown"] == pytest.approx(1 + 0.15 / (capacity - 0.15), abs=1e-4)
+    assert o["phase_slowdown"] == pytest.approx(phases, abs=1e-4)
+    assert o["measured_slowdown"] == pytest.approx(phases * o["standing_slowdown"], abs=1e-3)
+    text = " ".join(render_text(Profile(doc)).split())
+    assert f"{phases:.2f}x from that, {o['standing_slowdown']:.3f}x for the 150ms of CPU mysqlprobe took" in text
+    # half the host idle: half of it was anyone's to lose; steal is nobody's
+    doc["process"]["host_cpu_share"] = {"user": 0.3, "system": 0.1, "idle": 0.4, "iowait": 0.0, "steal": 0.2}
+    busy = 0.5 * capacity * 0.8
+    assert Profile(doc).overhead["standing_slowdown"] == pytest.approx(1 + 0.15 * 0.5 / (busy - 0.15), abs=1e-4)
+    doc["process"]["host_cpu_share"] = {"user": 0.0, "system": 0.0, "idle": 1.0, "iowait": 0.0, "steal": 0.0}
+    assert Profile(doc).overhead["standing_slowdown"] is None        # nothing else ran: nothing to lose
+    assert Profile(doc).overhead["measured_slowdown"] == pytest.approx(phases, abs=1e-4)
+
+
 def test_measured_slowdown_is_set_against_the_quiet_off_phases_where_there_are_enough():
     cycles = [{"on_s": 0.1, "probe_s": 0.001, "calls": [n, n, n, 0], "rows": 3000, "row_calls": [n, n, n, 0],
                "row_s": 0.09, "lost_s": 0.0, "unprobed_rows_per_s": 3e4} for n in (3335, 3336, 3336)]
