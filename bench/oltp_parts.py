@@ -15,6 +15,9 @@ against the unprobed blocks on either side (bench/continuous.py):
   no_perf, no_off_cpu, probes_only
               the default profile without CPU sampling, without off-CPU
               stacks, without either
+  ps_stages   the stage instruments alone (timed, events_stages_current on)
+  ps_stage_history  the same with the stage history consumers
+  ps_statement_history  the statement history consumers alone
   status_reads  the server's row counter read 12 times a second, as the
               duty cycles read it (no mysqlprobe running)
   thread_list the watch of the server's threads alone
@@ -74,6 +77,38 @@ class PsSetup:
     def stop(self) -> None:
         self.ps.restore()
         self.ps.conn.close()
+
+
+class PsPart:
+    """Part of the window's Performance Schema setup: instruments matching
+    `instruments` enabled and timed, and `consumers` on; put back at stop."""
+
+    def __init__(self, socket: str, instruments: str | None, consumers: tuple[str, ...]):
+        self.socket, self.instruments, self.consumers = socket, instruments, consumers
+
+    def start(self) -> None:
+        self.conn = workload.connect(self.socket)
+        with self.conn.cursor() as cur:
+            cur.execute("SELECT NAME, ENABLED FROM performance_schema.setup_consumers")
+            self.saved_consumers = dict(cur.fetchall())
+            cur.execute("SELECT NAME, ENABLED, TIMED FROM performance_schema.setup_instruments WHERE NAME LIKE %s",
+                        (self.instruments or "-",))
+            self.saved_instruments = cur.fetchall()
+            if self.instruments:
+                cur.execute("UPDATE performance_schema.setup_instruments SET ENABLED = 'YES', TIMED = 'YES' "
+                            "WHERE NAME LIKE %s", (self.instruments,))
+            for name in self.consumers:
+                cur.execute("UPDATE performance_schema.setup_consumers SET ENABLED = 'YES' WHERE NAME = %s", (name,))
+
+    def stop(self) -> None:
+        with self.conn.cursor() as cur:
+            for name, enabled, timed in self.saved_instruments:
+                cur.execute("UPDATE performance_schema.setup_instruments SET ENABLED = %s, TIMED = %s "
+                            "WHERE NAME = %s", (enabled, timed, name))
+            for name in self.consumers:
+                cur.execute("UPDATE performance_schema.setup_consumers SET ENABLED = %s WHERE NAME = %s",
+                            (self.saved_consumers[name], name))
+        self.conn.close()
 
 
 class StatusReads:
@@ -149,6 +184,11 @@ def main() -> None:
                  "cold_all": lambda: Mysqlprobe(pid, workdir, "--probe", COLD_FUNCTION),
                  "no_perf": lambda: Mysqlprobe(pid, workdir, "--insert-profile", "--no-perf"),
                  "no_off_cpu": lambda: Mysqlprobe(pid, workdir, "--insert-profile", "--no-off-cpu"),
+                 "ps_stages": lambda: PsPart(sb.socket, "stage/%", ("events_stages_current",)),
+                 "ps_stage_history": lambda: PsPart(sb.socket, "stage/%", (
+                     "events_stages_current", "events_stages_history", "events_stages_history_long")),
+                 "ps_statement_history": lambda: PsPart(sb.socket, None, (
+                     "events_statements_history", "events_statements_history_long")),
                  "status_reads": lambda: StatusReads(sb.socket), "thread_list": lambda: ThreadList(sb.socket),
                  "probes_only": lambda: Mysqlprobe(pid, workdir, "--insert-profile", "--no-perf", "--no-off-cpu")}
         variants = {name: known[name]() for name in args.variants.split(",")}
