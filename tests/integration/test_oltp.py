@@ -91,6 +91,13 @@ def test_default_mode_says_what_it_cost(server, tmp_path):
     assert f"overhead {said}" in " ".join(text.split())
     sampling = doc["sampling"]                     # the unprobed rate it was measured against
     assert sampling["off_rows"] > 0 and 0 < sampling["off_s"] < doc["window"]["duration_s"]
+    # what runs in every phase: this process, its helper, the server's threads for its connections
+    o, window = doc["overhead"], doc["window"]
+    assert 0 < window["own_cpu_s"] <= o["standing_cpu_s"] < window["duration_s"]
+    assert doc["perf_schema"]["own_connections_cpu_s"] > 0           # the progress reads took server CPU
+    assert costs["perf_schema"]["target_s"] == pytest.approx(doc["perf_schema"]["own_connections_cpu_s"], abs=1e-4)
+    assert 1.0 < o["standing_slowdown"] < 1.5
+    assert o["measured_slowdown"] == pytest.approx(o["phase_slowdown"] * o["standing_slowdown"], abs=2e-4)
 
 
 def digests_add_up(doc: dict) -> None:

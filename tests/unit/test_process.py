@@ -27,7 +27,18 @@ def test_a_threads_cpu_time_is_its_own_not_its_processes():
     done.set()
     for w in workers:
         w.join()
-    tick = 1 / CLOCK_TICKS
+    tick = 1 / CLOCK_TICKS  # the coarsest clock it may have read
     assert busy is not None and 0.3 - 2 * tick <= busy <= 0.4
     assert idle is not None and idle <= 2 * tick
     assert thread_cpu_seconds(os.getpid(), tids["busy"]) is None         # gone with its thread
+
+
+def test_without_schedstat_the_clock_ticks_of_stat_are_read(tmp_path):
+    task = tmp_path / "7" / "task" / "8"
+    task.mkdir(parents=True)
+    # comm with a space and a parenthesis; utime 150 and stime 50 ticks
+    (task / "stat").write_text("8 (my (odd) comm) S 1 8 8 0 -1 4194560 0 0 0 0 150 50 0 0 20 0 1 0\n")
+    assert thread_cpu_seconds(7, 8, proc=str(tmp_path)) == 200 / CLOCK_TICKS
+    (task / "schedstat").write_text("1234567890 5 6\n")
+    assert thread_cpu_seconds(7, 8, proc=str(tmp_path)) == 1.23456789
+    assert thread_cpu_seconds(7, 9, proc=str(tmp_path)) is None
