@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 from mysqlprobe.errors import TargetError
 
 if TYPE_CHECKING:
-    from mysqlprobe.collectors.symbols import ElfImage
+    from mysqlprobe.collectors.elf import ElfImage
 
 
 def _crc32_file(path: str) -> int:

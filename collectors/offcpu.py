@@ -15,7 +15,8 @@ from mysqlprobe import probes
 from mysqlprobe.collectors import libbpf
 from mysqlprobe.collectors.base import Collector, CollectorUnavailable, Cost, Facts, Section
 from mysqlprobe.collectors.perf import KERNEL_SUFFIX, fold_samples
-from mysqlprobe.collectors.symbols import demangle, qualified_name, read_elf
+from mysqlprobe.collectors.cxxnames import demangle, qualified_name
+from mysqlprobe.collectors.elf import read_elf
 from mysqlprobe.errors import BpfError, TargetError
 from mysqlprobe.flamegraphs.folded import Folded
 from mysqlprobe.flamegraphs.stacks import stacks_summary

@@ -22,7 +22,8 @@ from dataclasses import dataclass
 
 from mysqlprobe.collectors.base import Collector, CollectorUnavailable, Cost, Facts, Section
 from mysqlprobe.collectors.process import cpu_seconds
-from mysqlprobe.collectors.symbols import ElfImage, file_offset, qualified_name
+from mysqlprobe.collectors.cxxnames import qualified_name
+from mysqlprobe.collectors.elf import ElfImage, file_offset
 from mysqlprobe.flamegraphs.folded import Folded
 from mysqlprobe.flamegraphs.stacks import stacks_summary
 

@@ -12,142 +12,18 @@ import difflib
 import fnmatch
 import os
 import re
-import struct
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
-from elftools.elf.elffile import ELFFile
-from elftools.common.exceptions import ELFError
-
 from mysqlprobe.collectors import debuginfo
-from mysqlprobe.collectors.cxxnames import CLONE, DEMANGLED_CLONE, clone_kind, demangle, qualified_name
+from mysqlprobe.collectors.cxxnames import CLONE, DEMANGLED_CLONE, clone_kind
+from mysqlprobe.collectors.elf import ElfImage, Function, file_offset, read_elf
 from mysqlprobe.errors import TargetError
-
-_SYM = struct.Struct("<IBBHQQ")  # Elf64_Sym
-STT_FUNC, STT_GNU_IFUNC = 2, 10
-STB_LOCAL, STB_GLOBAL, STB_WEAK = 0, 1, 2
-SHN_UNDEF = 0
 
 _LENGTH = re.compile(r"(?<!\d)[1-9]\d*")  # a <length> of a mangled source name
 # Clones whose address is not the entry of the whole function.
 _FRAGMENT_CLONES = ("part", "cold")
-
-
-# --------------------------------------------------------------------------- ELF
-
-@dataclass(frozen=True)
-class Segment:
-    vaddr: int
-    memsz: int
-    offset: int
-    executable: bool
-
-
-@dataclass(frozen=True)
-class Function:
-    mangled: str
-    address: int
-    size: int
-    binding: str      # "global", "local", "weak"
-    table: str        # ".symtab" or ".dynsym"
-
-    @property
-    def demangled(self) -> str:
-        return demangle(self.mangled)
-
-    @property
-    def name(self) -> str:
-        return qualified_name(self.demangled)
-
-
-@dataclass
-class ElfImage:
-    """The parts of one ELF file mysqlprobe needs."""
-
-    path: str
-    pie: bool
-    build_id: str | None
-    debuglink: tuple[str, int] | None
-    has_symtab: bool
-    has_debug_info: bool
-    segments: list[Segment]
-    functions: list[Function]
-    _rodata: tuple[int, int] | None = field(default=None, repr=False)  # (file offset, size)
-
-    def rodata(self) -> bytes:
-        if not self._rodata:
-            return b""
-        with open(self.path, "rb") as f:
-            f.seek(self._rodata[0])
-            return f.read(self._rodata[1])
-
-
-def _read_functions(elf: ELFFile, section) -> list[Function]:
-    strtab = elf.get_section(section["sh_link"]).data()
-    data = section.data()
-    out = []
-    binding_names = {STB_LOCAL: "local", STB_GLOBAL: "global", STB_WEAK: "weak"}
-    for st_name, st_info, _other, shndx, value, size in _SYM.iter_unpack(data):
-        kind = st_info & 0xF
-        if kind not in (STT_FUNC, STT_GNU_IFUNC) or shndx == SHN_UNDEF or not value:
-            continue
-        end = strtab.index(b"\0", st_name)
-        out.append(Function(strtab[st_name:end].decode("utf-8", "replace"), value, size,
-                            binding_names.get(st_info >> 4, "other"), section.name))
-    return out
-
-
-def read_elf(path: str) -> ElfImage:
-    try:
-        with open(path, "rb") as f:
-            elf = ELFFile(f)
-            if elf.elfclass != 64 or elf["e_machine"] != "EM_X86_64":
-                raise TargetError(f"{path}: only x86-64 ELF binaries are supported")
-            segments = [
-                Segment(p["p_vaddr"], p["p_memsz"], p["p_offset"], bool(p["p_flags"] & 1))
-                for p in elf.iter_segments() if p["p_type"] == "PT_LOAD"
-            ]
-            build_id = debuglink = rodata = None
-            functions: list[Function] = []
-            has_symtab = has_debug_info = False
-            for sec in elf.iter_sections():
-                if sec.name == ".note.gnu.build-id":
-                    for note in sec.iter_notes():
-                        if note["n_type"] == "NT_GNU_BUILD_ID":
-                            build_id = note["n_desc"]
-                elif sec.name == ".gnu_debuglink":
-                    raw = sec.data()
-                    name = raw[: raw.index(b"\0")].decode()
-                    crc_at = (len(name) + 4) & ~3
-                    debuglink = (name, struct.unpack_from("<I", raw, crc_at)[0])
-                elif sec.name == ".rodata" and sec["sh_type"] != "SHT_NOBITS":
-                    rodata = (sec["sh_offset"], sec["sh_size"])
-                elif sec.name == ".debug_info" and sec["sh_type"] != "SHT_NOBITS":
-                    has_debug_info = True
-                elif sec["sh_type"] in ("SHT_SYMTAB", "SHT_DYNSYM"):
-                    if sec["sh_type"] == "SHT_SYMTAB":
-                        has_symtab = True
-                    functions.extend(_read_functions(elf, sec))
-            return ElfImage(path, elf["e_type"] == "ET_DYN", build_id, debuglink, has_symtab,
-                            has_debug_info, segments, functions, rodata)
-    except FileNotFoundError:
-        raise TargetError(f"{path}: no such file") from None
-    except PermissionError:
-        raise TargetError(f"{path}: permission denied (run as root or as the mysqld user)") from None
-    except (ELFError, struct.error, ValueError) as e:
-        raise TargetError(f"{path}: not a readable ELF file ({e})") from None
-
-
-def file_offset(segments: list[Segment], vaddr: int) -> int:
-    """File offset of a virtual address, through the PT_LOAD that maps it.
-
-    Non-PIE binaries have absolute addresses (0x400000+), PIE ones start near
-    0; either way offset = vaddr - p_vaddr + p_offset."""
-    for seg in segments:
-        if seg.vaddr <= vaddr < seg.vaddr + seg.memsz:
-            return vaddr - seg.vaddr + seg.offset
-    raise ValueError(f"address {vaddr:#x} is in no PT_LOAD segment")
 
 
 # --------------------------------------------------------------------------- server identity

@@ -10,7 +10,7 @@ import pytest
 
 from mysqlprobe.collectors.perf import choose_unwinding, fold_script, frame_pointer_share, short_frame
 from mysqlprobe.collectors.ps_window import thread_names
-from mysqlprobe.collectors.symbols import read_elf
+from mysqlprobe.collectors.elf import read_elf
 from mysqlprobe.flamegraphs import folded
 
 HERE = Path(__file__).parents[1]

@@ -6,6 +6,8 @@ from elftools.elf.elffile import ELFFile
 
 from conftest import compile_fixture
 from mysqlprobe.collectors import symbols as S
+from mysqlprobe.collectors.cxxnames import demangle, qualified_name
+from mysqlprobe.collectors.elf import read_elf
 from mysqlprobe.errors import TargetError
 
 
@@ -22,14 +24,14 @@ from mysqlprobe.errors import TargetError
     ("operator new(unsigned long)", "operator new"),
 ])
 def test_qualified_name(demangled, name):
-    assert S.qualified_name(demangled) == name
+    assert qualified_name(demangled) == name
 
 
 def test_demangle():
-    assert S.demangle("_ZN12ha_partition9write_rowEPh") == "ha_partition::write_row(unsigned char*)"
-    assert S.demangle("_ZL22get_partition_id_rangeP14partition_infoPjPx") == \
+    assert demangle("_ZN12ha_partition9write_rowEPh") == "ha_partition::write_row(unsigned char*)"
+    assert demangle("_ZL22get_partition_id_rangeP14partition_infoPjPx") == \
         "get_partition_id_range(partition_info*, unsigned int*, long long*)"
-    assert S.demangle("not_mangled") == "not_mangled"
+    assert demangle("not_mangled") == "not_mangled"
 
 
 def _code_bytes_by_section(path, address, n=16):
@@ -131,7 +133,7 @@ def test_debug_file_found_by_build_id_under_the_process_root(fixture_dir, tmp_pa
     bindir = tmp_path / "usr" / "sbin"
     bindir.mkdir(parents=True)
     stripped, debug = _strip_with_debug_file(src, bindir, debuglink=False)
-    image = S.read_elf(str(stripped))
+    image = read_elf(str(stripped))
     assert image.build_id
     dest = tmp_path / "usr/lib/debug/.build-id" / image.build_id[:2] / f"{image.build_id[2:]}.debug"
     dest.parent.mkdir(parents=True)
