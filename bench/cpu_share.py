@@ -1,0 +1,205 @@
+"""Where the CPU mysqlprobe costs a load goes, seen by a perf that mysqlprobe
+does not run: each collector's own figure checked from outside.
+
+On one continuous load of bench/oltp.py (default: oltp_insert, 8 clients),
+blocks with the default --insert-profile alternate with unprobed ones. A
+witness `perf record -a` samples the whole host in every block, and its
+samples are sorted into:
+
+  mysqlprobe    mysqlprobe's own processes (itself, its perf, its
+                calibration helper)
+  probe paths   the kernel's uprobe and BPF code, in any thread (the probes'
+                hits, the off-CPU program on context switches)
+  P_S           Performance Schema's instrument code in mysqld
+  load          everything else that ran (mysqld, sysbench)
+
+in CPU seconds per second. What a profiled block adds over the mean of its
+unprobed neighbours is set beside what the capture says: by_collector's
+sums (in the target, CPU of their own), standing_cpu_s and the reported
+slowdown, and beside the slowdown sysbench felt.
+
+    sudo .venv/bin/python bench/cpu_share.py [--rounds 6] [--seconds 10] [--shape 1]
+
+writes bench/CPU_SHARE.md and bench/cpu_share.json."""
+
+from __future__ import annotations
+
+import argparse
+import re
+import statistics
+import subprocess
+import tempfile
+import time
+from collections import Counter
+from datetime import datetime, timezone
+from pathlib import Path
+
+from continuous import Blocks, unprobed_block
+from oltp import SHAPES, Load
+from oltp_parts import Mysqlprobe
+from overhead import derived, log, machine, machine_line, med, write_results
+from mysqlprobe import sandbox
+
+HERE = Path(__file__).parent
+WITNESS_HZ = 499
+OWN_COMMS = {"mysqlprobe", "perf", "calibrate"}
+PROBE_PATH = re.compile(r"uprobe|uretprobe|swbp|int3|sstep|xol|bpf|callchain|stackid")
+PS_CODE = re.compile(r"^(pfs_|PFS_)|_v1$|^insert_events_|^copy_events_|^find_\w+_class$|^get_timer_|^my_timer_"
+                     r"|clock_gettime|gettimeofday")
+KINDS = ("mysqlprobe", "probe paths", "P_S", "load", "idle")
+
+
+class Witness:
+    """perf record -a over a block; its samples by kind, in CPU seconds."""
+
+    def __init__(self, workdir: Path):
+        self.workdir = workdir
+
+    def start(self) -> None:
+        self.path = Path(tempfile.mkstemp(dir=self.workdir, suffix=".data")[1])
+        self.proc = subprocess.Popen(["perf", "record", "-q", "-a", "-e", "cpu-clock", "-F", str(WITNESS_HZ),
+                                      "-o", str(self.path)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        time.sleep(0.3)  # its events open
+
+    def stop(self) -> dict[str, float]:
+        self.proc.send_signal(2)
+        self.proc.wait(timeout=120)
+        out = subprocess.run(["perf", "script", "-i", str(self.path), "-F", "comm,pid,ip,sym"],
+                             capture_output=True, text=True).stdout
+        self.path.unlink()
+        counts = Counter(kind_of(line, self.proc.pid) for line in out.splitlines() if line.strip())
+        counts.pop(None, None)
+        return {k: counts[k] / WITNESS_HZ for k in KINDS}
+
+
+def kind_of(line: str, witness_pid: int) -> str | None:
+    """A `perf script -F comm,pid,ip,sym` line's kind; None for the witness's own samples."""
+    parts = line.split()
+    pid_at = next((i for i, p in enumerate(parts) if p.isdigit()), None)
+    if pid_at is None:
+        return "load"
+    comm, pid, sym = " ".join(parts[:pid_at]), int(parts[pid_at]), " ".join(parts[pid_at + 2:])
+    if pid == witness_pid:
+        return None
+    if pid == 0 or comm == "swapper":
+        return "idle"
+    if comm in OWN_COMMS:
+        return "mysqlprobe"
+    if PROBE_PATH.search(sym):
+        return "probe paths"
+    if comm.startswith("mysqld") and PS_CODE.search(sym):
+        return "P_S"
+    return "load"
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--rounds", type=int, default=6)
+    ap.add_argument("--seconds", type=int, default=10)
+    ap.add_argument("--shape", type=int, default=1, help="index into bench/oltp.py's shapes (default: 1)")
+    ap.add_argument("--out", default=str(HERE))
+    args = ap.parse_args()
+    shape = SHAPES[args.shape]
+    workdir = Path(tempfile.mkdtemp(prefix="mysqlprobe-share-"))
+    witness, blocks, shares = Witness(workdir), Blocks(), []
+    started = datetime.now(timezone.utc)
+    sb = sandbox.Sandbox("10.2.11")
+    with sb.serving(log) as pid:
+        load = Load(sb, shape)
+        try:
+            load.prepare()
+            rates = load.start()
+            time.sleep(3)
+            for r in range(args.rounds):
+                for kind in ("off", "on"):
+                    tool = Mysqlprobe(pid, workdir, "--insert-profile") if kind == "on" else None
+                    if tool:
+                        tool.start()
+                    else:
+                        time.sleep(1)  # what ran before ends its effects
+                    witness.start()
+                    t0 = time.monotonic()
+                    time.sleep(args.seconds)
+                    t1 = time.monotonic()
+                    cpu = witness.stop()
+                    blocks.add(kind, t0, t1)
+                    entry = {"kind": kind, "seconds": round(t1 - t0, 3), "cpu_per_s": {
+                        k: round(v / (t1 - t0), 4) for k, v in cpu.items()}}
+                    if tool:
+                        tool.tool.stop()
+                        entry["capture"] = capture_figures(derived(tool.dir))
+                    shares.append(entry)
+                    load.check()
+                log(f"round {r + 1}: " + ", ".join(f"{e['kind']} {e['cpu_per_s']}" for e in shares[-2:]))
+            unprobed_block(blocks, args.seconds)
+        finally:
+            load.close()
+    felt = [f["felt"] for f in blocks.felt(rates)]
+    result = {"machine": machine(), "started": started.isoformat(timespec="seconds"), "shape": shape.name,
+              "command": "bench/cpu_share.py " + " ".join(f"--{k} {v}" for k, v in vars(args).items() if k != "out"),
+              "witness_hz": WITNESS_HZ, "blocks": shares, "felt": felt, "added": added(shares)}
+    write_results(args.out, "cpu_share", result, markdown)
+
+
+def capture_figures(doc: dict) -> dict:
+    o = doc["overhead"]
+    costs = o["by_collector"].values()
+    window = doc["window"]["duration_s"]
+    return {"reported_slowdown": o["measured_slowdown"], "phase_slowdown": o.get("phase_slowdown"),
+            "standing_slowdown": o.get("standing_slowdown"),
+            "standing_cpu_per_s": round((o.get("standing_cpu_s") or 0) / window, 4),
+            "in_target_per_s": round(sum(c.get("target_s") or 0 for c in costs) / window, 4),
+            "own_cpu_per_s": round(sum(c.get("cpu_s") or 0 for c in costs) / window, 4)}
+
+
+def added(blocks: list[dict]) -> list[dict]:
+    """Each profiled block's CPU per second by kind, less the mean of the
+    unprobed blocks on either side."""
+    out = []
+    for i, b in enumerate(blocks):
+        if b["kind"] != "on":
+            continue
+        near = [blocks[j]["cpu_per_s"] for j in (i - 1, i + 1) if 0 <= j < len(blocks) and blocks[j]["kind"] == "off"]
+        if near:
+            base = {k: statistics.mean(n[k] for n in near) for k in KINDS}
+            out.append({k: round(b["cpu_per_s"][k] - base[k], 4) for k in KINDS} | {"capture": b["capture"]})
+    return out
+
+
+def _fig(xs: list[float], digits: int = 3) -> str:
+    xs = [x for x in xs if x is not None]
+    return f"{med(xs):.{digits}f} ({min(xs):.{digits}f} to {max(xs):.{digits}f})" if xs else "-"
+
+
+def markdown(result: dict) -> str:
+    added_ = result["added"]
+    on = [b for b in result["blocks"] if b["kind"] == "on"]
+    off = [b for b in result["blocks"] if b["kind"] == "off"]
+    lines = ["# The CPU mysqlprobe costs a load, seen from outside", "",
+             f"{machine_line(result['machine'])} Started {result['started']}. Command: "
+             f"`sudo .venv/bin/python {result['command']}`.", "",
+             f"Load: {result['shape']} on MariaDB 10.2.11, one run without a break. Profiled blocks "
+             "(default `--insert-profile`) alternate with unprobed ones; a witness `perf record -a -F "
+             f"{result['witness_hz']}` samples the host in every block. CPU seconds per second, medians "
+             "with min to max; `added` is a profiled block less the mean of its unprobed neighbours.", "",
+             "| kind | unprobed | profiled | added |", "|---|---|---|---|"]
+    for k in KINDS:
+        lines.append(f"| {k} | {_fig([b['cpu_per_s'][k] for b in off])} | {_fig([b['cpu_per_s'][k] for b in on])} | "
+                     f"{_fig([a[k] for a in added_])} |")
+    caps = [a["capture"] for a in added_]
+    lines += ["", "What the captures said of the same blocks (per second of window):", "",
+              f"- mysqlprobe's CPU in every phase (`standing_cpu_s`; it includes the server's CPU for its "
+              f"connections, which the witness counts as load): {_fig([c['standing_cpu_per_s'] for c in caps])}",
+              f"- the collectors' cost in the target (`by_collector` target_s): "
+              f"{_fig([c['in_target_per_s'] for c in caps])}",
+              f"- CPU of their own (`by_collector` cpu_s): {_fig([c['own_cpu_per_s'] for c in caps])}",
+              f"- slowdown reported: {_fig([c['reported_slowdown'] for c in caps])} "
+              f"(phases {_fig([c['phase_slowdown'] for c in caps])}, standing "
+              f"{_fig([c['standing_slowdown'] for c in caps])})",
+              f"- slowdown sysbench felt (its transactions/s against the unprobed neighbours): "
+              f"{_fig(result['felt'])}", ""]
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    main()
