@@ -288,12 +288,20 @@ def test_overhead_line_gives_the_measured_slowdown_and_each_collectors_cost():
             "alone: ~1.00x") in text
 
 
-def test_measured_slowdown_is_the_off_phase_row_rate_over_the_windows():
+def sampled_with_off_phases(**sampling):
+    """A sampled run of three cycles whose off-phases went at 36,000 rows/s,
+    50,000 rows in the window."""
     cycles = [{"on_s": 0.1, "probe_s": 0.001, "calls": [n, n, n, 0], "rows": 3000, "row_calls": [n, n, n, 0],
                "row_s": 0.09, "lost_s": 0.0, "unprobed_rows_per_s": 3e4} for n in (3335, 3336, 3336)]
     doc = synthetic_run({"mode": "sampled", "overhead_budget": 0.1, "cycles": 3, "on_s": 0.3, "lost_s": 0.0,
-                         "off_s": 1.0, "off_rows": 36000, "cost_uncertainty": 0.1, "calls_per_cycle": cycles})
+                         "off_s": 1.0, "off_rows": 36000, "cost_uncertainty": 0.1, "calls_per_cycle": cycles,
+                         **sampling})
     doc["window"]["rows_changed"] = 50000
+    return doc
+
+
+def test_measured_slowdown_is_the_off_phase_row_rate_over_the_windows():
+    doc = sampled_with_off_phases()
     window_rate = 50000 / doc["window"]["duration_s"]
     # the whole window, transitions included, not the cycles' clamped losses (0 here)
     assert Profile(doc).overhead["measured_slowdown"] == pytest.approx(36000 / window_rate, abs=1e-4)
@@ -306,11 +314,7 @@ def test_measured_slowdown_is_the_off_phase_row_rate_over_the_windows():
 
 
 def test_cpu_mysqlprobe_takes_in_every_phase_counts_by_how_busy_the_host_was():
-    cycles = [{"on_s": 0.1, "probe_s": 0.001, "calls": [n, n, n, 0], "rows": 3000, "row_calls": [n, n, n, 0],
-               "row_s": 0.09, "lost_s": 0.0, "unprobed_rows_per_s": 3e4} for n in (3335, 3336, 3336)]
-    doc = synthetic_run({"mode": "sampled", "overhead_budget": 0.1, "cycles": 3, "on_s": 0.3, "lost_s": 0.0,
-                         "off_s": 1.0, "off_rows": 36000, "cost_uncertainty": 0.1, "calls_per_cycle": cycles})
-    doc["window"]["rows_changed"] = 50000
+    doc = sampled_with_off_phases()
     phases = 36000 / (50000 / doc["window"]["duration_s"])
     assert Profile(doc).overhead["standing_slowdown"] is None        # an older capture: the phases alone
     doc["host"]["cpus"] = 2
@@ -337,12 +341,7 @@ def test_cpu_mysqlprobe_takes_in_every_phase_counts_by_how_busy_the_host_was():
 
 
 def test_measured_slowdown_is_set_against_the_quiet_off_phases_where_there_are_enough():
-    cycles = [{"on_s": 0.1, "probe_s": 0.001, "calls": [n, n, n, 0], "rows": 3000, "row_calls": [n, n, n, 0],
-               "row_s": 0.09, "lost_s": 0.0, "unprobed_rows_per_s": 3e4} for n in (3335, 3336, 3336)]
-    doc = synthetic_run({"mode": "sampled", "overhead_budget": 0.1, "cycles": 3, "on_s": 0.3, "lost_s": 0.0,
-                         "off_s": 1.0, "off_rows": 36000, "quiet_s": 0.5, "quiet_rows": 20000, "quieted": ["perf"],
-                         "cost_uncertainty": 0.1, "calls_per_cycle": cycles})
-    doc["window"]["rows_changed"] = 50000
+    doc = sampled_with_off_phases(quiet_s=0.5, quiet_rows=20000, quieted=["perf"])
     doc["perf"] = {"status": "collected", "samples": 0, "event": "cpu-clock", "frequency_hz": 99,
                    "unwinding": {"describe": "frame pointers"}, "quiet_s": 0.5}
     window_rate = 50000 / doc["window"]["duration_s"]
