@@ -1,7 +1,8 @@
 """What each part of the default profile costs an OLTP load on its own:
 a load of bench/oltp.py (default: sysbench oltp_insert, 8 clients, MariaDB
 10.2.11) running without a break,
-each variant on for a block between unprobed blocks, round robin, set
+each variant on for a block between unprobed blocks, in an order shuffled
+each round, set
 against the unprobed blocks on either side (bench/continuous.py):
 
   default     mysqlprobe --insert-profile (all collectors, duty cycles)
@@ -30,6 +31,7 @@ is mysqlprobe's overhead.measured_slowdown where it ran."""
 from __future__ import annotations
 
 import argparse
+import random
 import signal
 import subprocess
 import tempfile
@@ -170,6 +172,7 @@ def main() -> None:
     ap.add_argument("--shape", type=int, default=1, help="index into bench/oltp.py's shapes (default: 1)")
     ap.add_argument("--variants", default="default,ps_setup,perf,cold_all",
                     help="comma-separated (default: default,ps_setup,perf,cold_all)")
+    ap.add_argument("--seed", type=int, default=1, help="of the variants' order in each round (default: 1)")
     ap.add_argument("--out", default=str(HERE))
     ap.add_argument("--name", default="oltp_parts", help="results file names (default: oltp_parts)")
     args = ap.parse_args()
@@ -197,8 +200,11 @@ def main() -> None:
             load.prepare()
             rates = load.start()
             unprobed_block(blocks, args.seconds, settle_s=3.0)
+            order = random.Random(args.seed)
             for r in range(args.rounds):
-                for name, part in variants.items():
+                # shuffled each round: a variant always in the same place would
+                # meet the same point of slower drifts in the load
+                for name, part in order.sample(list(variants.items()), len(variants)):
                     part.start()
                     t0 = time.monotonic()
                     time.sleep(args.seconds)
@@ -230,7 +236,7 @@ def markdown(result: dict) -> str:
              f"{machine_line(result['machine'])} Started {result['started']}. Command: "
              f"`sudo .venv/bin/python {result['command']}`.",
              "", f"Load: {result['shape']} on MariaDB 10.2.11, one run without a break. Each variant "
-             f"is on for a {result['seconds']} s block between unprobed blocks (round robin); felt = the unprobed "
+             f"is on for a {result['seconds']} s block between unprobed blocks (in an order shuffled each round); felt = the unprobed "
              "blocks' mean rate (sysbench's per-second transactions) over the block's. Medians with min-max.", "",
              "| variant | runs | felt slowdown | reported by mysqlprobe |", "|---|---|---|---|"]
     for name, runs in result["runs"].items():
