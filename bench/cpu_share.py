@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import re
+import signal
 import statistics
 import subprocess
 import tempfile
@@ -62,7 +63,7 @@ class Witness:
         time.sleep(0.3)  # its events open
 
     def stop(self) -> dict[str, float]:
-        self.proc.send_signal(2)
+        self.proc.send_signal(signal.SIGINT)
         self.proc.wait(timeout=120)
         out = subprocess.run(["perf", "script", "-i", str(self.path), "-F", "comm,pid,ip,sym"],
                              capture_output=True, text=True).stdout

@@ -123,9 +123,12 @@ class PerfSchemaCollector(Collector):
         if not self.ps:
             return []
         try:
-            return [t["os_tid"] for t in self.ps.threads() if t["thread_id"] in self.ps.own_threads and t["os_tid"]]
+            return self._own_tids(self.ps.threads())
         except pymysql.err.MySQLError:
             return []
+
+    def _own_tids(self, threads: list[dict]) -> list[int]:
+        return [t["os_tid"] for t in threads if t["thread_id"] in self.ps.own_threads and t["os_tid"]]
 
     def start(self) -> None:
         if not self.ps:
@@ -134,7 +137,7 @@ class PerfSchemaCollector(Collector):
             self.before = self._timed(self.ps.summaries)
             self.t0 = self.ps.timer_now()
             self.threads_at_start = self.ps.threads()  # connections that end in the window
-            self._own_cpu0 = self._own_threads_cpu(self.own_os_threads())
+            self._own_cpu0 = self._own_threads_cpu(self._own_tids(self.threads_at_start))
         except pymysql.err.MySQLError as e:
             self.restore()
             self._give_up("unavailable", f"reading performance_schema failed: {_why(e)}")
