@@ -18,9 +18,9 @@ unprobed neighbours is set beside what the capture says: by_collector's
 sums (in the target, CPU of their own), standing_cpu_s and the reported
 slowdown, and beside the slowdown sysbench felt.
 
-    sudo .venv/bin/python bench/cpu_share.py [--rounds 6] [--seconds 10] [--shape 1]
+    sudo .venv/bin/python bench/cpu_share.py [--rounds 6] [--seconds 10] [--shape 1] [--name cpu_share]
 
-writes bench/CPU_SHARE.md and bench/cpu_share.json."""
+writes bench/CPU_SHARE.md and bench/cpu_share.json (NAME.md, NAME.json)."""
 
 from __future__ import annotations
 
@@ -99,6 +99,7 @@ def main() -> None:
     ap.add_argument("--seconds", type=int, default=10)
     ap.add_argument("--shape", type=int, default=1, help="index into bench/oltp.py's shapes (default: 1)")
     ap.add_argument("--out", default=str(HERE))
+    ap.add_argument("--name", default="cpu_share", help="results file names (default: cpu_share)")
     args = ap.parse_args()
     shape = SHAPES[args.shape]
     workdir = Path(tempfile.mkdtemp(prefix="mysqlprobe-share-"))
@@ -137,9 +138,9 @@ def main() -> None:
             load.close()
     felt = [f["felt"] for f in blocks.felt(rates)]
     result = {"machine": machine(), "started": started.isoformat(timespec="seconds"), "shape": shape.name,
-              "command": "bench/cpu_share.py " + " ".join(f"--{k} {v}" for k, v in vars(args).items() if k != "out"),
+              "command": "bench/cpu_share.py " + " ".join(f"--{k} {v}" for k, v in vars(args).items() if k not in ("out", "name")),
               "witness_hz": WITNESS_HZ, "blocks": shares, "felt": felt, "added": added(shares)}
-    write_results(args.out, "cpu_share", result, markdown)
+    write_results(args.out, args.name, result, markdown)
 
 
 def capture_figures(doc: dict) -> dict:
@@ -197,7 +198,8 @@ def markdown(result: dict) -> str:
               f"- slowdown reported: {_fig([c['reported_slowdown'] for c in caps])} "
               f"(phases {_fig([c['phase_slowdown'] for c in caps])}, standing "
               f"{_fig([c['standing_slowdown'] for c in caps])})",
-              f"- slowdown sysbench felt (its transactions/s against the unprobed neighbours): "
+              f"- slowdown the load felt (its own rate, as bench/oltp.py reads it, against the unprobed "
+              f"neighbours): "
               f"{_fig(result['felt'])}", ""]
     return "\n".join(lines)
 
