@@ -18,21 +18,15 @@ the BPF program does the subtraction per call (see uprobe_latency.h)."""
 
 from __future__ import annotations
 
-import hashlib
-import json
-import os
-import platform
 import statistics
 import subprocess
-import tempfile
 import threading
 import time
 from dataclasses import asdict, dataclass, field
 
 import psutil
 
-from mysqlprobe import __version__, probes
-from mysqlprobe.cachedir import cache_root
+from mysqlprobe import probes
 from mysqlprobe.collectors.base import Collector, Cost, Facts, Section
 from mysqlprobe.collectors.symbols import load_binary
 from mysqlprobe.collectors.uprobe import ProbeGroup, ProbeSpec
@@ -94,7 +88,6 @@ class Calibration:
     # what the probes cost the target over what the helper measured (duty
     # cycles with a row counter measure it); 1.0 when unmeasured
     in_situ: float = 1.0
-    reused: int = 0  # bursts kept from an earlier calibration on this host
 
     def own(self, klass: str) -> float:
         return self.classes[klass].inside_ns if klass in self.classes else 0.0
@@ -114,8 +107,7 @@ class Calibration:
         return {"method": "helper process probed in the same BPF session; bursts of timed runs without "
                           "probes, with an entry probe, with entry and return probes; medians of the last "
                           f"{ROLLING} bursts, kept up to date while the window is open",
-                "bursts": self.bursts, "bursts_in_window": self.in_window, "bursts_reused": self.reused,
-                "seconds": round(self.seconds, 3),
+                "bursts": self.bursts, "bursts_in_window": self.in_window, "seconds": round(self.seconds, 3),
                 "in_situ_factor": round(self.in_situ, 3),
                 "classes": {k: {**{kk: round(vv, 1) for kk, vv in asdict(v).items()},
                                 **({"applied_ns": {m: list(r) for m, r in self.applied[k].items()}}
@@ -124,61 +116,6 @@ class Calibration:
 
 
 ROLLING = 9
-KEEP_S = 7 * 86400   # an earlier calibration on this host is reused for a week
-AGREE = 0.5          # ... while a fresh burst is within this share of its medians
-
-
-def host_key() -> str:
-    """What a probe hit's cost depends on: the kernel, the CPU, and
-    mysqlprobe's own programs."""
-    try:
-        with open("/proc/cpuinfo") as f:
-            cpu = next((line.split(":", 1)[1].strip() for line in f if line.startswith("model name")), "?")
-    except OSError:
-        cpu = "?"
-    key = "|".join((platform.release(), os.uname().version, cpu, str(os.cpu_count()), __version__))
-    return hashlib.sha256(key.encode()).hexdigest()[:24]
-
-
-def kept_path() -> str:
-    return str(cache_root() / "calibration" / f"{host_key()}.json")
-
-
-def read_kept(path: str, now: float) -> dict | None:
-    """The samples an earlier calibration on this host kept, if recent."""
-    try:
-        with open(path) as f:
-            kept = json.load(f)
-        if now - kept["saved"] > KEEP_S:
-            return None
-        return {k: {m: [float(x) for x in kept["samples"][k][m]] for m in ("entry", "both", "inside")}
-                for k in HELPER_FUNCTION}
-    except (OSError, ValueError, KeyError, TypeError):
-        return None
-
-
-def write_kept(path: str, samples: dict, now: float) -> None:
-    """Keep the last bursts for the next start; a cache that cannot be
-    written costs only a slower next start."""
-    try:
-        os.makedirs(os.path.dirname(path), exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path), prefix=".tmp-")
-        with os.fdopen(fd, "w") as f:
-            json.dump({"saved": now, "samples": {k: {m: v[-ROLLING:] for m, v in runs.items()}
-                                                 for k, runs in samples.items()}}, f)
-        os.replace(tmp, path)
-    except OSError:
-        pass
-
-
-def agrees(kept: dict, fresh: dict) -> bool:
-    """Whether a fresh burst (per class, its entry+return cost) is within
-    AGREE of what the kept bursts' median was."""
-    for klass, both in fresh.items():
-        median = statistics.median(kept[klass]["both"][-ROLLING:]) if kept[klass]["both"] else 0.0
-        if median <= 0 or abs(both - median) > AGREE * median:
-            return False
-    return True
 
 
 class _Helper:
@@ -232,8 +169,6 @@ class Calibrator:
         self.in_window = 0
         self.applied: dict[str, dict[str, tuple[int, int]]] = {}
         self.in_situ = 1.0
-        self.reused = 0
-        self.kept_path = kept_path()
         self._thread: threading.Thread | None = None
         self._stop = threading.Event()
 
@@ -274,7 +209,7 @@ class Calibrator:
                 spread = max(abs(x - m["both"]) for x in self.samples[klass]["both"][-ROLLING:])
                 out[klass] = ClassCost(entry, return_ns, max(m["inside"], 0.0), spread)
         return Calibration(out, self.bursts, time.monotonic() - self.started, self.in_window,
-                           {k: dict(r) for k, r in self.applied.items()}, self.in_situ, self.reused)
+                           {k: dict(r) for k, r in self.applied.items()}, self.in_situ)
 
     def apply(self, session) -> Calibration:
         """Hand the kernel the current costs, in whole ns, and remember their range."""
@@ -291,16 +226,7 @@ class Calibrator:
         return cal
 
     def calibrate(self, session, bursts: int = 5, budget_s: float = 0.01) -> Calibration:
-        """`bursts` timed bursts; one, where the bursts an earlier start on
-        this host kept agree with it (warm start: they join the medians)."""
-        kept = read_kept(self.kept_path, time.time())
-        self.burst(session, budget_s)
-        if kept and agrees(kept, {k: runs["both"][-1] for k, runs in self.samples.items()}):
-            self.reused = len(kept[EMULATED]["both"])
-            self.samples = {k: {m: kept[k][m] + fresh for m, fresh in runs.items()}
-                            for k, runs in self.samples.items()}
-            return self.apply(session)
-        for _ in range(bursts - 1):
+        for _ in range(bursts):
             self.burst(session, budget_s)
         return self.apply(session)
 
@@ -321,8 +247,6 @@ class Calibrator:
         if self._thread:
             self._thread.join(timeout=10)
         self.helper.close()
-        if self.bursts:
-            write_kept(self.kept_path, self.samples, time.time())
 
 
 

@@ -100,31 +100,3 @@ def test_sampled_mode_estimates_the_calls_of_the_whole_window(known_cost, tmp_pa
             return
         estimates.append(est)
     pytest.fail(f"sampled estimates of {calls} calls missed by more than 15% in {ATTEMPTS} runs: {estimates}")
-
-
-def _calibration(known_cost, out_dir, cache) -> dict:
-    prof = Profiler(known_cost.pid, out_dir, "--exact", "--probe", "cost_1us", env={"MYSQLPROBE_CACHE": str(cache)})
-    _command(known_cost, f"compare cost_1us {CALLS['cost_1us']} 1")
-    code, _, err = prof.stop()
-    assert code == 0, err
-    return prof.profile()["calibration"]
-
-
-def test_a_second_start_on_this_host_reuses_the_calibration(known_cost, tmp_path):
-    cache = tmp_path / "cache"
-    cold = _calibration(known_cost, tmp_path / "cold", cache)
-    assert cold["bursts_reused"] == 0 and cold["bursts"] - cold["bursts_in_window"] == 5
-    (kept,) = (cache / "calibration").iterdir()
-    warm = _calibration(known_cost, tmp_path / "warm", cache)
-    # one fresh burst before the window, the kept ones (the last 9 of the cold run) beside it
-    assert warm["bursts"] - warm["bursts_in_window"] == 1
-    assert warm["bursts_reused"] == min(cold["bursts"], 9)
-    assert warm["classes"]["emulated"]["entry_ns"] > 0
-    # kept bursts the host no longer agrees with (a tenth of the cost) are not used
-    doc = json.loads(kept.read_text())
-    for runs in doc["samples"].values():
-        for kind in runs:
-            runs[kind] = [x / 10 for x in runs[kind]]
-    kept.write_text(json.dumps(doc))
-    disagreed = _calibration(known_cost, tmp_path / "disagreed", cache)
-    assert disagreed["bursts_reused"] == 0 and disagreed["bursts"] - disagreed["bursts_in_window"] == 5
