@@ -11,12 +11,18 @@ samples are sorted into:
   probe paths   the kernel's uprobe and BPF code, in any thread (the probes'
                 hits, the off-CPU program on context switches)
   P_S           Performance Schema's instrument code in mysqld
+  spin/wait     InnoDB's mutex and rw-lock spin loops and wait arrays, and
+                the kernel's sched_yield: CPU a thread burns while another
+                holds what it needs
   load          everything else that ran (mysqld, sysbench)
 
 in CPU seconds per second. What a profiled block adds over the mean of its
 unprobed neighbours is set beside what the capture says: by_collector's
 sums (in the target, CPU of their own), standing_cpu_s and the reported
-slowdown, and beside the slowdown sysbench felt.
+slowdown, and beside the slowdown sysbench felt. The load's CPU per
+transaction, and the symbols whose CPU per transaction grew most in the
+profiled blocks, tell whether the probes made each transaction dearer
+(lock holds stretched by probe hits show as spin) or only took CPU away.
 
     sudo .venv/bin/python bench/cpu_share.py [--rounds 6] [--seconds 10] [--shape 1] [--name cpu_share]
 
@@ -47,7 +53,10 @@ OWN_COMMS = {"mysqlprobe", "perf", "calibrate"}
 PROBE_PATH = re.compile(r"uprobe|uretprobe|swbp|int3|sstep|xol|bpf|callchain|stackid")
 PS_CODE = re.compile(r"^(pfs_|PFS_)|_v1$|^insert_events_|^copy_events_|^find_\w+_class$|^get_timer_|^my_timer_"
                      r"|clock_gettime|gettimeofday")
-KINDS = ("mysqlprobe", "probe paths", "P_S", "load", "idle")
+SPIN_CODE = re.compile(r"^ut_delay|^sync_array|^os_event_wait|^os_thread_yield|TTASEventMutex|^PolicyMutex"
+                       r"|^mutex_enter|^rw_lock_[sx]+_lock|sched_yield")
+KINDS = ("mysqlprobe", "probe paths", "P_S", "spin/wait", "load", "idle")
+TOP_SYMBOLS = 15
 
 
 class Witness:
@@ -62,35 +71,45 @@ class Witness:
                                       "-o", str(self.path)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         time.sleep(0.3)  # its events open
 
-    def stop(self) -> dict[str, float]:
+    def stop(self) -> tuple[dict[str, float], Counter]:
+        """CPU seconds by kind, and mysqld's samples by symbol."""
         self.proc.send_signal(signal.SIGINT)
         self.proc.wait(timeout=120)
         out = subprocess.run(["perf", "script", "-i", str(self.path), "-F", "comm,pid,ip,sym"],
                              capture_output=True, text=True).stdout
         self.path.unlink()
-        counts = Counter(kind_of(line, self.proc.pid) for line in out.splitlines() if line.strip())
+        counts, symbols = Counter(), Counter()
+        for line in out.splitlines():
+            if line.strip():
+                kind, comm, sym = kind_of(line, self.proc.pid)
+                counts[kind] += 1
+                if comm.startswith("mysqld"):
+                    symbols[sym or "[unknown]"] += 1
         counts.pop(None, None)
-        return {k: counts[k] / WITNESS_HZ for k in KINDS}
+        return {k: counts[k] / WITNESS_HZ for k in KINDS}, symbols
 
 
-def kind_of(line: str, witness_pid: int) -> str | None:
-    """A `perf script -F comm,pid,ip,sym` line's kind; None for the witness's own samples."""
+def kind_of(line: str, witness_pid: int) -> tuple[str | None, str, str]:
+    """A `perf script -F comm,pid,ip,sym` line's kind (None for the
+    witness's own samples), command and symbol."""
     parts = line.split()
     pid_at = next((i for i, p in enumerate(parts) if p.isdigit()), None)
     if pid_at is None:
-        return "load"
+        return "load", "", ""
     comm, pid, sym = " ".join(parts[:pid_at]), int(parts[pid_at]), " ".join(parts[pid_at + 2:])
     if pid == witness_pid:
-        return None
+        return None, comm, sym
     if pid == 0 or comm == "swapper":
-        return "idle"
+        return "idle", comm, sym
     if comm in OWN_COMMS:
-        return "mysqlprobe"
+        return "mysqlprobe", comm, sym
     if PROBE_PATH.search(sym):
-        return "probe paths"
+        return "probe paths", comm, sym
     if comm.startswith("mysqld") and PS_CODE.search(sym):
-        return "P_S"
-    return "load"
+        return "P_S", comm, sym
+    if SPIN_CODE.search(sym):
+        return "spin/wait", comm, sym
+    return "load", comm, sym
 
 
 def main() -> None:
@@ -123,10 +142,11 @@ def main() -> None:
                     t0 = time.monotonic()
                     time.sleep(args.seconds)
                     t1 = time.monotonic()
-                    cpu = witness.stop()
+                    cpu, symbols = witness.stop()
                     blocks.add(kind, t0, t1)
-                    entry = {"kind": kind, "seconds": round(t1 - t0, 3), "cpu_per_s": {
-                        k: round(v / (t1 - t0), 4) for k, v in cpu.items()}}
+                    entry = {"kind": kind, "seconds": round(t1 - t0, 3), "rate": rates.rate(t0, t1),
+                             "cpu_per_s": {k: round(v / (t1 - t0), 4) for k, v in cpu.items()},
+                             "mysqld_samples": dict(symbols.most_common(200))}
                     if tool:
                         tool.tool.stop()
                         entry["capture"] = capture_figures(derived(tool.dir))
@@ -139,7 +159,8 @@ def main() -> None:
     felt = [f["felt"] for f in blocks.felt(rates)]
     result = {"machine": machine(), "started": started.isoformat(timespec="seconds"), "shape": shape.name,
               "command": "bench/cpu_share.py " + " ".join(f"--{k} {v}" for k, v in vars(args).items() if k not in ("out", "name")),
-              "witness_hz": WITNESS_HZ, "blocks": shares, "felt": felt, "added": added(shares)}
+              "witness_hz": WITNESS_HZ, "blocks": shares, "felt": felt, "added": added(shares),
+              "per_transaction": per_transaction(shares), "dearer_symbols": dearer_symbols(shares)}
     write_results(args.out, args.name, result, markdown)
 
 
@@ -168,6 +189,45 @@ def added(blocks: list[dict]) -> list[dict]:
     return out
 
 
+def per_transaction_us(block: dict, kind: str) -> float | None:
+    """A block's CPU of one kind per unit of the load's rate, in microseconds."""
+    return 1e6 * block["cpu_per_s"][kind] / block["rate"] if block.get("rate") else None
+
+
+def per_transaction(blocks: list[dict]) -> list[dict]:
+    """Each profiled block's CPU per transaction by kind, in µs, beside the
+    mean of its unprobed neighbours'; and the slowdown that CPU implies on
+    a saturated host: all the CPU a transaction took (idle left out),
+    profiled over unprobed."""
+    out = []
+    for i, b in enumerate(blocks):
+        near = [blocks[j] for j in (i - 1, i + 1) if 0 <= j < len(blocks) and blocks[j]["kind"] == "off"]
+        if b["kind"] != "on" or not b.get("rate") or not near or not all(n.get("rate") for n in near):
+            continue
+        on = {k: per_transaction_us(b, k) for k in KINDS}
+        off = {k: statistics.mean(per_transaction_us(n, k) for n in near) for k in KINDS}
+        busy = [k for k in KINDS if k != "idle"]
+        out.append({"on": on, "off": off, "implied_slowdown": sum(on[k] for k in busy) / sum(off[k] for k in busy)})
+    return out
+
+
+def dearer_symbols(blocks: list[dict]) -> list[dict]:
+    """mysqld's symbols by how much CPU per transaction they gained in the
+    profiled blocks over the unprobed ones (all blocks pooled)."""
+    def per_transaction(kind: str) -> dict[str, float]:
+        chosen = [b for b in blocks if b["kind"] == kind and b.get("rate")]
+        done = sum(b["rate"] * b["seconds"] for b in chosen)
+        pooled = Counter()
+        for b in chosen:
+            pooled.update(b["mysqld_samples"])
+        return {sym: 1e6 * n / WITNESS_HZ / done for sym, n in pooled.items()} if done else {}
+    on, off = per_transaction("on"), per_transaction("off")
+    rows = [{"symbol": sym, "on_us": round(on.get(sym, 0.0), 3), "off_us": round(off.get(sym, 0.0), 3),
+             "kind": kind_of(f"mysqld 1 0 {sym}", -1)[0]} for sym in on.keys() | off.keys()]
+    rows.sort(key=lambda r: r["off_us"] - r["on_us"])
+    return rows[:TOP_SYMBOLS]
+
+
 def _fig(xs: list[float], digits: int = 3) -> str:
     xs = [x for x in xs if x is not None]
     return f"{med(xs):.{digits}f} ({min(xs):.{digits}f} to {max(xs):.{digits}f})" if xs else "-"
@@ -188,6 +248,17 @@ def markdown(result: dict) -> str:
     for k in KINDS:
         lines.append(f"| {k} | {_fig([b['cpu_per_s'][k] for b in off])} | {_fig([b['cpu_per_s'][k] for b in on])} | "
                      f"{_fig([a[k] for a in added_])} |")
+    pt = result.get("per_transaction") or []
+    if pt:
+        lines += ["", "The same CPU per transaction (µs of CPU over the load's rate in the block; `added`: a "
+                  "profiled block less its unprobed neighbours' mean). On a saturated host the load's rate is "
+                  "the CPU over what a transaction takes, so these sum to the slowdown it felt.", "",
+                  "| kind | unprobed | profiled | added |", "|---|---|---|---|"]
+        for k in KINDS[:-1]:
+            lines.append(f"| {k} | {_fig([p['off'][k] for p in pt], 2)} | {_fig([p['on'][k] for p in pt], 2)} | "
+                         f"{_fig([p['on'][k] - p['off'][k] for p in pt], 2)} |")
+        lines += ["", f"- slowdown implied (a transaction's CPU, profiled over unprobed): "
+                  f"{_fig([p['implied_slowdown'] for p in pt])}"]
     caps = [a["capture"] for a in added_]
     lines += ["", "What the captures said of the same blocks (per second of window):", "",
               f"- mysqlprobe's CPU in every phase (`standing_cpu_s`; it includes the server's CPU for its "
@@ -201,6 +272,13 @@ def markdown(result: dict) -> str:
               f"- slowdown the load felt (its own rate, as bench/oltp.py reads it, against the unprobed "
               f"neighbours): "
               f"{_fig(result['felt'])}", ""]
+    if result.get("dearer_symbols"):
+        lines += ["mysqld's symbols whose CPU per transaction grew most in the profiled blocks (µs per "
+                  "transaction, all blocks of a kind pooled):", "",
+                  "| symbol | kind | unprobed | profiled |", "|---|---|---|---|"]
+        lines += [f"| `{r['symbol'][:70]}` | {r['kind']} | {r['off_us']:.3f} | {r['on_us']:.3f} |"
+                  for r in result["dearer_symbols"]]
+        lines.append("")
     return "\n".join(lines)
 
 
