@@ -85,11 +85,16 @@ class Collector:
     on-phases alone) can be quieted: off for the duty cycles' quiet
     phases, off-phases in which nothing of mysqlprobe costs the load, so
     that their speed is the load's own and what the collector costs is
-    measured too."""
+    measured too.
+
+    One that must not see the probes (it samples the code they would slow)
+    can burst: on in the ordinary off-phases only, resume() and pause()
+    turning it on and off; the quiet phases stay clean of it."""
 
     name = "collector"
     can_pace = False
     can_quiet = False
+    can_burst = False
 
     def __init__(self):
         self.notes: list[str] = []

@@ -106,8 +106,11 @@ class PerfRecorder:
     a CPU, so it samples the whole window (in the on-phases only, a short
     load's flame graph held a handful of samples)."""
 
-    def __init__(self, pid: int, perf_data: str, unwinding: Unwinding, frequency: int = DEFAULT_FREQUENCY):
+    def __init__(self, pid: int, perf_data: str, unwinding: Unwinding | None, frequency: int = DEFAULT_FREQUENCY,
+                 start_off: bool = False):
+        # unwinding None: no stacks; start_off: sampling waits for sample(True)
         self.pid, self.perf_data, self.unwinding, self.frequency = pid, perf_data, unwinding, frequency
+        self.start_off = start_off
         self.proc: subprocess.Popen | None = None
         self.cpu_s = 0.0
         self.error: str | None = None
@@ -119,8 +122,10 @@ class PerfRecorder:
 
     def command(self) -> list[str]:
         control = [f"--control=fifo:{self.control_fifo},{self.ack_fifo}"] if self.controlled else []
-        return [perf_binary(), "record", "-q", "-e", "cpu-clock", "-F", str(self.frequency),
-                "--call-graph", self.unwinding.call_graph(), "-a", "-o", self.perf_data, *control]
+        stacks = ["--call-graph", self.unwinding.call_graph()] if self.unwinding else []
+        off = ["-D", "-1"] if self.start_off and self.controlled else []
+        return [perf_binary(), "record", "-q", "-e", "cpu-clock", "-F", str(self.frequency), *stacks, *off,
+                "-a", "-o", self.perf_data, *control]
 
     def _open_control(self) -> None:
         """The FIFOs perf takes 'enable' and 'disable' on, and acknowledges

@@ -13,6 +13,7 @@ from mysqlprobe.analysis.report import render_text
 from mysqlprobe.capture import Capture, as_json
 from mysqlprobe.collectors import connection
 from mysqlprobe.collectors.connection import ConnectOptions
+from mysqlprobe.collectors.cpu_bursts import BURST_FREQUENCY
 from mysqlprobe.collectors.perf import DEFAULT_FREQUENCY, PerfOptions
 from mysqlprobe.collectors.symbols import Binary, load_binary, load_target_binary, resolve_target
 from mysqlprobe.errors import TargetError, UsageError
@@ -76,6 +77,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     g.add_argument("--perf-callgraph", choices=("auto", "fp", "dwarf"), default="auto",
                    help="stack unwinding: frame pointers, DWARF, or chosen from the binary (default)")
     g.add_argument("--keep-perf-data", action="store_true", help="keep DIR/perf.data (needs -o)")
+    g.add_argument("--burst-freq", type=int, default=BURST_FREQUENCY, metavar="HZ",
+                   help="sampled mode: samples per second and CPU, without stacks, in the off-phases; they give "
+                        f"short functions' cost per call (default {BURST_FREQUENCY}; 0: none)")
     g = p.add_argument_group("Off-CPU time (where threads wait: I/O, locks, a CPU)")
     g.add_argument("--no-off-cpu", action="store_true", help="no off-CPU stacks")
 
@@ -91,6 +95,8 @@ def check_arguments(args, parser: argparse.ArgumentParser) -> None:
         parser.error("--overhead-budget takes a percentage above 0 and at most 100")
     if not 1 <= args.perf_freq <= 10000:
         parser.error("--perf-freq takes 1 to 10000 samples per second")
+    if not 0 <= args.burst_freq <= 20000:
+        parser.error("--burst-freq takes 0 (none) to 20000 samples per second")
     if args.keep_perf_data and not args.output:
         parser.error("--keep-perf-data needs -o DIR")
     if args.duration is not None and not (0 < args.duration < math.inf):
@@ -122,7 +128,8 @@ def options_from(args) -> RecordOptions:
         duration=args.duration, exact=args.exact, budget=args.overhead_budget / 100, correct=not args.raw,
         connect=connect_options(args),
         ps_waits=args.ps_waits, full_sql=args.full_sql, off_cpu=not args.no_off_cpu, verbose=args.verbose, argv=tuple(sys.argv),
-        perf=None if args.no_perf else PerfOptions(args.perf_freq, args.perf_callgraph, args.keep_perf_data))
+        perf=None if args.no_perf else PerfOptions(args.perf_freq, args.perf_callgraph, args.keep_perf_data),
+        burst_freq=0 if args.no_perf else args.burst_freq)
 
 
 def report(cap: Capture, out_dir: str | None, signals: RunSignals | None = None) -> Profile:

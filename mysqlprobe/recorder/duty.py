@@ -50,16 +50,19 @@ class DutyCycles:
     the rows the server changed and the time the load lost."""
 
     def __init__(self, latency: LatencyCollector, calibration: CalibrationCollector, window: Window,
-                 budget: float, rows_changed, paced: list | None = None, quieted: list | None = None):
+                 budget: float, rows_changed, paced: list | None = None, quieted: list | None = None,
+                 bursts: list | None = None):
         self.session, self.specs = latency.session, latency.specs
         self.paced = paced or []  # on with the probes, so their cost is in what each cycle measures
         # on all along but off in every other off-phase (quiet), whose speed is the load's own
         self.quieted = quieted or []
+        self.bursts = bursts or []  # on in the ordinary off-phases: they sample the code unprobed
         self.calibration, self.window, self.rows_changed = calibration, window, rows_changed
         self.pacer = Pacer(budget, on_s=ON_PHASE_S, min_on_s=MIN_ON_S, max_off_s=MAX_OFF_S)
         self.cycles: list[dict] = []
         self.off_rows, self.off_s = 0, 0.0  # every clean off-phase, summed: the load's speed unprobed
         self.quiet_rows, self.quiet_s = 0, 0.0  # the quiet ones, summed: its speed with nothing of ours on
+        self.burst_rows, self.burst_s = 0, 0.0  # the off-phases the bursts were on in, summed
         self._last = {s.index: 0 for s in self.specs}
         self._indices = [s.index for s in self.specs]
 
@@ -80,9 +83,12 @@ class DutyCycles:
                 return self.rows_changed()
             on_s, off_s, off_t0, speed_from = phases
             quiet = len(self.cycles) % 2 == 0 and self._quiet(True)
+            burst = not quiet and self._burst(True)
             ended = self.window.wait(max(off_s - (time.monotonic() - off_t0), 0.0))
             cycle_t0, cycle_rows0 = time.monotonic(), self.rows_changed()
-            self._off_phase(difference(cycle_rows0, speed_from[1]), cycle_t0 - speed_from[0], quiet)
+            if burst:
+                self._burst(False)
+            self._off_phase(difference(cycle_rows0, speed_from[1]), cycle_t0 - speed_from[0], quiet, burst)
             if quiet:
                 self._quiet(False)
             if ended:
@@ -119,11 +125,21 @@ class DutyCycles:
             return False
         return on
 
-    def _off_phase(self, rows: int | None, seconds: float, quiet: bool = False) -> None:
+    def _burst(self, on: bool) -> bool:
+        """The bursting collectors on (for an ordinary off-phase) or off; whether there are any."""
+        for c in self.bursts:
+            c.resume() if on else c.pause()
+        return bool(self.bursts)
+
+    def _off_phase(self, rows: int | None, seconds: float, quiet: bool = False, burst: bool = False) -> None:
         if rows is None or seconds <= 0:
             return
         if self.cycles:  # the off-phase after the cycle's on-phase
-            self.cycles[-1].setdefault("off", []).append({"s": round(seconds, 6), "rows": rows, "quiet": quiet})
+            self.cycles[-1].setdefault("off", []).append({"s": round(seconds, 6), "rows": rows, "quiet": quiet,
+                                                          **({"burst": True} if burst else {})})
+        if burst:
+            self.burst_rows += rows
+            self.burst_s += seconds
         if quiet:  # faster than the others by what stays on: not the speed the cycles are held against
             self.quiet_rows += rows
             self.quiet_s += seconds
@@ -205,6 +221,8 @@ class DutyCycles:
                 "off_s": round(self.off_s, 6), "off_rows": self.off_rows,
                 **({"quiet_s": round(self.quiet_s, 6), "quiet_rows": self.quiet_rows,
                     "quieted": [c.name for c in self.quieted]} if self.quieted else {}),
+                **({"burst_s": round(self.burst_s, 6), "burst_rows": self.burst_rows,
+                    "bursts": [c.name for c in self.bursts]} if self.bursts else {}),
                 "calls_per_cycle": [{**c, **{k: [c[k][s.index] for s in self.specs] for k in ("calls", "row_calls")}}
                                     for c in self.cycles]}
 

@@ -6,6 +6,7 @@ import threading
 from dataclasses import dataclass, field
 
 from mysqlprobe.collectors.connection import ConnectOptions
+from mysqlprobe.collectors.cpu_bursts import BURST_FREQUENCY
 from mysqlprobe.collectors.perf import PerfOptions
 
 
@@ -20,6 +21,7 @@ class RecordOptions:
     full_sql: bool = False              # statements' full text in the capture; else their digests
     perf: PerfOptions | None = field(default_factory=PerfOptions)           # None: no CPU samples
     off_cpu: bool = True
+    burst_freq: int = BURST_FREQUENCY   # sampled mode: CPU samples per second in the off-phases; 0: none
     verbose: bool = False
     stop_reason: str = "stopped"        # window.ended_by when `stop` is set by the caller
     argv: tuple[str, ...] = ()

@@ -4,10 +4,10 @@ Each collector goes through prepare -> start -> stop -> collect; close
 runs on every path. The phases run in orders that keep the window tight
 and the measures honest:
 
-  prepare  perf first (a sampled process pays more per probe hit, and the
-           calibration should see the window's conditions), off-CPU, the
-           calibration helper, the probes (calibrated, then attached), P_S,
-           process
+  prepare  the CPU bursts' perf, then perf (a sampled process pays more
+           per probe hit, and the calibration should see the window's
+           conditions), off-CPU, the calibration helper, the probes
+           (calibrated, then attached), P_S, process
   start    calibration, P_S and process readings, perf, off-CPU; the
            probes last: their start opens the window
   stop     the reverse: the probes come off first
@@ -27,6 +27,7 @@ from dataclasses import replace
 from mysqlprobe.capture import Capture, PendingFile, as_json, new_document, now_utc
 from mysqlprobe.collectors.base import Collector, CollectorUnavailable, Facts, Section
 from mysqlprobe.collectors.calibration import COST_CLASS, CalibrationCollector
+from mysqlprobe.collectors.cpu_bursts import CpuBurstCollector
 from mysqlprobe.collectors.latency import LatencyCollector
 from mysqlprobe.collectors.offcpu import OffCpuCollector
 from mysqlprobe.collectors.perf import PerfCollector
@@ -40,10 +41,12 @@ from mysqlprobe.recorder.options import Control, RecordOptions
 from mysqlprobe.recorder.plan import Plan, target_record
 from mysqlprobe.recorder.window import Window
 
-PREPARE = ("perf", "off_cpu", "calibration", "uprobe", "perf_schema", "process")
-START = ("calibration", "perf_schema", "process", "perf", "off_cpu", "uprobe")
-COLLECT = ("perf_schema", "process", "uprobe", "calibration", "perf", "off_cpu")
-NOT_REQUESTED = ("perf", "off_cpu", "perf_schema")
+# the bursts' perf outlives perf: perf's own CPU (its children's usage
+# between its start and its end) does not take in the other's
+PREPARE = ("cpu_bursts", "perf", "off_cpu", "calibration", "uprobe", "perf_schema", "process")
+START = ("calibration", "perf_schema", "process", "cpu_bursts", "perf", "off_cpu", "uprobe")
+COLLECT = ("perf_schema", "process", "uprobe", "calibration", "perf", "off_cpu", "cpu_bursts")
+NOT_REQUESTED = ("perf", "off_cpu", "perf_schema", "cpu_bursts")
 
 
 class Recorder:
@@ -64,6 +67,8 @@ class Recorder:
             out["perf"] = PerfCollector(pid, self.binary.image, o.perf)
         if o.off_cpu:
             out["off_cpu"] = OffCpuCollector(pid, o.verbose)
+        if not o.exact and o.burst_freq:  # needs off-phases
+            out["cpu_bursts"] = CpuBurstCollector(pid, [s.symbol.mangled for s in specs], o.burst_freq)
         out["calibration"] = calibration
         out["uprobe"] = LatencyCollector(pid, self.target.proc_exe, specs, calibration, o.correct, o.verbose,
                                           o.full_sql)
@@ -142,7 +147,8 @@ class Recorder:
             running = self._running(START)
             cycles = DutyCycles(latency, self.collectors["calibration"], win, o.budget, rows_changed,
                                 paced=[c for c in running if c.paced],
-                                quieted=[c for c in running if c.can_quiet and not c.paced])
+                                quieted=[c for c in running if c.can_quiet and not c.paced],
+                                bursts=[c for c in running if c.can_burst])
             rows_at_end = cycles.run(started)
             cycles.measure_in_situ_cost()
             sampling = cycles.record(o.budget)

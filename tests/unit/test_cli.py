@@ -95,6 +95,7 @@ def test_debug_file_option_restores_the_probes(fixture_dir, tmp_path):
     (["-p", "1", "--stage", "innodb.nope"], "unknown stage"),
     (["--insert-profile"], "-p/--pid is required"),
     (["-p", "1", "--insert-profile", "--perf-freq", "0"], "--perf-freq takes 1 to 10000"),
+    (["-p", "1", "--insert-profile", "--burst-freq", "-5"], "--burst-freq takes 0 (none) to 20000"),
     (["-p", "1", "--insert-profile", "--keep-perf-data"], "--keep-perf-data needs -o DIR"),
     (["bench", "--server", "10.2.11", "--cells", "range-0"], "cell 'range-0'"),
     (["bench", "--server", "10.2.11", "--cells", "sideways"], "unknown cell"),

@@ -1,0 +1,129 @@
+"""CPU bursts: what a short function costs per call, from CPU samples taken
+while the probes are off.
+
+A function of tens of nanoseconds costs less than its probes' calibration
+can be trusted to (a probe hit costs about 1.5 us, and 1.1-1.9x that inside
+a large server). Sampling sees the function as it runs unprobed: in the
+duty cycles' ordinary off-phases a `perf record -a` without stacks samples
+every CPU at BURST_FREQUENCY, and the samples that land in a probed
+function's own code, each worth its period of CPU time, sum to the time the
+function ran there. The analysis divides that by the calls the off-phases
+held (the probes' calls per row times the rows the server changed in them).
+
+The quiet off-phases stay clean (this sampler is off there), so what the
+bursts cost the load is inside the measured slowdown."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import tempfile
+from collections import Counter
+
+from mysqlprobe.collectors.base import Collector, CollectorUnavailable, Cost, Facts, Section
+from mysqlprobe.collectors.perf import PerfRecorder, PerfUnavailable, perf_binary
+from mysqlprobe.collectors.process import cpu_seconds
+
+BURST_FREQUENCY = 4999  # Hz per CPU: 10k samples/s on 2 CPUs, about 1.5% of a CPU while on
+
+
+def self_time(lines, symbols: set[str]) -> tuple[dict[str, dict], int, int]:
+    """From `perf script -F period,ip,sym --no-demangle` lines: per symbol
+    of `symbols`, its samples and the CPU ns they stand for; and all the
+    samples and ns read (the target's)."""
+    samples, ns = Counter(), Counter()
+    total_samples = total_ns = 0
+    for line in lines:
+        parts = line.split(None, 2)
+        if len(parts) < 2 or not parts[0].isdigit():
+            continue
+        period = int(parts[0])
+        total_samples += 1
+        total_ns += period
+        sym = parts[2].strip() if len(parts) == 3 else ""
+        if sym in symbols:
+            samples[sym] += 1
+            ns[sym] += period
+    return {s: {"samples": samples[s], "self_ns": ns[s]} for s in symbols}, total_samples, total_ns
+
+
+class CpuBurstCollector(Collector):
+    """Samples without stacks, on in the ordinary off-phases only (resume()
+    and pause() from the duty cycles)."""
+
+    name = "cpu_bursts"
+    can_burst = True
+
+    def __init__(self, pid: int, symbols: list[str], frequency: int = BURST_FREQUENCY):
+        super().__init__()
+        self.pid, self.symbols, self.frequency = pid, sorted(set(symbols)), frequency
+        self.recorder: PerfRecorder | None = None
+        self._tmp: str | None = None
+        self.switch_failures = 0
+        self._perf_cpu0: float | None = None
+        self.window_cpu_s: float | None = None  # perf's CPU while the window was open
+
+    def prepare(self) -> None:
+        self._tmp = tempfile.mkdtemp(prefix="mysqlprobe-bursts-")
+        self.recorder = PerfRecorder(self.pid, os.path.join(self._tmp, "bursts.data"), None, self.frequency,
+                                     start_off=True)
+        try:
+            self.recorder.start()
+        except PerfUnavailable as e:
+            raise CollectorUnavailable(str(e), f"CPU bursts: {e}; short functions' costs come from the probes "
+                                                "alone") from None
+        if not self.recorder.controlled:  # it would sample all along, probes on or not
+            self.recorder.stop()
+            raise CollectorUnavailable("perf record does not take --control",
+                                       "CPU bursts: this perf cannot switch sampling on and off; short "
+                                       "functions' costs come from the probes alone")
+
+    def start(self) -> None:
+        self._perf_cpu0 = cpu_seconds(self.recorder.proc.pid)
+
+    def _turn(self, on: bool) -> None:
+        if not self.recorder.sample(on):
+            self.switch_failures += 1
+
+    def stop(self) -> None:
+        self.pause()
+        if self.recorder and self.recorder.proc:
+            cpu = cpu_seconds(self.recorder.proc.pid)
+            if cpu is not None and self._perf_cpu0 is not None:
+                self.window_cpu_s = cpu - self._perf_cpu0
+            self.recorder.stop()
+
+    def collect(self, facts: Facts) -> Section:
+        self.stop()
+        if self.recorder.error:
+            return self.unavailable("unavailable", self._note(f"perf record failed: {self.recorder.error}"))
+        proc = subprocess.Popen([perf_binary(), "script", "-i", self.recorder.perf_data, "--pid", str(self.pid),
+                                 "-F", "period,ip,sym", "--no-demangle"],
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, errors="replace")
+        functions, samples, ns = self_time(proc.stdout, set(self.symbols))
+        _, err = proc.communicate()
+        if proc.returncode != 0 and samples == 0:
+            return self.unavailable("unavailable", self._note(f"perf script failed: "
+                                                              f"{(err.strip().splitlines() or ['?'])[-1]}"))
+        record = {"status": "collected", "event": "cpu-clock", "frequency_hz": self.frequency,
+                  "on_s": round(self.on_s, 6), "samples": samples, "target_cpu_s": round(ns / 1e9, 6),
+                  "switch_failures": self.switch_failures,
+                  "functions": {s: f for s, f in functions.items() if f["samples"]},
+                  "command": " ".join(self.recorder.command())}
+        cost = Cost(cpu_s=self.window_cpu_s, method="perf's own CPU time in the window; what sampling costs the "
+                    "target falls in the ordinary off-phases, and so in the measured slowdown")
+        return Section(self.name, {self.name: record}, list(self.notes), cost)
+
+    def _note(self, reason: str) -> str:
+        self.notes.append(f"CPU bursts: {reason}; short functions' costs come from the probes alone")
+        return reason
+
+    def close(self) -> None:
+        if self.recorder:
+            if self.recorder.proc:
+                self.recorder.stop()
+            self.recorder.close_control()
+        if self._tmp:
+            shutil.rmtree(self._tmp, ignore_errors=True)
+            self._tmp = None
