@@ -13,7 +13,15 @@ latencies and the probes' cost:
   high = corrected + correction x doubt + 1.96 se
 
 and where that interval is wider than the value (or reaches zero) the
-figure is an upper bound, "< high", never a negative or zero latency."""
+figure is an upper bound, "< high", never a negative or zero latency.
+
+Where the probes cannot resolve a function, CPU samples taken with the
+probes off can (collectors/cpu_bursts.py): the samples in the function's
+own code, each worth its period, over the calls made meanwhile (the
+probes' calls per row times the rows changed). That is the function's own
+CPU, its callees left out: for the short functions it is used for, nearly
+all of it. Its interval: the samples' Poisson count and the calls per
+row's."""
 
 from __future__ import annotations
 
@@ -29,6 +37,8 @@ MIN_COST_DOUBT = 0.10       # the calibration's own doubt, at least (its bursts'
 UNMEASURED_IN_SITU = 2.0
 CORRECTED = "probe timestamps less the probes' calibrated cost; interval: the calls' spread and the probes' cost"
 RAW = "probe timestamps, the probes' own cost included (--raw); interval: the calls' spread"
+SAMPLED = ("CPU samples in the function's own code with the probes off, over the calls made meanwhile (callees "
+           "not included); interval: the samples' count and the calls per row")
 
 
 @dataclass(frozen=True)
@@ -112,3 +122,30 @@ def per_call(calls: int, total_ns: float, raw_total_ns: float, raw_counts: list[
     low = max(corrected - below - stat, 0.0)
     high = max(corrected + above + stat, low)
     return PerCall(min(max(corrected, low), high), low, high, CORRECTED, max(below, above))
+
+
+def poisson95(n: int) -> tuple[float, float]:
+    """A 95% interval for the mean of a Poisson count n (the square-root
+    approximation: within a few percent of the exact one from n = 0 up)."""
+    half = Z95 / 2
+    return (max(math.sqrt(n) - half, 0.0) ** 2 if n else 0.0), (math.sqrt(n + 1) + half) ** 2
+
+
+def sampled_per_call(self_ns: float, samples: int, period_ns: float, calls, probe_noise_ns: float = 0.0) -> PerCall | None:
+    """The mean own CPU of a call from `samples` CPU samples (self_ns in all,
+    period_ns each) over `calls` (an Estimate with its interval); None
+    where no call was made or the calls have no interval."""
+    if not calls or calls.value <= 0 or calls.low is None or calls.low <= 0:
+        return None
+    low_n, high_n = poisson95(samples)
+    per_sample = self_ns / samples if samples else period_ns
+    mean = self_ns / calls.value
+    return PerCall(mean, low_n * per_sample / calls.high, high_n * per_sample / calls.low, SAMPLED, probe_noise_ns)
+
+
+def best_per_call(probed: PerCall, sampled: PerCall | None) -> PerCall:
+    """The probes' figure where it is a measurement; else the samples' where
+    theirs is; else the probes' bound."""
+    if probed.resolved or sampled is None or not sampled.resolved:
+        return probed
+    return sampled

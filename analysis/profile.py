@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 
 from mysqlprobe.analysis import histogram as H
 from mysqlprobe.catalog import BY_NAME
-from mysqlprobe.analysis.per_call import PerCall, per_call
+from mysqlprobe.analysis.per_call import SAMPLED, PerCall, best_per_call, per_call, sampled_per_call
 from mysqlprobe.analysis.sampling import Estimate, estimate_by_rows, estimate_total
 
 
@@ -35,6 +35,8 @@ class StageSummary:
     stage: str
     title: str
     symbols: list[str]
+    mangled: list[str] = field(default_factory=list)
+    nested_probe_hits: int = 0  # other probes' hits inside its calls: it has probed callees
     calls: int = 0
     total_ns: int = 0
     counts: list[int] = field(default_factory=_zeros)
@@ -77,6 +79,8 @@ def stage_summaries(doc: dict) -> list[StageSummary]:
         if s is None:
             s = out[name] = StageSummary(name, st.title if st else p["symbol"], [])
         s.symbols.append(p["symbol"])
+        s.mangled.append(p.get("mangled") or p["symbol"])
+        s.nested_probe_hits += p.get("nested_probe_hits") or 0
         if (p.get("entry") or {}).get("class"):
             s.classes.add(p["entry"]["class"])
         _add(s, p)
@@ -264,7 +268,56 @@ def latency_record(total: int, calls: int, counts: list[int]) -> dict:
 
 
 def stage_per_call(s: StageSummary, doc: dict) -> PerCall:
-    return per_call(s.calls, s.total_ns, s.raw_total_ns, s.raw_counts, doc, s.classes)
+    """A call's mean cost: the probes' where they resolve it, else the CPU
+    bursts' (own CPU) for a stage without probed callees: one with them
+    spends its time mostly in those, which its own CPU leaves out (and
+    one only counted, not timed, has no cost to give)."""
+    probed = per_call(s.calls, s.total_ns, s.raw_total_ns, s.raw_counts, doc, s.classes)
+    if s.nested_probe_hits or not s.raw_total_ns:
+        return probed
+    return best_per_call(probed, burst_per_call(s, doc, probed.probe_noise_ns))
+
+
+@dataclass(frozen=True)
+class BurstFigures:
+    samples: int
+    self_ns: int
+    calls: Estimate
+
+
+def burst_figures(s: StageSummary, doc: dict) -> BurstFigures | None:
+    """The CPU bursts' samples in the stage's functions and the stage's calls
+    in the off-phases they ran in; None where there were none, or the calls
+    cannot be had from rows."""
+    bursts, sampling = doc.get("cpu_bursts") or {}, doc.get("sampling") or {}
+    rows = sampling.get("burst_rows")
+    if bursts.get("status") != "collected" or not rows or s.cycle_row_calls is None or estimate_basis(doc) != "rows":
+        return None
+    functions = bursts.get("functions") or {}
+    mine = [functions.get(m) or {} for m in s.mangled]
+    cycles = sampled_cycles(doc)
+    calls = estimate_by_rows(list(zip([c["rows"] for c in cycles], s.cycle_row_calls)), rows, 0, apart=True)
+    return BurstFigures(sum(f.get("samples", 0) for f in mine), sum(f.get("self_ns", 0) for f in mine), calls)
+
+
+def burst_per_call(s: StageSummary, doc: dict, probe_noise_ns: float = 0.0) -> PerCall | None:
+    figures = burst_figures(s, doc)
+    if figures is None:
+        return None
+    period = 1e9 / doc["cpu_bursts"]["frequency_hz"]
+    return sampled_per_call(figures.self_ns, figures.samples, period, figures.calls, probe_noise_ns)
+
+
+def burst_record(s: StageSummary, doc: dict) -> dict | None:
+    """What profile.json keeps of the bursts' figure for a stage."""
+    figures, pc = burst_figures(s, doc), burst_per_call(s, doc)
+    if figures is None:
+        return None
+    r = lambda v: None if v is None else round(v, 1)  # noqa: E731
+    return {"samples": figures.samples, "self_ns": figures.self_ns, "calls": figures.calls.to_json(),
+            "mean_ns": r(pc.mean_ns) if pc else None,
+            "mean_ns_ci95": [r(pc.low_ns), r(pc.high_ns)] if pc else None,
+            "resolved": pc.resolved if pc else False, "used": stage_per_call(s, doc).method == SAMPLED}
 
 
 def partition_per_call(p: PartitionSummary, s: StageSummary, doc: dict) -> PerCall:
@@ -288,6 +341,7 @@ def stage_record(s: StageSummary, doc: dict) -> dict:
         "calls_per_s": round(est.value / seconds, 3) if seconds else None,
         **latency_record(s.total_ns, s.calls, s.counts),
         **stage_per_call(s, doc).to_json(),
+        "off_phase_cpu": burst_record(s, doc),
         "share_of_window": round(share, 6) if share is not None else None,
         "raw": latency_record(s.raw_total_ns, s.calls, s.raw_counts),
         "overhead_ns": s.overhead_ns,

@@ -7,9 +7,10 @@ import textwrap
 
 from mysqlprobe.analysis import histogram as H
 from mysqlprobe.analysis.model import Profile
-from mysqlprobe.analysis.per_call import PerCall
-from mysqlprobe.analysis.profile import (StageSummary, coverage, estimate_basis, estimated_calls, measured_slowdown,
-                                         partition_per_call, stage_per_call, window_ns, window_scale)
+from mysqlprobe.analysis.per_call import SAMPLED, PerCall
+from mysqlprobe.analysis.profile import (StageSummary, burst_figures, coverage, estimate_basis,
+                                         estimated_calls, measured_slowdown, partition_per_call, stage_per_call,
+                                         window_ns, window_scale)
 from mysqlprobe.analysis.textfit import fit as _fit, pct  # noqa: F401 (pct: html_report)
 from mysqlprobe.analysis.where_report import attribution_block, digest_block  # noqa: F401 (html_report)
 
@@ -228,6 +229,14 @@ def estimate_line(s: StageSummary, doc: dict) -> list[str]:
     return lines
 
 
+def burst_line(s: StageSummary, doc: dict) -> list[str]:
+    """Where a mean came from CPU samples: how many, over how many calls."""
+    figures = burst_figures(s, doc)
+    return textwrap.wrap(f"the mean is the function's own CPU (callees left out): {figures.samples} CPU samples "
+                         f"over ~{figures.calls.value:,.0f} calls, taken with the probes off", 78,
+                         initial_indent="  ", subsequent_indent="  ")
+
+
 def _interval(pc: PerCall) -> str:
     if pc.low_ns is None:
         return ""
@@ -240,8 +249,11 @@ def stage_detail(s: StageSummary, doc: dict) -> list[str]:
     lines = _fit([f"{s.stage}: {s.title}"])
     lines += [f"  {sym}" for sym in s.symbols]
     pc = stage_per_call(s, doc)
-    lines.append(f"  calls {s.calls}{' counted' if s.cycle_calls is not None else ''}, total {fmt(s.total_ns)}, "
-                 f"mean {pc.text()}" + _interval(pc))
+    lines += textwrap.wrap(f"calls {s.calls}{' counted' if s.cycle_calls is not None else ''}, total "
+                           f"{fmt(s.total_ns)}, mean {pc.text()}" + _interval(pc), 78,
+                           initial_indent="  ", subsequent_indent="  ")
+    if pc.method == SAMPLED:
+        lines += burst_line(s, doc)
     lines += estimate_line(s, doc)
     lines += H.render_ascii(s.counts)
     lines += partition_table(s, doc)

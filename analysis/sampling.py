@@ -70,7 +70,8 @@ def estimate_total(cycles: list[tuple[float, float, int]], window_s: float,
     return Estimate(value, max(low, float(counted)), high)
 
 
-def estimate_by_rows(cycles: list[tuple[int, int]], rows_window: int, counted: int | None = None) -> Estimate:
+def estimate_by_rows(cycles: list[tuple[int, int]], rows_window: int, counted: int | None = None,
+                     apart: bool = False) -> Estimate:
     """Calls in the whole window from (rows the server changed, calls counted)
     per on-phase and the rows changed in the whole window.
 
@@ -83,7 +84,9 @@ def estimate_by_rows(cycles: list[tuple[int, int]], rows_window: int, counted: i
     calls per row and is left out: an interval from the three cycles that
     caught a load is as wide as three cycles make it, however many idle
     ones came around them.
-    counted: every call counted (default those in `cycles`), the floor."""
+    counted: every call counted (default those in `cycles`), the floor.
+    apart: rows_window does not hold the cycles' rows (other phases), so no
+    finite population correction."""
     in_rows = sum(c for _, c in cycles)
     counted = in_rows if counted is None else counted
     rows_on = sum(r for r, _ in cycles)
@@ -97,6 +100,6 @@ def estimate_by_rows(cycles: list[tuple[int, int]], rows_window: int, counted: i
         return Estimate(value, None, None)
     mean_rows = rows_on / k
     var_ratio = sum((c - ratio * r) ** 2 for r, c in seen) / (k * (k - 1) * mean_rows ** 2)
-    fpc = max(1.0 - rows_on / rows_window, 0.0)
+    fpc = 1.0 if apart else max(1.0 - rows_on / rows_window, 0.0)
     half = t95(k - 1) * math.sqrt(var_ratio * fpc) * rows_window
     return Estimate(value, max(value - half, float(counted)), value + half)

@@ -121,6 +121,18 @@ def test_default_mode_scales_counts_by_the_rows_the_server_changed(server, conn,
     assert abs(est["value"] - SAMPLED_ROWS) < 0.05 * SAMPLED_ROWS, est
     assert low <= SAMPLED_ROWS <= high or abs(est["value"] - SAMPLED_ROWS) < 0.01 * SAMPLED_ROWS, est
     assert "scaled by the server's rows changed" in out
+    # CPU bursts sampled the ordinary off-phases, never a quiet one
+    bursts = doc["cpu_bursts"]
+    assert bursts["status"] == "collected" and bursts["on_s"] > 0 and bursts["switch_failures"] == 0
+    offs = [o for c in cycles for o in c.get("off", [])]
+    assert any(o.get("burst") for o in offs) and not any(o.get("burst") and o["quiet"] for o in offs)
+    assert 0 < sampling["burst_rows"] < doc["window"]["rows_changed"]
+    # one lookup a row: the calls in the bursts' off-phases are their share of the rows
+    lookup = stage(doc, "partition.get_partition_id")["off_phase_cpu"]
+    share = sampling["burst_rows"] / doc["window"]["rows_changed"]
+    assert lookup["calls"]["value"] == pytest.approx(SAMPLED_ROWS * share, rel=0.1), lookup
+    # a binary search over 5 bounds: some samples, tens of ns (a unit or period slip is 1000x off)
+    assert lookup["samples"] > 0 and 0 < lookup["mean_ns"] < 1000, lookup
 
 
 def test_kill_9_mid_load_leaves_no_probe_and_the_load_completes(server, conn, tmp_path):

@@ -4,7 +4,9 @@ never negative or zero, an upper bound where the doubt outweighs the call."""
 import pytest
 
 from mysqlprobe.analysis import histogram as H
-from mysqlprobe.analysis.per_call import CORRECTED, RAW, UNMEASURED_IN_SITU, per_call
+from mysqlprobe.analysis.per_call import (CORRECTED, RAW, SAMPLED, UNMEASURED_IN_SITU, PerCall, best_per_call,
+                                          per_call, poisson95, sampled_per_call)
+from mysqlprobe.analysis.sampling import Estimate
 
 CAL = {"classes": {"emulated": {"entry_ns": 1000.0, "return_ns": 500.0, "spread_ns": 75.0}}}
 
@@ -61,3 +63,29 @@ def test_percentiles_are_resolved_only_above_the_probes_doubt():
 def test_no_calls_no_mean():
     pc = per_call(0, 0, 0, [0] * H.NUM_SLOTS, sampled(1.0), set())
     assert pc.mean_ns is None and pc.text() == "-"
+
+
+def test_a_poisson_count_interval_holds_the_exact_one_closely():
+    assert poisson95(0) == (0.0, pytest.approx(3.69, abs=0.25))
+    low, high = poisson95(100)
+    assert low == pytest.approx(81.4, abs=0.5) and high == pytest.approx(121.6, abs=0.5)
+
+
+def test_own_cpu_per_call_from_samples_and_calls():
+    pc = sampled_per_call(100 * 50_000, 100, 50_000, Estimate(250_000, 240_000, 260_000))
+    assert pc.method == SAMPLED and pc.mean_ns == pytest.approx(20.0)
+    assert pc.low_ns == pytest.approx(81.4 * 50_000 / 260_000, rel=0.01)
+    assert pc.high_ns == pytest.approx(121.6 * 50_000 / 240_000, rel=0.01)
+    none = sampled_per_call(0, 0, 50_000, Estimate(250_000, 240_000, 260_000))
+    assert none.mean_ns == 0 and not none.resolved and none.text().startswith("<")
+    assert sampled_per_call(100, 1, 50_000, Estimate(0, None, None)) is None
+
+
+def test_the_probes_figure_stands_where_it_resolves_the_call():
+    probed = PerCall(5000.0, 4500.0, 5500.0, CORRECTED, 100.0)
+    bound = PerCall(10.0, 0.0, 300.0, CORRECTED, 100.0)
+    samples = PerCall(14.0, 12.0, 16.0, SAMPLED, 100.0)
+    assert best_per_call(probed, samples) is probed
+    assert best_per_call(bound, samples) is samples
+    assert best_per_call(bound, PerCall(14.0, 0.0, 40.0, SAMPLED, 100.0)) is bound
+    assert best_per_call(bound, None) is bound

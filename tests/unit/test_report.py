@@ -360,3 +360,42 @@ def test_measured_slowdown_is_set_against_the_quiet_off_phases_where_there_are_e
     assert o["measured_against"] == "off" and o["always_on_slowdown"] is None
     text = " ".join(render_text(Profile(doc)).split())
     assert "CPU sampling ran all along and is not in this figure" in text
+
+
+def with_cpu_bursts(doc: dict, samples: dict[str, int], period_ns: int = 200_000, rows: int = 1_800_000) -> dict:
+    """The CPU bursts' samples per stage (each worth period_ns) over `rows`
+    changed in the off-phases they sampled."""
+    mangled = {p["stage"]: p["mangled"] for p in doc["probes"]}
+    doc["sampling"].update(burst_s=0.5, burst_rows=rows, bursts=["cpu_bursts"])
+    doc["cpu_bursts"] = {"status": "collected", "frequency_hz": round(1e9 / period_ns), "functions": {
+        mangled[stage]: {"samples": n, "self_ns": n * period_ns} for stage, n in samples.items()}}
+    return doc
+
+
+def test_a_short_function_the_probes_cannot_resolve_takes_its_mean_from_cpu_samples():
+    doc = with_cpu_bursts(sampled_with_off_phases(), {"partition.get_partition_id": 400, "partition.write_row": 50})
+    calls = 1_800_000 * (3335 + 3336 + 3336) / 9000            # calls per row in the on-phases x burst rows
+    stages = {s["stage"]: s for s in Profile(doc).to_json()["stages"]}
+    lookup = stages["partition.get_partition_id"]
+    assert lookup["mean_method"].startswith("CPU samples") and lookup["mean_resolved"]
+    assert lookup["mean_ns"] == pytest.approx(400 * 200_000 / calls, abs=0.1)          # 40 ns
+    low, high = lookup["mean_ns_ci95"]
+    assert low < lookup["mean_ns"] < high and high - low < 0.25 * lookup["mean_ns"]
+    assert lookup["off_phase_cpu"]["used"] and lookup["off_phase_cpu"]["samples"] == 400
+    # write_row has probed callees: its own CPU (callees left out) is not what a call costs
+    write = stages["partition.write_row"]
+    assert write["mean_method"].startswith("probe timestamps") and not write["off_phase_cpu"]["used"]
+    text = " ".join(render_text(Profile(doc)).split())
+    assert "mean 40ns (95% interval" in text and "400 CPU samples over ~2,001,400 calls" in text
+
+
+def test_too_few_cpu_samples_leave_the_probes_bound():
+    doc = with_cpu_bursts(sampled_with_off_phases(), {"partition.get_partition_id": 3})
+    lookup = {s["stage"]: s for s in Profile(doc).to_json()["stages"]}["partition.get_partition_id"]
+    assert lookup["mean_method"].startswith("probe timestamps") and not lookup["mean_resolved"]
+    assert lookup["off_phase_cpu"]["mean_ns_ci95"][0] < lookup["off_phase_cpu"]["mean_ns"] / 2
+
+
+def test_no_cpu_bursts_no_off_phase_figure():
+    stages = Profile(sampled_with_off_phases()).to_json()["stages"]
+    assert all(s["off_phase_cpu"] is None for s in stages)
