@@ -145,7 +145,9 @@ def sampled_per_call(self_ns: float, samples: int, period_ns: float, calls, prob
 
 def best_per_call(probed: PerCall, sampled: PerCall | None) -> PerCall:
     """The probes' figure where it is a measurement; else the samples' where
-    theirs is; else the probes' bound."""
-    if probed.resolved or sampled is None or not sampled.resolved:
+    theirs is; else the tighter of the two bounds."""
+    if probed.resolved or sampled is None or sampled.high_ns is None:
         return probed
-    return sampled
+    if sampled.resolved or probed.high_ns is None or sampled.high_ns < probed.high_ns:
+        return sampled
+    return probed

@@ -87,5 +87,7 @@ def test_the_probes_figure_stands_where_it_resolves_the_call():
     samples = PerCall(14.0, 12.0, 16.0, SAMPLED, 100.0)
     assert best_per_call(probed, samples) is probed
     assert best_per_call(bound, samples) is samples
-    assert best_per_call(bound, PerCall(14.0, 0.0, 40.0, SAMPLED, 100.0)) is bound
+    tighter = PerCall(14.0, 0.0, 40.0, SAMPLED, 100.0)                # neither resolves: the lower bound
+    assert best_per_call(bound, tighter) is tighter
+    assert best_per_call(bound, PerCall(140.0, 0.0, 400.0, SAMPLED, 100.0)) is bound
     assert best_per_call(bound, None) is bound

@@ -389,11 +389,17 @@ def test_a_short_function_the_probes_cannot_resolve_takes_its_mean_from_cpu_samp
     assert "mean 40ns (95% interval" in text and "400 CPU samples over ~2,001,400 calls" in text
 
 
-def test_too_few_cpu_samples_leave_the_probes_bound():
-    doc = with_cpu_bursts(sampled_with_off_phases(), {"partition.get_partition_id": 3})
+def test_too_few_cpu_samples_give_a_bound_where_it_is_the_tighter_one():
+    doc = with_cpu_bursts(sampled_with_off_phases(), {"partition.get_partition_id": 3}, rows=18_000)
     lookup = {s["stage"]: s for s in Profile(doc).to_json()["stages"]}["partition.get_partition_id"]
-    assert lookup["mean_method"].startswith("probe timestamps") and not lookup["mean_resolved"]
-    assert lookup["off_phase_cpu"]["mean_ns_ci95"][0] < lookup["off_phase_cpu"]["mean_ns"] / 2
+    samples = lookup["off_phase_cpu"]
+    assert not samples["resolved"] and samples["mean_ns_ci95"][0] < samples["mean_ns"] / 2
+    # 3 samples of 200 us over ~20,000 calls: at most ~80 ns a call, tighter than the probes' bound
+    assert lookup["mean_method"].startswith("CPU samples") and not lookup["mean_resolved"]
+    assert lookup["mean_ns_ci95"][1] == samples["mean_ns_ci95"][1] < 100
+    doc = with_cpu_bursts(sampled_with_off_phases(), {"partition.get_partition_id": 3}, rows=180)
+    lookup = {s["stage"]: s for s in Profile(doc).to_json()["stages"]}["partition.get_partition_id"]
+    assert lookup["mean_method"].startswith("probe timestamps")       # 8 us a call at most: the probes' is tighter
 
 
 def test_no_cpu_bursts_no_off_phase_figure():
