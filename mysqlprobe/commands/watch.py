@@ -23,6 +23,7 @@ from mysqlprobe.analysis.model import Profile
 from mysqlprobe.analysis.prometheus import Exposition, Totals
 from mysqlprobe.capture import OFFCPU_FILE, STACKS_FILE, as_json
 from mysqlprobe.collectors.connection import ConnectOptions
+from mysqlprobe.collectors.cpu_bursts import BURST_FREQUENCY
 from mysqlprobe.collectors.perf import PerfOptions
 from mysqlprobe.collectors.symbols import load_target_binary, resolve_target
 from mysqlprobe.errors import Interrupted, MysqlprobeError, TargetError, UsageError
@@ -166,7 +167,9 @@ class Watch:
             duration=args.interval, exact=False, budget=args.budget / 100, argv=tuple(sys.argv),
             connect=None if args.no_perf_schema else ConnectOptions(args.socket, None, None, args.user,
                                                                     args.password_file, args.defaults_file),
-            perf=PerfOptions(), off_cpu=True, verbose=args.verbose)
+            perf=PerfOptions(), off_cpu=True, verbose=args.verbose,
+            # the CPU bursts' rate shrinks with the budget: 4999 Hz at 10%, ~500 Hz at 1%
+            burst_freq=max(round(BURST_FREQUENCY * min(args.budget / 10, 1.0)), 1))
         self._plans: dict = {}
 
     def log(self, msg: str) -> None:
