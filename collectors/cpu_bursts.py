@@ -3,9 +3,9 @@ while the probes are off.
 
 A function of tens of nanoseconds costs less than its probes' calibration
 can be trusted to (a probe hit costs about 1.5 us, and 1.1-1.9x that inside
-a large server). Sampling sees the function as it runs unprobed: in the
-duty cycles' ordinary off-phases a `perf record -a` without stacks samples
-every CPU at BURST_FREQUENCY, and the samples that land in a probed
+a large server). Sampling sees the function as it runs unprobed: in every
+other ordinary off-phase of the duty cycles a `perf record -a` without
+stacks samples every CPU at BURST_FREQUENCY, and the samples that land in a probed
 function's own code, each worth its period of CPU time, sum to the time the
 function ran there. The analysis divides that by the calls the off-phases
 held (the probes' calls per row times the rows the server changed in them).
@@ -25,27 +25,33 @@ from mysqlprobe.collectors.base import Collector, CollectorUnavailable, Cost, Fa
 from mysqlprobe.collectors.perf import PerfRecorder, PerfUnavailable, perf_binary
 from mysqlprobe.collectors.process import cpu_seconds
 
-BURST_FREQUENCY = 4999  # Hz per CPU: 10k samples/s on 2 CPUs, about 1.5% of a CPU while on
+# Hz per CPU. A sample costs the target about 20 us on a VM of this kind
+# (one INSERT ... SELECT thread: 1.12x slower at 4999 Hz, 1.01-1.05x at
+# 1999 Hz); on in every other ordinary off-phase, about a fifth of the
+# window, that is about 1% of the load.
+BURST_FREQUENCY = 1999
 
 
-def self_time(lines, symbols: set[str]) -> tuple[dict[str, dict], int, int]:
+def samples_by_symbol(lines) -> tuple[Counter, Counter]:
     """From `perf script -F period,ip,sym --no-demangle` lines: per symbol
-    of `symbols`, its samples and the CPU ns they stand for; and all the
-    samples and ns read (the target's)."""
+    ("" where perf had none), its samples and the CPU ns they stand for."""
     samples, ns = Counter(), Counter()
-    total_samples = total_ns = 0
     for line in lines:
         parts = line.split(None, 2)
         if len(parts) < 2 or not parts[0].isdigit():
             continue
-        period = int(parts[0])
-        total_samples += 1
-        total_ns += period
         sym = parts[2].strip() if len(parts) == 3 else ""
-        if sym in symbols:
-            samples[sym] += 1
-            ns[sym] += period
-    return {s: {"samples": samples[s], "self_ns": ns[s]} for s in symbols}, total_samples, total_ns
+        samples[sym] += 1
+        ns[sym] += int(parts[0])
+    return samples, ns
+
+
+def self_time(lines, symbols: set[str]) -> tuple[dict[str, dict], int, int]:
+    """Per symbol of `symbols`, its samples and their CPU ns; and all the
+    samples and ns read (the target's)."""
+    samples, ns = samples_by_symbol(lines)
+    return ({s: {"samples": samples[s], "self_ns": ns[s]} for s in symbols},
+            sum(samples.values()), sum(ns.values()))
 
 
 class CpuBurstCollector(Collector):

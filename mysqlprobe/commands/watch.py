@@ -168,7 +168,7 @@ class Watch:
             connect=None if args.no_perf_schema else ConnectOptions(args.socket, None, None, args.user,
                                                                     args.password_file, args.defaults_file),
             perf=PerfOptions(), off_cpu=True, verbose=args.verbose,
-            # the CPU bursts' rate shrinks with the budget: 4999 Hz at 10%, ~500 Hz at 1%
+            # the CPU bursts' rate shrinks with the budget: 1999 Hz at 10%, 200 Hz at 1%
             burst_freq=max(round(BURST_FREQUENCY * min(args.budget / 10, 1.0)), 1))
         self._plans: dict = {}
 

@@ -330,3 +330,53 @@ def test_every_other_off_phase_is_quiet_and_its_rows_are_kept_apart():
     assert record["quieted"] == ["perf"] and record["quiet_rows"] > 0
     assert record["quiet_rows"] / record["quiet_s"] == pytest.approx(20_000, rel=0.1)
     assert record["off_rows"] == sum(o["rows"] for o in offs if not o["quiet"])
+
+
+class _Burst:
+    name = "cpu_bursts"
+
+    def __init__(self):
+        self.on, self.switches = False, []
+
+    def resume(self):
+        self.on = True
+        self.switches.append(True)
+
+    def pause(self):
+        self.on = False
+        self.switches.append(False)
+
+
+def bursting_cycles(rows) -> tuple[DutyCycles, _Burst, _Quieted]:
+    latency = SimpleNamespace(session=_Session(), specs=[])
+    window = Window(os.getpid(), 1.5, Control(), "stopped", lambda: 0)
+    calibration = SimpleNamespace(current=lambda: SimpleNamespace(classes={}, pair_of=lambda s: 0.0))
+    burst, quieted = _Burst(), _Quieted()
+    cycles = DutyCycles(latency, calibration, window, 0.10, rows, quieted=[quieted], bursts=[burst])
+    return cycles, burst, quieted
+
+
+def test_bursts_sample_the_ordinary_off_phases_and_never_a_quiet_one():
+    t0 = time.monotonic()
+    rows = lambda: int((time.monotonic() - t0) * 20_000)  # noqa: E731
+    cycles, burst, _ = bursting_cycles(rows)
+    cycles.run((t0, rows()))
+    offs = [o for c in cycles.cycles for o in c.get("off", [])]
+    assert any(o.get("burst") for o in offs) and not any(o.get("burst") and o["quiet"] for o in offs)
+    # every other ordinary off-phase: the others stay the speed the cycles are paced against
+    ordinary = [c["off"][-1] for c in cycles.cycles[1:] if c.get("off") and not c["off"][-1]["quiet"]]
+    assert [bool(o.get("burst")) for o in ordinary][:2] == [False, True]
+    assert burst.switches == [True, False] * (len(burst.switches) // 2) and not burst.on
+    record = cycles.record(0.10)
+    assert record["bursts"] == ["cpu_bursts"]
+    assert record["burst_rows"] == sum(o["rows"] for o in offs if o.get("burst"))
+    assert record["burst_rows"] / record["burst_s"] == pytest.approx(20_000, rel=0.1)
+    assert record["off_rows"] == sum(o["rows"] for o in offs if not o["quiet"] and not o.get("burst"))
+
+
+def test_without_a_row_counter_bursts_keep_their_seconds():
+    cycles, burst, _ = bursting_cycles(lambda: None)
+    t0 = time.monotonic()
+    cycles.run((t0, None))
+    record = cycles.record(0.10)
+    assert record["burst_rows"] is None and record["burst_s"] > 0 and not burst.on
