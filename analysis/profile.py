@@ -290,13 +290,22 @@ def burst_figures(s: StageSummary, doc: dict) -> BurstFigures | None:
     in the off-phases they ran in; None where there were none, or the calls
     cannot be had from rows."""
     bursts, sampling = doc.get("cpu_bursts") or {}, doc.get("sampling") or {}
-    rows = sampling.get("burst_rows")
-    if bursts.get("status") != "collected" or not rows or s.cycle_row_calls is None or estimate_basis(doc) != "rows":
+    rows, seconds, basis = sampling.get("burst_rows"), sampling.get("burst_s"), estimate_basis(doc)
+    if bursts.get("status") != "collected" or s.cycle_calls is None:
+        return None
+    if basis == "rows" and rows:
+        cycles = sampled_cycles(doc)
+        calls = estimate_by_rows(list(zip([c["rows"] for c in cycles], s.cycle_row_calls)), rows, 0, apart=True)
+    elif basis == "time" and seconds:
+        # calls per unprobed second in the on-phases, over the bursts' seconds
+        window = estimated_calls(s, doc)
+        share = seconds / doc["window"]["duration_s"]
+        calls = Estimate(window.value * share, None if window.low is None else window.low * share,
+                         None if window.high is None else window.high * share)
+    else:
         return None
     functions = bursts.get("functions") or {}
     mine = [functions.get(m) or {} for m in s.mangled]
-    cycles = sampled_cycles(doc)
-    calls = estimate_by_rows(list(zip([c["rows"] for c in cycles], s.cycle_row_calls)), rows, 0, apart=True)
     return BurstFigures(sum(f.get("samples", 0) for f in mine), sum(f.get("self_ns", 0) for f in mine), calls)
 
 

@@ -100,3 +100,26 @@ def test_sampled_mode_estimates_the_calls_of_the_whole_window(known_cost, tmp_pa
             return
         estimates.append(est)
     pytest.fail(f"sampled estimates of {calls} calls missed by more than 15% in {ATTEMPTS} runs: {estimates}")
+
+
+def test_without_a_server_the_bursts_calls_come_from_the_time(known_cost, tmp_path):
+    """A 40 ns countdown with no callee, without a row counter: the bursts'
+    calls are the window's estimate (calls per unprobed second) over their
+    share of it. For a function hit millions of times a second the probes
+    fill the on-phases and that estimate is loose: the samples' mean stands
+    only where its interval makes it the better figure."""
+    prof = Profiler(known_cost.pid, tmp_path, "--probe", "cost_40ns", "--no-perf-schema")
+    _command(known_cost, "loop cost_40ns 3000")
+    code, out, err = prof.stop()
+    assert code == 0, err
+    doc = prof.profile()
+    bursts, sampling = doc["cpu_bursts"], doc["sampling"]
+    assert bursts["status"] == "collected" and bursts["switch_failures"] == 0
+    assert sampling["burst_s"] > 0 and sampling["burst_rows"] is None   # no server: no row counter
+    (s,) = [s for s in doc["stages"] if s["stage"] == "probe:cost_40ns"]
+    figures = s["off_phase_cpu"]
+    assert figures["samples"] > 0                                      # the countdown is its own code
+    share = sampling["burst_s"] / doc["window"]["duration_s"]
+    assert figures["calls"]["value"] == pytest.approx(s["estimated_calls"]["value"] * share, rel=1e-3)
+    assert figures["used"] == s["mean_method"].startswith("CPU samples")
+    assert s["mean_ns"] >= 0 and (s["mean_resolved"] or s["mean_ns_ci95"][1] > s["mean_ns"])

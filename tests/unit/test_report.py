@@ -405,3 +405,16 @@ def test_too_few_cpu_samples_give_a_bound_where_it_is_the_tighter_one():
 def test_no_cpu_bursts_no_off_phase_figure():
     stages = Profile(sampled_with_off_phases()).to_json()["stages"]
     assert all(s["off_phase_cpu"] is None for s in stages)
+
+
+def test_without_a_row_counter_the_bursts_calls_come_from_the_time():
+    # the calls per unprobed second of three steady cycles (ROWS * 5 in the 1.5 s window)
+    third = [ROWS // 3, ROWS // 3, ROWS - 2 * (ROWS // 3)]
+    doc = synthetic_run({"mode": "sampled", "overhead_budget": 0.1, "cycles": 3, "on_s": 0.3,
+                         "calls_per_cycle": [{"on_s": 0.1, "probe_s": 0.0, "calls": [n, n, n, 0]} for n in third]})
+    doc = with_cpu_bursts(doc, {"partition.get_partition_id": 100}, rows=None)
+    doc["sampling"]["burst_s"] = 0.6
+    lookup = {s["stage"]: s for s in Profile(doc).to_json()["stages"]}["partition.get_partition_id"]
+    calls = ROWS * 5 * 0.6 / 1.5
+    assert lookup["off_phase_cpu"]["calls"]["value"] == pytest.approx(calls, rel=1e-3)
+    assert lookup["off_phase_cpu"]["mean_ns"] == pytest.approx(100 * 200_000 / calls, rel=1e-3)
