@@ -120,7 +120,10 @@ def per_call(calls: int, total_ns: float, raw_total_ns: float, raw_counts: list[
     below = correction * (in_situ_high(doc) - 1 + doubt)
     above = correction * doubt
     low = max(corrected - below - stat, 0.0)
-    high = max(corrected + above + stat, low)
+    # a mean below zero by more than the doubt says the calibration overrates
+    # the probes here: the bound is then what their cost may be off by, never 0
+    high = corrected + above + stat
+    high = max(high, low) if high > 0 else above
     return PerCall(min(max(corrected, low), high), low, high, CORRECTED, max(below, above))
 
 

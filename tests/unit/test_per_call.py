@@ -91,3 +91,10 @@ def test_the_probes_figure_stands_where_it_resolves_the_call():
     assert best_per_call(bound, tighter) is tighter
     assert best_per_call(bound, PerCall(140.0, 0.0, 400.0, SAMPLED, 100.0)) is bound
     assert best_per_call(bound, None) is bound
+
+
+def test_a_mean_far_below_zero_bounds_the_call_by_the_probes_doubt_not_by_zero():
+    calls, raw = 100_003, 1300.0                 # the probes' calibrated 1530 ns exceed the whole call
+    pc = per_call(calls, -230 * calls, raw * calls, counts(raw, calls), sampled(1.3), {"emulated"})
+    assert pc.low_ns == 0 and pc.high_ns == pytest.approx(1530 * 0.10, rel=0.05)
+    assert pc.text() == "<" + H.format_ns(pc.high_ns) and pc.high_ns > 0
