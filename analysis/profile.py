@@ -287,8 +287,9 @@ class BurstFigures:
 
 def burst_figures(s: StageSummary, doc: dict) -> BurstFigures | None:
     """The CPU bursts' samples in the stage's functions and the stage's calls
-    in the off-phases they ran in; None where there were none, or the calls
-    cannot be had from rows."""
+    in the off-phases they ran in (calls per row times their rows; without a
+    row counter, the window's estimate times their share of it); None where
+    no burst ran."""
     bursts, sampling = doc.get("cpu_bursts") or {}, doc.get("sampling") or {}
     rows, seconds, basis = sampling.get("burst_rows"), sampling.get("burst_s"), estimate_basis(doc)
     if bursts.get("status") != "collected" or s.cycle_calls is None:

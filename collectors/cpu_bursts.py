@@ -11,7 +11,10 @@ function ran there. The analysis divides that by the calls the off-phases
 held (the probes' calls per row times the rows the server changed in them).
 
 The quiet off-phases stay clean (this sampler is off there), so what the
-bursts cost the load is inside the measured slowdown."""
+bursts cost the load is inside the measured slowdown. They start once a
+short function (a partition lookup, or a function named with --probe) has
+been called: a load that calls none, such as OLTP on plain tables, pays
+nothing for them."""
 
 from __future__ import annotations
 

@@ -5,6 +5,7 @@ load slows down by at most the budget, paced on the server's own progress
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 
 from mysqlprobe.collectors.calibration import CalibrationCollector
 from mysqlprobe.collectors.latency import LatencyCollector
@@ -44,6 +45,16 @@ def rows_and_calls(rows_changed, counts) -> tuple[dict[int, float], int | None, 
     return {i: (before[i] + after[i]) / 2 for i in before}, rows, best_t0 + width / 2
 
 
+@dataclass
+class Bursts:
+    """Collectors on in every other ordinary off-phase (they sample the code
+    unprobed), once one of the probes `wanted_by` has been called: those of
+    short functions, which the bursts are worth their cost for (None: any)."""
+
+    collectors: list
+    wanted_by: set[int] | None = None
+
+
 class DutyCycles:
     """Runs the cycles of one window. The first on-phase is already open
     when run() is called. cycles: per cycle its on-time, calls per probe,
@@ -51,12 +62,14 @@ class DutyCycles:
 
     def __init__(self, latency: LatencyCollector, calibration: CalibrationCollector, window: Window,
                  budget: float, rows_changed, paced: list | None = None, quieted: list | None = None,
-                 bursts: list | None = None):
+                 bursts: Bursts | None = None):
         self.session, self.specs = latency.session, latency.specs
         self.paced = paced or []  # on with the probes, so their cost is in what each cycle measures
         # on all along but off in every other off-phase (quiet), whose speed is the load's own
         self.quieted = quieted or []
-        self.bursts = bursts or []  # on in the ordinary off-phases: they sample the code unprobed
+        self.bursts = bursts.collectors if bursts else []
+        self.burst_for = bursts.wanted_by if bursts else None
+        self._burst_wanted = self.burst_for is None
         self.calibration, self.window, self.rows_changed = calibration, window, rows_changed
         self.pacer = Pacer(budget, on_s=ON_PHASE_S, min_on_s=MIN_ON_S, max_off_s=MAX_OFF_S)
         self.cycles: list[dict] = []
@@ -87,7 +100,7 @@ class DutyCycles:
             quiet = len(self.cycles) % 2 == 0 and self._quiet(True)
             # every other ordinary off-phase: a CPU sample costs this kind of
             # host about 20 us (4999 Hz slowed one thread 1.12x)
-            burst = not quiet and len(self.cycles) % 4 == 1 and self._burst(True)
+            burst = not quiet and len(self.cycles) % 4 == 1 and self._burst_wanted and self._burst(True)
             ended = self.window.wait(max(off_s - (time.monotonic() - off_t0), 0.0))
             cycle_t0, cycle_rows0 = time.monotonic(), self.rows_changed()
             if burst:
@@ -172,6 +185,8 @@ class DutyCycles:
         now = self._counts()
         delta = {i: now[i] - self._last[i] for i in now}
         self._last = now
+        if not self._burst_wanted and any(delta.get(i) for i in self.burst_for):
+            self._burst_wanted = True
         cal = self.calibration.current()
         probe_s = sum(delta[s.index] * cal.pair_of(s) for s in self.specs) / 1e9
         cycle = {"on_s": round(t_on, 6), "probe_s": round(probe_s, 6), "calls": delta,

@@ -25,6 +25,7 @@ from contextlib import ExitStack
 from dataclasses import replace
 
 from mysqlprobe.capture import Capture, PendingFile, as_json, new_document, now_utc
+from mysqlprobe.catalog import SHORT_STAGES
 from mysqlprobe.collectors.base import Collector, CollectorUnavailable, Facts, Section
 from mysqlprobe.collectors.calibration import COST_CLASS, CalibrationCollector
 from mysqlprobe.collectors.cpu_bursts import CpuBurstCollector
@@ -36,7 +37,7 @@ from mysqlprobe.collectors.process import ProcessCollector
 from mysqlprobe.collectors.ps_window import PerfSchemaCollector, thread_names
 from mysqlprobe.collectors.symbols import Binary, Target
 from mysqlprobe.errors import PermissionProblem
-from mysqlprobe.recorder.duty import DutyCycles, difference
+from mysqlprobe.recorder.duty import Bursts, DutyCycles, difference
 from mysqlprobe.recorder.options import Control, RecordOptions
 from mysqlprobe.recorder.plan import Plan, target_record
 from mysqlprobe.recorder.window import Window
@@ -148,7 +149,9 @@ class Recorder:
             cycles = DutyCycles(latency, self.collectors["calibration"], win, o.budget, rows_changed,
                                 paced=[c for c in running if c.paced],
                                 quieted=[c for c in running if c.can_quiet and not c.paced],
-                                bursts=[c for c in running if c.can_burst])
+                                bursts=Bursts([c for c in running if c.can_burst],
+                                              {s.index for s in latency.specs
+                                               if s.stage is None or s.stage in SHORT_STAGES}))
             rows_at_end = cycles.run(started)
             cycles.measure_in_situ_cost()
             sampling = cycles.record(o.budget)

@@ -5,7 +5,7 @@ from types import SimpleNamespace
 import pytest
 
 from mysqlprobe.analysis.sampling import estimate_by_rows, estimate_total, t95
-from mysqlprobe.recorder.duty import DutyCycles
+from mysqlprobe.recorder.duty import Bursts, DutyCycles
 from mysqlprobe.recorder.options import Control
 from mysqlprobe.recorder.pacing import Pacer, in_situ_factor, off_seconds
 from mysqlprobe.recorder.window import Window
@@ -347,12 +347,12 @@ class _Burst:
         self.switches.append(False)
 
 
-def bursting_cycles(rows) -> tuple[DutyCycles, _Burst, _Quieted]:
+def bursting_cycles(rows, burst_for=None) -> tuple[DutyCycles, _Burst, _Quieted]:
     latency = SimpleNamespace(session=_Session(), specs=[])
     window = Window(os.getpid(), 1.5, Control(), "stopped", lambda: 0)
     calibration = SimpleNamespace(current=lambda: SimpleNamespace(classes={}, pair_of=lambda s: 0.0))
     burst, quieted = _Burst(), _Quieted()
-    cycles = DutyCycles(latency, calibration, window, 0.10, rows, quieted=[quieted], bursts=[burst])
+    cycles = DutyCycles(latency, calibration, window, 0.10, rows, quieted=[quieted], bursts=Bursts([burst], burst_for))
     return cycles, burst, quieted
 
 
@@ -380,3 +380,11 @@ def test_without_a_row_counter_bursts_keep_their_seconds():
     cycles.run((t0, None))
     record = cycles.record(0.10)
     assert record["burst_rows"] is None and record["burst_s"] > 0 and not burst.on
+
+
+def test_no_burst_while_no_short_function_was_called():
+    t0 = time.monotonic()
+    rows = lambda: int((time.monotonic() - t0) * 20_000)  # noqa: E731
+    cycles, burst, _ = bursting_cycles(rows, burst_for={7})   # probe 7 (a partition lookup) never called
+    cycles.run((t0, rows()))
+    assert burst.switches == [] and cycles.record(0.10)["burst_s"] == 0
