@@ -44,7 +44,7 @@ from pathlib import Path
 from continuous import Blocks, unprobed_block
 from oltp import SHAPES, Load
 from oltp_parts import Mysqlprobe
-from overhead import derived, log, machine, machine_line, med, write_results
+from overhead import derived, log, machine, med, run_line, write_results
 from mysqlprobe import sandbox
 
 HERE = Path(__file__).parent
@@ -238,8 +238,7 @@ def markdown(result: dict) -> str:
     on = [b for b in result["blocks"] if b["kind"] == "on"]
     off = [b for b in result["blocks"] if b["kind"] == "off"]
     lines = ["# The CPU mysqlprobe costs a load, seen from outside", "",
-             f"{machine_line(result['machine'])} Started {result['started']}. Command: "
-             f"`sudo .venv/bin/python {result['command']}`.", "",
+             run_line(result), "",
              f"Load: {result['shape']} on MariaDB 10.2.11, one run without a break. Profiled blocks "
              "(default `--insert-profile`) alternate with unprobed ones; a witness `perf record -a -F "
              f"{result['witness_hz']}` samples the host in every block. CPU seconds per second, medians "

@@ -24,7 +24,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from oltp import SHAPES, Load
-from overhead import MYSQLPROBE, Tool, derived, log, machine, machine_line, med, write_results
+from overhead import MYSQLPROBE, Tool, derived, log, machine, med, run_line, write_results
 from mysqlprobe import sandbox
 
 HERE = Path(__file__).parent
@@ -90,8 +90,7 @@ def _pct(xs: list[float]) -> str:
 
 def markdown(result: dict) -> str:
     lines = ["# Per-digest figures against the server's own", "",
-             f"{machine_line(result['machine'])} Started {result['started']}. Command: `sudo .venv/bin/python "
-             f"bench/digests.py --repeats {result['repeats']} --seconds {result['seconds']}`.", "",
+             run_line(result, f"bench/digests.py --repeats {result['repeats']} --seconds {result['seconds']}"), "",
              "MariaDB 10.2.11. Each cell: median [min, max] over the repeats of the difference against the "
              "server's figure. Columns: see the docstring of bench/digests.py.", "",
              "| load | mode | INSERT executions vs Com_insert | mean latency vs P_S's timer | "

@@ -42,7 +42,7 @@ from pathlib import Path
 
 from continuous import Blocks, unprobed_block
 from oltp import SHAPES, Load
-from overhead import MYSQLPROBE, Tool, derived, log, machine, machine_line, med, write_results
+from overhead import MYSQLPROBE, Tool, derived, log, machine, med, run_line, write_results
 from mysqlprobe import workload
 from mysqlprobe.collectors.perf import choose_unwinding
 from mysqlprobe.collectors.perfschema import PerfSchema, rows_changed
@@ -233,9 +233,7 @@ def _range(xs: list[float]) -> str:
 
 def markdown(result: dict) -> str:
     lines = ["# What each part of the default profile costs an OLTP load", "",
-             f"{machine_line(result['machine'])} Started {result['started']}. Command: "
-             f"`sudo .venv/bin/python {result['command']}`.",
-             "", f"Load: {result['shape']} on MariaDB 10.2.11, one run without a break. Each variant "
+             run_line(result), "", f"Load: {result['shape']} on MariaDB 10.2.11, one run without a break. Each variant "
              f"is on for a {result['seconds']} s block between unprobed blocks (in an order shuffled each round); felt = the unprobed "
              "blocks' mean rate (sysbench's per-second transactions) over the block's. Medians with min-max.", "",
              "| variant | runs | felt slowdown | reported by mysqlprobe |", "|---|---|---|---|"]

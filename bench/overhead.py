@@ -309,6 +309,12 @@ def machine_line(m: dict) -> str:
             f"mysqlprobe {m['mysqlprobe']}.")
 
 
+def run_line(result: dict, command: str | None = None) -> str:
+    """A results file's line about the machine, the start and the command."""
+    return (f"{machine_line(result['machine'])} Started {result['started']}. Command: "
+            f"`sudo .venv/bin/python {command or result['command']}`.")
+
+
 def write_results(out_dir: str, name: str, result: dict, markdown) -> None:
     """bench/NAME.json (the figures) and bench/NAME.md (markdown(result)), upper-cased."""
     out = Path(out_dir)

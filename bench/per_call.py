@@ -25,7 +25,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from continuous import StatementLoop, rows_inserted
-from overhead import MYSQLPROBE, derived, log, machine, machine_line, med, write_results
+from overhead import MYSQLPROBE, derived, log, machine, med, run_line, write_results
 from mysqlprobe import sandbox, workload
 from mysqlprobe.collectors.cpu_bursts import samples_by_symbol
 
@@ -167,8 +167,7 @@ def _tool(t: dict) -> str:
 
 def markdown(result: dict) -> str:
     lines = ["# Per-call cost of short functions, in situ", "",
-             f"{machine_line(result['machine'])} Started {result['started']}. Command: "
-             f"`sudo .venv/bin/python {result['command']}`.", "",
+             run_line(result), "",
              "Load: the seed's INSERT ... SELECT of 1,000,000 rows, again and again, on MariaDB 10.2.11. Per "
              "table and repeat, a block profiled by the default `--insert-profile` (with `--probe "
              f"{result['innodb_function']}`) between two unprobed blocks sampled by `perf record -F "
