@@ -20,13 +20,11 @@ from __future__ import annotations
 
 import os
 import shutil
-import subprocess
 import tempfile
 from collections import Counter
 
 from mysqlprobe.collectors.base import Collector, CollectorUnavailable, Cost, Facts, Section
-from mysqlprobe.collectors.perf import PerfRecorder, PerfUnavailable, perf_binary
-from mysqlprobe.collectors.process import cpu_seconds
+from mysqlprobe.collectors.perf import PerfRecorder, PerfUnavailable, read_perf_script
 
 # Hz per CPU. A sample costs the target about 20 us on a VM of this kind
 # (one INSERT ... SELECT thread: 1.12x slower at 4999 Hz, 1.01-1.05x at
@@ -49,12 +47,11 @@ def samples_by_symbol(lines) -> tuple[Counter, Counter]:
     return samples, ns
 
 
-def self_time(lines, symbols: set[str]) -> tuple[dict[str, dict], int, int]:
-    """Per symbol of `symbols`, its samples and their CPU ns; and all the
-    samples and ns read (the target's)."""
+def self_time(lines, symbols: set[str]) -> tuple[tuple[dict[str, dict], int], int]:
+    """Per symbol of `symbols`, its samples and their CPU ns, and the CPU ns
+    of all the samples read (the target's); and how many those were."""
     samples, ns = samples_by_symbol(lines)
-    return ({s: {"samples": samples[s], "self_ns": ns[s]} for s in symbols},
-            sum(samples.values()), sum(ns.values()))
+    return ({s: {"samples": samples[s], "self_ns": ns[s]} for s in symbols}, sum(ns.values())), sum(samples.values())
 
 
 class CpuBurstCollector(Collector):
@@ -70,8 +67,6 @@ class CpuBurstCollector(Collector):
         self.recorder: PerfRecorder | None = None
         self._tmp: str | None = None
         self.switch_failures = 0
-        self._perf_cpu0: float | None = None
-        self.window_cpu_s: float | None = None  # perf's CPU while the window was open
 
     def prepare(self) -> None:
         self._tmp = tempfile.mkdtemp(prefix="mysqlprobe-bursts-")
@@ -89,7 +84,7 @@ class CpuBurstCollector(Collector):
                                        "functions' costs come from the probes alone")
 
     def start(self) -> None:
-        self._perf_cpu0 = cpu_seconds(self.recorder.proc.pid)
+        self.recorder.window_opens()
 
     def _turn(self, on: bool) -> None:
         if not self.recorder.sample(on):
@@ -98,29 +93,24 @@ class CpuBurstCollector(Collector):
     def stop(self) -> None:
         self.pause()
         if self.recorder and self.recorder.proc:
-            cpu = cpu_seconds(self.recorder.proc.pid)
-            if cpu is not None and self._perf_cpu0 is not None:
-                self.window_cpu_s = cpu - self._perf_cpu0
             self.recorder.stop()
 
     def collect(self, facts: Facts) -> Section:
         self.stop()
         if self.recorder.error:
             return self.unavailable("unavailable", self._note(f"perf record failed: {self.recorder.error}"))
-        proc = subprocess.Popen([perf_binary(), "script", "-i", self.recorder.perf_data, "--pid", str(self.pid),
-                                 "-F", "period,ip,sym", "--no-demangle"],
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, errors="replace")
-        functions, samples, ns = self_time(proc.stdout, set(self.symbols))
-        _, err = proc.communicate()
-        if proc.returncode != 0 and samples == 0:
-            return self.unavailable("unavailable", self._note(f"perf script failed: "
-                                                              f"{(err.strip().splitlines() or ['?'])[-1]}"))
+        try:
+            (functions, ns), samples = read_perf_script(self.recorder.perf_data, self.pid, "period,ip,sym",
+                                                        lambda lines: self_time(lines, set(self.symbols)),
+                                                        "--no-demangle")
+        except PerfUnavailable as e:
+            return self.unavailable("unavailable", self._note(str(e)))
         record = {"status": "collected", "event": "cpu-clock", "frequency_hz": self.frequency,
                   "on_s": round(self.on_s, 6), "samples": samples, "target_cpu_s": round(ns / 1e9, 6),
                   "switch_failures": self.switch_failures,
                   "functions": {s: f for s, f in functions.items() if f["samples"]},
                   "command": " ".join(self.recorder.command())}
-        cost = Cost(cpu_s=self.window_cpu_s, method="perf's own CPU time in the window; what sampling costs the "
+        cost = Cost(cpu_s=self.recorder.window_cpu_s, method="perf's own CPU time in the window; what sampling costs the "
                     "target falls in the ordinary off-phases, and so in the measured slowdown")
         return Section(self.name, {self.name: record}, list(self.notes), cost)
 
@@ -130,9 +120,7 @@ class CpuBurstCollector(Collector):
 
     def close(self) -> None:
         if self.recorder:
-            if self.recorder.proc:
-                self.recorder.stop()
-            self.recorder.close_control()
+            self.recorder.close()
         if self._tmp:
             shutil.rmtree(self._tmp, ignore_errors=True)
             self._tmp = None

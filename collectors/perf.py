@@ -113,6 +113,8 @@ class PerfRecorder:
         self.start_off = start_off
         self.proc: subprocess.Popen | None = None
         self.cpu_s = 0.0
+        self.window_cpu_s: float | None = None  # perf's CPU from window_opens() to stop()
+        self._window_cpu0: float | None = None
         self.error: str | None = None
         folder = os.path.dirname(perf_data)
         self.control_fifo, self.ack_fifo = os.path.join(folder, "control.fifo"), os.path.join(folder, "ack.fifo")
@@ -190,11 +192,27 @@ class PerfRecorder:
             lines = err.splitlines()
             raise PerfUnavailable(f"perf record failed: {lines[-1] if lines else f'exit {self.proc.returncode}'}")
 
+    def window_opens(self) -> None:
+        """From here perf's CPU counts as the window's (its start does not)."""
+        self._window_cpu0 = cpu_seconds(self.proc.pid) if self.proc else None
+
+    def close(self) -> None:
+        """On any path: perf killed if it runs (its data is not wanted), the FIFOs closed."""
+        if self.proc:
+            self.proc.kill()
+            self.proc.wait()
+            self.proc = None
+        self.close_control()
+
     def stop(self) -> None:
         """End the recording (perf writes its data on SIGINT); perf's own CPU
-        time is kept as its cost."""
+        time is kept as its cost, in all (cpu_s) and in the window
+        (window_cpu_s: writing its data falls outside)."""
         if not self.proc:
             return
+        cpu = cpu_seconds(self.proc.pid)
+        if cpu is not None and self._window_cpu0 is not None:
+            self.window_cpu_s = cpu - self._window_cpu0
         if self.proc.poll() is None:
             self.proc.send_signal(signal.SIGINT)
         try:
@@ -303,19 +321,17 @@ def _header(line: str) -> tuple[str, int | None]:
     return line.strip(), None
 
 
-def folded_from_perf_data(perf_data: str, pid: int,
-                          thread_names: dict[int, str] | None = None) -> tuple[Folded, int]:
-    """The samples of one process's threads in perf_data, folded."""
-    perf = perf_binary()
-    # --no-inline: resolving inlined frames through addr2line takes minutes on a server binary
-    proc = subprocess.Popen([perf, "script", "-i", perf_data, "--pid", str(pid), "-F", "comm,tid,ip,sym,dso",
-                             "--no-inline"],
+def read_perf_script(perf_data: str, pid: int, fields: str, read, *options: str):
+    """What read(lines) makes of `perf script -F fields` over one process's
+    samples; read returns (result, samples). A perf script that failed
+    before giving a sample raises PerfUnavailable."""
+    proc = subprocess.Popen([perf_binary(), "script", "-i", perf_data, "--pid", str(pid), "-F", fields, *options],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, errors="replace")
-    folded, samples = fold_script(proc.stdout, thread_names)
+    result, samples = read(proc.stdout)
     _, err = proc.communicate()
     if proc.returncode != 0 and samples == 0:
         raise PerfUnavailable(f"perf script failed: {(err.strip().splitlines() or ['?'])[-1]}")
-    return folded, samples
+    return result, samples
 
 
 @dataclass(frozen=True)
@@ -342,8 +358,6 @@ class PerfCollector(Collector):
         self.started_at = 0.0
         self.seconds = 0.0
         self._cpu0: float | None = None
-        self._perf_cpu0: float | None = None
-        self.window_cpu_s: float | None = None  # perf's CPU while the window was open
 
     def prepare(self) -> None:
         unwinding = choose_unwinding(self.image, self.opts.callgraph)
@@ -373,7 +387,7 @@ class PerfCollector(Collector):
         return int((cpu - self._cpu0) * self.opts.frequency)
 
     def start(self) -> None:
-        self._perf_cpu0 = cpu_seconds(self.recorder.proc.pid)
+        self.recorder.window_opens()
 
     def _silence(self, on: bool) -> bool:
         return self.recorder.sample(not on)
@@ -383,9 +397,6 @@ class PerfCollector(Collector):
         if self._quiet_since is not None:
             self.quiet(False)
         if self.recorder and self.recorder.proc:
-            cpu = cpu_seconds(self.recorder.proc.pid)
-            if cpu is not None and self._perf_cpu0 is not None:
-                self.window_cpu_s = cpu - self._perf_cpu0
             self.recorder.stop()
             self.seconds = time.monotonic() - self.started_at
 
@@ -395,7 +406,9 @@ class PerfCollector(Collector):
         if self.recorder.error:
             return self.unavailable("unavailable", self._note(f"perf record failed: {self.recorder.error}"))
         try:
-            folded, samples = folded_from_perf_data(self.recorder.perf_data, self.pid, facts.thread_names)
+            # --no-inline: resolving inlined frames through addr2line takes minutes on a server binary
+            folded, samples = read_perf_script(self.recorder.perf_data, self.pid, "comm,tid,ip,sym,dso",
+                                               lambda lines: fold_script(lines, facts.thread_names), "--no-inline")
         except PerfUnavailable as e:
             return self.unavailable("unavailable", self._note(str(e)))
         cpu_s = self.recorder.cpu_s
@@ -408,7 +421,7 @@ class PerfCollector(Collector):
             files[STACKS_FILE] = ("stacks_file", folded)
         if self.opts.keep_data:
             files["perf.data"] = ("perf_data", self._keep_perf_data())
-        cost = Cost(cpu_s=self.window_cpu_s, method="perf's own CPU time in the window (starting and writing "
+        cost = Cost(cpu_s=self.recorder.window_cpu_s, method="perf's own CPU time in the window (starting and writing "
                     f"its data, {cpu_s:.2f}s in all, fall outside it); what sampling adds to the target's "
                     "threads is not seen from here")
         return Section(self.name, {self.name: self.record}, list(self.notes), cost, files)
@@ -423,11 +436,8 @@ class PerfCollector(Collector):
         return shutil.move(self.recorder.perf_data, os.path.join(keep, "perf.data"))
 
     def close(self) -> None:
-        if self.recorder and self.recorder.proc:
-            self.recorder.proc.kill()
-            self.recorder.proc.wait()
         if self.recorder:
-            self.recorder.close_control()
+            self.recorder.close()
         if self._tmp:
             shutil.rmtree(self._tmp, ignore_errors=True)
             self._tmp = None

@@ -14,7 +14,7 @@ garbage line
 
 
 def test_samples_in_probed_functions_are_summed_with_their_periods():
-    functions, samples, ns = self_time(SCRIPT.splitlines(), {"_Z27get_partition_id_hash_nosubP14partition_infoPjPx",
+    (functions, ns), samples = self_time(SCRIPT.splitlines(), {"_Z27get_partition_id_hash_nosubP14partition_infoPjPx",
                                                             "_Z20row_insert_for_mysqlPKhP14row_prebuilt_t"})
     hash_nosub = functions["_Z27get_partition_id_hash_nosubP14partition_infoPjPx"]
     assert hash_nosub == {"samples": 3, "self_ns": 200040 * 2 + 199980}
