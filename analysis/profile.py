@@ -275,7 +275,7 @@ def stage_per_call(s: StageSummary, doc: dict) -> PerCall:
     probed = per_call(s.calls, s.total_ns, s.raw_total_ns, s.raw_counts, doc, s.classes)
     if s.nested_probe_hits or not s.raw_total_ns:
         return probed
-    return best_per_call(probed, burst_per_call(s, doc, probed.probe_noise_ns))
+    return best_per_call(probed, burst_per_call(burst_figures(s, doc), doc, probed.probe_noise_ns))
 
 
 @dataclass(frozen=True)
@@ -310,24 +310,24 @@ def burst_figures(s: StageSummary, doc: dict) -> BurstFigures | None:
     return BurstFigures(sum(f.get("samples", 0) for f in mine), sum(f.get("self_ns", 0) for f in mine), calls)
 
 
-def burst_per_call(s: StageSummary, doc: dict, probe_noise_ns: float = 0.0) -> PerCall | None:
-    figures = burst_figures(s, doc)
+def burst_per_call(figures: BurstFigures | None, doc: dict, probe_noise_ns: float = 0.0) -> PerCall | None:
     if figures is None:
         return None
     period = 1e9 / doc["cpu_bursts"]["frequency_hz"]
     return sampled_per_call(figures.self_ns, figures.samples, period, figures.calls, probe_noise_ns)
 
 
-def burst_record(s: StageSummary, doc: dict) -> dict | None:
-    """What profile.json keeps of the bursts' figure for a stage."""
-    figures, pc = burst_figures(s, doc), burst_per_call(s, doc)
+def burst_record(s: StageSummary, doc: dict, mean: PerCall) -> dict | None:
+    """What profile.json keeps of the bursts' figure for a stage whose mean is `mean`."""
+    figures = burst_figures(s, doc)
     if figures is None:
         return None
+    pc = burst_per_call(figures, doc)
     r = lambda v: None if v is None else round(v, 1)  # noqa: E731
     return {"samples": figures.samples, "self_ns": figures.self_ns, "calls": figures.calls.to_json(),
             "mean_ns": r(pc.mean_ns) if pc else None,
             "mean_ns_ci95": [r(pc.low_ns), r(pc.high_ns)] if pc else None,
-            "resolved": pc.resolved if pc else False, "used": stage_per_call(s, doc).method == SAMPLED}
+            "resolved": pc.resolved if pc else False, "used": mean.method == SAMPLED}
 
 
 def partition_per_call(p: PartitionSummary, s: StageSummary, doc: dict) -> PerCall:
@@ -342,6 +342,7 @@ def stage_record(s: StageSummary, doc: dict) -> dict:
     seconds = window / 1e9 if window else 0
     est = estimated_calls(s, doc)
     share = s.total_ns * window_scale(doc) / window if window else None
+    mean = stage_per_call(s, doc)
     return {
         "stage": s.stage,
         "title": s.title,
@@ -350,8 +351,8 @@ def stage_record(s: StageSummary, doc: dict) -> dict:
         "estimated_calls": est.to_json(),
         "calls_per_s": round(est.value / seconds, 3) if seconds else None,
         **latency_record(s.total_ns, s.calls, s.counts),
-        **stage_per_call(s, doc).to_json(),
-        "off_phase_cpu": burst_record(s, doc),
+        **mean.to_json(),
+        "off_phase_cpu": burst_record(s, doc, mean),
         "share_of_window": round(share, 6) if share is not None else None,
         "raw": latency_record(s.raw_total_ns, s.calls, s.raw_counts),
         "overhead_ns": s.overhead_ns,
