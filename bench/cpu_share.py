@@ -30,7 +30,6 @@ writes bench/CPU_SHARE.md and bench/cpu_share.json (NAME.md, NAME.json)."""
 
 from __future__ import annotations
 
-import argparse
 import re
 import signal
 import statistics
@@ -44,10 +43,9 @@ from pathlib import Path
 from continuous import Blocks, unprobed_block
 from oltp import SHAPES, Load
 from oltp_parts import Mysqlprobe
-from overhead import derived, log, machine, med, run_line, write_results
+from overhead import bench_parser, derived, log, machine, med, run_line, write_results
 from mysqlprobe import sandbox
 
-HERE = Path(__file__).parent
 WITNESS_HZ = 499
 OWN_COMMS = {"mysqlprobe", "perf", "calibrate"}
 PROBE_PATH = re.compile(r"uprobe|uretprobe|swbp|int3|sstep|xol|bpf|callchain|stackid")
@@ -113,11 +111,8 @@ def kind_of(line: str, witness_pid: int) -> tuple[str | None, str, str]:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--rounds", type=int, default=6)
-    ap.add_argument("--seconds", type=int, default=10)
+    ap = bench_parser(__doc__, rounds=6, seconds=10)
     ap.add_argument("--shape", type=int, default=1, help="index into bench/oltp.py's shapes (default: 1)")
-    ap.add_argument("--out", default=str(HERE))
     ap.add_argument("--name", default="cpu_share", help="results file names (default: cpu_share)")
     args = ap.parse_args()
     shape = SHAPES[args.shape]

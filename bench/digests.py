@@ -18,16 +18,14 @@ writes bench/DIGESTS.md and bench/digests.json."""
 
 from __future__ import annotations
 
-import argparse
 import tempfile
 from datetime import datetime, timezone
 from pathlib import Path
 
 from oltp import SHAPES, Load
-from overhead import MYSQLPROBE, Tool, derived, log, machine, med, run_line, write_results
+from overhead import MYSQLPROBE, Tool, bench_parser, derived, log, machine, med, run_line, write_results
 from mysqlprobe import sandbox
 
-HERE = Path(__file__).parent
 CASES = ((SHAPES[0], True), (SHAPES[0], False), (SHAPES[1], True), (SHAPES[1], False))
 
 
@@ -58,11 +56,7 @@ def one_run(load: Load, pid: int, exact: bool, workdir: Path) -> dict:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--repeats", type=int, default=3)
-    ap.add_argument("--seconds", type=int, default=8)
-    ap.add_argument("--out", default=str(HERE))
-    args = ap.parse_args()
+    args = bench_parser(__doc__, repeats=3, seconds=8).parse_args()
     workdir = Path(tempfile.mkdtemp(prefix="mysqlprobe-digests-"))
     sb = sandbox.Sandbox("10.2.11")
     started = datetime.now(timezone.utc)

@@ -16,7 +16,6 @@ the unprobed blocks against each other give the noise."""
 
 from __future__ import annotations
 
-import argparse
 import json
 import shutil
 import subprocess
@@ -27,10 +26,9 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from continuous import Blocks, RateLog, StatementLoop, SysbenchStream, rows_inserted, unprobed_block
-from overhead import MYSQLPROBE, Tool, derived, log, machine, med, spread
+from overhead import MYSQLPROBE, Tool, bench_parser, derived, log, machine, med, spread
 from mysqlprobe import sandbox, workload
 
-HERE = Path(__file__).parent
 SYSBENCH = shutil.which("sysbench") or "sysbench"
 TABLES, TABLE_SIZE = 4, 10000
 SEED_ROWS = 1000000
@@ -204,11 +202,8 @@ def targets(results: dict) -> list[tuple[str, bool]]:
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--repeats", type=int, default=10)
-    ap.add_argument("--seconds", type=int, default=8)
+    ap = bench_parser(__doc__, repeats=10, seconds=8)
     ap.add_argument("--shapes", help="comma-separated indices into the shapes (default: all)")
-    ap.add_argument("--out", default=str(HERE))
     args = ap.parse_args()
     shapes = [SHAPES[int(i)] for i in args.shapes.split(",")] if args.shapes else list(SHAPES)
     workdir = Path(tempfile.mkdtemp(prefix="mysqlprobe-oltp-"))

@@ -30,7 +30,6 @@ is mysqlprobe's overhead.measured_slowdown where it ran."""
 
 from __future__ import annotations
 
-import argparse
 import random
 import signal
 import subprocess
@@ -42,7 +41,7 @@ from pathlib import Path
 
 from continuous import Blocks, unprobed_block
 from oltp import SHAPES, Load
-from overhead import MYSQLPROBE, Tool, derived, log, machine, med, run_line, write_results
+from overhead import MYSQLPROBE, Tool, bench_parser, derived, log, machine, med, run_line, write_results
 from mysqlprobe import workload
 from mysqlprobe.collectors.perf import choose_unwinding
 from mysqlprobe.collectors.perfschema import PerfSchema, rows_changed
@@ -50,7 +49,6 @@ from mysqlprobe.collectors.ps_threads import PROCESSLIST_TID, ThreadWatch
 from mysqlprobe.collectors.symbols import load_target_binary, resolve_target
 from mysqlprobe import sandbox
 
-HERE = Path(__file__).parent
 COLD_FUNCTION = "fts_savepoint_free"  # full-text search: never called by oltp_insert
 
 
@@ -166,14 +164,11 @@ class Perf:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--rounds", type=int, default=8)
-    ap.add_argument("--seconds", type=int, default=8)
+    ap = bench_parser(__doc__, rounds=8, seconds=8)
     ap.add_argument("--shape", type=int, default=1, help="index into bench/oltp.py's shapes (default: 1)")
     ap.add_argument("--variants", default="default,ps_setup,perf,cold_all",
                     help="comma-separated (default: default,ps_setup,perf,cold_all)")
     ap.add_argument("--seed", type=int, default=1, help="of the variants' order in each round (default: 1)")
-    ap.add_argument("--out", default=str(HERE))
     ap.add_argument("--name", default="oltp_parts", help="results file names (default: oltp_parts)")
     args = ap.parse_args()
     shape = SHAPES[args.shape]

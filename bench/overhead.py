@@ -309,6 +309,16 @@ def machine_line(m: dict) -> str:
             f"mysqlprobe {m['mysqlprobe']}.")
 
 
+def bench_parser(doc: str, **numbers: int) -> argparse.ArgumentParser:
+    """A bench script's arguments: its docstring's first paragraph, --NAME N
+    for each of `numbers` (their defaults), and --out (default bench/)."""
+    ap = argparse.ArgumentParser(description=doc.split("\n\n")[0])
+    for name, default in numbers.items():
+        ap.add_argument(f"--{name}", type=int, default=default)
+    ap.add_argument("--out", default=str(HERE))
+    return ap
+
+
 def run_line(result: dict, command: str | None = None) -> str:
     """A results file's line about the machine, the start and the command."""
     return (f"{machine_line(result['machine'])} Started {result['started']}. Command: "

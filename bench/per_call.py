@@ -16,7 +16,6 @@ profiled one. mysqlprobe: the stage's mean_ns, its interval and method."""
 
 from __future__ import annotations
 
-import argparse
 import subprocess
 import tempfile
 import time
@@ -25,11 +24,10 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from continuous import StatementLoop, rows_inserted
-from overhead import MYSQLPROBE, derived, log, machine, med, run_line, write_results
+from overhead import MYSQLPROBE, bench_parser, derived, log, machine, med, run_line, write_results
 from mysqlprobe import sandbox, workload
 from mysqlprobe.collectors.cpu_bursts import samples_by_symbol
 
-HERE = Path(__file__).parent
 TRUTH_HZ = 20000
 SOURCE_ROWS = 1000000
 TABLES = [("range", 5), ("range", 100), ("list", 5), ("list", 100), ("hash", 5), ("hash", 100)]
@@ -136,11 +134,7 @@ def order_kept(tables: list[dict], kind: str) -> bool | None:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--repeats", type=int, default=3)
-    ap.add_argument("--seconds", type=int, default=10)
-    ap.add_argument("--out", default=str(HERE))
-    args = ap.parse_args()
+    args = bench_parser(__doc__, repeats=3, seconds=10).parse_args()
     workdir = Path(tempfile.mkdtemp(prefix="mysqlprobe-percall-"))
     started = datetime.now(timezone.utc)
     sb = sandbox.Sandbox("10.2.11")
