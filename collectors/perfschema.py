@@ -29,8 +29,8 @@ CONSUMERS = ("events_statements_current", "events_statements_history_long",
 WAIT_CONSUMERS = ("events_waits_current", "events_waits_history", "events_waits_history_long")
 INSTRUMENTS = ("statement/%", "stage/%", "wait/io/table/%", "wait/io/file/%")
 SYNCH_INSTRUMENTS = ("wait/synch/%",)
-STATUS = ("Handler_write", "Innodb_rows_inserted", "Innodb_pages_written", "Innodb_data_written",
-          "Com_insert", "Com_insert_select", "Questions")
+STATUS = ("Handler_write", "Handler_update", "Handler_delete", "Innodb_rows_inserted", "Innodb_pages_written",
+          "Innodb_data_written", "Com_insert", "Com_insert_select", "Questions")
 PS_TIMER_PER_NS = 1000  # P_S timers count picoseconds
 
 SUMMARIES = {
@@ -151,10 +151,7 @@ class PerfSchema:
                             (name,))
                 changed += 1
             off = list(self.saved_instruments)
-            for i in range(0, len(off), 200):
-                chunk = off[i:i + 200]
-                cur.execute("UPDATE performance_schema.setup_instruments SET ENABLED = 'YES', TIMED = 'YES' "
-                            f"WHERE NAME IN ({', '.join(['%s'] * len(chunk))})", chunk)
+            set_by_name(cur, "setup_instruments", "ENABLED = 'YES', TIMED = 'YES'", (), off)
             changed += len(off)
             if self._has_column("performance_schema", "threads", "HISTORY"):
                 changed += self._quiet_background()
@@ -200,6 +197,28 @@ class PerfSchema:
         self.saved_background_history_off = saved.get("background_history_off")
         self.restored = False
 
+    def quieted_setup(self) -> tuple[list[str], list[str]]:
+        """What a quiet phase turns off: the consumers the window turned on,
+        and the instruments it enabled. Their TIMED stays as the window set
+        it: a stage started untimed and ended timed would be summed from a
+        zero start (the stage timer is read at its end by the class's TIMED
+        then), and one started in the window keeps its whole time. An
+        instrument that was already enabled, only untimed, stays as the
+        window has it for the same reason."""
+        return (sorted(self.saved_consumers),
+                sorted(n for n, (enabled, _timed) in self.saved_instruments.items() if enabled == "NO"))
+
+    def quiet(self, on: bool) -> int:
+        """The window's own consumers and instruments off for a quiet phase
+        (on=True), so that P_S costs the load what it did before the window,
+        or back on; how many setup rows changed (the server counts each in
+        Handler_update, as if the load had changed a row)."""
+        consumers, instruments = self.quieted_setup()
+        value = ("NO" if on else "YES",)
+        with self.conn.cursor() as cur:
+            return (set_by_name(cur, "setup_consumers", "ENABLED = %s", value, consumers)
+                    + set_by_name(cur, "setup_instruments", "ENABLED = %s", value, instruments))
+
     def turned_off(self) -> list[str]:
         """Consumers the window needs that are off now: someone turned them off meanwhile."""
         want = CONSUMERS + (WAIT_CONSUMERS if self.waits == "all" else ())
@@ -221,10 +240,7 @@ class PerfSchema:
                 if now_instruments.get(name) != state:
                     groups.setdefault(state, []).append(name)
             for (enabled, timed), names in groups.items():
-                for i in range(0, len(names), 200):
-                    chunk = names[i:i + 200]
-                    cur.execute("UPDATE performance_schema.setup_instruments SET ENABLED = %s, TIMED = %s "
-                                f"WHERE NAME IN ({', '.join(['%s'] * len(chunk))})", (enabled, timed, *chunk))
+                set_by_name(cur, "setup_instruments", "ENABLED = %s, TIMED = %s", (enabled, timed), names)
             if self.saved_background_history_off is not None:
                 keep = self.saved_background_history_off or [0]  # thread ids start at 1
                 cur.execute("UPDATE performance_schema.threads SET HISTORY = 'YES' WHERE TYPE = 'BACKGROUND' "
@@ -280,6 +296,17 @@ class PerfSchema:
         stages = [{"thread_id": r[0], "statement_event_id": r[1], "event_name": r[2], "timer_start": r[3],
                    "timer_end": r[4], "timer_wait": r[5]} for r in stage_rows if (r[0], r[1]) in keys]
         return statements, stages
+
+
+def set_by_name(cur, table: str, assignments: str, values: tuple, names: list[str]) -> int:
+    """UPDATE performance_schema.TABLE SET assignments (their %s from
+    values) for the rows of these names, 200 at a time; the rows changed."""
+    changed = 0
+    for i in range(0, len(names), 200):
+        chunk = names[i:i + 200]
+        changed += cur.execute(f"UPDATE performance_schema.{table} SET {assignments} "
+                               f"WHERE NAME IN ({', '.join(['%s'] * len(chunk))})", (*values, *chunk))
+    return changed
 
 
 STAGE_COLUMNS = "THREAD_ID, NESTING_EVENT_ID, EVENT_NAME, TIMER_START, TIMER_END, TIMER_WAIT"

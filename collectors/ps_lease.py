@@ -89,6 +89,17 @@ class SetupLease:
             ps.adopt(record["saved"])
         return changed
 
+    def if_alone(self, change) -> bool:
+        """Call change() if this is the server's only profiler now (under the
+        lock, so none joins meanwhile); whether it did."""
+        with self._locked() as record:
+            others = bool(record["holders"])  # _locked takes this one out
+            record["holders"].append(self.holder)
+            if others:
+                return False
+            change()
+            return True
+
     def leave(self, restore) -> bool:
         """Leave; the last to leave calls restore(saved) with the merged
         record. True if this one restored."""

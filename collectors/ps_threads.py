@@ -29,6 +29,7 @@ class ThreadWatch:
         self.conn, self.os_tid_source, self.quiet = conn, os_tid_source, quiet
         self.period, self.list_every = period, list_every
         self.seen: dict[int, dict] = {}
+        self.rows_changed = 0  # P_S rows its updates changed: the server counts them as Handler_update
         self.error: str | None = None
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="thread-watch", daemon=True)
@@ -42,7 +43,7 @@ class ThreadWatch:
         while not self._stop.wait(self.period):
             try:
                 if self.quiet:
-                    quiet_background_threads(self.conn)
+                    self.rows_changed += quiet_background_threads(self.conn)
                 if n % self.list_every == 0:
                     self.seen.update((t["thread_id"], t) for t in list_threads(self.conn, self.os_tid_source))
             except pymysql.err.MySQLError as e:

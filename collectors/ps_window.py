@@ -54,9 +54,11 @@ def thread_names(record: dict | None) -> dict[int, str]:
 class PerfSchemaCollector(Collector):
     name = "perf_schema"
 
-    def __init__(self, pid: int, opts: ConnectOptions, waits: str = "io", full_sql: bool = False):
+    def __init__(self, pid: int, opts: ConnectOptions, waits: str = "io", full_sql: bool = False,
+                 whole_window: bool = False):
         super().__init__()
         self.pid, self.opts, self.waits, self.full_sql = pid, opts, waits, full_sql
+        self.whole_window = whole_window  # the setup on in the quiet phases too
         self.ps: PerfSchema | None = None
         self.conn = None
         self.progress = None  # reads the load's progress, also with P_S off
@@ -70,6 +72,7 @@ class PerfSchemaCollector(Collector):
         # their threads (None where the server does not name them)
         self.server_cpu_s: float | None = None
         self._own_cpu0: dict[int, float] = {}
+        self.own_rows_changed = 0  # setup rows this collector's quiet phases changed
 
     def _timed(self, fn, *args):
         t0 = time.monotonic()
@@ -79,15 +82,21 @@ class PerfSchemaCollector(Collector):
             self.query_s += time.monotonic() - t0
 
     def rows_changed(self) -> int | None:
-        """The server's rows changed so far, or None without a connection."""
+        """The server's rows changed so far, less the P_S setup rows this
+        collector changed meanwhile; None without a connection."""
         if self.progress is None:
             return None
         try:
-            return self._timed(rows_changed, self.progress)
+            return self._timed(rows_changed, self.progress) - self._own_setup_rows()
         except pymysql.err.MySQLError as e:
             self.notes.append(f"reading the server's row counters failed: {_why(e)}")
             self.progress = None
             return None
+
+    def _own_setup_rows(self) -> int:
+        """P_S setup rows mysqlprobe's own updates changed in the window (quiet
+        phases, the thread watch): the server counts them in Handler_update."""
+        return self.own_rows_changed + (self.watch.rows_changed if self.watch else 0)
 
     def _give_up(self, status: str, reason: str) -> None:
         self.record = {"status": status, "reason": reason}
@@ -117,6 +126,28 @@ class PerfSchemaCollector(Collector):
         except pymysql.err.MySQLError as e:
             self.restore()
             self._give_up("unavailable", f"cannot use performance_schema as {connection.describe(args)}: {_why(e)}")
+
+    @property
+    def can_quiet(self) -> bool:
+        """Only with the setup lease: a quiet phase must not take the
+        consumers from under another profiler of the same server."""
+        return (not self.whole_window and self.ps is not None and self.lease is not None
+                and any(self.ps.quieted_setup()))
+
+    def _silence(self, on: bool) -> bool:
+        """The window's setup off for a quiet phase, while this is the
+        server's only profiler; back on whatever the others do."""
+        def change() -> None:
+            self.own_rows_changed += self._timed(self.ps.quiet, on)
+
+        try:
+            if on:
+                return self.lease.if_alone(change)
+            change()
+            return True
+        except pymysql.err.MySQLError as e:
+            self.notes.append(f"Performance Schema: switching its setup for a quiet phase failed: {_why(e)}")
+            return False
 
     def own_os_threads(self) -> list[int]:
         """The Linux thread ids of mysqlprobe's own connections, where the server tells them."""
@@ -216,6 +247,12 @@ class PerfSchemaCollector(Collector):
                               "else: statements and stages after that are missing from this report")
 
     def collect(self, facts: Facts) -> Section:
+        if self.quiet_s and self.ps:
+            consumers, instruments = self.ps.quieted_setup()
+            self.record["quieted"] = {"consumers": consumers, "instruments": instruments,
+                                      "quiet_s": round(self.quiet_s, 6)}
+        if "deltas" in self.record:
+            self.record["own_rows_changed"] = self._own_setup_rows()
         if self.server_cpu_s is not None:
             cost = Cost(target_s=self.server_cpu_s, method="the server's CPU time for this collector's connections "
                                                            "in the window, from their threads; what the instruments "

@@ -8,6 +8,7 @@ from __future__ import annotations
 import os
 import signal
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -95,4 +96,49 @@ def test_consumers_turned_off_under_a_window_are_reported(server, tmp_path):
     flat = " ".join(out.split())
     assert "warning: Performance Schema: events_stages_history_long turned off during the window" in flat
     assert a.profile()["perf_schema"]["turned_off_in_window"] == ["events_stages_history_long"]
+    assert whole_setup(sb) == before
+
+
+def poll_history_consumers(sb, seconds: float) -> list[bool]:
+    """Whether the history consumers were on, read every 20 ms while a load
+    inserts rows (the probes' cost sets the off-phases apart)."""
+    stop = threading.Event()
+
+    def load():
+        while not stop.is_set():
+            insert_rows(sb)
+
+    loader = threading.Thread(target=load)
+    loader.start()
+    seen, deadline = [], time.monotonic() + seconds
+    try:
+        while time.monotonic() < deadline:
+            seen.append(history_consumers_on(sb))
+            time.sleep(0.02)
+    finally:
+        stop.set()
+        loader.join()
+    return seen
+
+
+def test_quiet_phases_switch_the_setup_off_only_while_no_other_profiler_records(server, tmp_path):
+    sb, pid = server
+    before = whole_setup(sb)
+    sampled = ("--insert-profile", "--no-perf", "--no-off-cpu")
+    alone = Profiler(pid, tmp_path / "alone", *sampled)
+    seen = poll_history_consumers(sb, 3.0)
+    code, _, err = alone.stop()
+    assert code == 0, err
+    assert True in seen and False in seen, "no quiet phase switched the window's consumers off"
+    assert alone.profile()["perf_schema"]["quieted"]["quiet_s"] > 0
+    assert whole_setup(sb) == before
+    exact = profiler(pid, tmp_path / "exact")          # another profiler's window: its consumers stay on
+    shared = Profiler(pid, tmp_path / "shared", *sampled)
+    seen = poll_history_consumers(sb, 3.0)
+    code, _, err = shared.stop()
+    assert code == 0, err
+    assert all(seen), "a quiet phase took the consumers from under another profiler"
+    doc = shared.profile()
+    assert "quieted" not in doc["perf_schema"] and doc["sampling"]["quiet_s"] == 0
+    assert exact.stop()[0] == 0
     assert whole_setup(sb) == before

@@ -45,3 +45,30 @@ def test_records_of_servers_gone_are_forgotten(tmp_path, monkeypatch):
     (tmp_path / (gone.name + ".lock")).write_text("")
     SetupLease.for_server(os.getpid())
     assert not list(tmp_path.glob("ps-*"))
+
+
+def test_a_change_is_made_only_while_this_is_the_only_profiler(tmp_path, monkeypatch):
+    monkeypatch.setenv("MYSQLPROBE_LEASE_DIR", str(tmp_path))
+    me = SetupLease.for_server(os.getpid())
+
+    class Setup:
+        def enable(self):
+            return 1
+
+        def saved_state(self):
+            return {"consumers": {}, "instruments": {}, "background_history_off": None}
+
+        def adopt(self, saved):
+            pass
+
+    changed = []
+    me.join(Setup())
+    assert me.if_alone(lambda: changed.append("alone"))
+    other = SetupLease(me.path, [os.getppid(), start_time(os.getppid())])  # a live process
+    other.join(Setup())
+    assert not me.if_alone(lambda: changed.append("with another"))
+    assert changed == ["alone"]
+    assert not other.leave(lambda saved: None)      # this one is still in: the other does not restore
+    assert me.if_alone(lambda: changed.append("alone again"))
+    assert me.leave(lambda saved: changed.append("restored"))
+    assert changed == ["alone", "alone again", "restored"] and not me.path.exists()
