@@ -19,6 +19,11 @@ MIN_ON_S = 0.01
 MEASURE_OFF_S = 0.1  # probes off, to learn the load's speed before pacing on it
 TIGHT_READ_S = 0.002  # calls read on either side of a row-counter query at most this far apart
 READ_TRIES = 3
+# the quiet phases' share of the off-time: half, or more where what stays on
+# outside them (P_S's window setup, CPU sampling) costs more than its part of
+# the budget; at most this, so that their data covers a tenth of it still
+MAX_QUIET_SHARE = 0.9
+MIN_QUIET_ROWS = 200  # rows in quiet and ordinary off-phases before their speeds are compared
 
 
 def difference(after: int | None, before: int | None) -> int | None:
@@ -78,6 +83,9 @@ class DutyCycles:
         # the off-phases the bursts were on in, summed (rows None: not all known)
         self.burst_rows: int | None = 0
         self.burst_s = 0.0
+        self.quiet_share = 0.5  # of the off-time, aimed at
+        self.quiet_phase_s = self.ordinary_phase_s = 0.0
+        self._ordinary_phases = 0
         self._last = {s.index: 0 for s in self.specs}
         self._indices = [s.index for s in self.specs]
 
@@ -97,10 +105,13 @@ class DutyCycles:
             if phases is None:
                 return self.rows_changed()
             on_s, off_s, off_t0, speed_from = phases
-            quiet = len(self.cycles) % 2 == 0 and self._quiet(True)
+            quiet = self._quiet_due() and self._quiet(True)
+            if not quiet:
+                self._ordinary_phases += 1
             # every other ordinary off-phase: a CPU sample costs this kind of
             # host about 20 us (4999 Hz slowed one thread 1.12x)
-            burst = not quiet and len(self.cycles) % 4 == 1 and self._burst_wanted and self._burst(True)
+            # (from the first: a short window may have few ordinary ones)
+            burst = not quiet and self._ordinary_phases % 2 == 1 and self._burst_wanted and self._burst(True)
             ended = self.window.wait(max(off_s - (time.monotonic() - off_t0), 0.0))
             cycle_t0, cycle_rows0 = time.monotonic(), self.rows_changed()
             if burst:
@@ -116,6 +127,30 @@ class DutyCycles:
                 c.resume()
             on_t0 = time.monotonic()
             self.session.start()
+
+    def _quiet_due(self) -> bool:
+        """Whether the next off-phase is to be quiet: the quiet ones behind
+        their share of the off-time so far. The first is ordinary (and
+        bursts): a short window may have no other."""
+        if not self.quieted or not self._ordinary_phases:
+            return False
+        self.quiet_share = self._wanted_quiet_share()
+        spent = self.quiet_phase_s + self.ordinary_phase_s
+        return self.quiet_phase_s <= self.quiet_share * spent
+
+    def _wanted_quiet_share(self) -> float:
+        """Half the off-time, or the share that keeps what stays on in the
+        ordinary off-phases within its part of the budget (the part the
+        pacer leaves the probes' cycles): with the load that much faster in
+        the quiet phases than in the ordinary ones, it is on for (1 - share)
+        of the off-time."""
+        if self.quiet_rows < MIN_QUIET_ROWS or self.off_rows < MIN_QUIET_ROWS:
+            return self.quiet_share
+        always_on = (self.quiet_rows / self.quiet_s) / (self.off_rows / self.off_s) - 1
+        allowed = self.pacer.budget * (1 - self.pacer.margin)
+        if always_on <= allowed * 2:
+            return 0.5
+        return min(MAX_QUIET_SHARE, 1 - allowed / always_on)
 
     def _attach(self) -> bool:
         """Attach the probes for the next on-phase; False if the target has
@@ -151,6 +186,10 @@ class DutyCycles:
     def _off_phase(self, rows: int | None, seconds: float, quiet: bool = False, burst: bool = False) -> None:
         if seconds <= 0:
             return
+        if quiet:
+            self.quiet_phase_s += seconds
+        else:
+            self.ordinary_phase_s += seconds
         if burst:  # without a row counter the bursts' calls come from the time
             self.burst_s += seconds
             self.burst_rows = None if rows is None or self.burst_rows is None else self.burst_rows + rows
@@ -243,7 +282,8 @@ class DutyCycles:
                 "lost_s": round(sum(known), 6) if known else None,
                 "off_s": round(self.off_s, 6), "off_rows": self.off_rows,
                 **({"quiet_s": round(self.quiet_s, 6), "quiet_rows": self.quiet_rows,
-                    "quieted": [c.name for c in self.quieted]} if self.quieted else {}),
+                    "quieted": [c.name for c in self.quieted], "quiet_share": round(self.quiet_share, 3)}
+                   if self.quieted else {}),
                 **({"burst_s": round(self.burst_s, 6), "burst_rows": self.burst_rows,
                     "bursts": [c.name for c in self.bursts]} if self.bursts else {}),
                 "calls_per_cycle": [{**c, **{k: [c[k][s.index] for s in self.specs] for k in ("calls", "row_calls")}}

@@ -74,7 +74,8 @@ class Recorder:
         out["uprobe"] = LatencyCollector(pid, self.target.proc_exe, specs, calibration, o.correct, o.verbose,
                                           o.full_sql)
         if o.connect is not None:
-            out["perf_schema"] = PerfSchemaCollector(pid, o.connect, o.ps_waits, o.full_sql)
+            out["perf_schema"] = PerfSchemaCollector(pid, o.connect, o.ps_waits, o.full_sql,
+                                                       whole_window=o.ps_whole_window)
         out["process"] = ProcessCollector(pid)
         if not o.exact:  # what costs per switch or per sample runs in the on-phases only
             for c in out.values():

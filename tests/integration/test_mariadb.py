@@ -109,8 +109,10 @@ def test_default_mode_scales_counts_by_the_rows_the_server_changed(server, conn,
     assert all(c["rows"] is not None for c in cycles)
     # measured where rows changed in the on-phase, though the first opened with the
     # window; an on-phase before the load wrote its first row costs no off-phase
-    assert all((c["lost_s"] is not None) == bool(c["rows"]) for c in cycles[1:])
-    assert any(c["lost_s"] is not None for c in cycles)
+    # (a window that ends inside an on-phase leaves that last cycle unpaced)
+    assert all("lost_s" in c for c in cycles[:-1])
+    assert all((c["lost_s"] is not None) == bool(c["rows"]) for c in cycles[1:] if "lost_s" in c)
+    assert any(c.get("lost_s") is not None for c in cycles)
     assert doc["calibration"]["in_situ_factor"] != 1.0            # the on-phases measured the probes' cost
     assert "in the on-phases the probes cost the load" in out
     assert sampling["lost_s"] is not None and 0 <= sampling["lost_s"] < doc["window"]["duration_s"]
