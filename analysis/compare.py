@@ -20,6 +20,7 @@ from statistics import median
 from mysqlprobe.analysis.histogram import format_ns
 from mysqlprobe.analysis.model import Profile
 from mysqlprobe.analysis.profile import window_scale
+from mysqlprobe.analysis.ps_figures import ps_deltas
 from mysqlprobe.flamegraphs.folded import Folded
 
 PS_PER_NS = 1000
@@ -119,7 +120,7 @@ def run_of(profile: Profile, label: str, stacks: Folded | None = None) -> Run:
                                "ns_per_row": s.total_ns * scale / rows, "p50_ns": p["p50"], "p99_ns": p["p99"],
                                "symbols": s.symbols}
     run.exclusive_ns = {k: v / rows for k, v in stage_exclusive_ns(doc).items()}
-    deltas = (doc.get("perf_schema") or {}).get("deltas") or {}
+    deltas = ps_deltas(doc)
     run.ps_stages = {r["name"]: r["timer_ps"] / PS_PER_NS / rows for r in deltas.get("stages", [])}
     run.ps_waits = {r["name"]: r["timer_ps"] / PS_PER_NS / rows for r in deltas.get("waits", [])
                     if not r["name"].startswith("idle")}

@@ -17,6 +17,7 @@ from collections import Counter, defaultdict
 
 from mysqlprobe import __version__
 from mysqlprobe.analysis.model import Profile
+from mysqlprobe.analysis.ps_figures import ps_deltas
 
 PARTITIONS_SHOWN = 10
 # the histograms' bounds: one per octave, 16 ns to 17 s, the same in every scrape
@@ -91,7 +92,7 @@ class Totals:
         for s in profile.stage_records:
             for part in s.get("partitions") or []:
                 self.partitions[s["stage"]][part["id"]] += part["calls"]
-        for st in ((doc.get("perf_schema") or {}).get("deltas") or {}).get("stages") or []:
+        for st in ps_deltas(doc).get("stages") or []:
             self.ps_stage_s[st["name"]] += st["timer_ps"] / 1e12
         window, sampling = doc["window"], doc.get("sampling") or {}
         if window.get("rows_changed") is not None:

@@ -11,6 +11,7 @@ from mysqlprobe.analysis.per_call import SAMPLED, PerCall
 from mysqlprobe.analysis.profile import (StageSummary, burst_figures, coverage, estimate_basis,
                                          estimated_calls, measured_slowdown, partition_per_call, stage_per_call,
                                          window_ns, window_scale)
+from mysqlprobe.analysis.ps_figures import ps_deltas, quiet_scale
 from mysqlprobe.analysis.textfit import fit as _fit, pct  # noqa: F401 (pct: html_report)
 from mysqlprobe.analysis.where_report import attribution_block, digest_block  # noqa: F401 (html_report)
 
@@ -294,7 +295,7 @@ def perf_schema_block(doc: dict) -> list[str]:
     ps = doc.get("perf_schema") or {}
     if ps.get("status") != "collected":
         return []
-    d = ps.get("deltas", {})
+    d = ps_deltas(doc)
     lines = ["", f"Performance Schema ({ps.get('connection')}, {len(ps.get('statements', []))} statements "
                  f"in the window)"]
     for title, key in (("stages", "stages"), ("waits", "waits")):
@@ -302,6 +303,11 @@ def perf_schema_block(doc: dict) -> list[str]:
         if top:
             lines.append(f"  top {title}: " + ", ".join(f"{r['name'].split('/')[-1]} {fmt(r['timer_ps'] / 1000)}"
                                                       for r in top))
+    scale = quiet_scale(doc)
+    if scale is not None:
+        lines.append(f"  the {len(ps['quieted']['instruments'])} instruments mysqlprobe turned on were off in the "
+                     f"quiet phases (so their cost is in the measured slowdown): their figures x{scale:.2f} "
+                     "for the whole window")
     status = d.get("status") or {}
     if status:
         lines.append("  status: " + ", ".join(f"{k} +{v}" for k, v in sorted(status.items()) if v))

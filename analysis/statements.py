@@ -19,13 +19,15 @@ from __future__ import annotations
 from mysqlprobe.analysis import histogram as H
 from mysqlprobe.analysis.attribution import PS_PER_NS, probe_tree, stage_edges
 from mysqlprobe.analysis.profile import window_scale
+from mysqlprobe.analysis.ps_figures import ps_deltas
 from mysqlprobe.sqltext import TRUNCATED, join_key, normalized
 
 UNKNOWN_STAGE = "stage unknown"
 
 
-def _digest_rows(ps: dict) -> list[dict]:
-    return ((ps.get("deltas") or {}).get("digests") or []) if ps.get("status") == "collected" else []
+def _digest_rows(doc: dict) -> list[dict]:
+    ps = doc.get("perf_schema") or {}
+    return (ps_deltas(doc).get("digests") or []) if ps.get("status") == "collected" else []
 
 
 def join_digest(text: str, rows: list[dict]) -> dict | None:
@@ -119,8 +121,7 @@ def by_digest(doc: dict) -> list[dict]:
     st = doc.get("statements")
     if not st or not st.get("shapes"):
         return []
-    ps = doc.get("perf_schema") or {}
-    rows = _digest_rows(ps)
+    rows = _digest_rows(doc)
     probes = {p["id"]: p for p in doc.get("probes", [])}
     own_ns = ((probes.get(st["probe"]) or {}).get("entry") or {}).get("own_cost_ns", 0)
     scale = window_scale(doc)
@@ -147,7 +148,7 @@ def by_digest(doc: dict) -> list[dict]:
             unattributed = 0.0
         row = join_digest(text, rows)
         executions = row["count"] if row else round(seen * scale)
-        ps_stages, stage_sample = _ps_stages(ps, row["name"] if row else text)
+        ps_stages, stage_sample = _ps_stages(doc.get("perf_schema") or {}, row["name"] if row else text)
         out.append({
             "digest_text": row["name"].strip() if row else text, "text": text,
             "joined": "P_S digest summary" if row else None,

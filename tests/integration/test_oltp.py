@@ -13,7 +13,8 @@ import sys
 
 import pytest
 
-from helpers import Profiler, stage
+from helpers import Profiler, stage, whole_setup
+from mysqlprobe.analysis.ps_figures import ps_deltas
 from mysqlprobe import sandbox, workload
 
 pytestmark = [pytest.mark.root, pytest.mark.server]
@@ -69,6 +70,7 @@ def test_exact_counts_are_the_servers_and_sysbenchs(server, tmp_path):
 
 def test_default_mode_says_what_it_cost(server, tmp_path):
     sb, pid = server
+    before = whole_setup(sb)
     prof = Profiler(pid, tmp_path, "--insert-profile")
     out = sysbench(sb, "run", seconds=4)
     code, text, err = prof.stop()
@@ -100,6 +102,27 @@ def test_default_mode_says_what_it_cost(server, tmp_path):
     assert costs["perf_schema"]["target_s"] == pytest.approx(doc["perf_schema"]["own_connections_cpu_s"], abs=1e-4)
     assert 1.0 < o["standing_slowdown"] < 1.5
     assert o["measured_slowdown"] == pytest.approx(o["phase_slowdown"] * o["standing_slowdown"], abs=2e-4)
+    quiet_phases_leave_nothing_on(doc, before, whole_setup(sb))
+
+
+def quiet_phases_leave_nothing_on(doc: dict, before: tuple, after: tuple) -> None:
+    """The P_S setup mysqlprobe turned on was off again in the quiet phases;
+    the summaries scaled back to the window agree with the server's own
+    counters, and its setup updates are not counted as the load's rows."""
+    ps, sampling = doc["perf_schema"], doc["sampling"]
+    assert set(sampling["quieted"]) == {"perf", "perf_schema"} and 0.5 <= sampling["quiet_share"] <= 0.9
+    quieted = ps["quieted"]
+    assert "events_stages_history_long" in quieted["consumers"]
+    assert "stage/sql/closing tables" in quieted["instruments"]
+    assert 0 < quieted["quiet_s"] < doc["window"]["duration_s"]
+    status = ps["deltas"]["status"]
+    # oltp_insert updates no row: every Handler_update of the window was a setup row of mysqlprobe's
+    assert ps["own_rows_changed"] == status["Handler_update"] > 0
+    raw = {r["name"]: r["count"] for r in ps["deltas"]["stages"]}["stage/sql/closing tables"]
+    scaled = {r["name"]: r["count"] for r in ps_deltas(doc)["stages"]}["stage/sql/closing tables"]
+    assert raw < 0.9 * status["Com_insert"], (raw, status)           # not counted in the quiet phases
+    assert abs(scaled - status["Com_insert"]) / status["Com_insert"] < 0.05, (scaled, status)
+    assert after == before
 
 
 def digests_add_up(doc: dict) -> None:
