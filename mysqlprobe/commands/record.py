@@ -55,8 +55,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="report latencies with the probes' own cost in them (no correction)")
     p.add_argument("--exact", action="store_true",
                    help="count every call (probes on all the time); default: duty cycles within the budget")
-    p.add_argument("--overhead-budget", type=float, default=10.0, metavar="PCT",
-                   help="sampled mode: slow the load down by at most PCT%% (default 10)")
+    p.add_argument("--overhead-budget", type=float, default=5.0, metavar="PCT",
+                   help="sampled mode: slow the load down by at most PCT%% (default 5)")
     g = p.add_argument_group("Performance Schema (statements, stages and waits of the window)")
     g.add_argument("--socket", help="the server's unix socket (default: found from the PID)")
     g.add_argument("--host", help="connect over TCP instead")
@@ -67,6 +67,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     g.add_argument("--no-perf-schema", action="store_true", help="probes only: do not connect")
     g.add_argument("--ps-waits", choices=("io", "all"), default="io",
                    help="wait instruments to enable: table and file I/O (default), or synch waits too")
+    g.add_argument("--ps-whole-window", action="store_true",
+                   help="keep the window's consumers and instruments on in the quiet phases too: every "
+                        "statement in the history, at a cost the measured slowdown then does not show")
     g.add_argument("--full-sql", action="store_true",
                    help="keep the statements' full text, literal values and all (default: their digests, "
                         "literals made ?)")
@@ -127,7 +130,7 @@ def options_from(args) -> RecordOptions:
     return RecordOptions(
         duration=args.duration, exact=args.exact, budget=args.overhead_budget / 100, correct=not args.raw,
         connect=connect_options(args),
-        ps_waits=args.ps_waits, full_sql=args.full_sql, off_cpu=not args.no_off_cpu, verbose=args.verbose, argv=tuple(sys.argv),
+        ps_waits=args.ps_waits, full_sql=args.full_sql, ps_whole_window=args.ps_whole_window, off_cpu=not args.no_off_cpu, verbose=args.verbose, argv=tuple(sys.argv),
         perf=None if args.no_perf else PerfOptions(args.perf_freq, args.perf_callgraph, args.keep_perf_data),
         burst_freq=0 if args.no_perf else args.burst_freq)
 

@@ -14,11 +14,12 @@ from mysqlprobe.collectors.perf import PerfOptions
 class RecordOptions:
     duration: float | None = None       # seconds; None: until stopped
     exact: bool = True                  # probes on all along; else duty cycles within `budget`
-    budget: float = 0.10                # the slowdown the duty cycles may cost, a fraction
+    budget: float = 0.05                # the slowdown the duty cycles may cost, a fraction
     correct: bool = True                # subtract the probes' own cost from latencies
     connect: ConnectOptions | None = field(default_factory=ConnectOptions)  # None: no server connection
     ps_waits: str = "io"
     full_sql: bool = False              # statements' full text in the capture; else their digests
+    ps_whole_window: bool = False       # P_S setup on in the quiet phases too
     perf: PerfOptions | None = field(default_factory=PerfOptions)           # None: no CPU samples
     off_cpu: bool = True
     burst_freq: int = BURST_FREQUENCY   # sampled mode: CPU samples per second in the off-phases; 0: none

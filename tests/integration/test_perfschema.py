@@ -117,7 +117,8 @@ def test_a_connection_gone_before_the_window_ends_is_joined_by_its_thread(server
     workload.prepare_source(conn, ROWS)
     workload.create_target(conn, t)
     conn.close()
-    prof = Profiler(pid, tmp_path, "--insert-profile")
+    # the setup on all along: a quiet phase would leave so short a load out of the history
+    prof = Profiler(pid, tmp_path, "--insert-profile", "--ps-whole-window")
     load = workload.connect(sb.socket, workload.SCHEMA)               # comes and goes inside the window
     time.sleep(1.5)                                                   # seen by mysqlprobe's thread watch
     workload.insert_select(load, t)
@@ -129,6 +130,7 @@ def test_a_connection_gone_before_the_window_ends_is_joined_by_its_thread(server
     ps = doc["perf_schema"]
     assert ps["progress_reads"] == "not recorded"
     assert doc["sampling"]["cycles"] >= 2
+    assert "quieted" not in ps and doc["sampling"]["quieted"] == ["perf"]
     (tree,) = [t for t in doc["attribution"]["by_thread"]
                if t["statement"].replace("`", "").startswith("INSERT INTO emp_range_5")]
     assert tree["join"] == "thread" and tree["stages_from"] == "history", tree
