@@ -86,20 +86,48 @@ class SysbenchStream:
         self._reader.join(timeout=10)
 
 
+class CounterPoll:
+    """A server counter read once a second on a connection of its own, its
+    increments into a RateLog."""
+
+    def __init__(self, socket: str, read=rows_inserted):
+        self.log = RateLog()
+        self.socket, self.read = socket, read
+        self._stop = threading.Event()
+        self.thread = threading.Thread(target=self._poll, daemon=True)
+        self.thread.start()
+
+    def _poll(self) -> None:
+        conn = workload.connect(self.socket)
+        try:
+            last = None
+            while not self._stop.wait(1.0 if last else 0):
+                count = self.read(conn)
+                now = time.monotonic()
+                if last:
+                    self.log.add(now, now - last[0], count - last[1])
+                last = (now, count)
+        finally:
+            conn.close()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self.thread.join(timeout=120)
+
+
 class StatementLoop:
     """The seed load without an end: INSERT ... SELECT into a fresh table,
     again and again, its rows read from the server's Innodb_rows_inserted
     once a second on a connection of its own."""
 
     def __init__(self, socket: str, table: workload.Table):
-        self.log = RateLog()
         self.socket, self.table = socket, table
         self.error: str | None = None
         self._stop = threading.Event()
-        self._threads = [threading.Thread(target=self._load, daemon=True),
-                         threading.Thread(target=self._count, daemon=True)]
-        for t in self._threads:
-            t.start()
+        self._loader = threading.Thread(target=self._load, daemon=True)
+        self._loader.start()
+        self.counter = CounterPoll(socket)
+        self.log = self.counter.log
 
     def _load(self) -> None:
         conn = workload.connect(self.socket)
@@ -112,26 +140,13 @@ class StatementLoop:
         finally:
             conn.close()
 
-    def _count(self) -> None:
-        conn = workload.connect(self.socket)
-        try:
-            last = None
-            while not self._stop.wait(1.0 if last else 0):
-                rows = rows_inserted(conn)
-                now = time.monotonic()
-                if last:
-                    self.log.add(now, now - last[0], rows - last[1])
-                last = (now, rows)
-        finally:
-            conn.close()
-
     def running(self) -> bool:
-        return self.error is None and all(t.is_alive() for t in self._threads)
+        return self.error is None and self._loader.is_alive() and self.counter.thread.is_alive()
 
     def stop(self) -> None:
         self._stop.set()
-        for t in self._threads:
-            t.join(timeout=120)
+        self.counter.stop()
+        self._loader.join(timeout=120)
 
 
 @dataclass

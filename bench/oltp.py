@@ -17,6 +17,7 @@ the unprobed blocks against each other give the noise."""
 from __future__ import annotations
 
 import json
+import shlex
 import shutil
 import subprocess
 import tempfile
@@ -25,9 +26,11 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
-from continuous import Blocks, RateLog, StatementLoop, SysbenchStream, rows_inserted, unprobed_block
+from continuous import Blocks, CounterPoll, RateLog, StatementLoop, SysbenchStream, rows_inserted, unprobed_block
+import overhead
 from overhead import MYSQLPROBE, Tool, bench_parser, derived, log, machine, med, spread
 from mysqlprobe import sandbox, workload
+from mysqlprobe.collectors.perfschema import rows_changed
 
 SYSBENCH = shutil.which("sysbench") or "sysbench"
 TABLES, TABLE_SIZE = 4, 10000
@@ -62,6 +65,7 @@ class Load:
         self.sb, self.shape = sb, shape
         self.conn = workload.connect(sb.socket)
         self.stream: SysbenchStream | StatementLoop | None = None
+        self.rows: CounterPoll | None = None  # the server's rows changed, as mysqlprobe paces on them
 
     def prepare(self) -> None:
         with self.conn.cursor() as cur:
@@ -80,6 +84,7 @@ class Load:
     def start(self) -> RateLog:
         self.stream = (SysbenchStream(sysbench_command(self.sb.socket, self.shape)) if self.shape.test
                        else StatementLoop(self.sb.socket, workload.table("range", 5)))
+        self.rows = CounterPoll(self.sb.socket, rows_changed)
         return self.stream.log
 
     def check(self) -> None:
@@ -88,20 +93,22 @@ class Load:
             raise RuntimeError(f"the load stopped: {tail.strip()[-400:]}")
 
     def close(self) -> None:
-        if self.stream:
-            self.stream.stop()
+        for poll in (self.stream, self.rows):
+            if poll:
+                poll.stop()
         with self.conn.cursor() as cur:
             cur.execute("SET GLOBAL innodb_flush_log_at_trx_commit = 2")  # the sandbox's own
         self.conn.close()
 
 
-def profiled_block(pid: int, conn, seconds: float, blocks: Blocks, workdir: Path) -> dict:
+def profiled_block(pid: int, conn, seconds: float, blocks: Blocks, workdir: Path, extra: tuple = ()) -> dict:
     """mysqlprobe's default insert profile for `seconds` of the running load;
     the server's rows inserted from its window's opening (the line that
     announces it) to its end (the signal), read here on the bench's own
     connection."""
     d = Path(tempfile.mkdtemp(dir=workdir))
-    tool = Tool([MYSQLPROBE, "-p", str(pid), "--insert-profile", "-q", "-o", str(d)], "Tracing PID", "stderr")
+    tool = Tool([MYSQLPROBE, "-p", str(pid), "--insert-profile", "-q", "-o", str(d), *extra], "Tracing PID",
+                "stderr")
     t0, rows0 = time.monotonic(), rows_inserted(conn)
     try:
         time.sleep(seconds)
@@ -117,11 +124,27 @@ def figures(doc: dict, truth: int) -> dict:
     (row_insert,) = [s for s in doc["stages"] if s["stage"] == "innodb.row_insert"]
     est = row_insert["estimated_calls"]["value"]
     return {"reported_slowdown": doc["overhead"]["measured_slowdown"], "estimated_calls": est,
+            "quiet_rate": quiet_rate(doc),
             "rows_inserted": truth, "error": (est - truth) / truth if truth else None,
             "cycles": doc["sampling"].get("cycles"), "by_collector": doc["overhead"]["by_collector"]}
 
 
-def bench_shape(sb, pid: int, shape: Shape, repeats: int, seconds: int, workdir: Path) -> dict:
+def quiet_rate(doc: dict) -> float | None:
+    """The server's rows changed per second in a capture's quiet phases."""
+    sampling = doc["sampling"]
+    return sampling["quiet_rows"] / sampling["quiet_s"] if sampling.get("quiet_s") else None
+
+
+def quiet_slowdown(fig: dict, rows: dict) -> float | None:
+    """The server's rows changed per second in the unprobed blocks either
+    side over its rate in the capture's quiet phases: above 1 where
+    something of mysqlprobe stays on in them."""
+    if not fig.get("quiet_rate") or not rows["before"] or not rows["after"]:
+        return None
+    return (rows["before"] + rows["after"]) / 2 / fig["quiet_rate"]
+
+
+def bench_shape(sb, pid: int, shape: Shape, repeats: int, seconds: int, workdir: Path, extra: tuple = ()) -> dict:
     load, blocks = Load(sb, shape), Blocks()
     try:
         load.prepare()
@@ -129,17 +152,19 @@ def bench_shape(sb, pid: int, shape: Shape, repeats: int, seconds: int, workdir:
         unprobed_block(blocks, seconds, settle_s=3.0)  # the load under way
         reported = []
         for r in range(repeats):
-            reported.append(profiled_block(pid, load.conn, seconds, blocks, workdir))
+            reported.append(profiled_block(pid, load.conn, seconds, blocks, workdir, extra))
             unprobed_block(blocks, seconds)
             load.check()
             last, fig = blocks.felt(rates)[-1], reported[-1]
             log(f"{shape.name} {r + 1}/{repeats}: {last['rate']}/s against {last['before']} and "
                 f"{last['after']}: felt {last['felt']}, reported {fig['reported_slowdown']}, "
-                f"calls {fig['estimated_calls']:.0f} for {fig['rows_inserted']} rows")
+                f"calls {fig['estimated_calls']:.0f} for {fig['rows_inserted']} rows; quiet phases "
+                f"{quiet_slowdown(fig, blocks.felt(load.rows.log)[-1])}")
     finally:
         load.close()
-    runs = [{**fig, "felt_slowdown": f["felt"], **{k: f[k] for k in ("rate", "before", "after", "seconds")}}
-            for fig, f in zip(reported, blocks.felt(rates))]
+    runs = [{**fig, "felt_slowdown": f["felt"], **{k: f[k] for k in ("rate", "before", "after", "seconds")},
+             "quiet_slowdown": quiet_slowdown(fig, r)}
+            for fig, f, r in zip(reported, blocks.felt(rates), blocks.felt(load.rows.log))]
     return {"shape": shape.name, "unprobed_rate": blocks.unprobed_rates(rates),
             "noise": blocks.noise(rates), "runs": runs, "spans": blocks.spans}
 
@@ -161,8 +186,14 @@ def _pct(xs: list) -> str:
 
 
 def render(results: dict) -> str:
+    return "\n".join(shapes_section(results)) + "\n"
+
+
+def shapes_section(results: dict, title: str = "# The default insert profile under each load shape") -> list[str]:
+    """The results as markdown: a title, how they were measured, the table
+    and the targets (also bench/RESULTS.md's load-shape section)."""
     m = results["machine"]
-    lines = ["# The default insert profile under each load shape", "",
+    lines = [title, "",
              f"- date: {results['date']}", f"- command: `{results['command']}`",
              f"- machine: {m['cpus']} CPUs ({m['cpu']}), {m['memory_gib']} GiB, kernel {m['kernel']}",
              f"- server: MariaDB 10.2.11 sandbox; sysbench tables {TABLES} x {TABLE_SIZE} rows; "
@@ -173,20 +204,24 @@ def render(results: dict) -> str:
              "rows/s from the server's `Innodb_rows_inserted`) in the unprobed blocks just before and after, "
              "over its rate in the profiled block. reported: `overhead.measured_slowdown` of "
              "the capture. calls: innodb.row_insert's estimated calls against the server's "
-             "`Innodb_rows_inserted` over the same window. noise: unprobed blocks against their neighbours.", "",
-             "| load shape | felt | reported | reported - felt | calls vs truth | noise | unprobed rate |",
-             "|---|---|---|---|---|---|---|"]
+             "`Innodb_rows_inserted` over the same window. noise: unprobed blocks against their neighbours. "
+             "quiet: the server's rows changed per second in the unprobed blocks either side over their rate in "
+             "the capture's quiet phases (nothing of mysqlprobe meant to be on): above 1 by what stays on in them, "
+             "which the reported slowdown cannot see.", "",
+             "| load shape | felt | reported | reported - felt | quiet | calls vs truth | noise | unprobed rate |",
+             "|---|---|---|---|---|---|---|---|"]
     for s in results["shapes"]:
         runs = s["runs"]
         diff = [r["reported_slowdown"] - r["felt_slowdown"] for r in runs
                 if r["reported_slowdown"] is not None and r["felt_slowdown"] is not None]
         lines.append(f"| {s['shape']} | {_stat([r['felt_slowdown'] for r in runs])} | "
                      f"{_stat([r['reported_slowdown'] for r in runs])} | {_stat(diff)} | "
+                     f"{_stat([r.get('quiet_slowdown') for r in runs])} | "
                      f"{_pct([r['error'] for r in runs])} | {_stat(s['noise'])} | {med([r for r in s['unprobed_rate'] if r]):.0f}/s |")
     lines += ["", "Targets (issue: overhead under every load shape):", ""]
     for name, ok in targets(results):
         lines.append(f"- {name}: {'yes' if ok else 'NO'}")
-    return "\n".join(lines) + "\n"
+    return lines
 
 
 def targets(results: dict) -> list[tuple[str, bool]]:
@@ -204,23 +239,30 @@ def targets(results: dict) -> list[tuple[str, bool]]:
 def main() -> int:
     ap = bench_parser(__doc__, repeats=10, seconds=8)
     ap.add_argument("--shapes", help="comma-separated indices into the shapes (default: all)")
+    ap.add_argument("--mysqlprobe-args", default="", help="more options for mysqlprobe, e.g. '--no-perf' "
+                                                          "(to find what a shape's quiet phases still carry)")
     args = ap.parse_args()
     shapes = [SHAPES[int(i)] for i in args.shapes.split(",")] if args.shapes else list(SHAPES)
     workdir = Path(tempfile.mkdtemp(prefix="mysqlprobe-oltp-"))
     sb = sandbox.Sandbox("10.2.11")
     results = {"date": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"), "machine": machine(),
-               "command": "bench/oltp.py " + " ".join(f"--{k} {v}" for k, v in vars(args).items()
-                                                      if v is not None and k != "out"),
+               "command": "bench/oltp.py " + " ".join(f"--{k.replace('_', '-')} {shlex.quote(str(v))}"
+                                                      for k, v in vars(args).items()
+                                                      if v not in (None, "") and k != "out"),
                "repeats": args.repeats, "seconds": args.seconds, "shapes": []}
     with sb.serving(log) as pid:
         for shape in shapes:
-            results["shapes"].append(bench_shape(sb, pid, shape, args.repeats, args.seconds, workdir))
+            results["shapes"].append(bench_shape(sb, pid, shape, args.repeats, args.seconds, workdir,
+                                                 tuple(args.mysqlprobe_args.split())))
     shutil.rmtree(workdir, ignore_errors=True)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     (out / "oltp.json").write_text(json.dumps(results, indent=1) + "\n")
     (out / "OLTP.md").write_text(render(results))
     log(f"wrote {out / 'OLTP.md'}")
+    if (out / "results.json").exists():  # its load-shape section
+        (out / "RESULTS.md").write_text(overhead.render(json.loads((out / "results.json").read_text()), out))
+        log(f"wrote {out / 'RESULTS.md'}")
     return 0
 
 

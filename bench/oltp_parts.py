@@ -10,12 +10,17 @@ against the unprobed blocks on either side (bench/continuous.py):
               instruments on, as mysqlprobe sets them; no mysqlprobe running)
   perf        perf record -a at 99 Hz, stacks unwound as mysqlprobe chooses
               for this binary, alone
+  perf_idle   the same perf record with its events off all along (-D -1),
+              as mysqlprobe's is in its quiet phases
   cold_all    mysqlprobe with every collector but probing one function the
               load never calls: the collectors and the duty cycles' switching
               without probe hits
   no_perf, no_off_cpu, probes_only
               the default profile without CPU sampling, without off-CPU
               stacks, without either
+  perf_19hz, no_bursts
+              the default profile sampling CPU at 19 Hz, or without the
+              CPU bursts' sampler (not even started)
   ps_stages   the stage instruments alone (timed, events_stages_current on)
   ps_stage_history  the same with the stage history consumers
   ps_statement_history  the statement history consumers alone
@@ -40,7 +45,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from continuous import Blocks, unprobed_block
-from oltp import SHAPES, Load
+from oltp import SHAPES, Load, quiet_rate, quiet_slowdown
 from overhead import MYSQLPROBE, Tool, bench_parser, derived, log, machine, med, run_line, write_results
 from mysqlprobe import workload
 from mysqlprobe.collectors.perf import choose_unwinding
@@ -61,9 +66,11 @@ class Mysqlprobe:
         self.tool = Tool([MYSQLPROBE, "-p", str(self.pid), "-q", "-o", str(self.dir), *self.args], "Tracing PID",
                          "stderr")
 
-    def stop(self) -> float | None:
+    def stop(self) -> dict:
+        """The slowdown it reported, and the load's rate in its quiet phases."""
         self.tool.stop()
-        return derived(self.dir)["overhead"]["measured_slowdown"]
+        doc = derived(self.dir)
+        return {"reported": doc["overhead"]["measured_slowdown"], "quiet_rate": quiet_rate(doc)}
 
 
 class PsSetup:
@@ -148,10 +155,10 @@ class ThreadList:
 
 
 class Perf:
-    def __init__(self, pid: int, workdir: Path):
+    def __init__(self, pid: int, workdir: Path, idle: bool = False):
         unwinding = choose_unwinding(load_target_binary(resolve_target(pid)).image)
         self.command = ["perf", "record", "-q", "-e", "cpu-clock", "-F", "99", "--call-graph",
-                        unwinding.call_graph(), "-a", "-o", str(workdir / "perf.data")]
+                        unwinding.call_graph(), "-a", "-o", str(workdir / "perf.data"), *(["-D", "-1"] if idle else [])]
 
     def start(self) -> None:
         self.proc = subprocess.Popen(self.command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
@@ -179,9 +186,12 @@ def main() -> None:
     with sb.serving(log) as pid:
         known = {"default": lambda: Mysqlprobe(pid, workdir, "--insert-profile"),
                  "ps_setup": lambda: PsSetup(sb.socket), "perf": lambda: Perf(pid, workdir),
+                 "perf_idle": lambda: Perf(pid, workdir, idle=True),
                  "cold_all": lambda: Mysqlprobe(pid, workdir, "--probe", COLD_FUNCTION),
                  "no_perf": lambda: Mysqlprobe(pid, workdir, "--insert-profile", "--no-perf"),
                  "no_off_cpu": lambda: Mysqlprobe(pid, workdir, "--insert-profile", "--no-off-cpu"),
+                 "perf_19hz": lambda: Mysqlprobe(pid, workdir, "--insert-profile", "--perf-freq", "19"),
+                 "no_bursts": lambda: Mysqlprobe(pid, workdir, "--insert-profile", "--burst-freq", "0"),
                  "ps_stages": lambda: PsPart(sb.socket, "stage/%", ("events_stages_current",)),
                  "ps_stage_history": lambda: PsPart(sb.socket, "stage/%", (
                      "events_stages_current", "events_stages_history", "events_stages_history_long")),
@@ -204,18 +214,20 @@ def main() -> None:
                     t0 = time.monotonic()
                     time.sleep(args.seconds)
                     blocks.add("on", t0, time.monotonic(), name)
-                    reported.setdefault(name, []).append(part.stop())
+                    reported.setdefault(name, []).append(part.stop() or {})
                     unprobed_block(blocks, args.seconds)
                     load.check()
                     f = blocks.felt(rates)[-1]
                     log(f"round {r + 1} {name}: {f['rate']}/s against {f['before']} and {f['after']}: "
-                        f"felt {f['felt']}, reported {reported[name][-1]}")
+                        f"felt {f['felt']}, reported {reported[name][-1].get('reported')}")
         finally:
             load.close()
     runs: dict[str, list[dict]] = {name: [] for name in variants}
     counters = {name: iter(values) for name, values in reported.items()}
-    for f in blocks.felt(rates):
-        runs[f["label"]].append({**f, "reported": next(counters[f["label"]])})
+    for f, rows in zip(blocks.felt(rates), blocks.felt(load.rows.log)):
+        own = next(counters[f["label"]])
+        runs[f["label"]].append({**f, "reported": own.get("reported"),
+                                 "quiet_slowdown": quiet_slowdown(own, rows)})
     result = {"machine": machine(), "started": started.isoformat(timespec="seconds"), "shape": shape.name,
               "command": "bench/oltp_parts.py " + " ".join(f"--{k} {v}" for k, v in vars(args).items() if k != "out"),
               "rounds": args.rounds, "seconds": args.seconds, "runs": runs, "noise": blocks.noise(rates)}
@@ -231,12 +243,16 @@ def markdown(result: dict) -> str:
              run_line(result), "", f"Load: {result['shape']} on MariaDB 10.2.11, one run without a break. Each variant "
              f"is on for a {result['seconds']} s block between unprobed blocks (in an order shuffled each round); felt = the unprobed "
              "blocks' mean rate (sysbench's per-second transactions) over the block's. Medians with min-max.", "",
-             "| variant | runs | felt slowdown | reported by mysqlprobe |", "|---|---|---|---|"]
+             "quiet: the server's rows changed per second in the unprobed blocks either side over the rate in "
+             "mysqlprobe's quiet phases (above 1 by what of it stays on there).", "",
+             "| variant | runs | felt slowdown | reported by mysqlprobe | quiet |", "|---|---|---|---|---|"]
     for name, runs in result["runs"].items():
         felt = [r["felt"] for r in runs if r["felt"] is not None]
         rep = [r["reported"] for r in runs if r["reported"] is not None]
+        quiet = [r["quiet_slowdown"] for r in runs if r.get("quiet_slowdown") is not None]
         lines.append(f"| {name} | {len(runs)} | {med(felt):.3f} ({_range(felt)}) | "
-                     + (f"{med(rep):.3f} ({_range(rep)})" if rep else "-") + " |")
+                     + (f"{med(rep):.3f} ({_range(rep)})" if rep else "-") + " | "
+                     + (f"{med(quiet):.3f} ({_range(quiet)})" if quiet else "-") + " |")
     noise = result["noise"]
     lines += ["", f"Noise: each unprobed block against the mean of its unprobed neighbours, {len(noise)} blocks: "
               f"median {med(noise):.3f} ({_range(noise)}).", "",

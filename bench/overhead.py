@@ -338,7 +338,7 @@ def fmt_s(x):
     return "-" if x is None else f"{x:.2f}"
 
 
-def render(results: dict) -> str:
+def render(results: dict, out: Path = HERE) -> str:
     m, load, acc, att = results["machine"], results["seed_load"], results["accuracy"], results["attach"]
     lines = ["# Benchmark results", "",
              f"- date: {results['date']}",
@@ -396,7 +396,16 @@ def render(results: dict) -> str:
     lines += ["", "## Against the targets", "", "| target | figure | met |", "|---|---|---|"]
     for name, figure, met in targets(results):
         lines.append(f"| {name} | {figure} | {'yes' if met else 'no'} |")
-    return "\n".join(lines) + "\n"
+    return "\n".join(lines + load_shapes(out)) + "\n"
+
+
+def load_shapes(out: Path) -> list[str]:
+    """The section of bench/oltp.py's latest results, where there are any."""
+    path = out / "oltp.json"
+    if not path.exists():
+        return []
+    from oltp import shapes_section  # oltp imports this module
+    return ["", *shapes_section(json.loads(path.read_text()), "## 4. Load shapes (bench/OLTP.md)")]
 
 
 def targets(results: dict) -> list[tuple[str, str, bool]]:
@@ -434,7 +443,8 @@ def main() -> int:
     ap.add_argument("--render", metavar="RESULTS_JSON", help="only write RESULTS.md again from a results.json")
     args = ap.parse_args()
     if args.render:
-        (Path(args.out) / "RESULTS.md").write_text(render(json.loads(Path(args.render).read_text())))
+        out = Path(args.out)
+        (out / "RESULTS.md").write_text(render(json.loads(Path(args.render).read_text()), out))
         return 0
     if os.geteuid() != 0:
         print("bench/overhead.py: run as root (it attaches probes)", file=sys.stderr)
@@ -448,7 +458,7 @@ def main() -> int:
     results["attach"] = attach_time(args.repeats, workdir)
     out = Path(args.out)
     (out / "results.json").write_text(json.dumps(results, indent=1) + "\n")
-    (out / "RESULTS.md").write_text(render(results))
+    (out / "RESULTS.md").write_text(render(results, out))
     log(f"wrote {out / 'RESULTS.md'}")
     shutil.rmtree(workdir, ignore_errors=True)
     return 0
