@@ -84,7 +84,8 @@ class DutyCycles:
         self.burst_rows: int | None = 0
         self.burst_s = 0.0
         self.quiet_share = 0.5  # of the off-time, aimed at
-        self.quiet_phase_s = self.ordinary_phase_s = 0.0
+        self.quiet_phase_s = self.ordinary_phase_s = 0.0  # off-phases the load ran in (rows changed)
+        self._busy_quiet_s = self._busy_off_s = 0.0  # of quiet_s and off_s: where rows changed
         self._ordinary_phases = 0
         self._last = {s.index: 0 for s in self.specs}
         self._indices = [s.index for s in self.specs]
@@ -108,10 +109,7 @@ class DutyCycles:
             quiet = self._quiet_due() and self._quiet(True)
             if not quiet:
                 self._ordinary_phases += 1
-            # every other ordinary off-phase: a CPU sample costs this kind of
-            # host about 20 us (4999 Hz slowed one thread 1.12x)
-            # (from the first: a short window may have few ordinary ones)
-            burst = not quiet and self._ordinary_phases % 2 == 1 and self._burst_wanted and self._burst(True)
+            burst = not quiet and self._burst_due() and self._burst(True)
             ended = self.window.wait(max(off_s - (time.monotonic() - off_t0), 0.0))
             cycle_t0, cycle_rows0 = time.monotonic(), self.rows_changed()
             if burst:
@@ -138,6 +136,20 @@ class DutyCycles:
         spent = self.quiet_phase_s + self.ordinary_phase_s
         return self.quiet_phase_s <= self.quiet_share * spent
 
+    def _burst_due(self) -> bool:
+        """Whether the next ordinary off-phase is to burst: while the bursts
+        have seen no more rows than the other ordinary off-phases (seconds
+        without a row counter). About every other one under a steady load,
+        from the first; one that saw the load before it got going (few rows,
+        hence few samples) is made up by the next. Not all: a CPU sample
+        costs this kind of host about 20 us (4999 Hz slowed one thread
+        1.12x), so burst phases are no speed to pace against."""
+        if not self._burst_wanted:
+            return False
+        if self.burst_rows is None:
+            return self.burst_s <= self.ordinary_phase_s - self.burst_s
+        return self.burst_rows <= self.off_rows
+
     def _wanted_quiet_share(self) -> float:
         """Half the off-time, or the share that keeps what stays on in the
         ordinary off-phases within its part of the budget (the part the
@@ -146,7 +158,8 @@ class DutyCycles:
         of the off-time."""
         if self.quiet_rows < MIN_QUIET_ROWS or self.off_rows < MIN_QUIET_ROWS:
             return self.quiet_share
-        always_on = (self.quiet_rows / self.quiet_s) / (self.off_rows / self.off_s) - 1
+        # speeds while the load ran: a window opened before it started has phases of no rows
+        always_on = (self.quiet_rows / self._busy_quiet_s) / (self.off_rows / self._busy_off_s) - 1
         allowed = self.pacer.budget * (1 - self.pacer.margin)
         if always_on <= allowed * 2:
             return 0.5
@@ -186,10 +199,11 @@ class DutyCycles:
     def _off_phase(self, rows: int | None, seconds: float, quiet: bool = False, burst: bool = False) -> None:
         if seconds <= 0:
             return
-        if quiet:
-            self.quiet_phase_s += seconds
-        else:
-            self.ordinary_phase_s += seconds
+        if rows != 0:  # a phase the load changed no row in cost it nothing: no share of the off-time
+            if quiet:
+                self.quiet_phase_s += seconds
+            else:
+                self.ordinary_phase_s += seconds
         if burst:  # without a row counter the bursts' calls come from the time
             self.burst_s += seconds
             self.burst_rows = None if rows is None or self.burst_rows is None else self.burst_rows + rows
@@ -203,10 +217,12 @@ class DutyCycles:
         if quiet:  # faster than the others by what stays on: not the speed the cycles are held against
             self.quiet_rows += rows
             self.quiet_s += seconds
+            self._busy_quiet_s += seconds if rows else 0.0
             return
         self.pacer.off_phase(rows, seconds)
         self.off_rows += rows
         self.off_s += seconds
+        self._busy_off_s += seconds if rows else 0.0
 
     def _on_phase(self, on_s: float, on_t0: float):
         """Keep the probes on for on_s; the cycle's record, and the rows

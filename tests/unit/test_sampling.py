@@ -389,11 +389,15 @@ def test_bursts_sample_the_ordinary_off_phases_and_never_a_quiet_one():
     cycles.run((t0, rows()))
     offs = [o for c in cycles.cycles for o in c.get("off", [])]
     assert any(o.get("burst") for o in offs) and not any(o.get("burst") and o["quiet"] for o in offs)
-    # every other ordinary off-phase from the first paced one (after the one
-    # measuring the load's speed): the others stay the speed the cycles are paced against
+    # from the first paced ordinary off-phase (after the one measuring the
+    # load's speed), as many rows as the others, which stay the speed the
+    # cycles are paced against: under a steady load, about every other one
     ordinary = [o for o in offs[1:] if not o["quiet"]]
     flags = [bool(o.get("burst")) for o in ordinary]
-    assert len(flags) >= 2 and flags == [i % 2 == 0 for i in range(len(flags))]
+    assert len(flags) >= 2 and flags[0] and not all(flags)
+    burst_rows = sum(o["rows"] for o in ordinary if o.get("burst"))
+    other_rows = sum(o["rows"] for o in offs if not o["quiet"] and not o.get("burst"))
+    assert abs(burst_rows - other_rows) <= max(o["rows"] for o in ordinary)
     assert burst.switches == [True, False] * (len(burst.switches) // 2) and not burst.on
     record = cycles.record(0.10)
     assert record["bursts"] == ["cpu_bursts"]
@@ -402,12 +406,31 @@ def test_bursts_sample_the_ordinary_off_phases_and_never_a_quiet_one():
     assert record["off_rows"] == sum(o["rows"] for o in offs if not o["quiet"] and not o.get("burst"))
 
 
+def test_a_burst_that_saw_the_load_before_it_got_going_is_made_up_by_the_next():
+    t0 = time.monotonic()
+    start = t0 + 0.5   # the load starts half a second into the window
+
+    def rows():
+        return int(max(time.monotonic() - start, 0.0) * 20_000)
+
+    cycles, burst, _ = bursting_cycles(rows)
+    cycles.run((t0, rows()))
+    offs = [o for c in cycles.cycles for o in c.get("off", [])]
+    record = cycles.record(0.10)
+    # bursts went on until they had seen rows, then as many as the other ordinary phases
+    assert record["burst_rows"] > 0
+    other_rows = record["off_rows"]
+    assert abs(record["burst_rows"] - other_rows) <= max(o["rows"] for o in offs if not o["quiet"])
+
+
 def test_without_a_row_counter_bursts_keep_their_seconds():
     cycles, burst, _ = bursting_cycles(lambda: None)
     t0 = time.monotonic()
     cycles.run((t0, None))
     record = cycles.record(0.10)
     assert record["burst_rows"] is None and record["burst_s"] > 0 and not burst.on
+    # as many seconds as the other ordinary off-phases
+    assert sum(burst.switches) >= 2
 
 
 def test_no_burst_while_no_short_function_was_called():
