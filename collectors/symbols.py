@@ -16,7 +16,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from mysqlprobe.collectors import debuginfo
+from mysqlprobe.collectors import debuginfo, debuginfod
 from mysqlprobe.collectors.cxxnames import CLONE, DEMANGLED_CLONE, clone_kind
 from mysqlprobe.collectors.elf import ElfImage, Function, file_offset, read_elf
 from mysqlprobe.errors import TargetError
@@ -231,28 +231,41 @@ class Binary:
     debug_file: str | None
     server: ServerInfo
     load_seconds: float = 0.0
+    # where the debug file came from: "given", "local", "debuginfod cache" or a debuginfod server
+    debug_source: str | None = None
+    debuginfod_errors: list[str] | None = None  # servers asked in vain, and why
 
 
 def load_binary(path: str, display_path: str | None = None, root: str = "/",
-                debug_file: str | None = None) -> Binary:
+                debug_file: str | None = None, debuginfod_urls: list[str] | None = None,
+                progress=None) -> Binary:
     """A binary and its symbols: from debug_file when given (it must have the
-    same build-id), else from .symtab, else from a debug file found for it."""
+    same build-id), else from .symtab, else from a debug file found for it
+    on this machine, else from the debuginfod servers (DEBUGINFOD_URLS when
+    debuginfod_urls is None)."""
     started = time.monotonic()
     display = display_path or path
     image = read_elf(path)
-    symbols_from = None
+    symbols_from, source, errors = None, None, None
     if debug_file:
-        symbols_from = read_elf(debug_file)
+        symbols_from, source = read_elf(debug_file), "given"
         if image.build_id and symbols_from.build_id and symbols_from.build_id != image.build_id:
             raise TargetError(f"{debug_file} belongs to build-id {symbols_from.build_id}, not {image.build_id}")
     elif not image.has_symtab:
         debug_file = debuginfo.find_debug_file(image, display, root, read_elf)
+        source = "local" if debug_file else None
+        urls = debuginfod.server_urls() if debuginfod_urls is None else debuginfod_urls
+        if not debug_file and image.build_id and urls:
+            fetched = debuginfod.fetch_debuginfo(image.build_id, urls, read_elf, progress=progress)
+            debug_file, errors = fetched.path, fetched.errors
+            source = f"debuginfod {fetched.source}" if fetched.path else None
         if debug_file:
             symbols_from = read_elf(debug_file)
     table = SymbolTable(image, symbols_from)
     server = identify_server(image, lambda name: bool(table.lookup(name)))
-    return Binary(path, display, image, table, debug_file, server, time.monotonic() - started)
+    return Binary(path, display, image, table, debug_file, server, time.monotonic() - started, source, errors)
 
 
-def load_target_binary(target: Target, debug_file: str | None = None) -> Binary:
-    return load_binary(target.proc_exe, target.exe, target.root, debug_file)
+def load_target_binary(target: Target, debug_file: str | None = None, debuginfod_urls: list[str] | None = None,
+                       progress=None) -> Binary:
+    return load_binary(target.proc_exe, target.exe, target.root, debug_file, debuginfod_urls, progress)

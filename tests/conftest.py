@@ -41,6 +41,21 @@ def compile_fixture(out_dir: Path, line: str, *extra: str, name: str | None = No
     return out
 
 
+def strip_with_debug_file(src: Path, dest_dir: Path, debuglink: bool = True) -> tuple[Path, Path]:
+    """A stripped copy of src (dest_dir/mysqld) and its debug info split off
+    (dest_dir/mysqld.debug), as distributions ship them: same build-id."""
+    objcopy = shutil.which("objcopy")
+    assert objcopy, "the tests need binutils (objcopy)"
+    debug = dest_dir / "mysqld.debug"
+    stripped = dest_dir / "mysqld"
+    subprocess.run([objcopy, "--only-keep-debug", str(src), str(debug)], check=True)
+    args = [objcopy, "--strip-all"]
+    if debuglink:
+        args.append(f"--add-gnu-debuglink={debug}")
+    subprocess.run(args + [str(src), str(stripped)], check=True)
+    return stripped, debug
+
+
 @pytest.fixture(scope="session")
 def fixture_dir(tmp_path_factory) -> Path:
     return tmp_path_factory.mktemp("fixtures")

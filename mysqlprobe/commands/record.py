@@ -11,7 +11,7 @@ from mysqlprobe import catalog
 from mysqlprobe.analysis.model import Profile
 from mysqlprobe.analysis.report import render_text
 from mysqlprobe.capture import Capture, as_json
-from mysqlprobe.collectors import connection
+from mysqlprobe.collectors import connection, debuginfod
 from mysqlprobe.collectors.connection import ConnectOptions
 from mysqlprobe.collectors.cpu_bursts import BURST_FREQUENCY
 from mysqlprobe.collectors.perf import DEFAULT_FREQUENCY, PerfOptions
@@ -49,6 +49,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="stop after this many seconds (default: at Ctrl-C or SIGTERM)")
     p.add_argument("-o", "--output", metavar="DIR", help="write DIR/profile.json")
     p.add_argument("--debug-file", metavar="PATH", help="separate debug symbols for a stripped binary")
+    p.add_argument("--debuginfod", metavar="URL", help="fetch a stripped binary's debug symbols from these "
+                   "debuginfod servers (space-separated; default: $DEBUGINFOD_URLS)")
     p.add_argument("--list", action="store_true", help="list the functions that would be probed, and exit")
     p.add_argument("-q", "--quiet", action="store_true", help="no status line while running")
     p.add_argument("--raw", action="store_true",
@@ -114,10 +116,17 @@ def check_arguments(args, parser: argparse.ArgumentParser) -> None:
 
 
 def load_binary_for(args) -> tuple[object | None, Binary]:
+    urls = None if args.debuginfod is None else debuginfod.server_urls(args.debuginfod)
+    progress = None if args.quiet else download_progress
     if args.pid is None:
-        return None, load_binary(args.binary, debug_file=args.debug_file)
+        return None, load_binary(args.binary, debug_file=args.debug_file, debuginfod_urls=urls, progress=progress)
     target = resolve_target(args.pid)
-    return target, load_target_binary(target, args.debug_file)
+    return target, load_target_binary(target, args.debug_file, urls, progress)
+
+
+def download_progress(url: str, done: int, total: int | None) -> None:
+    of = f" of {total / 1e6:.0f} MB" if total else " MB"
+    print(f"fetching debug symbols from {url}: {done / 1e6:.0f}{of}", file=sys.stderr, flush=True)
 
 
 def connect_options(args) -> ConnectOptions | None:

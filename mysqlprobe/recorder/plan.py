@@ -9,6 +9,7 @@ import time
 from dataclasses import dataclass, field
 
 from mysqlprobe import catalog
+from mysqlprobe.collectors import debuginfod
 from mysqlprobe.collectors.calibration import entry_point
 from mysqlprobe.collectors.symbols import Binary
 from mysqlprobe.collectors.uprobe import ProbeSpec
@@ -86,8 +87,15 @@ def check_symbols(binary: Binary, plan: Plan, stages: list[str]) -> None:
     what = (f"install {pkg}-dbgsym (from the Debian debug archive)"
             if pkg else "install the server's debug symbols package")
     build_id = f" (build-id {binary.image.build_id})" if binary.image.build_id else ""
+    if binary.debuginfod_errors:  # servers were asked: what they said
+        fetch = f"debuginfod failed ({'; '.join(binary.debuginfod_errors)})"
+    elif binary.debuginfod_errors is not None:
+        fetch = "no debuginfod server asked has it"
+    else:
+        server = debuginfod.distribution_server()
+        fetch = f"set DEBUGINFOD_URLS={server}" if server else "set DEBUGINFOD_URLS to a debuginfod server"
     raise NoSymbolsError(f"{binary.display_path} is stripped and no debug symbols were found{build_id}: "
-                         f"{', '.join(lost)} cannot be probed; {what}, or pass --debug-file")
+                         f"{', '.join(lost)} cannot be probed; {what}, {fetch}, or pass --debug-file")
 
 
 def list_plan(binary: Binary, plan: Plan, out=sys.stdout) -> None:
@@ -104,7 +112,8 @@ def list_plan(binary: Binary, plan: Plan, out=sys.stdout) -> None:
 
 def symbols_source(binary: Binary) -> str:
     if binary.debug_file:
-        return f"debug file {binary.debug_file}"
+        source = binary.debug_source or ""
+        return f"debug file {binary.debug_file}" + (f" ({source})" if source.startswith("debuginfod") else "")
     return ".symtab" if binary.image.has_symtab else ".dynsym only (stripped)"
 
 

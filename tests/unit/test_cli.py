@@ -1,17 +1,21 @@
 """The command line as a user meets it: exit codes, one-line errors (the
 traceback only with -v), --list without root."""
 
+import os
 import subprocess
 
 import pytest
 
-from test_symbols import _strip_with_debug_file
-from conftest import MYSQLPROBE, compile_fixture
+from conftest import MYSQLPROBE, compile_fixture, strip_with_debug_file
 from mysqlprobe import cli, errors
+from mysqlprobe.collectors.elf import read_elf
+from test_debuginfod import publish, serving
 
 
-def mysqlprobe(*args):
-    proc = subprocess.run([MYSQLPROBE, *map(str, args)], capture_output=True, text=True)
+def mysqlprobe(*args, env=None):
+    """The CLI; no debuginfod server unless the test names one."""
+    proc = subprocess.run([MYSQLPROBE, *map(str, args)], capture_output=True, text=True,
+                          env={**os.environ, "DEBUGINFOD_URLS": "", **(env or {})})
     return proc.returncode, proc.stdout, proc.stderr
 
 
@@ -71,7 +75,7 @@ def test_glob_probe(mysql_fixtures):
 
 def test_stripped_binary_says_what_is_missing(fixture_dir, tmp_path):
     src = compile_fixture(fixture_dir, "5.7", name="cli-strip-src")
-    stripped, _ = _strip_with_debug_file(src, tmp_path, debuglink=False)
+    stripped, _ = strip_with_debug_file(src, tmp_path, debuglink=False)
     code, _, err = mysqlprobe("--binary", stripped, "--list", "--insert-profile")
     assert code == errors.EXIT_NO_SYMBOLS
     line = _one_line(err)
@@ -81,10 +85,31 @@ def test_stripped_binary_says_what_is_missing(fixture_dir, tmp_path):
 
 def test_debug_file_option_restores_the_probes(fixture_dir, tmp_path):
     src = compile_fixture(fixture_dir, "5.7", name="cli-debugfile-src")
-    stripped, debug = _strip_with_debug_file(src, tmp_path, debuglink=False)
+    stripped, debug = strip_with_debug_file(src, tmp_path, debuglink=False)
     code, out, err = mysqlprobe("--binary", stripped, "--debug-file", debug, "--list", "--insert-profile")
     assert code == 0, err
     assert "Partition_helper::ph_write_row" in out and f"debug file {debug}" in out
+
+
+def test_debuginfod_option_fetches_the_symbols_and_says_so(fixture_dir, tmp_path):
+    src = compile_fixture(fixture_dir, "5.7", name="cli-debuginfod-src")
+    stripped, debug = strip_with_debug_file(src, tmp_path, debuglink=False)
+    publish(tmp_path / "srv", read_elf(str(stripped)).build_id, debug)
+    env = {"DEBUGINFOD_CACHE_PATH": str(tmp_path / "cache")}
+    with serving(tmp_path / "srv") as url:
+        code, out, err = mysqlprobe("--binary", stripped, "--debuginfod", url, "--list", "--insert-profile", env=env)
+    assert code == 0, err
+    assert "Partition_helper::ph_write_row" in out and f"(debuginfod {url})" in out
+
+
+def test_an_unreachable_debuginfod_is_named_in_the_one_line(fixture_dir, tmp_path):
+    src = compile_fixture(fixture_dir, "5.7", name="cli-debuginfod-down-src")
+    stripped, _ = strip_with_debug_file(src, tmp_path, debuglink=False)
+    env = {"DEBUGINFOD_URLS": "http://user:pw@127.0.0.1:9", "DEBUGINFOD_CACHE_PATH": str(tmp_path / "cache")}
+    code, _, err = mysqlprobe("--binary", stripped, "--list", "--insert-profile", env=env)
+    assert code == errors.EXIT_NO_SYMBOLS
+    line = _one_line(err)
+    assert "debuginfod failed (http://127.0.0.1:9: " in line and "pw" not in line
 
 
 @pytest.mark.parametrize("args, message", [

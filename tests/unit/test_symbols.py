@@ -1,10 +1,7 @@
-import shutil
-import subprocess
-
 import pytest
 from elftools.elf.elffile import ELFFile
 
-from conftest import compile_fixture
+from conftest import compile_fixture, strip_with_debug_file
 from mysqlprobe.collectors import symbols as S
 from mysqlprobe.collectors.cxxnames import demangle, qualified_name
 from mysqlprobe.collectors.elf import read_elf
@@ -97,22 +94,10 @@ def test_lookup_by_signature_mangled_name_and_glob(mysql_fixtures):
     assert table.similar("row_insert_for_mysq") == ["row_insert_for_mysql"]
 
 
-def _strip_with_debug_file(src, dest_dir, debuglink=True):
-    objcopy = shutil.which("objcopy")
-    assert objcopy, "the tests need binutils (objcopy)"
-    debug = dest_dir / "mysqld.debug"
-    stripped = dest_dir / "mysqld"
-    subprocess.run([objcopy, "--only-keep-debug", str(src), str(debug)], check=True)
-    args = [objcopy, "--strip-all"]
-    if debuglink:
-        args.append(f"--add-gnu-debuglink={debug}")
-    subprocess.run(args + [str(src), str(stripped)], check=True)
-    return stripped, debug
-
-
-def test_stripped_binary_has_no_symtab_and_loses_local_functions(fixture_dir, tmp_path):
+def test_stripped_binary_has_no_symtab_and_loses_local_functions(fixture_dir, tmp_path, monkeypatch):
+    monkeypatch.delenv("DEBUGINFOD_URLS", raising=False)
     src = compile_fixture(fixture_dir, "8.0", name="strip-src")
-    stripped, _ = _strip_with_debug_file(src, tmp_path, debuglink=False)
+    stripped, _ = strip_with_debug_file(src, tmp_path, debuglink=False)
     binary = S.load_binary(str(stripped))
     assert not binary.image.has_symtab and binary.debug_file is None
     assert binary.symbols.lookup("get_partition_id_range") == []
@@ -120,7 +105,7 @@ def test_stripped_binary_has_no_symtab_and_loses_local_functions(fixture_dir, tm
 
 def test_debug_file_found_by_debuglink_next_to_the_binary(fixture_dir, tmp_path):
     src = compile_fixture(fixture_dir, "5.6", name="debuglink-src")
-    stripped, debug = _strip_with_debug_file(src, tmp_path)
+    stripped, debug = strip_with_debug_file(src, tmp_path)
     binary = S.load_binary(str(stripped))
     assert binary.debug_file == str(debug)
     (sym,) = binary.symbols.lookup("ha_partition::write_row")
@@ -132,7 +117,7 @@ def test_debug_file_found_by_build_id_under_the_process_root(fixture_dir, tmp_pa
     src = compile_fixture(fixture_dir, "5.7", name="buildid-src")
     bindir = tmp_path / "usr" / "sbin"
     bindir.mkdir(parents=True)
-    stripped, debug = _strip_with_debug_file(src, bindir, debuglink=False)
+    stripped, debug = strip_with_debug_file(src, bindir, debuglink=False)
     image = read_elf(str(stripped))
     assert image.build_id
     dest = tmp_path / "usr/lib/debug/.build-id" / image.build_id[:2] / f"{image.build_id[2:]}.debug"
