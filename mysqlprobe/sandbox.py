@@ -183,8 +183,9 @@ class Sandbox:
             raise SandboxError(f"install-db failed for MariaDB {self.version}: {' / '.join(last)}")
         (self.datadir / ".initialized").touch()
 
-    def start(self, log=print, extra_args: list[str] | None = None) -> int:
-        """Start the server (a no-op when it runs already); returns its PID."""
+    def start(self, log=print, extra_args: list[str] | None = None, mysqld: Path | None = None) -> int:
+        """Start the server (a no-op when it runs already); returns its PID.
+        mysqld: another build of the same server to run (a stripped copy)."""
         pid = self.pid()
         if pid:
             return pid
@@ -194,7 +195,7 @@ class Sandbox:
             self._initialize(inst, log)
         for stale in (self.socket, self.pid_file):
             Path(stale).unlink(missing_ok=True)
-        cmd = [str(inst.mysqld), "--no-defaults", f"--basedir={inst.basedir}", f"--datadir={self.datadir}",
+        cmd = [str(mysqld or inst.mysqld), "--no-defaults", f"--basedir={inst.basedir}", f"--datadir={self.datadir}",
                f"--socket={self.socket}", f"--pid-file={self.pid_file}", f"--log-error={self.error_log}",
                "--user=root", "--skip-networking", "--performance-schema=ON",
                "--innodb-buffer-pool-size=512M", "--innodb-log-file-size=256M",

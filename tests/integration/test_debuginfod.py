@@ -1,0 +1,105 @@
+"""A stripped MariaDB 10.11.5 (its debug info split off, same build-id),
+its debug file served by a real debuginfod: profiled with exact counts from
+the fetched symbols, and again with debuginfod down (the cache serves)."""
+
+from __future__ import annotations
+
+import shutil
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+
+import pytest
+
+from conftest import strip_with_debug_file
+from helpers import Profiler, partition_calls, stage
+from mysqlprobe import sandbox, workload
+from mysqlprobe.collectors.elf import read_elf
+
+pytestmark = [pytest.mark.root, pytest.mark.server]
+VERSION = "10.11.5"
+ROWS = 10009  # prime
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_served(url: str, proc: subprocess.Popen, timeout: float = 180) -> None:
+    """Until debuginfod has indexed the file and answers for it."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        assert proc.poll() is None, proc.stderr.read()
+        try:
+            with urllib.request.urlopen(urllib.request.Request(url, method="HEAD"), timeout=5):
+                return
+        except (urllib.error.URLError, OSError):
+            time.sleep(1)
+    pytest.fail(f"debuginfod did not serve {url} within {timeout} s")
+
+
+@pytest.fixture(scope="module")
+def stripped_server(tmp_path_factory):
+    """The sandbox's 10.11.5 run from a stripped copy; its PID, build-id and the split debug file."""
+    inst = sandbox.install(VERSION, lambda m: print(m, file=sys.stderr))
+    work = tmp_path_factory.mktemp("stripped-server")
+    binary, debug = strip_with_debug_file(inst.mysqld, work, debuglink=False)
+    served = work / "served"
+    served.mkdir()
+    debug.rename(served / "mariadbd.debug")
+    sb = sandbox.Sandbox(VERSION, instance="stripped")
+    pid = sb.start(lambda m: print(m, file=sys.stderr), mysqld=binary)
+    try:
+        yield sb, pid, read_elf(str(binary)).build_id, served
+    finally:
+        sb.stop()
+
+
+def test_symbols_come_from_debuginfod_then_from_its_cache(stripped_server, tmp_path):
+    sb, pid, build_id, served = stripped_server
+    assert not read_elf(f"/proc/{pid}/exe").has_symtab
+    debuginfod = shutil.which("debuginfod")
+    assert debuginfod, "the test needs Debian's debuginfod package (scripts/setup-host.sh installs it)"
+    port = free_port()
+    server = subprocess.Popen([debuginfod, "-F", str(served), "-p", str(port), "-d", str(tmp_path / "index.sqlite"),
+                               "-t", "0", "-g", "0"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    url = f"http://127.0.0.1:{port}"
+    env = {"DEBUGINFOD_URLS": url, "DEBUGINFOD_CACHE_PATH": str(tmp_path / "cache")}
+    try:
+        wait_served(f"{url}/buildid/{build_id}/debuginfo", server)
+        first = profile_rows(sb, pid, tmp_path / "first", env)
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
+    assert first["target"]["symbols"].endswith(f"(debuginfod {url})")
+    assert (tmp_path / "cache" / build_id / "debuginfo").is_file()
+    # debuginfod down: the cache serves, offline
+    again = profile_rows(sb, pid, tmp_path / "again", env)
+    assert again["target"]["symbols"].endswith("(debuginfod cache)")
+
+
+def profile_rows(sb, pid: int, out, env: dict) -> dict:
+    """--insert-profile --exact over ROWS rows into a fresh RANGE table: the counts checked against it."""
+    conn = workload.connect(sb.socket)
+    try:
+        t = workload.table("range", 5)
+        workload.prepare_source(conn, ROWS)
+        workload.create_target(conn, t)
+        prof = Profiler(pid, out, "--insert-profile", "--exact", env=env)
+        affected, _ = workload.insert_select(conn, t)
+        code, _, err = prof.stop()
+        assert code == 0, err
+        assert affected == ROWS
+        truth = workload.partition_counts(conn, t)
+    finally:
+        conn.close()
+    doc = prof.profile()
+    for s in ("partition.write_row", "innodb.row_insert"):
+        assert stage(doc, s)["calls"] == ROWS, s
+    assert partition_calls(stage(doc, "partition.write_row")) == truth
+    return doc
