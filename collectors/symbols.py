@@ -255,9 +255,9 @@ def load_binary(path: str, display_path: str | None = None, root: str = "/",
         debug_file = debuginfo.find_debug_file(image, display, root, read_elf)
         source = "local" if debug_file else None
         urls = debuginfod.server_urls() if debuginfod_urls is None else debuginfod_urls
-        if not debug_file and image.build_id and urls:
+        if not debug_file and image.build_id:  # the cache is read with no server named too
             fetched = debuginfod.fetch_debuginfo(image.build_id, urls, read_elf, progress=progress)
-            debug_file, errors = fetched.path, fetched.errors
+            debug_file, errors = fetched.path, (fetched.errors if urls else None)
             source = f"debuginfod {fetched.source}" if fetched.path else None
         if debug_file:
             symbols_from = read_elf(debug_file)

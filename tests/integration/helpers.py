@@ -25,8 +25,14 @@ class Profiler:
         self.proc = subprocess.Popen([MYSQLPROBE, "-p", str(pid), "-o", str(out_dir), *args],
                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                                      env={**os.environ, **(env or {})})
-        self.first_line = self.proc.stderr.readline()
-        assert self.first_line.startswith("Tracing PID"), self.first_line + self.proc.stderr.read()
+        self.before = []  # stderr lines before it (a debug file's download progress)
+        for line in self.proc.stderr:
+            if line.startswith("Tracing PID"):
+                break
+            self.before.append(line)
+        else:
+            raise AssertionError("mysqlprobe ended before tracing: " + "".join(self.before))
+        self.first_line = line
 
     def stop(self, sig=signal.SIGINT, timeout: float = 60) -> tuple[int, str, str]:
         self.proc.send_signal(sig)

@@ -34,9 +34,9 @@ def wait_served(url: str, proc: subprocess.Popen, timeout: float = 180) -> None:
     """Until debuginfod has indexed the file and answers for it."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        assert proc.poll() is None, proc.stderr.read()
+        assert proc.poll() is None, f"debuginfod exited ({proc.returncode})"
         try:
-            with urllib.request.urlopen(urllib.request.Request(url, method="HEAD"), timeout=5):
+            with urllib.request.urlopen(url, timeout=5):  # it answers GET only; the body is left unread
                 return
         except (urllib.error.URLError, OSError):
             time.sleep(1)
@@ -66,25 +66,31 @@ def test_symbols_come_from_debuginfod_then_from_its_cache(stripped_server, tmp_p
     debuginfod = shutil.which("debuginfod")
     assert debuginfod, "the test needs Debian's debuginfod package (scripts/setup-host.sh installs it)"
     port = free_port()
+    log = open(tmp_path / "debuginfod.log", "w")  # not a pipe: a full one would stall the server
     server = subprocess.Popen([debuginfod, "-F", str(served), "-p", str(port), "-d", str(tmp_path / "index.sqlite"),
-                               "-t", "0", "-g", "0"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+                               "-t", "0", "-g", "0"], stdout=log, stderr=subprocess.STDOUT)
     url = f"http://127.0.0.1:{port}"
     env = {"DEBUGINFOD_URLS": url, "DEBUGINFOD_CACHE_PATH": str(tmp_path / "cache")}
     try:
         wait_served(f"{url}/buildid/{build_id}/debuginfo", server)
-        first = profile_rows(sb, pid, tmp_path / "first", env)
+        first, progress = profile_rows(sb, pid, tmp_path / "first", env)
     finally:
         server.terminate()
         server.wait(timeout=30)
+        log.close()
     assert first["target"]["symbols"].endswith(f"(debuginfod {url})")
+    # a debug file of 250 MB or so: its download said how far it had got
+    assert progress and all(line.startswith(f"fetching debug symbols from {url}: ") for line in progress)
     assert (tmp_path / "cache" / build_id / "debuginfo").is_file()
     # debuginfod down: the cache serves, offline
-    again = profile_rows(sb, pid, tmp_path / "again", env)
-    assert again["target"]["symbols"].endswith("(debuginfod cache)")
+    again, progress = profile_rows(sb, pid, tmp_path / "again", env)
+    assert again["target"]["symbols"].endswith("(debuginfod cache)") and not progress
 
 
-def profile_rows(sb, pid: int, out, env: dict) -> dict:
-    """--insert-profile --exact over ROWS rows into a fresh RANGE table: the counts checked against it."""
+def profile_rows(sb, pid: int, out, env: dict) -> tuple[dict, list[str]]:
+    """--insert-profile --exact over ROWS rows into a fresh RANGE table: the
+    counts checked against it; the capture and what mysqlprobe printed
+    before it traced."""
     conn = workload.connect(sb.socket)
     try:
         t = workload.table("range", 5)
@@ -102,4 +108,4 @@ def profile_rows(sb, pid: int, out, env: dict) -> dict:
     for s in ("partition.write_row", "innodb.row_insert"):
         assert stage(doc, s)["calls"] == ROWS, s
     assert partition_calls(stage(doc, "partition.write_row")) == truth
-    return doc
+    return doc, prof.before

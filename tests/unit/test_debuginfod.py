@@ -62,6 +62,8 @@ def test_fetched_once_then_served_from_the_cache_offline(stripped, tmp_path, mon
     # the server gone: the cache serves, and no temporary file was left beside it
     again = S.load_binary(str(binary), debuginfod_urls=["http://127.0.0.1:9"])
     assert again.debug_source == "debuginfod cache" and again.symbols.lookup("row_insert_for_mysql")
+    monkeypatch.delenv("DEBUGINFOD_URLS", raising=False)   # no server named: still the cache
+    assert S.load_binary(str(binary)).debug_source == "debuginfod cache"
     assert [p.name for p in (cache / build_id).iterdir()] == ["debuginfo"]
 
 

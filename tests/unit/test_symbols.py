@@ -96,6 +96,7 @@ def test_lookup_by_signature_mangled_name_and_glob(mysql_fixtures):
 
 def test_stripped_binary_has_no_symtab_and_loses_local_functions(fixture_dir, tmp_path, monkeypatch):
     monkeypatch.delenv("DEBUGINFOD_URLS", raising=False)
+    monkeypatch.setenv("DEBUGINFOD_CACHE_PATH", str(tmp_path / "cache"))
     src = compile_fixture(fixture_dir, "8.0", name="strip-src")
     stripped, _ = strip_with_debug_file(src, tmp_path, debuglink=False)
     binary = S.load_binary(str(stripped))
