@@ -216,7 +216,7 @@ def seed_load(rows: int, repeats: int, workdir: Path) -> dict:
 
 # --------------------------------------------------------------------------- 2. accuracy
 
-def _command(proc, line: str) -> dict:
+def fixture_command(proc, line: str) -> dict:
     proc.stdin.write(line + "\n")
     proc.stdin.flush()
     return json.loads(proc.stdout.readline())
@@ -239,7 +239,7 @@ def accuracy(repeats: int, workdir: Path) -> dict:
                             + [a for n in names for a in ("--probe", n)], "Tracing PID", "stderr")
             else:
                 tool = start_bpftrace(bpftrace_script(target.pid, str(exe), names), d)
-            truth = {n: _command(target, f"compare {n} {KNOWN_COST[n]} 9")["truth_ns"] for n in names}
+            truth = {n: fixture_command(target, f"compare {n} {KNOWN_COST[n]} 9")["truth_ns"] for n in names}
             out, _ = tool.stop()
             target.stdin.write("quit\n")
             target.stdin.flush()
@@ -400,12 +400,17 @@ def render(results: dict, out: Path = HERE) -> str:
 
 
 def load_shapes(out: Path) -> list[str]:
-    """The section of bench/oltp.py's latest results, where there are any."""
-    path = out / "oltp.json"
-    if not path.exists():
-        return []
-    from oltp import shapes_section  # oltp imports this module
-    return ["", *shapes_section(json.loads(path.read_text()), "## 4. Load shapes (bench/OLTP.md)")]
+    """The sections of bench/oltp.py's and bench/per_call.py's latest results, where there are any."""
+    from oltp import shapes_section  # both import this module
+    from per_call import section
+    lines = []
+    for name, render_section, title in (("oltp.json", shapes_section, "## 4. Load shapes (bench/OLTP.md)"),
+                                        ("per_call.json", section,
+                                         "## 5. Short functions in situ (bench/PER_CALL.md)")):
+        path = out / name
+        if path.exists():
+            lines += ["", *render_section(json.loads(path.read_text()), title)]
+    return lines
 
 
 def targets(results: dict) -> list[tuple[str, str, bool]]:
