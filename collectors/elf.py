@@ -4,6 +4,7 @@ debuglink), and a virtual address's file offset."""
 
 from __future__ import annotations
 
+import re
 import struct
 from dataclasses import dataclass, field
 
@@ -44,6 +45,87 @@ class Function:
         return qualified_name(self.demangled)
 
 
+@dataclass(frozen=True)
+class UsdtArg:
+    """One argument of a USDT probe, as its note spells it ("-4@%r13d", "8@16080(%rbx)", "-4@$3")."""
+
+    size: int          # bytes
+    signed: bool
+    kind: str          # "reg", "mem" (register + offset) or "const"
+    register: str | None
+    value: int         # the offset for "mem", the constant for "const"
+
+    def describe(self) -> str:
+        width = f"{'s' if self.signed else 'u'}{8 * self.size}"
+        if self.kind == "const":
+            return f"{width} {self.value}"
+        if self.kind == "reg":
+            return f"{width} %{self.register}"
+        return f"{width} *(%{self.register}{self.value:+d})"
+
+
+@dataclass(frozen=True)
+class UsdtProbe:
+    """A statically defined probe site (.note.stapsdt): it survives strip."""
+
+    provider: str
+    name: str
+    address: int       # of the site (a nop), load base applied as the note says
+    semaphore: int     # its counter's address (0: none); probes on must raise it
+    args: tuple[UsdtArg, ...]
+    spec: str          # the arguments as the note spells them
+
+
+_USDT_ARG = re.compile(r"^(-?)(\d+)@(?:%(\w+)|\$(-?\d+)|(-?\d*)\(%(\w+)\))$")
+
+
+def parse_usdt_args(spec: str) -> tuple[UsdtArg, ...]:
+    """The argument specs of a note (x86-64 forms: register, register+offset
+    memory, constant); a form not understood raises ValueError."""
+    out = []
+    for word in spec.split():
+        m = _USDT_ARG.match(word)
+        if not m:
+            raise ValueError(f"USDT argument {word!r} not understood")
+        neg, size, reg, const, offset, base = m.groups()
+        if reg:
+            out.append(UsdtArg(int(size), bool(neg), "reg", reg, 0))
+        elif const is not None:
+            out.append(UsdtArg(int(size), bool(neg), "const", None, int(const)))
+        else:
+            out.append(UsdtArg(int(size), bool(neg), "mem", base, int(offset or 0)))
+    return tuple(out)
+
+
+NT_STAPSDT = 3
+_USDT_ADDRS = struct.Struct("<QQQ")  # pc, .stapsdt.base as linked, semaphore
+
+
+def _read_usdt(raw: bytes, base_addr: int | None) -> list[UsdtProbe]:
+    """The probes of a .note.stapsdt section's bytes; base_addr: where
+    .stapsdt.base is now (prelink may have moved the code since the note was written)."""
+    out, at = [], 0
+    while at + 12 <= len(raw):
+        namesz, descsz, kind = struct.unpack_from("<III", raw, at)
+        name_at = at + 12
+        desc_at = name_at + ((namesz + 3) & ~3)
+        at = desc_at + ((descsz + 3) & ~3)
+        if kind != NT_STAPSDT or raw[name_at:name_at + namesz].rstrip(b"\0") != b"stapsdt":
+            continue
+        desc = raw[desc_at:desc_at + descsz]
+        pc, base, semaphore = _USDT_ADDRS.unpack_from(desc)
+        provider, name, spec = (desc[_USDT_ADDRS.size:].split(b"\0") + [b"", b""])[:3]
+        shift = base_addr - base if base_addr is not None and base else 0
+        spec_text = spec.decode("ascii", "replace")
+        try:
+            args = parse_usdt_args(spec_text)
+        except ValueError:
+            args = ()
+        out.append(UsdtProbe(provider.decode("ascii", "replace"), name.decode("ascii", "replace"), pc + shift,
+                             semaphore + shift if semaphore else 0, args, spec_text))
+    return out
+
+
 @dataclass
 class ElfImage:
     """The parts of one ELF file mysqlprobe needs."""
@@ -57,6 +139,7 @@ class ElfImage:
     segments: list[Segment]
     functions: list[Function]
     _rodata: tuple[int, int] | None = field(default=None, repr=False)  # (file offset, size)
+    usdt: list[UsdtProbe] = field(default_factory=list)
 
     def rodata(self) -> bytes:
         if not self._rodata:
@@ -91,7 +174,7 @@ def read_elf(path: str) -> ElfImage:
                 Segment(p["p_vaddr"], p["p_memsz"], p["p_offset"], bool(p["p_flags"] & 1))
                 for p in elf.iter_segments() if p["p_type"] == "PT_LOAD"
             ]
-            build_id = debuglink = rodata = None
+            build_id = debuglink = rodata = stapsdt = stapsdt_base = None
             functions: list[Function] = []
             has_symtab = has_debug_info = False
             for sec in elf.iter_sections():
@@ -104,6 +187,10 @@ def read_elf(path: str) -> ElfImage:
                     name = raw[: raw.index(b"\0")].decode()
                     crc_at = (len(name) + 4) & ~3
                     debuglink = (name, struct.unpack_from("<I", raw, crc_at)[0])
+                elif sec.name == ".note.stapsdt":
+                    stapsdt = sec.data()
+                elif sec.name == ".stapsdt.base":
+                    stapsdt_base = sec["sh_addr"]
                 elif sec.name == ".rodata" and sec["sh_type"] != "SHT_NOBITS":
                     rodata = (sec["sh_offset"], sec["sh_size"])
                 elif sec.name == ".debug_info" and sec["sh_type"] != "SHT_NOBITS":
@@ -112,8 +199,9 @@ def read_elf(path: str) -> ElfImage:
                     if sec["sh_type"] == "SHT_SYMTAB":
                         has_symtab = True
                     functions.extend(_read_functions(elf, sec))
+            usdt = _read_usdt(stapsdt, stapsdt_base) if stapsdt else []
             return ElfImage(path, elf["e_type"] == "ET_DYN", build_id, debuglink, has_symtab,
-                            has_debug_info, segments, functions, rodata)
+                            has_debug_info, segments, functions, rodata, usdt)
     except FileNotFoundError:
         raise TargetError(f"{path}: no such file") from None
     except PermissionError:

@@ -7,12 +7,13 @@
 #           mariadb-server-core (Debian's stripped mariadbd), chromium (the HTML report
 #           in a real browser), inferno from crates.io (reads our folded stacks), prometheus
 #           (promtool checks the exposition), Go (go tool pprof reads our profiles), debuginfod
-#           (serves a stripped server's debug file by build-id); bench: bpftrace
+#           (serves a stripped server's debug file by build-id), systemtap-sdt-dev (sys/sdt.h:
+#           USDT notes in a fixture); bench: bpftrace
 set -euo pipefail
 
 packages=(clang libbpf-dev libbpf1 linux-libc-dev gcc g++ binutils make bpftool bpftrace linux-perf
           python3 python3-venv python3-pip maven mariadb-server-core chromium ca-certificates sysbench
-          prometheus debuginfod)
+          prometheus debuginfod systemtap-sdt-dev)
 # Go: the machines carry one in /usr/local/go; elsewhere Debian's
 command -v go >/dev/null || [ -x /usr/local/go/bin/go ] || packages+=(golang-go)
 INFERNO_VERSION=0.12.8

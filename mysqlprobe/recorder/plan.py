@@ -108,6 +108,26 @@ def list_plan(binary: Binary, plan: Plan, out=sys.stdout) -> None:
         print(f"{s.stage or '-':<30} {s.symbol.address:#x} {s.symbol.demangled}{part}{entry}", file=out)
     for u in plan.unavailable:
         print(f"{u['stage']:<30} unavailable: {u['reason']}", file=out)
+    list_usdt(binary, out)
+
+
+def list_usdt(binary: Binary, out=sys.stdout) -> None:
+    """The binary's USDT probes by provider and name: sites, semaphore and
+    arguments (what the notes say; they stay in a stripped binary)."""
+    sites: dict[tuple[str, str], list] = {}
+    for p in binary.image.usdt:
+        sites.setdefault((p.provider, p.name), []).append(p)
+    if not sites:
+        return
+    print(f"USDT probes (.note.stapsdt, kept by strip): {len(sites)} probes at {len(binary.image.usdt)} sites",
+          file=out)
+    for (provider, name), found in sorted(sites.items()):
+        specs = {p.spec for p in found}
+        args = (", ".join(a.describe() for a in found[0].args) or "no arguments") if len(specs) == 1 else \
+            "arguments differ between sites"
+        semaphore = f"semaphore {found[0].semaphore:#x}" if found[0].semaphore else "no semaphore"
+        label = f"usdt:{provider}:{name}"
+        print(f"{label:<30} {len(found)} site{'s' if len(found) > 1 else ''}, {semaphore}; {args}", file=out)
 
 
 def symbols_source(binary: Binary) -> str:

@@ -64,6 +64,10 @@ def test_catalog_against_the_real_binary(server):
     assert {"get_partition_id_range", "get_partition_id_list", "get_partition_id_hash_nosub"} <= names
     assert ("vers_get_partition_id" in names) == (sb.version == "10.11.5")
     assert res.missing_expected == [] or res.missing_expected == ["vers_get_partition_id"]
+    # USDT: only 10.11.5 is built with them; the row insert has 10 sites behind one semaphore
+    starts = [p for p in binary.image.usdt if (p.provider, p.name) == ("mysql", "insert__row__start")]
+    assert len(starts) == (10 if sb.version == "10.11.5" else 0)
+    assert len({p.semaphore for p in starts}) <= 1 and all(p.semaphore and len(p.args) == 2 for p in starts)
 
 
 @pytest.mark.parametrize("kind", ["range", "list"])
