@@ -4,6 +4,7 @@ load slows down by at most the budget, paced on the server's own progress
 
 from __future__ import annotations
 
+import math
 import time
 from dataclasses import dataclass
 
@@ -24,6 +25,16 @@ READ_TRIES = 3
 # the budget; at most this, so that their data covers a tenth of it still
 MAX_QUIET_SHARE = 0.9
 MIN_QUIET_ROWS = 200  # rows in quiet and ordinary off-phases before their speeds are compared
+MIN_SPEED_PHASES = 3  # of each kind, for the spread of their speeds
+
+
+def relative_error(a: list[float], b: list[float]) -> float:
+    """The relative standard error of mean(a) / mean(b), from each list's spread."""
+    def rel_var(xs: list[float]) -> float:
+        mean = sum(xs) / len(xs)
+        var = sum((x - mean) ** 2 for x in xs) / (len(xs) - 1)
+        return var / (len(xs) * mean * mean) if mean else 0.0
+    return math.sqrt(rel_var(a) + rel_var(b))
 
 
 def difference(after: int | None, before: int | None) -> int | None:
@@ -86,6 +97,7 @@ class DutyCycles:
         self.quiet_share = 0.5  # of the off-time, aimed at
         self.quiet_phase_s = self.ordinary_phase_s = 0.0  # off-phases the load ran in (rows changed)
         self._busy_quiet_s = self._busy_off_s = 0.0  # of quiet_s and off_s: where rows changed
+        self._speeds: dict[bool, list[float]] = {True: [], False: []}  # rows/s of each such phase, by quiet
         self._ordinary_phases = 0
         self._last = {s.index: 0 for s in self.specs}
         self._indices = [s.index for s in self.specs]
@@ -156,12 +168,17 @@ class DutyCycles:
         pacer leaves the probes' cycles): with the load that much faster in
         the quiet phases than in the ordinary ones, it is on for (1 - share)
         of the off-time."""
-        if self.quiet_rows < MIN_QUIET_ROWS or self.off_rows < MIN_QUIET_ROWS:
+        if (self.quiet_rows < MIN_QUIET_ROWS or self.off_rows < MIN_QUIET_ROWS
+                or min(len(v) for v in self._speeds.values()) < MIN_SPEED_PHASES):
             return self.quiet_share
         # speeds while the load ran: a window opened before it started has phases of no rows
-        always_on = (self.quiet_rows / self._busy_quiet_s) / (self.off_rows / self._busy_off_s) - 1
+        ratio = (self.quiet_rows / self._busy_quiet_s) / (self.off_rows / self._busy_off_s)
+        always_on = ratio - 1
         allowed = self.pacer.budget * (1 - self.pacer.margin)
-        if always_on <= allowed * 2:
+        # only a difference the phases' spread cannot explain (at 95%): a load
+        # whose speed swings (statements with gaps between them) shows one by chance
+        least = ratio * (1 - 2 * relative_error(self._speeds[True], self._speeds[False])) - 1
+        if least <= allowed * 2:
             return 0.5
         return min(MAX_QUIET_SHARE, 1 - allowed / always_on)
 
@@ -218,11 +235,15 @@ class DutyCycles:
             self.quiet_rows += rows
             self.quiet_s += seconds
             self._busy_quiet_s += seconds if rows else 0.0
+            if rows:
+                self._speeds[True].append(rows / seconds)
             return
         self.pacer.off_phase(rows, seconds)
         self.off_rows += rows
         self.off_s += seconds
         self._busy_off_s += seconds if rows else 0.0
+        if rows:
+            self._speeds[False].append(rows / seconds)
 
     def _on_phase(self, on_s: float, on_t0: float):
         """Keep the probes on for on_s; the cycle's record, and the rows
