@@ -181,8 +181,10 @@ class BpfObject:
         return lib().bpf_map__fd(m)
 
     def attach_uprobe(self, program: int, pid: int, binary: str, offset: int,
-                      cookie: int, retprobe: bool) -> None:
-        opts = _UprobeOpts(ctypes.sizeof(_UprobeOpts), 0, cookie, retprobe, None)
+                      cookie: int, retprobe: bool, ref_ctr_offset: int = 0) -> None:
+        """ref_ctr_offset: the file offset of a USDT semaphore, which the
+        kernel raises while the probe is on (0: none)."""
+        opts = _UprobeOpts(ctypes.sizeof(_UprobeOpts), ref_ctr_offset, cookie, retprobe, None)
         ctypes.set_errno(0)
         link = lib().bpf_program__attach_uprobe_opts(program, pid, binary.encode(), offset,
                                                      ctypes.byref(opts))
@@ -200,15 +202,18 @@ class BpfObject:
         self._links.append(link)
 
     def attach_uprobe_multi(self, program: int, pid: int, binary: str, offsets: list[int],
-                            cookies: list[int], retprobe: bool) -> int:
-        """One link for many offsets of one binary; returns its descriptor."""
+                            cookies: list[int], retprobe: bool, ref_ctr_offsets: list[int] | None = None) -> int:
+        """One link for many offsets of one binary; returns its descriptor.
+        ref_ctr_offsets: each offset's USDT semaphore (file offset, 0: none)."""
         n = len(offsets)
         path = ctypes.create_string_buffer(binary.encode())
         offs = (ctypes.c_uint64 * n)(*offsets)
         cooks = (ctypes.c_uint64 * n)(*cookies)
+        refs = (ctypes.c_uint64 * n)(*ref_ctr_offsets) if ref_ctr_offsets and any(ref_ctr_offsets) else None
         attr = (ctypes.c_uint8 * 128)()
         struct.pack_into("<IIII", attr, 0, lib().bpf_program__fd(program), 0, BPF_TRACE_UPROBE_MULTI, 0)
-        struct.pack_into("<QQQQIII", attr, 16, ctypes.addressof(path), ctypes.addressof(offs), 0,
+        struct.pack_into("<QQQQIII", attr, 16, ctypes.addressof(path), ctypes.addressof(offs),
+                         ctypes.addressof(refs) if refs else 0,
                          ctypes.addressof(cooks), n, BPF_F_UPROBE_MULTI_RETURN if retprobe else 0, pid)
         fd = _bpf_syscall(BPF_LINK_CREATE, attr)
         if fd < 0:

@@ -172,6 +172,18 @@ class SymbolTable:
             self._index = (mangled, plain)
         return self._index
 
+    def usdt_sites(self, provider: str, name: str) -> list[ResolvedSymbol]:
+        """Every site of a USDT probe, as a place to attach (binding "usdt";
+        no symbol needed: the notes survive strip)."""
+        return [ResolvedSymbol(f"usdt:{provider}:{name}", f"USDT {provider}:{name}", "", p.address,
+                               file_offset(self.image.segments, p.address), "usdt")
+                for p in self.image.usdt if (p.provider, p.name) == (provider, name)]
+
+    def usdt_semaphore(self, provider: str, name: str) -> int:
+        """The file offset of a USDT probe's semaphore (0: none)."""
+        sems = {p.semaphore for p in self.image.usdt if (p.provider, p.name) == (provider, name)} - {0}
+        return file_offset(self.image.segments, sems.pop()) if len(sems) == 1 else 0
+
     def glob(self, pattern: str) -> list[ResolvedSymbol]:
         rx = re.compile(fnmatch.translate(pattern))
         return [self._resolve(f) for n, fns in sorted(self.names.items()) if rx.match(n) for f in fns]

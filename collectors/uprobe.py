@@ -25,9 +25,19 @@ if TYPE_CHECKING:
     from mysqlprobe.catalog import PartitionSource, StatementArgs
 
 
-# the BPF programs (entry, return or None) of each kind of probe
+# the BPF programs (entry, return or None) of each kind of probe; a USDT
+# pair's "return" program is a plain uprobe on its done sites
 PROGRAMS = {"function": ("probe_entry", "probe_return"), "statement": ("stmt_entry", "stmt_return"),
-            "stage": ("stage_entry", None)}
+            "stage": ("stage_entry", None), "usdt": ("probe_entry", "probe_return")}
+
+
+@dataclass(frozen=True)
+class UsdtSites:
+    """Where a USDT start/done pair is attached: file offsets of every start
+    site and every done site, with each one's semaphore (file offset, 0: none)."""
+
+    starts: tuple[tuple[int, int], ...]  # (site, semaphore)
+    dones: tuple[tuple[int, int], ...]
 
 
 @dataclass(frozen=True)
@@ -44,10 +54,13 @@ class ProbeSpec:
     cost_class: int = 0       # row of the costs map that corrects it; 0: none
     statement: StatementArgs | None = None  # a statement boundary (stmt_entry/stmt_return)
     marks_stage: bool = False  # P_S's start_stage: keeps each thread's stage (stage_entry)
+    usdt: UsdtSites | None = None  # a USDT start/done pair: timed from start to done
 
     @property
     def kind(self) -> str:
         """Which programs it attaches (PROGRAMS)."""
+        if self.usdt:
+            return "usdt"
         return "stage" if self.marks_stage else "statement" if self.statement else "function"
 
     @property
@@ -216,6 +229,8 @@ class UprobeSession:
             return []
         entry = self._obj.program(entry_name)
         ret = self._obj.program(return_name) if return_name else None
+        if specs[0].kind == "usdt":
+            return self._attach_usdt(g, specs, entry, ret)
         with_return = [s for s in specs if s.with_return]
         if self._obj.multi:
             # returns first: an entry without its return would leave frames on the stacks
@@ -231,6 +246,23 @@ class UprobeSession:
                 self._obj.attach_uprobe(ret, g.pid, g.binary, spec.attach_offset, spec.cookie, True)
             self._obj.attach_uprobe(entry, g.pid, g.binary, spec.attach_offset, spec.cookie, False)
         return []
+
+    def _attach_usdt(self, g: ProbeGroup, specs: list[ProbeSpec], entry: int, ret: int) -> list[int]:
+        """Entries on every start site, the return program as a plain uprobe
+        on every done site, all with the pair's probe index as cookie; done
+        sites first, as returns are for functions."""
+        links = []
+        for program, sites in ((ret, "dones"), (entry, "starts")):
+            at = [(offset, ref, s.cookie) for s in specs for offset, ref in getattr(s.usdt, sites)]
+            if not at:
+                continue
+            if self._obj.multi:
+                links.append(self._obj.attach_uprobe_multi(program, g.pid, g.binary, [a[0] for a in at],
+                                                           [a[2] for a in at], False, [a[1] for a in at]))
+                continue
+            for offset, ref, cookie in at:
+                self._obj.attach_uprobe(program, g.pid, g.binary, offset, cookie, False, ref)
+        return links
 
     def detach_target(self) -> None:
         """Remove the target's probes, keep the calibration helper's (duty cycles)."""
@@ -255,7 +287,8 @@ class UprobeSession:
     @property
     def attached_count(self) -> int:
         """Probes this session attaches (entry and return), attached or not right now."""
-        return sum(2 if s.with_return else 1 for s in self.specs)
+        return sum(len(s.usdt.starts) + len(s.usdt.dones) if s.usdt else 2 if s.with_return else 1
+                   for s in self.specs)
 
     def _set_enabled(self, on: bool) -> None:
         # .bss holds one variable, `enabled`: 0, or the number of the open window

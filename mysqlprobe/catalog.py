@@ -88,6 +88,16 @@ class StatementArgs:
 
 
 @dataclass(frozen=True)
+class UsdtPair:
+    """A span the server marks with two USDT probes (they survive strip):
+    timed from any start site to the next done site on the thread."""
+
+    provider: str
+    start: str
+    done: str
+
+
+@dataclass(frozen=True)
 class Candidate:
     name: str
     expected: tuple[Expect, ...] = ALL
@@ -95,6 +105,7 @@ class Candidate:
     signature: str | None = None  # substring of the demangled signature, to pick one overload
     statement: StatementArgs | None = None  # a statement boundary: the probe keeps calls per statement
     marks_stage: bool = False  # P_S's start_stage(key, ...): the stage each thread is in
+    usdt: UsdtPair | None = None  # USDT probes, not a function: name is "provider:start"
 
     def expected_in(self, server: ServerInfo) -> bool:
         return any(e.covers(server) for e in self.expected)
@@ -192,7 +203,27 @@ STAGES: tuple[Stage, ...] = (
           background=True),
 )
 
-BY_NAME = {s.name: s for s in STAGES}
+
+def _usdt_stage(name: str, title: str, start: str, done: str) -> Stage:
+    """A stage from the server's own USDT probes (MariaDB and MySQL built
+    with DTrace/SystemTap probes: MariaDB 10.11.5's sandbox build; not 10.1 or 10.2)."""
+    return Stage(name, title, (Candidate(f"mysql:{start}", usdt=UsdtPair("mysql", start, done)),))
+
+
+USDT_STAGES: tuple[Stage, ...] = (
+    _usdt_stage("sql.insert_row", "a row written by the SQL layer (USDT insert__row__start to done)",
+                "insert__row__start", "insert__row__done"),
+    _usdt_stage("sql.update_row", "a row updated (USDT update__row__start to done)",
+                "update__row__start", "update__row__done"),
+    _usdt_stage("sql.delete_row", "a row deleted (USDT delete__row__start to done)",
+                "delete__row__start", "delete__row__done"),
+    _usdt_stage("sql.query_exec", "a query executed (USDT query__exec__start to done)",
+                "query__exec__start", "query__exec__done"),
+    _usdt_stage("sql.handler_wrlock", "a table write-locked for a statement (USDT handler__wrlock__start to done)",
+                "handler__wrlock__start", "handler__wrlock__done"),
+)
+
+BY_NAME = {s.name: s for s in STAGES + USDT_STAGES}
 
 INSERT_PROFILE = (
     STATEMENT, "partition.write_row", "partition.write_row_in_part", "partition.get_partition_id",
@@ -222,6 +253,8 @@ class StageResolution:
 
 
 def _present(candidate: Candidate, symbols: SymbolTable) -> list[ResolvedSymbol]:
+    if candidate.usdt:  # all its start sites are one probe: the first stands for them
+        return symbols.usdt_sites(candidate.usdt.provider, candidate.usdt.start)[:1]
     found = symbols.lookup(candidate.name)
     if candidate.signature:
         found = [s for s in found if candidate.signature in s.demangled]

@@ -12,7 +12,7 @@ from mysqlprobe import catalog
 from mysqlprobe.collectors import debuginfod
 from mysqlprobe.collectors.calibration import entry_point
 from mysqlprobe.collectors.symbols import Binary
-from mysqlprobe.collectors.uprobe import ProbeSpec
+from mysqlprobe.collectors.uprobe import ProbeSpec, UsdtSites
 from mysqlprobe.errors import NoSymbolsError, UsageError
 
 
@@ -29,21 +29,29 @@ def plan_probes(binary: Binary, stages: list[str], patterns: list[str]) -> Plan:
     plan = Plan()
     seen: set[int] = set()
 
-    def add(sym, stage, partition, statement=None, marks_stage=False):
+    def add(sym, stage, partition, statement=None, marks_stage=False, usdt=None):
         if sym.address in seen:
             return
         seen.add(sym.address)
         skip, klass = entry_point(binary.path, sym.offset)
         plan.specs.append(ProbeSpec(len(plan.specs), sym, stage, partition, skip=skip, entry_class=klass,
-                                    statement=statement, marks_stage=marks_stage, with_return=not marks_stage))
+                                    statement=statement, marks_stage=marks_stage, with_return=not marks_stage,
+                                    usdt=usdt))
 
     for res in catalog.resolve(stages, binary.symbols, binary.server):
         if not res.available and res.applicable:
             names = ", ".join(c.name for c in res.stage.candidates)
-            plan.unavailable.append({"stage": res.stage.name,
-                                     "reason": f"none of {names} is in the binary (not built, or inlined)"})
+            why = ("the binary has no such USDT probe (built without DTrace/SystemTap probes)"
+                   if any(c.usdt for c in res.stage.candidates)
+                   else f"none of {names} is in the binary (not built, or inlined)")
+            plan.unavailable.append({"stage": res.stage.name, "reason": why})
         for cand, sym in res.probes:
-            add(sym, res.stage.name, cand.partition, cand.statement, cand.marks_stage)
+            sites = usdt_sites(binary, cand.usdt) if cand.usdt else None
+            if cand.usdt and not sites:
+                plan.unavailable.append({"stage": res.stage.name,
+                                         "reason": f"USDT probe {cand.usdt.done} has no site in the binary"})
+                continue
+            add(sym, res.stage.name, cand.partition, cand.statement, cand.marks_stage, sites)
     for pattern in patterns:
         found = binary.symbols.glob(pattern) if any(c in pattern for c in "*?[") \
             else binary.symbols.lookup(pattern)
@@ -55,6 +63,17 @@ def plan_probes(binary: Binary, stages: list[str], patterns: list[str]) -> Plan:
             add(sym, None, None)
     plan.seconds = time.monotonic() - started + binary.load_seconds
     return plan
+
+
+def usdt_sites(binary: Binary, pair) -> UsdtSites | None:
+    """Where a USDT pair attaches; None without a done site (no span to time)."""
+    table = binary.symbols
+
+    def sites(name):
+        sem = table.usdt_semaphore(pair.provider, name)
+        return tuple((s.offset, sem) for s in table.usdt_sites(pair.provider, name))
+    dones = sites(pair.done)
+    return UsdtSites(sites(pair.start), dones) if dones else None
 
 
 def owning_package(path: str) -> str | None:
