@@ -16,6 +16,7 @@ import pytest
 
 from conftest import strip_with_debug_file
 from helpers import Profiler, partition_calls, stage
+from test_usdt_server import ROWS as USDT_ROWS, insert_rows
 from mysqlprobe import sandbox, workload
 from mysqlprobe.collectors.elf import read_elf
 
@@ -109,3 +110,13 @@ def profile_rows(sb, pid: int, out, env: dict) -> tuple[dict, list[str]]:
         assert stage(doc, s)["calls"] == ROWS, s
     assert partition_calls(stage(doc, "partition.write_row")) == truth
     return doc, prof.before
+
+
+def test_usdt_stages_need_no_symbols(stripped_server, tmp_path):
+    """No debug file anywhere (no debuginfod, an empty cache): the USDT notes
+    the stripped copy kept still time every row."""
+    sb, pid, _, _ = stripped_server
+    env = {"DEBUGINFOD_URLS": "", "DEBUGINFOD_CACHE_PATH": str(tmp_path / "empty-cache")}
+    doc = insert_rows(sb, pid, tmp_path / "usdt", None, env=env)
+    assert doc["target"]["symbols"] == ".dynsym only (stripped)"
+    assert stage(doc, "sql.insert_row")["calls"] == USDT_ROWS

@@ -1,14 +1,16 @@
 """USDT notes (.note.stapsdt) read from a binary built with sys/sdt.h: the
 sites, their semaphore and argument specs, kept by strip and listed."""
 
+import io
 import shutil
 import subprocess
 
 import pytest
 
-from conftest import strip_with_debug_file
+from conftest import compile_fixture, strip_with_debug_file
 from mysqlprobe.collectors import symbols as S
-from mysqlprobe.collectors.elf import UsdtArg, parse_usdt_args, read_elf
+from mysqlprobe.collectors.elf import UsdtArg, file_offset, parse_usdt_args, read_elf
+from mysqlprobe.recorder.plan import list_plan, plan_probes
 from test_cli import mysqlprobe
 
 SOURCE = r"""
@@ -98,3 +100,27 @@ def test_list_shows_them_beside_the_functions(usdt_binary):
     (done,) = [line for line in lines if line.startswith("usdt:mysql:insert__row__done ")]
     assert "2 sites, no semaphore" in done
     assert S.load_binary(str(usdt_binary)).image.usdt
+
+
+def test_a_usdt_stage_is_one_probe_over_all_its_sites(usdt_binary):
+    binary = S.load_binary(str(usdt_binary))
+    plan = plan_probes(binary, ["sql.insert_row"], [])
+    (spec,) = plan.specs
+    assert spec.kind == "usdt" and spec.stage == "sql.insert_row" and spec.entry_class == "emulated"   # a nop
+    (start,) = spec.usdt.starts
+    assert len(spec.usdt.dones) == 2 and all(sem == 0 for _, sem in spec.usdt.dones)
+    (probe,) = [p for p in binary.image.usdt if p.name == "insert__row__start"]
+    assert start == (file_offset(binary.image.segments, probe.address),
+                     file_offset(binary.image.segments, probe.semaphore))
+    out = io.StringIO()
+    list_plan(binary, plan, out)
+    assert any(line.startswith("sql.insert_row") and "USDT mysql:insert__row__start" in line
+               for line in out.getvalue().splitlines())
+
+
+def test_a_binary_without_the_probes_says_so(fixture_dir):
+    binary = S.load_binary(str(compile_fixture(fixture_dir, "5.7")))
+    plan = plan_probes(binary, ["sql.insert_row"], [])
+    assert not plan.specs
+    assert plan.unavailable == [{"stage": "sql.insert_row",
+                                 "reason": "the binary has no such USDT probe (built without DTrace/SystemTap probes)"}]

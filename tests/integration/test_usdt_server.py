@@ -1,0 +1,101 @@
+"""USDT stages on MariaDB 10.11.5 (built with the server's SDT probes):
+exact counts from insert__row__start/done against the rows written, through
+the probes' semaphores, with the symbols or without them."""
+
+from __future__ import annotations
+
+import os
+import sys
+
+import pytest
+
+from helpers import Profiler, stage
+from mysqlprobe import sandbox, workload
+from mysqlprobe.collectors.elf import read_elf
+
+pytestmark = [pytest.mark.root, pytest.mark.server]
+ROWS = 10037  # prime
+
+
+@pytest.fixture(scope="module")
+def server():
+    sb = sandbox.Sandbox("10.11.5")
+    with sb.serving(lambda m: print(m, file=sys.stderr)) as pid:
+        yield sb, pid
+
+
+def insert_rows(sb, pid: int, out, table: workload.Table | None, env: dict | None = None) -> dict:
+    """ROWS rows by INSERT ... SELECT, into a plain table (None) or a
+    partitioned one, under --stage sql.insert_row --exact: the capture."""
+    conn = workload.connect(sb.socket)
+    try:
+        workload.prepare_source(conn, ROWS)
+        with conn.cursor() as cur:
+            cur.execute("DROP TABLE IF EXISTS usdt_plain")
+            cur.execute(f"CREATE TABLE usdt_plain LIKE {workload.SOURCE}")
+        if table:
+            workload.create_target(conn, table)
+        # no P_S connection: its own queries write temporary rows, which pass ha_write_row too
+        prof = Profiler(pid, out, "--stage", "sql.insert_row", "--exact", "--no-perf-schema", env=env)
+        with conn.cursor() as cur:
+            if table:
+                affected, _ = workload.insert_select(conn, table)
+            else:
+                affected = cur.execute(f"INSERT INTO usdt_plain SELECT * FROM {workload.SOURCE}")
+        code, _, err = prof.stop()
+        assert code == 0, err
+        assert affected == ROWS
+    finally:
+        conn.close()
+    return prof.profile()
+
+
+def test_a_row_into_a_plain_table_is_one_span(server, tmp_path):
+    sb, pid = server
+    doc = insert_rows(sb, pid, tmp_path, None)
+    s = stage(doc, "sql.insert_row")
+    assert s["calls"] == ROWS
+    (p,) = [p for p in doc["probes"] if p["stage"] == "sql.insert_row"]
+    assert p["entry"]["class"] == "emulated"                     # the sites are nops
+    assert 0 < s["mean_ns"] < 1e6
+
+
+def test_a_partitioned_row_passes_ha_write_row_twice(server, tmp_path):
+    """ha_partition::write_row hands the row to its partition's handler, and
+    both writes go through handler::ha_write_row, where the probes sit."""
+    sb, pid = server
+    doc = insert_rows(sb, pid, tmp_path, workload.table("range", 5))
+    assert stage(doc, "sql.insert_row")["calls"] == 2 * ROWS
+
+
+def load_base(pid: int) -> int:
+    """Where the server's PIE binary is mapped (its mapping at file offset 0)."""
+    exe = os.readlink(f"/proc/{pid}/exe")
+    with open(f"/proc/{pid}/maps") as maps:
+        for line in maps:
+            fields = line.split()
+            if len(fields) >= 6 and fields[5] == exe and int(fields[2], 16) == 0:
+                return int(fields[0].split("-")[0], 16)
+    raise AssertionError(f"{exe} is not mapped in {pid}")
+
+
+def test_the_semaphore_is_raised_only_while_the_probes_are_on(server, tmp_path):
+    """The kernel raises the probe's semaphore for as long as it is attached:
+    the server skips the probe's argument set-up the rest of the time."""
+    sb, pid = server
+    (sem,) = {p.semaphore for p in read_elf(f"/proc/{pid}/exe").usdt if p.name == "insert__row__start"}
+    address = load_base(pid) + sem
+
+    def semaphore() -> int:
+        with open(f"/proc/{pid}/mem", "rb") as mem:
+            mem.seek(address)
+            return int.from_bytes(mem.read(2), "little")
+
+    assert semaphore() == 0
+    prof = Profiler(pid, tmp_path, "--stage", "sql.insert_row", "--exact", "--no-perf-schema")
+    try:
+        assert semaphore() >= 1
+    finally:
+        code, _, err = prof.stop()
+    assert code == 0, err
+    assert semaphore() == 0
