@@ -25,16 +25,29 @@ READ_TRIES = 3
 # the budget; at most this, so that their data covers a tenth of it still
 MAX_QUIET_SHARE = 0.9
 MIN_QUIET_ROWS = 200  # rows in quiet and ordinary off-phases before their speeds are compared
-MIN_SPEED_PHASES = 3  # of each kind, for the spread of their speeds
+MIN_SPEED_PHASES = 3  # quiet phases paired with ordinary ones, for the spread of their lead
 
 
-def relative_error(a: list[float], b: list[float]) -> float:
-    """The relative standard error of mean(a) / mean(b), from each list's spread."""
-    def rel_var(xs: list[float]) -> float:
-        mean = sum(xs) / len(xs)
-        var = sum((x - mean) ** 2 for x in xs) / (len(xs) - 1)
-        return var / (len(xs) * mean * mean) if mean else 0.0
-    return math.sqrt(rel_var(a) + rel_var(b))
+def paired_lead(speeds: list[tuple[bool, float]]) -> tuple[float, float, int] | None:
+    """How much faster the quiet phases ran than the ordinary ones around
+    them: each quiet phase against the mean of its nearest ordinary
+    neighbours (so a load that changes speed between statements does not
+    count), as the mean log ratio, its standard error and the number of
+    pairs; None with fewer than MIN_SPEED_PHASES pairs."""
+    logs = []
+    for i, (quiet, speed) in enumerate(speeds):
+        if not quiet:
+            continue
+        before = next((v for q, v in reversed(speeds[:i]) if not q), None)
+        after = next((v for q, v in speeds[i + 1:] if not q), None)
+        around = [v for v in (before, after) if v]
+        if around and speed > 0:
+            logs.append(math.log(speed / (sum(around) / len(around))))
+    if len(logs) < MIN_SPEED_PHASES:
+        return None
+    mean = sum(logs) / len(logs)
+    var = sum((x - mean) ** 2 for x in logs) / (len(logs) - 1)
+    return mean, math.sqrt(var / len(logs)), len(logs)
 
 
 def difference(after: int | None, before: int | None) -> int | None:
@@ -97,7 +110,7 @@ class DutyCycles:
         self.quiet_share = 0.5  # of the off-time, aimed at
         self.quiet_phase_s = self.ordinary_phase_s = 0.0  # off-phases the load ran in (rows changed)
         self._busy_quiet_s = self._busy_off_s = 0.0  # of quiet_s and off_s: where rows changed
-        self._speeds: dict[bool, list[float]] = {True: [], False: []}  # rows/s of each such phase, by quiet
+        self._speeds: list[tuple[bool, float]] = []  # (quiet, rows/s) of each such phase, in order
         self._ordinary_phases = 0
         self._last = {s.index: 0 for s in self.specs}
         self._indices = [s.index for s in self.specs]
@@ -168,19 +181,16 @@ class DutyCycles:
         pacer leaves the probes' cycles): with the load that much faster in
         the quiet phases than in the ordinary ones, it is on for (1 - share)
         of the off-time."""
-        if (self.quiet_rows < MIN_QUIET_ROWS or self.off_rows < MIN_QUIET_ROWS
-                or min(len(v) for v in self._speeds.values()) < MIN_SPEED_PHASES):
+        lead = paired_lead(self._speeds)
+        if self.quiet_rows < MIN_QUIET_ROWS or self.off_rows < MIN_QUIET_ROWS or lead is None:
             return self.quiet_share
-        # speeds while the load ran: a window opened before it started has phases of no rows
-        ratio = (self.quiet_rows / self._busy_quiet_s) / (self.off_rows / self._busy_off_s)
-        always_on = ratio - 1
+        mean, error, _ = lead
         allowed = self.pacer.budget * (1 - self.pacer.margin)
-        # only a difference the phases' spread cannot explain (at 95%): a load
-        # whose speed swings (statements with gaps between them) shows one by chance
-        least = ratio * (1 - 2 * relative_error(self._speeds[True], self._speeds[False])) - 1
-        if least <= allowed * 2:
+        # only a lead the pairs' spread cannot explain (at 95%): a load with
+        # gaps between its statements shows one by chance
+        if math.exp(mean - 2 * error) - 1 <= allowed * 2:
             return 0.5
-        return min(MAX_QUIET_SHARE, 1 - allowed / always_on)
+        return min(MAX_QUIET_SHARE, 1 - allowed / (math.exp(mean) - 1))
 
     def _attach(self) -> bool:
         """Attach the probes for the next on-phase; False if the target has
@@ -236,14 +246,14 @@ class DutyCycles:
             self.quiet_s += seconds
             self._busy_quiet_s += seconds if rows else 0.0
             if rows:
-                self._speeds[True].append(rows / seconds)
+                self._speeds.append((True, rows / seconds))
             return
         self.pacer.off_phase(rows, seconds)
         self.off_rows += rows
         self.off_s += seconds
         self._busy_off_s += seconds if rows else 0.0
         if rows:
-            self._speeds[False].append(rows / seconds)
+            self._speeds.append((False, rows / seconds))
 
     def _on_phase(self, on_s: float, on_t0: float):
         """Keep the probes on for on_s; the cycle's record, and the rows

@@ -358,27 +358,40 @@ def test_what_stays_on_costing_more_than_its_part_of_the_budget_gets_more_quiet_
     assert quiet_s / sum(o["s"] for o in offs) > 0.6
 
 
-def _share_for(quiet_speeds, ordinary_speeds, phase_s=0.1):
-    """The quiet share wanted after off-phases of these speeds (rows/s), each phase_s long."""
+def _share_for(phases, phase_s=0.1):
+    """The quiet share wanted after off-phases of these speeds, in order:
+    ("q" or "o", rows/s), each phase_s long."""
     latency = SimpleNamespace(session=_Session(), specs=[])
     window = Window(os.getpid(), 1.0, Control(), "stopped", lambda: 0)
     calibration = SimpleNamespace(current=lambda: SimpleNamespace(classes={}, pair_of=lambda s: 0.0))
     cycles = DutyCycles(latency, calibration, window, 0.10, lambda: 0, quieted=[_Quieted()])
-    for speeds, quiet in ((quiet_speeds, True), (ordinary_speeds, False)):
-        for v in speeds:
-            cycles._off_phase(int(v * phase_s), phase_s, quiet=quiet)
+    for kind, speed in phases:
+        cycles._off_phase(int(speed * phase_s), phase_s, quiet=kind == "q")
     return cycles._wanted_quiet_share()
+
+
+def alternate(quiet, ordinary):
+    return [p for q, o in zip(quiet, ordinary) for p in (("o", o), ("q", q))] + [("o", ordinary[-1])]
 
 
 def test_a_load_whose_speed_swings_keeps_half_the_off_time_quiet():
     """Statements with gaps between them: some phases see the load at full
     speed, others in a gap, whatever is on. The quiet ones 15% faster on
     average is then no cost of what stays on."""
-    assert _share_for([30_000, 8_000, 29_000, 9_000], [25_000, 7_000, 26_000, 6_000]) == 0.5
-    # the same 15-25% as a steady difference is one: the quiet share grows
-    assert _share_for([20_000, 20_010, 19_990, 20_000], [16_000, 16_010, 15_990, 16_000]) > 0.7
+    assert _share_for(alternate([30_000, 8_000, 29_000, 9_000], [7_000, 26_000, 6_000, 25_000])) == 0.5
+    # the same lead, steady, is a cost: the quiet share grows
+    assert _share_for(alternate([20_000, 20_010, 19_990, 20_000], [16_000, 16_010, 15_990, 16_000])) > 0.7
     # too few phases of a kind: as it was
-    assert _share_for([20_000, 20_000], [16_000, 16_000]) == 0.5
+    assert _share_for(alternate([20_000, 20_000], [16_000, 16_000])) == 0.5
+
+
+def test_a_lead_held_through_a_change_of_speed_is_a_cost():
+    """Two statements, one twice as fast as the other, each phase of the
+    load 40% faster with nothing on: each quiet phase is held against its
+    neighbours, so the change between statements hides nothing."""
+    fast, slow = [50_000] * 4, [25_000] * 4
+    quiet = [v * 1.4 for v in fast + slow]
+    assert _share_for(alternate(quiet, fast + slow)) > 0.8
 
 
 class _Burst:
