@@ -175,14 +175,19 @@ def phase_slowdown(doc: dict) -> float | None:
     progress: its row rate with nothing of mysqlprobe on (the quiet
     off-phases; in captures without them, every off-phase, where what stays
     on all window is on too) against its rate over the whole window, every
-    on-phase, attach and detach included. Captures without off-phase
-    totals: from the time the cycles lost one by one. None when it was not
-    measured."""
+    on-phase, attach and detach included, over the time the load ran in it
+    (`sampling.load_s`: a window opened before it started is idle till
+    then). Captures without off-phase totals: from the time the cycles lost
+    one by one. None when it was not measured."""
     sampling, window = doc.get("sampling") or {}, doc["window"]
     rows = window.get("rows_changed")
     unprobed = unprobed_rate(sampling)
+    if sampling.get("load_s") and sampling.get("load_rows"):  # over the span the load ran
+        rows, seconds = sampling["load_rows"], sampling["load_s"]
+    else:
+        seconds = window["duration_s"]
     if unprobed and rows:
-        return round(unprobed / (rows / window["duration_s"]), 4)
+        return round(unprobed / (rows / seconds), 4)
     off_rows = sampling.get("off_rows")
     if off_rows is not None:
         return None

@@ -99,7 +99,15 @@ class DutyCycles:
         self.bursts = bursts.collectors if bursts else []
         self.burst_for = bursts.wanted_by if bursts else None
         self._burst_wanted = self.burst_for is None
-        self.calibration, self.window, self.rows_changed = calibration, window, rows_changed
+        self.calibration, self.window = calibration, window
+        self.rows_changed = self._tracking(rows_changed)
+        # the load's span: the read before the first change of the row
+        # counter and the read after its last (monotonic times); a window
+        # opened before the load started, or left open after it ended, is idle outside it
+        self.load_span: list[float | None] = [None, None]
+        self._span_rows: list[int | None] = [None, None]  # the counter at those reads
+        self._last_read: tuple[float, int] | None = None
+        self._idle_phases: list[tuple[float, float, bool]] = []  # zero-row off-phases: (end, seconds, quiet)
         self.pacer = Pacer(budget, on_s=ON_PHASE_S, min_on_s=MIN_ON_S, max_off_s=MAX_OFF_S)
         self.cycles: list[dict] = []
         self.off_rows, self.off_s = 0, 0.0  # every clean off-phase, summed: the load's speed unprobed
@@ -109,17 +117,32 @@ class DutyCycles:
         self.burst_s = 0.0
         self.quiet_share = 0.5  # of the off-time, aimed at
         self.quiet_phase_s = self.ordinary_phase_s = 0.0  # off-phases the load ran in (rows changed)
-        self._busy_quiet_s = self._busy_off_s = 0.0  # of quiet_s and off_s: where rows changed
         self._speeds: list[tuple[bool, float]] = []  # (quiet, rows/s) of each such phase, in order
         self._ordinary_phases = 0
         self._last = {s.index: 0 for s in self.specs}
         self._indices = [s.index for s in self.specs]
+
+    def _tracking(self, read):
+        """read, noting when the row counter first and last moved."""
+        def rows() -> int | None:
+            value, now = read(), time.monotonic()
+            if value is None:
+                return None
+            if self._last_read is not None and value > self._last_read[1]:
+                if self.load_span[0] is None:
+                    self.load_span[0], self._span_rows[0] = self._last_read
+                self.load_span[1], self._span_rows[1] = now, value
+            self._last_read = (now, value)
+            return value
+        return rows
 
     def _counts(self) -> dict[int, int]:
         return self.session.calls(self._indices)
 
     def run(self, started: tuple[float, int | None]) -> int | None:
         """Until the window ends; the server's rows counter then."""
+        if started[1] is not None:
+            self._last_read = started
         on_s, on_t0 = self.pacer.longest_on_s(), started[0]
         cycle_t0, cycle_rows0 = started  # a cycle: attach, on-phase, detach
         while True:
@@ -241,17 +264,20 @@ class DutyCycles:
                                                           **({"burst": True} if burst else {})})
         if burst:  # slower by the sampling: not the speed the cycles are held against either
             return
+        if rows == 0:  # idle, or a gap in the load: which one is known at the end (record)
+            self._idle_phases.append((time.monotonic(), seconds, quiet))
+            if not quiet:
+                self.pacer.off_phase(rows, seconds)
+            return
         if quiet:  # faster than the others by what stays on: not the speed the cycles are held against
             self.quiet_rows += rows
             self.quiet_s += seconds
-            self._busy_quiet_s += seconds if rows else 0.0
             if rows:
                 self._speeds.append((True, rows / seconds))
             return
         self.pacer.off_phase(rows, seconds)
         self.off_rows += rows
         self.off_s += seconds
-        self._busy_off_s += seconds if rows else 0.0
         if rows:
             self._speeds.append((False, rows / seconds))
 
@@ -319,14 +345,28 @@ class DutyCycles:
         if factor is not None:
             self.calibration.calibrator.in_situ = factor
 
+    def _gap_s(self, quiet: bool) -> float:
+        """Zero-row off-phases of a kind inside the load's span: gaps in
+        the load, its time as much as the rest (before and after it, idle)."""
+        first, last = self.load_span
+        if first is None:
+            return 0.0
+        return sum(s for end, s, q in self._idle_phases if q == quiet and first < end - s and end <= last)
+
     def record(self, budget: float) -> dict:
         """The capture's `sampling` section."""
         cal = self.calibration.current()
         known = [c.get("lost_s") for c in self.cycles if c.get("lost_s") is not None]
+        first, last = self.load_span
+        self.off_s += self._gap_s(False)
+        self.quiet_s += self._gap_s(True)
+        self._idle_phases = []
         return {"mode": "sampled", "overhead_budget": budget, "cycles": len(self.cycles),
                 "cost_uncertainty": round(cost_uncertainty(cal, self.specs), 3),
                 "on_s": round(sum(c["on_s"] for c in self.cycles), 6),
                 "lost_s": round(sum(known), 6) if known else None,
+                **({"load_s": round(last - first, 6), "load_rows": self._span_rows[1] - self._span_rows[0]}
+                   if first is not None else {"load_s": None, "load_rows": None}),
                 "off_s": round(self.off_s, 6), "off_rows": self.off_rows,
                 **({"quiet_s": round(self.quiet_s, 6), "quiet_rows": self.quiet_rows,
                     "quieted": [c.name for c in self.quieted], "quiet_share": round(self.quiet_share, 3)}

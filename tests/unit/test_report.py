@@ -312,8 +312,17 @@ def test_measured_slowdown_is_the_off_phase_row_rate_over_the_windows():
     assert Profile(doc).overhead["measured_slowdown"] is None
 
 
+def test_the_window_rate_is_taken_over_the_span_the_load_ran():
+    """A window opened well before the load: its idle lead-in is no slowdown."""
+    doc = sampled_with_off_phases()
+    idle = Profile(doc).overhead["measured_slowdown"]
+    doc["sampling"]["load_s"] = doc["window"]["duration_s"] / 2
+    doc["sampling"]["load_rows"] = 50000
+    assert Profile(doc).overhead["measured_slowdown"] == pytest.approx(idle / 2, abs=1e-4)
+    doc["sampling"]["load_s"] = doc["sampling"]["load_rows"] = None     # no change seen: the whole window
+    assert Profile(doc).overhead["measured_slowdown"] == pytest.approx(idle, abs=1e-4)
 
-def test_cpu_mysqlprobe_takes_in_every_phase_counts_by_how_busy_the_host_was():
+
     doc = sampled_with_off_phases()
     phases = 36000 / (50000 / doc["window"]["duration_s"])
     assert Profile(doc).overhead["standing_slowdown"] is None        # an older capture: the phases alone

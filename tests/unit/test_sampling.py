@@ -394,6 +394,32 @@ def test_a_lead_held_through_a_change_of_speed_is_a_cost():
     assert _share_for(alternate(quiet, fast + slow)) > 0.8
 
 
+def test_the_time_before_the_load_starts_and_after_it_ends_is_no_load_time():
+    """A window opened 0.5 s before the load and left open 0.5 s after it,
+    with a gap of 0.2 s in the middle: the span the load ran is what the
+    window's rate is taken over; idle off-phases before and after it count
+    in neither speed, the gap's do."""
+    latency = SimpleNamespace(session=_Session(), specs=[])
+    window = Window(os.getpid(), 2.2, Control(), "stopped", lambda: 0)
+    calibration = SimpleNamespace(current=lambda: SimpleNamespace(classes={}, pair_of=lambda s: 0.0))
+    t0 = time.monotonic()
+
+    def rows():  # 20,000 rows/s from 0.5 s to 1.7 s, but for 1.0-1.2 s
+        t = time.monotonic() - t0
+        ran = max(0.0, min(t, 1.0) - 0.5) + max(0.0, min(t, 1.7) - 1.2)
+        return int(ran * 20_000)
+
+    cycles = DutyCycles(latency, calibration, window, 0.10, rows, quieted=[_Quieted()])
+    cycles.run((t0, rows()))
+    record = cycles.record(0.10)
+    assert 1.0 <= record["load_s"] <= 1.6                         # 1.2 s, to a phase either side
+    assert record["load_rows"] == rows()                             # every row, all in the span
+    assert record["quiet_s"] + record["off_s"] <= record["load_s"]  # no idle phase counted
+    idle = [o for c in cycles.cycles for o in c.get("off", []) if o["rows"] == 0]
+    assert sum(o["s"] for o in idle) > 0.4                          # there were some, before and after
+    assert record["quiet_rows"] / record["quiet_s"] > 12_000        # near 20,000 less the gap's share
+
+
 class _Burst:
     name = "cpu_bursts"
 
