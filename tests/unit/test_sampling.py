@@ -337,7 +337,8 @@ def test_every_other_off_phase_is_quiet_and_its_rows_are_kept_apart():
 
 def test_what_stays_on_costing_more_than_its_part_of_the_budget_gets_more_quiet_phases():
     latency = SimpleNamespace(session=_Session(), specs=[])
-    window = Window(os.getpid(), 2.5, Control(), "stopped", lambda: 0)
+    # 4 s: enough quiet phases paired with ordinary ones that one odd first phase cannot hide the lead
+    window = Window(os.getpid(), 4.0, Control(), "stopped", lambda: 0)
     calibration = SimpleNamespace(current=lambda: SimpleNamespace(classes={}, pair_of=lambda s: 0.0))
     quieted = _Quieted()
     count, last = [0.0], [time.monotonic()]
