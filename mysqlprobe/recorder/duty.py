@@ -269,17 +269,14 @@ class DutyCycles:
             if not quiet:
                 self.pacer.off_phase(rows, seconds)
             return
+        self._speeds.append((quiet, rows / seconds))
         if quiet:  # faster than the others by what stays on: not the speed the cycles are held against
             self.quiet_rows += rows
             self.quiet_s += seconds
-            if rows:
-                self._speeds.append((True, rows / seconds))
             return
         self.pacer.off_phase(rows, seconds)
         self.off_rows += rows
         self.off_s += seconds
-        if rows:
-            self._speeds.append((False, rows / seconds))
 
     def _on_phase(self, on_s: float, on_t0: float):
         """Keep the probes on for on_s; the cycle's record, and the rows
@@ -358,17 +355,14 @@ class DutyCycles:
         cal = self.calibration.current()
         known = [c.get("lost_s") for c in self.cycles if c.get("lost_s") is not None]
         first, last = self.load_span
-        self.off_s += self._gap_s(False)
-        self.quiet_s += self._gap_s(True)
-        self._idle_phases = []
         return {"mode": "sampled", "overhead_budget": budget, "cycles": len(self.cycles),
                 "cost_uncertainty": round(cost_uncertainty(cal, self.specs), 3),
                 "on_s": round(sum(c["on_s"] for c in self.cycles), 6),
                 "lost_s": round(sum(known), 6) if known else None,
                 **({"load_s": round(last - first, 6), "load_rows": self._span_rows[1] - self._span_rows[0]}
                    if first is not None else {"load_s": None, "load_rows": None}),
-                "off_s": round(self.off_s, 6), "off_rows": self.off_rows,
-                **({"quiet_s": round(self.quiet_s, 6), "quiet_rows": self.quiet_rows,
+                "off_s": round(self.off_s + self._gap_s(False), 6), "off_rows": self.off_rows,
+                **({"quiet_s": round(self.quiet_s + self._gap_s(True), 6), "quiet_rows": self.quiet_rows,
                     "quieted": [c.name for c in self.quieted], "quiet_share": round(self.quiet_share, 3)}
                    if self.quieted else {}),
                 **({"burst_s": round(self.burst_s, 6), "burst_rows": self.burst_rows,
