@@ -37,31 +37,35 @@ class OffCpuRecord:
     count: int
 
 
-class OffCpuSession:
-    """The sched_switch program for one process. Use as a context manager;
-    start() and stop() open and close the window, or each on-phase of the
-    duty cycles: the program is attached only while it is open (attached, it
-    runs on every switch of the host, the target's or not). A wait still
-    open when it closes counts up to then (`cut`)."""
+class PhasedPrograms:
+    """A BPF object of tracepoint programs watching one process, attached
+    only while a window or an on-phase is open (attached, they run on
+    every event of the host, the target's or not). Use as a context
+    manager; start() and stop() open and close."""
+
+    object_name = ""
+    programs: tuple[str, ...] = ()
+    what = ""                 # the tracepoints, for messages
+    maps: tuple[str, ...] = (".bss", "stacks", "dropped")
 
     def __init__(self, pid: int, verbose: bool = False):
         self.pid = pid
-        self._obj = libbpf.BpfObject(probes.object_path("offcpu"), abi.rodata("offcpu", ctypes.c_uint32(pid)),
-                                     verbose)
+        self._obj = libbpf.BpfObject(probes.object_path(self.object_name),
+                                     abi.rodata(self.object_name, ctypes.c_uint32(pid)), verbose)
         try:
             self._attach()  # refused here, before any window opens, if at all
             self._obj.detach_all()
-            self.program_fd = self._obj.program_fd("on_switch")
-            self._fds = {name: self._obj.map_fd(name) for name in (".bss", "offcpu", "stacks", "dropped", "aways")}
+            self.program_fds = [self._obj.program_fd(p) for p in self.programs]
+            self._fds = {name: self._obj.map_fd(name) for name in self.maps}
         except BaseException:
             self._obj.close()
             raise
-        self.cut: dict[tuple, list[int]] = {}  # (tid, ustack, kstack, preempted) -> [ns, waits]
 
     def _attach(self) -> None:
-        self._obj.attach_program(self._obj.program("on_switch"), "the sched_switch tracepoint")
+        for p in self.programs:
+            self._obj.attach_program(self._obj.program(p), self.what)
 
-    def __enter__(self) -> "OffCpuSession":
+    def __enter__(self):
         return self
 
     def __exit__(self, *exc) -> None:
@@ -78,6 +82,44 @@ class OffCpuSession:
     def stop(self) -> None:
         self._enable(False)
         self._obj.detach_all()
+
+    def _stack(self, stack_id: int) -> list[int]:
+        if stack_id < 0:
+            return []
+        frames = (ctypes.c_uint64 * STACK_DEPTH)()
+        if not libbpf.lookup(self._fds["stacks"], ctypes.c_uint32(stack_id), frames):
+            return []
+        return [a for a in frames if a]
+
+    def dropped(self, names: tuple[str, ...]) -> dict[str, int]:
+        n = ctypes.c_uint64()
+        return {what: n.value for i, what in enumerate(names)
+                if libbpf.lookup(self._fds["dropped"], ctypes.c_uint32(i), n) and n.value}
+
+    def run_stats(self) -> tuple[int, int]:
+        """The kernel's run time (ns) and runs of the programs, summed."""
+        stats = [libbpf.program_run_stats(fd) for fd in self.program_fds]
+        return sum(ns for ns, _ in stats), sum(runs for _, runs in stats)
+
+    def close(self) -> None:
+        self._obj.close()
+
+
+class OffCpuSession(PhasedPrograms):
+    """The sched_switch program for one process. A wait still open when a
+    phase closes counts up to then (`cut`)."""
+
+    object_name = "offcpu"
+    programs = ("on_switch",)
+    what = "the sched_switch tracepoint"
+    maps = (".bss", "offcpu", "stacks", "dropped", "aways")
+
+    def __init__(self, pid: int, verbose: bool = False):
+        super().__init__(pid, verbose)
+        self.cut: dict[tuple, list[int]] = {}  # (tid, ustack, kstack, preempted) -> [ns, waits]
+
+    def stop(self) -> None:
+        super().stop()
         self._drain_open_waits(time.monotonic_ns())  # bpf_ktime_get_ns's clock
 
     def _drain_open_waits(self, now_ns: int) -> None:
@@ -88,14 +130,6 @@ class OffCpuSession:
                 acc[0] += now_ns - away.ts
                 acc[1] += 1
             libbpf.delete(self._fds["aways"], tid)
-
-    def _stack(self, stack_id: int) -> list[int]:
-        if stack_id < 0:
-            return []
-        frames = (ctypes.c_uint64 * STACK_DEPTH)()
-        if not libbpf.lookup(self._fds["stacks"], ctypes.c_uint32(stack_id), frames):
-            return []
-        return [a for a in frames if a]
 
     def records(self) -> list[OffCpuRecord]:
         """What the map holds, with the waits cut by the phases' ends added."""
@@ -109,13 +143,6 @@ class OffCpuSession:
         return [OffCpuRecord(tid, self._stack(ustack), self._stack(kstack), bool(preempted), ns, count)
                 for (tid, ustack, kstack, preempted), (ns, count) in totals.items()]
 
-    def dropped(self) -> dict[str, int]:
-        n = ctypes.c_uint64()
-        return {what: n.value for i, what in enumerate(abi.OFFCPU_DROPPED)
-                if libbpf.lookup(self._fds["dropped"], ctypes.c_uint32(i), n) and n.value}
-
-    def close(self) -> None:
-        self._obj.close()
 
 
 class _Symbols:
@@ -247,37 +274,39 @@ def totals(records: list[OffCpuRecord]) -> dict:
             "switches": sum(r.count for r in records)}
 
 
-class OffCpuCollector(Collector):
-    """Where the target's threads waited in the window. Its cost is what
-    the kernel timed its program's runs at, with run-time statistics held
-    on while the window is open (where the kernel allows them)."""
+class PhasedBpfCollector(Collector):
+    """A collector of PhasedPrograms: on in the window, or in the on-phases
+    when paced. Its cost is what the kernel timed its programs' runs at,
+    with run-time statistics held on while the window is open (where the
+    kernel allows them)."""
 
-    name = "off_cpu"
     can_pace = True
+    session_type: type = PhasedPrograms
+    label = ""                # what it records, for messages
+    lacks = ""                # what the capture lacks without it
 
     def __init__(self, pid: int, verbose: bool = False):
         super().__init__()
         self.pid, self.verbose = pid, verbose
-        self.session: OffCpuSession | None = None
+        self.session = None
         self._stats_fd: int | None = None
         self._runs0 = (0, 0)
         self._runs = (0, 0)
 
     def prepare(self) -> None:
         try:
-            self.session = OffCpuSession(self.pid, self.verbose)
+            self.session = self.session_type(self.pid, self.verbose)
         except BpfError as e:
-            raise CollectorUnavailable(f"off-CPU time: {e}; the capture has no off-CPU stacks",
-                                       f"off-CPU time: {e}; the capture has no off-CPU stacks") from None
+            note = f"{self.label}: {e}; the capture has no {self.lacks}"
+            raise CollectorUnavailable(note, note) from None
         self._stats_fd = libbpf.enable_run_time_stats()
 
     def start(self) -> None:
-        self._runs0 = libbpf.program_run_stats(self.session.program_fd)
+        self._runs0 = self.session.run_stats()
         self.resume()
 
     def _turn(self, on: bool) -> None:
-        # attached while on only: the on-phases sample the time away, a wait
-        # still open at a phase's end counted up to it
+        # attached while on only
         if on:
             self.session.start()
         else:
@@ -285,34 +314,21 @@ class OffCpuCollector(Collector):
 
     def stop(self) -> None:
         self.pause()
-        ns, runs = libbpf.program_run_stats(self.session.program_fd)
+        ns, runs = self.session.run_stats()
         self._runs = (ns - self._runs0[0], runs - self._runs0[1])
-
-    def collect(self, facts: Facts) -> Section:
-        """The stacks folded under the threads' names, and a summary."""
-        records = self.session.records()
-        try:
-            user_name = AddressResolver(self.pid).name
-        except OSError:  # the target is gone: its mappings with it
-            user_name = lambda _address: "[unknown]"  # noqa: E731
-        folded = fold_offcpu(records, user_name, kernel_symbols().name, facts.comms, facts.process_comm,
-                             facts.thread_names)
-        summary = stacks_summary(folded)
-        record = {"status": "collected", "unit": "us", **totals(records),
-                  "threads": [{"thread": t["thread"], "us": t["samples"]} for t in summary["threads"]],
-                  "top_self": [{"function": f["function"], "us": f["samples"], "share": f["share"]}
-                               for f in summary["top_self"]],
-                  "dropped": self.session.dropped(),
-                  **({"on_s": round(self.on_s, 6)} if self.paced else {})}
-        return Section(self.name, {self.name: record}, list(self.notes), self._cost(),
-                       {OFFCPU_FILE: ("stacks_file", folded)} if folded.stacks else {})
 
     def _cost(self) -> Cost:
         ns, runs = self._runs
         if self._stats_fd is None:
             return Cost(method="not measured: the kernel refused BPF run-time statistics")
-        return Cost(target_s=ns / 1e9, method=f"the kernel's run time of the sched_switch program ({runs} runs, "
-                                              "all threads of the host)")
+        return Cost(target_s=ns / 1e9, method=f"the kernel's run time of the programs on {self.session.what} "
+                                              f"({runs} runs, all threads of the host)")
+
+    def _user_names(self):
+        try:
+            return AddressResolver(self.pid).name
+        except OSError:  # the target is gone: its mappings with it
+            return lambda _address: "[unknown]"
 
     def close(self) -> None:
         if self._stats_fd is not None:
@@ -321,3 +337,28 @@ class OffCpuCollector(Collector):
         if self.session:
             self.session.close()
             self.session = None
+
+
+class OffCpuCollector(PhasedBpfCollector):
+    """Where the target's threads waited in the window: the on-phases
+    sample the time away, a wait still open at a phase's end counted up to
+    it."""
+
+    name = "off_cpu"
+    session_type = OffCpuSession
+    label, lacks = "off-CPU time", "off-CPU stacks"
+
+    def collect(self, facts: Facts) -> Section:
+        """The stacks folded under the threads' names, and a summary."""
+        records = self.session.records()
+        folded = fold_offcpu(records, self._user_names(), kernel_symbols().name, facts.comms, facts.process_comm,
+                             facts.thread_names)
+        summary = stacks_summary(folded)
+        record = {"status": "collected", "unit": "us", **totals(records),
+                  "threads": [{"thread": t["thread"], "us": t["samples"]} for t in summary["threads"]],
+                  "top_self": [{"function": f["function"], "us": f["samples"], "share": f["share"]}
+                               for f in summary["top_self"]],
+                  "dropped": self.session.dropped(abi.OFFCPU_DROPPED),
+                  **({"on_s": round(self.on_s, 6)} if self.paced else {})}
+        return Section(self.name, {self.name: record}, list(self.notes), self._cost(),
+                       {OFFCPU_FILE: ("stacks_file", folded)} if folded.stacks else {})
