@@ -1,5 +1,5 @@
 """The one Python side of the BPF programs' ABI: the constants and ctypes
-structures of uprobe_latency.h and offcpu.bpf.c, the histogram slots, and
+structures of uprobe_latency.h, offcpu.bpf.c and io.bpf.c, the histogram slots, and
 the checks that hold them to the compiled objects.
 
 check_object() compares every mirrored structure (size, member offsets and
@@ -36,6 +36,12 @@ COUNTERS = ("entries", "returns", "unmatched_returns", "lost_frames", "depth_ove
 # offcpu.bpf.c
 STACK_DEPTH = 127
 OFFCPU_DROPPED = ("thread map full", "stack map full")
+# io.bpf.c
+IOCB_OP_BASE = 1000
+MAX_IOCBS = 8
+PATH_LEN = 256
+IO_DROPPED = ("thread map full", "call map full", f"io_submit calls of more than {MAX_IOCBS} iocbs",
+              "opened-file map full")
 
 _u32, _u64, _s64 = ctypes.c_uint32, ctypes.c_uint64, ctypes.c_int64
 
@@ -114,15 +120,43 @@ class Away(ctypes.Structure):
     _fields_ = [("ts", _u64), ("ustack", ctypes.c_int32), ("kstack", ctypes.c_int32), ("preempted", _u32)]
 
 
+class IoKey(ctypes.Structure):
+    _fields_ = [("tid", _u32), ("ustack", ctypes.c_int32), ("call", _u32), ("fd", ctypes.c_int32), ("gen", _u32)]
+
+
+class IoValue(ctypes.Structure):
+    _fields_ = [("calls", _u64), ("bytes", _u64), ("ns", _u64), ("errors", _u64)]
+
+
+class IocbSeen(ctypes.Structure):
+    _fields_ = [("fd", ctypes.c_int32), ("op", _u32), ("gen", _u32), ("pad", _u32), ("bytes", _u64)]
+
+
+class InCall(ctypes.Structure):
+    """A thread inside an I/O call entered in an on-phase."""
+    _fields_ = [("ts", _u64), ("ustack", ctypes.c_int32), ("call", _u32), ("fd", ctypes.c_int32),
+                ("gen", _u32), ("iocbs", _u32), ("iocb", IocbSeen * MAX_IOCBS)]
+
+
+class OpenedKey(ctypes.Structure):
+    _fields_ = [("fd", ctypes.c_int32), ("gen", _u32)]
+
+
+class Path(ctypes.Structure):
+    _fields_ = [("name", ctypes.c_char * PATH_LEN)]
+
+
 # per object: C struct name -> its mirror
 MIRRORS = {
     "uprobe_latency": {"latency_config": LatencyConfig, "probe_cost": ProbeCost, "probe_stats": ProbeStats,
                        "part_key": PartKey, "part_stats": PartStats, "edge_key": EdgeKey,
                        "edge_stats": EdgeStats, "stmt_stats": StmtStats, "stmt_edge_key": StmtEdgeKey},
     "offcpu": {"offcpu_key": OffCpuKey, "offcpu_value": OffCpuValue, "away": Away},
+    "io": {"io_key": IoKey, "io_value": IoValue, "iocb_seen": IocbSeen, "in_call": InCall,
+           "opened_key": OpenedKey, "path": Path},
 }
 # per object: .rodata variable -> its mirror
-RODATA = {"uprobe_latency": ("config", LatencyConfig), "offcpu": ("target_tgid", _u32)}
+RODATA = {"uprobe_latency": ("config", LatencyConfig), "offcpu": ("target_tgid", _u32), "io": ("target_tgid", _u32)}
 
 
 def layout_mismatches(btf: Btf, mirrors: dict[str, type]) -> list[str]:

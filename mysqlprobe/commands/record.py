@@ -87,6 +87,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         f"short functions' cost per call (default {BURST_FREQUENCY}; 0: none)")
     g = p.add_argument_group("Off-CPU time (where threads wait: I/O, locks, a CPU)")
     g.add_argument("--no-off-cpu", action="store_true", help="no off-CPU stacks")
+    g = p.add_argument_group("I/O system calls (reads, writes, syncs, async submissions: per stack and file)")
+    g.add_argument("--no-io", action="store_true", help="no I/O system calls")
 
 
 def check_arguments(args, parser: argparse.ArgumentParser) -> None:
@@ -139,7 +141,8 @@ def options_from(args) -> RecordOptions:
     return RecordOptions(
         duration=args.duration, exact=args.exact, budget=args.overhead_budget / 100, correct=not args.raw,
         connect=connect_options(args),
-        ps_waits=args.ps_waits, full_sql=args.full_sql, ps_whole_window=args.ps_whole_window, off_cpu=not args.no_off_cpu, verbose=args.verbose, argv=tuple(sys.argv),
+        ps_waits=args.ps_waits, full_sql=args.full_sql, ps_whole_window=args.ps_whole_window,
+        off_cpu=not args.no_off_cpu, io=not args.no_io, verbose=args.verbose, argv=tuple(sys.argv),
         perf=None if args.no_perf else PerfOptions(args.perf_freq, args.perf_callgraph, args.keep_perf_data),
         burst_freq=0 if args.no_perf else args.burst_freq)
 

@@ -22,6 +22,7 @@ class RecordOptions:
     ps_whole_window: bool = False       # P_S setup on in the quiet phases too
     perf: PerfOptions | None = field(default_factory=PerfOptions)           # None: no CPU samples
     off_cpu: bool = True
+    io: bool = True                     # the I/O system calls
     burst_freq: int = BURST_FREQUENCY   # sampled mode: CPU samples per second in the off-phases; 0: none
     verbose: bool = False
     stop_reason: str = "stopped"        # window.ended_by when `stop` is set by the caller

@@ -6,9 +6,9 @@ and the measures honest:
 
   prepare  the CPU bursts' perf, then perf (a sampled process pays more
            per probe hit, and the calibration should see the window's
-           conditions), off-CPU, the calibration helper, the probes
+           conditions), off-CPU, I/O, the calibration helper, the probes
            (calibrated, then attached), P_S, process
-  start    calibration, P_S and process readings, perf, off-CPU; the
+  start    calibration, P_S and process readings, perf, off-CPU, I/O; the
            probes last: their start opens the window
   stop     the reverse: the probes come off first
   collect  P_S and process first: their thread names go to the stacks
@@ -30,6 +30,7 @@ from mysqlprobe.collectors.base import Collector, CollectorUnavailable, Facts, S
 from mysqlprobe.collectors.calibration import COST_CLASS, CalibrationCollector
 from mysqlprobe.collectors.cpu_bursts import CpuBurstCollector
 from mysqlprobe.collectors.latency import LatencyCollector
+from mysqlprobe.collectors.io import IoCollector
 from mysqlprobe.collectors.offcpu import OffCpuCollector
 from mysqlprobe.collectors.perf import PerfCollector
 from mysqlprobe.collectors.perfschema import ROW_COUNTERS
@@ -44,10 +45,10 @@ from mysqlprobe.recorder.window import Window
 
 # the bursts' perf outlives perf: perf's own CPU (its children's usage
 # between its start and its end) does not take in the other's
-PREPARE = ("cpu_bursts", "perf", "off_cpu", "calibration", "uprobe", "perf_schema", "process")
-START = ("calibration", "perf_schema", "process", "cpu_bursts", "perf", "off_cpu", "uprobe")
-COLLECT = ("perf_schema", "process", "uprobe", "calibration", "perf", "off_cpu", "cpu_bursts")
-NOT_REQUESTED = ("perf", "off_cpu", "perf_schema", "cpu_bursts")
+PREPARE = ("cpu_bursts", "perf", "off_cpu", "io", "calibration", "uprobe", "perf_schema", "process")
+START = ("calibration", "perf_schema", "process", "cpu_bursts", "perf", "off_cpu", "io", "uprobe")
+COLLECT = ("perf_schema", "process", "uprobe", "calibration", "perf", "off_cpu", "io", "cpu_bursts")
+NOT_REQUESTED = ("perf", "off_cpu", "io", "perf_schema", "cpu_bursts")
 
 
 class Recorder:
@@ -68,6 +69,8 @@ class Recorder:
             out["perf"] = PerfCollector(pid, self.binary.image, o.perf)
         if o.off_cpu:
             out["off_cpu"] = OffCpuCollector(pid, o.verbose)
+        if o.io:
+            out["io"] = IoCollector(pid, o.verbose)
         if not o.exact and o.burst_freq:  # needs off-phases
             out["cpu_bursts"] = CpuBurstCollector(pid, [s.symbol.mangled for s in specs], o.burst_freq)
         out["calibration"] = calibration

@@ -1,0 +1,238 @@
+"""The target's I/O system calls: per thread and user stack, each call's
+count, bytes and time, with its file descriptor named (tablespace, log and
+partition files by name), from the sys_enter/sys_exit tracepoints in BPF
+(probes/io.bpf.c). Folded three ways: microseconds in the calls, bytes
+they moved, and calls."""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import platform
+from collections import defaultdict
+from dataclasses import dataclass
+
+from mysqlprobe.collectors import libbpf
+from mysqlprobe.collectors.base import CollectorUnavailable, Facts, Section
+from mysqlprobe.collectors.offcpu import PhasedBpfCollector, PhasedPrograms
+from mysqlprobe.collectors.perf import KERNEL_SUFFIX, fold_samples
+from mysqlprobe.flamegraphs.folded import Folded
+from mysqlprobe.probes import abi
+from mysqlprobe.probes.abi import IoKey, IoValue, OpenedKey, Path
+
+IO_FILE = "io.folded"            # microseconds in the calls
+IO_BYTES_FILE = "io_bytes.folded"
+IO_CALLS_FILE = "io_calls.folded"
+
+SYSCALLS = {0: "read", 1: "write", 17: "pread64", 18: "pwrite64", 19: "readv", 20: "writev", 44: "sendto",
+            45: "recvfrom", 46: "sendmsg", 47: "recvmsg", 74: "fsync", 75: "fdatasync", 208: "io_getevents",
+            209: "io_submit", 277: "sync_file_range", 285: "fallocate", 295: "preadv", 296: "pwritev",
+            327: "preadv2", 328: "pwritev2", 333: "io_pgetevents", 426: "io_uring_enter"}
+# struct iocb's aio_lio_opcode (linux/aio_abi.h)
+IOCB_OPS = {0: "pread", 1: "pwrite", 2: "fsync", 3: "fdsync", 5: "poll", 6: "noop", 7: "preadv", 8: "pwritev"}
+READS = {"read", "pread64", "readv", "preadv", "preadv2", "recvfrom", "recvmsg", "aio pread", "aio preadv"}
+WRITES = {"write", "pwrite64", "writev", "pwritev", "pwritev2", "sendto", "sendmsg", "aio pwrite", "aio pwritev"}
+SYNCS = {"fsync", "fdatasync", "sync_file_range", "aio fsync", "aio fdsync"}
+TOP_FILES = 20
+
+
+def call_name(call: int) -> str:
+    if call >= abi.IOCB_OP_BASE:
+        op = call - abi.IOCB_OP_BASE
+        return f"aio {IOCB_OPS.get(op, op)}"
+    return SYSCALLS.get(call, f"syscall {call}")
+
+
+def direction(name: str) -> str:
+    return "read" if name in READS else "write" if name in WRITES else "sync" if name in SYNCS else "other"
+
+
+@dataclass
+class IoRecord:
+    tid: int
+    user: list[int]       # addresses, leaf first; empty when the stack could not be taken
+    call: str
+    fd: int
+    gen: int              # the fd's open in the window (0: opened before the phase)
+    calls: int
+    bytes: int
+    ns: int
+    errors: int
+
+
+class IoSession(PhasedPrograms):
+    """The sys_enter/sys_exit programs for one process."""
+
+    object_name = "io"
+    programs = ("on_enter", "on_exit")
+    what = "the sys_enter and sys_exit tracepoints"
+    maps = (".bss", "io", "stacks", "dropped", "in_calls", "fd_gen", "opened")
+
+    def start(self) -> None:
+        # an open between phases was not seen: its descriptor is named from
+        # /proc, not from an older open's path
+        for fd in libbpf.keys(self._fds["fd_gen"], ctypes.c_int32):
+            libbpf.delete(self._fds["fd_gen"], fd)
+        super().start()
+
+    def records(self) -> list[IoRecord]:
+        value = IoValue()
+        out = []
+        for key in libbpf.keys(self._fds["io"], IoKey):
+            if libbpf.lookup(self._fds["io"], key, value) and value.calls:
+                out.append(IoRecord(key.tid, self._stack(key.ustack), call_name(key.call), key.fd, key.gen,
+                                    value.calls, value.bytes, value.ns, value.errors))
+        return out
+
+    def opened(self) -> dict[tuple[int, int], str]:
+        """(fd, generation) -> the path it was opened by, for opens in the phases."""
+        path, out = Path(), {}
+        for key in libbpf.keys(self._fds["opened"], OpenedKey):
+            if libbpf.lookup(self._fds["opened"], key, path):
+                out[(key.fd, key.gen)] = path.name.decode(errors="replace")
+        return out
+
+
+def open_files(pid: int) -> dict[int, str]:
+    """The process's file descriptors and what they name, now."""
+    out = {}
+    base = f"/proc/{pid}/fd"
+    try:
+        names = os.listdir(base)
+    except OSError:
+        return out
+    for name in names:
+        try:
+            out[int(name)] = os.readlink(f"{base}/{name}")
+        except (OSError, ValueError):
+            pass   # closed meanwhile
+    return out
+
+
+def file_label(target: str | None, fd: int) -> str:
+    """A short name: a table's file with its database directory
+    (test/t1#P#p0.ibd), a socket, a pipe, an anonymous inode's kind."""
+    if fd < 0:
+        return "(no file)"
+    if target is None:
+        return f"fd {fd} (closed)"
+    if target.startswith("socket:"):
+        return "socket"
+    if target.startswith("pipe:"):
+        return "pipe"
+    if target.startswith("anon_inode:"):
+        return target[len("anon_inode:"):].strip("[]")
+    if target.startswith("/"):
+        parts = target.removesuffix(" (deleted)").rstrip("/").split("/")
+        return "/".join(parts[-2:])
+    return target
+
+
+class FdNames:
+    """What each descriptor named: the path of its open when the programs
+    saw it, else what /proc showed at the window's start or at collection
+    (a file opened in an off-phase and closed before the end shows as
+    closed)."""
+
+    def __init__(self, pid: int):
+        self.pid = pid
+        self.at_start: dict[int, str] = {}
+        self.at_end: dict[int, str] = {}
+        self.opened: dict[tuple[int, int], str] = {}
+        self.cwd = "/"
+
+    def snapshot_start(self) -> None:
+        self.at_start = open_files(self.pid)
+        try:
+            self.cwd = os.readlink(f"/proc/{self.pid}/cwd")
+        except OSError:
+            pass
+
+    def label(self, fd: int, gen: int = 0) -> str:
+        path = self.opened.get((fd, gen)) if gen else None
+        if path:   # as /proc names it: relative opens are the server's directory's (AT_FDCWD)
+            path = os.path.normpath(os.path.join(self.cwd, path))
+        return file_label(path or self.at_end.get(fd) or self.at_start.get(fd), fd)
+
+
+def fold_io(records: list[IoRecord], user_name, labels, comms: dict[int, str], process_comm: str,
+            thread_names: dict[int, str]) -> dict[str, Folded]:
+    """Three folded stacks (us, bytes, calls): the thread's name, its user
+    frames, the system call (a kernel frame) and the file it touched."""
+    samples: dict[str, list] = {IO_FILE: [], IO_BYTES_FILE: [], IO_CALLS_FILE: []}
+    for r in records:
+        frames = [user_name(a) for a in reversed(r.user)] + [r.call + KERNEL_SUFFIX, f"[{labels(r.fd, r.gen)}]"]
+        comm = comms.get(r.tid, process_comm)
+        for file, weight in ((IO_FILE, round(r.ns / 1000)), (IO_BYTES_FILE, r.bytes), (IO_CALLS_FILE, r.calls)):
+            if weight > 0:
+                samples[file].append((comm, r.tid, frames, weight))
+    return {file: fold_samples(s, thread_names) for file, s in samples.items()}
+
+
+def summarize(records: list[IoRecord], labels) -> dict:
+    """Totals, per call and per file (the top ones by time)."""
+    totals = {"calls": 0, "bytes": 0, "ns": 0, "errors": 0}
+    by_call: dict[str, dict] = defaultdict(lambda: dict.fromkeys(("calls", "bytes", "ns", "errors"), 0))
+    by_file: dict[str, dict] = defaultdict(lambda: dict.fromkeys(
+        ("calls", "ns", "read_bytes", "write_bytes", "syncs"), 0))
+    for r in records:
+        for acc in (totals, by_call[r.call]):
+            acc["calls"] += r.calls
+            acc["bytes"] += r.bytes
+            acc["ns"] += r.ns
+            acc["errors"] += r.errors
+        f = by_file[labels(r.fd, r.gen)]
+        f["calls"] += r.calls
+        f["ns"] += r.ns
+        way = direction(r.call)
+        if way in ("read", "write"):
+            f[f"{way}_bytes"] += r.bytes
+        elif way == "sync":
+            f["syncs"] += r.calls
+
+    def seconds(d: dict) -> dict:
+        ns = d.pop("ns")
+        return {**d, "s": round(ns / 1e9, 6)}
+
+    files = sorted(by_file.items(), key=lambda kv: -kv[1]["ns"])
+    return {"calls": totals["calls"], "bytes": totals["bytes"], "s": round(totals["ns"] / 1e9, 6),
+            "errors": totals["errors"],
+            "by_call": [{"call": c, **seconds(v)} for c, v in sorted(by_call.items(), key=lambda kv: -kv[1]["ns"])],
+            "by_file": [{"file": name, **seconds(v)} for name, v in files[:TOP_FILES]],
+            "files_left_out": max(0, len(files) - TOP_FILES)}
+
+
+class IoCollector(PhasedBpfCollector):
+    """The target's I/O system calls in the window (in the on-phases when
+    paced: each call costs the two programs' runs)."""
+
+    name = "io"
+    session_type = IoSession
+    label, lacks = "I/O system calls", "I/O stacks"
+
+    def __init__(self, pid: int, verbose: bool = False):
+        super().__init__(pid, verbose)
+        self.fds = FdNames(pid)
+
+    def prepare(self) -> None:
+        if platform.machine() != "x86_64":
+            note = f"I/O system calls: the probes know x86-64's system calls, not {platform.machine()}'s"
+            raise CollectorUnavailable(note, note)
+        super().prepare()
+
+    def start(self) -> None:
+        self.fds.snapshot_start()
+        super().start()
+
+    def collect(self, facts: Facts) -> Section:
+        self.fds.at_end = open_files(self.pid)
+        self.fds.opened = self.session.opened()
+        records = self.session.records()
+        folded = fold_io(records, self._user_names(), self.fds.label, facts.comms, facts.process_comm,
+                         facts.thread_names)
+        record = {"status": "collected", **summarize(records, self.fds.label),
+                  "dropped": self.session.dropped(abi.IO_DROPPED),
+                  **({"on_s": round(self.on_s, 6)} if self.paced else {})}
+        fields = {IO_FILE: "stacks_file", IO_BYTES_FILE: "bytes_file", IO_CALLS_FILE: "calls_file"}
+        return Section(self.name, {self.name: record}, list(self.notes), self._cost(),
+                       {file: (fields[file], f) for file, f in folded.items() if f.stacks})

@@ -1,0 +1,96 @@
+"""The I/O collector on the known-cost target: it writes a file with a known
+number of pwrite64 calls of a known size and one fdatasync, or submits a
+known number of iocbs through io_submit, with the system calls made right
+in write_pages() and submit_pages(): the stack, the file, the calls and the
+bytes are all known."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from helpers import Profiler
+from mysqlprobe.flamegraphs import folded
+
+pytestmark = pytest.mark.root
+
+WRITES, PAGE = 13, 4096          # prime count
+IOCBS, AIO_PAGE = 14, 8192       # two iocbs per io_submit
+
+
+def _command(proc, line: str) -> dict:
+    proc.stdin.write(line + "\n")
+    proc.stdin.flush()
+    return json.loads(proc.stdout.readline())
+
+
+def _stacks(path) -> dict[str, int]:
+    return folded.parse(path.read_text().splitlines()).stacks
+
+
+def _below(stacks: dict[str, int], function: str, call: str, file: str) -> int:
+    """The weight of the stacks that run through function into call on file."""
+    total = 0
+    for stack, weight in stacks.items():
+        frames = stack.split(";")
+        if function in frames and frames[-2:] == [call + "_[k]", f"[{file}]"]:
+            total += weight
+    return total
+
+
+def test_writes_are_counted_with_their_stack_file_and_bytes(known_cost, tmp_path):
+    data = tmp_path / "pages" / "t1.ibd"
+    data.parent.mkdir()
+    prof = Profiler(known_cost.pid, tmp_path / "cap", "--probe", "cost_1us", "--exact", "--no-perf")
+    done = _command(known_cost, f"write {data} {WRITES} {PAGE}")
+    code, out, err = prof.stop()
+    assert code == 0, err
+    assert done == {"written": WRITES * PAGE, "calls": WRITES}
+    io = prof.profile()["io"]
+    assert io["status"] == "collected"
+    (entry,) = [f for f in io["by_file"] if f["file"] == "pages/t1.ibd"]
+    assert (entry["calls"], entry["write_bytes"], entry["read_bytes"], entry["syncs"]) == (WRITES + 1, WRITES * PAGE,
+                                                                                        0, 1)
+    cap = tmp_path / "cap"
+    calls, written = _stacks(cap / io["calls_file"]), _stacks(cap / io["bytes_file"])
+    assert _below(calls, "write_pages", "pwrite64", "pages/t1.ibd") == WRITES
+    assert _below(written, "write_pages", "pwrite64", "pages/t1.ibd") == WRITES * PAGE
+    assert _below(calls, "write_pages", "fdatasync", "pages/t1.ibd") == 1
+    assert _below(_stacks(cap / io["stacks_file"]), "write_pages", "fdatasync", "pages/t1.ibd") > 0
+    assert "I/O system calls:" in out and "pages/t1.ibd" in out
+    assert (cap / "io.svg").read_text().startswith("<svg")
+    assert "I/O flame graph" in (cap / "report.html").read_text()
+    assert doc_cost(prof)["io"]["target_s"] > 0
+
+
+def doc_cost(prof) -> dict:
+    return prof.profile()["overhead"]["by_collector"]
+
+
+def test_iocbs_count_under_their_own_file_and_size(known_cost, tmp_path):
+    data = tmp_path / "aio" / "log"
+    data.parent.mkdir()
+    prof = Profiler(known_cost.pid, tmp_path / "cap", "--probe", "cost_1us", "--exact", "--no-perf")
+    done = _command(known_cost, f"aio {data} {IOCBS} {AIO_PAGE}")
+    code, _, err = prof.stop()
+    assert code == 0, err
+    assert done == {"submitted": IOCBS}
+    io = prof.profile()["io"]
+    cap = tmp_path / "cap"
+    calls, written = _stacks(cap / io["calls_file"]), _stacks(cap / io["bytes_file"])
+    assert _below(calls, "submit_pages", "aio pwrite", "aio/log") == IOCBS
+    assert _below(written, "submit_pages", "aio pwrite", "aio/log") == IOCBS * AIO_PAGE
+    reaped = sum(w for s, w in calls.items() if "submit_pages" in s and "io_getevents_[k]" in s.split(";"))
+    assert 1 <= reaped <= IOCBS
+    (by_call,) = [c for c in io["by_call"] if c["call"] == "aio pwrite"]
+    assert (by_call["calls"], by_call["bytes"]) == (IOCBS, IOCBS * AIO_PAGE)
+
+
+def test_no_io_leaves_it_out(known_cost, tmp_path):
+    prof = Profiler(known_cost.pid, tmp_path, "--probe", "cost_1us", "--exact", "--no-perf", "--no-io")
+    _command(known_cost, f"write {tmp_path / 'x'} 3 512")
+    code, _, err = prof.stop()
+    assert code == 0, err
+    assert prof.profile()["io"] == {"status": "not requested"}
+    assert not (tmp_path / "io.folded").exists()
