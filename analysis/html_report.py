@@ -129,7 +129,8 @@ def _metadata(doc: dict) -> str:
     return _table(["", ""], rows, "meta")
 
 
-def render_html(profile: Profile, flamegraph_svg: str | None = None, offcpu_svg: str | None = None) -> str:
+def render_html(profile: Profile, flamegraph_svg: str | None = None, offcpu_svg: str | None = None,
+                io_svg: str | None = None) -> str:
     doc, stages = profile.doc, profile.stages
     t = doc["target"]
     srv = t.get("server", {})
@@ -175,6 +176,10 @@ def render_html(profile: Profile, flamegraph_svg: str | None = None, offcpu_svg:
                   '<p class=muted>widths: microseconds off CPU; the leaf is the kernel function a thread '
                   'blocked in, or [waiting for a CPU]; click a frame to zoom</p>', offcpu_svg,
                   _pre(text.off_cpu_block(doc))]
+    if io_svg:
+        parts += ["<h2>I/O flame graph (system calls)</h2>",
+                  '<p class=muted>widths: microseconds in the calls; below the user frames, the system call '
+                  'and the file it touched; click a frame to zoom</p>', io_svg, _pre(text.io_block(doc))]
     warnings = doc.get("warnings") or []
     if warnings:
         parts += ["<h2>Warnings</h2>"] + [f"<p class=warn>{_e(w)}</p>" for w in warnings]

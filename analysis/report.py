@@ -12,7 +12,7 @@ from mysqlprobe.analysis.profile import (StageSummary, burst_figures, coverage, 
                                          estimated_calls, measured_slowdown, partition_per_call, stage_per_call,
                                          window_ns, window_scale)
 from mysqlprobe.analysis.ps_figures import ps_deltas, quiet_scale
-from mysqlprobe.analysis.textfit import fit as _fit, pct  # noqa: F401 (pct: html_report)
+from mysqlprobe.analysis.textfit import fit as _fit, pct, size  # noqa: F401 (pct: html_report)
 from mysqlprobe.analysis.where_report import attribution_block, digest_block  # noqa: F401 (html_report)
 
 fmt = H.format_ns
@@ -380,6 +380,32 @@ def off_cpu_block(doc: dict, top: int = 8) -> list[str]:
     return lines
 
 
+def io_block(doc: dict, top: int = 8) -> list[str]:
+    """The I/O system calls: how many, how much and how long, per call and
+    for the files that took the most time."""
+    io = doc.get("io") or {}
+    if io.get("status") != "collected":
+        return []
+    lines = [""] + textwrap.wrap(
+        f"I/O system calls: {io['calls']} calls, {size(io['bytes'])}, {fmt(io['s'] * 1e9)} in them over all "
+        f"threads" + (f", {io['errors']} failed" if io["errors"] else "") + _on_phases(io, doc), 80,
+        subsequent_indent="  ")
+    if io["by_call"]:
+        lines += textwrap.wrap("calls: " + ", ".join(
+            f"{c['call']} {c['calls']}" + (f" {size(c['bytes'])}" if c["bytes"] else "") + f" {fmt(c['s'] * 1e9)}"
+            for c in io["by_call"][:6]), 80, initial_indent="  ", subsequent_indent="    ")
+        lines.append(f"  {'time':>7} {'calls':>8} {'read':>9} {'written':>9} {'syncs':>6}  file")
+        for f in io["by_file"][:top]:
+            lines.append(f"  {fmt(f['s'] * 1e9):>7} {f['calls']:>8} {size(f['read_bytes']):>9} "
+                         f"{size(f['write_bytes']):>9} {f['syncs']:>6}  {_clip(f['file'], 36)}")
+    if io.get("dropped"):
+        lines.append("  incomplete: " + ", ".join(f"{k} ({v})" for k, v in io["dropped"].items()))
+    if io.get("stacks_file"):
+        lines.append(f"  folded stacks: {io['stacks_file']} (us), {io.get('bytes_file', '-')} (bytes), "
+                     f"{io.get('calls_file', '-')} (calls); io.svg, report.html")
+    return lines
+
+
 def render_text(profile: Profile) -> str:
     doc, stages = profile.doc, profile.stages
     out = header(profile) + [""]
@@ -393,6 +419,7 @@ def render_text(profile: Profile) -> str:
     out += digest_block(profile)
     out += samples_block(doc)
     out += off_cpu_block(doc)
+    out += io_block(doc)
     for s in stages:
         if s.calls:
             out += [""] + stage_detail(s, doc)

@@ -10,6 +10,15 @@ def pct(x: float | None) -> str:
     return "-" if x is None else f"{100 * x:.1f}%"
 
 
+def size(n: float) -> str:
+    """Bytes, in the largest binary unit that keeps a digit before the point."""
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if abs(n) < 1024 or unit == "GiB":
+            return f"{n:.0f}{unit}" if unit == "B" else f"{n:.1f}{unit}"
+        n /= 1024
+    return f"{n:.1f}TiB"
+
+
 def fit(lines: list[str], indent: int | None = None) -> list[str]:
     """Lines over 80 columns wrapped, their rest indented (by default two
     more than the line); nothing is cut off."""

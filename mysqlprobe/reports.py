@@ -1,5 +1,5 @@
-"""The pictures of a capture, written beside it: the CPU and off-CPU flame
-graphs (SVG) and report.html, all drawn from its Profile."""
+"""The pictures of a capture, written beside it: the CPU, off-CPU and I/O
+flame graphs (SVG) and report.html, all drawn from its Profile."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ from mysqlprobe.flamegraphs.svg import render
 
 FLAMEGRAPH_FILE = "flamegraph.svg"
 OFFCPU_SVG = "offcpu.svg"
+IO_SVG = "io.svg"
 HTML_FILE = "report.html"
 
 
@@ -36,9 +37,16 @@ def offcpu_title(doc: dict) -> tuple[str, str]:
     return f"{_server(doc)}: off-CPU flame graph", sub
 
 
+def io_title(doc: dict) -> tuple[str, str]:
+    io = doc["io"]
+    sub = (f"PID {doc['target']['pid']}, {doc['window']['start']}: {io['calls']} I/O system calls, "
+           f"{io['s']:.3f}s in them (widths in us)")
+    return f"{_server(doc)}: I/O flame graph", sub
+
+
 def write_visuals(out_dir: str, profile: Profile) -> list[str]:
-    """DIR/flamegraph.svg and DIR/offcpu.svg (when the capture has their
-    stacks) and DIR/report.html."""
+    """DIR/flamegraph.svg, DIR/offcpu.svg and DIR/io.svg (when the capture
+    has their stacks) and DIR/report.html."""
     doc, path = profile.doc, Path(out_dir)
     written = []
 
@@ -54,7 +62,8 @@ def write_visuals(out_dir: str, profile: Profile) -> list[str]:
     try:
         cpu = picture("perf", FLAMEGRAPH_FILE, flamegraph_title)
         waits = picture("off_cpu", OFFCPU_SVG, offcpu_title, unit="us", element_id="offcpu")
-        (path / HTML_FILE).write_text(render_html(profile, cpu, waits))
+        io = picture("io", IO_SVG, io_title, unit="us", element_id="io")
+        (path / HTML_FILE).write_text(render_html(profile, cpu, waits, io))
         written.append(str(path / HTML_FILE))
     except OSError as e:
         raise CaptureError(f"cannot write into {path}: {e.strerror}") from None
