@@ -15,12 +15,13 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass, field
-from statistics import median
 
-from mysqlprobe.analysis.histogram import format_ns
+from mysqlprobe.analysis.compare_figures import Change, Figure, figure_of, ns_text, signed_ns
+from mysqlprobe.analysis.drilldown import drilldown, drilldown_lines
 from mysqlprobe.analysis.model import Profile
 from mysqlprobe.analysis.profile import window_scale
 from mysqlprobe.analysis.ps_figures import ps_deltas
+from mysqlprobe.analysis.stage_trees import Node, stage_trees
 from mysqlprobe.flamegraphs.folded import Folded
 
 PS_PER_NS = 1000
@@ -93,13 +94,17 @@ class Run:
     ps_waits: dict[str, float] = field(default_factory=dict)
     cpu_self_ns: dict[str, float] = field(default_factory=dict)  # function -> CPU ns per row (samples)
     stacks: Folded | None = None
+    trees: dict[str, Node] = field(default_factory=dict)       # stage -> exclusive stage-rooted tree, per row
 
     @property
     def wall_ns_per_row(self) -> float:
         return self.seconds * 1e9 / self.rows
 
 
-def run_of(profile: Profile, label: str, stacks: Folded | None = None) -> Run:
+def run_of(profile: Profile, label: str, stacks: Folded | None = None,
+           evidence: dict[str, Folded] | None = None) -> Run:
+    """evidence: the capture's folded files by kind (stage_trees.SOURCES),
+    for the drill-down below the stages."""
     doc = profile.doc
     rows, rows_source = rows_of(doc)
     if not rows:
@@ -133,78 +138,31 @@ def run_of(profile: Profile, label: str, stacks: Folded | None = None) -> Run:
             if len(frames) > 1:
                 own[frames[-1]] += count
         run.cpu_self_ns = {f: n * per_sample_ns / rows for f, n in own.items()}
+    if evidence:
+        run.trees = stage_trees(doc, evidence, rows, exclusive=True)
     return run
-
-
-@dataclass(frozen=True)
-class Figure:
-    """A figure over a side's repeats: median and half the min-max range."""
-    median: float
-    spread: float
-    runs: int
-
-    @classmethod
-    def of(cls, values: list[float]) -> "Figure":
-        return cls(median(values), (max(values) - min(values)) / 2 if len(values) > 1 else 0.0, len(values))
-
-    def to_json(self) -> dict:
-        return {"median": round(self.median, 3), "spread": round(self.spread, 3), "runs": self.runs}
-
-
-def _figure(runs: list[Run], get) -> Figure:
-    return Figure.of([get(r) for r in runs])
-
-
-@dataclass
-class Change:
-    name: str
-    kind: str          # "total", "stage", "function", "ps_stage", "ps_wait"
-    a: Figure
-    b: Figure
-
-    @property
-    def delta(self) -> float:
-        return self.b.median - self.a.median
-
-    @property
-    def noise(self) -> float:
-        """What the runs' own spread allows; unknown (nan) with one run a side."""
-        if self.a.runs < 2 or self.b.runs < 2:
-            return float("nan")
-        return self.a.spread + self.b.spread
-
-    @property
-    def verdict(self) -> str:
-        n = self.noise
-        if n != n:  # nan
-            return "single run"
-        return "noise" if abs(self.delta) <= n else "finding"
-
-    def to_json(self) -> dict:
-        return {"name": self.name, "kind": self.kind, "a": self.a.to_json(), "b": self.b.to_json(),
-                "delta": round(self.delta, 3), "verdict": self.verdict}
 
 
 def _changes(a: list[Run], b: list[Run], attr: str, kind: str) -> list[Change]:
     """One change per name in the runs' `attr` (a name -> ns per row dict),
     absent names counting as 0, largest change first."""
     names = sorted({n for r in a + b for n in getattr(r, attr)})
-    changes = [Change(n, kind, _figure(a, lambda r: getattr(r, attr).get(n, 0.0)),
-                      _figure(b, lambda r: getattr(r, attr).get(n, 0.0))) for n in names]
+    changes = [Change(n, kind, figure_of(a, lambda r: getattr(r, attr).get(n, 0.0)),
+                      figure_of(b, lambda r: getattr(r, attr).get(n, 0.0))) for n in names]
     return sorted(changes, key=lambda c: -abs(c.delta))
 
 
 def compare(a: list[Run], b: list[Run], top_functions: int = 8) -> dict:
     """The comparison of two sides (lists of repeats), per row."""
-    wall = Change("wall time per row", "total", _figure(a, lambda r: r.wall_ns_per_row),
-                  _figure(b, lambda r: r.wall_ns_per_row))
+    wall = Change("wall time per row", "total", figure_of(a, lambda r: r.wall_ns_per_row),
+                  figure_of(b, lambda r: r.wall_ns_per_row))
     ranked = _changes(a, b, "exclusive_ns", "stage")
     attributed = sum(c.delta for c in ranked)
     # what the stages do not hold, by the functions on CPU (self time per row)
     fn_changes = _changes(a, b, "cpu_self_ns", "function")
     detail = {}
     for s in sorted({s for r in a + b for s in r.stages}):
-        detail[s] = {side: {k: _figure([r for r in runs if s in r.stages], lambda r: r.stages[s][k]).to_json()
+        detail[s] = {side: {k: figure_of([r for r in runs if s in r.stages], lambda r: r.stages[s][k]).to_json()
                             for k in ("calls_per_row", "ns_per_row", "p50_ns", "p99_ns")
                             if any(s in r.stages and r.stages[s][k] is not None for r in runs)}
                      | {"symbols": sorted({sym for r in runs for sym in r.stages.get(s, {}).get("symbols", [])})}
@@ -219,13 +177,14 @@ def compare(a: list[Run], b: list[Run], top_functions: int = 8) -> dict:
         "functions": fn_changes[:top_functions],
         "stages": detail,
         "perf_schema": ps,
+        "drilldown": drilldown(a, b, wall, ranked),
     }
 
 
 def _side(runs: list[Run]) -> dict:
     r = runs[0]
     return {"labels": [x.label for x in runs], "server": r.server, "runs": len(runs),
-            "rows": _figure(runs, lambda x: x.rows).to_json(), "rows_source": r.rows_source,
+            "rows": figure_of(runs, lambda x: x.rows).to_json(), "rows_source": r.rows_source,
             "seconds_source": r.seconds_source}
 
 
@@ -234,6 +193,8 @@ def to_json(result: dict) -> dict:
     for k, v in result.items():
         if isinstance(v, Change):
             out[k] = v.to_json()
+        elif k == "drilldown":
+            out[k] = v
         elif isinstance(v, list):
             out[k] = [c.to_json() for c in v]
         elif k == "perf_schema":
@@ -251,16 +212,8 @@ def merged_stacks(runs: list[Run]) -> Folded:
     return out
 
 
-def _ns(v: float) -> str:
-    return ("-" if v < 0 else "") + format_ns(abs(v)) if v == v else "?"
-
-
-def _signed(v: float) -> str:
-    return ("+" if v >= 0 else "") + _ns(v)
-
-
 def _fig(f: Figure) -> str:
-    return _ns(f.median) + (f" ±{_ns(f.spread)}" if f.runs > 1 else "")
+    return ns_text(f.median) + (f" ±{ns_text(f.spread)}" if f.runs > 1 else "")
 
 
 def _mark(c: Change) -> str:
@@ -277,7 +230,7 @@ def _headline(result: dict, top: int = 3) -> list[str]:
     kind = {"stage": "stage", "ps_wait": "P_S wait", "function": "on CPU"}
     lines = ["largest changes per row:"]
     for c in pool[:top]:
-        lines.append(f"  {_signed(c.delta):>9}  {kind.get(c.kind, c.kind)} {c.name[-55:]}")
+        lines.append(f"  {signed_ns(c.delta):>9}  {kind.get(c.kind, c.kind)} {c.name[-55:]}")
     return lines + [""]
 
 
@@ -287,7 +240,7 @@ def render_text(result: dict) -> str:
              f"A  {a['server']}: {a['runs']} run(s), {a['rows']['median']:.0f} rows ({a['rows_source']})",
              f"B  {b['server']}: {b['runs']} run(s), {b['rows']['median']:.0f} rows ({b['rows_source']})",
              f"wall time per row ({a['seconds_source']}):",
-             f"   A {_fig(wall.a)}, B {_fig(wall.b)}: {_signed(wall.delta)}"
+             f"   A {_fig(wall.a)}, B {_fig(wall.b)}: {signed_ns(wall.delta)}"
              + (f" ({100 * wall.delta / wall.a.median:+.0f}%)" if wall.a.median else "") + f"  {_mark(wall)}",
              ""]
     lines += _headline(result)
@@ -296,17 +249,18 @@ def render_text(result: dict) -> str:
     lines += ["what changed (B - A), time per row outside nested probed stages:",
               f"  {'stage':<32}{'A':>10}{'B':>10}{'B - A':>10}  note"]
     for c in result["ranked"]:
-        lines.append(f"  {c.name[:32]:<32}{_ns(c.a.median):>10}{_ns(c.b.median):>10}{_signed(c.delta):>10}  {_mark(c)}")
+        lines.append(f"  {c.name[:32]:<32}{ns_text(c.a.median):>10}{ns_text(c.b.median):>10}{signed_ns(c.delta):>10}  {_mark(c)}")
     share = result["attributed_ns"] / wall.delta if wall.delta else float("nan")
-    lines.append(f"  {'in probed stages':<32}{'':>20}{_signed(result['attributed_ns']):>10}"
+    lines.append(f"  {'in probed stages':<32}{'':>20}{signed_ns(result['attributed_ns']):>10}"
                  + (f"  {100 * share:.0f}% of B - A" if share == share else ""))
-    lines.append(f"  {'not in probed stages':<32}{'':>20}{_signed(result['unattributed_ns']):>10}")
+    lines.append(f"  {'not in probed stages':<32}{'':>20}{signed_ns(result['unattributed_ns']):>10}")
     if result["functions"]:
         lines += ["", "functions on CPU that grew or shrank most (self time per row, all threads):",
                   f"  {'function':<42}{'A':>9}{'B':>9}{'B - A':>9}  note"]
         for c in result["functions"]:
-            lines.append(f"  {c.name[:42]:<42}{_ns(c.a.median):>9}{_ns(c.b.median):>9}{_signed(c.delta):>9}"
+            lines.append(f"  {c.name[:42]:<42}{ns_text(c.a.median):>9}{ns_text(c.b.median):>9}{signed_ns(c.delta):>9}"
                          f"  {_mark(c)}")
+    lines += drilldown_lines(result.get("drilldown") or [])
     lines += ["", "stages side by side (A -> B):",
               f"  {'stage':<27}{'calls/row':>13}{'p50':>19}{'p99':>19}"]
     for s, sides in result["stages"].items():
@@ -314,7 +268,7 @@ def render_text(result: dict) -> str:
             va, vb = sides["a"].get(key), sides["b"].get(key)
             return f"{fmt(va['median']) if va else '-'} -> {fmt(vb['median']) if vb else '-'}"
         lines.append(f"  {s[:27]:<27}{pair('calls_per_row', lambda v: f'{v:.2f}'):>13}"
-                     f"{pair('p50_ns', _ns):>19}{pair('p99_ns', _ns):>19}")
+                     f"{pair('p50_ns', ns_text):>19}{pair('p99_ns', ns_text):>19}")
         if sides["a"]["symbols"] != sides["b"]["symbols"]:
             for side in ("a", "b"):
                 for sym in sides[side]["symbols"][:2]:
@@ -324,8 +278,8 @@ def render_text(result: dict) -> str:
         if changes:
             lines += ["", f"{title} per row (A -> B):"]
             for c in changes[:5]:
-                lines.append(f"  {c.name[-40:]:<40} {_ns(c.a.median):>8} -> {_ns(c.b.median):<8}"
-                             f"{_signed(c.delta):>9}  {_mark(c)}")
+                lines.append(f"  {c.name[-40:]:<40} {ns_text(c.a.median):>8} -> {ns_text(c.b.median):<8}"
+                             f"{signed_ns(c.delta):>9}  {_mark(c)}")
     lines += ["", "noise: a change within the two sides' run-to-run spread (half the min-max",
               "range of each, summed); 1 run: no spread known"]
     return "\n".join(line[:80] for line in lines) + "\n"

@@ -8,8 +8,11 @@ import sys
 from pathlib import Path
 
 from mysqlprobe.analysis import compare as C
+from mysqlprobe.analysis.drilldown import evidence_line
 from mysqlprobe.analysis.model import Profile
-from mysqlprobe.capture import PROFILE_FILE, STACKS_FILE, read_profile, read_stacks
+from mysqlprobe.analysis.stage_trees import CPU_NS, OFFCPU_NS, read_capture_stacks
+from mysqlprobe.capture import PROFILE_FILE, read_profile, read_stacks
+from mysqlprobe.flamegraphs.folded import Folded
 from mysqlprobe.errors import CaptureError
 from mysqlprobe.flamegraphs.svg import render
 
@@ -46,20 +49,75 @@ def load_side(path: str) -> list[C.Run]:
     runs = []
     for d in capture_dirs(path):
         doc = read_profile(str(d))
-        stacks = read_stacks(str(d)) if (d / STACKS_FILE).exists() else None
+        evidence = read_capture_stacks(d, doc, read_stacks)
         try:
-            runs.append(C.run_of(Profile(doc), str(d), stacks))
+            runs.append(C.run_of(Profile(doc), str(d), evidence.get(CPU_NS), evidence))
         except ValueError as e:
             raise CaptureError(str(e)) from None
     return runs
 
 
-def render_html(result: dict, text: str, svg: str | None) -> str:
+def stage_bars(result: dict) -> str:
+    """A bar per stage: A's and B's time per row outside nested stages."""
+    changes = [c for c in result["ranked"] if max(c.a.median, c.b.median) > 0]
+    if not changes:
+        return ""
+    top = max(max(c.a.median, c.b.median) for c in changes)
+    rows = []
+    for c in changes:
+        bars = "".join(f'<div class="bar {side}" style="width:{100 * v / top:.1f}%" title="{side.upper()} '
+                       f'{C.ns_text(v)}"><span>{side.upper()} {C.ns_text(v)}</span></div>'
+                       for side, v in (("a", c.a.median), ("b", c.b.median)))
+        rows.append(f"<tr><td>{html.escape(c.name)}</td><td class=bars>{bars}</td>"
+                    f"<td>{html.escape(C.signed_ns(c.delta))}</td></tr>")
+    return "<table class=stages><tr><th>stage</th><th>per row</th><th>B - A</th></tr>" + "".join(rows) + "</table>"
+
+
+def drilldown_html(result: dict) -> str:
+    entries = result.get("drilldown") or []
+    if not entries:
+        return ""
+    items = []
+    for e in entries:
+        path = " &gt; ".join(f"<code>{html.escape(f)}</code>" for f in e["path"])
+        items.append(f"<li><b>{html.escape(C.signed_ns(e['delta_ns_per_row']))}</b> per row "
+                     f"({100 * e['share']:.0f}% of the difference) {path}<br><span class=muted>"
+                     f"{html.escape(evidence_line('A', e['a']))} | {html.escape(evidence_line('B', e['b']))}"
+                     "</span></li>")
+    return "<h2>Drill-down</h2><ol>" + "".join(items) + "</ol>"
+
+
+def stage_graphs(a: list[C.Run], b: list[C.Run], result: dict) -> list[tuple[str, str]]:
+    """Differential flame graphs rooted at each stage the drill-down went
+    into: CPU and off-CPU time per row (ns), summed over each side's repeats
+    and divided by their number."""
+    out = []
+    for stage in dict.fromkeys(e["stage"] for e in result.get("drilldown") or []):
+        def side(runs: list[C.Run]) -> Folded:
+            merged = Folded()
+            for r in runs:
+                if stage in r.trees:
+                    merged.stacks.update(r.trees[stage].folded((CPU_NS, OFFCPU_NS), stage, 1 / len(runs)).stacks)
+            return merged
+        before, after = side(a), side(b)
+        if before.total and after.total:
+            out.append((stage, render(after, f"{stage}: {result['a']['server']} -> {result['b']['server']}",
+                                      "CPU and off-CPU ns per row; red grew, blue shrank", unit="ns/row",
+                                      before=before, element_id=f"stage-{len(out)}")))
+    return out
+
+
+def render_html(result: dict, text: str, svg: str | None, stage_svgs: list[tuple[str, str]] = ()) -> str:
     return ("<!DOCTYPE html><html lang=en><head><meta charset=utf-8><title>mysqlprobe compare</title>"
             "<style>body{font:14px system-ui,sans-serif;margin:24px auto;max-width:1240px}"
-            "pre{background:#f8f8f4;padding:10px;font-size:12.5px}</style></head><body>"
+            "pre{background:#f8f8f4;padding:10px;font-size:12.5px}.muted{color:#666}"
+            ".stages td{padding:2px 8px}.bars{width:640px}.bar{height:14px;margin:1px 0;font-size:11px;"
+            "white-space:nowrap}.bar.a{background:#8fb3d9}.bar.b{background:#e39b7b}</style></head><body>"
             f"<h1>{html.escape(result['a']['server'])} vs {html.escape(result['b']['server'])}</h1>"
-            f"<pre>{html.escape(text)}</pre>"
+            + drilldown_html(result)
+            + "<h2>Stages, per row</h2>" + stage_bars(result)
+            + "".join(f"<h2>Below {html.escape(stage)}</h2>{g}" for stage, g in stage_svgs)
+            + f"<h2>Report</h2><pre>{html.escape(text)}</pre>"
             + (f"<h2>Differential flame graph, samples per row</h2>{svg}" if svg else "") + "</body></html>\n")
 
 
@@ -86,7 +144,7 @@ def run(args, parser) -> int:
                              "red grew, blue shrank (CPU samples per row inserted)", unit="samples/row",
                              before=before, scale_after=1 / rows_b, scale_before=1 / rows_a)
                 (out / "diff.svg").write_text(svg)
-            (out / "compare.html").write_text(render_html(result, text, svg))
+            (out / "compare.html").write_text(render_html(result, text, svg, stage_graphs(a, b, result)))
         except OSError as e:
             raise CaptureError(f"cannot write into {out}: {e.strerror}") from None
         print(f"wrote {out}/compare.txt, compare.json, compare.html" + (", diff.svg" if svg else ""),

@@ -1,0 +1,163 @@
+"""The compare's drill-down: below the stages that hold a difference per
+row, walk both sides' stage-rooted trees (analysis/stage_trees.py) down to
+the deepest paths where it concentrates, and give each with the evidence
+that supports it: CPU and off-CPU time, the I/O system calls with their
+files, bytes and time, per row on both sides."""
+
+from __future__ import annotations
+
+from collections import Counter
+from statistics import median
+
+from mysqlprobe.analysis.compare_figures import Change, figure_of, ns_text, signed_ns
+from mysqlprobe.analysis.stage_trees import CPU_NS, IO_BYTES, IO_CALLS, IO_NS, OFFCPU_NS, Node
+from mysqlprobe.analysis.textfit import size
+
+FOLLOW = 0.6      # a child holding this share of its parent's difference is where the difference lies
+MIN_SHARE = 0.1   # paths holding less of the wall-time difference per row are not reported
+TOP_CALLS = 4
+
+
+def _node(run, stage: str, path: list[str]) -> Node | None:
+    tree = run.trees.get(stage)
+    return tree.at(path) if tree else None
+
+
+def _path_change(a: list, b: list, stage: str, path: list[str]) -> Change:
+    def wall(r) -> float:
+        n = _node(r, stage, path)
+        return n.wall_ns if n else 0.0
+    return Change(";".join([stage] + path), "path", figure_of(a, wall), figure_of(b, wall))
+
+
+def _children(runs: list, stage: str, path: list[str]) -> set[str]:
+    """The user functions below a path: kernel frames, files and nested
+    stages are the evidence of a path, not places to go."""
+    return {c for r in runs for n in [_node(r, stage, path)] if n for c in n.children
+            if not c.endswith("_[k]") and not c.startswith("[")}
+
+
+def _walk(a: list, b: list, stage: str, path: list[str], floor: float, found: list) -> None:
+    """Down the stage's tree while one child holds most of the difference;
+    where none does, the path is a finding. The children that hold enough
+    on their own are walked too, beside the one that leads."""
+    here = _path_change(a, b, stage, path)
+    kids = [_path_change(a, b, stage, path + [k]) for k in sorted(_children(a + b, stage, path))]
+    kids.sort(key=lambda c: -abs(c.delta))
+    leads = bool(kids) and kids[0].delta * here.delta > 0 and abs(kids[0].delta) >= FOLLOW * abs(here.delta)
+    if not leads:
+        found.append((path, here))
+    for k in kids:
+        if (leads and k is kids[0]) or abs(k.delta) >= floor:
+            _walk(a, b, stage, path + [k.name.split(";")[-1]], floor, found)
+
+
+def _evidence(runs: list, stage: str, path: list[str]) -> dict:
+    """Per row, medians over the repeats: CPU, off-CPU, the I/O calls and
+    the system calls below the path (call and file)."""
+    def med(get) -> float:
+        return median([get(r) for r in runs]) if runs else 0.0
+
+    def value(r, kind: str) -> float:
+        n = _node(r, stage, path)
+        return n.get(kind) if n else 0.0
+
+    calls: Counter = Counter()
+    for r in runs:
+        n = _node(r, stage, path)
+        for key, figures in (_syscalls(n) if n else {}).items():
+            for kind, v in figures.items():
+                calls[key + (kind,)] += v / len(runs)
+    keys = sorted({k[:2] for k in calls}, key=lambda k: -calls[k + (IO_NS,)])[:TOP_CALLS]
+    return {"cpu_ns": round(med(lambda r: value(r, CPU_NS)), 1),
+            "offcpu_ns": round(med(lambda r: value(r, OFFCPU_NS)), 1),
+            "io": {"ns": round(med(lambda r: value(r, IO_NS)), 1), "bytes": round(med(lambda r: value(r, IO_BYTES)), 1),
+                   "calls": round(med(lambda r: value(r, IO_CALLS)), 4)},
+            "syscalls": [{"call": c, "file": f, "calls": round(calls[(c, f, IO_CALLS)], 4),
+                          "bytes": round(calls[(c, f, IO_BYTES)], 1), "ns": round(calls[(c, f, IO_NS)], 1)}
+                         for c, f in keys]}
+
+
+def _syscalls(node: Node) -> dict[tuple[str, str], dict[str, float]]:
+    """The I/O below a node by (system call, file): an I/O stack ends in the
+    call's kernel frame and then the file's."""
+    out: dict[tuple[str, str], dict[str, float]] = {}
+
+    def walk(n: Node) -> None:
+        for name, child in n.children.items():
+            if name.endswith("_[k]") and any(c.get(IO_CALLS) for c in child.children.values()):
+                for file, leaf in child.children.items():
+                    acc = out.setdefault((name[:-4], file.strip("[]")), {})
+                    for kind in (IO_NS, IO_BYTES, IO_CALLS):
+                        acc[kind] = acc.get(kind, 0.0) + leaf.get(kind)
+            else:
+                walk(child)
+
+    walk(node)
+    return out
+
+
+def drilldown(a: list, b: list, wall: Change, ranked: list[Change]) -> list[dict]:
+    """Below the stages that hold the difference, the deepest paths where
+    it concentrates, most first: each with its share of the wall-time
+    difference per row and, per side, the evidence."""
+    if not wall.delta or not any(r.trees for r in a + b):
+        return []
+    floor = MIN_SHARE * abs(wall.delta)
+    found: list = []
+    for stage_change in ranked:
+        if abs(stage_change.delta) >= floor and stage_change.verdict != "noise":
+            _walk(a, b, stage_change.name, [], floor, found)
+    entries = []
+    for path, change in found:
+        if abs(change.delta) < floor:
+            continue
+        stage = change.name.split(";")[0]
+        # an ancestor whose reported descendants explain most of it says no more than they do
+        below = sum(c.delta for p, c in found if c is not change and c.name.startswith(change.name + ";")
+                    and not any(q is not c and c.name.startswith(q.name + ";") and q.name.startswith(change.name + ";")
+                                for _, q in found))
+        if below and below * change.delta > 0 and abs(below) >= FOLLOW * abs(change.delta):
+            continue
+        entries.append({"stage": stage, "path": [stage] + path, "delta_ns_per_row": round(change.delta, 1),
+                        "share": round(change.delta / wall.delta, 4), "verdict": change.verdict,
+                        "a": _evidence(a, stage, path), "b": _evidence(b, stage, path),
+                        "spread_ns": {"a": round(change.a.spread, 1), "b": round(change.b.spread, 1)}})
+    entries.sort(key=lambda e: -abs(e["delta_ns_per_row"]))
+    return entries
+
+
+
+def _short_path(path: list[str], width: int = 74) -> str:
+    """stage > f1 > ... > leaf, frames after the stage dropped to fit."""
+    text = " > ".join(path)
+    if len(text) <= width:
+        return text
+    tail = list(path[1:])
+    while len(tail) > 1 and len(" > ".join([path[0], "…"] + tail)) > width:
+        tail.pop(0)
+    return " > ".join([path[0], "…"] + tail)[-width:]
+
+
+def evidence_line(side: str, e: dict) -> str:
+    io = e["io"]
+    line = f"{side} cpu {ns_text(e['cpu_ns'])}, off-CPU {ns_text(e['offcpu_ns'])}"
+    if io["calls"]:
+        line += f"; I/O {io['calls']:.2f} calls {size(io['bytes'])} {ns_text(io['ns'])}"
+    return line
+
+
+def drilldown_lines(entries: list[dict], top: int = 5) -> list[str]:
+    if not entries:
+        return []
+    lines = ["", "drill-down: where below the stages the difference concentrates (per row):"]
+    for e in entries[:top]:
+        lines.append(f"  {signed_ns(e['delta_ns_per_row']):>9} {100 * e['share']:4.0f}%  {_short_path(e['path'], 62)}"
+                     + (f"  {e['verdict']}" if e["verdict"] != "finding" else ""))
+        lines.append("      " + evidence_line("A", e["a"]) + " | " + evidence_line("B", e["b"]))
+        sides = {side: {(c["call"], c["file"]): c for c in e[side]["syscalls"]} for side in ("a", "b")}
+        for key in dict.fromkeys(list(sides["b"]) + list(sides["a"])):
+            figures = [f"{side.upper()} {c['calls']:.2f}/row {size(c['bytes'])} {ns_text(c['ns'])}"
+                       if (c := sides[side].get(key)) else f"{side.upper()} none" for side in ("a", "b")]
+            lines.append(f"      {key[0]} {key[1][:28]}: " + ", ".join(figures))
+    return lines
