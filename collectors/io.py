@@ -112,8 +112,8 @@ def open_files(pid: int) -> dict[int, str]:
 def file_label(target: str | None, fd: int) -> str:
     """A short name: a table's file with its database directory
     (test/t1#P#p0.ibd), a socket, a pipe, an anonymous inode's kind."""
-    if fd < 0:
-        return "(no file)"
+    if fd < 0:   # io_getevents: waits for any completion of the context
+        return "(async completions)"
     if target is None:
         return f"fd {fd} (closed)"
     if target.startswith("socket:"):

@@ -67,7 +67,7 @@ def test_the_program_takes_every_call_named_here_and_no_other():
     ("pipe:[99]", 4, "pipe"),
     ("anon_inode:[eventfd]", 5, "eventfd"),
     (None, 12, "fd 12 (closed)"),
-    (None, -1, "(no file)"),
+    (None, -1, "(async completions)"),
 ])
 def test_file_labels(target, fd, label):
     assert io.file_label(target, fd) == label
@@ -109,7 +109,7 @@ def test_folding_three_ways_under_the_thread():
                      {11: "thread/sql/one_connection", 12: "thread/innodb/io_read_thread"})
     calls = out[io.IO_CALLS_FILE].stacks
     assert calls["thread/sql/one_connection;main;row_ins;os_file_write;pwrite64_[k];[test/t1.ibd]"] == 13
-    assert calls["thread/innodb/io_read_thread;io_getevents_[k];[(no file)]"] == 3
+    assert calls["thread/innodb/io_read_thread;io_getevents_[k];[(async completions)]"] == 3
     assert out[io.IO_BYTES_FILE].stacks == {
         "thread/sql/one_connection;main;row_ins;os_file_write;pwrite64_[k];[test/t1.ibd]": 13 * 16384,
         "thread/innodb/io_read_thread;main;buf_read;pread64_[k];[d/ibdata1]": 5 * 4096}
