@@ -20,11 +20,10 @@ from __future__ import annotations
 
 import os
 import shutil
-import tempfile
 from collections import Counter
 
 from mysqlprobe.collectors.base import Collector, CollectorUnavailable, Cost, Facts, Section
-from mysqlprobe.collectors.perf import PerfRecorder, PerfUnavailable, read_perf_script
+from mysqlprobe.collectors.perf import PerfRecorder, PerfUnavailable, read_perf_script, work_dir
 
 # Hz per CPU. A sample costs the target about 20 us on a VM of this kind
 # (one INSERT ... SELECT thread: 1.12x slower at 4999 Hz, 1.01-1.05x at
@@ -69,7 +68,7 @@ class CpuBurstCollector(Collector):
         self.switch_failures = 0
 
     def prepare(self) -> None:
-        self._tmp = tempfile.mkdtemp(prefix="mysqlprobe-bursts-")
+        self._tmp = work_dir("bursts")
         self.recorder = PerfRecorder(self.pid, os.path.join(self._tmp, "bursts.data"), None, self.frequency,
                                      start_off=True)
         try:

@@ -8,6 +8,7 @@ functions set one up, else DWARF with a bounded copy of the stack)."""
 from __future__ import annotations
 
 import ctypes
+import glob
 import os
 import re
 import resource
@@ -290,6 +291,28 @@ def fold_script(lines, thread_names: dict[int, str] | None = None) -> tuple[Fold
     return fold_samples(samples, names), len(samples)
 
 
+def work_dir(kind: str) -> str:
+    """A private directory for perf's files, named with this process's PID.
+    Those a killed mysqlprobe left behind (kill -9 runs no cleanup; perf.data
+    can be megabytes) are removed first: their PID is gone."""
+    base = tempfile.gettempdir()
+    for d in glob.glob(os.path.join(base, f"mysqlprobe-{kind}-*-*")):
+        pid = os.path.basename(d).split("-")[2]
+        if pid.isdigit() and int(pid) != os.getpid() and not _alive(int(pid)):
+            shutil.rmtree(d, ignore_errors=True)
+    return tempfile.mkdtemp(prefix=f"mysqlprobe-{kind}-{os.getpid()}-")
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
 def fold_samples(samples: list[tuple[str, int | None, list[str], int]], thread_names: dict[int, str]) -> Folded:
     """Folded stacks from (comm, tid, frames root first, weight), each under
     its thread's name: its Performance Schema name (by tid), else its comm
@@ -361,7 +384,7 @@ class PerfCollector(Collector):
 
     def prepare(self) -> None:
         unwinding = choose_unwinding(self.image, self.opts.callgraph)
-        self._tmp = tempfile.mkdtemp(prefix="mysqlprobe-perf-")
+        self._tmp = work_dir("perf")
         self.recorder = PerfRecorder(self.pid, os.path.join(self._tmp, "perf.data"), unwinding, self.opts.frequency)
         try:
             self.recorder.start()

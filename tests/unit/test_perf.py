@@ -101,3 +101,22 @@ def test_thread_names_come_from_the_perf_schema_record():
                       {"thread_id": 9, "name": "thread/sql/main", "processlist_id": None, "os_tid": None}]}
     assert thread_names(ps) == NAMES
     assert thread_names({"status": "off"}) == {}
+
+
+def test_work_dirs_of_killed_runs_are_swept_and_live_ones_kept(tmp_path, monkeypatch):
+    import tempfile
+    from mysqlprobe.collectors.perf import work_dir
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    child = subprocess.Popen(["true"])
+    child.wait()                                        # a PID that has ended
+    dead = tmp_path / f"mysqlprobe-perf-{child.pid}-abc"
+    live = tmp_path / "mysqlprobe-perf-1-xyz"           # init's: alive
+    old_style, kept_data = tmp_path / "mysqlprobe-perf-q1w2e3", tmp_path / "mysqlprobe-perf-data-k9"
+    for d in (dead, live, old_style, kept_data):
+        d.mkdir()
+        (d / "perf.data").write_bytes(b"x" * 64)
+    made = Path(work_dir("perf"))
+    assert made.parent == tmp_path and made.name.startswith(f"mysqlprobe-perf-{os.getpid()}-")
+    assert not dead.exists()
+    assert live.exists() and old_style.exists() and kept_data.exists()
