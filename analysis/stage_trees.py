@@ -75,11 +75,12 @@ class Node:
 
 
 def stage_functions(doc: dict) -> dict[str, set[str]]:
-    """Each probed stage's function names, as the stacks name them."""
+    """Each probed stage's function names, as the stacks name them
+    (probe:NAME for a --probe function, as compare names it)."""
     out: dict[str, set[str]] = {}
     for p in doc.get("probes", []):
-        if p.get("stage") and p.get("name"):
-            out.setdefault(p["stage"], set()).add(p["name"])
+        if p.get("name"):   # a function probed outside the catalog stands for itself
+            out.setdefault(p.get("stage") or f"probe:{p['name']}", set()).add(p["name"])
     return out
 
 
