@@ -52,6 +52,9 @@ def add_arguments(p) -> None:
                    help="duty-cycled probes as in a production run (default: every call counted, which "
                         "gives compare exact stage times; the load then runs slower, and its time less the "
                         "probes' calibrated cost is reported beside it)")
+    p.add_argument("--confirm", metavar="COMPARE_JSON",
+                   help="also probe the functions on the drill-down paths of a compare (its compare.json), "
+                        "for their exact calls per row and latency per call: run it on both sides, then compare")
     p.add_argument("-o", "--output", default="out/bench", metavar="DIR",
                    help="DIR/VERSION/CELL/rN/ captures, DIR/VERSION/results.{md,json}, chart.svg")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress lines")
@@ -137,7 +140,10 @@ def _bench(args, cells: list[Cell], pid: int, socket: str) -> None:
     try:
         target = resolve_target(pid)
         binary = load_target_binary(target)
-        plan = plan_probes(binary, list(catalog.INSERT_PROFILE), [])
+        confirm, missing = confirm_functions(args.confirm, binary) if args.confirm else ([], [])
+        if missing:
+            _progress(args.quiet, f"not in {binary.display_path} (inlined, or named otherwise): {', '.join(missing)}")
+        plan = plan_probes(binary, list(catalog.INSERT_PROFILE), confirm)
         version = binary.server.version or f"pid{pid}"
         base = Path(args.output) / version
         if any(c.table.row_format for c in cells):
@@ -169,6 +175,8 @@ def _bench(args, cells: list[Cell], pid: int, socket: str) -> None:
                 _progress(args.quiet, f"[{r * len(cells) + i + 1}/{total}] {cell.name} run {r + 1}: "
                                       f"{got} rows in {seconds:.2f}s")
         summary = summarise(results, cells, binary.server.describe(), args)
+        if args.confirm:
+            summary["confirm"] = {"from": args.confirm, "probed": confirm, "not_in_binary": missing}
         base.mkdir(parents=True, exist_ok=True)
         (base / "results.json").write_text(json.dumps(summary, indent=1) + "\n")
         (base / "results.md").write_text(render_markdown(summary))
@@ -180,6 +188,20 @@ def _bench(args, cells: list[Cell], pid: int, socket: str) -> None:
             with conn.cursor() as cur:
                 cur.execute("SET GLOBAL innodb_file_format = %s", (restore_format,))
         conn.close()
+
+
+def confirm_functions(compare_json: str, binary) -> tuple[list[str], list[str]]:
+    """The functions on a compare's drill-down paths, below their stages, in
+    order: those this binary has, and those it has not."""
+    try:
+        drill = json.loads(Path(compare_json).read_text()).get("drilldown")
+    except (OSError, ValueError) as e:
+        raise UsageError(f"--confirm {compare_json}: cannot read it as a compare.json ({e})") from None
+    if not drill:
+        raise UsageError(f"--confirm {compare_json}: no drill-down in it (compare found no path to follow)")
+    names = list(dict.fromkeys(f for entry in drill for f in entry["path"][1:]))
+    present = [n for n in names if binary.symbols.lookup(n)]
+    return present, [n for n in names if n not in present]
 
 
 def summarise(results: list[dict], cells: list[Cell], server: str, args) -> dict:

@@ -146,3 +146,21 @@ def test_compare_json_and_html_carry_the_drilldown(tmp_path):
     page = (out / "compare.html").read_text()
     assert "<h2>Drill-down</h2>" in page and "Below innodb.row_insert" in page and 'class="bar b"' in page
     assert "fil_extend" in done.stdout
+
+
+def test_confirm_probes_the_paths_functions_this_binary_has(tmp_path):
+    from mysqlprobe.commands.bench import confirm_functions
+    from mysqlprobe.errors import UsageError
+
+    cmp = tmp_path / "compare.json"
+    cmp.write_text(json.dumps({"drilldown": [{"path": ["innodb.row_insert", "row_ins", "fil_extend"]},
+                                             {"path": ["innodb.row_insert", "row_ins", "lock_rec"]}]}))
+
+    class Binary:
+        class symbols:
+            lookup = staticmethod(lambda name: [] if name == "fil_extend" else [name])   # inlined there
+
+    assert confirm_functions(str(cmp), Binary) == (["row_ins", "lock_rec"], ["fil_extend"])
+    cmp.write_text(json.dumps({"drilldown": []}))
+    with pytest.raises(UsageError, match="no drill-down"):
+        confirm_functions(str(cmp), Binary)
