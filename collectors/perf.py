@@ -22,7 +22,7 @@ from collections import Counter
 from dataclasses import dataclass
 
 from mysqlprobe.collectors.base import Collector, CollectorUnavailable, Cost, Facts, Section
-from mysqlprobe.collectors.process import cpu_seconds
+from mysqlprobe.collectors.process import alive, cpu_seconds
 from mysqlprobe.collectors.cxxnames import qualified_name
 from mysqlprobe.collectors.elf import ElfImage, file_offset
 from mysqlprobe.flamegraphs.folded import Folded
@@ -298,19 +298,9 @@ def work_dir(kind: str) -> str:
     base = tempfile.gettempdir()
     for d in glob.glob(os.path.join(base, f"mysqlprobe-{kind}-*-*")):
         pid = os.path.basename(d).split("-")[2]
-        if pid.isdigit() and int(pid) != os.getpid() and not _alive(int(pid)):
+        if pid.isdigit() and int(pid) != os.getpid() and not alive(int(pid)):
             shutil.rmtree(d, ignore_errors=True)
     return tempfile.mkdtemp(prefix=f"mysqlprobe-{kind}-{os.getpid()}-")
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 def fold_samples(samples: list[tuple[str, int | None, list[str], int]], thread_names: dict[int, str]) -> Folded:

@@ -148,3 +148,19 @@ class ProcessCollector(Collector):
     def collect(self, facts: Facts) -> Section:
         cost = Cost(cpu_s=self.clock.seconds, method="this process's CPU time reading /proc")
         return Section(self.name, {"process": window_record(self.first, self.last)}, list(self.notes), cost)
+
+
+def alive(pid: int) -> bool:
+    """The process runs (a zombie has ended, for our purpose)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    # a zombie is gone for our purpose
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False

@@ -24,10 +24,11 @@
 #include <linux/bpf.h>
 #include <bpf/bpf_helpers.h>
 
+#define DROPPED_KINDS 4
+#include "tracing.h"
+
 #define MAX_THREADS 16384
 #define MAX_KEYS 65536
-#define MAX_STACKS 16384
-#define STACK_DEPTH 127
 #define MAX_IOCBS 8
 #define IOCB_OP_BASE 1000   /* io_key.call of a submitted iocb: this + its aio_lio_opcode */
 #define MAX_OPENED 4096
@@ -104,13 +105,6 @@ struct {
 	__type(value, struct io_value);
 } io SEC(".maps");
 
-struct {
-	__uint(type, BPF_MAP_TYPE_STACK_TRACE);
-	__uint(max_entries, MAX_STACKS);
-	__uint(key_size, sizeof(__u32));
-	__uint(value_size, STACK_DEPTH * sizeof(__u64));
-} stacks SEC(".maps");
-
 /* the descriptors opened in the phases: generation, then path */
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
@@ -144,28 +138,12 @@ struct {
 	__type(value, struct in_call);
 } scratch SEC(".maps");
 
-/* events the map limits cost: read back to say so in the capture */
-struct {
-	__uint(type, BPF_MAP_TYPE_ARRAY);
-	__uint(max_entries, 4);
-	__type(key, __u32);
-	__type(value, __u64);
-} dropped SEC(".maps");
-
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
 	__uint(max_entries, 1);
 	__type(key, __u32);
 	__type(value, struct path);
 } path_scratch SEC(".maps");
-
-static __always_inline void count_drop(__u32 what)
-{
-	__u64 *n = bpf_map_lookup_elem(&dropped, &what);
-
-	if (n)
-		__sync_fetch_and_add(n, 1);
-}
 
 enum family { NOT_IO, FD_FIRST, NO_FD, SUBMIT, OPEN_PATH_FIRST, OPEN_PATH_SECOND };
 

@@ -14,10 +14,11 @@
 #include <linux/bpf.h>
 #include <bpf/bpf_helpers.h>
 
+#define DROPPED_KINDS 2
+#include "tracing.h"
+
 #define MAX_THREADS 16384
 #define MAX_KEYS 65536
-#define MAX_STACKS 16384
-#define STACK_DEPTH 127
 
 struct task_struct {
 	int pid;
@@ -59,29 +60,6 @@ struct {
 	__type(key, struct offcpu_key);
 	__type(value, struct offcpu_value);
 } offcpu SEC(".maps");
-
-struct {
-	__uint(type, BPF_MAP_TYPE_STACK_TRACE);
-	__uint(max_entries, MAX_STACKS);
-	__uint(key_size, sizeof(__u32));
-	__uint(value_size, STACK_DEPTH * sizeof(__u64));
-} stacks SEC(".maps");
-
-/* events the map limits cost: read back to say so in the capture */
-struct {
-	__uint(type, BPF_MAP_TYPE_ARRAY);
-	__uint(max_entries, 2);
-	__type(key, __u32);
-	__type(value, __u64);
-} dropped SEC(".maps");
-
-static __always_inline void count_drop(__u32 what)
-{
-	__u64 *n = bpf_map_lookup_elem(&dropped, &what);
-
-	if (n)
-		__sync_fetch_and_add(n, 1);
-}
 
 /* tp_btf/sched_switch(bool preempt, struct task_struct *prev,
  *                     struct task_struct *next, unsigned int prev_state) */

@@ -10,6 +10,7 @@ import sys
 import threading
 import time
 
+from mysqlprobe.collectors.process import alive
 from mysqlprobe.errors import Interrupted
 
 
@@ -91,21 +92,6 @@ class RunSignals:
             return
         self.ignore()
         raise Interrupted(signum, self.phase)
-
-
-def alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    # a zombie is gone for our purpose
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except OSError:
-        return False
 
 
 class Window:

@@ -54,9 +54,11 @@ def test_the_program_takes_every_call_named_here_and_no_other():
     cases = {int(n): name for n, name in re.findall(r"case (\d+):\s*/\* (\w+) \*/", SOURCE)}
     opens = {2: "open", 85: "creat", 257: "openat", 437: "openat2"}
     assert cases == {**io.SYSCALLS, **opens}
-    dropped = int(re.search(r"max_entries, (\d+)\);\n\t__type\(key, __u32\);\n\t__type\(value, __u64\);\n"
-                            r"\} dropped", SOURCE)[1])
-    assert dropped == len(abi.IO_DROPPED)
+    assert int(re.search(r"#define DROPPED_KINDS (\d+)", SOURCE)[1]) == len(abi.IO_DROPPED)
+    offcpu = (Path(__file__).parents[2] / "probes" / "offcpu.bpf.c").read_text()
+    assert int(re.search(r"#define DROPPED_KINDS (\d+)", offcpu)[1]) == len(abi.OFFCPU_DROPPED)
+    shared = (Path(__file__).parents[2] / "probes" / "tracing.h").read_text()
+    assert int(re.search(r"#define STACK_DEPTH (\d+)", shared)[1]) == abi.STACK_DEPTH
 
 
 @pytest.mark.parametrize("target, fd, label", [
