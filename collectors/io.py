@@ -9,6 +9,7 @@ from __future__ import annotations
 import ctypes
 import os
 import platform
+import time
 from collections import defaultdict
 from dataclasses import dataclass
 
@@ -18,20 +19,21 @@ from mysqlprobe.collectors.offcpu import PhasedBpfCollector, PhasedPrograms
 from mysqlprobe.collectors.perf import KERNEL_SUFFIX, fold_samples
 from mysqlprobe.flamegraphs.folded import Folded
 from mysqlprobe.probes import abi
-from mysqlprobe.probes.abi import IoKey, IoValue, OpenedKey, Path
+from mysqlprobe.probes.abi import InCall, IoKey, IoValue, OpenedKey, Path
 
 IO_FILE = "io.folded"            # microseconds in the calls
 IO_BYTES_FILE = "io_bytes.folded"
 IO_CALLS_FILE = "io_calls.folded"
 
-SYSCALLS = {0: "read", 1: "write", 17: "pread64", 18: "pwrite64", 19: "readv", 20: "writev", 44: "sendto",
-            45: "recvfrom", 46: "sendmsg", 47: "recvmsg", 74: "fsync", 75: "fdatasync", 208: "io_getevents",
+SYSCALLS = {0: "read", 1: "write", 17: "pread64", 18: "pwrite64", 19: "readv", 20: "writev",
+            74: "fsync", 75: "fdatasync", 208: "io_getevents",
             209: "io_submit", 277: "sync_file_range", 285: "fallocate", 295: "preadv", 296: "pwritev",
             327: "preadv2", 328: "pwritev2", 333: "io_pgetevents", 426: "io_uring_enter"}
+OPENS = {2, 85, 257, 437}   # open, creat, openat, openat2: they name descriptors, not I/O
 # struct iocb's aio_lio_opcode (linux/aio_abi.h)
 IOCB_OPS = {0: "pread", 1: "pwrite", 2: "fsync", 3: "fdsync", 5: "poll", 6: "noop", 7: "preadv", 8: "pwritev"}
-READS = {"read", "pread64", "readv", "preadv", "preadv2", "recvfrom", "recvmsg", "aio pread", "aio preadv"}
-WRITES = {"write", "pwrite64", "writev", "pwritev", "pwritev2", "sendto", "sendmsg", "aio pwrite", "aio pwritev"}
+READS = {"read", "pread64", "readv", "preadv", "preadv2", "aio pread", "aio preadv"}
+WRITES = {"write", "pwrite64", "writev", "pwritev", "pwritev2", "aio pwrite", "aio pwritev"}
 SYNCS = {"fsync", "fdatasync", "sync_file_range", "aio fsync", "aio fdsync"}
 TOP_FILES = 20
 
@@ -75,14 +77,38 @@ class IoSession(PhasedPrograms):
             libbpf.delete(self._fds["fd_gen"], fd)
         super().start()
 
+    def __init__(self, pid: int, verbose: bool = False):
+        super().__init__(pid, verbose)
+        self.cut: dict[tuple, list[int]] = {}   # IoKey fields -> [calls, ns] of calls open at a phase's end
+
+    def stop(self) -> None:
+        super().stop()
+        self._drain_open_calls(time.monotonic_ns())   # bpf_ktime_get_ns's clock
+
+    def _drain_open_calls(self, now_ns: int) -> None:
+        """A call still open when the phase ends counts up to the end (its
+        bytes unknown); its exit, in a later phase, finds nothing."""
+        c = InCall()
+        for tid in libbpf.keys(self._fds["in_calls"], ctypes.c_uint32):
+            if libbpf.lookup(self._fds["in_calls"], tid, c) and now_ns > c.ts and c.call not in OPENS:
+                first = c.iocb[0] if c.iocbs else None
+                key = (tid.value, c.ustack, abi.IOCB_OP_BASE + first.op if first else c.call,
+                       first.fd if first else c.fd, first.gen if first else c.gen)
+                acc = self.cut.setdefault(key, [0, 0])
+                acc[0] += 1
+                acc[1] += now_ns - c.ts
+            libbpf.delete(self._fds["in_calls"], tid)
+
     def records(self) -> list[IoRecord]:
+        totals = {k: [calls, 0, ns, 0] for k, (calls, ns) in self.cut.items()}
         value = IoValue()
-        out = []
         for key in libbpf.keys(self._fds["io"], IoKey):
             if libbpf.lookup(self._fds["io"], key, value) and value.calls:
-                out.append(IoRecord(key.tid, self._stack(key.ustack), call_name(key.call), key.fd, key.gen,
-                                    value.calls, value.bytes, value.ns, value.errors))
-        return out
+                acc = totals.setdefault((key.tid, key.ustack, key.call, key.fd, key.gen), [0, 0, 0, 0])
+                for i, v in enumerate((value.calls, value.bytes, value.ns, value.errors)):
+                    acc[i] += v
+        return [IoRecord(tid, self._stack(ustack), call_name(call), fd, gen, calls, nbytes, ns, errors)
+                for (tid, ustack, call, fd, gen), (calls, nbytes, ns, errors) in totals.items()]
 
     def opened(self) -> dict[tuple[int, int], str]:
         """(fd, generation) -> the path it was opened by, for opens in the phases."""

@@ -2,8 +2,10 @@
  * sys_exit tracepoints (no kprobes needed).
  *
  * On entry to a call of the I/O families (read/write and their positioned
- * and vectored forms, fsync/fdatasync/sync_file_range/fallocate, the
- * socket send/receive calls, io_submit/io_getevents/io_uring_enter) the
+ * and vectored forms, fsync/fdatasync/sync_file_range/fallocate,
+ * io_submit/io_getevents/io_uring_enter; not the socket send/receive
+ * calls, a few per statement, which would cost the most under many
+ * clients and say least about storage) the
  * thread's user stack, the file descriptor and the time are kept; on exit
  * the call's time, the bytes it moved (its return value) and an error, if
  * any, are added to (thread, user stack, call, fd). The iocbs io_submit
@@ -156,10 +158,6 @@ static __always_inline enum family family_of(long nr)
 	case 18:  /* pwrite64 */
 	case 19:  /* readv */
 	case 20:  /* writev */
-	case 44:  /* sendto */
-	case 45:  /* recvfrom */
-	case 46:  /* sendmsg */
-	case 47:  /* recvmsg */
 	case 74:  /* fsync */
 	case 75:  /* fdatasync */
 	case 277: /* sync_file_range */
@@ -318,7 +316,8 @@ int on_exit(__u64 *ctx)
 
 	if ((pid_tgid >> 32) != target_tgid)
 		return 0;
-	/* a call entered while enabled is finished even if the phase ended */
+	/* a call still open when its phase ended was counted up to that end
+	 * by user space, and its entry taken out */
 	c = bpf_map_lookup_elem(&in_calls, &tid);
 	if (!c)
 		return 0;

@@ -7,6 +7,7 @@ bytes are all known."""
 from __future__ import annotations
 
 import json
+import time
 
 import pytest
 
@@ -94,3 +95,23 @@ def test_no_io_leaves_it_out(known_cost, tmp_path):
     assert code == 0, err
     assert prof.profile()["io"] == {"status": "not requested"}
     assert not (tmp_path / "io.folded").exists()
+
+
+def test_a_call_open_when_a_phase_ends_counts_up_to_its_end(known_cost):
+    """The fixture waits for its next command in read(0): open across the
+    phases' end, its later return must not add the time between phases."""
+    from mysqlprobe.collectors.io import IoSession
+
+    with IoSession(known_cost.pid) as session:
+        session.start()
+        _command(known_cost, "run cost_1us 1")          # its next read(0) begins in this phase
+        time.sleep(0.05)
+        session.stop()                                   # it still reads: cut here
+        time.sleep(0.3)
+        session.start()
+        _command(known_cost, "run cost_1us 1")          # the read returns in this phase
+        session.stop()
+        reads = [r for r in session.records() if r.call == "read" and r.fd == 0]
+    assert reads and sum(r.calls for r in reads) >= 1
+    assert all(r.ns < 250_000_000 for r in reads)        # not the 0.3 s between the phases
+    assert max(r.ns for r in reads) >= 40_000_000        # the cut call: up to its phase's end

@@ -53,7 +53,7 @@ def test_iocb_offsets_and_opcodes_are_the_kernel_headers(tmp_path):
 def test_the_program_takes_every_call_named_here_and_no_other():
     cases = {int(n): name for n, name in re.findall(r"case (\d+):\s*/\* (\w+) \*/", SOURCE)}
     opens = {2: "open", 85: "creat", 257: "openat", 437: "openat2"}
-    assert cases == {**io.SYSCALLS, **opens}
+    assert cases == {**io.SYSCALLS, **opens} and set(opens) == io.OPENS
     assert int(re.search(r"#define DROPPED_KINDS (\d+)", SOURCE)[1]) == len(abi.IO_DROPPED)
     offcpu = (Path(__file__).parents[2] / "probes" / "offcpu.bpf.c").read_text()
     assert int(re.search(r"#define DROPPED_KINDS (\d+)", offcpu)[1]) == len(abi.OFFCPU_DROPPED)
