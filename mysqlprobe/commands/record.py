@@ -53,6 +53,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    "debuginfod servers (space-separated; default: $DEBUGINFOD_URLS)")
     p.add_argument("--list", action="store_true", help="list the functions that would be probed, and exit")
     p.add_argument("-q", "--quiet", action="store_true", help="no status line while running")
+    p.add_argument("--strict", action="store_true",
+                   help="fail when a requested stage cannot be probed (a stripped binary without debug symbols); "
+                        "by default the capture goes on with what can run: Performance Schema, process, CPU "
+                        "samples, off-CPU and I/O")
     p.add_argument("--raw", action="store_true",
                    help="report latencies with the probes' own cost in them (no correction)")
     p.add_argument("--exact", action="store_true",
@@ -179,11 +183,19 @@ def record(args, control: Control) -> int:
         raise TargetError(f"{who}, which does not look like mysqld or mariadbd (no MySQL/MariaDB version "
                           f"string or handler functions); use --probe for other programs")
     plan = plan_probes(binary, stages, args.probe)
-    check_symbols(binary, plan, stages)
+    stripped = check_symbols(binary, plan, stages)
+    if stripped and (args.strict or args.list or not target):
+        raise stripped
     if args.list:
         list_plan(binary, plan)
         return 0
-    if not plan.specs:
+    if stripped:   # what can run without symbols still runs: one line per stage lost, one on the fix
+        for stage in stripped.lost:
+            print(f"mysqlprobe: {stage}: not probed, no symbols in the stripped {binary.display_path}",
+                  file=sys.stderr)
+        print(f"mysqlprobe: to probe them: {stripped.fix} (--strict: fail instead)", file=sys.stderr)
+        plan.warnings.append(str(stripped))
+    elif not plan.specs:
         raise UsageError(f"nothing to probe in {binary.display_path}: "
                          + "; ".join(f"{u['stage']}: {u['reason']}" for u in plan.unavailable))
     if args.output:

@@ -94,14 +94,15 @@ def owning_package(path: str) -> str | None:
     return None
 
 
-def check_symbols(binary: Binary, plan: Plan, stages: list[str]) -> None:
-    """A stripped binary without debug symbols cannot be probed by name: say
-    which stages that costs and what to install."""
+def check_symbols(binary: Binary, plan: Plan, stages: list[str]) -> NoSymbolsError | None:
+    """A stripped binary without debug symbols cannot be probed by name: the
+    error that says which stages that costs and what to install (the caller
+    raises it, or goes on without those stages), or None."""
     if binary.image.has_symtab or binary.debug_file or not stages:
-        return
+        return None
     lost = [u["stage"] for u in plan.unavailable]
     if not lost:
-        return
+        return None
     pkg = owning_package(binary.display_path)
     what = (f"install {pkg}-dbgsym (from the Debian debug archive)"
             if pkg else "install the server's debug symbols package")
@@ -113,8 +114,10 @@ def check_symbols(binary: Binary, plan: Plan, stages: list[str]) -> None:
     else:
         server = debuginfod.distribution_server()
         fetch = f"set DEBUGINFOD_URLS={server}" if server else "set DEBUGINFOD_URLS to a debuginfod server"
-    raise NoSymbolsError(f"{binary.display_path} is stripped and no debug symbols were found{build_id}: "
-                         f"{', '.join(lost)} cannot be probed; {what}, {fetch}, or pass --debug-file")
+    error = NoSymbolsError(f"{binary.display_path} is stripped and no debug symbols were found{build_id}: "
+                           f"{', '.join(lost)} cannot be probed; {what}, {fetch}, or pass --debug-file")
+    error.lost, error.fix = lost, f"{what}, {fetch}, or pass --debug-file"
+    return error
 
 
 def list_plan(binary: Binary, plan: Plan, out=sys.stdout) -> None:

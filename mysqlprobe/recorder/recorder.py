@@ -71,11 +71,12 @@ class Recorder:
             out["off_cpu"] = OffCpuCollector(pid, o.verbose)
         if o.io:
             out["io"] = IoCollector(pid, o.verbose)
-        if not o.exact and o.burst_freq:  # needs off-phases
-            out["cpu_bursts"] = CpuBurstCollector(pid, [s.symbol.mangled for s in specs], o.burst_freq)
-        out["calibration"] = calibration
-        out["uprobe"] = LatencyCollector(pid, self.target.proc_exe, specs, calibration, o.correct, o.verbose,
-                                          o.full_sql)
+        if specs:  # else a capture of what the other collectors see (a stripped binary)
+            if not o.exact and o.burst_freq:  # needs off-phases
+                out["cpu_bursts"] = CpuBurstCollector(pid, [s.symbol.mangled for s in specs], o.burst_freq)
+            out["calibration"] = calibration
+            out["uprobe"] = LatencyCollector(pid, self.target.proc_exe, specs, calibration, o.correct, o.verbose,
+                                              o.full_sql)
         if o.connect is not None:
             out["perf_schema"] = PerfSchemaCollector(pid, o.connect, o.ps_waits, o.full_sql,
                                                        whole_window=o.ps_whole_window)
@@ -121,14 +122,19 @@ class Recorder:
 
     def _keep_own_statements_out(self) -> None:
         ps = self.collectors.get("perf_schema")
-        if ps and "perf_schema" not in self.unavailable:
+        if ps and "perf_schema" not in self.unavailable and "uprobe" in self.collectors:
             self.collectors["uprobe"].session.keep_statements_out(ps.own_os_threads())
 
     def _window(self) -> tuple[dict, dict, int | None]:
         """Open the window, keep it open until it ends, close it."""
-        o, latency = self.options, self.collectors["uprobe"]
+        o, latency = self.options, self.collectors.get("uprobe")
         exact = o.exact
-        if not exact and not latency.can_duty_cycle:
+        if latency is None:
+            if not exact:
+                self.notes.append("no probes, so no duty cycles: the other collectors ran all along, their "
+                                  "cost as each measured it (overhead.by_collector)")
+            exact = True
+        elif not exact and not latency.can_duty_cycle:
             self.notes.append("duty cycles need uprobe_multi links (Linux 6.6+): every call was counted")
             exact = True
         for c in self._running([n for n in START if n != "uprobe"]):
@@ -139,11 +145,13 @@ class Recorder:
         own_cpu0 = own_cpu_seconds()
         if self.control.signals:
             self.control.signals.window_opens()  # from here a signal ends the window, and it is written
-        latency.start()  # before the announcement: a load started on it is counted from its first call
-        win = Window(self.target.pid, o.duration, self.control, o.stop_reason, latency.session.total_calls)
+        if latency:
+            latency.start()  # before the announcement: a load started on it is counted from its first call
+        win = Window(self.target.pid, o.duration, self.control, o.stop_reason,
+                     latency.session.total_calls if latency else (lambda: 0))
         if self.control.status:
-            self.control.status.started(self.target.pid, len(self.plan.specs), latency.session.attached_count,
-                                        exact, o.budget)
+            self.control.status.started(self.target.pid, len(self.plan.specs),
+                                        latency.session.attached_count if latency else 0, exact, o.budget)
         if exact:
             while not win.wait(3600):
                 pass
@@ -229,4 +237,8 @@ def assemble(argv, head: dict, sections: list[Section], unavailable: dict[str, C
             files += [PendingFile(name, fld, fname, content) for fname, (fld, content) in s.files.items()]
     doc["warnings"] = warnings + notes
     doc["collectors"] = collectors
+    if "uprobe" not in by_name:   # nothing was probed: the fields the probes give, empty
+        doc.setdefault("probes", [])
+        doc.setdefault("engine", {"probes_attached": 0, "links": None, "counters": {}, "timings": {}})
+        doc.setdefault("latencies", "corrected")
     return Capture(as_json(doc), files)

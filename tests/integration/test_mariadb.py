@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import signal
+import json
 import subprocess
 import sys
 import threading
@@ -196,8 +197,8 @@ def debian_mariadbd(tmp_path_factory):
     proc.wait(timeout=60)
 
 
-def test_stripped_debian_binary_gives_one_clear_line(debian_mariadbd):
-    proc = subprocess.run([MYSQLPROBE, "-p", str(debian_mariadbd), "--insert-profile", "--exact"],
+def test_stripped_debian_binary_with_strict_gives_one_clear_line(debian_mariadbd):
+    proc = subprocess.run([MYSQLPROBE, "-p", str(debian_mariadbd), "--insert-profile", "--exact", "--strict"],
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode == errors.EXIT_NO_SYMBOLS
     lines = proc.stderr.strip().splitlines()
@@ -206,3 +207,21 @@ def test_stripped_debian_binary_gives_one_clear_line(debian_mariadbd):
     assert "partition.write_row" in lines[0] and "innodb.row_insert" in lines[0]
     assert "mariadb-server-core-dbgsym" in lines[0]
     assert not proc.stdout
+
+
+def test_stripped_debian_binary_still_records_what_needs_no_symbols(debian_mariadbd, tmp_path):
+    proc = subprocess.run([MYSQLPROBE, "-p", str(debian_mariadbd), "--insert-profile", "-d", "2", "-q",
+                           "-o", str(tmp_path / "cap")], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    said = [line for line in proc.stderr.splitlines() if line.startswith("mysqlprobe: ")]
+    lost = [line for line in said if line.endswith("not probed, no symbols in the stripped /usr/sbin/mariadbd")]
+    assert any("innodb.row_insert" in line for line in lost) and any("partition.write_row" in line for line in lost)
+    (fix,) = [line for line in said if line.startswith("mysqlprobe: to probe them:")]
+    assert "mariadb-server-core-dbgsym" in fix and "--strict" in fix
+    doc = json.loads((tmp_path / "cap" / "profile.json").read_text())
+    probed = {p["stage"] for p in doc["probes"]}     # what .dynsym names (dispatch_command: statements)
+    assert not probed & {"innodb.row_insert", "partition.write_row"}
+    assert doc["off_cpu"]["status"] == "collected" and doc["io"]["status"] == "collected"
+    assert doc["process"]["seconds"] > 0
+    assert any("is stripped" in w for w in doc["warnings"])
+    assert "Traceback" not in proc.stderr
