@@ -6,6 +6,8 @@ files, bytes and time, per row on both sides."""
 
 from __future__ import annotations
 
+import re
+import textwrap
 from collections import Counter
 from statistics import median
 
@@ -78,6 +80,12 @@ def _evidence(runs: list, stage: str, path: list[str]) -> dict:
                          for c, f in keys]}
 
 
+def file_group(file: str) -> str:
+    """A partition's file as its table's (t1#P#p7.ibd -> t1#P#*.ibd): the
+    partitions of one table do the same thing."""
+    return re.sub(r"#[Pp]#[^.#/]*(#[Ss][Pp]#[^.#/]*)?", "#P#*", file)
+
+
 def _syscalls(node: Node) -> dict[tuple[str, str], dict[str, float]]:
     """The I/O below a node by (system call, file): an I/O stack ends in the
     call's kernel frame and then the file's."""
@@ -87,7 +95,7 @@ def _syscalls(node: Node) -> dict[tuple[str, str], dict[str, float]]:
         for name, child in n.children.items():
             if name.endswith("_[k]") and any(c.get(IO_CALLS) for c in child.children.values()):
                 for file, leaf in child.children.items():
-                    acc = out.setdefault((name[:-4], file.strip("[]")), {})
+                    acc = out.setdefault((name[:-4], file_group(file.strip("[]"))), {})
                     for kind in (IO_NS, IO_BYTES, IO_CALLS):
                         acc[kind] = acc.get(kind, 0.0) + leaf.get(kind)
             else:
@@ -128,36 +136,31 @@ def drilldown(a: list, b: list, wall: Change, ranked: list[Change]) -> list[dict
 
 
 
-def _short_path(path: list[str], width: int = 74) -> str:
-    """stage > f1 > ... > leaf, frames after the stage dropped to fit."""
-    text = " > ".join(path)
-    if len(text) <= width:
-        return text
-    tail = list(path[1:])
-    while len(tail) > 1 and len(" > ".join([path[0], "…"] + tail)) > width:
-        tail.pop(0)
-    return " > ".join([path[0], "…"] + tail)[-width:]
-
-
 def evidence_line(side: str, e: dict) -> str:
     io = e["io"]
-    line = f"{side} cpu {ns_text(e['cpu_ns'])}, off-CPU {ns_text(e['offcpu_ns'])}"
+    line = f"{side}: cpu {ns_text(e['cpu_ns'])}, off-CPU {ns_text(e['offcpu_ns'])}"
     if io["calls"]:
-        line += f"; I/O {io['calls']:.2f} calls {size(io['bytes'])} {ns_text(io['ns'])}"
+        line += f"; I/O {io['calls']:.3g} calls {size(io['bytes'])} {ns_text(io['ns'])}"
     return line
 
 
 def drilldown_lines(entries: list[dict], top: int = 5) -> list[str]:
+    """Each path whole (wrapped, never cut), then per side the evidence and
+    the system calls below it."""
     if not entries:
         return []
     lines = ["", "drill-down: where below the stages the difference concentrates (per row):"]
     for e in entries[:top]:
-        lines.append(f"  {signed_ns(e['delta_ns_per_row']):>9} {100 * e['share']:4.0f}%  {_short_path(e['path'], 62)}"
-                     + (f"  {e['verdict']}" if e["verdict"] != "finding" else ""))
-        lines.append("      " + evidence_line("A", e["a"]) + " | " + evidence_line("B", e["b"]))
+        lines.append(f"  {signed_ns(e['delta_ns_per_row'])}, {100 * e['share']:.0f}% of the difference"
+                     + (f" ({e['verdict']})" if e["verdict"] != "finding" else "") + ":")
+        lines += textwrap.wrap(" > ".join(e["path"]), 80, initial_indent="    ", subsequent_indent="      ",
+                               break_long_words=True, break_on_hyphens=False)
+        lines.append("    " + evidence_line("A", e["a"]))
+        lines.append("    " + evidence_line("B", e["b"]))
         sides = {side: {(c["call"], c["file"]): c for c in e[side]["syscalls"]} for side in ("a", "b")}
         for key in dict.fromkeys(list(sides["b"]) + list(sides["a"])):
-            figures = [f"{side.upper()} {c['calls']:.2f}/row {size(c['bytes'])} {ns_text(c['ns'])}"
+            figures = [f"{side.upper()} {c['calls']:.3g}/row {size(c['bytes'])} {ns_text(c['ns'])}"
                        if (c := sides[side].get(key)) else f"{side.upper()} none" for side in ("a", "b")]
-            lines.append(f"      {key[0]} {key[1][:28]}: " + ", ".join(figures))
+            lines += textwrap.wrap(f"{key[0]} {key[1]}: " + ", ".join(figures), 80, initial_indent="    ",
+                                   subsequent_indent="      ", break_long_words=True)
     return lines

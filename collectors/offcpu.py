@@ -206,8 +206,7 @@ class AddressResolver:
         if path not in self._files:
             try:
                 image = read_elf(self.root + path if os.path.exists(self.root + path) else path)
-                self._files[path] = (image.segments,
-                                     _Symbols([(f.address, f.size, f.mangled) for f in image.functions]))
+                self._files[path] = (image.segments, _Symbols(one_name_per_address(image.functions)))
             except TargetError:
                 self._files[path] = None
         return self._files[path]
@@ -228,6 +227,22 @@ class AddressResolver:
                 mangled = symbols.name(seg.vaddr + offset - seg.offset)
                 return _function_name(mangled) if mangled else label
         return label
+
+
+_BINDING_RANK = {"global": 0, "weak": 1, "local": 2}
+
+
+def one_name_per_address(functions) -> list[tuple[int, int, str]]:
+    """(address, size, name) with one name per address, chosen as perf
+    chooses among aliases (libc's __libc_pwrite, pwrite, pwrite64 share
+    one): global before weak before local, then fewer leading
+    underscores, so that BPF stacks and perf's samples name a frame alike."""
+    best: dict[int, tuple] = {}
+    for f in functions:
+        rank = (_BINDING_RANK.get(f.binding, 3), len(f.mangled) - len(f.mangled.lstrip("_")), -len(f.mangled))
+        if f.address not in best or rank < best[f.address][0]:
+            best[f.address] = (rank, f)
+    return [(f.address, f.size, f.mangled) for _, f in best.values()]
 
 
 @functools.lru_cache(maxsize=65536)

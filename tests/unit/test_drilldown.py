@@ -164,3 +164,11 @@ def test_confirm_probes_the_paths_functions_this_binary_has(tmp_path):
     cmp.write_text(json.dumps({"drilldown": []}))
     with pytest.raises(UsageError, match="no drill-down"):
         confirm_functions(str(cmp), Binary)
+
+
+@pytest.mark.parametrize("file, group", [("test/t1#P#p7.ibd", "test/t1#P#*.ibd"), ("test/t1#p#p0.ibd", "test/t1#P#*.ibd"),
+                                         ("test/t1#P#p1#SP#p1sp0.ibd", "test/t1#P#*.ibd"),
+                                         ("data/ib_logfile0", "data/ib_logfile0")])
+def test_a_tables_partitions_are_one_file_in_the_evidence(file, group):
+    from mysqlprobe.analysis.drilldown import file_group
+    assert file_group(file) == group

@@ -54,7 +54,18 @@ def test_addresses_of_this_process_resolve_to_their_functions():
     libc = ctypes.CDLL(None)
     address = ctypes.cast(libc.getpid, ctypes.c_void_p).value
     resolver = AddressResolver(os.getpid(), root="")
-    assert resolver.name(address) == "getpid"
+    assert resolver.name(address) == "__getpid"   # the global alias, as perf names it
     assert resolver.name(1) == "[unknown]"                       # not mapped
     maps = "00400000-00401000 r-xp 00000000 00:00 1 /nonexistent/lib.so\n"
     assert AddressResolver(0, maps_text=maps, root="").name(0x400010) == "[lib.so]"   # unreadable file
+
+
+def test_aliases_at_one_address_are_named_as_perf_names_them():
+    from mysqlprobe.collectors.elf import Function
+    from mysqlprobe.collectors.offcpu import one_name_per_address
+
+    libc = [Function("pwrite", 0xF6470, 165, "weak", ".dynsym"), Function("__pwrite64", 0xF6470, 165, "weak", ".dynsym"),
+            Function("pwrite64", 0xF6470, 165, "weak", ".dynsym"),
+            Function("__libc_pwrite", 0xF6470, 165, "global", ".dynsym"),   # perf's choice: the global one
+            Function("fsync", 0xF7000, 90, "weak", ".dynsym"), Function("__fsync", 0xF7000, 90, "weak", ".dynsym")]
+    assert sorted(one_name_per_address(libc)) == [(0xF6470, 165, "__libc_pwrite"), (0xF7000, 90, "fsync")]
