@@ -130,7 +130,7 @@ def _metadata(doc: dict) -> str:
 
 
 def render_html(profile: Profile, flamegraph_svg: str | None = None, offcpu_svg: str | None = None,
-                io_svg: str | None = None) -> str:
+                io_svg: str | None = None, stage_svgs: list[tuple[str, str]] = ()) -> str:
     doc, stages = profile.doc, profile.stages
     t = doc["target"]
     srv = t.get("server", {})
@@ -180,6 +180,11 @@ def render_html(profile: Profile, flamegraph_svg: str | None = None, offcpu_svg:
         parts += ["<h2>I/O flame graph (system calls)</h2>",
                   '<p class=muted>widths: microseconds in the calls; below the user frames, the system call '
                   'and the file it touched; click a frame to zoom</p>', io_svg, _pre(text.io_block(doc))]
+    if stage_svgs:
+        parts += ["<h2>Below each stage</h2>",
+                  '<p class=muted>the CPU samples and off-CPU time whose stacks pass through the stage\'s '
+                  'function, folded from it down; open one to see it</p>']
+        parts += [f"<details><summary>{_e(stage)}</summary>{svg}</details>" for stage, svg in stage_svgs]
     warnings = doc.get("warnings") or []
     if warnings:
         parts += ["<h2>Warnings</h2>"] + [f"<p class=warn>{_e(w)}</p>" for w in warnings]

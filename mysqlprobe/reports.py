@@ -7,6 +7,7 @@ from pathlib import Path
 
 from mysqlprobe.analysis.html_report import render_html
 from mysqlprobe.analysis.model import Profile
+from mysqlprobe.analysis.stage_trees import CPU_NS, OFFCPU_NS, read_capture_stacks, stage_trees
 from mysqlprobe.capture import read_stacks
 from mysqlprobe.errors import CaptureError
 from mysqlprobe.flamegraphs.svg import render
@@ -44,6 +45,21 @@ def io_title(doc: dict) -> tuple[str, str]:
     return f"{_server(doc)}: I/O flame graph", sub
 
 
+def stage_pictures(path: Path, doc: dict) -> list[tuple[str, str]]:
+    """A flame graph per stage, rooted at its function: the CPU and off-CPU
+    time of the stacks that pass through it, in microseconds of the window
+    (what a collector saw in part of it scaled up), largest first."""
+    trees = stage_trees(doc, read_capture_stacks(path, doc, read_stacks), rows=1)
+    out = []
+    for stage, tree in sorted(trees.items(), key=lambda kv: -kv[1].wall_ns):
+        folded = tree.folded((CPU_NS, OFFCPU_NS), stage, scale=1e-3)
+        if folded.total:
+            out.append((stage, render(folded, f"{_server(doc)}: below {stage}",
+                                      "CPU and off-CPU time of the stacks through it (us, whole window)",
+                                      unit="us", element_id=f"stage-{len(out)}")))
+    return out
+
+
 def write_visuals(out_dir: str, profile: Profile) -> list[str]:
     """DIR/flamegraph.svg, DIR/offcpu.svg and DIR/io.svg (when the capture
     has their stacks) and DIR/report.html."""
@@ -63,7 +79,7 @@ def write_visuals(out_dir: str, profile: Profile) -> list[str]:
         cpu = picture("perf", FLAMEGRAPH_FILE, flamegraph_title)
         waits = picture("off_cpu", OFFCPU_SVG, offcpu_title, unit="us", element_id="offcpu")
         io = picture("io", IO_SVG, io_title, unit="us", element_id="io")
-        (path / HTML_FILE).write_text(render_html(profile, cpu, waits, io))
+        (path / HTML_FILE).write_text(render_html(profile, cpu, waits, io, stage_pictures(path, doc)))
         written.append(str(path / HTML_FILE))
     except OSError as e:
         raise CaptureError(f"cannot write into {path}: {e.strerror}") from None

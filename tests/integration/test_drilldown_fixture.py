@@ -49,3 +49,5 @@ def test_the_slow_variants_deeper_path_is_found_with_its_share(known_cost, tmp_p
     assert calls["fdatasync"]["calls"] == pytest.approx(1.0)
     assert top["a"]["syscalls"] == [] and top["a"]["io"]["calls"] == 0
     assert top["b"]["offcpu_ns"] > 0
+    page = (b / "report.html").read_text()                      # the capture's own stage-rooted graph
+    assert "<summary>probe:insert_row</summary>" in page and "below probe:insert_row" in page
