@@ -23,7 +23,8 @@ import shutil
 from collections import Counter
 
 from mysqlprobe.collectors.base import Collector, CollectorUnavailable, Cost, Facts, Section
-from mysqlprobe.collectors.perf import PerfRecorder, PerfUnavailable, read_perf_script, work_dir
+from mysqlprobe.collectors.perf import PerfRecorder, PerfUnavailable, read_perf_script
+from mysqlprobe.collectors.workdir import work_dir
 
 # Hz per CPU. A sample costs the target about 20 us on a VM of this kind
 # (one INSERT ... SELECT thread: 1.12x slower at 4999 Hz, 1.01-1.05x at

@@ -8,7 +8,6 @@ functions set one up, else DWARF with a bounded copy of the stack)."""
 from __future__ import annotations
 
 import ctypes
-import glob
 import os
 import re
 import resource
@@ -22,7 +21,8 @@ from collections import Counter
 from dataclasses import dataclass
 
 from mysqlprobe.collectors.base import Collector, CollectorUnavailable, Cost, Facts, Section
-from mysqlprobe.collectors.process import alive, cpu_seconds
+from mysqlprobe.collectors.process import cpu_seconds
+from mysqlprobe.collectors.workdir import work_dir
 from mysqlprobe.collectors.cxxnames import qualified_name
 from mysqlprobe.collectors.elf import ElfImage, file_offset
 from mysqlprobe.flamegraphs.folded import Folded
@@ -289,18 +289,6 @@ def fold_script(lines, thread_names: dict[int, str] | None = None) -> tuple[Fold
             frames.append(short_frame(m.group(2), m.group(3)))
     flush()
     return fold_samples(samples, names), len(samples)
-
-
-def work_dir(kind: str) -> str:
-    """A private directory for perf's files, named with this process's PID.
-    Those a killed mysqlprobe left behind (kill -9 runs no cleanup; perf.data
-    can be megabytes) are removed first: their PID is gone."""
-    base = tempfile.gettempdir()
-    for d in glob.glob(os.path.join(base, f"mysqlprobe-{kind}-*-*")):
-        pid = os.path.basename(d).split("-")[2]
-        if pid.isdigit() and int(pid) != os.getpid() and not alive(int(pid)):
-            shutil.rmtree(d, ignore_errors=True)
-    return tempfile.mkdtemp(prefix=f"mysqlprobe-{kind}-{os.getpid()}-")
 
 
 def fold_samples(samples: list[tuple[str, int | None, list[str], int]], thread_names: dict[int, str]) -> Folded:

@@ -105,7 +105,7 @@ def test_thread_names_come_from_the_perf_schema_record():
 
 def test_work_dirs_of_killed_runs_are_swept_and_live_ones_kept(tmp_path, monkeypatch):
     import tempfile
-    from mysqlprobe.collectors.perf import work_dir
+    from mysqlprobe.collectors.workdir import work_dir
 
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
     child = subprocess.Popen(["true"])
