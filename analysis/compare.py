@@ -227,6 +227,12 @@ def merged_stacks(runs: list[Run]) -> Folded:
     return out
 
 
+def _fit(name: str, width: int) -> str:
+    """A name in a column: its end kept when it is too long (two functions
+    that share a long prefix stay apart)."""
+    return name if len(name) <= width else "…" + name[-(width - 1):]
+
+
 def _fig(f: Figure) -> str:
     return ns_text(f.median) + (f" ±{ns_text(f.spread)}" if f.runs > 1 else "")
 
@@ -266,7 +272,7 @@ def render_text(result: dict) -> str:
     lines += ["what changed (B - A), time per row outside nested probed stages:",
               f"  {'stage':<32}{'A':>10}{'B':>10}{'B - A':>10}  note"]
     for c in result["ranked"]:
-        lines.append(f"  {c.name[:32]:<32}{ns_text(c.a.median):>10}{ns_text(c.b.median):>10}{signed_ns(c.delta):>10}  {_mark(c)}")
+        lines.append(f"  {_fit(c.name, 32):<32}{ns_text(c.a.median):>10}{ns_text(c.b.median):>10}{signed_ns(c.delta):>10}  {_mark(c)}")
     share = result["attributed_ns"] / wall.delta if wall.delta else float("nan")
     lines.append(f"  {'in probed stages':<32}{'':>20}{signed_ns(result['attributed_ns']):>10}"
                  + (f"  {100 * share:.0f}% of B - A" if share == share else ""))
@@ -275,7 +281,7 @@ def render_text(result: dict) -> str:
         lines += ["", "functions on CPU that grew or shrank most (self time per row, all threads):",
                   f"  {'function':<42}{'A':>9}{'B':>9}{'B - A':>9}  note"]
         for c in result["functions"]:
-            lines.append(f"  {c.name[:42]:<42}{ns_text(c.a.median):>9}{ns_text(c.b.median):>9}{signed_ns(c.delta):>9}"
+            lines.append(f"  {_fit(c.name, 42):<42}{ns_text(c.a.median):>9}{ns_text(c.b.median):>9}{signed_ns(c.delta):>9}"
                          f"  {_mark(c)}")
     lines += drilldown_lines(result.get("drilldown") or [])
     lines += ["", "stages side by side (A -> B):",
@@ -284,7 +290,7 @@ def render_text(result: dict) -> str:
         def pair(key, fmt):
             va, vb = sides["a"].get(key), sides["b"].get(key)
             return f"{fmt(va['median']) if va else '-'} -> {fmt(vb['median']) if vb else '-'}"
-        lines.append(f"  {s[:27]:<27}{pair('calls_per_row', lambda v: f'{v:.2f}'):>13}"
+        lines.append(f"  {_fit(s, 27):<27}{pair('calls_per_row', lambda v: f'{v:.2f}'):>13}"
                      f"{pair('p50_ns', ns_text):>19}{pair('p99_ns', ns_text):>19}")
         if sides["a"]["symbols"] != sides["b"]["symbols"]:
             for side in ("a", "b"):

@@ -40,20 +40,27 @@ def _below(stacks: dict[str, int], function: str, call: str, file: str) -> int:
     return total
 
 
-def test_writes_are_counted_with_their_stack_file_and_bytes(known_cost, tmp_path):
-    data = tmp_path / "pages" / "t1.ibd"
+def _profiled(known_cost, tmp_path, file: str, command: str):
+    """The fixture's command on tmp_path/file, profiled: (its answer, the io
+    section, the capture directory, the report)."""
+    data = tmp_path / file
     data.parent.mkdir()
     prof = Profiler(known_cost.pid, tmp_path / "cap", "--probe", "cost_1us", "--exact", "--no-perf")
-    done = _command(known_cost, f"write {data} {WRITES} {PAGE}")
+    done = _command(known_cost, command.format(data=data))
     code, out, err = prof.stop()
     assert code == 0, err
+    doc = prof.profile()
+    assert doc["io"]["status"] == "collected"
+    assert doc["overhead"]["by_collector"]["io"]["target_s"] > 0
+    return done, doc["io"], tmp_path / "cap", out
+
+
+def test_writes_are_counted_with_their_stack_file_and_bytes(known_cost, tmp_path):
+    done, io, cap, out = _profiled(known_cost, tmp_path, "pages/t1.ibd", f"write {{data}} {WRITES} {PAGE}")
     assert done == {"written": WRITES * PAGE, "calls": WRITES}
-    io = prof.profile()["io"]
-    assert io["status"] == "collected"
     (entry,) = [f for f in io["by_file"] if f["file"] == "pages/t1.ibd"]
     assert (entry["calls"], entry["write_bytes"], entry["read_bytes"], entry["syncs"]) == (WRITES + 1, WRITES * PAGE,
                                                                                         0, 1)
-    cap = tmp_path / "cap"
     calls, written = _stacks(cap / io["calls_file"]), _stacks(cap / io["bytes_file"])
     assert _below(calls, "write_pages", "pwrite64", "pages/t1.ibd") == WRITES
     assert _below(written, "write_pages", "pwrite64", "pages/t1.ibd") == WRITES * PAGE
@@ -62,23 +69,11 @@ def test_writes_are_counted_with_their_stack_file_and_bytes(known_cost, tmp_path
     assert "I/O system calls:" in out and "pages/t1.ibd" in out
     assert (cap / "io.svg").read_text().startswith("<svg")
     assert "I/O flame graph" in (cap / "report.html").read_text()
-    assert doc_cost(prof)["io"]["target_s"] > 0
-
-
-def doc_cost(prof) -> dict:
-    return prof.profile()["overhead"]["by_collector"]
 
 
 def test_iocbs_count_under_their_own_file_and_size(known_cost, tmp_path):
-    data = tmp_path / "aio" / "log"
-    data.parent.mkdir()
-    prof = Profiler(known_cost.pid, tmp_path / "cap", "--probe", "cost_1us", "--exact", "--no-perf")
-    done = _command(known_cost, f"aio {data} {IOCBS} {AIO_PAGE}")
-    code, _, err = prof.stop()
-    assert code == 0, err
+    done, io, cap, _ = _profiled(known_cost, tmp_path, "aio/log", f"aio {{data}} {IOCBS} {AIO_PAGE}")
     assert done == {"submitted": IOCBS}
-    io = prof.profile()["io"]
-    cap = tmp_path / "cap"
     calls, written = _stacks(cap / io["calls_file"]), _stacks(cap / io["bytes_file"])
     assert _below(calls, "submit_pages", "aio pwrite", "aio/log") == IOCBS
     assert _below(written, "submit_pages", "aio pwrite", "aio/log") == IOCBS * AIO_PAGE

@@ -172,3 +172,9 @@ def test_confirm_probes_the_paths_functions_this_binary_has(tmp_path):
 def test_a_tables_partitions_are_one_file_in_the_evidence(file, group):
     from mysqlprobe.analysis.drilldown import file_group
     assert file_group(file) == group
+
+
+def test_long_stage_names_keep_their_ends_in_the_tables():
+    general, low = (C._fit(f"probe:fseg_alloc_free_page_{end}", 27) for end in ("general", "low"))
+    assert general != low and general.endswith("page_general") and len(general) == 27
+    assert C._fit("innodb.row_insert", 27) == "innodb.row_insert"
