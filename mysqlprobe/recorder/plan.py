@@ -4,6 +4,8 @@ and how the kernel will handle each one's first instruction."""
 from __future__ import annotations
 
 import os
+import shutil
+import subprocess
 import sys
 import time
 from dataclasses import dataclass, field
@@ -76,22 +78,36 @@ def usdt_sites(binary: Binary, pair) -> UsdtSites | None:
     return UsdtSites(sites(pair.start), dones) if dones else None
 
 
-def owning_package(path: str) -> str | None:
-    """The Debian package that installed path, from dpkg's file lists."""
-    info = "/var/lib/dpkg/info"
+def owning_package(path: str, dpkg_info: str = "/var/lib/dpkg/info",
+                   rpm: str | None = None) -> tuple[str, str] | None:
+    """("dpkg" or "rpm", the package that installed path): from dpkg's file
+    lists, else from `rpm -qf` where rpm answers."""
     real = os.path.realpath(path)
     try:
-        names = [n for n in os.listdir(info) if n.endswith(".list")]
+        names = [n for n in os.listdir(dpkg_info) if n.endswith(".list")]
     except OSError:
-        return None
+        names = []
     for n in names:
         try:
-            with open(os.path.join(info, n), errors="replace") as f:
+            with open(os.path.join(dpkg_info, n), errors="replace") as f:
                 if any(line.rstrip("\n") in (path, real) for line in f):
-                    return n[: -len(".list")].split(":")[0]
+                    return "dpkg", n[: -len(".list")].split(":")[0]
         except OSError:
             continue
+    rpm = rpm or shutil.which("rpm")
+    if rpm:
+        try:
+            done = subprocess.run([rpm, "-qf", "--queryformat", "%{NAME}", real], capture_output=True, text=True,
+                                  timeout=10)
+        except (OSError, subprocess.TimeoutExpired):
+            return None
+        if done.returncode == 0 and done.stdout.strip() and " " not in done.stdout.strip():
+            return "rpm", done.stdout.strip()
     return None
+
+
+DEBUG_PACKAGE = {"dpkg": "install {}-dbgsym (from the Debian debug archive)",
+                 "rpm": "install its debug info (dnf debuginfo-install {})"}
 
 
 def check_symbols(binary: Binary, plan: Plan, stages: list[str]) -> NoSymbolsError | None:
@@ -104,8 +120,7 @@ def check_symbols(binary: Binary, plan: Plan, stages: list[str]) -> NoSymbolsErr
     if not lost:
         return None
     pkg = owning_package(binary.display_path)
-    what = (f"install {pkg}-dbgsym (from the Debian debug archive)"
-            if pkg else "install the server's debug symbols package")
+    what = DEBUG_PACKAGE[pkg[0]].format(pkg[1]) if pkg else "install the server's debug symbols package"
     build_id = f" (build-id {binary.image.build_id})" if binary.image.build_id else ""
     if binary.debuginfod_errors:  # servers were asked: what they said
         fetch = f"debuginfod failed ({'; '.join(binary.debuginfod_errors)})"

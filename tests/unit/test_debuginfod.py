@@ -133,3 +133,25 @@ def test_the_distribution_server_comes_from_os_release(tmp_path):
     (tmp_path / "os-release").write_text('ID="rocky"\nID_LIKE="rhel centos fedora"\n')
     assert debuginfod.distribution_server(str(tmp_path / "os-release")) == debuginfod.DISTRIBUTION_SERVERS["fedora"]
     assert debuginfod.distribution_server(str(tmp_path / "missing")) is None
+
+
+def test_the_owning_package_from_dpkg_then_rpm(tmp_path):
+    from mysqlprobe.recorder.plan import DEBUG_PACKAGE, owning_package
+
+    binary = tmp_path / "usr/sbin/mariadbd"
+    binary.parent.mkdir(parents=True)
+    binary.write_bytes(b"")
+    info = tmp_path / "dpkg-info"
+    info.mkdir()
+    (info / "mariadb-server-core.list").write_text(f"/.\n{binary}\n")
+    assert owning_package(str(binary), str(info)) == ("dpkg", "mariadb-server-core")
+    # an rpm host: no dpkg lists; rpm -qf answers (this Debian machine has no rpm database, so a
+    # script stands in for it, answering as rpm does)
+    rpm = tmp_path / "rpm"
+    rpm.write_text(f'#!/bin/sh\n[ "$4" = "{binary}" ] && printf mariadb-server && exit 0\n'
+                   'echo "file $4 is not owned by any package"; exit 1\n')
+    rpm.chmod(0o755)
+    found = owning_package(str(binary), str(tmp_path / "none"), rpm=str(rpm))
+    assert found == ("rpm", "mariadb-server")
+    assert DEBUG_PACKAGE[found[0]].format(found[1]) == "install its debug info (dnf debuginfo-install mariadb-server)"
+    assert owning_package(str(tmp_path / "other"), str(tmp_path / "none"), rpm=str(rpm)) is None
