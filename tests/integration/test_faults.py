@@ -473,7 +473,7 @@ def test_a_stripped_server(tmp_path, record_property):
     subprocess.run(["strip", str(path)], check=True)
     stand_in = StandIn(path)
     try:
-        code, _, err = run_cli("-p", str(stand_in.proc.pid), "--insert-profile", "-o", str(tmp_path / "out"))
+        code, _, err = run_cli("-p", str(stand_in.proc.pid), "--insert-profile", "--strict", "-o", str(tmp_path / "out"))
     finally:
         stand_in.close()
     line = one_clear_line(err, "--debug-file")

@@ -81,13 +81,14 @@ def test_default_mode_says_what_it_cost(server, tmp_path):
     slowdown = doc["overhead"]["measured_slowdown"]
     assert slowdown is not None and 0.7 < slowdown < 3.0, slowdown  # below 1: the load's own variation
     costs = doc["overhead"]["by_collector"]
-    assert set(costs) == {"perf", "off_cpu", "calibration", "uprobe", "perf_schema", "process", "cpu_bursts"}
+    assert set(costs) == {"perf", "off_cpu", "io", "calibration", "uprobe", "perf_schema", "process", "cpu_bursts"}
     # sysbench's tables are not partitioned: no short function ran, the bursts never started
     assert doc["cpu_bursts"]["on_s"] == 0 and doc["sampling"]["burst_s"] == 0
     assert all(c["method"] for c in costs.values())
     assert costs["uprobe"]["target_s"] > 0 and costs["perf"]["cpu_s"] is not None
-    # off-CPU ran with the probes, in the on-phases only; perf samples CPU-wide, all window
+    # off-CPU and I/O ran with the probes, in the on-phases only; perf samples CPU-wide, all window
     assert 0 < doc["off_cpu"]["on_s"] < doc["window"]["duration_s"]
+    assert 0 < doc["io"]["on_s"] < doc["window"]["duration_s"] and costs["io"]["target_s"] > 0
     assert "on_s" not in doc["perf"] and doc["perf"]["samples"] > 0
     estimate = stage(doc, "innodb.row_insert")["estimated_calls"]["value"]
     assert abs(estimate - truth) / truth < 0.10, (estimate, truth)
