@@ -16,6 +16,7 @@ from mysqlprobe.analysis.textfit import fit as _fit, pct, size  # noqa: F401 (pc
 from mysqlprobe.analysis.where_report import attribution_block, digest_block  # noqa: F401 (html_report)
 
 fmt = H.format_ns
+ASYNC_COMPLETIONS = "(async completions)"   # io_getevents: AIO threads waiting, not a file's I/O
 
 
 def _rate(calls: float, seconds: float) -> str:
@@ -386,16 +387,18 @@ def io_block(doc: dict, top: int = 8) -> list[str]:
     io = doc.get("io") or {}
     if io.get("status") != "collected":
         return []
+    waits = [f for f in io["by_file"] if f["file"] == ASYNC_COMPLETIONS]
+    waited = f" ({fmt(waits[0]['s'] * 1e9)} of it waiting for async completions)" if waits else ""
     lines = [""] + textwrap.wrap(
         f"I/O system calls: {io['calls']} calls, {size(io['bytes'])}, {fmt(io['s'] * 1e9)} in them over all "
-        f"threads" + (f", {io['errors']} failed" if io["errors"] else "") + _on_phases(io, doc), 80,
+        f"threads{waited}" + (f", {io['errors']} failed" if io["errors"] else "") + _on_phases(io, doc), 80,
         subsequent_indent="  ")
     if io["by_call"]:
         lines += textwrap.wrap("calls: " + ", ".join(
             f"{c['call']} {c['calls']}" + (f" {size(c['bytes'])}" if c["bytes"] else "") + f" {fmt(c['s'] * 1e9)}"
             for c in io["by_call"][:6]), 80, initial_indent="  ", subsequent_indent="    ")
         lines.append(f"  {'time':>7} {'calls':>8} {'read':>9} {'written':>9} {'syncs':>6}  file")
-        for f in io["by_file"][:top]:
+        for f in [f for f in io["by_file"] if f["file"] != ASYNC_COMPLETIONS][:top]:
             lines.append(f"  {fmt(f['s'] * 1e9):>7} {f['calls']:>8} {size(f['read_bytes']):>9} "
                          f"{size(f['write_bytes']):>9} {f['syncs']:>6}  {_clip(f['file'], 36)}")
     if io.get("dropped"):

@@ -131,3 +131,16 @@ def test_summary_per_call_and_file():
     assert t1 == {"file": "test/t1.ibd", "calls": 15, "read_bytes": 0, "write_bytes": 13 * 16384, "syncs": 2,
                   "s": 0.0116}
     assert s["files_left_out"] == 0
+
+
+def test_the_report_keeps_async_waits_apart_from_the_files():
+    from mysqlprobe.analysis.report import ASYNC_COMPLETIONS, io_block
+
+    assert io.file_label(None, -1) == ASYNC_COMPLETIONS
+    records = _records()
+    section = {"status": "collected", **io.summarize(records, _labels), "dropped": {}}
+    lines = io_block({"io": section, "window": {"duration_s": 2.0}})
+    text = "\n".join(lines)
+    assert "(7ms of it waiting for async completions)" in " ".join(text.split())
+    files = [line.split()[-1] for line in lines if line.endswith((".ibd", "ibdata1", "completions)"))]
+    assert files == ["test/t1.ibd", "d/ibdata1"] and "io_getevents 3" in text
