@@ -28,19 +28,20 @@ PS_PER_NS = 1000
 WRITE_EVENTS = ("statement/sql/insert", "statement/sql/replace", "statement/sql/load")
 
 
-def rows_of(doc: dict) -> tuple[int | None, str]:
-    """Rows the load inserted in the window, and where the figure comes from."""
+def rows_of(doc: dict) -> tuple[int | None, str, dict | None]:
+    """Rows the load inserted in the window, where the figure comes from,
+    and the probe whose calls stand for rows where no server counts them."""
     status = ((doc.get("perf_schema") or {}).get("deltas") or {}).get("status") or {}
     if status.get("Innodb_rows_inserted"):
-        return status["Innodb_rows_inserted"], "Innodb_rows_inserted"
+        return status["Innodb_rows_inserted"], "Innodb_rows_inserted", None
     if (doc.get("workload") or {}).get("rows"):
-        return doc["workload"]["rows"], "the load's rows"
+        return doc["workload"]["rows"], "the load's rows", None
     if doc["window"].get("rows_changed"):
-        return doc["window"]["rows_changed"], "rows changed (Handler_write...)"
+        return doc["window"]["rows_changed"], "rows changed (Handler_write...)", None
     top = outermost_probe(doc)
     if top:   # no server counter: a call of the function the others run inside is the unit
-        return round(top["calls"] * window_scale(doc)), f"calls of {top['name']}"
-    return None, "unknown"
+        return round(top["calls"] * window_scale(doc)), f"calls of {top['name']}", top
+    return None, "unknown", None
 
 
 def outermost_probe(doc: dict) -> dict | None:
@@ -51,21 +52,21 @@ def outermost_probe(doc: dict) -> dict | None:
     return max(tops, key=lambda p: p["total_ns"], default=None)
 
 
-def load_seconds(doc: dict) -> tuple[float, str]:
+def load_seconds(doc: dict, unit_probe: dict | None = None) -> tuple[float, str, bool]:
     """The load's wall time: the load driver's own timing (bench, demo), else
-    the longest write statement P_S saw, else the window."""
+    the longest write statement P_S saw, else the time in the probe whose
+    calls are the unit, else the window; and whether it is a probe's time,
+    from which the probes' cost is taken already."""
     if (doc.get("workload") or {}).get("seconds"):
-        return doc["workload"]["seconds"], "the load's own timing"
+        return doc["workload"]["seconds"], "the load's own timing", False
     ps = doc.get("perf_schema") or {}
     writes = [s for s in ps.get("statements", []) if (s.get("event_name") or "").startswith(WRITE_EVENTS)
               and s.get("timer_wait")]
     if writes:
-        return max(s["timer_wait"] for s in writes) / 1e12, "P_S statement time"
-    rows, source = rows_of(doc)
-    top = outermost_probe(doc)
-    if rows and top and source == f"calls of {top['name']}":
-        return top["total_ns"] * window_scale(doc) / 1e9, f"the time in {top['name']}"
-    return doc["window"]["duration_s"], "the window"
+        return max(s["timer_wait"] for s in writes) / 1e12, "P_S statement time", False
+    if unit_probe:
+        return unit_probe["total_ns"] * window_scale(doc) / 1e9, f"the time in {unit_probe['name']}", True
+    return doc["window"]["duration_s"], "the window", False
 
 
 def probe_free_seconds(profile: Profile, seconds: float) -> float:
@@ -121,12 +122,12 @@ def run_of(profile: Profile, label: str, stacks: Folded | None = None,
     """evidence: the capture's folded files by kind (stage_trees.SOURCES),
     for the drill-down below the stages."""
     doc = profile.doc
-    rows, rows_source = rows_of(doc)
+    rows, rows_source, unit_probe = rows_of(doc)
     if not rows:
         raise ValueError(f"{label}: the capture does not tell how many rows were inserted")
-    seconds, seconds_source = load_seconds(doc)
-    free = probe_free_seconds(profile, seconds) if not seconds_source.startswith("the time in") else seconds
-    if free < seconds:   # (a probe's own time is corrected already)
+    seconds, seconds_source, corrected = load_seconds(doc, unit_probe)
+    free = seconds if corrected else probe_free_seconds(profile, seconds)
+    if free < seconds:
         seconds, seconds_source = free, seconds_source + ", less the probes' calibrated cost"
     srv = doc["target"].get("server", {})
     run = Run(label, f"{srv.get('family', '?')} {srv.get('version', '?')}", rows, rows_source, seconds,

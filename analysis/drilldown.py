@@ -39,42 +39,37 @@ def _children(runs: list, stage: str, path: list[str]) -> set[str]:
             if not c.endswith("_[k]") and not c.startswith("[")}
 
 
-def _walk(a: list, b: list, stage: str, path: list[str], floor: float, found: list) -> None:
+def _walk(a: list, b: list, stage: str, path: list[str], here: Change, floor: float, found: list) -> None:
     """Down the stage's tree while one child holds most of the difference;
-    where none does, the path is a finding. The children that hold enough
-    on their own are walked too, beside the one that leads."""
-    here = _path_change(a, b, stage, path)
-    kids = [_path_change(a, b, stage, path + [k]) for k in sorted(_children(a + b, stage, path))]
-    kids.sort(key=lambda c: -abs(c.delta))
-    leads = bool(kids) and kids[0].delta * here.delta > 0 and abs(kids[0].delta) >= FOLLOW * abs(here.delta)
+    where none does, the path (whose change is `here`) is a finding. The
+    children that hold enough on their own are walked too, beside the one
+    that leads."""
+    kids = sorted(((k, _path_change(a, b, stage, path + [k])) for k in sorted(_children(a + b, stage, path))),
+                  key=lambda kc: -abs(kc[1].delta))
+    leads = bool(kids) and kids[0][1].delta * here.delta > 0 and abs(kids[0][1].delta) >= FOLLOW * abs(here.delta)
     if not leads:
         found.append((path, here))
-    for k in kids:
-        if (leads and k is kids[0]) or abs(k.delta) >= floor:
-            _walk(a, b, stage, path + [k.name.split(";")[-1]], floor, found)
+    for i, (name, change) in enumerate(kids):
+        if (leads and i == 0) or abs(change.delta) >= floor:
+            _walk(a, b, stage, path + [name], change, floor, found)
 
 
 def _evidence(runs: list, stage: str, path: list[str]) -> dict:
     """Per row, medians over the repeats: CPU, off-CPU, the I/O calls and
     the system calls below the path (call and file)."""
-    def med(get) -> float:
-        return median([get(r) for r in runs]) if runs else 0.0
+    nodes = [_node(r, stage, path) for r in runs]
 
-    def value(r, kind: str) -> float:
-        n = _node(r, stage, path)
-        return n.get(kind) if n else 0.0
+    def med(kind: str) -> float:
+        return median([n.get(kind) if n else 0.0 for n in nodes]) if nodes else 0.0
 
     calls: Counter = Counter()
-    for r in runs:
-        n = _node(r, stage, path)
+    for n in nodes:
         for key, figures in (_syscalls(n) if n else {}).items():
             for kind, v in figures.items():
-                calls[key + (kind,)] += v / len(runs)
+                calls[key + (kind,)] += v / len(nodes)
     keys = sorted({k[:2] for k in calls}, key=lambda k: -calls[k + (IO_NS,)])[:TOP_CALLS]
-    return {"cpu_ns": round(med(lambda r: value(r, CPU_NS)), 1),
-            "offcpu_ns": round(med(lambda r: value(r, OFFCPU_NS)), 1),
-            "io": {"ns": round(med(lambda r: value(r, IO_NS)), 1), "bytes": round(med(lambda r: value(r, IO_BYTES)), 1),
-                   "calls": round(med(lambda r: value(r, IO_CALLS)), 4)},
+    return {"cpu_ns": round(med(CPU_NS), 1), "offcpu_ns": round(med(OFFCPU_NS), 1),
+            "io": {"ns": round(med(IO_NS), 1), "bytes": round(med(IO_BYTES), 1), "calls": round(med(IO_CALLS), 4)},
             "syscalls": [{"call": c, "file": f, "calls": round(calls[(c, f, IO_CALLS)], 4),
                           "bytes": round(calls[(c, f, IO_BYTES)], 1), "ns": round(calls[(c, f, IO_NS)], 1)}
                          for c, f in keys]}
@@ -105,6 +100,12 @@ def _syscalls(node: Node) -> dict[tuple[str, str], dict[str, float]]:
     return out
 
 
+def _nearest_below(change: Change, found: list) -> list[Change]:
+    """The reported paths below change's path, none reported between them and it."""
+    below = [c for _, c in found if c.name.startswith(change.name + ";")]
+    return [c for c in below if not any(c.name.startswith(q.name + ";") for q in below)]
+
+
 def drilldown(a: list, b: list, wall: Change, ranked: list[Change]) -> list[dict]:
     """Below the stages that hold the difference, the deepest paths where
     it concentrates, most first: each with its share of the wall-time
@@ -115,16 +116,14 @@ def drilldown(a: list, b: list, wall: Change, ranked: list[Change]) -> list[dict
     found: list = []
     for stage_change in ranked:
         if abs(stage_change.delta) >= floor and stage_change.verdict != "noise":
-            _walk(a, b, stage_change.name, [], floor, found)
+            _walk(a, b, stage_change.name, [], _path_change(a, b, stage_change.name, []), floor, found)
     entries = []
     for path, change in found:
         if abs(change.delta) < floor:
             continue
         stage = change.name.split(";")[0]
         # an ancestor whose reported descendants explain most of it says no more than they do
-        below = sum(c.delta for p, c in found if c is not change and c.name.startswith(change.name + ";")
-                    and not any(q is not c and c.name.startswith(q.name + ";") and q.name.startswith(change.name + ";")
-                                for _, q in found))
+        below = sum(c.delta for c in _nearest_below(change, found))
         if below and below * change.delta > 0 and abs(below) >= FOLLOW * abs(change.delta):
             continue
         entries.append({"stage": stage, "path": [stage] + path, "delta_ns_per_row": round(change.delta, 1),
@@ -133,7 +132,6 @@ def drilldown(a: list, b: list, wall: Change, ranked: list[Change]) -> list[dict
                         "spread_ns": {"a": round(change.a.spread, 1), "b": round(change.b.spread, 1)}})
     entries.sort(key=lambda e: -abs(e["delta_ns_per_row"]))
     return entries
-
 
 
 def evidence_line(side: str, e: dict) -> str:
