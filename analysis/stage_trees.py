@@ -136,10 +136,11 @@ def stage_trees(doc: dict, stacks: dict[str, Folded], rows: int, exclusive: bool
     return {s: t for s, t in trees.items() if t.values}
 
 
-def read_capture_stacks(capture_dir, doc: dict, read) -> dict[str, Folded]:
-    """The capture's folded files by kind (those it has); `read` parses a path."""
+def read_capture_stacks(capture_dir, doc: dict, read, kinds: tuple[str, ...] = KINDS) -> dict[str, Folded]:
+    """The capture's folded files of those kinds (those it has); `read` parses a path."""
     out = {}
-    for kind, (section, key) in SOURCES.items():
+    for kind in kinds:
+        section, key = SOURCES[kind]
         name = (doc.get(section) or {}).get(key) or (CPU_FILE if kind == CPU_NS else None)
         if name and (Path(capture_dir) / name).exists():
             out[kind] = read(str(Path(capture_dir) / name))

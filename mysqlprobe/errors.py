@@ -40,7 +40,12 @@ class PermissionProblem(MysqlprobeError):
 
 
 class NoSymbolsError(MysqlprobeError):
+    """lost: the stages that cannot be probed; fix: what would give the symbols."""
     exit_code = EXIT_NO_SYMBOLS
+
+    def __init__(self, message: str, lost: list[str] | None = None, fix: str = ""):
+        super().__init__(message)
+        self.lost, self.fix = lost or [], fix
 
 
 class BpfError(MysqlprobeError):

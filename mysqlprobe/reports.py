@@ -7,7 +7,7 @@ from pathlib import Path
 
 from mysqlprobe.analysis.html_report import render_html
 from mysqlprobe.analysis.model import Profile
-from mysqlprobe.analysis.stage_trees import CPU_NS, OFFCPU_NS, read_capture_stacks, stage_trees
+from mysqlprobe.analysis.stage_trees import CPU_NS, IO_NS, OFFCPU_NS, SOURCES, read_capture_stacks, stage_trees
 from mysqlprobe.capture import read_stacks
 from mysqlprobe.errors import CaptureError
 from mysqlprobe.flamegraphs.svg import render
@@ -45,13 +45,12 @@ def io_title(doc: dict) -> tuple[str, str]:
     return f"{_server(doc)}: I/O flame graph", sub
 
 
-def stage_pictures(path: Path, doc: dict) -> list[tuple[str, str]]:
+def stage_pictures(doc: dict, stacks: dict) -> list[tuple[str, str]]:
     """A flame graph per stage, rooted at its function: the CPU and off-CPU
     time of the stacks that pass through it, in microseconds of the window
     (what a collector saw in part of it scaled up), largest first."""
-    trees = stage_trees(doc, read_capture_stacks(path, doc, read_stacks), rows=1)
     out = []
-    for stage, tree in sorted(trees.items(), key=lambda kv: -kv[1].wall_ns):
+    for stage, tree in sorted(stage_trees(doc, stacks, rows=1).items(), key=lambda kv: -kv[1].wall_ns):
         folded = tree.folded((CPU_NS, OFFCPU_NS), stage, scale=1e-3)
         if folded.total:
             out.append((stage, render(folded, f"{_server(doc)}: below {stage}",
@@ -62,24 +61,26 @@ def stage_pictures(path: Path, doc: dict) -> list[tuple[str, str]]:
 
 def write_visuals(out_dir: str, profile: Profile) -> list[str]:
     """DIR/flamegraph.svg, DIR/offcpu.svg and DIR/io.svg (when the capture
-    has their stacks) and DIR/report.html."""
+    has their stacks) and DIR/report.html. Each folded file is read once:
+    its own picture and the stages' are drawn from it."""
     doc, path = profile.doc, Path(out_dir)
     written = []
+    stacks = read_capture_stacks(path, doc, read_stacks, kinds=(CPU_NS, OFFCPU_NS, IO_NS))
 
-    def picture(section: str, svg_file: str, titles, **style) -> str | None:
-        stacks = (doc.get(section) or {}).get("stacks_file")
-        if not stacks or not (path / stacks).exists():
+    def picture(kind: str, svg_file: str, titles, **style) -> str | None:
+        section = SOURCES[kind][0]
+        if not (doc.get(section) or {}).get("stacks_file") or kind not in stacks:
             return None
-        svg = render(read_stacks(str(path / stacks)), *titles(doc), **style)
+        svg = render(stacks[kind], *titles(doc), **style)
         (path / svg_file).write_text(svg)
         written.append(str(path / svg_file))
         return svg
 
     try:
-        cpu = picture("perf", FLAMEGRAPH_FILE, flamegraph_title)
-        waits = picture("off_cpu", OFFCPU_SVG, offcpu_title, unit="us", element_id="offcpu")
-        io = picture("io", IO_SVG, io_title, unit="us", element_id="io")
-        (path / HTML_FILE).write_text(render_html(profile, cpu, waits, io, stage_pictures(path, doc)))
+        cpu = picture(CPU_NS, FLAMEGRAPH_FILE, flamegraph_title)
+        waits = picture(OFFCPU_NS, OFFCPU_SVG, offcpu_title, unit="us", element_id="offcpu")
+        io = picture(IO_NS, IO_SVG, io_title, unit="us", element_id="io")
+        (path / HTML_FILE).write_text(render_html(profile, cpu, waits, io, stage_pictures(doc, stacks)))
         written.append(str(path / HTML_FILE))
     except OSError as e:
         raise CaptureError(f"cannot write into {path}: {e.strerror}") from None

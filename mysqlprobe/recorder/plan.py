@@ -129,10 +129,9 @@ def check_symbols(binary: Binary, plan: Plan, stages: list[str]) -> NoSymbolsErr
     else:
         server = debuginfod.distribution_server()
         fetch = f"set DEBUGINFOD_URLS={server}" if server else "set DEBUGINFOD_URLS to a debuginfod server"
-    error = NoSymbolsError(f"{binary.display_path} is stripped and no debug symbols were found{build_id}: "
-                           f"{', '.join(lost)} cannot be probed; {what}, {fetch}, or pass --debug-file")
-    error.lost, error.fix = lost, f"{what}, {fetch}, or pass --debug-file"
-    return error
+    fix = f"{what}, {fetch}, or pass --debug-file"
+    return NoSymbolsError(f"{binary.display_path} is stripped and no debug symbols were found{build_id}: "
+                          f"{', '.join(lost)} cannot be probed; {fix}", lost, fix)
 
 
 def list_plan(binary: Binary, plan: Plan, out=sys.stdout) -> None:
