@@ -30,7 +30,8 @@ WAIT_CONSUMERS = ("events_waits_current", "events_waits_history", "events_waits_
 INSTRUMENTS = ("statement/%", "stage/%", "wait/io/table/%", "wait/io/file/%")
 SYNCH_INSTRUMENTS = ("wait/synch/%",)
 STATUS = ("Handler_write", "Handler_update", "Handler_delete", "Innodb_rows_inserted", "Innodb_pages_written",
-          "Innodb_data_written", "Com_insert", "Com_insert_select", "Questions")
+          "Innodb_data_written", "Innodb_data_fsyncs", "Innodb_os_log_written", "Innodb_os_log_fsyncs",
+          "Com_insert", "Com_insert_select", "Questions")
 PS_TIMER_PER_NS = 1000  # P_S timers count picoseconds
 
 SUMMARIES = {
