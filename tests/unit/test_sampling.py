@@ -1,14 +1,40 @@
 import os
-import time
 from types import SimpleNamespace
 
 import pytest
 
 from mysqlprobe.analysis.sampling import estimate_by_rows, estimate_total, t95
+from mysqlprobe.recorder import duty, window as window_module
 from mysqlprobe.recorder.duty import Bursts, DutyCycles
 from mysqlprobe.recorder.options import Control
 from mysqlprobe.recorder.pacing import Pacer, in_situ_factor, off_seconds
 from mysqlprobe.recorder.window import Window
+
+
+class SimulatedClock:
+    """Time for the duty cycles that only their waits move on: nothing sleeps
+    and no test depends on how busy the machine is."""
+
+    def __init__(self):
+        self.now = 1000.0
+
+    def monotonic(self) -> float:
+        return self.now
+
+    def sleep(self, seconds: float) -> None:
+        self.now += seconds
+
+    def wait(self, seconds: float) -> bool:  # the window's stop event, never set
+        self.now += seconds
+        return False
+
+
+@pytest.fixture
+def clock(monkeypatch) -> SimulatedClock:
+    simulated = SimulatedClock()
+    monkeypatch.setattr(duty, "time", simulated)
+    monkeypatch.setattr(window_module, "time", simulated)
+    return simulated
 
 
 def test_steady_rate_is_scaled_to_the_window():
@@ -264,13 +290,13 @@ class _Rows:
         return next(self.reads)
 
 
-def test_an_on_phase_before_the_load_started_costs_no_off_phase():
+def test_an_on_phase_before_the_load_started_costs_no_off_phase(clock):
     latency = SimpleNamespace(session=None, specs=[])
-    window = Window(os.getpid(), 60.0, Control(), "stopped", lambda: 0)
+    window = Window(os.getpid(), 60.0, Control(stop=clock), "stopped", lambda: 0)
     cycles = DutyCycles(latency, calibration=None, window=window, budget=0.10, rows_changed=_Rows())
     # the server's own threads hit a probe or two; no row changed
     first = {"on_s": 0.02, "probe_s": 3e-5, "calls": {0: 0, 1: 11}, "rows": 0, "row_s": 0.02, "row_calls": {0: 0}}
-    t0 = time.monotonic() - 0.1                        # attach, on-phase, detach: 0.1 s for 40 rows
+    t0 = clock.monotonic() - 0.1                        # attach, on-phase, detach: 0.1 s for 40 rows
     on_s, off_s, _, _ = cycles._pace(first, t0, 0, t0)
     assert first["lost_s"] is None and off_s < 0.01  # not 0.1 s lost: the load was getting under way
 
@@ -311,12 +337,12 @@ class _Quieted:
         return True
 
 
-def test_every_other_off_phase_is_quiet_and_its_rows_are_kept_apart():
+def test_every_other_off_phase_is_quiet_and_its_rows_are_kept_apart(clock):
     latency = SimpleNamespace(session=_Session(), specs=[])
-    window = Window(os.getpid(), 1.5, Control(), "stopped", lambda: 0)
+    window = Window(os.getpid(), 1.5, Control(stop=clock), "stopped", lambda: 0)
     calibration = SimpleNamespace(current=lambda: SimpleNamespace(classes={}, pair_of=lambda s: 0.0))
-    t0 = time.monotonic()
-    rows = lambda: int((time.monotonic() - t0) * 20_000)  # noqa: E731  a steady 20,000 rows/s
+    t0 = clock.monotonic()
+    rows = lambda: int((clock.monotonic() - t0) * 20_000)  # noqa: E731  a steady 20,000 rows/s
     quieted = _Quieted()
     cycles = DutyCycles(latency, calibration, window, 0.10, rows, quieted=[quieted])
     cycles.run((t0, rows()))
@@ -335,22 +361,22 @@ def test_every_other_off_phase_is_quiet_and_its_rows_are_kept_apart():
     assert record["quiet_share"] == 0.5
 
 
-def test_what_stays_on_costing_more_than_its_part_of_the_budget_gets_more_quiet_phases():
+def test_what_stays_on_costing_more_than_its_part_of_the_budget_gets_more_quiet_phases(clock):
     latency = SimpleNamespace(session=_Session(), specs=[])
     # 4 s: enough quiet phases paired with ordinary ones that one odd first phase cannot hide the lead
-    window = Window(os.getpid(), 4.0, Control(), "stopped", lambda: 0)
+    window = Window(os.getpid(), 4.0, Control(stop=clock), "stopped", lambda: 0)
     calibration = SimpleNamespace(current=lambda: SimpleNamespace(classes={}, pair_of=lambda s: 0.0))
     quieted = _Quieted()
-    count, last = [0.0], [time.monotonic()]
+    count, last = [0.0], [clock.monotonic()]
 
     def rows():  # 20,000 rows/s in the quiet phases, 16,000 with the always-on collectors on
-        now = time.monotonic()
+        now = clock.monotonic()
         count[0] += (now - last[0]) * (20_000 if quieted.quiet_now else 16_000)
         last[0] = now
         return int(count[0])
 
     cycles = DutyCycles(latency, calibration, window, 0.10, rows, quieted=[quieted])
-    cycles.run((time.monotonic(), rows()))
+    cycles.run((clock.monotonic(), rows()))
     record = cycles.record(0.10)
     # on in the ordinary phases they cost 25%: within the 5% left them only on a fifth of the off-time
     assert record["quiet_share"] == pytest.approx(0.8, abs=0.06)
@@ -395,18 +421,18 @@ def test_a_lead_held_through_a_change_of_speed_is_a_cost():
     assert _share_for(alternate(quiet, fast + slow)) > 0.8
 
 
-def test_the_time_before_the_load_starts_and_after_it_ends_is_no_load_time():
+def test_the_time_before_the_load_starts_and_after_it_ends_is_no_load_time(clock):
     """A window opened 0.5 s before the load and left open 0.5 s after it,
     with a gap of 0.2 s in the middle: the span the load ran is what the
     window's rate is taken over; idle off-phases before and after it count
     in neither speed, the gap's do."""
     latency = SimpleNamespace(session=_Session(), specs=[])
-    window = Window(os.getpid(), 2.2, Control(), "stopped", lambda: 0)
+    window = Window(os.getpid(), 2.2, Control(stop=clock), "stopped", lambda: 0)
     calibration = SimpleNamespace(current=lambda: SimpleNamespace(classes={}, pair_of=lambda s: 0.0))
-    t0 = time.monotonic()
+    t0 = clock.monotonic()
 
     def rows():  # 20,000 rows/s from 0.5 s to 1.7 s, but for 1.0-1.2 s
-        t = time.monotonic() - t0
+        t = clock.monotonic() - t0
         ran = max(0.0, min(t, 1.0) - 0.5) + max(0.0, min(t, 1.7) - 1.2)
         return int(ran * 20_000)
 
@@ -436,19 +462,19 @@ class _Burst:
         self.switches.append(False)
 
 
-def bursting_cycles(rows, burst_for=None) -> tuple[DutyCycles, _Burst, _Quieted]:
+def bursting_cycles(rows, clock, burst_for=None) -> tuple[DutyCycles, _Burst, _Quieted]:
     latency = SimpleNamespace(session=_Session(), specs=[])
-    window = Window(os.getpid(), 1.5, Control(), "stopped", lambda: 0)
+    window = Window(os.getpid(), 1.5, Control(stop=clock), "stopped", lambda: 0)
     calibration = SimpleNamespace(current=lambda: SimpleNamespace(classes={}, pair_of=lambda s: 0.0))
     burst, quieted = _Burst(), _Quieted()
     cycles = DutyCycles(latency, calibration, window, 0.10, rows, quieted=[quieted], bursts=Bursts([burst], burst_for))
     return cycles, burst, quieted
 
 
-def test_bursts_sample_the_ordinary_off_phases_and_never_a_quiet_one():
-    t0 = time.monotonic()
-    rows = lambda: int((time.monotonic() - t0) * 20_000)  # noqa: E731
-    cycles, burst, _ = bursting_cycles(rows)
+def test_bursts_sample_the_ordinary_off_phases_and_never_a_quiet_one(clock):
+    t0 = clock.monotonic()
+    rows = lambda: int((clock.monotonic() - t0) * 20_000)  # noqa: E731
+    cycles, burst, _ = bursting_cycles(rows, clock)
     cycles.run((t0, rows()))
     offs = [o for c in cycles.cycles for o in c.get("off", [])]
     assert any(o.get("burst") for o in offs) and not any(o.get("burst") and o["quiet"] for o in offs)
@@ -469,14 +495,14 @@ def test_bursts_sample_the_ordinary_off_phases_and_never_a_quiet_one():
     assert record["off_rows"] == sum(o["rows"] for o in offs if not o["quiet"] and not o.get("burst"))
 
 
-def test_a_burst_that_saw_the_load_before_it_got_going_is_made_up_by_the_next():
-    t0 = time.monotonic()
+def test_a_burst_that_saw_the_load_before_it_got_going_is_made_up_by_the_next(clock):
+    t0 = clock.monotonic()
     start = t0 + 0.5   # the load starts half a second into the window
 
     def rows():
-        return int(max(time.monotonic() - start, 0.0) * 20_000)
+        return int(max(clock.monotonic() - start, 0.0) * 20_000)
 
-    cycles, burst, _ = bursting_cycles(rows)
+    cycles, burst, _ = bursting_cycles(rows, clock)
     cycles.run((t0, rows()))
     offs = [o for c in cycles.cycles for o in c.get("off", [])]
     record = cycles.record(0.10)
@@ -486,9 +512,9 @@ def test_a_burst_that_saw_the_load_before_it_got_going_is_made_up_by_the_next():
     assert abs(record["burst_rows"] - other_rows) <= max(o["rows"] for o in offs if not o["quiet"])
 
 
-def test_without_a_row_counter_bursts_keep_their_seconds():
-    cycles, burst, _ = bursting_cycles(lambda: None)
-    t0 = time.monotonic()
+def test_without_a_row_counter_bursts_keep_their_seconds(clock):
+    cycles, burst, _ = bursting_cycles(lambda: None, clock)
+    t0 = clock.monotonic()
     cycles.run((t0, None))
     record = cycles.record(0.10)
     assert record["burst_rows"] is None and record["burst_s"] > 0 and not burst.on
@@ -496,9 +522,9 @@ def test_without_a_row_counter_bursts_keep_their_seconds():
     assert sum(burst.switches) >= 2
 
 
-def test_no_burst_while_no_short_function_was_called():
-    t0 = time.monotonic()
-    rows = lambda: int((time.monotonic() - t0) * 20_000)  # noqa: E731
-    cycles, burst, _ = bursting_cycles(rows, burst_for={7})   # probe 7 (a partition lookup) never called
+def test_no_burst_while_no_short_function_was_called(clock):
+    t0 = clock.monotonic()
+    rows = lambda: int((clock.monotonic() - t0) * 20_000)  # noqa: E731
+    cycles, burst, _ = bursting_cycles(rows, clock, burst_for={7})   # probe 7 (a partition lookup) never called
     cycles.run((t0, rows()))
     assert burst.switches == [] and cycles.record(0.10)["burst_s"] == 0
