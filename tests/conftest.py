@@ -86,3 +86,21 @@ def known_cost(known_cost_binary):
     proc.stdin.write("quit\n")
     proc.stdin.flush()
     proc.wait(timeout=10)
+
+
+DASHBOARD = Path(__file__).parent.parent / "docs" / "grafana" / "mysqlprobe-dashboard.json"
+
+
+def dashboard_queries(instance: str = ".*", stage: str = "innodb.row_insert", rate: str = "30s") -> dict[str, str]:
+    """The Grafana dashboard's PromQL, by panel title and refId, with its
+    variables as Grafana would fill them in."""
+    doc = json.loads(DASHBOARD.read_text())
+    fill = {"$instance": instance, "$stage": stage, "$__rate_interval": rate}
+    queries = {}
+    for panel in doc["panels"]:
+        for target in panel.get("targets", []):
+            expr = target["expr"]
+            for name, value in fill.items():
+                expr = expr.replace(name, value)
+            queries[f"{panel['title']} / {target['refId']}"] = expr
+    return queries

@@ -1,7 +1,8 @@
 """mysqlprobe watch against the real readers: a real Prometheus scrapes it
 while the server takes a load and restarts, PromQL returns the
-innodb.row_insert histogram, promtool accepts the exposition, and go tool
-pprof reads the profiles it writes."""
+innodb.row_insert histogram and every query of the Grafana dashboard
+returns series, promtool accepts the exposition, and go tool pprof reads the
+profiles it writes."""
 
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ import urllib.request
 
 import pytest
 
-from conftest import MYSQLPROBE
+from conftest import MYSQLPROBE, dashboard_queries
 from helpers import wait_until
 from mysqlprobe import sandbox, workload
 
@@ -136,6 +137,10 @@ def test_prometheus_scrapes_the_row_insert_histogram_across_a_restart(watched, p
     try:
         assert wait_until(lambda: metric(get(url), "mysqlprobe_windows_total") >= windows0 + 2
                           and metric(get(url), "mysqlprobe_rows_changed_total"), timeout=120)
+        # the Grafana dashboard's queries, while the load runs: each returns series
+        queries = dashboard_queries(rate="30s")
+        assert wait_until(lambda: all(promql(base, q) for q in queries.values()), timeout=60), \
+            [title for title, q in queries.items() if not promql(base, q)]
     finally:
         load.finish()
     text = get(url)
