@@ -90,6 +90,9 @@ class Calibration:
     # what the probes cost the target over what the helper measured (duty
     # cycles with a row counter measure it); 1.0 when unmeasured
     in_situ: float = 1.0
+    # bursts of an earlier run on this kernel and CPU the medians started from:
+    # {"bursts": n, "taken": unix time}; None when all were measured in this run
+    reused: dict | None = None
 
     def own(self, klass: str) -> float:
         return self.classes[klass].inside_ns if klass in self.classes else 0.0
@@ -110,7 +113,7 @@ class Calibration:
                           "probes, with an entry probe, with entry and return probes; medians of the last "
                           f"{ROLLING} bursts, kept up to date while the window is open",
                 "bursts": self.bursts, "bursts_in_window": self.in_window, "seconds": round(self.seconds, 3),
-                "in_situ_factor": round(self.in_situ, 3),
+                "in_situ_factor": round(self.in_situ, 3), "reused": self.reused,
                 "classes": {k: {**{kk: round(vv, 1) for kk, vv in asdict(v).items()},
                                 **({"applied_ns": {m: list(r) for m, r in self.applied[k].items()}}
                                    if k in self.applied else {})}
@@ -118,6 +121,10 @@ class Calibration:
 
 
 ROLLING = 9
+FIRST_BURSTS = 5
+# a burst agrees with an earlier run's when its entry + return cost is within
+# this share of their median, or within three of their spreads
+REUSE_TOLERANCE = 0.25
 
 
 class _Helper:
@@ -171,6 +178,7 @@ class Calibrator:
         self.in_window = 0
         self.applied: dict[str, dict[str, tuple[int, int]]] = {}
         self.in_situ = 1.0
+        self.reused: dict | None = None
         self._thread: threading.Thread | None = None
         self._stop = threading.Event()
 
@@ -211,7 +219,7 @@ class Calibrator:
                 spread = max(abs(x - m["both"]) for x in self.samples[klass]["both"][-ROLLING:])
                 out[klass] = ClassCost(entry, return_ns, max(m["inside"], 0.0), spread)
         return Calibration(out, self.bursts, time.monotonic() - self.started, self.in_window,
-                           {k: dict(r) for k, r in self.applied.items()}, self.in_situ)
+                           {k: dict(r) for k, r in self.applied.items()}, self.in_situ, self.reused)
 
     def apply(self, session) -> Calibration:
         """Hand the kernel the current costs, in whole ns, and remember their range."""
@@ -227,10 +235,39 @@ class Calibrator:
         cal.applied = {k: dict(r) for k, r in self.applied.items()}
         return cal
 
-    def calibrate(self, session, bursts: int = 5, budget_s: float = 0.01) -> Calibration:
-        for _ in range(bursts):
-            self.burst(session, budget_s)
+    def calibrate(self, session, earlier: dict | None = None, budget_s: float = 0.01) -> Calibration:
+        """FIRST_BURSTS bursts; or, given an earlier run's (same kernel and
+        CPU: see mysqlprobe.caches), one burst that the earlier medians must
+        agree with, else the rest are taken too."""
+        self.burst(session, budget_s)
+        if earlier and self._agrees(earlier["samples"]):
+            for klass, runs in self.samples.items():
+                for kind, xs in runs.items():
+                    runs[kind] = list(earlier["samples"][klass][kind][-(ROLLING - 1):]) + xs
+            self.reused = {"bursts": min(len(r["both"]) for r in self.samples.values()) - 1,
+                           "taken": round(earlier["taken"])}
+        else:
+            for _ in range(FIRST_BURSTS - 1):
+                self.burst(session, budget_s)
         return self.apply(session)
+
+    def _agrees(self, earlier: dict) -> bool:
+        if set(earlier) != set(self.samples):
+            return False
+        for klass, runs in self.samples.items():
+            past = earlier[klass]["both"][-ROLLING:]
+            if not past:
+                return False
+            middle = statistics.median(past)
+            spread = max(abs(x - middle) for x in past)
+            if abs(runs["both"][-1] - middle) > max(REUSE_TOLERANCE * abs(middle), 3 * spread):
+                return False
+        return True
+
+    def kept(self) -> dict:
+        """The bursts the medians stand on now: for the next run to start from."""
+        return {k: {kind: [round(x, 2) for x in xs[-ROLLING:]] for kind, xs in runs.items()}
+                for k, runs in self.samples.items() if runs["both"]}
 
     def follow(self, session, interval_s: float = 1.0, budget_s: float = 0.002) -> None:
         """Keep calibrating in the background while the window is open."""
@@ -260,9 +297,10 @@ class CalibrationCollector(Collector):
 
     name = "calibration"
 
-    def __init__(self, first_index: int):
+    def __init__(self, first_index: int, earlier: dict | None = None):
         super().__init__()
         self.first_index = first_index
+        self.earlier = earlier  # an earlier run's bursts on this host (mysqlprobe.caches), to start from
         self.calibrator: Calibrator | None = None
         self.session = None
         self._cpu_s: float | None = None
@@ -277,7 +315,11 @@ class CalibrationCollector(Collector):
 
     def calibrate(self, session) -> Calibration:
         self.session = session
-        return self.calibrator.calibrate(session)
+        return self.calibrator.calibrate(session, self.earlier)
+
+    def kept(self) -> dict:
+        """The bursts to keep for the next run (after stop())."""
+        return self.calibrator.kept() if self.calibrator else {}
 
     def current(self) -> Calibration:
         return self.calibrator.current()

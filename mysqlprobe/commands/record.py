@@ -57,12 +57,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="fail when a requested stage cannot be probed (a stripped binary without debug symbols); "
                         "by default the capture goes on with what can run: Performance Schema, process, CPU "
                         "samples, off-CPU and I/O")
-    p.add_argument("--raw", action="store_true",
-                   help="report latencies with the probes' own cost in them (no correction)")
-    p.add_argument("--exact", action="store_true",
-                   help="count every call (probes on all the time); default: duty cycles within the budget")
-    p.add_argument("--overhead-budget", type=float, default=5.0, metavar="PCT",
-                   help="sampled mode: slow the load down by at most PCT%% (default 5)")
+    _mode_arguments(p.add_argument_group("Mode and the probes' own cost"))
     g = p.add_argument_group("Performance Schema (statements, stages and waits of the window)")
     g.add_argument("--socket", help="the server's unix socket (default: found from the PID)")
     g.add_argument("--host", help="connect over TCP instead")
@@ -93,6 +88,18 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     g.add_argument("--no-off-cpu", action="store_true", help="no off-CPU stacks")
     g = p.add_argument_group("I/O system calls (reads, writes, syncs, async submissions: per stack and file)")
     g.add_argument("--no-io", action="store_true", help="no I/O system calls")
+
+
+def _mode_arguments(g) -> None:
+    g.add_argument("--raw", action="store_true",
+                   help="report latencies with the probes' own cost in them (no correction)")
+    g.add_argument("--recalibrate", action="store_true",
+                   help="measure the probes' cost afresh (five bursts); by default a start on the same kernel and "
+                        "CPU begins from the last run's bursts, if one new burst agrees with them")
+    g.add_argument("--exact", action="store_true",
+                   help="count every call (probes on all the time); default: duty cycles within the budget")
+    g.add_argument("--overhead-budget", type=float, default=5.0, metavar="PCT",
+                   help="sampled mode: slow the load down by at most PCT%% (default 5)")
 
 
 def check_arguments(args, parser: argparse.ArgumentParser) -> None:
@@ -148,7 +155,7 @@ def options_from(args) -> RecordOptions:
         ps_waits=args.ps_waits, full_sql=args.full_sql, ps_whole_window=args.ps_whole_window,
         off_cpu=not args.no_off_cpu, io=not args.no_io, verbose=args.verbose, argv=tuple(sys.argv),
         perf=None if args.no_perf else PerfOptions(args.perf_freq, args.perf_callgraph, args.keep_perf_data),
-        burst_freq=0 if args.no_perf else args.burst_freq)
+        burst_freq=0 if args.no_perf else args.burst_freq, reuse_calibration=not args.recalibrate)
 
 
 def report(cap: Capture, out_dir: str | None, signals: RunSignals | None = None) -> Profile:

@@ -24,6 +24,7 @@ class RecordOptions:
     off_cpu: bool = True
     io: bool = True                     # the I/O system calls
     burst_freq: int = BURST_FREQUENCY   # sampled mode: CPU samples per second in the off-phases; 0: none
+    reuse_calibration: bool = True      # start from the last run's calibration on this kernel and CPU
     verbose: bool = False
     stop_reason: str = "stopped"        # window.ended_by when `stop` is set by the caller
     argv: tuple[str, ...] = ()

@@ -24,6 +24,8 @@ import time
 from contextlib import ExitStack
 from dataclasses import replace
 
+from mysqlprobe import probes
+from mysqlprobe.caches import CalibrationCache
 from mysqlprobe.capture import Capture, PendingFile, as_json, new_document, now_utc
 from mysqlprobe.catalog import SHORT_STAGES
 from mysqlprobe.collectors.base import Collector, CollectorUnavailable, Facts, Section
@@ -63,7 +65,8 @@ class Recorder:
     def _collectors(self) -> dict[str, Collector]:
         o, pid = self.options, self.target.pid
         specs = [replace(s, cost_class=COST_CLASS.get(s.entry_class, 0) if o.correct else 0) for s in self.plan.specs]
-        calibration = CalibrationCollector(first_index=len(specs))
+        self.calibration_cache = CalibrationCache(probes.helper_path("calibrate")) if o.reuse_calibration else None
+        calibration = CalibrationCollector(len(specs), self.calibration_cache.load() if self.calibration_cache else None)
         out: dict[str, Collector] = {}
         if o.perf:
             out["perf"] = PerfCollector(pid, self.binary.image, o.perf)
@@ -105,6 +108,7 @@ class Recorder:
             self._reached("attach")
             window, sampling, rows = self._window()
             sections = self._collect()
+            self._keep_calibration()
         status = self.control.status
         if status:
             status.done()
@@ -119,6 +123,14 @@ class Recorder:
             self.collectors[name].prepare()
         except CollectorUnavailable as e:
             self.unavailable[name] = e
+
+    def _keep_calibration(self) -> None:
+        """The calibration's bursts, for the next run on this kernel and CPU to start from."""
+        cal = self.collectors.get("calibration")
+        if self.calibration_cache and cal and "calibration" not in self.unavailable and cal.kept():
+            if not self.calibration_cache.save(cal.kept()):
+                self.notes.append(f"could not keep the calibration in {self.calibration_cache.path}: "
+                                  "the next run calibrates afresh")
 
     def _keep_own_statements_out(self) -> None:
         ps = self.collectors.get("perf_schema")

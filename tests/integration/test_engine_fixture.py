@@ -4,6 +4,7 @@ partition, nested calls, SIGTERM, and kill -9 leaving no probe behind."""
 from __future__ import annotations
 
 import json
+import os
 import signal
 import subprocess
 
@@ -174,3 +175,27 @@ def test_statements_keep_the_calls_inside_them(fixture_process, tmp_path):
     assert all(s["text_complete"] for s in shapes.values())
     (insert,) = [d for d in doc["attribution"]["by_digest"] if d["text"].startswith("INSERT")]
     assert insert["executions"] == 2 and insert["functions"][0]["calls"] == 9
+
+
+@pytest.mark.parametrize("fixture_process", ["5.7"], indirect=True)
+def test_a_second_start_begins_from_the_first_ones_calibration(fixture_process, tmp_path):
+    """The first run calibrates with five bursts and keeps them; the next on
+    this kernel and CPU takes one burst that agrees with them and starts from
+    theirs; --recalibrate takes five again. The cache lives in its own root."""
+    env = {"MYSQLPROBE_CACHE": str(tmp_path / "cache")}
+
+    def calibration(name: str, *args: str) -> dict:
+        done = subprocess.run([MYSQLPROBE, "-p", str(fixture_process.pid), "--insert-profile", "-q", "-d", "1",
+                               "-o", str(tmp_path / name), *args],
+                              capture_output=True, text=True, env={**os.environ, **env}, timeout=120)
+        assert done.returncode == 0, done.stderr
+        return json.loads((tmp_path / name / "profile.json").read_text())["calibration"]
+
+    first = calibration("first")
+    assert first["reused"] is None and first["bursts"] - first["bursts_in_window"] == 5
+    assert list((tmp_path / "cache" / "calibration").glob("*.json"))
+    second = calibration("second")
+    assert second["bursts"] - second["bursts_in_window"] == 1
+    assert second["reused"]["bursts"] >= 4 and second["reused"]["taken"] > 0
+    fresh = calibration("fresh", "--recalibrate")
+    assert fresh["reused"] is None and fresh["bursts"] - fresh["bursts_in_window"] == 5
