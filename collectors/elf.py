@@ -14,7 +14,7 @@ from elftools.common.exceptions import ELFError
 from mysqlprobe.collectors.cxxnames import demangle, qualified_name
 from mysqlprobe.errors import TargetError
 
-_SYM = struct.Struct("<IBBHQQ")  # Elf64_Sym
+ELF64_SYM = struct.Struct("<IBBHQQ")  # Elf64_Sym
 STT_FUNC, STT_GNU_IFUNC = 2, 10
 STB_LOCAL, STB_GLOBAL, STB_WEAK = 0, 1, 2
 SHN_UNDEF = 0
@@ -154,7 +154,7 @@ def _read_functions(elf: ELFFile, section) -> list[Function]:
     data = section.data()
     out = []
     binding_names = {STB_LOCAL: "local", STB_GLOBAL: "global", STB_WEAK: "weak"}
-    for st_name, st_info, _other, shndx, value, size in _SYM.iter_unpack(data):
+    for st_name, st_info, _other, shndx, value, size in ELF64_SYM.iter_unpack(data):
         kind = st_info & 0xF
         if kind not in (STT_FUNC, STT_GNU_IFUNC) or shndx == SHN_UNDEF or not value:
             continue
@@ -164,16 +164,18 @@ def _read_functions(elf: ELFFile, section) -> list[Function]:
     return out
 
 
+def load_segments(elf: ELFFile) -> list[Segment]:
+    return [Segment(p["p_vaddr"], p["p_memsz"], p["p_offset"], bool(p["p_flags"] & 1))
+            for p in elf.iter_segments() if p["p_type"] == "PT_LOAD"]
+
+
 def read_elf(path: str) -> ElfImage:
     try:
         with open(path, "rb") as f:
             elf = ELFFile(f)
             if elf.elfclass != 64 or elf["e_machine"] != "EM_X86_64":
                 raise TargetError(f"{path}: only x86-64 ELF binaries are supported")
-            segments = [
-                Segment(p["p_vaddr"], p["p_memsz"], p["p_offset"], bool(p["p_flags"] & 1))
-                for p in elf.iter_segments() if p["p_type"] == "PT_LOAD"
-            ]
+            segments = load_segments(elf)
             build_id = debuglink = rodata = stapsdt = stapsdt_base = None
             functions: list[Function] = []
             has_symtab = has_debug_info = False

@@ -254,7 +254,7 @@ class IoCollector(PhasedBpfCollector):
         self.fds.at_end = open_files(self.pid)
         self.fds.opened = self.session.opened()
         records = self.session.records()
-        folded = fold_io(records, self._user_names(), self.fds.label, facts.comms, facts.process_comm,
+        folded = fold_io(records, self._user_names(a for r in records for a in r.user), self.fds.label, facts.comms, facts.process_comm,
                          facts.thread_names)
         record = {"status": "collected", **summarize(records, self.fds.label),
                   "dropped": self.session.dropped(abi.IO_DROPPED),

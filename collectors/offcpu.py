@@ -4,9 +4,7 @@ a CPU) during the window, from the sched_switch tracepoint in BPF
 
 from __future__ import annotations
 
-import bisect
 import ctypes
-import functools
 import os
 import time
 from dataclasses import dataclass
@@ -15,9 +13,8 @@ from mysqlprobe import probes
 from mysqlprobe.collectors import libbpf
 from mysqlprobe.collectors.base import Collector, CollectorUnavailable, Cost, Facts, Section
 from mysqlprobe.collectors.perf import KERNEL_SUFFIX, fold_samples
-from mysqlprobe.collectors.cxxnames import demangle, qualified_name
-from mysqlprobe.collectors.elf import read_elf
-from mysqlprobe.errors import BpfError, TargetError
+from mysqlprobe.collectors.addresses import UNKNOWN, kernel_names, user_names
+from mysqlprobe.errors import BpfError
 from mysqlprobe.flamegraphs.folded import Folded
 from mysqlprobe.flamegraphs.stacks import stacks_summary
 from mysqlprobe.probes import abi
@@ -145,117 +142,12 @@ class OffCpuSession(PhasedPrograms):
 
 
 
-class _Symbols:
-    """Sorted function starts of one address space (a file's, or the kernel's)."""
-
-    def __init__(self, entries: list[tuple[int, int, str]]):
-        entries.sort()
-        self.starts = [a for a, _, _ in entries]
-        self.entries = entries
-
-    def name(self, address: int) -> str | None:
-        i = bisect.bisect_right(self.starts, address) - 1
-        if i < 0:
-            return None
-        start, size, name = self.entries[i]
-        return name if size == 0 or address < start + size else None
-
-
-def kernel_symbols(path: str = "/proc/kallsyms") -> _Symbols:
-    entries = []
-    try:
-        with open(path) as f:
-            for line in f:
-                parts = line.split()
-                if len(parts) >= 3 and parts[1] in "tTwW" and int(parts[0], 16):
-                    entries.append((int(parts[0], 16), 0, parts[2]))
-    except OSError:
-        pass
-    return _Symbols(entries)
-
-
-@dataclass
-class _Mapping:
-    start: int
-    end: int
-    offset: int
-    path: str
-
-
-class AddressResolver:
-    """User addresses of a process to function names, through its executable
-    mappings (/proc/PID/maps) and the ELF symbols of each file. Read while
-    the process runs: the mappings are those at the time."""
-
-    def __init__(self, pid: int, maps_text: str | None = None, root: str | None = None):
-        self.root = root if root is not None else f"/proc/{pid}/root"
-        if maps_text is None:
-            with open(f"/proc/{pid}/maps") as f:
-                maps_text = f.read()
-        self.mappings: list[_Mapping] = []
-        for line in maps_text.splitlines():
-            parts = line.split(maxsplit=5)
-            if len(parts) == 6 and "x" in parts[1] and parts[5].startswith("/"):
-                lo, hi = (int(x, 16) for x in parts[0].split("-"))
-                self.mappings.append(_Mapping(lo, hi, int(parts[2], 16), parts[5].removesuffix(" (deleted)")))
-        self.mappings.sort(key=lambda m: m.start)
-        self._starts = [m.start for m in self.mappings]
-        self._files: dict[str, tuple[list, _Symbols] | None] = {}
-
-    def _file(self, path: str):
-        if path not in self._files:
-            try:
-                image = read_elf(self.root + path if os.path.exists(self.root + path) else path)
-                self._files[path] = (image.segments, _Symbols(one_name_per_address(image.functions)))
-            except TargetError:
-                self._files[path] = None
-        return self._files[path]
-
-    def name(self, address: int) -> str:
-        i = bisect.bisect_right(self._starts, address) - 1
-        if i < 0 or address >= self.mappings[i].end:
-            return "[unknown]"
-        m = self.mappings[i]
-        label = f"[{os.path.basename(m.path)}]"
-        loaded = self._file(m.path)
-        if loaded is None:
-            return label
-        segments, symbols = loaded
-        offset = address - m.start + m.offset
-        for seg in segments:
-            if seg.offset <= offset < seg.offset + seg.memsz:
-                mangled = symbols.name(seg.vaddr + offset - seg.offset)
-                return _function_name(mangled) if mangled else label
-        return label
-
-
-_BINDING_RANK = {"global": 0, "weak": 1, "local": 2}
-
-
-def one_name_per_address(functions) -> list[tuple[int, int, str]]:
-    """(address, size, name) with one name per address, chosen as perf
-    chooses among aliases (libc's __libc_pwrite, pwrite, pwrite64 share
-    one): global before weak before local, then fewer leading
-    underscores, so that BPF stacks and perf's samples name a frame alike."""
-    best: dict[int, tuple] = {}
-    for f in functions:
-        rank = (_BINDING_RANK.get(f.binding, 3), len(f.mangled) - len(f.mangled.lstrip("_")), -len(f.mangled))
-        if f.address not in best or rank < best[f.address][0]:
-            best[f.address] = (rank, f)
-    return [(f.address, f.size, f.mangled) for _, f in best.values()]
-
-
-@functools.lru_cache(maxsize=65536)
-def _function_name(mangled: str) -> str:
-    return qualified_name(demangle(mangled))
-
-
 def kernel_frames(leaf_first: list[int], kernel_name) -> list[str]:
     """A blocked thread's kernel frames, root first, down to where it gave up
     its CPU: the scheduler and the tracing that took the stack are left out."""
     out = []
     for address in reversed(leaf_first):
-        name = kernel_name(address) or "[unknown]"
+        name = kernel_name(address) or UNKNOWN
         if name in _SCHEDULER or name.startswith("bpf_"):
             break
         out.append(name + KERNEL_SUFFIX)
@@ -339,11 +231,13 @@ class PhasedBpfCollector(Collector):
         return Cost(target_s=ns / 1e9, method=f"the kernel's run time of the programs on {self.session.what} "
                                               f"({runs} runs, all threads of the host)")
 
-    def _user_names(self):
+    def _user_names(self, addresses):
+        """A name for each of these user addresses of the target, looked up together."""
         try:
-            return AddressResolver(self.pid).name
+            names = user_names(self.pid, addresses)
         except OSError:  # the target is gone: its mappings with it
-            return lambda _address: "[unknown]"
+            return lambda _address: UNKNOWN
+        return lambda address: names.get(address, UNKNOWN)
 
     def close(self) -> None:
         if self._stats_fd is not None:
@@ -366,8 +260,9 @@ class OffCpuCollector(PhasedBpfCollector):
     def collect(self, facts: Facts) -> Section:
         """The stacks folded under the threads' names, and a summary."""
         records = self.session.records()
-        folded = fold_offcpu(records, self._user_names(), kernel_symbols().name, facts.comms, facts.process_comm,
-                             facts.thread_names)
+        kernel = kernel_names(a for r in records for a in r.kernel)
+        folded = fold_offcpu(records, self._user_names(a for r in records for a in r.user), kernel.get,
+                             facts.comms, facts.process_comm, facts.thread_names)
         summary = stacks_summary(folded)
         record = {"status": "collected", "unit": "us", **totals(records),
                   "threads": [{"thread": t["thread"], "us": t["samples"]} for t in summary["threads"]],

@@ -61,6 +61,7 @@ class Recorder:
         self.collectors = self._collectors()
         self.unavailable: dict[str, CollectorUnavailable] = {}
         self.notes: list[str] = []
+        self.timings: dict = {}  # seconds each collector took to prepare and to start, and to the window
 
     def _collectors(self) -> dict[str, Collector]:
         o, pid = self.options, self.target.pid
@@ -119,10 +120,12 @@ class Recorder:
             self.control.signals.reached(phase)
 
     def _prepare(self, name: str) -> None:
+        t0 = time.monotonic()
         try:
             self.collectors[name].prepare()
         except CollectorUnavailable as e:
             self.unavailable[name] = e
+        self.timings.setdefault("prepare_s", {})[name] = round(time.monotonic() - t0, 3)
 
     def _keep_calibration(self) -> None:
         """The calibration's bursts, for the next run on this kernel and CPU to start from."""
@@ -150,7 +153,9 @@ class Recorder:
             self.notes.append("duty cycles need uprobe_multi links (Linux 6.6+): every call was counted")
             exact = True
         for c in self._running([n for n in START if n != "uprobe"]):
+            t0 = time.monotonic()
             c.start()
+            self.timings.setdefault("start_s", {})[c.name] = round(time.monotonic() - t0, 3)
         rows_changed = self._rows_changed()
         start_wall = now_utc()
         started = (time.monotonic(), rows_changed())
@@ -159,6 +164,7 @@ class Recorder:
             self.control.signals.window_opens()  # from here a signal ends the window, and it is written
         if latency:
             latency.start()  # before the announcement: a load started on it is counted from its first call
+        self.timings["process_start_to_window_s"] = since_process_start()
         win = Window(self.target.pid, o.duration, self.control, o.stop_reason,
                      latency.session.total_calls if latency else (lambda: 0))
         if self.control.status:
@@ -210,8 +216,19 @@ class Recorder:
         head = {"target": target_record(self.target, self.binary), "window": window, "sampling": sampling,
                 "unavailable": self.plan.unavailable}
         cap = assemble(self.options.argv, head, sections, self.unavailable, list(self.plan.warnings) + self.notes)
-        cap.doc["engine"]["timings"] = {"symbols_s": round(self.plan.seconds, 3), **cap.doc["engine"]["timings"]}
+        cap.doc["engine"]["timings"] = {"symbols_s": round(self.plan.seconds, 3), **cap.doc["engine"]["timings"],
+                                        **self.timings}
         return cap
+
+
+def since_process_start() -> float | None:
+    """Seconds since this process was started (to 10 ms: the kernel counts its start in clock ticks)."""
+    try:
+        with open("/proc/self/stat") as f:
+            ticks = int(f.read().rsplit(")", 1)[1].split()[19])
+    except (OSError, ValueError, IndexError):
+        return None
+    return round(time.clock_gettime(time.CLOCK_BOOTTIME) - ticks / os.sysconf("SC_CLK_TCK"), 3)
 
 
 def own_cpu_seconds() -> float:

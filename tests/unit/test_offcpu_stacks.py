@@ -6,7 +6,10 @@ from __future__ import annotations
 import ctypes
 import os
 
-from mysqlprobe.collectors.offcpu import (WAITING_FOR_CPU, AddressResolver, OffCpuRecord, fold_offcpu,
+import pytest
+
+from mysqlprobe.collectors.addresses import alias_rank, kernel_names, user_names
+from mysqlprobe.collectors.offcpu import (WAITING_FOR_CPU, OffCpuRecord, fold_offcpu,
                                           kernel_frames, totals)
 
 USER = {0x401000: "clone3", 0x402000: "start_thread", 0x403000: "log_write_up_to", 0x404000: "fsync",
@@ -53,19 +56,34 @@ def test_folded_stacks_weigh_microseconds_under_the_thread_name():
 def test_addresses_of_this_process_resolve_to_their_functions():
     libc = ctypes.CDLL(None)
     address = ctypes.cast(libc.getpid, ctypes.c_void_p).value
-    resolver = AddressResolver(os.getpid(), root="")
-    assert resolver.name(address) == "__getpid"   # the global alias, as perf names it
-    assert resolver.name(1) == "[unknown]"                       # not mapped
+    names = user_names(os.getpid(), [address, 1, address], root="")
+    assert names == {address: "__getpid", 1: "[unknown]"}   # the global alias, as perf names it; 1 is not mapped
     maps = "00400000-00401000 r-xp 00000000 00:00 1 /nonexistent/lib.so\n"
-    assert AddressResolver(0, maps_text=maps, root="").name(0x400010) == "[lib.so]"   # unreadable file
+    assert user_names(0, [0x400010], maps_text=maps, root="") == {0x400010: "[lib.so]"}   # unreadable file
 
 
 def test_aliases_at_one_address_are_named_as_perf_names_them():
-    from mysqlprobe.collectors.elf import Function
-    from mysqlprobe.collectors.offcpu import one_name_per_address
+    weak, glob = 1, 0   # alias_rank's binding ranks: global first
+    pwrite = [(weak, "pwrite"), (weak, "__pwrite64"), (weak, "pwrite64"), (glob, "__libc_pwrite")]
+    assert min(pwrite, key=lambda a: alias_rank(*a))[1] == "__libc_pwrite"   # perf's choice: the global one
+    assert min([(weak, "fsync"), (weak, "__fsync")], key=lambda a: alias_rank(*a))[1] == "fsync"
 
-    libc = [Function("pwrite", 0xF6470, 165, "weak", ".dynsym"), Function("__pwrite64", 0xF6470, 165, "weak", ".dynsym"),
-            Function("pwrite64", 0xF6470, 165, "weak", ".dynsym"),
-            Function("__libc_pwrite", 0xF6470, 165, "global", ".dynsym"),   # perf's choice: the global one
-            Function("fsync", 0xF7000, 90, "weak", ".dynsym"), Function("__fsync", 0xF7000, 90, "weak", ".dynsym")]
-    assert sorted(one_name_per_address(libc)) == [(0xF6470, 165, "__libc_pwrite"), (0xF7000, 90, "fsync")]
+
+KALLSYMS = """0000000000000000 A fixed_percpu_data
+ffffffff81000000 T _stext
+ffffffff81000100 t do_one_initcall
+ffffffff81000200 D some_data
+ffffffff81000300 T schedule
+ffffffffc0000000 t xfs_file_fsync\t[xfs]
+"""
+
+
+@pytest.mark.parametrize("shuffled", [False, True])
+def test_kernel_addresses_name_the_text_symbol_below_them(tmp_path, shuffled):
+    lines = KALLSYMS.splitlines(keepends=True)
+    path = tmp_path / "kallsyms"
+    path.write_text("".join(reversed(lines) if shuffled else lines))
+    names = kernel_names([0xffffffff81000250, 0xffffffff81000300, 0xffffffffc0000010, 0x10], str(path))
+    # data symbols are not functions: 0x...250 falls in do_one_initcall; nothing is below 0x10
+    assert names == {0xffffffff81000250: "do_one_initcall", 0xffffffff81000300: "schedule",
+                     0xffffffffc0000010: "xfs_file_fsync"}

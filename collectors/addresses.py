@@ -1,0 +1,179 @@
+"""Names for the addresses in BPF stacks: user addresses through the
+process's mappings and each mapped file's ELF symbols, kernel addresses
+through /proc/kallsyms.
+
+Names are looked up in one batch per collection, for the addresses the
+stacks hold: a file's symbol table (mariadbd's has 35,000 functions) and
+the kernel's (over 100,000) are read into flat arrays, the few names
+wanted are picked out, and the rest is let go. Keeping whole tables as
+Python objects cost mysqlprobe 45 MB at its peak."""
+
+from __future__ import annotations
+
+import bisect
+import functools
+import os
+from array import array
+from dataclasses import dataclass
+from typing import Iterable
+
+from elftools.common.exceptions import ELFError
+from elftools.elf.elffile import ELFFile
+
+from mysqlprobe.collectors.cxxnames import demangle, qualified_name
+from mysqlprobe.collectors.elf import ELF64_SYM, SHN_UNDEF, STT_FUNC, STT_GNU_IFUNC, load_segments
+
+UNKNOWN = "[unknown]"
+_BINDING_RANK = {0: 2, 1: 0, 2: 1}  # STB_LOCAL, STB_GLOBAL, STB_WEAK: global first, as perf chooses
+
+
+def alias_rank(binding_rank: int, name: str) -> tuple[int, int, int]:
+    """Among names of one address, the lowest is the one perf shows (libc's
+    __libc_pwrite, pwrite, pwrite64 share one): global before weak before
+    local, then fewer leading underscores, then the longer."""
+    return binding_rank, len(name) - len(name.lstrip("_")), -len(name)
+
+
+class FileFunctions:
+    """One ELF file's function symbols (.symtab and .dynsym) as sorted flat arrays."""
+
+    def __init__(self, path: str):
+        with open(path, "rb") as f:
+            elf = ELFFile(f)
+            self.segments = load_segments(elf)
+            starts, sizes, names, ranks, tables = array("Q"), array("Q"), array("I"), array("B"), array("B")
+            self._strtabs: list[bytes] = []
+            for sec in elf.iter_sections():
+                if sec["sh_type"] not in ("SHT_SYMTAB", "SHT_DYNSYM"):
+                    continue
+                table = len(self._strtabs)
+                self._strtabs.append(elf.get_section(sec["sh_link"]).data())
+                for st_name, st_info, _other, shndx, value, size in ELF64_SYM.iter_unpack(sec.data()):
+                    if (st_info & 0xF) in (STT_FUNC, STT_GNU_IFUNC) and shndx != SHN_UNDEF and value:
+                        starts.append(value)
+                        sizes.append(size)
+                        names.append(st_name)
+                        ranks.append(_BINDING_RANK.get(st_info >> 4, 3))
+                        tables.append(table)
+        order = sorted(range(len(starts)), key=starts.__getitem__)
+        self.starts = array("Q", (starts[i] for i in order))
+        self.sizes = array("Q", (sizes[i] for i in order))
+        self.names = array("I", (names[i] for i in order))
+        self.ranks = array("B", (ranks[i] for i in order))
+        self.tables = array("B", (tables[i] for i in order))
+
+    def _name(self, i: int) -> str:
+        strtab = self._strtabs[self.tables[i]]
+        start = self.names[i]
+        return strtab[start:strtab.index(b"\0", start)].decode("utf-8", "replace")
+
+    def name_at(self, vaddr: int) -> str | None:
+        """The function vaddr falls in (its mangled name), or None."""
+        i = bisect.bisect_right(self.starts, vaddr) - 1
+        if i < 0:
+            return None
+        start = self.starts[i]
+        first = i
+        while first > 0 and self.starts[first - 1] == start:
+            first -= 1
+        best = min(range(first, i + 1), key=lambda j: alias_rank(self.ranks[j], self._name(j)))
+        size = self.sizes[best]
+        return self._name(best) if size == 0 or vaddr < start + size else None
+
+    def vaddr_of(self, file_offset: int) -> int | None:
+        for seg in self.segments:
+            if seg.offset <= file_offset < seg.offset + seg.memsz:
+                return seg.vaddr + file_offset - seg.offset
+        return None
+
+
+@dataclass
+class _Mapping:
+    start: int
+    end: int
+    offset: int
+    path: str
+
+
+def _mappings(maps_text: str) -> list[_Mapping]:
+    out = []
+    for line in maps_text.splitlines():
+        parts = line.split(maxsplit=5)
+        if len(parts) == 6 and "x" in parts[1] and parts[5].startswith("/"):
+            lo, hi = (int(x, 16) for x in parts[0].split("-"))
+            out.append(_Mapping(lo, hi, int(parts[2], 16), parts[5].removesuffix(" (deleted)")))
+    return sorted(out, key=lambda m: m.start)
+
+
+def user_names(pid: int, addresses: Iterable[int], maps_text: str | None = None,
+               root: str | None = None) -> dict[int, str]:
+    """Each address of the process's mapped code to its function's name
+    (`[file]` where its file has no symbol for it, `[unknown]` where no
+    file is mapped). Read while the process runs: the mappings are those
+    at the time. One file at a time, each read once."""
+    root = root if root is not None else f"/proc/{pid}/root"
+    if maps_text is None:
+        with open(f"/proc/{pid}/maps") as f:
+            maps_text = f.read()
+    mappings = _mappings(maps_text)
+    starts = [m.start for m in mappings]
+    by_file: dict[str, list[tuple[int, _Mapping]]] = {}
+    out = {}
+    for address in set(addresses):
+        i = bisect.bisect_right(starts, address) - 1
+        if i < 0 or address >= mappings[i].end:
+            out[address] = UNKNOWN
+        else:
+            by_file.setdefault(mappings[i].path, []).append((address, mappings[i]))
+    for path, wanted in by_file.items():
+        label = f"[{os.path.basename(path)}]"
+        try:
+            functions = FileFunctions(root + path if os.path.exists(root + path) else path)
+        except (OSError, ELFError, ValueError):
+            functions = None
+        for address, m in wanted:
+            vaddr = functions.vaddr_of(address - m.start + m.offset) if functions else None
+            mangled = functions.name_at(vaddr) if vaddr is not None else None
+            out[address] = function_name(mangled) if mangled else label
+    return out
+
+
+def kernel_names(addresses: Iterable[int], path: str = "/proc/kallsyms") -> dict[int, str]:
+    """Each kernel address to the text symbol it falls in (kallsyms gives no
+    sizes: the nearest start below it). Two passes over the file, the
+    second for the names wanted only."""
+    wanted = sorted(set(addresses))
+    if not wanted:
+        return {}
+    starts, lines = array("Q"), array("I")
+    try:
+        with open(path) as f:
+            for n, line in enumerate(f):
+                parts = line.split(None, 3)
+                if len(parts) >= 3 and parts[1] in "tTwW" and parts[0].strip("0"):
+                    starts.append(int(parts[0], 16))
+                    lines.append(n)
+    except (OSError, ValueError):
+        return {}
+    if any(starts[i] > starts[i + 1] for i in range(len(starts) - 1)):  # not in address order: sort it
+        order = sorted(range(len(starts)), key=starts.__getitem__)
+        starts, lines = array("Q", (starts[i] for i in order)), array("I", (lines[i] for i in order))
+    at_line: dict[int, list[int]] = {}   # the lines of each address's symbol and its aliases
+    for address in wanted:
+        i = bisect.bisect_right(starts, address) - 1
+        start = starts[i] if i >= 0 else None
+        while i >= 0 and starts[i] == start:
+            at_line.setdefault(lines[i], []).append(address)
+            i -= 1
+    out: dict[int, str] = {}
+    with open(path) as f:
+        for n, line in enumerate(f):
+            for address in at_line.get(n, ()):
+                name = line.split()[2]
+                out[address] = max(out.get(address, name), name)   # of aliases, one chosen the same each time
+    return out
+
+
+@functools.lru_cache(maxsize=65536)
+def function_name(mangled: str) -> str:
+    return qualified_name(demangle(mangled))
