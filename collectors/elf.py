@@ -28,7 +28,7 @@ class Segment:
     executable: bool
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Function:
     mangled: str
     address: int

@@ -113,15 +113,30 @@ class SymbolTable:
         self.functions = sorted(by_addr.values(), key=lambda f: f.address)
         self._names: dict[str, list[Function]] | None = None
         self._index: tuple[dict, dict] | None = None
+        self.released = False
 
     @property
     def names(self) -> dict[str, list[Function]]:
+        self._check()
         if self._names is None:
             names: dict[str, list[Function]] = {}
             for fn in self.functions:
                 names.setdefault(fn.name, []).append(fn)
             self._names = names
         return self._names
+
+    def release(self) -> None:
+        """Let the tables go once the probes are planned (a server's are
+        about 20 MB; the window and the collection reuse that memory).
+        A lookup after this is a mistake and says so."""
+        self.functions, self._names, self._index = [], None, None
+        self.image.functions = []
+        self.symbols_from.functions = []
+        self.released = True
+
+    def _check(self) -> None:
+        if self.released:
+            raise RuntimeError("the symbol table was released after planning")
 
     def _resolve(self, fn: Function) -> ResolvedSymbol:
         return ResolvedSymbol(fn.name, fn.demangled, fn.mangled, fn.address,
@@ -130,6 +145,7 @@ class SymbolTable:
     def lookup(self, name: str) -> list[ResolvedSymbol]:
         """Every copy of a function by qualified name (all overloads and
         compiler clones), by a full demangled signature, or by mangled name."""
+        self._check()
         if "(" in name:
             want = _normalize_signature(name)
             found = [f for f in self.functions if _normalize_signature(f.demangled) == want]
@@ -185,6 +201,7 @@ class SymbolTable:
         return file_offset(self.image.segments, sems.pop()) if len(sems) == 1 else 0
 
     def glob(self, pattern: str) -> list[ResolvedSymbol]:
+        self._check()
         rx = re.compile(fnmatch.translate(pattern))
         return [self._resolve(f) for n, fns in sorted(self.names.items()) if rx.match(n) for f in fns]
 

@@ -205,6 +205,7 @@ def record(args, control: Control) -> int:
     elif not plan.specs:
         raise UsageError(f"nothing to probe in {binary.display_path}: "
                          + "; ".join(f"{u['stage']}: {u['reason']}" for u in plan.unavailable))
+    binary.symbols.release()  # planned: the window and the collection reuse its memory
     if args.output:
         check_output_dir(args.output)  # before anything is attached: a typo must not cost the window
     cap = Recorder(target, binary, plan, options_from(args), control).record()

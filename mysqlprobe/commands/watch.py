@@ -190,6 +190,7 @@ class Watch:
             binary = load_target_binary(target)
             stages = list(catalog.INSERT_PROFILE) + ([] if self.args.no_perf_schema else [catalog.STAGE_CHANGE])
             self._plans = {key: (binary, plan_probes(binary, stages, []))}
+            binary.symbols.release()  # planned: weeks of windows need none of the table
         return self._plans[key]
 
     def one_window(self, pid: int) -> None:

@@ -139,3 +139,15 @@ def test_not_an_elf_file_is_a_target_error(tmp_path):
 def test_resolve_target_of_a_missing_process():
     with pytest.raises(TargetError, match="no process with PID"):
         S.resolve_target(2**22 + 1)
+
+
+def test_a_released_table_refuses_lookups_and_keeps_what_the_window_needs(mysql_fixtures):
+    binary = S.load_binary(str(mysql_fixtures["5.7"]))
+    assert binary.symbols.lookup("handler::ha_write_row")
+    binary.symbols.release()
+    assert binary.image.functions == [] and binary.symbols.functions == []
+    assert binary.image.build_id and binary.image.segments and binary.server.family == "mysql"
+    for lookup in (lambda: binary.symbols.lookup("handler::ha_write_row"), lambda: binary.symbols.glob("get_*"),
+                   lambda: binary.symbols.names):
+        with pytest.raises(RuntimeError, match="released"):
+            lookup()
