@@ -125,12 +125,17 @@ struct {
 	__type(value, __u64);
 } counters SEC(".maps");
 
-static __always_inline void count(__u32 id)
+static __always_inline void count_by(__u32 id, __u64 n)
 {
 	__u64 *c = bpf_map_lookup_elem(&counters, &id);
 
 	if (c)
-		__sync_fetch_and_add(c, 1);
+		__sync_fetch_and_add(c, n);
+}
+
+static __always_inline void count(__u32 id)
+{
+	count_by(id, 1);
 }
 
 enum { SKIP, TARGET, HELPER };
@@ -282,8 +287,10 @@ __noinline int record_stmt_edge(struct stmt_edge_key *key, __u64 delta, __s64 co
 }
 
 /* corrected: the latency less the probes' cost inside it, signed: the sums
- * stay unbiased; the histogram of corrected latencies clamps a call at 0 */
-static __always_inline void record(__u32 probe, __u64 delta, __s64 corrected, __u64 nested, __s32 part)
+ * stay unbiased; the histogram of corrected latencies clamps a call at 0.
+ * A global function: the verifier checks it once, not once per path into
+ * it (inlined, it took half of the object's 0.18 s load) */
+__noinline int record(__u32 probe, __u64 delta, __s64 corrected, __u64 nested, __s32 part)
 {
 	struct part_key pk = { .probe = probe, .part = (__u32)part };
 	struct probe_stats *ps = bpf_map_lookup_elem(&stats, &probe);
@@ -296,7 +303,7 @@ static __always_inline void record(__u32 probe, __u64 delta, __s64 corrected, __
 	asm volatile("" : "+r"(slot));
 	asm volatile("" : "+r"(cslot));
 	if (slot >= MAX_SLOTS || cslot >= MAX_SLOTS)
-		return;
+		return 0;
 
 	if (ps) {
 		__sync_fetch_and_add(&ps->calls, 1);
@@ -322,6 +329,7 @@ static __always_inline void record(__u32 probe, __u64 delta, __s64 corrected, __
 			__sync_fetch_and_add(&pp->chist[cslot], 1);
 		}
 	}
+	return 0;
 }
 
 SEC("uretprobe")
@@ -383,14 +391,8 @@ int probe_return(struct x86_64_regs *ctx)
 		count(CNT_UNMATCHED_RETURNS);
 		return 0;
 	}
-	if (idx + 1 < depth) {
-		/* frames above never saw their return (exception unwinding, longjmp) */
-		for (i = 0; i < MAX_DEPTH; i++) {
-			if (idx + 1 + i >= depth)
-				break;
-			count(CNT_LOST_FRAMES);
-		}
-	}
+	if (idx + 1 < depth) /* frames above never saw their return (exception unwinding, longjmp) */
+		count_by(CNT_LOST_FRAMES, depth - idx - 1);
 	f = &st->frames[idx & (MAX_DEPTH - 1)];
 	nested = st->hits - f->hits_at_entry;
 	st->hits++;
