@@ -48,7 +48,7 @@ from continuous import Blocks, unprobed_block
 from oltp import SHAPES, Load, quiet_rate, quiet_slowdown
 from overhead import MYSQLPROBE, Tool, bench_parser, derived, log, machine, med, run_line, write_results
 from mysqlprobe import workload
-from mysqlprobe.collectors.perf import choose_unwinding
+from mysqlprobe.collectors.perf_record import choose_unwinding
 from mysqlprobe.collectors.perfschema import PerfSchema, rows_changed
 from mysqlprobe.collectors.ps_threads import PROCESSLIST_TID, ThreadWatch
 from mysqlprobe.collectors.symbols import load_target_binary, resolve_target

@@ -104,6 +104,11 @@ class Collector:
         self.quiet_s = 0.0       # seconds it was off in quiet phases, when quieted
         self._quiet_since: float | None = None
 
+    def begin(self) -> None:
+        """Start, before prepare(), what takes a while without this process
+        (a perf to spawn, a BPF object to verify), so that every collector's
+        slow part runs side by side; prepare() waits for it. Optional."""
+
     def pace(self) -> None:
         """Run only in on-phases from now on (before prepare)."""
         self.paced = self.can_pace

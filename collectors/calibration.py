@@ -306,8 +306,13 @@ class CalibrationCollector(Collector):
         self._cpu_s: float | None = None
         self._cpu0: float | None = None
 
-    def prepare(self) -> None:
+    def begin(self) -> None:
+        """The helper starts first: the latency collector's load probes it."""
         self.calibrator = Calibrator(self.first_index)
+
+    def prepare(self) -> None:
+        if self.calibrator is None:
+            self.begin()
 
     @property
     def group(self):

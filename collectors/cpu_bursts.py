@@ -23,7 +23,8 @@ import shutil
 from collections import Counter
 
 from mysqlprobe.collectors.base import Collector, CollectorUnavailable, Cost, Facts, Section
-from mysqlprobe.collectors.perf import PerfRecorder, PerfUnavailable, read_perf_script
+from mysqlprobe.collectors.perf import read_perf_script
+from mysqlprobe.collectors.perf_record import PerfRecorder, PerfUnavailable, launched
 from mysqlprobe.collectors.workdir import work_dir
 
 # Hz per CPU. A sample costs the target about 20 us on a VM of this kind
@@ -65,18 +66,23 @@ class CpuBurstCollector(Collector):
         super().__init__()
         self.pid, self.symbols, self.frequency = pid, sorted(set(symbols)), frequency
         self.recorder: PerfRecorder | None = None
+        self._begun: PerfUnavailable | None = None   # what launching perf in begin() met
         self._tmp: str | None = None
         self.switch_failures = 0
 
-    def prepare(self) -> None:
+    def begin(self) -> None:
         self._tmp = work_dir("bursts")
         self.recorder = PerfRecorder(self.pid, os.path.join(self._tmp, "bursts.data"), None, self.frequency,
                                      start_off=True)
-        try:
-            self.recorder.start()
-        except PerfUnavailable as e:
-            raise CollectorUnavailable(str(e), f"CPU bursts: {e}; short functions' costs come from the probes "
-                                                "alone") from None
+        self._begun = launched(self.recorder)
+
+    def prepare(self) -> None:
+        if self.recorder is None:
+            self.begin()
+        error = self._begun or launched(self.recorder, ready=True)
+        if error:
+            raise CollectorUnavailable(str(error), f"CPU bursts: {error}; short functions' costs come from the "
+                                                   "probes alone") from None
         if not self.recorder.controlled:  # it would sample all along, probes on or not
             self.recorder.stop()
             raise CollectorUnavailable("perf record does not take --control",

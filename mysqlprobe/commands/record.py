@@ -14,7 +14,8 @@ from mysqlprobe.capture import Capture, as_json
 from mysqlprobe.collectors import connection, debuginfod
 from mysqlprobe.collectors.connection import ConnectOptions
 from mysqlprobe.collectors.cpu_bursts import BURST_FREQUENCY
-from mysqlprobe.collectors.perf import DEFAULT_FREQUENCY, PerfOptions
+from mysqlprobe.collectors.perf import PerfOptions
+from mysqlprobe.collectors.perf_record import DEFAULT_FREQUENCY
 from mysqlprobe.collectors.symbols import Binary, load_binary, load_target_binary, resolve_target
 from mysqlprobe.errors import TargetError, UsageError
 from mysqlprobe.output import check_output_dir, save_capture

@@ -101,9 +101,14 @@ class Recorder:
         with ExitStack() as stack:
             for name in PREPARE:
                 if name in self.collectors:
+                    stack.callback(self.collectors[name].close)
+            for name in PREPARE:  # what is slow starts side by side: perf's spawns, the BPF load
+                if name in self.collectors:
+                    self._prepare(name, begin=True)
+            for name in PREPARE:
+                if name in self.collectors and name not in self.unavailable:
                     if name == "calibration":
                         self._reached("calibration")
-                    stack.callback(self.collectors[name].close)
                     self._prepare(name)
             self._keep_own_statements_out()
             self._reached("attach")
@@ -119,13 +124,14 @@ class Recorder:
         if self.control.signals:
             self.control.signals.reached(phase)
 
-    def _prepare(self, name: str) -> None:
+    def _prepare(self, name: str, begin: bool = False) -> None:
         t0 = time.monotonic()
         try:
-            self.collectors[name].prepare()
+            self.collectors[name].begin() if begin else self.collectors[name].prepare()
         except CollectorUnavailable as e:
             self.unavailable[name] = e
-        self.timings.setdefault("prepare_s", {})[name] = round(time.monotonic() - t0, 3)
+        phase = self.timings.setdefault("begin_s" if begin else "prepare_s", {})
+        phase[name] = round(time.monotonic() - t0, 3)
 
     def _keep_calibration(self) -> None:
         """The calibration's bursts, for the next run on this kernel and CPU to start from."""

@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from mysqlprobe.collectors.perf import choose_unwinding, fold_script, frame_pointer_share, short_frame
+from mysqlprobe.collectors.perf import fold_script, short_frame
+from mysqlprobe.collectors.perf_record import choose_unwinding, frame_pointer_share
 from mysqlprobe.collectors.ps_window import thread_names
 from mysqlprobe.collectors.elf import read_elf
 from mysqlprobe.flamegraphs import folded
