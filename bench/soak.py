@@ -1,0 +1,180 @@
+"""mysqlprobe watch for an hour or more under load, with the server
+restarted inside it: its memory stays flat and under 60 MB, and it keeps
+profiling the server it finds again after each restart.
+
+The server (MariaDB 10.11.5, the largest binary) takes sysbench
+oltp_write_only from 4 threads (the tables keep their size) all along,
+but for its restarts: every RESTART minutes it is stopped and started
+again (a new PID) and sysbench with it. `mysqlprobe watch` runs with its
+defaults (60-s windows, 1% budget) and --pprof-dir. Read from outside,
+every 10 s:
+
+  rss      watch's resident memory (VmRSS of /proc/PID/status), and its
+           children's (perf) summed apart
+  metrics  mysqlprobe_up, mysqlprobe_windows_total and
+           mysqlprobe_window_failures_total from its /metrics
+
+    sudo .venv/bin/python bench/soak.py [--minutes 65] [--restart 20]
+
+writes bench/SOAK.md and bench/soak.json."""
+
+from __future__ import annotations
+
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from datetime import datetime, timezone
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).parent))
+from oltp import Load, Shape  # noqa: E402
+from overhead import MYSQLPROBE, bench_parser, log, machine, machine_line, write_results  # noqa: E402
+from mysqlprobe import sandbox  # noqa: E402
+
+VERSION = "10.11.5"
+SAMPLE_S = 10
+SHAPE = Shape("oltp_write_only, 4 threads", "oltp_write_only", 4)
+LIMIT_MB = 60
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def rss_mb(pid: int) -> float | None:
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    except OSError:
+        return None
+    return None
+
+
+def children_rss_mb(pid: int) -> float:
+    try:
+        kids = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
+    except OSError:
+        return 0.0
+    return sum(rss_mb(int(k)) or 0.0 for k in kids)
+
+
+def metrics(url: str) -> dict[str, float]:
+    try:
+        with urllib.request.urlopen(url, timeout=10) as r:
+            text = r.read().decode()
+    except OSError:
+        return {}
+    out = {}
+    for line in text.splitlines():
+        name = line.split(" ", 1)[0]
+        if name in ("mysqlprobe_up", "mysqlprobe_windows_total", "mysqlprobe_window_failures_total"):
+            out[name] = float(line.rsplit(" ", 1)[1])
+    return out
+
+
+def main() -> None:
+    args = bench_parser(__doc__, minutes=65, restart=20).parse_args()
+    sb = sandbox.Sandbox(VERSION, instance="soak")
+    sb.start(log)
+    load = Load(sb, SHAPE)
+    load.prepare()
+    load.start()
+    port = free_port()
+    url = f"http://127.0.0.1:{port}/metrics"
+    samples, restarts = [], []
+    with tempfile.TemporaryDirectory() as pprof:
+        watch = subprocess.Popen([MYSQLPROBE, "watch", "-p", str(sb.pid()), "--listen", f"127.0.0.1:{port}",
+                                  "--pprof-dir", pprof], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                                 text=True)
+        t0 = time.monotonic()
+        next_restart = t0 + args.restart * 60
+        try:
+            while time.monotonic() - t0 < args.minutes * 60:
+                time.sleep(SAMPLE_S)
+                now = time.monotonic()
+                if watch.poll() is not None:
+                    raise RuntimeError(f"watch exited {watch.returncode}: {watch.stderr.read()[-2000:]}")
+                samples.append({"t_s": round(now - t0, 1), "rss_mb": rss_mb(watch.pid),
+                                "children_rss_mb": round(children_rss_mb(watch.pid), 1), **metrics(url)})
+                if now >= next_restart:
+                    log(f"restart at {now - t0:.0f} s; last sample {samples[-1]}")
+                    load.close()
+                    old = sb.pid()
+                    sb.stop()
+                    new = sb.start(log)
+                    restarts.append({"t_s": round(time.monotonic() - t0, 1), "old_pid": old, "new_pid": new})
+                    load = Load(sb, SHAPE)
+                    load.start()
+                    next_restart = time.monotonic() + args.restart * 60
+        finally:
+            watch.send_signal(signal.SIGINT)
+            try:
+                code = watch.wait(timeout=120)
+            except subprocess.TimeoutExpired:
+                watch.kill()
+                code = watch.wait()
+            err = watch.stderr.read()
+            load.close()
+            sb.stop()
+        pprofs = len(list(Path(pprof).glob("*.pb.gz")))
+    result = {"machine": machine(), "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+              "command": "sudo .venv/bin/python bench/soak.py " + " ".join(sys.argv[1:]),
+              "server": f"MariaDB {VERSION}", "load": SHAPE.name, "minutes": args.minutes,
+              "restarts": restarts, "samples": samples, "exit": code, "traceback": "Traceback" in err,
+              "pprof_files": pprofs}
+    write_results(args.out, "soak", result, render)
+
+
+def _quarter(samples: list[dict], which: int) -> list[float]:
+    n = len(samples)
+    return [s["rss_mb"] for s in samples[which * n // 4:(which + 1) * n // 4] if s["rss_mb"] is not None]
+
+
+def render(r: dict) -> str:
+    samples = r["samples"]
+    rss = [s["rss_mb"] for s in samples if s["rss_mb"] is not None]
+    windows = max((s.get("mysqlprobe_windows_total", 0) for s in samples), default=0)
+    failures = max((s.get("mysqlprobe_window_failures_total", 0) for s in samples), default=0)
+    down = sum(1 for s in samples if s.get("mysqlprobe_up") == 0)
+    first, last = statistics.median(_quarter(samples, 0)), statistics.median(_quarter(samples, 3))
+    lines = ["# mysqlprobe watch over a long run, with server restarts", "",
+             f"{machine_line(r['machine'])} {r['date']}. Command: `{r['command']}`.", "",
+             f"{r['server']} under sysbench {r['load']} for {r['minutes']} minutes, restarted "
+             f"{len(r['restarts'])} times (stopped and started: a new PID). `mysqlprobe watch` with its defaults "
+             "(60-s windows, 1% budget) and `--pprof-dir`. Every 10 s this script read watch's VmRSS from "
+             "/proc, its children's (perf) apart, and its /metrics.", "",
+             "| minutes | watch RSS, median (MB) | max (MB) | children's RSS, max (MB) | windows so far | up |",
+             "|---|---|---|---|---|---|"]
+    for start in range(0, int(samples[-1]["t_s"]) + 1, 300):
+        block = [s for s in samples if start <= s["t_s"] < start + 300]
+        sizes = [s["rss_mb"] for s in block if s["rss_mb"] is not None]
+        if not sizes:
+            continue
+        ups = {int(s["mysqlprobe_up"]) for s in block if "mysqlprobe_up" in s}
+        lines.append(f"| {start // 60}-{start // 60 + 5} | {statistics.median(sizes):.1f} | {max(sizes):.1f} | "
+                     f"{max(s['children_rss_mb'] for s in block):.1f} | "
+                     f"{int(max(s.get('mysqlprobe_windows_total', 0) for s in block))} | "
+                     f"{'/'.join(str(u) for u in sorted(ups)) or '-'} |")
+    lines += ["", "| check | result |", "|---|---|",
+              f"| watch's peak RSS | {max(rss):.1f} MB (limit {LIMIT_MB}) |",
+              f"| RSS, first quarter's median against the last's | {first:.1f} MB -> {last:.1f} MB "
+              f"({last - first:+.1f}) |",
+              "| restarts (old PID -> new PID, at minute) | "
+              + ", ".join(f"{x['old_pid']} -> {x['new_pid']} at {x['t_s'] / 60:.0f}" for x in r["restarts"]) + " |",
+              f"| windows profiled / failed | {int(windows)} / {int(failures)} |",
+              f"| samples with mysqlprobe_up 0 (server restarting) | {down} of {len(samples)} |",
+              f"| pprof files written | {r['pprof_files']} |",
+              f"| watch's exit at SIGINT / tracebacks | {r['exit']} / {'yes' if r['traceback'] else 'none'} |", ""]
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    main()

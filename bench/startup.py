@@ -1,0 +1,120 @@
+"""From start to probes attached, and the memory mysqlprobe holds, on the
+largest binary we have (MariaDB 10.11.5's mariadbd, 297 MB with symbols).
+
+The server takes a light load (4 clients inserting single rows) all along.
+Each run is `mysqlprobe --pid PID --insert-profile -d SECONDS` (the default
+mode: duty cycles, perf, off-CPU, I/O, P_S); measured from outside it:
+
+  ready   seconds from spawning it to the line it prints once the probes
+          are attached ("Tracing PID ...")
+  rss     its peak resident memory (the kernel's ru_maxrss, from wait4)
+
+The first run starts cold (mysqlprobe's caches removed), the others warm.
+The capture's own timings (symbols, calibration, attach) are shown beside.
+
+    sudo .venv/bin/python bench/startup.py [--runs 7] [--seconds 3]
+
+writes bench/STARTUP.md and bench/startup.json."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).parent))
+from overhead import MYSQLPROBE, bench_parser, log, machine, machine_line, med, spread, write_results  # noqa: E402
+from start_stop import Load  # noqa: E402
+from mysqlprobe import sandbox, workload  # noqa: E402
+from mysqlprobe.caches import cache_dirs  # noqa: E402
+
+VERSION = "10.11.5"
+READY = "Tracing PID"
+
+
+def one_run(pid: int, seconds: int, outdir: Path) -> dict:
+    t0 = time.monotonic()
+    proc = subprocess.Popen([MYSQLPROBE, "-p", str(pid), "--insert-profile", "-d", str(seconds), "-o", str(outdir)],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    ready, err = None, []
+    for line in proc.stderr:
+        err.append(line)
+        if ready is None and READY in line:
+            ready = time.monotonic() - t0
+    _, status, usage = os.wait4(proc.pid, 0)
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    if proc.returncode != 0 or ready is None:
+        raise RuntimeError(f"mysqlprobe exited {proc.returncode}: {''.join(err)[-2000:]}")
+    doc = json.loads((outdir / "profile.json").read_text())
+    return {"ready_s": round(ready, 3), "max_rss_mb": round(usage.ru_maxrss / 1024, 1),
+            "timings": doc["engine"].get("timings", {}),
+            "calibration_reused": doc.get("calibration", {}).get("reused")}
+
+
+def main() -> None:
+    args = bench_parser(__doc__, runs=7, seconds=3).parse_args()
+    sb = sandbox.Sandbox(VERSION, instance="startup")
+    pid = sb.start(log)
+    conn = workload.connect(sb.socket)
+    table = workload.table("range", 5)
+    workload.prepare_source(conn, 11)
+    workload.create_target(conn, table)
+    conn.close()
+    load = Load(sb.socket, table)
+    load.start()
+    runs = []
+    try:
+        with tempfile.TemporaryDirectory() as tmp:
+            for i in range(args.runs):
+                if i == 0:
+                    for d in cache_dirs():
+                        shutil.rmtree(d, ignore_errors=True)
+                run = one_run(pid, args.seconds, Path(tmp) / f"r{i}")
+                run["start"] = "cold" if i == 0 else "warm"
+                runs.append(run)
+                log(f"run {i + 1}: {run}")
+    finally:
+        load.finish()
+        sb.stop()
+    warm = [r for r in runs if r["start"] == "warm"]
+    result = {"machine": machine(), "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+              "command": "sudo .venv/bin/python bench/startup.py " + " ".join(sys.argv[1:]),
+              "server": f"MariaDB {VERSION}", "runs": runs,
+              "warm": {"ready_s": med([r["ready_s"] for r in warm]), "ready_range": spread([r["ready_s"] for r in warm]),
+                       "max_rss_mb": max(r["max_rss_mb"] for r in runs)}}
+    write_results(args.out, "startup", result, render)
+
+
+def render(r: dict) -> str:
+    def t(run, key):
+        v = run["timings"].get(key)
+        return "-" if v is None else f"{v:.3f}"
+
+    lines = ["# From start to probes attached, and peak memory", "",
+             f"{machine_line(r['machine'])} {r['date']}. Command: `{r['command']}`.", "",
+             f"{r['server']} (mariadbd with full symbols) under 4 clients inserting single rows. Each run: "
+             "`mysqlprobe -p PID --insert-profile -d SECONDS -o DIR` (the default mode, every collector). "
+             "ready: from spawning it to its line `Tracing PID ...` (probes attached), timed by this script; "
+             "peak RSS: the kernel's ru_maxrss for the process (wait4). The first run starts with mysqlprobe's "
+             "caches removed. symbols, calibration, attach: the capture's own timings.", "",
+             "| run | start | ready (s) | peak RSS (MB) | symbols (s) | calibration (s) | attach (s) | calibration reused |",
+             "|---|---|---|---|---|---|---|---|"]
+    for i, run in enumerate(r["runs"], 1):
+        lines.append(f"| {i} | {run['start']} | {run['ready_s']:.3f} | {run['max_rss_mb']:.1f} | "
+                     f"{t(run, 'symbols_s')} | {t(run, 'calibration_s')} | {t(run, 'attach_s')} | "
+                     f"{'yes' if run.get('calibration_reused') else 'no'} |")
+    w = r["warm"]
+    lo, hi = w["ready_range"]
+    lines += ["", f"- warm start to attached: median {w['ready_s']:.3f} s ({lo:.3f}-{hi:.3f})",
+              f"- peak resident memory, any run: {w['max_rss_mb']:.1f} MB", ""]
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    main()
