@@ -22,9 +22,9 @@ import os
 import shutil
 from collections import Counter
 
-from mysqlprobe.collectors.base import Collector, CollectorUnavailable, Cost, Facts, Section
+from mysqlprobe.collectors.base import CollectorUnavailable, Cost, Facts, Section
 from mysqlprobe.collectors.perf import read_perf_script
-from mysqlprobe.collectors.perf_record import PerfRecorder, PerfUnavailable, launched
+from mysqlprobe.collectors.perf_record import PerfProcessCollector, PerfRecorder, PerfUnavailable
 from mysqlprobe.collectors.workdir import work_dir
 
 # Hz per CPU. A sample costs the target about 20 us on a VM of this kind
@@ -55,34 +55,26 @@ def self_time(lines, symbols: set[str]) -> tuple[tuple[dict[str, dict], int], in
     return ({s: {"samples": samples[s], "self_ns": ns[s]} for s in symbols}, sum(ns.values())), sum(samples.values())
 
 
-class CpuBurstCollector(Collector):
+class CpuBurstCollector(PerfProcessCollector):
     """Samples without stacks, on in the ordinary off-phases only (resume()
     and pause() from the duty cycles)."""
 
     name = "cpu_bursts"
     can_burst = True
+    unavailable_note = "CPU bursts: {error}; short functions' costs come from the probes alone"
 
     def __init__(self, pid: int, symbols: list[str], frequency: int = BURST_FREQUENCY):
         super().__init__()
         self.pid, self.symbols, self.frequency = pid, sorted(set(symbols)), frequency
-        self.recorder: PerfRecorder | None = None
-        self._begun: PerfUnavailable | None = None   # what launching perf in begin() met
         self._tmp: str | None = None
         self.switch_failures = 0
 
-    def begin(self) -> None:
+    def new_recorder(self) -> PerfRecorder:
         self._tmp = work_dir("bursts")
-        self.recorder = PerfRecorder(self.pid, os.path.join(self._tmp, "bursts.data"), None, self.frequency,
-                                     start_off=True)
-        self._begun = launched(self.recorder)
+        return PerfRecorder(self.pid, os.path.join(self._tmp, "bursts.data"), None, self.frequency, start_off=True)
 
     def prepare(self) -> None:
-        if self.recorder is None:
-            self.begin()
-        error = self._begun or launched(self.recorder, ready=True)
-        if error:
-            raise CollectorUnavailable(str(error), f"CPU bursts: {error}; short functions' costs come from the "
-                                                   "probes alone") from None
+        self.wait_recording()
         if not self.recorder.controlled:  # it would sample all along, probes on or not
             self.recorder.stop()
             raise CollectorUnavailable("perf record does not take --control",

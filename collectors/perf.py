@@ -17,9 +17,9 @@ import time
 from collections import Counter
 from dataclasses import dataclass
 
-from mysqlprobe.collectors.base import Collector, CollectorUnavailable, Cost, Facts, Section
-from mysqlprobe.collectors.perf_record import (DEFAULT_FREQUENCY, PerfRecorder, PerfUnavailable, choose_unwinding,
-                                               launched, perf_binary)
+from mysqlprobe.collectors.base import Cost, Facts, Section
+from mysqlprobe.collectors.perf_record import (DEFAULT_FREQUENCY, PerfProcessCollector, PerfRecorder, PerfUnavailable,
+                                               choose_unwinding, perf_binary)
 from mysqlprobe.collectors.process import cpu_seconds
 from mysqlprobe.collectors.workdir import work_dir
 from mysqlprobe.collectors.cxxnames import qualified_name
@@ -145,37 +145,31 @@ class PerfOptions:
     keep_data: bool = False       # keep DIR/perf.data
 
 
-class PerfCollector(Collector):
+class PerfCollector(PerfProcessCollector):
     """CPU samples of the window. It records from prepare(): a sampled
     process pays more per probe hit, and the calibration that the latency
     collector makes after it should see the conditions of the window."""
 
     name = "perf"
     can_quiet = True
+    unavailable_note = "CPU sampling: {error}; the report has no stacks"
 
     def __init__(self, pid: int, image: ElfImage, opts: PerfOptions):
         super().__init__()
         self.pid, self.image, self.opts = pid, image, opts
-        self.recorder: PerfRecorder | None = None
-        self._begun: PerfUnavailable | None = None   # what launching perf in begin() met
         self.record: dict = {}
         self._tmp: str | None = None
         self.started_at = 0.0
         self.seconds = 0.0
         self._cpu0: float | None = None
 
-    def begin(self) -> None:
-        unwinding = choose_unwinding(self.image, self.opts.callgraph)
+    def new_recorder(self) -> PerfRecorder:
         self._tmp = work_dir("perf")
-        self.recorder = PerfRecorder(self.pid, os.path.join(self._tmp, "perf.data"), unwinding, self.opts.frequency)
-        self._begun = launched(self.recorder)
+        return PerfRecorder(self.pid, os.path.join(self._tmp, "perf.data"),
+                            choose_unwinding(self.image, self.opts.callgraph), self.opts.frequency)
 
     def prepare(self) -> None:
-        if self.recorder is None:
-            self.begin()
-        error = self._begun or launched(self.recorder, ready=True)
-        if error:
-            raise CollectorUnavailable(str(error), f"CPU sampling: {error}; the report has no stacks") from None
+        self.wait_recording()
         unwinding = self.recorder.unwinding
         self.started_at = time.monotonic()
         self._cpu0 = cpu_seconds(self.pid)

@@ -15,6 +15,7 @@ import subprocess
 import time
 from dataclasses import dataclass
 
+from mysqlprobe.collectors.base import Collector, CollectorUnavailable
 from mysqlprobe.collectors.elf import ElfImage, file_offset
 from mysqlprobe.collectors.process import cpu_seconds
 
@@ -228,13 +229,39 @@ class PerfRecorder:
         self.close_control()
 
 
-def launched(recorder: PerfRecorder, ready: bool = False) -> PerfUnavailable | None:
+def _launched(recorder: PerfRecorder, ready: bool = False) -> PerfUnavailable | None:
     """Launch perf (or, ready=True, wait until it records); what went wrong, if anything."""
     try:
         recorder.ready() if ready else recorder.launch()
     except PerfUnavailable as e:
         return e
     return None
+
+
+class PerfProcessCollector(Collector):
+    """A collector around one perf record: begin() spawns it, prepare()
+    (through wait_recording()) waits until it records."""
+
+    unavailable_note = "{error}"   # the capture's note when perf cannot run
+
+    def __init__(self):
+        super().__init__()
+        self.recorder: PerfRecorder | None = None
+        self._begun: PerfUnavailable | None = None   # what launching perf in begin() met
+
+    def new_recorder(self) -> PerfRecorder:
+        raise NotImplementedError
+
+    def begin(self) -> None:
+        self.recorder = self.new_recorder()
+        self._begun = _launched(self.recorder)
+
+    def wait_recording(self) -> None:
+        if self.recorder is None:
+            self.begin()
+        error = self._begun or _launched(self.recorder, ready=True)
+        if error:
+            raise CollectorUnavailable(str(error), self.unavailable_note.format(error=error)) from None
 
 
 def _die_with_parent() -> None:
