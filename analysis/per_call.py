@@ -21,7 +21,8 @@ own code, each worth its period, over the calls made meanwhile (the
 probes' calls per row times the rows changed). That is the function's own
 CPU, its callees left out: for the short functions it is used for, nearly
 all of it. Its interval: the samples' Poisson count and the calls per
-row's."""
+row's. The samples are preferred too where the probes' correction
+outweighs what is left of the call, if they resolve it (best_per_call)."""
 
 from __future__ import annotations
 
@@ -48,6 +49,7 @@ class PerCall:
     high_ns: float | None
     method: str
     probe_noise_ns: float   # what the probes' cost may be off by, per call
+    correction_ns: float = 0.0  # the probes' own cost taken off each call
 
     @property
     def resolved(self) -> bool:
@@ -124,7 +126,7 @@ def per_call(calls: int, total_ns: float, raw_total_ns: float, raw_counts: list[
     # the probes here: the bound is then what their cost may be off by, never 0
     high = corrected + above + stat
     high = max(high, low) if high > 0 else above
-    return PerCall(min(max(corrected, low), high), low, high, CORRECTED, max(below, above))
+    return PerCall(min(max(corrected, low), high), low, high, CORRECTED, max(below, above), correction)
 
 
 def poisson95(n: int) -> tuple[float, float]:
@@ -147,9 +149,16 @@ def sampled_per_call(self_ns: float, samples: int, period_ns: float, calls, prob
 
 
 def best_per_call(probed: PerCall, sampled: PerCall | None) -> PerCall:
-    """The probes' figure where it is a measurement; else the samples' where
-    theirs is; else the tighter of the two bounds."""
-    if probed.resolved or sampled is None or sampled.high_ns is None:
+    """The probes' figure where it is a measurement and not mostly their own
+    cost taken off; else the samples' where theirs is; else the tighter of
+    the two bounds. Where the correction outweighs what is left of the call,
+    the samples (which owe nothing to the probes' cost) are taken when they
+    resolve it: in a server a hit costs 1.1-1.9x its calibration, so such a
+    figure's interval rests on an in-situ factor averaged over every probe
+    (bench/PER_CALL.md: 210 ns [157, 263] for a 41-ns function)."""
+    if sampled is None or sampled.high_ns is None:
+        return probed
+    if probed.resolved and not (sampled.resolved and probed.correction_ns > probed.mean_ns):
         return probed
     if sampled.resolved or probed.high_ns is None or sampled.high_ns < probed.high_ns:
         return sampled

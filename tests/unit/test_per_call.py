@@ -93,6 +93,23 @@ def test_the_probes_figure_stands_where_it_resolves_the_call():
     assert best_per_call(bound, None) is bound
 
 
+def test_where_the_probes_correction_outweighs_the_call_resolved_samples_are_taken():
+    # rec_convert_dtuple_to_rec on 10.2.11 (bench/PER_CALL.md): the probes took 1.5 us off a 1.7-us
+    # raw mean and said 210 ns [157, 263]; the samples, 37.9 [29.6, 47.7]; the truth was 40.6 ns
+    mostly_correction = PerCall(210.1, 157.3, 262.8, CORRECTED, 52.0, 1490.0)
+    samples = PerCall(37.9, 29.6, 47.7, SAMPLED, 52.0)
+    assert mostly_correction.resolved and best_per_call(mostly_correction, samples) is samples
+    unresolved_samples = PerCall(37.9, 0.0, 90.0, SAMPLED, 52.0)
+    assert best_per_call(mostly_correction, unresolved_samples) is mostly_correction
+    # a long call keeps its probes' figure (inclusive of its callees) over its own CPU's
+    long_call = PerCall(10_000.0, 9_500.0, 10_600.0, CORRECTED, 150.0, 1500.0)
+    assert best_per_call(long_call, PerCall(2_000.0, 1_800.0, 2_200.0, SAMPLED, 150.0)) is long_call
+    # per_call() hands the correction on
+    calls, raw = 100_003, 1740.0
+    pc = per_call(calls, 210 * calls, raw * calls, counts(raw, calls), sampled(1.0), {"emulated"})
+    assert pc.correction_ns == pytest.approx(1530.0)
+
+
 def test_a_mean_far_below_zero_bounds_the_call_by_the_probes_doubt_not_by_zero():
     calls, raw = 100_003, 1300.0                 # the probes' calibrated 1530 ns exceed the whole call
     pc = per_call(calls, -230 * calls, raw * calls, counts(raw, calls), sampled(1.3), {"emulated"})
