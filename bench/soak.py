@@ -89,7 +89,7 @@ def main() -> None:
     load.start()
     port = free_port()
     url = f"http://127.0.0.1:{port}/metrics"
-    samples, restarts = [], []
+    samples, restarts, deaths = [], [], []
     with tempfile.TemporaryDirectory() as pprof:
         watch = subprocess.Popen([MYSQLPROBE, "watch", "-p", str(sb.pid()), "--listen", f"127.0.0.1:{port}",
                                   "--pprof-dir", pprof], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
@@ -104,9 +104,13 @@ def main() -> None:
                     raise RuntimeError(f"watch exited {watch.returncode}: {watch.stderr.read()[-2000:]}")
                 samples.append({"t_s": round(now - t0, 1), "rss_mb": rss_mb(watch.pid),
                                 "children_rss_mb": round(children_rss_mb(watch.pid), 1), **metrics(url)})
+                server = sb.pid()
+                if server is None or not Path(f"/proc/{server}").is_dir():
+                    deaths.append({"t_s": round(now - t0, 1), "pid": server, "kernel_says": kernel_traps()})
+                    raise RuntimeError(f"the server died at {now - t0:.0f} s: {deaths[-1]['kernel_says']}")
                 if now >= next_restart:
                     log(f"restart at {now - t0:.0f} s; last sample {samples[-1]}")
-                    load.close()
+                    close_quietly(load)
                     old = sb.pid()
                     sb.stop()
                     new = sb.start(log)
@@ -122,15 +126,32 @@ def main() -> None:
                 watch.kill()
                 code = watch.wait()
             err = watch.stderr.read()
-            load.close()
+            close_quietly(load)
             sb.stop()
-        pprofs = len(list(Path(pprof).glob("*.pb.gz")))
-    result = {"machine": machine(), "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+            pprofs = len(list(Path(pprof).glob("*.pb.gz")))
+            write_results(args.out, "soak", outcome(args, restarts, samples, deaths, code, err, pprofs), render)
+
+
+def close_quietly(load: Load) -> None:
+    """The load's end: its connection may have died with the server."""
+    try:
+        load.close()
+    except Exception as e:  # noqa: BLE001  the figures are what matters here
+        log(f"closing the load: {e}")
+
+
+def kernel_traps() -> list[str]:
+    """What the kernel said of trapped or leaked uprobes (dmesg), the last few lines."""
+    out = subprocess.run(["dmesg"], capture_output=True, text=True).stdout.splitlines()
+    return [line for line in out if "trap int3" in line or "leaking uprobe" in line][-5:]
+
+
+def outcome(args, restarts, samples, deaths, code, err, pprofs) -> dict:
+    return {"machine": machine(), "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
               "command": "sudo .venv/bin/python bench/soak.py " + " ".join(sys.argv[1:]),
               "server": f"MariaDB {VERSION}", "load": SHAPE.name, "minutes": args.minutes,
               "restarts": restarts, "samples": samples, "exit": code, "traceback": "Traceback" in err,
-              "pprof_files": pprofs}
-    write_results(args.out, "soak", result, render)
+              "pprof_files": pprofs, "server_deaths": deaths}
 
 
 def _quarter(samples: list[dict], which: int) -> list[float]:
@@ -172,7 +193,9 @@ def render(r: dict) -> str:
               f"| windows profiled / failed | {int(windows)} / {int(failures)} |",
               f"| samples with mysqlprobe_up 0 (server restarting) | {down} of {len(samples)} |",
               f"| pprof files written | {r['pprof_files']} |",
-              f"| watch's exit at SIGINT / tracebacks | {r['exit']} / {'yes' if r['traceback'] else 'none'} |", ""]
+              f"| watch's exit at SIGINT / tracebacks | {r['exit']} / {'yes' if r['traceback'] else 'none'} |",
+              "| the server died unasked | " + ("; ".join(f"at minute {d['t_s'] / 60:.0f}: {' / '.join(d['kernel_says'])}"
+                                                    for d in r.get("server_deaths", [])) or "no") + " |", ""]
     return "\n".join(lines)
 
 
