@@ -48,7 +48,10 @@ class Unwinding:
 
 def frame_pointer_share(image: ElfImage) -> float | None:
     """Share of the binary's functions that set up a frame pointer in their
-    first bytes, from an even sample of them; None without function symbols."""
+    first bytes, from an even sample of them; None without function symbols.
+    Kept on the image: the symbol table is let go after planning."""
+    if hasattr(image, "frame_pointer_share"):
+        return image.frame_pointer_share
     functions = sorted((f for f in image.functions if f.size >= 16), key=lambda f: f.address)
     if not functions:
         return None
@@ -63,7 +66,8 @@ def frame_pointer_share(image: ElfImage) -> float | None:
                 continue
             # shrink-wrapped code may test its arguments before the prologue
             with_fp += _SET_FRAME_POINTER in f.read(min(fn.size, 32))
-    return with_fp / len(sample)
+    image.frame_pointer_share = with_fp / len(sample)
+    return image.frame_pointer_share
 
 
 def choose_unwinding(image: ElfImage, requested: str = "auto") -> Unwinding:

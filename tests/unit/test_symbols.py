@@ -5,6 +5,7 @@ from conftest import compile_fixture, strip_with_debug_file
 from mysqlprobe.collectors import symbols as S
 from mysqlprobe.collectors.cxxnames import demangle, qualified_name
 from mysqlprobe.collectors.elf import read_elf
+from mysqlprobe.collectors.perf_record import frame_pointer_share
 from mysqlprobe.errors import TargetError
 
 
@@ -144,8 +145,10 @@ def test_resolve_target_of_a_missing_process():
 def test_a_released_table_refuses_lookups_and_keeps_what_the_window_needs(mysql_fixtures):
     binary = S.load_binary(str(mysql_fixtures["5.7"]))
     assert binary.symbols.lookup("handler::ha_write_row")
+    share = frame_pointer_share(binary.image)
     binary.symbols.release()
     assert binary.image.functions == [] and binary.symbols.functions == []
+    assert frame_pointer_share(binary.image) == share is not None   # perf's unwinding is still chosen from it
     assert binary.image.build_id and binary.image.segments and binary.server.family == "mysql"
     for lookup in (lambda: binary.symbols.lookup("handler::ha_write_row"), lambda: binary.symbols.glob("get_*"),
                    lambda: binary.symbols.names):
