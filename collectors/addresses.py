@@ -106,11 +106,13 @@ def _mappings(maps_text: str) -> list[_Mapping]:
 
 
 def user_names(pid: int, addresses: Iterable[int], maps_text: str | None = None,
-               root: str | None = None) -> dict[int, str]:
+               root: str | None = None, files: dict | None = None) -> dict[int, str]:
     """Each address of the process's mapped code to its function's name
     (`[file]` where its file has no symbol for it, `[unknown]` where no
     file is mapped). Read while the process runs: the mappings are those
-    at the time. One file at a time, each read once."""
+    at the time. Each file is read once, into `files` (path -> its
+    FileFunctions, None where unreadable) when given, for later calls."""
+    files = {} if files is None else files
     root = root if root is not None else f"/proc/{pid}/root"
     if maps_text is None:
         with open(f"/proc/{pid}/maps") as f:
@@ -127,10 +129,12 @@ def user_names(pid: int, addresses: Iterable[int], maps_text: str | None = None,
             by_file.setdefault(mappings[i].path, []).append((address, mappings[i]))
     for path, wanted in by_file.items():
         label = f"[{os.path.basename(path)}]"
-        try:
-            functions = FileFunctions(root + path if os.path.exists(root + path) else path)
-        except (OSError, ELFError, ValueError):
-            functions = None
+        if path not in files:
+            try:
+                files[path] = FileFunctions(root + path if os.path.exists(root + path) else path)
+            except (OSError, ELFError, ValueError):
+                files[path] = None
+        functions = files[path]
         for address, m in wanted:
             vaddr = functions.vaddr_of(address - m.start + m.offset) if functions else None
             mangled = functions.name_at(vaddr) if vaddr is not None else None

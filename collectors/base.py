@@ -53,11 +53,14 @@ class Cost:
 class Facts:
     """What the collectors collected first tell the ones after them: the
     threads' names (Performance Schema's by Linux thread id, the kernel's
-    comm) and the process's own name."""
+    comm), the process's own name, and the files its stacks pass through."""
 
     thread_names: dict[int, str] = field(default_factory=dict)
     comms: dict[int, str] = field(default_factory=dict)
     process_comm: str = ""
+    # the target's mapped files' function tables, read once for all the stacks
+    # of one collection (addresses.user_names): off-CPU's and I/O's share them
+    mapped_files: dict = field(default_factory=dict)
 
 
 @dataclass

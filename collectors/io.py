@@ -254,8 +254,8 @@ class IoCollector(PhasedBpfCollector):
         self.fds.at_end = open_files(self.pid)
         self.fds.opened = self.session.opened()
         records = self.session.records()
-        folded = fold_io(records, self._user_names(a for r in records for a in r.user), self.fds.label, facts.comms, facts.process_comm,
-                         facts.thread_names)
+        user = self._user_names((a for r in records for a in r.user), facts)
+        folded = fold_io(records, user, self.fds.label, facts.comms, facts.process_comm, facts.thread_names)
         record = {"status": "collected", **summarize(records, self.fds.label),
                   "dropped": self.session.dropped(abi.IO_DROPPED),
                   **({"on_s": round(self.on_s, 6)} if self.paced else {})}

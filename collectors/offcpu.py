@@ -231,10 +231,10 @@ class PhasedBpfCollector(Collector):
         return Cost(target_s=ns / 1e9, method=f"the kernel's run time of the programs on {self.session.what} "
                                               f"({runs} runs, all threads of the host)")
 
-    def _user_names(self, addresses):
+    def _user_names(self, addresses, facts: Facts):
         """A name for each of these user addresses of the target, looked up together."""
         try:
-            names = user_names(self.pid, addresses)
+            names = user_names(self.pid, addresses, files=facts.mapped_files)
         except OSError:  # the target is gone: its mappings with it
             return lambda _address: UNKNOWN
         return lambda address: names.get(address, UNKNOWN)
@@ -261,7 +261,7 @@ class OffCpuCollector(PhasedBpfCollector):
         """The stacks folded under the threads' names, and a summary."""
         records = self.session.records()
         kernel = kernel_names(a for r in records for a in r.kernel)
-        folded = fold_offcpu(records, self._user_names(a for r in records for a in r.user), kernel.get,
+        folded = fold_offcpu(records, self._user_names((a for r in records for a in r.user), facts), kernel.get,
                              facts.comms, facts.process_comm, facts.thread_names)
         summary = stacks_summary(folded)
         record = {"status": "collected", "unit": "us", **totals(records),

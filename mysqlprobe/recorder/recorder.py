@@ -140,8 +140,9 @@ class Recorder:
     def _keep_calibration(self) -> None:
         """The calibration's bursts, for the next run on this kernel and CPU to start from."""
         cal = self.collectors.get("calibration")
-        if self.calibration_cache and cal and "calibration" not in self.unavailable and cal.kept():
-            if not self.calibration_cache.save(cal.kept()):
+        kept = cal.kept() if cal and "calibration" not in self.unavailable else {}
+        if self.calibration_cache and kept:
+            if not self.calibration_cache.save(kept):
                 self.notes.append(f"could not keep the calibration in {self.calibration_cache.path}: "
                                   "the next run calibrates afresh")
 

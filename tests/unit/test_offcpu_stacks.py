@@ -8,6 +8,7 @@ import os
 
 import pytest
 
+from mysqlprobe.collectors import addresses
 from mysqlprobe.collectors.addresses import alias_rank, kernel_names, user_names
 from mysqlprobe.collectors.offcpu import (WAITING_FOR_CPU, OffCpuRecord, fold_offcpu,
                                           kernel_frames, totals)
@@ -60,6 +61,19 @@ def test_addresses_of_this_process_resolve_to_their_functions():
     assert names == {address: "__getpid", 1: "[unknown]"}   # the global alias, as perf names it; 1 is not mapped
     maps = "00400000-00401000 r-xp 00000000 00:00 1 /nonexistent/lib.so\n"
     assert user_names(0, [0x400010], maps_text=maps, root="") == {0x400010: "[lib.so]"}   # unreadable file
+
+
+def test_a_file_read_for_one_collector_serves_the_next(monkeypatch):
+    libc = ctypes.CDLL(None)
+    address = ctypes.cast(libc.getpid, ctypes.c_void_p).value
+    files: dict = {}
+    first = user_names(os.getpid(), [address], root="", files=files)
+    assert first == {address: "__getpid"} and len(files) == 1 and None not in files.values()
+
+    def no_second_read(path):
+        raise AssertionError(f"{path} read again")
+    monkeypatch.setattr(addresses, "FileFunctions", no_second_read)
+    assert user_names(os.getpid(), [address], root="", files=files) == first
 
 
 def test_aliases_at_one_address_are_named_as_perf_names_them():
