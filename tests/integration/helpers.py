@@ -15,6 +15,7 @@ from conftest import MYSQLPROBE
 from mysqlprobe.analysis.model import Profile
 from mysqlprobe import workload
 from mysqlprobe.capture import read_profile
+from mysqlprobe.collectors.codecheck import code_changes
 
 
 class Profiler:
@@ -127,7 +128,14 @@ def wait_until(predicate, timeout: float = 10.0, step: float = 0.1) -> bool:
     return predicate()
 
 
-def kill9_leaves_no_probe(profiler: Profiler, binary_hint: str) -> None:
+def code_as_in_file(pid: int) -> None:
+    """The process's code in memory is its file's again: no int3 left where
+    a probe was (the kernel must put every original byte back)."""
+    changes = code_changes(pid)
+    assert changes.bytes_checked and not changes.differing, changes.as_dict()
+
+
+def kill9_leaves_no_probe(profiler: Profiler, binary_hint: str, target: int) -> None:
     """kill -9 mysqlprobe: the kernel must drop every uprobe with its descriptors."""
     holder = profiler.proc.pid
     helpers = children(holder)  # the calibration helper
@@ -142,6 +150,7 @@ def kill9_leaves_no_probe(profiler: Profiler, binary_hint: str) -> None:
     assert not [r for r in perf_uprobes() if binary_hint in str(r.get("filename", ""))]
     assert wait_until(lambda: not [p for p in helpers if Path(f"/proc/{p}").exists()]), "helper left running"
     assert binary_hint not in tracefs_uprobe_events()
+    code_as_in_file(target)
 
 
 def whole_setup(sb) -> tuple:

@@ -115,7 +115,7 @@ def test_duration_and_target_exit(fixture_process, tmp_path):
 @pytest.mark.parametrize("links", ["uprobe_multi", "perf"])
 def test_kill_9_leaves_no_uprobe_and_the_target_runs_on(fixture_process, tmp_path, links):
     prof = Profiler(fixture_process.pid, tmp_path, "--insert-profile", "--exact", env={"MYSQLPROBE_LINKS": links})
-    kill9_leaves_no_probe(prof, f"/proc/{fixture_process.pid}/")
+    kill9_leaves_no_probe(prof, f"/proc/{fixture_process.pid}/", fixture_process.pid)
     truth = fixture_process.command(f"run {ROWS} 5")
     assert sum(truth["partitions"]) == ROWS
 

@@ -26,8 +26,8 @@ from pathlib import Path
 import pytest
 
 from conftest import MYSQLPROBE, compile_fixture
-from helpers import (children, derived, held_bpf_ids, history_consumers_on, live_bpf_ids, perf_uprobes, stage, tracefs_uprobe_events,
-                     wait_until, whole_setup)
+from helpers import (children, code_as_in_file, derived, held_bpf_ids, history_consumers_on, live_bpf_ids,
+                     perf_uprobes, stage, tracefs_uprobe_events, wait_until, whole_setup)
 from mysqlprobe import sandbox, workload
 from mysqlprobe.recorder.window import alive
 
@@ -185,14 +185,17 @@ class Held:
             self.links |= links
 
 
-def nothing_left(held: Held, binary_hint: str) -> None:
-    """No process, BPF program, link or uprobe of mysqlprobe's is left."""
+def nothing_left(held: Held, binary_hint: str, server_pid: int | None = None) -> None:
+    """No process, BPF program, link or uprobe of mysqlprobe's is left, nor a
+    breakpoint in the server's code (server_pid: a server still running)."""
     assert wait_until(lambda: not [p for p in held.pids if alive(p)], timeout=30), \
         f"left running: {[p for p in held.pids if alive(p)]}"
     assert wait_until(lambda: not held.progs & live_bpf_ids("prog") and not held.links & live_bpf_ids("link"),
                       timeout=10), (held.progs & live_bpf_ids("prog"), held.links & live_bpf_ids("link"))
     assert not [r for r in perf_uprobes() if binary_hint in str(r.get("filename", ""))]
     assert binary_hint not in tracefs_uprobe_events()
+    if server_pid:
+        code_as_in_file(server_pid)
 
 
 class Load:
@@ -297,7 +300,7 @@ def test_signal_at_each_phase(server, tmp_path, record_property, phase, sig):
         observed(record_property, key, f"exit 0; capture written, window ended by {doc['window']['ended_by']}")
     if load:
         assert load.rows() == ROWS
-    nothing_left(trial.held, f"/proc/{server.pid}/")
+    nothing_left(trial.held, f"/proc/{server.pid}/", server.pid)
     assert wait_until(lambda: whole_setup(server.sb) == before, timeout=15), "P_S setup left changed"
     assert server.answers()
 
@@ -360,7 +363,7 @@ def test_overlapping_profilers(server, tmp_path, record_property, count, order):
     restored_by = [t.out.name for t in trials if "setup_restored" not in t.capture()["perf_schema"]]
     assert restored_by == [ending[-1].out.name], restored_by
     for t in trials:
-        nothing_left(t.held, f"/proc/{server.pid}/")
+        nothing_left(t.held, f"/proc/{server.pid}/", server.pid)
     observed(record_property, f"overlap-{count}-{order}",
              f"all exit 0; setup restored once, by {restored_by[0]} (the last to end)")
 
@@ -402,7 +405,7 @@ def test_disk_fills_during_the_window(server, tmp_path, tmpfs, record_property):
     assert code == 10
     saved = line.rsplit(" in ", 1)[1].split()[0]
     assert Path(saved).parent == fallback and (Path(saved) / "profile.json").exists()
-    nothing_left(trial.held, f"/proc/{server.pid}/")
+    nothing_left(trial.held, f"/proc/{server.pid}/", server.pid)
     observed(record_property, "disk-full-at-end", f"exit {code}: {line.replace(str(fallback), 'FALLBACK')}")
 
 
@@ -586,7 +589,7 @@ def test_a_very_long_window_ended_by_ctrl_c(server, tmp_path, record_property):
     code, _, err = trial.end()
     assert code == 0 and not error_lines(err), err
     assert trial.capture()["window"]["ended_by"] == "interrupt"
-    nothing_left(trial.held, f"/proc/{server.pid}/")
+    nothing_left(trial.held, f"/proc/{server.pid}/", server.pid)
     observed(record_property, "window-very-long", "exit 0; the capture, ended by interrupt")
 
 

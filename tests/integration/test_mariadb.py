@@ -157,7 +157,7 @@ def test_kill_9_mid_load_leaves_no_probe_and_the_load_completes(server, conn, tm
     loader.start()
     assert wait_until(lambda: insert_is_running(sb), timeout=10)
     assert loader.is_alive(), "the load ended before mysqlprobe could be killed in its middle"
-    kill9_leaves_no_probe(prof, f"/proc/{pid}/")
+    kill9_leaves_no_probe(prof, f"/proc/{pid}/", pid)
     loader.join(timeout=300)
     assert result["rows"] == KILL_ROWS
     check = workload.connect(sb.socket)
