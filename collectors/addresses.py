@@ -13,15 +13,15 @@ from __future__ import annotations
 import bisect
 import functools
 import os
+import struct
 from array import array
 from dataclasses import dataclass
 from typing import Iterable
 
-from elftools.common.exceptions import ELFError
-from elftools.elf.elffile import ELFFile
 
 from mysqlprobe.collectors.cxxnames import demangle, qualified_name
-from mysqlprobe.collectors.elf import ELF64_SYM, SHN_UNDEF, STT_FUNC, STT_GNU_IFUNC, load_segments
+from mysqlprobe.collectors.elf import SHN_UNDEF, STT_FUNC, STT_GNU_IFUNC, ElfHeaders
+from mysqlprobe.errors import TargetError
 
 UNKNOWN = "[unknown]"
 _BINDING_RANK = {0: 2, 1: 0, 2: 1}  # STB_LOCAL, STB_GLOBAL, STB_WEAK: global first, as perf chooses
@@ -39,16 +39,14 @@ class FileFunctions:
 
     def __init__(self, path: str):
         with open(path, "rb") as f:
-            elf = ELFFile(f)
-            self.segments = load_segments(elf)
+            elf = ElfHeaders(f, path)
+            self.segments = elf.segments
             starts, sizes, names, ranks, tables = array("Q"), array("Q"), array("I"), array("B"), array("B")
             self._strtabs: list[bytes] = []
-            for sec in elf.iter_sections():
-                if sec["sh_type"] not in ("SHT_SYMTAB", "SHT_DYNSYM"):
-                    continue
+            for _table, strtab, symbols in elf.function_symbols():
                 table = len(self._strtabs)
-                self._strtabs.append(elf.get_section(sec["sh_link"]).data())
-                for st_name, st_info, _other, shndx, value, size in ELF64_SYM.iter_unpack(sec.data()):
+                self._strtabs.append(strtab)
+                for st_name, st_info, _other, shndx, value, size in symbols:
                     if (st_info & 0xF) in (STT_FUNC, STT_GNU_IFUNC) and shndx != SHN_UNDEF and value:
                         starts.append(value)
                         sizes.append(size)
@@ -132,7 +130,7 @@ def user_names(pid: int, addresses: Iterable[int], maps_text: str | None = None,
         if path not in files:
             try:
                 files[path] = FileFunctions(root + path if os.path.exists(root + path) else path)
-            except (OSError, ELFError, ValueError):
+            except (OSError, TargetError, ValueError, IndexError, struct.error):
                 files[path] = None
         functions = files[path]
         for address, m in wanted:
