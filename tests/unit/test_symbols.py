@@ -137,6 +137,21 @@ def test_not_an_elf_file_is_a_target_error(tmp_path):
         S.load_binary(str(bogus))
 
 
+@pytest.mark.parametrize("damage", ["truncated", "32-bit", "arm64"])
+def test_a_damaged_or_foreign_elf_file_is_a_target_error(mysql_fixtures, tmp_path, damage):
+    data = bytearray(mysql_fixtures["5.7"].read_bytes())
+    if damage == "truncated":   # the section headers sit at the end of the file
+        data = data[:len(data) // 2]
+    elif damage == "32-bit":
+        data[4] = 1
+    else:
+        data[18:20] = (183).to_bytes(2, "little")  # EM_AARCH64
+    bad = tmp_path / "mysqld"
+    bad.write_bytes(bytes(data))
+    with pytest.raises(TargetError, match="only x86-64" if damage != "truncated" else "not a readable ELF"):
+        S.load_binary(str(bad))
+
+
 def test_resolve_target_of_a_missing_process():
     with pytest.raises(TargetError, match="no process with PID"):
         S.resolve_target(2**22 + 1)
