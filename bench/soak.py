@@ -11,8 +11,9 @@ every 10 s:
 
   rss      watch's resident memory (VmRSS of /proc/PID/status), and its
            children's (perf) summed apart
-  metrics  mysqlprobe_up, mysqlprobe_windows_total and
-           mysqlprobe_window_failures_total from its /metrics
+  metrics  mysqlprobe_up, mysqlprobe_windows_total,
+           mysqlprobe_window_failures_total and mysqlprobe_window_seconds_total
+           (the time its figures cover) from its /metrics
 
     sudo .venv/bin/python bench/soak.py [--minutes 65] [--restart 20]
 
@@ -75,7 +76,8 @@ def metrics(url: str) -> dict[str, float]:
     out = {}
     for line in text.splitlines():
         name = line.split(" ", 1)[0]
-        if name in ("mysqlprobe_up", "mysqlprobe_windows_total", "mysqlprobe_window_failures_total"):
+        if name in ("mysqlprobe_up", "mysqlprobe_windows_total", "mysqlprobe_window_failures_total",
+                    "mysqlprobe_window_seconds_total"):
             out[name] = float(line.rsplit(" ", 1)[1])
     return out
 
@@ -159,6 +161,17 @@ def _quarter(samples: list[dict], which: int) -> list[float]:
     return [s["rss_mb"] for s in samples[which * n // 4:(which + 1) * n // 4] if s["rss_mb"] is not None]
 
 
+def covered(block: list[dict]) -> str:
+    """The share of a block's time its windows' figures cover (window seconds
+    counted over wall seconds), from the first sample to the last."""
+    have = [s for s in block if "mysqlprobe_window_seconds_total" in s]
+    if len(have) < 2 or have[-1]["t_s"] <= have[0]["t_s"]:
+        return "-"
+    share = ((have[-1]["mysqlprobe_window_seconds_total"] - have[0]["mysqlprobe_window_seconds_total"])
+             / (have[-1]["t_s"] - have[0]["t_s"]))
+    return f"{share:.0%}"
+
+
 def render(r: dict) -> str:
     samples = r["samples"]
     rss = [s["rss_mb"] for s in samples if s["rss_mb"] is not None]
@@ -172,8 +185,8 @@ def render(r: dict) -> str:
              f"{len(r['restarts'])} times (stopped and started: a new PID). `mysqlprobe watch` with its defaults "
              "(60-s windows, 1% budget) and `--pprof-dir`. Every 10 s this script read watch's VmRSS from "
              "/proc, its children's (perf) apart, and its /metrics.", "",
-             "| minutes | watch RSS, median (MB) | max (MB) | children's RSS, max (MB) | windows so far | up |",
-             "|---|---|---|---|---|---|"]
+             "| minutes | watch RSS, median (MB) | max (MB) | children's RSS, max (MB) | windows so far | up | "
+             "time covered |", "|---|---|---|---|---|---|---|"]
     for start in range(0, int(samples[-1]["t_s"]) + 1, 300):
         block = [s for s in samples if start <= s["t_s"] < start + 300]
         sizes = [s["rss_mb"] for s in block if s["rss_mb"] is not None]
@@ -183,7 +196,7 @@ def render(r: dict) -> str:
         lines.append(f"| {start // 60}-{start // 60 + 5} | {statistics.median(sizes):.1f} | {max(sizes):.1f} | "
                      f"{max(s['children_rss_mb'] for s in block):.1f} | "
                      f"{int(max(s.get('mysqlprobe_windows_total', 0) for s in block))} | "
-                     f"{'/'.join(str(u) for u in sorted(ups)) or '-'} |")
+                     f"{'/'.join(str(u) for u in sorted(ups)) or '-'} | {covered(block)} |")
     lines += ["", "| check | result |", "|---|---|",
               f"| watch's peak RSS | {max(rss):.1f} MB (limit {LIMIT_MB}) |",
               f"| RSS, first quarter's median against the last's | {first:.1f} MB -> {last:.1f} MB "
