@@ -1,6 +1,8 @@
 """USDT stages on MariaDB 10.11.5 (built with the server's SDT probes):
 exact counts from insert__row__start/done against the rows written, through
-the probes' semaphores, with the symbols or without them."""
+the probes' semaphores, with the symbols or without them; and the default
+mode's estimate, the probes and their semaphores coming and going with
+the duty cycles."""
 
 from __future__ import annotations
 
@@ -9,12 +11,13 @@ import sys
 
 import pytest
 
-from helpers import Profiler, stage
+from helpers import Profiler, code_as_in_file, stage
 from mysqlprobe import sandbox, workload
 from mysqlprobe.collectors.elf import read_elf
 
 pytestmark = [pytest.mark.root, pytest.mark.server]
 ROWS = 10037  # prime
+SAMPLED_ROWS = 2500009  # prime; 4-7 s of load: two duty cycles or more at a 10% budget
 
 
 @pytest.fixture(scope="module")
@@ -79,23 +82,54 @@ def load_base(pid: int) -> int:
     raise AssertionError(f"{exe} is not mapped in {pid}")
 
 
+def semaphore(pid: int, probe: str) -> int:
+    """The USDT probe's semaphore, read from the server's memory."""
+    (sem,) = {p.semaphore for p in read_elf(f"/proc/{pid}/exe").usdt if p.name == probe}
+    with open(f"/proc/{pid}/mem", "rb") as mem:
+        mem.seek(load_base(pid) + sem)
+        return int.from_bytes(mem.read(2), "little")
+
+
 def test_the_semaphore_is_raised_only_while_the_probes_are_on(server, tmp_path):
     """The kernel raises the probe's semaphore for as long as it is attached:
     the server skips the probe's argument set-up the rest of the time."""
     sb, pid = server
-    (sem,) = {p.semaphore for p in read_elf(f"/proc/{pid}/exe").usdt if p.name == "insert__row__start"}
-    address = load_base(pid) + sem
-
-    def semaphore() -> int:
-        with open(f"/proc/{pid}/mem", "rb") as mem:
-            mem.seek(address)
-            return int.from_bytes(mem.read(2), "little")
-
-    assert semaphore() == 0
+    assert semaphore(pid, "insert__row__start") == 0
     prof = Profiler(pid, tmp_path, "--stage", "sql.insert_row", "--exact", "--no-perf-schema")
     try:
-        assert semaphore() >= 1
+        assert semaphore(pid, "insert__row__start") >= 1
     finally:
         code, _, err = prof.stop()
     assert code == 0, err
-    assert semaphore() == 0
+    assert semaphore(pid, "insert__row__start") == 0
+
+
+def test_the_default_mode_estimates_the_rows_from_its_duty_cycles(server, tmp_path):
+    """Sampled: the USDT probes count only in the on-phases, and the rows
+    estimated from them and the server's rows changed are the rows written.
+    After it the semaphore is down and the server's code is its file's."""
+    sb, pid = server
+    conn = workload.connect(sb.socket)
+    try:
+        workload.prepare_source(conn, SAMPLED_ROWS)
+        with conn.cursor() as cur:
+            cur.execute("DROP TABLE IF EXISTS usdt_plain")
+            cur.execute(f"CREATE TABLE usdt_plain LIKE {workload.SOURCE}")
+        prof = Profiler(pid, tmp_path, "--stage", "sql.insert_row", "--overhead-budget", "10")
+        with conn.cursor() as cur:
+            affected = cur.execute(f"INSERT INTO usdt_plain SELECT * FROM {workload.SOURCE}")
+        code, _, err = prof.stop()
+    finally:
+        conn.close()
+    assert code == 0, err
+    assert affected == SAMPLED_ROWS
+    doc = prof.profile()
+    assert doc["sampling"]["mode"] == "sampled" and doc["sampling"]["cycles"] >= 2
+    s = stage(doc, "sql.insert_row")
+    assert 0 < s["calls"] < SAMPLED_ROWS                          # the probes were off part of the time
+    est = s["estimated_calls"]
+    low, high = est["ci95"]
+    assert abs(est["value"] - SAMPLED_ROWS) < 0.05 * SAMPLED_ROWS, est
+    assert low <= SAMPLED_ROWS <= high or abs(est["value"] - SAMPLED_ROWS) < 0.01 * SAMPLED_ROWS, est
+    assert semaphore(pid, "insert__row__start") == 0
+    code_as_in_file(pid)
