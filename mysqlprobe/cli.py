@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import importlib
 import os
 import sys
 import threading
@@ -25,11 +26,10 @@ PRIVATE_UMASK, SHARED_UMASK = 0o077, 0o022
 WRITES_CAPTURES = ("record", "report", "compare", "flamegraph", "demo", "bench", "watch")
 
 
-def _commands() -> dict:
-    from mysqlprobe.commands import bench, compare, demo, flamegraph, load, record, report, sandbox, watch
-
-    return {"record": record, "report": report, "compare": compare, "flamegraph": flamegraph,
-            "bench": bench, "sandbox": sandbox, "load": load, "demo": demo, "watch": watch}
+def command_module(command: str):
+    """Only the command run is imported: a recording's start does not wait
+    for the modules of bench, sandbox, compare and the others."""
+    return importlib.import_module(f"mysqlprobe.commands.{command}")
 
 
 def build_parser(command: str, module) -> argparse.ArgumentParser:
@@ -63,10 +63,10 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _main(command: str, argv: list[str]) -> int:
-    commands = _commands()
+    module = command_module(command)
     if command != "record" or (argv and argv[0] == "record"):
         argv = argv[1:]
-    parser = build_parser(command, commands[command])
+    parser = build_parser(command, module)
     args = parser.parse_args(argv)
     umask = os.umask(PRIVATE_UMASK)  # the caller's, read by setting one
     if command in WRITES_CAPTURES:
@@ -74,7 +74,7 @@ def _main(command: str, argv: list[str]) -> int:
     else:
         os.umask(umask)
     try:
-        return _run(commands[command], args, parser)
+        return _run(module, args, parser)
     finally:
         os.umask(umask)  # called in-process (tests, bench): leave the caller's as it was
 

@@ -2,7 +2,9 @@
 traceback only with -v), --list without root."""
 
 import os
+import pkgutil
 import subprocess
+import sys
 
 import pytest
 
@@ -138,4 +140,19 @@ def test_insert_profile_of_a_program_that_is_not_mysqld():
 
 
 def test_the_command_names_known_before_their_modules_load():
-    assert set(cli.COMMANDS) == set(cli._commands())
+    """Every name is a command module with what the parser needs; the
+    package holds no command the names leave out."""
+    from mysqlprobe import commands
+    modules = {m.name for m in pkgutil.iter_modules(commands.__path__)} - {"profiled_load"}
+    assert set(cli.COMMANDS) == modules
+    for name in cli.COMMANDS:
+        module = cli.command_module(name)
+        assert callable(module.add_arguments) and callable(module.run)
+
+
+def test_a_recording_imports_no_other_command():
+    """The record command's start does not wait for the other commands' modules."""
+    code = ("import sys; from mysqlprobe import cli; cli.command_module('record'); "
+            "print(sorted(m for m in sys.modules if m.startswith('mysqlprobe.commands.')))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert eval(out) == ["mysqlprobe.commands.record"]
