@@ -18,6 +18,10 @@ ON_PHASE_S = 0.05    # probes on, per duty cycle
 MAX_OFF_S = 2.0      # longest gap between two on-phases
 MIN_ON_S = 0.01
 MEASURE_OFF_S = 0.1  # probes off, to learn the load's speed before pacing on it
+# CPU sampling at most this long in one off-phase, the rest of it unsampled:
+# a burst slows the load about 1.12x and the pacer does not count it (a
+# first cycle slowed by its attach once asked for 5.6 s off, all of it sampled)
+BURST_MAX_S = 1.0
 TIGHT_READ_S = 0.002  # calls read on either side of a row-counter query at most this far apart
 READ_TRIES = 3
 # the quiet phases' share of the off-time: half, or more where what stays on
@@ -158,7 +162,12 @@ class DutyCycles:
             if not quiet:
                 self._ordinary_phases += 1
             burst = not quiet and self._burst_due() and self._burst(True)
-            ended = self.window.wait(max(off_s - (time.monotonic() - off_t0), 0.0))
+            ended = False
+            if burst and off_s - (time.monotonic() - off_t0) > BURST_MAX_S:
+                ended, speed_from = self._burst_for(BURST_MAX_S, speed_from)
+                burst = False
+            if not ended:
+                ended = self.window.wait(max(off_s - (time.monotonic() - off_t0), 0.0))
             cycle_t0, cycle_rows0 = time.monotonic(), self.rows_changed()
             if burst:
                 self._burst(False)
@@ -245,6 +254,16 @@ class DutyCycles:
         for c in self.bursts:
             c.resume() if on else c.pause()
         return bool(self.bursts)
+
+    def _burst_for(self, seconds: float, speed_from: tuple) -> tuple[bool, tuple]:
+        """Sample the first seconds of an off-phase and stop: that part is a
+        burst phase of its own, the rest an ordinary one. (Whether the
+        window ended, where the rest's speed is measured from.)"""
+        ended = self.window.wait(seconds)
+        now, rows = time.monotonic(), self.rows_changed()
+        self._burst(False)
+        self._off_phase(difference(rows, speed_from[1]), now - speed_from[0], burst=True)
+        return ended, (now, rows)
 
     def _off_phase(self, rows: int | None, seconds: float, quiet: bool = False, burst: bool = False) -> None:
         if seconds <= 0:

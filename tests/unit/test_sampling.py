@@ -462,12 +462,13 @@ class _Burst:
         self.switches.append(False)
 
 
-def bursting_cycles(rows, clock, burst_for=None) -> tuple[DutyCycles, _Burst, _Quieted]:
+def bursting_cycles(rows, clock, burst_for=None, budget=0.10, seconds=1.5) -> tuple[DutyCycles, _Burst, _Quieted]:
     latency = SimpleNamespace(session=_Session(), specs=[])
-    window = Window(os.getpid(), 1.5, Control(stop=clock), "stopped", lambda: 0)
+    window = Window(os.getpid(), seconds, Control(stop=clock), "stopped", lambda: 0)
     calibration = SimpleNamespace(current=lambda: SimpleNamespace(classes={}, pair_of=lambda s: 0.0))
     burst, quieted = _Burst(), _Quieted()
-    cycles = DutyCycles(latency, calibration, window, 0.10, rows, quieted=[quieted], bursts=Bursts([burst], burst_for))
+    cycles = DutyCycles(latency, calibration, window, budget, rows, quieted=[quieted],
+                        bursts=Bursts([burst], burst_for))
     return cycles, burst, quieted
 
 
@@ -528,3 +529,40 @@ def test_no_burst_while_no_short_function_was_called(clock):
     cycles, burst, _ = bursting_cycles(rows, clock, burst_for={7})   # probe 7 (a partition lookup) never called
     cycles.run((t0, rows()))
     assert burst.switches == [] and cycles.record(0.10)["burst_s"] == 0
+
+
+class _SlowedLoad:
+    """20,000 rows a second, half as many while the probes are attached."""
+
+    def __init__(self, clock):
+        self.clock, self.session, self.t, self.rows = clock, None, clock.monotonic(), 0.0
+
+    def __call__(self) -> int:
+        now = self.clock.monotonic()
+        self.rows += (now - self.t) * (10_000 if self.session and self.session.attached else 20_000)
+        self.t = now
+        return int(self.rows)
+
+
+def test_a_burst_samples_at_most_a_second_of_a_long_off_phase(clock):
+    """At a 1% budget the off-phases last up to 2 s: each burst stops after
+    BURST_MAX_S and the rest of its off-phase is an ordinary, unsampled one,
+    whose speed the pacer then has."""
+    load = _SlowedLoad(clock)
+    cycles, burst, _ = bursting_cycles(load, clock, budget=0.01, seconds=30.0)
+    load.session = cycles.session
+    cycles.run((clock.monotonic(), load()))
+    offs = [c.get("off", []) for c in cycles.cycles]
+    bursting = [phase for phase in offs if any(o.get("burst") for o in phase)]
+    assert len(bursting) >= 2
+    for phase in bursting:   # (the first may open with the segment that measured the load's speed)
+        (at,) = [i for i, o in enumerate(phase) if o.get("burst")]
+        rest = phase[at + 1:]
+        assert phase[at]["s"] <= duty.BURST_MAX_S + 1e-9
+        assert rest and sum(o["s"] for o in rest) > 0.5          # the off-phase went on unsampled
+    assert burst.switches == [True, False] * (len(burst.switches) // 2) and not burst.on
+    record = cycles.record(0.01)
+    assert record["burst_s"] <= len(bursting) * duty.BURST_MAX_S + 1e-9
+    # the unsampled rest of the bursting phases counts as the load's own speed
+    assert record["off_rows"] == sum(o["rows"] for phase in offs for o in phase if not o["quiet"] and not o.get("burst"))
+    assert record["off_rows"] > record["burst_rows"] > 0
