@@ -19,7 +19,7 @@ MAX_OFF_S = 2.0      # longest gap between two on-phases
 MIN_ON_S = 0.01
 MEASURE_OFF_S = 0.1  # probes off, to learn the load's speed before pacing on it
 # CPU sampling at most this long in one off-phase, the rest of it unsampled:
-# a burst slows the load about 1.12x and the pacer does not count it (a
+# a burst slows the load (4999 Hz: about 1.12x) and the pacer does not count it (a
 # first cycle slowed by its attach once asked for 5.6 s off, all of it sampled)
 BURST_MAX_S = 1.0
 TIGHT_READ_S = 0.002  # calls read on either side of a row-counter query at most this far apart
