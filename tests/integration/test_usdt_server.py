@@ -27,19 +27,23 @@ def server():
         yield sb, pid
 
 
-def insert_rows(sb, pid: int, out, table: workload.Table | None, env: dict | None = None) -> dict:
-    """ROWS rows by INSERT ... SELECT, into a plain table (None) or a
-    partitioned one, under --stage sql.insert_row --exact: the capture."""
+EXACT = ("--exact", "--no-perf-schema")  # no P_S connection: its own queries write temporary
+                                        # rows, which pass ha_write_row too
+
+
+def insert_rows(sb, pid: int, out, table: workload.Table | None, env: dict | None = None,
+                rows: int = ROWS, options: tuple[str, ...] = EXACT) -> dict:
+    """rows rows by INSERT ... SELECT, into a plain table (None) or a
+    partitioned one, under --stage sql.insert_row and options: the capture."""
     conn = workload.connect(sb.socket)
     try:
-        workload.prepare_source(conn, ROWS)
+        workload.prepare_source(conn, rows)
         with conn.cursor() as cur:
             cur.execute("DROP TABLE IF EXISTS usdt_plain")
             cur.execute(f"CREATE TABLE usdt_plain LIKE {workload.SOURCE}")
         if table:
             workload.create_target(conn, table)
-        # no P_S connection: its own queries write temporary rows, which pass ha_write_row too
-        prof = Profiler(pid, out, "--stage", "sql.insert_row", "--exact", "--no-perf-schema", env=env)
+        prof = Profiler(pid, out, "--stage", "sql.insert_row", *options, env=env)
         with conn.cursor() as cur:
             if table:
                 affected, _ = workload.insert_select(conn, table)
@@ -47,7 +51,7 @@ def insert_rows(sb, pid: int, out, table: workload.Table | None, env: dict | Non
                 affected = cur.execute(f"INSERT INTO usdt_plain SELECT * FROM {workload.SOURCE}")
         code, _, err = prof.stop()
         assert code == 0, err
-        assert affected == ROWS
+        assert affected == rows
     finally:
         conn.close()
     return prof.profile()
@@ -109,21 +113,7 @@ def test_the_default_mode_estimates_the_rows_from_its_duty_cycles(server, tmp_pa
     estimated from them and the server's rows changed are the rows written.
     After it the semaphore is down and the server's code is its file's."""
     sb, pid = server
-    conn = workload.connect(sb.socket)
-    try:
-        workload.prepare_source(conn, SAMPLED_ROWS)
-        with conn.cursor() as cur:
-            cur.execute("DROP TABLE IF EXISTS usdt_plain")
-            cur.execute(f"CREATE TABLE usdt_plain LIKE {workload.SOURCE}")
-        prof = Profiler(pid, tmp_path, "--stage", "sql.insert_row", "--overhead-budget", "10")
-        with conn.cursor() as cur:
-            affected = cur.execute(f"INSERT INTO usdt_plain SELECT * FROM {workload.SOURCE}")
-        code, _, err = prof.stop()
-    finally:
-        conn.close()
-    assert code == 0, err
-    assert affected == SAMPLED_ROWS
-    doc = prof.profile()
+    doc = insert_rows(sb, pid, tmp_path, None, rows=SAMPLED_ROWS, options=("--overhead-budget", "10"))
     assert doc["sampling"]["mode"] == "sampled" and doc["sampling"]["cycles"] >= 2
     s = stage(doc, "sql.insert_row")
     assert 0 < s["calls"] < SAMPLED_ROWS                          # the probes were off part of the time
