@@ -161,10 +161,11 @@ def _quarter(samples: list[dict], which: int) -> list[float]:
     return [s["rss_mb"] for s in samples[which * n // 4:(which + 1) * n // 4] if s["rss_mb"] is not None]
 
 
-def covered(block: list[dict]) -> str:
-    """The share of a block's time its windows' figures cover (window seconds
-    counted over wall seconds), from the first sample to the last."""
-    have = [s for s in block if "mysqlprobe_window_seconds_total" in s]
+def covered(samples: list[dict]) -> str:
+    """The share of the run's time the windows' figures cover: window seconds
+    (counted as each window ends) over wall seconds, first sample to last,
+    the servers' restarts included."""
+    have = [s for s in samples if "mysqlprobe_window_seconds_total" in s]
     if len(have) < 2 or have[-1]["t_s"] <= have[0]["t_s"]:
         return "-"
     share = ((have[-1]["mysqlprobe_window_seconds_total"] - have[0]["mysqlprobe_window_seconds_total"])
@@ -185,8 +186,8 @@ def render(r: dict) -> str:
              f"{len(r['restarts'])} times (stopped and started: a new PID). `mysqlprobe watch` with its defaults "
              "(60-s windows, 1% budget) and `--pprof-dir`. Every 10 s this script read watch's VmRSS from "
              "/proc, its children's (perf) apart, and its /metrics.", "",
-             "| minutes | watch RSS, median (MB) | max (MB) | children's RSS, max (MB) | windows so far | up | "
-             "time covered |", "|---|---|---|---|---|---|---|"]
+             "| minutes | watch RSS, median (MB) | max (MB) | children's RSS, max (MB) | windows so far | up |",
+             "|---|---|---|---|---|---|"]
     for start in range(0, int(samples[-1]["t_s"]) + 1, 300):
         block = [s for s in samples if start <= s["t_s"] < start + 300]
         sizes = [s["rss_mb"] for s in block if s["rss_mb"] is not None]
@@ -196,7 +197,7 @@ def render(r: dict) -> str:
         lines.append(f"| {start // 60}-{start // 60 + 5} | {statistics.median(sizes):.1f} | {max(sizes):.1f} | "
                      f"{max(s['children_rss_mb'] for s in block):.1f} | "
                      f"{int(max(s.get('mysqlprobe_windows_total', 0) for s in block))} | "
-                     f"{'/'.join(str(u) for u in sorted(ups)) or '-'} | {covered(block)} |")
+                     f"{'/'.join(str(u) for u in sorted(ups)) or '-'} |")
     lines += ["", "| check | result |", "|---|---|",
               f"| watch's peak RSS | {max(rss):.1f} MB (limit {LIMIT_MB}) |",
               f"| RSS, first quarter's median against the last's | {first:.1f} MB -> {last:.1f} MB "
@@ -204,6 +205,7 @@ def render(r: dict) -> str:
               "| restarts (old PID -> new PID, at minute) | "
               + ", ".join(f"{x['old_pid']} -> {x['new_pid']} at {x['t_s'] / 60:.0f}" for x in r["restarts"]) + " |",
               f"| windows profiled / failed | {int(windows)} / {int(failures)} |",
+              f"| time the windows' figures cover | {covered(samples)} |",
               f"| samples with mysqlprobe_up 0 (server restarting) | {down} of {len(samples)} |",
               f"| pprof files written | {r['pprof_files']} |",
               f"| watch's exit at SIGINT / tracebacks | {r['exit']} / {'yes' if r['traceback'] else 'none'} |",
