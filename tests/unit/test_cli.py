@@ -150,9 +150,12 @@ def test_the_command_names_known_before_their_modules_load():
         assert callable(module.add_arguments) and callable(module.run)
 
 
-def test_a_recording_imports_no_other_command():
-    """The record command's start does not wait for the other commands' modules."""
+def test_a_recording_imports_no_other_command(tmp_path):
+    """The record command's start does not wait for the other commands' modules.
+    (Run from tmp_path: in the checkout, the source folder would shadow the package.)"""
     code = ("import sys; from mysqlprobe import cli; cli.command_module('record'); "
             "print(sorted(m for m in sys.modules if m.startswith('mysqlprobe.commands.')))")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    out = done.stdout
     assert eval(out) == ["mysqlprobe.commands.record"]
