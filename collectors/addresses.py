@@ -13,14 +13,13 @@ from __future__ import annotations
 import bisect
 import functools
 import os
-import struct
 from array import array
 from dataclasses import dataclass
 from typing import Iterable
 
 
 from mysqlprobe.collectors.cxxnames import demangle, qualified_name
-from mysqlprobe.collectors.elf import SHN_UNDEF, STT_FUNC, STT_GNU_IFUNC, ElfHeaders
+from mysqlprobe.collectors.elf import SHN_UNDEF, STT_FUNC, STT_GNU_IFUNC, elf_file
 from mysqlprobe.errors import TargetError
 
 UNKNOWN = "[unknown]"
@@ -38,8 +37,7 @@ class FileFunctions:
     """One ELF file's function symbols (.symtab and .dynsym) as sorted flat arrays."""
 
     def __init__(self, path: str):
-        with open(path, "rb") as f:
-            elf = ElfHeaders(f, path)
+        with elf_file(path) as elf:
             self.segments = elf.segments
             starts, sizes, names, ranks, tables = array("Q"), array("Q"), array("I"), array("B"), array("B")
             self._strtabs: list[bytes] = []
@@ -130,7 +128,7 @@ def user_names(pid: int, addresses: Iterable[int], maps_text: str | None = None,
         if path not in files:
             try:
                 files[path] = FileFunctions(root + path if os.path.exists(root + path) else path)
-            except (OSError, TargetError, ValueError, IndexError, struct.error):
+            except TargetError:
                 files[path] = None
         functions = files[path]
         for address, m in wanted:

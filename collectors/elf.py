@@ -4,6 +4,8 @@ debuglink), and a virtual address's file offset."""
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import re
 import struct
 from dataclasses import dataclass, field
@@ -19,6 +21,8 @@ STB_LOCAL, STB_GLOBAL, STB_WEAK = 0, 1, 2
 SHN_UNDEF, SHN_XINDEX = 0, 0xFFFF
 SHT_SYMTAB, SHT_NOBITS, SHT_DYNSYM = 2, 8, 11
 PT_LOAD, ET_DYN, EM_X86_64, NT_GNU_BUILD_ID = 1, 3, 62, 3
+PROLOGUE_SAMPLE = 400  # functions whose first bytes are read to detect frame pointers
+_SET_FRAME_POINTER = bytes.fromhex("4889e5")  # mov %rsp,%rbp
 
 
 @dataclass(frozen=True)
@@ -142,6 +146,27 @@ class ElfImage:
     _rodata: tuple[int, int] | None = field(default=None, repr=False)  # (file offset, size)
     usdt: list[UsdtProbe] = field(default_factory=list)
 
+    @functools.cached_property
+    def frame_pointer_share(self) -> float | None:
+        """Share of the functions that set up a frame pointer in their first
+        bytes, from an even sample of them; None without function symbols.
+        Measured once and kept: the symbol table is let go after planning."""
+        functions = sorted((f for f in self.functions if f.size >= 16), key=lambda f: f.address)
+        if not functions:
+            return None
+        step = max(len(functions) // PROLOGUE_SAMPLE, 1)
+        sample = functions[::step][:PROLOGUE_SAMPLE]
+        with_fp = 0
+        with open(self.path, "rb") as f:
+            for fn in sample:
+                try:
+                    f.seek(file_offset(self.segments, fn.address))
+                except ValueError:
+                    continue
+                # shrink-wrapped code may test its arguments before the prologue
+                with_fp += _SET_FRAME_POINTER in f.read(min(fn.size, 32))
+        return with_fp / len(sample)
+
     def rodata(self) -> bytes:
         if not self._rodata:
             return b""
@@ -227,40 +252,50 @@ def _read_functions(table: Section, strtab: bytes, symbols) -> list[Function]:
             if (st_info & 0xF) in (STT_FUNC, STT_GNU_IFUNC) and shndx != SHN_UNDEF and value]
 
 
-def read_elf(path: str) -> ElfImage:
+@contextlib.contextmanager
+def elf_file(path: str):
+    """The headers of the ELF file at path, open while in the block; any
+    way the file cannot be read (missing, no permission, truncated,
+    malformed) is one TargetError."""
     try:
         with open(path, "rb") as f:
-            elf = ElfHeaders(f, path)
-            build_id = debuglink = rodata = stapsdt = stapsdt_base = None
-            has_debug_info = False
-            for sec in elf.sections:
-                if sec.name == ".note.gnu.build-id":
-                    build_id = _build_id(elf.data(sec))
-                elif sec.name == ".gnu_debuglink":
-                    raw = elf.data(sec)
-                    name = raw[: raw.index(b"\0")].decode()
-                    crc_at = (len(name) + 4) & ~3
-                    debuglink = (name, struct.unpack_from("<I", raw, crc_at)[0])
-                elif sec.name == ".note.stapsdt":
-                    stapsdt = elf.data(sec)
-                elif sec.name == ".stapsdt.base":
-                    stapsdt_base = sec.addr
-                elif sec.name == ".rodata" and sec.type != SHT_NOBITS:
-                    rodata = (sec.offset, sec.size)
-                elif sec.name == ".debug_info" and sec.type != SHT_NOBITS:
-                    has_debug_info = True
-            functions = [fn for table, strtab, symbols in elf.function_symbols()
-                         for fn in _read_functions(table, strtab, symbols)]
-            has_symtab = any(sec.type == SHT_SYMTAB for sec in elf.sections)
-            usdt = _read_usdt(stapsdt, stapsdt_base) if stapsdt else []
-            return ElfImage(path, elf.type == ET_DYN, build_id, debuglink, has_symtab,
-                            has_debug_info, elf.segments, functions, rodata, usdt)
+            yield ElfHeaders(f, path)
     except FileNotFoundError:
         raise TargetError(f"{path}: no such file") from None
     except PermissionError:
         raise TargetError(f"{path}: permission denied (run as root or as the mysqld user)") from None
     except (struct.error, ValueError, IndexError) as e:
         raise TargetError(f"{path}: not a readable ELF file ({e})") from None
+    except OSError as e:
+        raise TargetError(f"{path}: cannot be read ({e.strerror or e})") from None
+
+
+def read_elf(path: str) -> ElfImage:
+    with elf_file(path) as elf:
+        build_id = debuglink = rodata = stapsdt = stapsdt_base = None
+        has_debug_info = False
+        for sec in elf.sections:
+            if sec.name == ".note.gnu.build-id":
+                build_id = _build_id(elf.data(sec))
+            elif sec.name == ".gnu_debuglink":
+                raw = elf.data(sec)
+                name = raw[: raw.index(b"\0")].decode()
+                crc_at = (len(name) + 4) & ~3
+                debuglink = (name, struct.unpack_from("<I", raw, crc_at)[0])
+            elif sec.name == ".note.stapsdt":
+                stapsdt = elf.data(sec)
+            elif sec.name == ".stapsdt.base":
+                stapsdt_base = sec.addr
+            elif sec.name == ".rodata" and sec.type != SHT_NOBITS:
+                rodata = (sec.offset, sec.size)
+            elif sec.name == ".debug_info" and sec.type != SHT_NOBITS:
+                has_debug_info = True
+        functions = [fn for table, strtab, symbols in elf.function_symbols()
+                     for fn in _read_functions(table, strtab, symbols)]
+        has_symtab = any(sec.type == SHT_SYMTAB for sec in elf.sections)
+        usdt = _read_usdt(stapsdt, stapsdt_base) if stapsdt else []
+        return ElfImage(path, elf.type == ET_DYN, build_id, debuglink, has_symtab,
+                        has_debug_info, elf.segments, functions, rodata, usdt)
 
 
 def file_offset(segments: list[Segment], vaddr: int) -> int:

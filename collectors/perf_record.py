@@ -16,14 +16,11 @@ import time
 from dataclasses import dataclass
 
 from mysqlprobe.collectors.base import Collector, CollectorUnavailable
-from mysqlprobe.collectors.elf import ElfImage, file_offset
+from mysqlprobe.collectors.elf import ElfImage
 from mysqlprobe.collectors.process import cpu_seconds
 
 DEFAULT_FREQUENCY = 99       # Hz: low overhead, and off the beat of 100 Hz timers
 DWARF_STACK_BYTES = 8192     # user stack copied per sample for DWARF unwinding
-PROLOGUE_SAMPLE = 400        # functions whose first bytes are read to detect frame pointers
-
-_SET_FRAME_POINTER = bytes.fromhex("4889e5")  # mov %rsp,%rbp
 
 
 class PerfUnavailable(Exception):
@@ -46,34 +43,10 @@ class Unwinding:
         return "frame pointers" if self.mode == "fp" else f"DWARF ({DWARF_STACK_BYTES}-byte stacks)"
 
 
-def frame_pointer_share(image: ElfImage) -> float | None:
-    """Share of the binary's functions that set up a frame pointer in their
-    first bytes, from an even sample of them; None without function symbols.
-    Kept on the image: the symbol table is let go after planning."""
-    if hasattr(image, "frame_pointer_share"):
-        return image.frame_pointer_share
-    functions = sorted((f for f in image.functions if f.size >= 16), key=lambda f: f.address)
-    if not functions:
-        return None
-    step = max(len(functions) // PROLOGUE_SAMPLE, 1)
-    sample = functions[::step][:PROLOGUE_SAMPLE]
-    with_fp = 0
-    with open(image.path, "rb") as f:
-        for fn in sample:
-            try:
-                f.seek(file_offset(image.segments, fn.address))
-            except ValueError:
-                continue
-            # shrink-wrapped code may test its arguments before the prologue
-            with_fp += _SET_FRAME_POINTER in f.read(min(fn.size, 32))
-    image.frame_pointer_share = with_fp / len(sample)
-    return image.frame_pointer_share
-
-
 def choose_unwinding(image: ElfImage, requested: str = "auto") -> Unwinding:
     if requested in ("fp", "dwarf"):
         return Unwinding(requested, "asked for with --perf-callgraph")
-    share = frame_pointer_share(image)
+    share = image.frame_pointer_share
     if share is None:
         return Unwinding("dwarf", "no function symbols to tell whether frame pointers are kept")
     if share >= 0.5:  # builds without frame pointers keep them in almost no function

@@ -18,7 +18,6 @@ from pathlib import Path
 
 from mysqlprobe.collectors import debuginfo, debuginfod
 from mysqlprobe.collectors.cxxnames import CLONE, DEMANGLED_CLONE, clone_kind
-from mysqlprobe.collectors.perf_record import frame_pointer_share
 from mysqlprobe.collectors.elf import ElfImage, Function, file_offset, read_elf
 from mysqlprobe.errors import TargetError
 
@@ -131,7 +130,7 @@ class SymbolTable:
         about 20 MB; the window and the collection reuse that memory).
         A lookup after this is a mistake and says so. What perf's unwinding
         is chosen from is measured first, and kept on the image."""
-        frame_pointer_share(self.image)
+        self.image.frame_pointer_share  # measured now, while the functions are here
         self.functions, self._names, self._index = [], None, None
         self.image.functions = []
         self.symbols_from.functions = []

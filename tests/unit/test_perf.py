@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from mysqlprobe.collectors.perf import fold_script, short_frame
-from mysqlprobe.collectors.perf_record import choose_unwinding, frame_pointer_share
+from mysqlprobe.collectors.perf_record import choose_unwinding
 from mysqlprobe.collectors.ps_window import thread_names
 from mysqlprobe.collectors.elf import read_elf
 from mysqlprobe.flamegraphs import folded
@@ -87,8 +87,8 @@ def prologue_fixtures(tmp_path_factory):
 
 
 def test_unwinding_follows_the_binarys_prologues(prologue_fixtures):
-    assert frame_pointer_share(prologue_fixtures["fp"]) > 0.9
-    assert frame_pointer_share(prologue_fixtures["nofp"]) < 0.1
+    assert prologue_fixtures["fp"].frame_pointer_share > 0.9
+    assert prologue_fixtures["nofp"].frame_pointer_share < 0.1
     assert choose_unwinding(prologue_fixtures["fp"]).mode == "fp"
     chosen = choose_unwinding(prologue_fixtures["nofp"])
     assert chosen.mode == "dwarf" and "frame pointer" in chosen.reason

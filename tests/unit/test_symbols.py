@@ -2,10 +2,10 @@ import pytest
 from elftools.elf.elffile import ELFFile
 
 from conftest import compile_fixture, strip_with_debug_file
+from mysqlprobe.collectors.addresses import FileFunctions
 from mysqlprobe.collectors import symbols as S
 from mysqlprobe.collectors.cxxnames import demangle, qualified_name
 from mysqlprobe.collectors.elf import read_elf
-from mysqlprobe.collectors.perf_record import frame_pointer_share
 from mysqlprobe.errors import TargetError
 
 
@@ -148,8 +148,11 @@ def test_a_damaged_or_foreign_elf_file_is_a_target_error(mysql_fixtures, tmp_pat
         data[18:20] = (183).to_bytes(2, "little")  # EM_AARCH64
     bad = tmp_path / "mysqld"
     bad.write_bytes(bytes(data))
-    with pytest.raises(TargetError, match="only x86-64" if damage != "truncated" else "not a readable ELF"):
+    expected = "only x86-64" if damage != "truncated" else "not a readable ELF"
+    with pytest.raises(TargetError, match=expected):
         S.load_binary(str(bad))
+    with pytest.raises(TargetError, match=expected):   # the stack namer reads it the same way
+        FileFunctions(str(bad))
 
 
 def test_resolve_target_of_a_missing_process():
@@ -160,10 +163,10 @@ def test_resolve_target_of_a_missing_process():
 def test_a_released_table_refuses_lookups_and_keeps_what_the_window_needs(mysql_fixtures):
     binary = S.load_binary(str(mysql_fixtures["5.7"]))
     assert binary.symbols.lookup("handler::ha_write_row")
-    share = frame_pointer_share(binary.image)
+    share = binary.image.frame_pointer_share
     binary.symbols.release()
     assert binary.image.functions == [] and binary.symbols.functions == []
-    assert frame_pointer_share(binary.image) == share is not None   # perf's unwinding is still chosen from it
+    assert binary.image.frame_pointer_share == share is not None   # perf's unwinding is still chosen from it
     assert binary.image.build_id and binary.image.segments and binary.server.family == "mysql"
     for lookup in (lambda: binary.symbols.lookup("handler::ha_write_row"), lambda: binary.symbols.glob("get_*"),
                    lambda: binary.symbols.names):
