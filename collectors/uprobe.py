@@ -12,14 +12,17 @@ from typing import TYPE_CHECKING
 
 from mysqlprobe import probes
 from mysqlprobe.collectors import libbpf
+from mysqlprobe.collectors.elf import UsdtArg
 from mysqlprobe.collectors.symbols import ResolvedSymbol
 from mysqlprobe.errors import BpfError, UsageError
 from mysqlprobe.probes import abi
 from mysqlprobe.probes.abi import (COOKIE_ARG_SHIFT, COOKIE_CLASS_SHIFT, COOKIE_ENTRY_ONLY, COOKIE_MODE_SHIFT,
                                    COUNTERS, MAX_PROBES, MAX_SLOTS, NO_PARENT, PART_ARG_OUT_PTR, PART_ARG_VALUE,
-                                   PART_NONE, STMT_CMD_ARG_SHIFT, STMT_LEN_ARG_SHIFT, STMT_TEXT_ARG_SHIFT,
-                                   STMT_TEXT_INDIRECT, STMT_TEXT_LEN, EdgeKey, EdgeStats, LatencyConfig, PartKey,
-                                   PartStats, ProbeStats, StmtEdgeKey, StmtStats)
+                                   PART_NONE, STMT_CMD_ARG_SHIFT, STMT_CMD_QUERY, STMT_DISP_SHIFT,
+                                   STMT_LEN_ARG_SHIFT, STMT_LEN_NONE, STMT_REG_NONE, STMT_TEXT_ARG_SHIFT,
+                                   STMT_TEXT_DEREF, STMT_TEXT_INDIRECT, STMT_TEXT_LEN, STMT_TEXT_USDT,
+                                   STMT_USDT_FLAT, EdgeKey, EdgeStats, LatencyConfig, PartKey, PartStats, ProbeStats,
+                                   StmtEdgeKey, StmtStats)
 
 if TYPE_CHECKING:
     from mysqlprobe.catalog import PartitionSource, StatementArgs
@@ -28,16 +31,39 @@ if TYPE_CHECKING:
 # the BPF programs (entry, return or None) of each kind of probe; a USDT
 # pair's "return" program is a plain uprobe on its done sites
 PROGRAMS = {"function": ("probe_entry", "probe_return"), "statement": ("stmt_entry", "stmt_return"),
-            "stage": ("stage_entry", None), "usdt": ("probe_entry", "probe_return")}
+            "stage": ("stage_entry", None), "usdt": ("probe_entry", "probe_return"),
+            "usdt_statement": ("stmt_entry", "stmt_return")}
+USDT_KINDS = ("usdt", "usdt_statement")
+
+# general registers in the order of struct x86_64_regs (uprobe_latency.bpf.c)
+_REGISTERS = {name: i for i, name in enumerate(
+    ("r15", "r14", "r13", "r12", "rbp", "rbx", "r11", "r10", "r9", "r8", "rax", "rcx", "rdx", "rsi", "rdi",
+     "orig_rax", "rip", "cs", "eflags", "rsp"))}
 
 
 @dataclass(frozen=True)
 class UsdtSites:
     """Where a USDT start/done pair is attached: file offsets of every start
-    site and every done site, with each one's semaphore (file offset, 0: none)."""
+    site and every done site, with each one's semaphore (file offset, 0: none).
+    texts: for a statement boundary, each start site's operand holding the
+    statement's text (None where that site has none mysqlprobe can read)."""
 
     starts: tuple[tuple[int, int], ...]  # (site, semaphore)
     dones: tuple[tuple[int, int], ...]
+    texts: tuple[UsdtArg | None, ...] = ()
+
+
+def usdt_text_operand(arg: UsdtArg | None) -> int:
+    """A USDT site's text operand as its cookie bits: a 64-bit register, or
+    the 8 bytes at one plus a displacement that fits 16 bits; anything else
+    (a constant, a narrower operand, a far displacement) reads no text."""
+    reg = _REGISTERS.get(arg.register) if arg and arg.size == 8 else None
+    if reg is None or arg.kind not in ("reg", "mem") or not -0x8000 <= arg.value < 0x8000:
+        return STMT_TEXT_USDT << STMT_TEXT_ARG_SHIFT | STMT_REG_NONE << STMT_TEXT_ARG_SHIFT
+    if arg.kind == "reg":
+        return (STMT_TEXT_USDT | reg) << STMT_TEXT_ARG_SHIFT
+    return ((STMT_TEXT_USDT | STMT_TEXT_DEREF | reg) << STMT_TEXT_ARG_SHIFT
+            | (arg.value & 0xFFFF) << STMT_DISP_SHIFT)
 
 
 @dataclass(frozen=True)
@@ -60,7 +86,7 @@ class ProbeSpec:
     def kind(self) -> str:
         """Which programs it attaches (PROGRAMS)."""
         if self.usdt:
-            return "usdt"
+            return "usdt_statement" if self.statement else "usdt"
         return "stage" if self.marks_stage else "statement" if self.statement else "function"
 
     @property
@@ -76,6 +102,9 @@ class ProbeSpec:
     def cookie(self) -> int:
         if self.marks_stage:
             return self.index | (self.cost_class << COOKIE_CLASS_SHIFT)
+        if self.statement and self.statement.usdt:  # each start site adds its text operand (site_cookies)
+            return (self.index | STMT_CMD_QUERY << STMT_CMD_ARG_SHIFT | STMT_LEN_NONE << STMT_LEN_ARG_SHIFT
+                    | (0 if self.statement.nests else STMT_USDT_FLAT) | self.cost_class << COOKIE_CLASS_SHIFT)
         if self.statement:
             st = self.statement
             return (self.index | (st.command << STMT_CMD_ARG_SHIFT) | (st.text << STMT_TEXT_ARG_SHIFT)
@@ -88,6 +117,15 @@ class ProbeSpec:
         entry_only = 0 if self.with_return else COOKIE_ENTRY_ONLY
         return (self.index | (mode << COOKIE_MODE_SHIFT) | (arg << COOKIE_ARG_SHIFT) | entry_only
                 | (self.cost_class << COOKIE_CLASS_SHIFT))
+
+
+    def site_cookies(self, sites: str) -> list[tuple[int, int, int]]:
+        """(site, semaphore, cookie) of a USDT pair's "starts" or "dones"."""
+        at = getattr(self.usdt, sites)
+        if sites == "starts" and self.kind == "usdt_statement":
+            texts = self.usdt.texts or (None,) * len(at)
+            return [(offset, ref, self.cookie | usdt_text_operand(text)) for (offset, ref), text in zip(at, texts)]
+        return [(offset, ref, self.cookie) for offset, ref in at]
 
 
 def _zeros() -> list[int]:
@@ -229,7 +267,7 @@ class UprobeSession:
             return []
         entry = self._obj.program(entry_name)
         ret = self._obj.program(return_name) if return_name else None
-        if specs[0].kind == "usdt":
+        if specs[0].kind in USDT_KINDS:
             return self._attach_usdt(g, specs, entry, ret)
         with_return = [s for s in specs if s.with_return]
         if self._obj.multi:
@@ -249,11 +287,12 @@ class UprobeSession:
 
     def _attach_usdt(self, g: ProbeGroup, specs: list[ProbeSpec], entry: int, ret: int) -> list[int]:
         """Entries on every start site, the return program as a plain uprobe
-        on every done site, all with the pair's probe index as cookie; done
-        sites first, as returns are for functions."""
+        on every done site, all with the pair's cookie (a statement's start
+        sites each with their text operand); done sites first, as returns
+        are for functions."""
         links = []
         for program, sites in ((ret, "dones"), (entry, "starts")):
-            at = [(offset, ref, s.cookie) for s in specs for offset, ref in getattr(s.usdt, sites)]
+            at = [site for s in specs for site in s.site_cookies(sites)]
             if not at:
                 continue
             if self._obj.multi:

@@ -85,6 +85,11 @@ class StatementArgs:
     text: int
     length: int = 0         # the text's length (not read where indirect: the structure's second member)
     indirect: bool = False
+    # a USDT query site: every hit is a query, text is the index of the
+    # operand holding the text (its form differs from site to site), and
+    # the text ends at its NUL (command and length unused)
+    usdt: bool = False
+    nests: bool = True      # False: a start ends a statement whose done never came
 
 
 @dataclass(frozen=True)
@@ -146,7 +151,13 @@ STAGES: tuple[Stage, ...] = (
           (Candidate("dispatch_command", HA_PARTITION, signature="(enum_server_command, THD*",
                      statement=StatementArgs(0, 2, length=3)),
            Candidate("dispatch_command", MYSQL_NATIVE_PARTITIONING, signature="(THD*, COM_DATA const*",
-                     statement=StatementArgs(2, 1, indirect=True))),
+                     statement=StatementArgs(2, 1, indirect=True)),
+           # without symbols (a stripped binary built with USDT probes): each client query,
+           # query__start(query, connection id, db, user, host) to query__done, in
+           # dispatch_command; not query__exec__*, which fires again for every statement a
+           # stored program runs and would count those as statements of their own
+           Candidate("mysql:query__start", (), usdt=UsdtPair("mysql", "query__start", "query__done"),
+                     statement=StatementArgs(0, 0, usdt=True, nests=False))),
           select="first"),
     # which P_S stage a statement's probed calls ran in (entry only; with a
     # connection, P_S names the keys): 17 hits per sysbench INSERT
@@ -204,10 +215,11 @@ STAGES: tuple[Stage, ...] = (
 )
 
 
-def _usdt_stage(name: str, title: str, start: str, done: str) -> Stage:
+def _usdt_stage(name: str, title: str, start: str, done: str, statement: StatementArgs | None = None) -> Stage:
     """A stage from the server's own USDT probes (MariaDB and MySQL built
     with DTrace/SystemTap probes: MariaDB 10.11.5's sandbox build; not 10.1 or 10.2)."""
-    return Stage(name, title, (Candidate(f"mysql:{start}", usdt=UsdtPair("mysql", start, done)),))
+    return Stage(name, title, (Candidate(f"mysql:{start}", usdt=UsdtPair("mysql", start, done),
+                                         statement=statement),))
 
 
 USDT_STAGES: tuple[Stage, ...] = (
@@ -217,8 +229,11 @@ USDT_STAGES: tuple[Stage, ...] = (
                 "update__row__start", "update__row__done"),
     _usdt_stage("sql.delete_row", "a row deleted (USDT delete__row__start to done)",
                 "delete__row__start", "delete__row__done"),
+    # query__exec__start(query, connection id, db, user, host, kind): its text keeps
+    # the statements by shape where no other boundary is probed (see plan_probes);
+    # a stored program's statements nest inside its CALL and are kept in it
     _usdt_stage("sql.query_exec", "a query executed (USDT query__exec__start to done)",
-                "query__exec__start", "query__exec__done"),
+                "query__exec__start", "query__exec__done", StatementArgs(0, 0, usdt=True)),
     _usdt_stage("sql.handler_wrlock", "a table write-locked for a statement (USDT handler__wrlock__start to done)",
                 "handler__wrlock__start", "handler__wrlock__done"),
 )

@@ -16,7 +16,7 @@ from mysqlprobe.errors import BpfError
 from mysqlprobe.probes import object_path
 from mysqlprobe.probes.btf import Btf
 
-UPROBE_LATENCY_ABI = 7
+UPROBE_LATENCY_ABI = 8
 
 # uprobe_latency.h
 MAX_PROBES = 1024
@@ -28,6 +28,9 @@ COOKIE_MODE_SHIFT, COOKIE_ARG_SHIFT, COOKIE_CLASS_SHIFT = 16, 24, 32
 COOKIE_ENTRY_ONLY = 1 << 31
 NO_PARENT = 0xFFFF
 STMT_CMD_ARG_SHIFT, STMT_TEXT_ARG_SHIFT, STMT_TEXT_INDIRECT, STMT_LEN_ARG_SHIFT = 16, 24, 1 << 31, 40
+# a USDT site's text operand, in its own cookie (uprobe_latency.h)
+STMT_CMD_QUERY, STMT_TEXT_USDT, STMT_TEXT_DEREF, STMT_REG_MASK, STMT_REG_NONE = 0xFF, 0x40, 0x20, 0x1F, 0x1F
+STMT_LEN_NONE, STMT_DISP_SHIFT, STMT_USDT_FLAT = 0xFF, 48, 1 << 31
 STMT_TEXT_LEN = 128
 STMT_KEY_NO_TEXT = 1 << 63
 COM_QUERY, COM_STMT_EXECUTE = 3, 23

@@ -170,6 +170,39 @@ static __always_inline unsigned long arg_value(struct x86_64_regs *regs, __u32 i
 	return index == 5 ? a5 : 0;
 }
 
+/* any general register by its index in struct x86_64_regs (a USDT
+ * operand's); all are loaded first, as arg_value does */
+static __always_inline unsigned long reg_value(struct x86_64_regs *r, __u32 index)
+{
+	unsigned long v[] = { r->r15, r->r14, r->r13, r->r12, r->bp, r->bx, r->r11, r->r10,
+			      r->r9, r->r8, r->ax, r->cx, r->dx, r->si, r->di, r->orig_ax,
+			      r->ip, r->cs, r->flags, r->sp };
+
+	return index < sizeof(v) / sizeof(v[0]) ? v[index] : 0;
+}
+
+/* a statement probe's text argument: an index, or a USDT operand */
+static __always_inline __u32 text_arg_of(__u64 cookie)
+{
+	return (cookie >> STMT_TEXT_ARG_SHIFT) & 0x7f;
+}
+
+/* a USDT site's text operand (see STMT_TEXT_USDT): a register, or the
+ * 8 bytes at a register plus the displacement */
+static __always_inline unsigned long usdt_text(struct x86_64_regs *ctx, __u64 cookie)
+{
+	__u32 field = text_arg_of(cookie), reg = field & STMT_REG_MASK;
+	unsigned long base, value = 0;
+
+	if (reg == STMT_REG_NONE)
+		return 0;
+	base = reg_value(ctx, reg);
+	if (!(field & STMT_TEXT_DEREF))
+		return base;
+	bpf_probe_read_user(&value, sizeof(value), (void *)(base + (__s16)(cookie >> STMT_DISP_SHIFT)));
+	return value;
+}
+
 static __always_inline struct thread_stack *thread_stack(__u32 tid, bool create, int who)
 {
 	struct thread_stack *st = bpf_map_lookup_elem(&stacks, &tid);
@@ -489,15 +522,21 @@ static long normalize_step(__u32 i, struct norm_ctx *c)
 	return 0;
 }
 
+#define TEXT_UNTIL_NUL 0xffffffffU /* a length not known: the text ends at its NUL */
+
 /* where the statement's text is, and its length; p: the text argument */
 static __always_inline unsigned long stmt_text(struct x86_64_regs *ctx, __u64 cookie, unsigned long p, __u32 *len)
 {
 	struct { unsigned long text; __u32 len; } data = {};
 
-	if (cookie & STMT_TEXT_INDIRECT) {
+	if ((cookie & STMT_TEXT_INDIRECT) && !(text_arg_of(cookie) & STMT_TEXT_USDT)) {
 		bpf_probe_read_user(&data, sizeof(data), (void *)p);
 		*len = data.len;
 		return data.text;
+	}
+	if (((cookie >> STMT_LEN_ARG_SHIFT) & 0xff) == STMT_LEN_NONE) {
+		*len = TEXT_UNTIL_NUL;
+		return p;
 	}
 	*len = (__u32)arg_value(ctx, (cookie >> STMT_LEN_ARG_SHIFT) & 0xff);
 	return p;
@@ -507,7 +546,8 @@ static __always_inline unsigned long stmt_text(struct x86_64_regs *ctx, __u64 co
 static __always_inline __u64 stmt_key(struct x86_64_regs *ctx, __u64 cookie, __u32 command,
 				      struct stmt_stats *scratch)
 {
-	unsigned long data = arg_value(ctx, (cookie >> STMT_TEXT_ARG_SHIFT) & 0x7f);
+	__u32 text_arg = text_arg_of(cookie);
+	unsigned long data = text_arg & STMT_TEXT_USDT ? usdt_text(ctx, cookie) : arg_value(ctx, text_arg);
 	struct norm_ctx c = { .hash = 0xcbf29ce484222325ULL };
 	__u64 no_text = STMT_KEY_NO_TEXT | ((__u64)command << 32);
 	__u32 id = 0, len = 0;
@@ -531,6 +571,8 @@ static __always_inline __u64 stmt_key(struct x86_64_regs *ctx, __u64 cookie, __u
 	if (n <= 1)
 		return no_text;
 	c.len = n - 1 < len ? n - 1 : len;
+	if (len == TEXT_UNTIL_NUL) /* whole if it ended inside the buffer, else cut */
+		len = n < STMT_TEXT_LEN ? n - 1 : STMT_TEXT_LEN;
 	scratch->text_len = len; /* the whole text's: longer than the kept prefix, it was cut */
 	bpf_loop(STMT_TEXT_LEN, normalize_step, &c, 0);
 	return c.hash & ~STMT_KEY_NO_TEXT;
@@ -561,12 +603,17 @@ int stmt_entry(struct x86_64_regs *ctx)
 	st = thread_stack(tid, true, TARGET);
 	if (!st)
 		return 0;
+	/* USDT query sites that do not nest: a start without its done (an
+	 * exit path without the probe) ends with the next start */
+	if ((text_arg_of(cookie) & STMT_TEXT_USDT) && (cookie & STMT_USDT_FLAT))
+		st->stmt_depth = 0;
 	if (st->stmt_depth++ > 0)
 		return 0; /* a command run inside another (COM_MULTI) */
 	scratch = bpf_map_lookup_elem(&stmt_scratch, &zero);
 	if (!scratch)
 		return 0;
-	command = (__u32)arg_value(ctx, (cookie >> STMT_CMD_ARG_SHIFT) & 0xff);
+	command = ((cookie >> STMT_CMD_ARG_SHIFT) & 0xff) == STMT_CMD_QUERY
+			  ? COM_QUERY : (__u32)arg_value(ctx, (cookie >> STMT_CMD_ARG_SHIFT) & 0xff);
 	key = stmt_key(ctx, cookie, command, scratch);
 	if (!bpf_map_lookup_elem(&statements, &key))
 		bpf_map_update_elem(&statements, &key, scratch, BPF_NOEXIST);

@@ -7,7 +7,7 @@
 
 #include "histogram.h"
 
-#define UPROBE_LATENCY_ABI 7
+#define UPROBE_LATENCY_ABI 8
 
 #define MAX_PROBES 1024
 #define MAX_DEPTH 32      /* nesting of probed functions tracked per thread */
@@ -30,6 +30,23 @@
 #define STMT_TEXT_ARG_SHIFT 24
 #define STMT_TEXT_INDIRECT (1ULL << 31)
 #define STMT_LEN_ARG_SHIFT 40
+/* On a USDT site (query__start, whose operands differ from site to site:
+ * 8@%r13, 8@%rdx, 8@104(%rbx)) each site has its own cookie: the command
+ * is STMT_CMD_QUERY (the site marks a query), the text argument is
+ * STMT_TEXT_USDT | STMT_TEXT_DEREF where the operand is in memory |
+ * a register (its index in struct x86_64_regs, STMT_REG_NONE: no text),
+ * the top 16 bits hold the displacement (signed), and the length
+ * STMT_LEN_NONE: the text ends at its NUL. STMT_USDT_FLAT (the bit that
+ * is STMT_TEXT_INDIRECT elsewhere): the sites do not nest (query__start),
+ * so a start ends a statement whose done never came. */
+#define STMT_CMD_QUERY 0xff
+#define STMT_TEXT_USDT 0x40
+#define STMT_TEXT_DEREF 0x20
+#define STMT_REG_MASK 0x1f
+#define STMT_REG_NONE 0x1f
+#define STMT_LEN_NONE 0xff
+#define STMT_DISP_SHIFT 48
+#define STMT_USDT_FLAT (1ULL << 31)
 /* The stage probe (stage_entry, entry only, on P_S's start_stage) keeps
  * the stage key (its first argument) each thread is in, so the probed calls
  * of a statement are kept by the stage they began in; 0: not known (no

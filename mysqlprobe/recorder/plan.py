@@ -3,6 +3,7 @@ and how the kernel will handle each one's first instruction."""
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import shutil
 import subprocess
@@ -48,12 +49,14 @@ def plan_probes(binary: Binary, stages: list[str], patterns: list[str]) -> Plan:
                    else f"none of {names} is in the binary (not built, or inlined)")
             plan.unavailable.append({"stage": res.stage.name, "reason": why})
         for cand, sym in res.probes:
-            sites = usdt_sites(binary, cand.usdt) if cand.usdt else None
+            text_arg = cand.statement.text if cand.statement and cand.statement.usdt else None
+            sites = usdt_sites(binary, cand.usdt, text_arg) if cand.usdt else None
             if cand.usdt and not sites:
                 plan.unavailable.append({"stage": res.stage.name,
                                          "reason": f"USDT probe {cand.usdt.done} has no site in the binary"})
                 continue
             add(sym, res.stage.name, cand.partition, cand.statement, cand.marks_stage, sites)
+    _one_statement_boundary(plan)
     for pattern in patterns:
         found = binary.symbols.glob(pattern) if any(c in pattern for c in "*?[") \
             else binary.symbols.lookup(pattern)
@@ -67,15 +70,36 @@ def plan_probes(binary: Binary, stages: list[str], patterns: list[str]) -> Plan:
     return plan
 
 
-def usdt_sites(binary: Binary, pair) -> UsdtSites | None:
-    """Where a USDT pair attaches; None without a done site (no span to time)."""
+def _one_statement_boundary(plan: Plan) -> None:
+    """Statements are kept under one boundary: sql.statement's where it is
+    planned, else the first. Another (sql.query_exec's USDT pair beside
+    dispatch_command) is timed as a span only: inside the boundary's
+    statement its starts would nest and keep nothing of their own."""
+    boundaries = [s for s in plan.specs if s.statement]
+    if len(boundaries) < 2:
+        return
+    keep = next((s for s in boundaries if s.stage == catalog.STATEMENT), boundaries[0])
+    plan.specs = [dataclasses.replace(s, statement=None) if s.statement and s is not keep else s
+                  for s in plan.specs]
+
+
+def usdt_sites(binary: Binary, pair, text_arg: int | None = None) -> UsdtSites | None:
+    """Where a USDT pair attaches; None without a done site (no span to time).
+    text_arg: the start probe's operand holding a statement's text, kept
+    for each start site (a statement boundary)."""
     table = binary.symbols
 
     def sites(name):
         sem = table.usdt_semaphore(pair.provider, name)
         return tuple((s.offset, sem) for s in table.usdt_sites(pair.provider, name))
     dones = sites(pair.done)
-    return UsdtSites(sites(pair.start), dones) if dones else None
+    if not dones:
+        return None
+    texts = ()
+    if text_arg is not None:
+        texts = tuple(p.args[text_arg] if len(p.args) > text_arg else None for p in table.image.usdt
+                      if (p.provider, p.name) == (pair.provider, pair.start))
+    return UsdtSites(sites(pair.start), dones, texts)
 
 
 def owning_package(path: str, dpkg_info: str = "/var/lib/dpkg/info",
@@ -139,7 +163,8 @@ def list_plan(binary: Binary, plan: Plan, out=sys.stdout) -> None:
           f"{'PIE' if binary.image.pie else 'non-PIE'}, symbols from {symbols_source(binary)}", file=out)
     for s in plan.specs:
         part = f"  [partition: {s.partition.describe()}]" if s.partition else ""
-        part += {"statement": "  [statement boundary]", "stage": "  [stage changes]"}.get(s.kind, "")
+        part += {"statement": "  [statement boundary]", "usdt_statement": "  [statement boundary]",
+                 "stage": "  [stage changes]"}.get(s.kind, "")
         entry = f"  [entry {s.entry_class}{', after endbr64' if s.skip else ''}]"
         print(f"{s.stage or '-':<30} {s.symbol.address:#x} {s.symbol.demangled}{part}{entry}", file=out)
     for u in plan.unavailable:

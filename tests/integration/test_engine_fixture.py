@@ -10,8 +10,8 @@ import subprocess
 
 import pytest
 
-from conftest import MYSQLPROBE
-from helpers import Profiler, kill9_leaves_no_probe, partition_calls, stage
+from conftest import MYSQLPROBE, strip_with_debug_file
+from helpers import Profiler, code_as_in_file, kill9_leaves_no_probe, partition_calls, stage
 
 pytestmark = pytest.mark.root
 ROWS = 10007  # prime: a count cannot match by accident
@@ -208,3 +208,30 @@ def test_a_second_start_begins_from_the_first_ones_calibration(fixture_process, 
     assert second["reused"]["bursts"] >= 4 and second["reused"]["taken"] > 0
     fresh = calibration("fresh", "--recalibrate")
     assert fresh["reused"] is None and fresh["bursts"] - fresh["bursts_in_window"] == 5
+
+
+def test_without_symbols_statements_come_from_the_query_probes(mysql_fixtures, tmp_path):
+    """A stripped stand-in keeps its USDT notes and loses dispatch_command:
+    sql.statement is then query__start to query__done, the text read
+    through the site's operand (8@320(%rsp) here: a pointer in memory)."""
+    stripped, _ = strip_with_debug_file(mysql_fixtures["5.6"], tmp_path, debuglink=False)
+    fx = Fixture(stripped)
+    try:
+        prof = Profiler(fx.pid, tmp_path / "out", "--stage", "sql.statement", "--exact")
+        for line in ("query 7 5 INSERT INTO t VALUES (1, 'a')", "query 11 5 INSERT INTO t VALUES (22, 'it\\'s')",
+                     "query 13 5 SELECT * FROM t WHERE id = 5", "execute 3 5 42"):
+            fx.command(line)
+        code, out, err = prof.stop()
+        assert code == 0, err
+        doc = prof.profile()
+        (probe,) = doc["probes"]
+        assert probe["symbol"] == "USDT mysql:query__start" and doc["target"]["symbols"] == ".dynsym only (stripped)"
+        shapes = {s["text"]: s for s in doc["statements"]["shapes"]}
+        # an execute passes no query probe; the texts end at their NUL and are whole
+        assert {text: s["executions"] for text, s in shapes.items()} == {
+            "INSERT INTO t VALUES (?, ...)": 2, "SELECT * FROM t WHERE id = ?": 1}
+        assert all(s["text_complete"] and s["command"] == 3 for s in shapes.values())
+        assert stage(doc, "sql.statement")["calls"] == 3
+        code_as_in_file(fx.pid)
+    finally:
+        fx.close()

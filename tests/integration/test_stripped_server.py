@@ -15,8 +15,9 @@ import urllib.request
 import pytest
 
 from conftest import strip_with_debug_file
-from helpers import Profiler, partition_calls, stage
-from test_usdt_server import ROWS as USDT_ROWS, insert_rows
+from helpers import Profiler, code_as_in_file, partition_calls, stage
+from test_usdt_server import (INSERT_SHAPE, ROWS as USDT_ROWS, SELECT_SHAPE, STATEMENT_INSERTS, STATEMENT_SELECTS,
+                              insert_rows, run_statements)
 from mysqlprobe import sandbox, workload
 from mysqlprobe.collectors.elf import read_elf
 
@@ -120,3 +121,22 @@ def test_usdt_stages_need_no_symbols(stripped_server, tmp_path):
     doc = insert_rows(sb, pid, tmp_path / "usdt", None, env=env)
     assert doc["target"]["symbols"] == ".dynsym only (stripped)"
     assert stage(doc, "sql.insert_row")["calls"] == USDT_ROWS
+
+
+
+def test_statements_and_their_shapes_come_from_the_exec_probes(stripped_server, tmp_path):
+    """No debug file: sql.query_exec (USDT) keeps the statements by shape,
+    its text read through each site's own operand (8@104(%rdi),
+    8@104(%r12), 8@104(%rbx): a pointer in the THD)."""
+    sb, pid, _, _ = stripped_server
+    env = {"DEBUGINFOD_URLS": "", "DEBUGINFOD_CACHE_PATH": str(tmp_path / "empty-cache")}
+    doc, inserts = run_statements(sb, pid, tmp_path, ("--stage", "sql.query_exec"), env)
+    assert doc["target"]["symbols"] == ".dynsym only (stripped)"
+    (probe,) = doc["probes"]
+    assert probe["symbol"] == "USDT mysql:query__exec__start" and doc["statements"]["probe"] == probe["id"]
+    shapes = {s["text"]: s for s in doc["statements"]["shapes"]}
+    assert shapes[INSERT_SHAPE]["executions"] == STATEMENT_INSERTS == inserts   # the server's own count agrees
+    assert shapes[SELECT_SHAPE]["executions"] == STATEMENT_SELECTS
+    assert shapes[INSERT_SHAPE]["text_complete"] and shapes[SELECT_SHAPE]["text_complete"]
+    assert stage(doc, "sql.query_exec")["calls"] >= STATEMENT_INSERTS + STATEMENT_SELECTS
+    code_as_in_file(pid)

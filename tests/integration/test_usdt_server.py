@@ -57,6 +57,40 @@ def insert_rows(sb, pid: int, out, table: workload.Table | None, env: dict | Non
     return prof.profile()
 
 
+STATEMENT_INSERTS, STATEMENT_SELECTS = 101, 53  # primes
+INSERT_SHAPE = "INSERT INTO usdt_statements VALUES (?, ...)"
+SELECT_SHAPE = "SELECT note FROM usdt_statements WHERE id = ?"
+
+
+def run_statements(sb, pid: int, out, stages: tuple[str, ...], env: dict | None = None) -> tuple[dict, int]:
+    """STATEMENT_INSERTS single-row INSERTs then STATEMENT_SELECTS SELECTs,
+    one statement each, profiled with stages (--exact): the capture, and
+    the INSERTs the server counted (Com_insert) meanwhile."""
+    conn = workload.connect(sb.socket)
+    try:
+        with conn.cursor() as cur:
+            cur.execute(f"CREATE DATABASE IF NOT EXISTS {workload.SCHEMA}")
+            cur.execute(f"USE {workload.SCHEMA}")
+            cur.execute("DROP TABLE IF EXISTS usdt_statements")
+            cur.execute("CREATE TABLE usdt_statements (id INT PRIMARY KEY, note VARCHAR(20))")
+            cur.execute("SHOW GLOBAL STATUS LIKE 'Com_insert'")
+            before = int(cur.fetchone()[1])
+        prof = Profiler(pid, out, *stages, *EXACT, env=env)
+        with conn.cursor() as cur:
+            for i in range(STATEMENT_INSERTS):
+                cur.execute(f"INSERT INTO usdt_statements VALUES ({i}, 'row {i}')")
+            for i in range(STATEMENT_SELECTS):
+                cur.execute(f"SELECT note FROM usdt_statements WHERE id = {i}")
+        code, _, err = prof.stop()
+        assert code == 0, err
+        with conn.cursor() as cur:
+            cur.execute("SHOW GLOBAL STATUS LIKE 'Com_insert'")
+            inserts = int(cur.fetchone()[1]) - before
+    finally:
+        conn.close()
+    return prof.profile(), inserts
+
+
 def test_a_row_into_a_plain_table_is_one_span(server, tmp_path):
     sb, pid = server
     doc = insert_rows(sb, pid, tmp_path, None)
@@ -122,4 +156,18 @@ def test_the_default_mode_estimates_the_rows_from_its_duty_cycles(server, tmp_pa
     assert abs(est["value"] - SAMPLED_ROWS) < 0.05 * SAMPLED_ROWS, est
     assert low <= SAMPLED_ROWS <= high or abs(est["value"] - SAMPLED_ROWS) < 0.01 * SAMPLED_ROWS, est
     assert semaphore(pid, "insert__row__start") == 0
+    code_as_in_file(pid)
+
+
+def test_with_the_dispatcher_probed_the_exec_probes_only_time(server, tmp_path):
+    """sql.statement (dispatch_command, symbols) and sql.query_exec (USDT)
+    together: statements are kept under the dispatcher alone, once each;
+    the exec probes time their spans."""
+    sb, pid = server
+    doc, inserts = run_statements(sb, pid, tmp_path, ("--stage", "sql.statement", "--stage", "sql.query_exec"))
+    (boundary,) = [p for p in doc["probes"] if p["stage"] == "sql.statement"]
+    assert boundary["symbol"].startswith("dispatch_command") and doc["statements"]["probe"] == boundary["id"]
+    shapes = {s["text"]: s["executions"] for s in doc["statements"]["shapes"]}
+    assert shapes[INSERT_SHAPE] == STATEMENT_INSERTS == inserts and shapes[SELECT_SHAPE] == STATEMENT_SELECTS
+    assert stage(doc, "sql.query_exec")["calls"] >= STATEMENT_INSERTS + STATEMENT_SELECTS
     code_as_in_file(pid)

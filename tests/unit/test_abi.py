@@ -2,6 +2,7 @@
 compiled objects and to the C code itself (no root needed)."""
 
 import ctypes
+import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -82,3 +83,22 @@ def test_bpf_prog_info_offsets_are_the_kernels():
     at = {m.name: m.offset for m in members}
     assert size == libbpf.PROG_INFO_SIZE
     assert at["run_time_ns"] == libbpf.PROG_INFO_RUN_TIME_NS and at["run_cnt"] == libbpf.PROG_INFO_RUN_CNT
+
+
+def _header_constants(text: str) -> dict[str, int]:
+    """The #defines of a header whose value is a number or a shifted one."""
+    out = {}
+    for name, value in re.findall(r"^#define (\w+) (.+?)\s*(?:/\*.*)?$", text, re.M):
+        m = re.fullmatch(r"\(1ULL << (\d+)\)", value)
+        if m:
+            out[name] = 1 << int(m.group(1))
+        elif re.fullmatch(r"0x[0-9a-fA-F]+|\d+", value):
+            out[name] = int(value, 0)
+    return out
+
+
+def test_every_constant_both_sides_name_has_one_value():
+    header = _header_constants((PROBES / "uprobe_latency.h").read_text() + (PROBES / "histogram.h").read_text())
+    shared = {n: v for n, v in header.items() if hasattr(abi, n)}
+    assert {"STMT_CMD_QUERY", "STMT_TEXT_USDT", "STMT_DISP_SHIFT", "STMT_TEXT_INDIRECT", "COM_QUERY"} <= set(shared)
+    assert {n: getattr(abi, n) for n in shared} == shared

@@ -10,6 +10,8 @@ import pytest
 from conftest import compile_fixture, strip_with_debug_file
 from mysqlprobe.collectors import symbols as S
 from mysqlprobe.collectors.elf import UsdtArg, file_offset, parse_usdt_args, read_elf
+from mysqlprobe.collectors.uprobe import usdt_text_operand
+from mysqlprobe.probes import abi
 from mysqlprobe.recorder.plan import list_plan, plan_probes
 from test_cli import mysqlprobe
 
@@ -31,11 +33,23 @@ int main(int argc, char **argv) {
   return 0;
 }
 """
-# a unit built without semaphores: its probe has none
+# a unit built without semaphores: its probe has none; and a query's start
+# and done, its text an operand in memory at one site, a register at the other
 DONE = r"""
 #include <sys/sdt.h>
+struct thd { char pad[104]; const char *query; };
 __attribute__((noinline)) void row_done(long rc) { STAP_PROBE1(mysql, insert__row__done, rc); }
 __attribute__((noinline)) void row_failed(void) { STAP_PROBE1(mysql, insert__row__done, 1); }
+__attribute__((noinline)) void run_query(struct thd *thd) {
+  STAP_PROBE1(mysql, query__start, thd->query);
+  STAP_PROBE1(mysql, query__exec__start, thd->query);
+  STAP_PROBE1(mysql, query__exec__done, 0);
+  STAP_PROBE1(mysql, query__done, 0);
+}
+__attribute__((noinline)) void next_query(const char *text, long n) {
+  STAP_PROBE1(mysql, query__start, text + n);
+  STAP_PROBE1(mysql, query__done, 0);
+}
 """
 
 
@@ -54,7 +68,9 @@ def test_sites_semaphore_and_arguments_come_from_the_notes(usdt_binary):
     by_name = {}
     for p in image.usdt:
         by_name.setdefault(p.name, []).append(p)
-    assert sorted((n, len(v)) for n, v in by_name.items()) == [("insert__row__done", 2), ("insert__row__start", 1)]
+    assert sorted((n, len(v)) for n, v in by_name.items()) == [
+        ("insert__row__done", 2), ("insert__row__start", 1), ("query__done", 2), ("query__exec__done", 1),
+        ("query__exec__start", 1), ("query__start", 2)]
     (start,) = by_name["insert__row__start"]
     assert start.provider == "mysql"
     symtab = subprocess.run(["nm", str(usdt_binary)], capture_output=True, text=True, check=True).stdout
@@ -124,3 +140,57 @@ def test_a_binary_without_the_probes_says_so(fixture_dir):
     assert not plan.specs
     assert plan.unavailable == [{"stage": "sql.insert_row",
                                  "reason": "the binary has no such USDT probe (built without DTrace/SystemTap probes)"}]
+
+
+def test_without_symbols_statements_come_from_the_query_probes(usdt_binary, tmp_path):
+    """The stripped binary has no dispatch_command: sql.statement is the
+    query__start/done pair, and each start site reads the text through its
+    own operand."""
+    stripped, _ = strip_with_debug_file(usdt_binary, tmp_path, debuglink=False)
+    binary = S.load_binary(str(stripped))
+    (spec,) = plan_probes(binary, ["sql.statement"], []).specs
+    assert spec.kind == "usdt_statement" and spec.statement.usdt
+    starts = [p for p in binary.image.usdt if p.name == "query__start"]
+    forms = sorted(p.args[0].kind for p in starts)
+    assert forms == ["mem", "reg"], [p.spec for p in starts]   # gcc chose one of each
+    cookies = {offset: cookie for offset, _, cookie in spec.site_cookies("starts")}
+    assert len(cookies) == 2 and {c for _, _, c in spec.site_cookies("dones")} == {spec.cookie}
+    for p in starts:
+        cookie = cookies[file_offset(binary.image.segments, p.address)]
+        assert cookie & ~usdt_text_operand(p.args[0]) == spec.cookie
+        assert (cookie >> abi.STMT_CMD_ARG_SHIFT) & 0xFF == abi.STMT_CMD_QUERY
+
+
+def test_a_binary_with_symbols_keeps_its_dispatcher_as_the_boundary(fixture_dir):
+    binary = S.load_binary(str(compile_fixture(fixture_dir, "5.6")))   # it has query__start too
+    (spec,) = plan_probes(binary, ["sql.statement"], []).specs
+    assert spec.kind == "statement" and spec.symbol.name == "dispatch_command"
+
+
+@pytest.mark.parametrize("stages", [["sql.query_exec", "sql.statement"], ["sql.statement", "sql.query_exec"]])
+def test_statements_are_kept_under_one_boundary(usdt_binary, stages):
+    """query__exec__start nests inside the query: with sql.statement planned
+    it only times its span, whatever the order the stages were asked in."""
+    specs = {s.stage: s for s in plan_probes(S.load_binary(str(usdt_binary)), stages, []).specs}
+    assert specs["sql.statement"].kind == "usdt_statement" and not specs["sql.statement"].statement.nests
+    assert specs["sql.query_exec"].kind == "usdt" and specs["sql.query_exec"].statement is None
+    (alone,) = plan_probes(S.load_binary(str(usdt_binary)), ["sql.query_exec"], []).specs
+    assert alone.kind == "usdt_statement" and alone.statement.nests
+    assert not alone.cookie & abi.STMT_USDT_FLAT and specs["sql.statement"].cookie & abi.STMT_USDT_FLAT
+
+
+R = abi.STMT_TEXT_ARG_SHIFT
+
+
+@pytest.mark.parametrize("arg, bits", [
+    (UsdtArg(8, False, "reg", "r13", 0), (abi.STMT_TEXT_USDT | 2) << R),
+    (UsdtArg(8, False, "reg", "rdx", 0), (abi.STMT_TEXT_USDT | 12) << R),
+    (UsdtArg(8, False, "mem", "rdi", 104), (abi.STMT_TEXT_USDT | abi.STMT_TEXT_DEREF | 14) << R | 104 << 48),
+    (UsdtArg(8, False, "mem", "rbp", -8), (abi.STMT_TEXT_USDT | abi.STMT_TEXT_DEREF | 4) << R | 0xFFF8 << 48),
+    (UsdtArg(8, False, "mem", "rbx", 0x8000), (abi.STMT_TEXT_USDT | abi.STMT_REG_NONE) << R),  # too far
+    (UsdtArg(4, True, "reg", "eax", 0), (abi.STMT_TEXT_USDT | abi.STMT_REG_NONE) << R),        # not a pointer
+    (UsdtArg(4, True, "const", None, 3), (abi.STMT_TEXT_USDT | abi.STMT_REG_NONE) << R),
+    (None, (abi.STMT_TEXT_USDT | abi.STMT_REG_NONE) << R),
+])
+def test_a_text_operand_in_the_cookie(arg, bits):
+    assert usdt_text_operand(arg) == bits
