@@ -240,6 +240,10 @@ USDT_STAGES: tuple[Stage, ...] = (
 
 BY_NAME = {s.name: s for s in STAGES + USDT_STAGES}
 
+# what --insert-profile takes from the server's USDT probes where a stripped
+# binary lost the functions: every row handed to an engine, with no symbols
+INSERT_PROFILE_USDT = ("sql.insert_row",)
+
 INSERT_PROFILE = (
     STATEMENT, "partition.write_row", "partition.write_row_in_part", "partition.get_partition_id",
     "partition.get_subpartition_id", "innodb.write_row", "innodb.row_insert",

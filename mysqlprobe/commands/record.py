@@ -20,7 +20,7 @@ from mysqlprobe.collectors.symbols import Binary, load_binary, load_target_binar
 from mysqlprobe.errors import TargetError, UsageError
 from mysqlprobe.output import check_output_dir, save_capture
 from mysqlprobe.recorder.options import Control, RecordOptions
-from mysqlprobe.recorder.plan import check_symbols, list_plan, plan_probes
+from mysqlprobe.recorder.plan import check_symbols, list_plan, plan_probes, usdt_stand_ins
 from mysqlprobe.recorder.recorder import Recorder
 from mysqlprobe.recorder.window import RunSignals, StatusLine
 
@@ -203,6 +203,13 @@ def record(args, control: Control) -> int:
                   file=sys.stderr)
         print(f"mysqlprobe: to probe them: {stripped.fix} (--strict: fail instead)", file=sys.stderr)
         plan.warnings.append(str(stripped))
+        stand_ins = usdt_stand_ins(binary, stages) if args.insert_profile else []
+        if stand_ins:
+            warnings = plan.warnings
+            plan = plan_probes(binary, stages + stand_ins, args.probe)
+            plan.warnings += warnings
+            print(f"mysqlprobe: probed instead from the server's USDT probes: {', '.join(stand_ins)}",
+                  file=sys.stderr)
     elif not plan.specs:
         raise UsageError(f"nothing to probe in {binary.display_path}: "
                          + "; ".join(f"{u['stage']}: {u['reason']}" for u in plan.unavailable))

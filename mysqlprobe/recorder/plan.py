@@ -102,6 +102,16 @@ def usdt_sites(binary: Binary, pair, text_arg: int | None = None) -> UsdtSites |
     return UsdtSites(sites(pair.start), dones, texts)
 
 
+def usdt_stand_ins(binary: Binary, stages: list[str]) -> list[str]:
+    """The insert profile's USDT stages (catalog.INSERT_PROFILE_USDT) not
+    asked for already whose probes the binary's notes hold: on a stripped
+    binary they stand in for the functions it lost."""
+    notes = {(p.provider, p.name) for p in binary.image.usdt}
+    return [name for name in catalog.INSERT_PROFILE_USDT if name not in stages
+            and all((c.usdt.provider, c.usdt.start) in notes and (c.usdt.provider, c.usdt.done) in notes
+                    for c in catalog.stage(name).candidates)]
+
+
 def owning_package(path: str, dpkg_info: str = "/var/lib/dpkg/info",
                    rpm: str | None = None) -> tuple[str, str] | None:
     """("dpkg" or "rpm", the package that installed path): from dpkg's file

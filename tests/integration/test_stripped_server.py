@@ -124,6 +124,22 @@ def test_usdt_stages_need_no_symbols(stripped_server, tmp_path):
 
 
 
+def test_the_insert_profile_without_symbols_takes_the_rows_from_usdt(stripped_server, tmp_path):
+    """--insert-profile on the stripped copy, no debug file: the engine's
+    functions are lost (one line each), and sql.insert_row (USDT) stands
+    in for them, every row counted; statements still come from the
+    dispatcher, which .dynsym names."""
+    sb, pid, _, _ = stripped_server
+    env = {"DEBUGINFOD_URLS": "", "DEBUGINFOD_CACHE_PATH": str(tmp_path / "empty-cache")}
+    doc = insert_rows(sb, pid, tmp_path / "profile", None, env=env, stages=("--insert-profile",))
+    said = doc["warnings"]
+    assert any("is stripped" in w for w in said)
+    assert stage(doc, "sql.insert_row")["calls"] == USDT_ROWS
+    assert stage(doc, "sql.statement")["calls"] >= 1
+    assert {p["stage"] for p in doc["probes"]} == {"sql.statement", "sql.insert_row"}
+    code_as_in_file(pid)
+
+
 def test_statements_and_their_shapes_come_from_the_exec_probes(stripped_server, tmp_path):
     """No debug file: sql.query_exec (USDT) keeps the statements by shape,
     its text read through each site's own operand (8@104(%rdi),

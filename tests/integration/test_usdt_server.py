@@ -32,9 +32,10 @@ EXACT = ("--exact", "--no-perf-schema")  # no P_S connection: its own queries wr
 
 
 def insert_rows(sb, pid: int, out, table: workload.Table | None, env: dict | None = None,
-                rows: int = ROWS, options: tuple[str, ...] = EXACT) -> dict:
+                rows: int = ROWS, options: tuple[str, ...] = EXACT,
+                stages: tuple[str, ...] = ("--stage", "sql.insert_row")) -> dict:
     """rows rows by INSERT ... SELECT, into a plain table (None) or a
-    partitioned one, under --stage sql.insert_row and options: the capture."""
+    partitioned one, under stages and options: the capture."""
     conn = workload.connect(sb.socket)
     try:
         workload.prepare_source(conn, rows)
@@ -43,7 +44,7 @@ def insert_rows(sb, pid: int, out, table: workload.Table | None, env: dict | Non
             cur.execute(f"CREATE TABLE usdt_plain LIKE {workload.SOURCE}")
         if table:
             workload.create_target(conn, table)
-        prof = Profiler(pid, out, "--stage", "sql.insert_row", *options, env=env)
+        prof = Profiler(pid, out, *stages, *options, env=env)
         with conn.cursor() as cur:
             if table:
                 affected, _ = workload.insert_select(conn, table)

@@ -8,11 +8,12 @@ import subprocess
 import pytest
 
 from conftest import compile_fixture, strip_with_debug_file
+from mysqlprobe import catalog
 from mysqlprobe.collectors import symbols as S
 from mysqlprobe.collectors.elf import UsdtArg, file_offset, parse_usdt_args, read_elf
 from mysqlprobe.collectors.uprobe import usdt_text_operand
 from mysqlprobe.probes import abi
-from mysqlprobe.recorder.plan import list_plan, plan_probes
+from mysqlprobe.recorder.plan import list_plan, plan_probes, usdt_stand_ins
 from test_cli import mysqlprobe
 
 SOURCE = r"""
@@ -194,3 +195,10 @@ R = abi.STMT_TEXT_ARG_SHIFT
 ])
 def test_a_text_operand_in_the_cookie(arg, bits):
     assert usdt_text_operand(arg) == bits
+
+
+def test_the_insert_profile_takes_stand_ins_only_where_the_notes_have_them(usdt_binary, fixture_dir):
+    profile = list(catalog.INSERT_PROFILE)
+    assert usdt_stand_ins(S.load_binary(str(usdt_binary)), profile) == ["sql.insert_row"]
+    assert usdt_stand_ins(S.load_binary(str(usdt_binary)), profile + ["sql.insert_row"]) == []   # asked already
+    assert usdt_stand_ins(S.load_binary(str(compile_fixture(fixture_dir, "5.7"))), profile) == []
