@@ -8,7 +8,8 @@ from dataclasses import dataclass, field
 
 from mysqlprobe.analysis import histogram as H
 from mysqlprobe.catalog import BY_NAME
-from mysqlprobe.analysis.per_call import SAMPLED, PerCall, best_per_call, per_call, sampled_per_call
+from mysqlprobe.analysis.per_call import (SAMPLED, PerCall, best_per_call, in_situ_high, per_call,
+                                          sampled_per_call)
 from mysqlprobe.analysis.sampling import Estimate, estimate_by_rows, estimate_total
 
 
@@ -136,7 +137,8 @@ def estimated_calls(s: StageSummary, doc: dict) -> Estimate:
         rows = [c["rows"] for c in cycles]
         return estimate_by_rows(list(zip(rows, s.cycle_row_calls)), doc["window"]["rows_changed"], s.calls)
     return estimate_total([(c["on_s"], c["probe_s"], n) for c, n in zip(cycles, s.cycle_calls)],
-                          doc["window"]["duration_s"], doc["sampling"].get("cost_uncertainty", 0.0))
+                          doc["window"]["duration_s"], doc["sampling"].get("cost_uncertainty", 0.0),
+                          in_situ_high(doc))
 
 
 def estimate_basis(doc: dict) -> str | None:
@@ -153,7 +155,8 @@ def probe_estimate(doc: dict, j: int) -> Estimate:
     """Sampled mode: the window's calls of the j-th probe, from its calls per
     unprobed second in the on-phases."""
     cycles = [(c["on_s"], c["probe_s"], c["calls"][j]) for c in doc["sampling"]["calls_per_cycle"]]
-    return estimate_total(cycles, doc["window"]["duration_s"], doc["sampling"].get("cost_uncertainty", 0.0))
+    return estimate_total(cycles, doc["window"]["duration_s"], doc["sampling"].get("cost_uncertainty", 0.0),
+                          in_situ_high(doc))
 
 
 MIN_OFF_ROWS = 200  # rows in the off-phases before their speed stands for the unprobed load's

@@ -108,7 +108,7 @@ def _latency_basis(doc: dict) -> list[str]:
         return ["latency  raw: includes the probes' own cost (run without --raw to correct)"]
     costs = ", ".join(f"{fmt(c['entry_ns'] + c['return_ns'])} {k}" for k, c in sorted(cal["classes"].items()))
     lines = [f"latency  corrected; probe cost per call {costs}"]
-    factor = cal.get("in_situ_factor", 1.0)
+    factor = cal.get("in_situ_factor") or 1.0   # null: not measured
     if factor != 1.0:
         lines.append(f"         in the on-phases the probes cost the load {factor:.2f}x their calibrated cost")
     return lines

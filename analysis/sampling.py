@@ -34,24 +34,33 @@ class Estimate:
         return {"value": r(self.value), "ci95": None if self.low is None else [r(self.low), r(self.high)]}
 
 
-def _point(cycles: list[tuple[float, float, int]], window_s: float, cost_scale: float):
+# the least unprobed share of an on-phase an estimate takes; for the interval's
+# high end, where the probes' cost at the top of its doubt may take nearly all
+# of an on-phase (a function called millions of times a second), far less: its
+# calls could then be many times those the point estimate says
+FREE_FLOOR, FREE_FLOOR_HIGH = 0.05, 0.001
+
+
+def _point(cycles: list[tuple[float, float, int]], window_s: float, cost_scale: float,
+           floor: float = FREE_FLOOR):
     """(estimate, per-cycle (free seconds, calls), unprobed seconds) with probe_s scaled."""
     counted = sum(c for _, _, c in cycles)
     on = sum(s for s, _, _ in cycles)
-    free = [(max(s - p * cost_scale, 0.05 * s), c) for s, p, c in cycles if s > 0]  # unprobed s, calls
+    free = [(max(s - p * cost_scale, floor * s), c) for s, p, c in cycles if s > 0]  # unprobed s, calls
     seconds = sum(f for f, _ in free)
     rate = counted / seconds if seconds > 0 else 0.0
     return counted + rate * max(window_s - on, 0.0), free, rate
 
 
 def estimate_total(cycles: list[tuple[float, float, int]], window_s: float,
-                   cost_uncertainty: float = 0.0) -> Estimate:
+                   cost_uncertainty: float = 0.0, in_situ_high: float = 1.0) -> Estimate:
     """Calls in the whole window from (on_s, probe_s, calls) per cycle.
 
     The interval joins two doubts: how much the per-cycle rates vary, and how
-    well the probes' cost (probe_s) is known, +-cost_uncertainty relative.
-    The fewer unprobed seconds an on-phase has left, the more the second
-    weighs."""
+    well the probes' cost (probe_s) is known, +-cost_uncertainty relative,
+    and above it up to in_situ_high times (what a hit may cost in the
+    target over its calibration, where that was not measured). The fewer
+    unprobed seconds an on-phase has left, the more the second weighs."""
     counted = sum(c for _, _, c in cycles)
     on = sum(s for s, _, _ in cycles)
     value, free, rate = _point(cycles, window_s, 1.0)
@@ -64,7 +73,7 @@ def estimate_total(cycles: list[tuple[float, float, int]], window_s: float,
     var = sum(f * (c / f - rate) ** 2 for f, c in free) / seconds * k / (k - 1)
     half = t95(k - 1) * math.sqrt(var / k) * max(window_s - on, 0.0)
     low_cost, _, _ = _point(cycles, window_s, 1.0 - cost_uncertainty)
-    high_cost, _, _ = _point(cycles, window_s, 1.0 + cost_uncertainty)
+    high_cost, _, _ = _point(cycles, window_s, in_situ_high + cost_uncertainty, FREE_FLOOR_HIGH)
     low = min(value, low_cost) - half
     high = max(value, high_cost) + half
     return Estimate(value, max(low, float(counted)), high)

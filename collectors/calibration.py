@@ -88,8 +88,8 @@ class Calibration:
     # per class, the lowest and highest whole ns the kernel took off: {"own": (lo, hi), "pair": (lo, hi)}
     applied: dict[str, dict[str, tuple[int, int]]] = field(default_factory=dict)
     # what the probes cost the target over what the helper measured (duty
-    # cycles with a row counter measure it); 1.0 when unmeasured
-    in_situ: float = 1.0
+    # cycles with a row counter measure it); None when unmeasured
+    in_situ: float | None = None
     # bursts of an earlier run on this kernel and CPU the medians started from:
     # {"bursts": n, "taken": unix time}; None when all were measured in this run
     reused: dict | None = None
@@ -113,7 +113,7 @@ class Calibration:
                           "probes, with an entry probe, with entry and return probes; medians of the last "
                           f"{ROLLING} bursts, kept up to date while the window is open",
                 "bursts": self.bursts, "bursts_in_window": self.in_window, "seconds": round(self.seconds, 3),
-                "in_situ_factor": round(self.in_situ, 3), "reused": self.reused,
+                "in_situ_factor": None if self.in_situ is None else round(self.in_situ, 3), "reused": self.reused,
                 "classes": {k: {**{kk: round(vv, 1) for kk, vv in asdict(v).items()},
                                 **({"applied_ns": {m: list(r) for m, r in self.applied[k].items()}}
                                    if k in self.applied else {})}
@@ -177,7 +177,7 @@ class Calibrator:
         self.bursts = 0
         self.in_window = 0
         self.applied: dict[str, dict[str, tuple[int, int]]] = {}
-        self.in_situ = 1.0
+        self.in_situ: float | None = None
         self.reused: dict | None = None
         self._thread: threading.Thread | None = None
         self._stop = threading.Event()

@@ -171,8 +171,8 @@ class LatencyCollector(Collector):
         hits_s = sum(p["calls"] * p["entry"]["pair_cost_ns"] for p in probes) / 1e9
         engine = {"probes_attached": self.session.attached_count, "links": self.session.link_kind,
                   "counters": self._snapshot.counters, "timings": dict(self.timings)}
-        cost = Cost(target_s=hits_s * cal.in_situ, method="probe hits x their calibrated cost per hit"
-                    + (f" x the in-situ factor {cal.in_situ:.2f} the duty cycles measured" if cal.in_situ != 1.0
+        cost = Cost(target_s=hits_s * (cal.in_situ or 1.0), method="probe hits x their calibrated cost per hit"
+                    + (f" x the in-situ factor {cal.in_situ:.2f} the duty cycles measured" if cal.in_situ
                        else ""))
         fields = {"probes": probes, "engine": engine, "latencies": "corrected" if self.corrected else "raw"}
         boundary = next((s for s in self.specs if s.statement), None)

@@ -115,3 +115,11 @@ def test_a_mean_far_below_zero_bounds_the_call_by_the_probes_doubt_not_by_zero()
     pc = per_call(calls, -230 * calls, raw * calls, counts(raw, calls), sampled(1.3), {"emulated"})
     assert pc.low_ns == 0 and pc.high_ns == pytest.approx(1530 * 0.10, rel=0.05)
     assert pc.text() == "<" + H.format_ns(pc.high_ns) and pc.high_ns > 0
+
+
+def test_a_sampled_capture_without_a_measured_in_situ_factor_allows_for_one():
+    """No row counter: the duty cycles could not measure what a hit costs in
+    the target, and the capture says null, not 1."""
+    calls, raw, corrected = 10_007, 1700.0, 160.0   # a 10-ns function the calibration underrated
+    pc = per_call(calls, corrected * calls, raw * calls, counts(raw, calls), sampled(None), {"emulated"})
+    assert pc.low_ns == 0 and not pc.resolved and pc.text().startswith("<")

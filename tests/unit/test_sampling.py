@@ -566,3 +566,22 @@ def test_a_burst_samples_at_most_a_second_of_a_long_off_phase(clock):
     # the unsampled rest of the bursting phases counts as the load's own speed
     assert record["off_rows"] == sum(o["rows"] for phase in offs for o in phase if not o["quiet"] and not o.get("burst"))
     assert record["off_rows"] > record["burst_rows"] > 0
+
+
+def test_where_the_probes_may_take_a_whole_on_phase_the_calls_high_end_is_open():
+    """A function called millions of times a second, no row counter: by
+    their calibration the probes took 70% of each on-phase, but a hit in
+    the target may cost up to twice that (unmeasured in-situ factor), so
+    the on-phases may have had no unprobed time to speak of, and as many
+    calls per unprobed second as that allows. As measured on the
+    known-cost fixture: 1.42x, 0.5% of the on-phase unprobed."""
+    cycles = [(0.021, 0.0148, 13297), (0.0107, 0.0073, 6551), (0.0255, 0.0184, 16006)]
+    narrow = estimate_total(cycles, 6.0, cost_uncertainty=0.10)
+    est = estimate_total(cycles, 6.0, cost_uncertainty=0.10, in_situ_high=2.0)
+    counted = sum(c for *_, c in cycles)
+    truth = counted + counted / (0.005 * 0.0572) * (6.0 - 0.0572)
+    assert narrow.high < truth <= est.high and est.low <= truth
+    assert est.value == narrow.value and est.low == narrow.low   # the doubt is above only
+    # where the probes take a few percent of an on-phase little changes
+    cheap = [(0.05, 0.002, 1000 + i) for i in range(6)]
+    assert estimate_total(cheap, 6.0, 0.10, 2.0).high < 1.2 * estimate_total(cheap, 6.0, 0.10).value
