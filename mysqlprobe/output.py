@@ -12,7 +12,7 @@ import tempfile
 import time
 
 from mysqlprobe.analysis.model import Profile
-from mysqlprobe.capture import Capture, as_json, write_capture
+from mysqlprobe.capture import Capture, write_capture
 from mysqlprobe.errors import CaptureError, OutputError
 from mysqlprobe.reports import write_visuals
 
@@ -42,7 +42,7 @@ def fallback_dir() -> str:
 
 def _write(cap: Capture, out_dir: str) -> None:
     paths = write_capture(out_dir, cap)
-    paths += write_visuals(out_dir, Profile(as_json(cap.doc)))
+    paths += write_visuals(out_dir, Profile(cap.doc))
     print(f"wrote {', '.join(paths)}", file=sys.stderr)
 
 

@@ -14,7 +14,7 @@ from statistics import median
 from mysqlprobe import catalog, sandbox, workload
 from mysqlprobe.analysis.compare import probe_free_seconds
 from mysqlprobe.analysis.model import Profile
-from mysqlprobe.capture import as_json, now_utc
+from mysqlprobe.capture import now_utc
 from mysqlprobe.collectors.symbols import load_target_binary, resolve_target
 from mysqlprobe.commands.profiled_load import profile_load
 from mysqlprobe.output import check_output_dir, save_capture
@@ -171,7 +171,7 @@ def _bench(args, cells: list[Cell], pid: int, socket: str) -> None:
                 if failure:
                     raise failure
                 results.append({"cell": cell.name, "repeat": r + 1, "rows": got, "seconds": seconds,
-                                "unprobed_seconds": probe_free_seconds(Profile(as_json(cap.doc)), seconds)})
+                                "unprobed_seconds": probe_free_seconds(Profile(cap.doc), seconds)})
                 _progress(args.quiet, f"[{r * len(cells) + i + 1}/{total}] {cell.name} run {r + 1}: "
                                       f"{got} rows in {seconds:.2f}s")
         summary = summarise(results, cells, binary.server.describe(), args)

@@ -7,7 +7,6 @@ import sys
 from mysqlprobe import catalog, sandbox, workload
 from mysqlprobe.analysis.model import Profile
 from mysqlprobe.analysis.report import render_text
-from mysqlprobe.capture import as_json
 from mysqlprobe.collectors.symbols import load_target_binary, resolve_target
 from mysqlprobe.commands.profiled_load import profile_load
 from mysqlprobe.output import check_output_dir, save_capture
@@ -51,7 +50,7 @@ def run(args, parser) -> int:
                            "statement": f"INSERT INTO {table.name} SELECT * FROM {workload.SOURCE}",
                            "partition_rows": workload.partition_counts(conn, table) if table.partitions else []}
         failure = save_capture(cap, args.output)
-        sys.stdout.write(render_text(Profile(as_json(cap.doc))))
+        sys.stdout.write(render_text(Profile(cap.doc)))
         print(f"\nload: {rows} rows into {table.name} in {seconds:.2f}s; rows per partition "
               f"(SELECT COUNT(*)): {cap.doc['workload']['partition_rows']}")
     if failure:

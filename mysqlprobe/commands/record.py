@@ -10,7 +10,7 @@ import sys
 from mysqlprobe import catalog
 from mysqlprobe.analysis.model import Profile
 from mysqlprobe.analysis.report import render_text
-from mysqlprobe.capture import Capture, as_json
+from mysqlprobe.capture import Capture
 from mysqlprobe.collectors import connection, debuginfod
 from mysqlprobe.collectors.connection import ConnectOptions
 from mysqlprobe.collectors.cpu_bursts import BURST_FREQUENCY
@@ -165,7 +165,7 @@ def report(cap: Capture, out_dir: str | None, signals: RunSignals | None = None)
     if signals:
         signals.reached("report")
     failure = save_capture(cap, out_dir) if out_dir else None
-    profile = Profile(as_json(cap.doc))
+    profile = Profile(cap.doc)  # plain already; the reports only read it
     sys.stdout.write(render_text(profile))
     if failure:
         raise failure

@@ -21,7 +21,7 @@ from pathlib import Path
 from mysqlprobe import catalog
 from mysqlprobe.analysis.model import Profile
 from mysqlprobe.analysis.prometheus import Exposition, Totals
-from mysqlprobe.capture import OFFCPU_FILE, STACKS_FILE, as_json
+from mysqlprobe.capture import OFFCPU_FILE, STACKS_FILE
 from mysqlprobe.collectors.connection import ConnectOptions
 from mysqlprobe.collectors.cpu_bursts import BURST_FREQUENCY
 from mysqlprobe.collectors.perf import PerfOptions
@@ -203,7 +203,7 @@ class Watch:
         control = Control(stop=self.stop)
         with RunSignals(self.stop) as control.signals:
             cap = Recorder(target, binary, plan, self.options, control).record()
-        profile = Profile(as_json(cap.doc))
+        profile = Profile(cap.doc)  # plain already (the recorder made it so); read, not written
         self.metrics.add(profile)
         if self.args.pprof_dir:
             write_profiles(self.args.pprof_dir, cap, profile)

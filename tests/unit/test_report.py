@@ -12,6 +12,7 @@ from mysqlprobe import capture
 from mysqlprobe.analysis import histogram as H
 from mysqlprobe.analysis.html_report import render_html
 from mysqlprobe.analysis.model import Profile
+from mysqlprobe.analysis.prometheus import exposition
 from mysqlprobe.analysis.report import render_text
 from mysqlprobe.catalog import PartitionSource
 from mysqlprobe.collectors.base import Cost, Section
@@ -428,3 +429,22 @@ def test_without_a_row_counter_the_bursts_calls_come_from_the_time():
     calls = ROWS * 5 * 0.6 / 1.5
     assert lookup["off_phase_cpu"]["calls"]["value"] == pytest.approx(calls, rel=1e-3)
     assert lookup["off_phase_cpu"]["mean_ns"] == pytest.approx(100 * 200_000 / calls, rel=1e-3)
+
+
+@pytest.mark.parametrize("name", ["profile_v1_exact.json", "profile_v1_sampled.json"])
+def test_the_reports_leave_the_document_as_they_found_it(name):
+    """A live run hands the capture's own document to the reports, not a
+    copy (a window's document is megabytes): nothing they derive may be
+    written into it."""
+    doc = json.loads((Path(__file__).parents[1] / "fixtures" / name).read_text())
+    before = json.loads(json.dumps(doc))
+    profile = Profile(doc)
+    render_text(profile), render_html(profile), json.dumps(profile.to_json()), exposition(profile)
+    assert doc == before
+
+
+def test_a_document_is_made_plain_as_json_would_make_it():
+    doc = {"a": (1, 2.5, None), 3: {"t": [(True, "x")]}, None: -0.0, 2.5: {}}
+    assert capture.as_json(doc) == json.loads(json.dumps(doc))
+    with pytest.raises(TypeError):
+        capture.as_json({"x": object()})
