@@ -119,14 +119,19 @@ class Pacer:
         elapsed = cycle_s if elapsed_s is None else elapsed_s
         per_on = cost / on_s
         if lost_s is not None:
-            # the recent cycles' losses pooled, signed: one cycle's is mostly the load's own noise
-            self._losses.append((lost_s if signed_lost_s is None else signed_lost_s, on_s))
-            pooled = [_per_second(self._losses)]
-            if in_phase and in_phase[1] > 0:
+            measured_inside = bool(in_phase and in_phase[1] > 0)
+            if measured_inside:
                 # the on-phase alone: rows read a few ms apart, without the attach and
                 # detach around it, whose rows blur the cycle's measure in a noisy load
                 self._in_phase.append(in_phase)
-                pooled.append(_per_second(self._in_phase))
+            if self.cycles > 1 or not measured_inside:
+                # the recent cycles' losses pooled, signed: one cycle's is mostly the load's
+                # own noise. Not the first's where its on-phase was measured: the window's
+                # first attach (0.066 s lost around a 0.022-s on-phase in one capture, the
+                # next cycles about their on-phase) is repaid once by the window rule
+                # (lost_total_s), and pooled it paced 8 cycles as if each had paid it
+                self._losses.append((lost_s if signed_lost_s is None else signed_lost_s, on_s))
+            pooled = [_per_second(p) for p in (self._losses, self._in_phase) if p]
             self.lost_per_on_s = max(*pooled, probe_s / on_s * self.least_cost_factor)
             per_on = self.lost_per_on_s
         transition = max(cycle_s - on_s, 0.0)

@@ -585,3 +585,23 @@ def test_where_the_probes_may_take_a_whole_on_phase_the_calls_high_end_is_open()
     # where the probes take a few percent of an on-phase little changes
     cheap = [(0.05, 0.002, 1000 + i) for i in range(6)]
     assert estimate_total(cheap, 6.0, 0.10, 2.0).high < 1.2 * estimate_total(cheap, 6.0, 0.10).value
+
+
+def test_the_first_cycles_attach_is_repaid_once_not_pooled():
+    """The window's first cycle lost 60 ms around a 20-ms on-phase (its
+    attach), the on-phase itself 5 ms: the next cycles are paced on the
+    on-phase's rate, and the window rule still repays the 60 ms."""
+    pacer = Pacer(0.10, opening_cycles=0)
+    pacer.off_phase(12_500, 1.0)
+    _, first_off = pacer.next_phases(0.02, 0.03, 0.060, 0.0, elapsed_s=0.03, signed_lost_s=0.060,
+                                     in_phase=(0.005, 0.02))
+    assert pacer.lost_per_on_s == pytest.approx(0.25) and pacer.lost_total_s == pytest.approx(0.060)
+    assert first_off >= 0.060 * (1 + 0.05) / 0.05 - 0.03 - 0.05 - 0.01   # the window rule: repaid at once
+    # the second cycle's loss is pooled as before
+    pacer.next_phases(0.05, 0.06, 0.015, 0.0, elapsed_s=2.0, signed_lost_s=0.015, in_phase=(0.012, 0.05))
+    assert pacer.lost_per_on_s == pytest.approx(max(0.015 / 0.05, 0.017 / 0.07))
+    # without a measure inside its on-phase the first cycle's loss is all there is
+    blind = Pacer(0.10, opening_cycles=0)
+    blind.off_phase(12_500, 1.0)
+    blind.next_phases(0.02, 0.03, 0.060, 0.0, elapsed_s=0.03, signed_lost_s=0.060)
+    assert blind.lost_per_on_s == pytest.approx(3.0)
