@@ -25,11 +25,11 @@ from mysqlprobe.capture import OFFCPU_FILE, STACKS_FILE
 from mysqlprobe.collectors.connection import ConnectOptions
 from mysqlprobe.collectors.cpu_bursts import BURST_FREQUENCY
 from mysqlprobe.collectors.perf import PerfOptions
-from mysqlprobe.collectors.symbols import load_target_binary, resolve_target
+from mysqlprobe.collectors.symbols import resolve_target
 from mysqlprobe.errors import Interrupted, MysqlprobeError, TargetError, UsageError
 from mysqlprobe.flamegraphs import pprof
 from mysqlprobe.recorder.options import Control, RecordOptions
-from mysqlprobe.recorder.plan import plan_probes
+from mysqlprobe.recorder.plan import plan_in_child
 from mysqlprobe.recorder.recorder import Recorder
 from mysqlprobe.recorder.window import RunSignals
 
@@ -187,10 +187,9 @@ class Watch:
         st = os.stat(target.proc_exe)
         key = (target.pid, target.exe, st.st_size, st.st_mtime_ns)
         if key not in self._plans:
-            binary = load_target_binary(target)
+            self._plans = {}   # the last server's, gone before the next is read
             stages = list(catalog.INSERT_PROFILE) + ([] if self.args.no_perf_schema else [catalog.STAGE_CHANGE])
-            self._plans = {key: (binary, plan_probes(binary, stages, []))}
-            binary.symbols.release()  # planned: weeks of windows need none of the table
+            self._plans = {key: plan_in_child(target, stages)}   # weeks of windows need none of the table
         return self._plans[key]
 
     def one_window(self, pid: int) -> None:

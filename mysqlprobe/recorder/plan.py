@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import pickle
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -14,9 +16,9 @@ from dataclasses import dataclass, field
 from mysqlprobe import catalog
 from mysqlprobe.collectors import debuginfod
 from mysqlprobe.collectors.calibration import entry_point
-from mysqlprobe.collectors.symbols import Binary
+from mysqlprobe.collectors.symbols import Binary, Target, load_target_binary
 from mysqlprobe.collectors.uprobe import ProbeSpec, UsdtSites
-from mysqlprobe.errors import NoSymbolsError, UsageError
+from mysqlprobe.errors import MysqlprobeError, NoSymbolsError, UsageError
 
 
 @dataclass
@@ -68,6 +70,45 @@ def plan_probes(binary: Binary, stages: list[str], patterns: list[str]) -> Plan:
             add(sym, None, None)
     plan.seconds = time.monotonic() - started + binary.load_seconds
     return plan
+
+
+def plan_in_child(target: Target, stages: list[str]) -> tuple[Binary, Plan]:
+    """The target's binary read and its probes planned in a child process,
+    which takes the symbol table's memory with it when it ends: read into
+    the heap of a process that lives for weeks (watch), each server
+    restart left it 4-7 MB larger (bench/SOAK.md). What comes back is the
+    plan and the binary, its table released; an error is raised here."""
+    read_end, write_end = os.pipe()
+    child = os.fork()
+    if child == 0:  # the child: nothing of the parent's (probes, P_S) is its to undo
+        try:
+            os.close(read_end)
+            try:
+                binary = load_target_binary(target)
+                plan = plan_probes(binary, stages, [])
+                binary.symbols.release()
+                payload = pickle.dumps((binary, plan))
+            except MysqlprobeError as e:
+                payload = pickle.dumps(e)
+            except BaseException as e:  # noqa: B036 - whatever it was, the parent says it
+                payload = pickle.dumps(RuntimeError(f"planning failed: {type(e).__name__}: {e}"))
+            with os.fdopen(write_end, "wb") as out:
+                out.write(payload)
+        finally:
+            os._exit(0)  # never back into the parent's code, whatever happened
+    os.close(write_end)
+    payload = None
+    try:
+        with os.fdopen(read_end, "rb") as answer:
+            payload = answer.read()
+    finally:
+        if payload is None:   # interrupted: the child's answer is not wanted
+            os.kill(child, signal.SIGKILL)
+        os.waitpid(child, 0)
+    result = pickle.loads(payload) if payload else RuntimeError("planning failed: its process ended unheard")
+    if isinstance(result, BaseException):
+        raise result
+    return result
 
 
 def _one_statement_boundary(plan: Plan) -> None:

@@ -1,6 +1,7 @@
 """USDT notes (.note.stapsdt) read from a binary built with sys/sdt.h: the
 sites, their semaphore and argument specs, kept by strip and listed."""
 
+import dataclasses
 import io
 import shutil
 import subprocess
@@ -13,7 +14,8 @@ from mysqlprobe.collectors import symbols as S
 from mysqlprobe.collectors.elf import UsdtArg, file_offset, parse_usdt_args, read_elf
 from mysqlprobe.collectors.uprobe import usdt_text_operand
 from mysqlprobe.probes import abi
-from mysqlprobe.recorder.plan import list_plan, plan_probes, usdt_stand_ins
+from mysqlprobe.errors import TargetError
+from mysqlprobe.recorder.plan import list_plan, plan_in_child, plan_probes, usdt_stand_ins
 from test_cli import mysqlprobe
 
 SOURCE = r"""
@@ -202,3 +204,26 @@ def test_the_insert_profile_takes_stand_ins_only_where_the_notes_have_them(usdt_
     assert usdt_stand_ins(S.load_binary(str(usdt_binary)), profile) == ["sql.insert_row"]
     assert usdt_stand_ins(S.load_binary(str(usdt_binary)), profile + ["sql.insert_row"]) == []   # asked already
     assert usdt_stand_ins(S.load_binary(str(compile_fixture(fixture_dir, "5.7"))), profile) == []
+
+
+def test_a_plan_made_in_a_child_is_the_one_made_here(mysql_fixtures, tmp_path):
+    """watch reads the symbols and plans in a child process (its heap lives
+    for weeks): what comes back is the same plan, the table released; an
+    error there is raised here, as itself."""
+    proc = subprocess.Popen([str(mysql_fixtures["5.7"])], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        proc.stdout.readline()
+        target = S.resolve_target(proc.pid)
+        stages = list(catalog.INSERT_PROFILE)
+        binary, plan = plan_in_child(target, stages)
+        here = plan_probes(S.load_target_binary(target), stages, [])
+        assert [(s.stage, s.symbol, s.partition, s.statement) for s in plan.specs] == \
+               [(s.stage, s.symbol, s.partition, s.statement) for s in here.specs] and plan.specs
+        assert binary.symbols.released and binary.image.build_id == read_elf(str(mysql_fixtures["5.7"])).build_id
+    finally:
+        proc.communicate("quit\n", timeout=10)
+    bogus = tmp_path / "mysqld"
+    bogus.write_text("#!/bin/sh\n")
+    gone = dataclasses.replace(target, proc_exe=str(bogus))
+    with pytest.raises(TargetError, match="not a readable ELF"):
+        plan_in_child(gone, stages)
