@@ -136,9 +136,7 @@ def estimated_calls(s: StageSummary, doc: dict) -> Estimate:
     if estimate_basis(doc) == "rows":
         rows = [c["rows"] for c in cycles]
         return estimate_by_rows(list(zip(rows, s.cycle_row_calls)), doc["window"]["rows_changed"], s.calls)
-    return estimate_total([(c["on_s"], c["probe_s"], n) for c, n in zip(cycles, s.cycle_calls)],
-                          doc["window"]["duration_s"], doc["sampling"].get("cost_uncertainty", 0.0),
-                          in_situ_high(doc))
+    return _by_time([(c["on_s"], c["probe_s"], n) for c, n in zip(cycles, s.cycle_calls)], doc)
 
 
 def estimate_basis(doc: dict) -> str | None:
@@ -154,7 +152,12 @@ def estimate_basis(doc: dict) -> str | None:
 def probe_estimate(doc: dict, j: int) -> Estimate:
     """Sampled mode: the window's calls of the j-th probe, from its calls per
     unprobed second in the on-phases."""
-    cycles = [(c["on_s"], c["probe_s"], c["calls"][j]) for c in doc["sampling"]["calls_per_cycle"]]
+    return _by_time([(c["on_s"], c["probe_s"], c["calls"][j]) for c in doc["sampling"]["calls_per_cycle"]], doc)
+
+
+def _by_time(cycles: list[tuple[float, float, int]], doc: dict) -> Estimate:
+    """The window's calls from (on_s, probe_s, calls) per cycle, with the
+    capture's doubt on the probes' cost."""
     return estimate_total(cycles, doc["window"]["duration_s"], doc["sampling"].get("cost_uncertainty", 0.0),
                           in_situ_high(doc))
 

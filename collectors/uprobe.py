@@ -59,7 +59,7 @@ def usdt_text_operand(arg: UsdtArg | None) -> int:
     (a constant, a narrower operand, a far displacement) reads no text."""
     reg = _REGISTERS.get(arg.register) if arg and arg.size == 8 else None
     if reg is None or arg.kind not in ("reg", "mem") or not -0x8000 <= arg.value < 0x8000:
-        return STMT_TEXT_USDT << STMT_TEXT_ARG_SHIFT | STMT_REG_NONE << STMT_TEXT_ARG_SHIFT
+        return (STMT_TEXT_USDT | STMT_REG_NONE) << STMT_TEXT_ARG_SHIFT
     if arg.kind == "reg":
         return (STMT_TEXT_USDT | reg) << STMT_TEXT_ARG_SHIFT
     return ((STMT_TEXT_USDT | STMT_TEXT_DEREF | reg) << STMT_TEXT_ARG_SHIFT

@@ -205,9 +205,7 @@ def record(args, control: Control) -> int:
         plan.warnings.append(str(stripped))
         stand_ins = usdt_stand_ins(binary, stages) if args.insert_profile else []
         if stand_ins:
-            warnings = plan.warnings
-            plan = plan_probes(binary, stages + stand_ins, args.probe)
-            plan.warnings += warnings
+            plan_probes(binary, stand_ins, [], into=plan)
             print(f"mysqlprobe: probed instead from the server's USDT probes: {', '.join(stand_ins)}",
                   file=sys.stderr)
     elif not plan.specs:

@@ -187,7 +187,6 @@ class Watch:
         st = os.stat(target.proc_exe)
         key = (target.pid, target.exe, st.st_size, st.st_mtime_ns)
         if key not in self._plans:
-            self._plans = {}   # the last server's, gone before the next is read
             stages = list(catalog.INSERT_PROFILE) + ([] if self.args.no_perf_schema else [catalog.STAGE_CHANGE])
             self._plans = {key: plan_in_child(target, stages)}   # weeks of windows need none of the table
         return self._plans[key]

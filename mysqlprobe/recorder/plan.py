@@ -29,10 +29,11 @@ class Plan:
     seconds: float = 0.0  # reading symbols and resolving the probes
 
 
-def plan_probes(binary: Binary, stages: list[str], patterns: list[str]) -> Plan:
+def plan_probes(binary: Binary, stages: list[str], patterns: list[str], into: Plan | None = None) -> Plan:
+    """The probes of stages and patterns; into: a plan to add them to."""
     started = time.monotonic()
-    plan = Plan()
-    seen: set[int] = set()
+    plan = into or Plan()
+    seen = {s.symbol.address for s in plan.specs}
 
     def add(sym, stage, partition, statement=None, marks_stage=False, usdt=None):
         if sym.address in seen:
@@ -68,7 +69,7 @@ def plan_probes(binary: Binary, stages: list[str], patterns: list[str]) -> Plan:
                              + (f" (did you mean {', '.join(hint)}?)" if hint else ""))
         for sym in found:
             add(sym, None, None)
-    plan.seconds = time.monotonic() - started + binary.load_seconds
+    plan.seconds += time.monotonic() - started + (0.0 if into else binary.load_seconds)
     return plan
 
 
@@ -147,10 +148,11 @@ def usdt_stand_ins(binary: Binary, stages: list[str]) -> list[str]:
     """The insert profile's USDT stages (catalog.INSERT_PROFILE_USDT) not
     asked for already whose probes the binary's notes hold: on a stripped
     binary they stand in for the functions it lost."""
-    notes = {(p.provider, p.name) for p in binary.image.usdt}
+    def present(pair) -> bool:
+        sites = usdt_sites(binary, pair)
+        return bool(sites and sites.starts)
     return [name for name in catalog.INSERT_PROFILE_USDT if name not in stages
-            and all((c.usdt.provider, c.usdt.start) in notes and (c.usdt.provider, c.usdt.done) in notes
-                    for c in catalog.stage(name).candidates)]
+            and all(present(c.usdt) for c in catalog.stage(name).candidates)]
 
 
 def owning_package(path: str, dpkg_info: str = "/var/lib/dpkg/info",
