@@ -16,12 +16,13 @@ and where that interval is wider than the value (or reaches zero) the
 figure is an upper bound, "< high", never a negative or zero latency.
 
 Where the probes cannot resolve a function, CPU samples taken with the
-probes off can (collectors/cpu_bursts.py): the samples in the function's
-own code, each worth its period, over the calls made meanwhile (the
-probes' calls per row times the rows changed). That is the function's own
-CPU, its callees left out: for the short functions it is used for, nearly
-all of it. Its interval: the samples' Poisson count and the calls per
-row's. The samples are preferred too where the probes' correction
+probes off can (collectors/cpu_bursts.py): the samples with the function
+on the stack (where the binary keeps frame pointers), each worth its
+period, over the calls made meanwhile (the probes' calls per row times the
+rows changed). That is the function's CPU with its callees'. Without
+stacks only the samples in its own code count: its callees left out,
+which for a leaf is nearly all of it. Its interval: the samples' Poisson
+count and the calls per row's. The samples are preferred too where the probes' correction
 outweighs what is left of the call, if they resolve it (best_per_call)."""
 
 from __future__ import annotations
@@ -40,6 +41,9 @@ CORRECTED = "probe timestamps less the probes' calibrated cost; interval: the ca
 RAW = "probe timestamps, the probes' own cost included (--raw); interval: the calls' spread"
 SAMPLED = ("CPU samples in the function's own code with the probes off, over the calls made meanwhile (callees "
            "not included); interval: the samples' count and the calls per row")
+SAMPLED_STACKS = ("CPU samples with the function on the stack (its callees included) with the probes off, over the "
+                  "calls made meanwhile; interval: the samples' count and the calls per row")
+SAMPLED_METHODS = (SAMPLED, SAMPLED_STACKS)
 
 
 @dataclass(frozen=True)
@@ -136,16 +140,17 @@ def poisson95(n: int) -> tuple[float, float]:
     return (max(math.sqrt(n) - half, 0.0) ** 2 if n else 0.0), (math.sqrt(n + 1) + half) ** 2
 
 
-def sampled_per_call(self_ns: float, samples: int, period_ns: float, calls, probe_noise_ns: float = 0.0) -> PerCall | None:
-    """The mean own CPU of a call from `samples` CPU samples (self_ns in all,
+def sampled_per_call(cpu_ns: float, samples: int, period_ns: float, calls, probe_noise_ns: float = 0.0,
+                     method: str = SAMPLED) -> PerCall | None:
+    """The mean CPU of a call from `samples` CPU samples (cpu_ns in all,
     period_ns each) over `calls` (an Estimate with its interval); None
     where no call was made or the calls have no interval."""
     if not calls or calls.value <= 0 or calls.low is None or calls.low <= 0:
         return None
     low_n, high_n = poisson95(samples)
-    per_sample = self_ns / samples if samples else period_ns
-    mean = self_ns / calls.value
-    return PerCall(mean, low_n * per_sample / calls.high, high_n * per_sample / calls.low, SAMPLED, probe_noise_ns)
+    per_sample = cpu_ns / samples if samples else period_ns
+    mean = cpu_ns / calls.value
+    return PerCall(mean, low_n * per_sample / calls.high, high_n * per_sample / calls.low, method, probe_noise_ns)
 
 
 def best_per_call(probed: PerCall, sampled: PerCall | None) -> PerCall:

@@ -8,8 +8,8 @@ from dataclasses import dataclass, field
 
 from mysqlprobe.analysis import histogram as H
 from mysqlprobe.catalog import BY_NAME
-from mysqlprobe.analysis.per_call import (SAMPLED, PerCall, best_per_call, in_situ_high, per_call,
-                                          sampled_per_call)
+from mysqlprobe.analysis.per_call import (SAMPLED, SAMPLED_METHODS, SAMPLED_STACKS, PerCall, best_per_call,
+                                          in_situ_high, per_call, sampled_per_call)
 from mysqlprobe.analysis.sampling import Estimate, estimate_by_rows, estimate_total
 
 
@@ -280,20 +280,22 @@ def latency_record(total: int, calls: int, counts: list[int]) -> dict:
 
 def stage_per_call(s: StageSummary, doc: dict) -> PerCall:
     """A call's mean cost: the probes' where they resolve it, else the CPU
-    bursts' (own CPU) for a stage without probed callees: one with them
-    spends its time mostly in those, which its own CPU leaves out (and
-    one only counted, not timed, has no cost to give)."""
+    bursts'. Without their stacks (own CPU only) not for a stage with
+    probed callees: it spends its time mostly in those, which its own CPU
+    leaves out. One only counted, not timed, has no cost to give."""
     probed = per_call(s.calls, s.total_ns, s.raw_total_ns, s.raw_counts, doc, s.classes)
-    if s.nested_probe_hits or not s.raw_total_ns:
+    figures = burst_figures(s, doc)
+    if not s.raw_total_ns or (s.nested_probe_hits and not (figures and figures.callees)):
         return probed
-    return best_per_call(probed, burst_per_call(burst_figures(s, doc), doc, probed.probe_noise_ns))
+    return best_per_call(probed, burst_per_call(figures, doc, probed.probe_noise_ns))
 
 
 @dataclass(frozen=True)
 class BurstFigures:
     samples: int
-    self_ns: int
+    cpu_ns: int
     calls: Estimate
+    callees: bool  # samples with the stage's functions on the stack; else in their own code
 
 
 def burst_figures(s: StageSummary, doc: dict) -> BurstFigures | None:
@@ -316,16 +318,20 @@ def burst_figures(s: StageSummary, doc: dict) -> BurstFigures | None:
                          None if window.high is None else window.high * share)
     else:
         return None
+    if "stages" in bursts:  # taken with stacks
+        on_stack = bursts["stages"].get(s.stage) or {}
+        return BurstFigures(on_stack.get("samples", 0), on_stack.get("ns", 0), calls, True)
     functions = bursts.get("functions") or {}
     mine = [functions.get(m) or {} for m in s.mangled]
-    return BurstFigures(sum(f.get("samples", 0) for f in mine), sum(f.get("self_ns", 0) for f in mine), calls)
+    return BurstFigures(sum(f.get("samples", 0) for f in mine), sum(f.get("self_ns", 0) for f in mine), calls, False)
 
 
 def burst_per_call(figures: BurstFigures | None, doc: dict, probe_noise_ns: float = 0.0) -> PerCall | None:
     if figures is None:
         return None
     period = 1e9 / doc["cpu_bursts"]["frequency_hz"]
-    return sampled_per_call(figures.self_ns, figures.samples, period, figures.calls, probe_noise_ns)
+    return sampled_per_call(figures.cpu_ns, figures.samples, period, figures.calls, probe_noise_ns,
+                            SAMPLED_STACKS if figures.callees else SAMPLED)
 
 
 def burst_record(s: StageSummary, doc: dict, mean: PerCall) -> dict | None:
@@ -335,10 +341,10 @@ def burst_record(s: StageSummary, doc: dict, mean: PerCall) -> dict | None:
         return None
     pc = burst_per_call(figures, doc)
     r = lambda v: None if v is None else round(v, 1)  # noqa: E731
-    return {"samples": figures.samples, "self_ns": figures.self_ns, "calls": figures.calls.to_json(),
-            "mean_ns": r(pc.mean_ns) if pc else None,
+    return {"samples": figures.samples, "cpu_ns": figures.cpu_ns, "callees_included": figures.callees,
+            "calls": figures.calls.to_json(), "mean_ns": r(pc.mean_ns) if pc else None,
             "mean_ns_ci95": [r(pc.low_ns), r(pc.high_ns)] if pc else None,
-            "resolved": pc.resolved if pc else False, "used": mean.method == SAMPLED}
+            "resolved": pc.resolved if pc else False, "used": mean.method in SAMPLED_METHODS}
 
 
 def partition_per_call(p: PartitionSummary, s: StageSummary, doc: dict) -> PerCall:

@@ -7,7 +7,7 @@ import textwrap
 
 from mysqlprobe.analysis import histogram as H
 from mysqlprobe.analysis.model import Profile
-from mysqlprobe.analysis.per_call import SAMPLED, PerCall
+from mysqlprobe.analysis.per_call import SAMPLED_METHODS, PerCall
 from mysqlprobe.analysis.profile import (StageSummary, burst_figures, coverage, estimate_basis,
                                          estimated_calls, measured_slowdown, partition_per_call, stage_per_call,
                                          window_ns, window_scale)
@@ -234,7 +234,8 @@ def estimate_line(s: StageSummary, doc: dict) -> list[str]:
 def burst_line(s: StageSummary, doc: dict) -> list[str]:
     """Where a mean came from CPU samples: how many, over how many calls."""
     figures = burst_figures(s, doc)
-    return textwrap.wrap(f"the mean is the function's own CPU (callees left out): {figures.samples} CPU samples "
+    what = "CPU with its callees'" if figures.callees else "own CPU (callees left out)"
+    return textwrap.wrap(f"the mean is the function's {what}: {figures.samples} CPU samples "
                          f"over ~{figures.calls.value:,.0f} calls, taken with the probes off", 78,
                          initial_indent="  ", subsequent_indent="  ")
 
@@ -254,7 +255,7 @@ def stage_detail(s: StageSummary, doc: dict) -> list[str]:
     lines += textwrap.wrap(f"calls {s.calls}{' counted' if s.cycle_calls is not None else ''}, total "
                            f"{fmt(s.total_ns)}, mean {pc.text()}" + _interval(pc), 78,
                            initial_indent="  ", subsequent_indent="  ")
-    if pc.method == SAMPLED:
+    if pc.method in SAMPLED_METHODS:
         lines += burst_line(s, doc)
     lines += estimate_line(s, doc)
     lines += H.render_ascii(s.counts)

@@ -8,8 +8,9 @@ seed load (INSERT ... SELECT of 1,000,000 rows, again and again) fills
 tables RANGE, LIST and HASH partitioned 5 and 100 ways. Per table and
 repeat: an unprobed block sampled by `perf record -F 20000 -a`, a block
 profiled by `mysqlprobe --insert-profile --probe FUNCTION`, another
-unprobed block. Truth: a function's self samples times their period over
-its calls in the unprobed blocks (one partition lookup per row inserted,
+unprobed block. Truth: the samples with the function on the stack (perf
+record -g: these builds keep frame pointers) times their period over its
+calls in the unprobed blocks (one partition lookup per row inserted,
 from the server's Innodb_rows_inserted; the InnoDB function's calls per
 row as its probe counted them), the mean of the two blocks around the
 profiled one. mysqlprobe: the stage's mean_ns, its interval and method."""
@@ -30,40 +31,56 @@ from continuous import StatementLoop, rows_inserted
 from overhead import (MYSQLPROBE, ROOT, Tool, bench_parser, derived, fixture_command, log, machine, med, run_line,
                       write_results)
 from mysqlprobe import sandbox, workload
-from mysqlprobe.collectors.cpu_bursts import samples_by_symbol
 
 TRUTH_HZ = 20000
 SOURCE_ROWS = 1000000
 TABLES = [("range", 5), ("range", 100), ("list", 5), ("list", 100), ("hash", 5), ("hash", 100)]
 LOOKUP = "partition.get_partition_id"
-INNODB_FUNCTION = "rec_convert_dtuple_to_rec"  # builds the record from the row: tens of ns, no callee of note
+# inserts a record into a page: about 100 ns a call with its callees, 17 ns of them in its own code
+INNODB_FUNCTION = "page_cur_insert_rec_low"
 INNODB_STAGE = f"probe:{INNODB_FUNCTION}"
 KNOWN_SHORT = ["cost_10ns", "cost_20ns", "cost_40ns"]  # countdowns of the known-cost fixture
 TRUTH_CALLS = 1_000_000  # per round of the fixture's own timing of the unprobed twin
 
 
-def self_ns(pid: int, seconds: float, workdir: Path) -> Counter:
-    """CPU ns in each function's own code (mangled names) over `seconds`
-    of the unprobed server, from perf's samples."""
+def on_stack_ns(pid: int, seconds: float, workdir: Path, groups: dict[str, str]) -> Counter:
+    """CPU ns of the unprobed server's samples with a function whose mangled
+    name holds groups[g] anywhere on the stack, per group g (each sample
+    counted once in a group), from `perf record -g` over `seconds`: the
+    functions' CPU with their callees'. Read here, not by mysqlprobe's
+    own reader of its bursts."""
     data = workdir / "truth.data"
-    perf = subprocess.Popen(["perf", "record", "-q", "-e", "cpu-clock", "-F", str(TRUTH_HZ), "-a", "-o", str(data)],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    perf = subprocess.Popen(["perf", "record", "-q", "-g", "-e", "cpu-clock", "-F", str(TRUTH_HZ), "-a",
+                             "-o", str(data)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     time.sleep(seconds)
     perf.send_signal(2)
     perf.wait()
-    out = subprocess.run(["perf", "script", "-i", str(data), "--pid", str(pid), "-F", "period,ip,sym",
-                          "--no-demangle"], capture_output=True, text=True).stdout
+    script = subprocess.Popen(["perf", "script", "-i", str(data), "--pid", str(pid), "-F", "period,ip,sym",
+                               "--no-demangle"], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    ns, period, stack = Counter(), 0, []
+
+    def count() -> None:
+        for g, part in groups.items():
+            if any(part in frame for frame in stack):
+                ns[g] += period
+
+    for line in script.stdout:
+        if line.startswith("\t"):  # a frame: address, then symbol
+            stack.append(line.split(None, 1)[-1])
+        elif line.strip().isdigit():  # a sample's period: the frames follow
+            count()
+            period, stack = int(line), []
+    count()
+    script.wait()
     data.unlink()
-    return samples_by_symbol(out.splitlines())[1]
+    return ns
 
 
 def truth_block(pid: int, conn, seconds: float, workdir: Path) -> dict:
     rows0 = rows_inserted(conn)
-    ns = self_ns(pid, seconds, workdir)
+    ns = on_stack_ns(pid, seconds, workdir, {"lookup": "get_partition_id", "innodb": INNODB_FUNCTION})
     rows = rows_inserted(conn) - rows0
-    lookup = sum(v for k, v in ns.items() if "get_partition_id" in k)
-    innodb = sum(v for k, v in ns.items() if INNODB_FUNCTION in k)
-    return {"rows": rows, "lookup_ns_per_row": lookup / rows, "innodb_ns_per_row": innodb / rows}
+    return {"rows": rows, "lookup_ns_per_row": ns["lookup"] / rows, "innodb_ns_per_row": ns["innodb"] / rows}
 
 
 def profiled_block(pid: int, seconds: float, workdir: Path) -> dict:
@@ -198,7 +215,8 @@ def main() -> None:
     result = {"machine": machine(), "started": started.isoformat(timespec="seconds"),
               "command": f"bench/per_call.py --repeats {args.repeats} --seconds {args.seconds} "
                          f"--fixture-seconds {args.fixture_seconds}",
-              "truth_hz": TRUTH_HZ, "innodb_function": INNODB_FUNCTION, "tables": tables, "fixture": fixture}
+              "truth_hz": TRUTH_HZ, "truth_stacks": True, "innodb_function": INNODB_FUNCTION, "tables": tables,
+              "fixture": fixture}
     write_results(args.out, "per_call", result, markdown)
     out = Path(args.out)
     if (out / "results.json").exists():  # its section
@@ -220,13 +238,16 @@ def markdown(result: dict) -> str:
 
 def section(result: dict, title: str) -> list[str]:
     """The results as markdown under `title` (also bench/RESULTS.md's section)."""
+    stacks = result.get("truth_stacks")  # runs before it took the functions' own samples
     lines = [title, "",
              run_line(result), "",
              "Load: the seed's INSERT ... SELECT of 1,000,000 rows, again and again, on MariaDB 10.2.11. Per "
              "table and repeat, a block profiled by the default `--insert-profile` (with `--probe "
              f"{result['innodb_function']}`) between two unprobed blocks sampled by `perf record -F "
-             f"{result['truth_hz']} -a`. Truth: a function's self samples times their period over its calls in "
-             "the unprobed blocks (a partition lookup per row inserted, by the server's Innodb_rows_inserted; "
+             f"{result['truth_hz']} -a{' -g' if stacks else ''}`. Truth: a function's "
+             f"{'samples with it on the stack (its callees included)' if stacks else 'self samples'} times "
+             "their period over its calls in the unprobed blocks (a partition lookup per row inserted, by the "
+             "server's Innodb_rows_inserted; "
              f"{result['innodb_function']}'s calls per row as its probe counted them), the mean of the blocks "
              "around the profiled one. mysqlprobe: the stage's `mean_ns` [95% interval] and the method that "
              "gave it (samples: CPU samples with the probes off; probes: probe timestamps less their "

@@ -4,11 +4,20 @@ while the probes are off.
 A function of tens of nanoseconds costs less than its probes' calibration
 can be trusted to (a probe hit costs about 1.5 us, and 1.1-1.9x that inside
 a large server). Sampling sees the function as it runs unprobed: in every
-other ordinary off-phase of the duty cycles a `perf record -a` without
-stacks samples every CPU at BURST_FREQUENCY, and the samples that land in a probed
+other ordinary off-phase of the duty cycles a `perf record -a` samples
+every CPU at BURST_FREQUENCY, and the samples that land in a probed
 function's own code, each worth its period of CPU time, sum to the time the
 function ran there. The analysis divides that by the calls the off-phases
 held (the probes' calls per row times the rows the server changed in them).
+
+A function's own code leaves its callees out: 17 ns a call for
+page_cur_insert_rec_low on 10.2.11, whose calls take about 100 ns with
+theirs. Where the binary keeps frame pointers the samples take their
+stacks too (the kernel walks the frame chain), and each stage gets the
+samples with one of its functions anywhere on the stack, each sample
+counted once: its CPU with its callees. (A sample in a callee's first or
+last instructions, before its frame is pushed or after it is popped,
+skips the caller: a few percent of a short callee's samples at most.)
 
 The quiet off-phases stay clean (this sampler is off there), so what the
 bursts cost the load is inside the measured slowdown. They start once a
@@ -21,10 +30,12 @@ from __future__ import annotations
 import os
 import shutil
 from collections import Counter
+from dataclasses import dataclass
 
 from mysqlprobe.collectors.base import CollectorUnavailable, Cost, Facts, Section
 from mysqlprobe.collectors.perf import read_perf_script
-from mysqlprobe.collectors.perf_record import PerfProcessCollector, PerfRecorder, PerfUnavailable
+from mysqlprobe.collectors.perf_record import (PerfProcessCollector, PerfRecorder, PerfUnavailable, Unwinding,
+                                               choose_unwinding)
 from mysqlprobe.collectors.workdir import work_dir
 
 # Hz per CPU. A sample costs the target about 20 us on a VM of this kind
@@ -34,44 +45,111 @@ from mysqlprobe.collectors.workdir import work_dir
 BURST_FREQUENCY = 1999
 
 
-def samples_by_symbol(lines) -> tuple[Counter, Counter]:
-    """From `perf script -F period,ip,sym --no-demangle` lines: per symbol
-    ("" where perf had none), its samples and the CPU ns they stand for."""
-    samples, ns = Counter(), Counter()
+def sample_stacks(lines):
+    """(period, symbols from the sampled one outwards) per sample of `perf
+    script -F period,ip,sym --no-demangle`: one line a sample without
+    stacks, or a line of the period and a tab-indented line a frame ("" for
+    a frame perf could not name)."""
+    period, frames = None, []
     for line in lines:
-        parts = line.split(None, 2)
-        if len(parts) < 2 or not parts[0].isdigit():
+        if line.startswith("\t"):
+            if period is not None:
+                parts = line.split(None, 1)
+                frames.append(_named(parts[1]) if len(parts) == 2 else "")
             continue
-        sym = parts[2].strip() if len(parts) == 3 else ""
+        parts = line.split(None, 2)
+        if not parts or not parts[0].isdigit():
+            continue
+        if period is not None:
+            yield period, frames
+        period = int(parts[0])
+        frames = [_named(parts[2]) if len(parts) == 3 else ""] if len(parts) >= 2 else []
+    if period is not None:
+        yield period, frames
+
+
+def _named(sym: str) -> str:
+    sym = sym.strip()
+    return "" if sym == "[unknown]" else sym
+
+
+def samples_by_symbol(lines) -> tuple[Counter, Counter]:
+    """Per symbol a sample was in ("" where perf had none), its samples and
+    the CPU ns they stand for."""
+    samples, ns = Counter(), Counter()
+    for period, frames in sample_stacks(lines):
+        sym = frames[0] if frames else ""
         samples[sym] += 1
-        ns[sym] += int(parts[0])
+        ns[sym] += period
     return samples, ns
 
 
-def self_time(lines, symbols: set[str]) -> tuple[tuple[dict[str, dict], int], int]:
-    """Per symbol of `symbols`, its samples and their CPU ns, and the CPU ns
-    of all the samples read (the target's); and how many those were."""
-    samples, ns = samples_by_symbol(lines)
-    return ({s: {"samples": samples[s], "self_ns": ns[s]} for s in symbols}, sum(ns.values())), sum(samples.values())
+@dataclass
+class BurstTime:
+    functions: dict[str, dict]  # mangled symbol: its own samples and CPU ns
+    stages: dict[str, dict]     # stage: samples with one of its functions on the stack, and their ns
+    target_ns: int
+    samples: int
+
+
+def burst_time(lines, stages: dict[str, list[str]]) -> tuple[BurstTime, int]:
+    """The samples in each function's own code and, where they have stacks,
+    those with one of a stage's functions anywhere on the stack."""
+    owner = {sym: stage for stage, syms in stages.items() for sym in syms}
+    own, own_ns, on_stack, on_stack_ns = Counter(), Counter(), Counter(), Counter()
+    total_ns = count = 0
+    for period, frames in sample_stacks(lines):
+        count += 1
+        total_ns += period
+        if frames and frames[0] in owner:
+            own[frames[0]] += 1
+            own_ns[frames[0]] += period
+        for stage in {owner[f] for f in frames if f in owner}:
+            on_stack[stage] += 1
+            on_stack_ns[stage] += period
+    functions = {s: {"samples": own[s], "self_ns": own_ns[s]} for s in owner if own[s]}
+    staged = {s: {"samples": on_stack[s], "ns": on_stack_ns[s]} for s in stages if on_stack[s]}
+    return BurstTime(functions, staged, total_ns, count), count
+
+
+def burst_stacks(image) -> Unwinding | None:
+    """Frame-pointer stacks where the binary keeps them, else none: a DWARF
+    stack copies kilobytes a sample, too dear to take beside the load."""
+    unwinding = choose_unwinding(image)
+    return unwinding if unwinding.mode == "fp" else None
+
+
+def burst_stages(specs) -> dict[str, list[str]]:
+    """The probed functions' mangled symbols by stage (probe:NAME for a
+    --probe function, as the analysis names it)."""
+    stages: dict[str, list[str]] = {}
+    for spec in specs:
+        stage = stages.setdefault(spec.stage or f"probe:{spec.symbol.name}", [])
+        if spec.symbol.mangled not in stage:
+            stage.append(spec.symbol.mangled)
+    return stages
 
 
 class CpuBurstCollector(PerfProcessCollector):
-    """Samples without stacks, on in the ordinary off-phases only (resume()
-    and pause() from the duty cycles)."""
+    """Samples (with frame-pointer stacks where the binary keeps them), on in
+    the ordinary off-phases only (resume() and pause() from the duty cycles)."""
 
     name = "cpu_bursts"
     can_burst = True
     unavailable_note = "CPU bursts: {error}; short functions' costs come from the probes alone"
 
-    def __init__(self, pid: int, symbols: list[str], frequency: int = BURST_FREQUENCY):
+    def __init__(self, pid: int, stages: dict[str, list[str]], frequency: int = BURST_FREQUENCY,
+                 stacks: Unwinding | None = None):
+        # stages: stage -> the mangled symbols of its functions; stacks: frame pointers or None
         super().__init__()
-        self.pid, self.symbols, self.frequency = pid, sorted(set(symbols)), frequency
+        self.pid, self.stages, self.frequency, self.stacks = pid, stages, frequency, stacks
         self._tmp: str | None = None
         self.switch_failures = 0
 
     def new_recorder(self) -> PerfRecorder:
         self._tmp = work_dir("bursts")
-        return PerfRecorder(self.pid, os.path.join(self._tmp, "bursts.data"), None, self.frequency, start_off=True)
+        return PerfRecorder(self.pid, os.path.join(self._tmp, "bursts.data"), self.stacks, self.frequency,
+                            start_off=True)
 
     def prepare(self) -> None:
         self.wait_recording()
@@ -98,16 +176,17 @@ class CpuBurstCollector(PerfProcessCollector):
         if self.recorder.error:
             return self.unavailable("unavailable", self._note(f"perf record failed: {self.recorder.error}"))
         try:
-            (functions, ns), samples = read_perf_script(self.recorder.perf_data, self.pid, "period,ip,sym",
-                                                        lambda lines: self_time(lines, set(self.symbols)),
-                                                        "--no-demangle")
+            read, samples = read_perf_script(self.recorder.perf_data, self.pid, "period,ip,sym",
+                                             lambda lines: burst_time(lines, self.stages), "--no-demangle")
         except PerfUnavailable as e:
             return self.unavailable("unavailable", self._note(str(e)))
         record = {"status": "collected", "event": "cpu-clock", "frequency_hz": self.frequency,
-                  "on_s": round(self.on_s, 6), "samples": samples, "target_cpu_s": round(ns / 1e9, 6),
-                  "switch_failures": self.switch_failures,
-                  "functions": {s: f for s, f in functions.items() if f["samples"]},
+                  "on_s": round(self.on_s, 6), "samples": samples, "target_cpu_s": round(read.target_ns / 1e9, 6),
+                  "switch_failures": self.switch_failures, "functions": read.functions,
+                  "stacks": self.stacks.describe() if self.stacks else None,
                   "command": " ".join(self.recorder.command())}
+        if self.stacks:
+            record["stages"] = read.stages
         cost = Cost(cpu_s=self.recorder.window_cpu_s, method="perf's own CPU time in the window; what sampling costs the "
                     "target falls in the ordinary off-phases, and so in the measured slowdown")
         return Section(self.name, {self.name: record}, list(self.notes), cost)

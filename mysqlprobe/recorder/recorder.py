@@ -32,7 +32,7 @@ from mysqlprobe.capture import Capture, PendingFile, as_json, new_document, now_
 from mysqlprobe.catalog import SHORT_STAGES
 from mysqlprobe.collectors.base import Collector, CollectorUnavailable, Facts, Section
 from mysqlprobe.collectors.calibration import COST_CLASS, CalibrationCollector
-from mysqlprobe.collectors.cpu_bursts import CpuBurstCollector
+from mysqlprobe.collectors.cpu_bursts import CpuBurstCollector, burst_stacks, burst_stages
 from mysqlprobe.collectors.latency import LatencyCollector
 from mysqlprobe.collectors.io import IoCollector
 from mysqlprobe.collectors.offcpu import OffCpuCollector
@@ -79,7 +79,8 @@ class Recorder:
             out["io"] = IoCollector(pid, o.verbose)
         if specs:  # else a capture of what the other collectors see (a stripped binary)
             if not o.exact and o.burst_freq:  # needs off-phases
-                out["cpu_bursts"] = CpuBurstCollector(pid, [s.symbol.mangled for s in specs], o.burst_freq)
+                out["cpu_bursts"] = CpuBurstCollector(pid, burst_stages(specs), o.burst_freq,
+                                                      burst_stacks(self.binary.image))
             out["calibration"] = calibration
             out["uprobe"] = LatencyCollector(pid, self.target.proc_exe, specs, calibration, o.correct, o.verbose,
                                               o.full_sql)

@@ -143,6 +143,11 @@ def test_default_mode_scales_counts_by_the_rows_the_server_changed(server, conn,
     assert lookup["calls"]["value"] == pytest.approx(SAMPLED_ROWS * share, rel=0.1), lookup
     # a binary search over 5 bounds: some samples, tens of ns (a unit or period slip is 1000x off)
     assert lookup["samples"] > 0 and 0 < lookup["mean_ns"] < 1000, lookup
+    # this build keeps frame pointers: the bursts took stacks, and a row insert's samples hold its
+    # callees (hundreds of ns a call on this load), not its own code alone (about 10 ns)
+    assert bursts["stacks"] == "frame pointers" and lookup["callees_included"]
+    row_insert = stage(doc, "innodb.row_insert")["off_phase_cpu"]
+    assert row_insert["callees_included"] and row_insert["mean_ns"] > 10 * lookup["mean_ns"], row_insert
 
 
 def test_kill_9_mid_load_leaves_no_probe_and_the_load_completes(server, conn, tmp_path):

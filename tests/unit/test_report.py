@@ -400,6 +400,26 @@ def test_a_short_function_the_probes_cannot_resolve_takes_its_mean_from_cpu_samp
     assert "mean 40ns (95% interval" in text and "400 CPU samples over ~2,001,400 calls" in text
 
 
+def test_with_their_stacks_the_bursts_count_a_stages_callees_too():
+    doc = with_cpu_bursts(sampled_with_off_phases(), {"partition.get_partition_id": 400, "partition.write_row": 50})
+    # the same functions' own samples, and those with them anywhere on the stack
+    doc["cpu_bursts"].update(stacks="frame pointers", stages={
+        "partition.get_partition_id": {"samples": 440, "ns": 440 * 200_000},
+        "partition.write_row": {"samples": 9000, "ns": 9000 * 200_000}})
+    calls = 1_800_000 * (3335 + 3336 + 3336) / 9000
+    stages = {s["stage"]: s for s in Profile(doc).to_json()["stages"]}
+    lookup, write = stages["partition.get_partition_id"], stages["partition.write_row"]
+    assert lookup["mean_ns"] == pytest.approx(440 * 200_000 / calls, abs=0.1)          # 44 ns, not 40
+    assert lookup["mean_method"].startswith("CPU samples with the function on the stack")
+    # write_row's probed callees are in its samples now: 900 ns a call, its callees' time included
+    figures = write["off_phase_cpu"]
+    assert figures["callees_included"] and figures["cpu_ns"] == 9000 * 200_000
+    assert figures["mean_ns"] == pytest.approx(9000 * 200_000 / calls, abs=0.1)
+    assert write["mean_method"].startswith("probe timestamps") == (not figures["used"])
+    text = " ".join(render_text(Profile(doc)).split())
+    assert "the mean is the function's CPU with its callees': 440 CPU samples" in text
+
+
 def test_too_few_cpu_samples_give_a_bound_where_it_is_the_tighter_one():
     doc = with_cpu_bursts(sampled_with_off_phases(), {"partition.get_partition_id": 3}, rows=18_000)
     lookup = {s["stage"]: s for s in Profile(doc).to_json()["stages"]}["partition.get_partition_id"]
