@@ -270,6 +270,13 @@ def elf_file(path: str):
         raise TargetError(f"{path}: cannot be read ({e.strerror or e})") from None
 
 
+def read_build_id(path: str) -> str | None:
+    """The file's build-id from its section headers alone (no symbol read)."""
+    with elf_file(path) as elf:
+        note = next((sec for sec in elf.sections if sec.name == ".note.gnu.build-id"), None)
+        return _build_id(elf.data(note)) if note else None
+
+
 def read_elf(path: str) -> ElfImage:
     with elf_file(path) as elf:
         build_id = debuglink = rodata = stapsdt = stapsdt_base = None

@@ -10,6 +10,7 @@ import sys
 from mysqlprobe import catalog
 from mysqlprobe.analysis.model import Profile
 from mysqlprobe.analysis.report import render_text
+from mysqlprobe.caches import PlanCache
 from mysqlprobe.capture import Capture
 from mysqlprobe.collectors import connection, debuginfod
 from mysqlprobe.collectors.connection import ConnectOptions
@@ -20,7 +21,7 @@ from mysqlprobe.collectors.symbols import Binary, load_binary, load_target_binar
 from mysqlprobe.errors import TargetError, UsageError
 from mysqlprobe.output import check_output_dir, save_capture
 from mysqlprobe.recorder.options import Control, RecordOptions
-from mysqlprobe.recorder.plan import check_symbols, list_plan, plan_probes, usdt_stand_ins
+from mysqlprobe.recorder.plan import Plan, check_symbols, list_plan, plan_cached, plan_probes, usdt_stand_ins
 from mysqlprobe.recorder.recorder import Recorder
 from mysqlprobe.recorder.window import RunSignals, StatusLine
 
@@ -129,13 +130,12 @@ def check_arguments(args, parser: argparse.ArgumentParser) -> None:
         raise UsageError(why)
 
 
-def load_binary_for(args) -> tuple[object | None, Binary]:
+def load_binary_for(args, target) -> Binary:
     urls = None if args.debuginfod is None else debuginfod.server_urls(args.debuginfod)
     progress = None if args.quiet else download_progress
-    if args.pid is None:
-        return None, load_binary(args.binary, debug_file=args.debug_file, debuginfod_urls=urls, progress=progress)
-    target = resolve_target(args.pid)
-    return target, load_target_binary(target, args.debug_file, urls, progress)
+    if target is None:
+        return load_binary(args.binary, debug_file=args.debug_file, debuginfod_urls=urls, progress=progress)
+    return load_target_binary(target, args.debug_file, urls, progress)
 
 
 def download_progress(url: str, done: int, total: int | None) -> None:
@@ -185,12 +185,18 @@ def record(args, control: Control) -> int:
         stages.append(catalog.STAGE_CHANGE)  # P_S names the stages the probed calls ran in
     stages += [s for s in args.stage if s not in stages]
     control.signals.reached("symbols")
-    target, binary = load_binary_for(args)
-    if stages and binary.server.family == "unknown":
-        who = f"PID {target.pid} runs {binary.display_path}" if target else binary.display_path
-        raise TargetError(f"{who}, which does not look like mysqld or mariadbd (no MySQL/MariaDB version "
-                          f"string or handler functions); use --probe for other programs")
-    plan = plan_probes(binary, stages, args.probe)
+    target = None if args.pid is None else resolve_target(args.pid)
+
+    def make() -> tuple[Binary, Plan]:
+        binary = load_binary_for(args, target)
+        if stages and binary.server.family == "unknown":
+            who = f"PID {target.pid} runs {binary.display_path}" if target else binary.display_path
+            raise TargetError(f"{who}, which does not look like mysqld or mariadbd (no MySQL/MariaDB version "
+                              f"string or handler functions); use --probe for other programs")
+        return binary, plan_probes(binary, stages, args.probe)
+
+    path, shown = (target.proc_exe, target.exe) if target else (args.binary, args.binary)
+    binary, plan = plan_cached(path, shown, PlanCache(), (stages, args.probe, args.debug_file), make)
     stripped = check_symbols(binary, plan, stages)
     if stripped and (args.strict or args.list or not target):
         raise stripped

@@ -21,6 +21,7 @@ from pathlib import Path
 from mysqlprobe import catalog
 from mysqlprobe.analysis.model import Profile
 from mysqlprobe.analysis.prometheus import Exposition, Totals
+from mysqlprobe.caches import PlanCache
 from mysqlprobe.capture import OFFCPU_FILE, STACKS_FILE
 from mysqlprobe.collectors.connection import ConnectOptions
 from mysqlprobe.collectors.cpu_bursts import BURST_FREQUENCY
@@ -29,7 +30,7 @@ from mysqlprobe.collectors.symbols import resolve_target
 from mysqlprobe.errors import Interrupted, MysqlprobeError, TargetError, UsageError
 from mysqlprobe.flamegraphs import pprof
 from mysqlprobe.recorder.options import Control, RecordOptions
-from mysqlprobe.recorder.plan import plan_in_child
+from mysqlprobe.recorder.plan import plan_cached, plan_in_child
 from mysqlprobe.recorder.recorder import Recorder
 from mysqlprobe.recorder.window import RunSignals
 
@@ -188,7 +189,9 @@ class Watch:
         key = (target.pid, target.exe, st.st_size, st.st_mtime_ns)
         if key not in self._plans:
             stages = list(catalog.INSERT_PROFILE) + ([] if self.args.no_perf_schema else [catalog.STAGE_CHANGE])
-            self._plans = {key: plan_in_child(target, stages)}   # weeks of windows need none of the table
+            # weeks of windows need none of the table: read in a child, or not at all (the plan cache)
+            self._plans = {key: plan_cached(target.proc_exe, target.exe, PlanCache(), (stages, [], None),
+                                            lambda: plan_in_child(target, stages))}
         return self._plans[key]
 
     def one_window(self, pid: int) -> None:

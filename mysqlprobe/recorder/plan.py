@@ -12,13 +12,16 @@ import subprocess
 import sys
 import time
 from dataclasses import dataclass, field
+from typing import Callable
 
 from mysqlprobe import catalog
+from mysqlprobe.caches import PlanCache
 from mysqlprobe.collectors import debuginfod
 from mysqlprobe.collectors.calibration import entry_point
+from mysqlprobe.collectors.elf import read_build_id
 from mysqlprobe.collectors.symbols import Binary, Target, load_target_binary
 from mysqlprobe.collectors.uprobe import ProbeSpec, UsdtSites
-from mysqlprobe.errors import MysqlprobeError, NoSymbolsError, UsageError
+from mysqlprobe.errors import MysqlprobeError, NoSymbolsError, TargetError, UsageError
 
 
 @dataclass
@@ -27,6 +30,7 @@ class Plan:
     unavailable: list[dict] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
     seconds: float = 0.0  # reading symbols and resolving the probes
+    cached: bool = False  # taken from the plan cache (an earlier run on the same build)
 
 
 def plan_probes(binary: Binary, stages: list[str], patterns: list[str], into: Plan | None = None) -> Plan:
@@ -71,6 +75,34 @@ def plan_probes(binary: Binary, stages: list[str], patterns: list[str], into: Pl
             add(sym, None, None)
     plan.seconds += time.monotonic() - started + (0.0 if into else binary.load_seconds)
     return plan
+
+
+def plan_cached(path: str, display_path: str, cache: PlanCache | None, parts: tuple,
+                make: Callable[[], tuple[Binary, Plan]]) -> tuple[Binary, Plan]:
+    """make()'s binary (its symbols released) and plan, or those an earlier
+    run made for the same build of the file at `path` and the same `parts`
+    (stages, functions, options). Only a plan from the binary's own symbol
+    table is kept: one from a debug file found for a stripped binary would
+    say where that file came from when it was not read (and one without
+    symbols would outlast the debug package that gives them)."""
+    started = time.monotonic()
+    try:
+        build_id = read_build_id(path) if cache else None
+    except TargetError:
+        build_id = None
+    key = cache.key(build_id, os.path.getsize(path), *parts) if build_id else None
+    found = cache.load(key) if key else None
+    if found:
+        binary, plan = found
+        binary.path = binary.image.path = path  # this process's, as make() would have it
+        binary.display_path = display_path
+        plan.seconds, plan.cached = time.monotonic() - started, True
+        return binary, plan
+    binary, plan = make()
+    if key and binary.image.has_symtab and not binary.debug_file:
+        binary.symbols.release()
+        cache.save(key, (binary, plan))
+    return binary, plan
 
 
 def plan_in_child(target: Target, stages: list[str]) -> tuple[Binary, Plan]:

@@ -228,8 +228,8 @@ class Recorder:
         head = {"target": target_record(self.target, self.binary), "window": window, "sampling": sampling,
                 "unavailable": self.plan.unavailable}
         cap = assemble(self.options.argv, head, sections, self.unavailable, list(self.plan.warnings) + self.notes)
-        cap.doc["engine"]["timings"] = {"symbols_s": round(self.plan.seconds, 3), **cap.doc["engine"]["timings"],
-                                        **self.timings}
+        cap.doc["engine"]["timings"] = {"symbols_s": round(self.plan.seconds, 3), "plan_cached": self.plan.cached,
+                                        **cap.doc["engine"]["timings"], **self.timings}
         return cap
 
 
