@@ -102,12 +102,15 @@ def render(r: dict) -> str:
              "`mysqlprobe -p PID --insert-profile -d SECONDS -o DIR` (the default mode, every collector). "
              "ready: from spawning it to its line `Tracing PID ...` (probes attached), timed by this script; "
              "peak RSS: the kernel's ru_maxrss for the process (wait4). The first run starts with mysqlprobe's "
-             "caches removed. symbols, calibration, attach: the capture's own timings.", "",
-             "| run | start | ready (s) | peak RSS (MB) | symbols (s) | calibration (s) | attach (s) | calibration reused |",
-             "|---|---|---|---|---|---|---|---|"]
+             "caches removed. symbols, calibration, attach: the capture's own timings (symbols: reading the "
+             "symbol table and planning, or taking the plan from the cache).", "",
+             "| run | start | ready (s) | peak RSS (MB) | symbols (s) | plan cached | calibration (s) | attach (s) "
+             "| calibration reused |",
+             "|---|---|---|---|---|---|---|---|---|"]
     for i, run in enumerate(r["runs"], 1):
+        cached = {True: "yes", False: "no"}.get(run["timings"].get("plan_cached"), "-")
         lines.append(f"| {i} | {run['start']} | {run['ready_s']:.3f} | {run['max_rss_mb']:.1f} | "
-                     f"{t(run, 'symbols_s')} | {t(run, 'calibration_s')} | {t(run, 'attach_s')} | "
+                     f"{t(run, 'symbols_s')} | {cached} | {t(run, 'calibration_s')} | {t(run, 'attach_s')} | "
                      f"{'yes' if run.get('calibration_reused') else 'no'} |")
     w = r["warm"]
     lo, hi = w["ready_range"]
