@@ -305,8 +305,8 @@ def burst_figures(s: StageSummary, doc: dict) -> BurstFigures | None:
     no burst ran."""
     bursts, sampling = doc.get("cpu_bursts") or {}, doc.get("sampling") or {}
     rows, seconds, basis = sampling.get("burst_rows"), sampling.get("burst_s"), estimate_basis(doc)
-    if bursts.get("status") != "collected" or s.cycle_calls is None:
-        return None
+    if bursts.get("status") != "collected" or bursts.get("samples") == 0 or s.cycle_calls is None:
+        return None  # (no sample of the target at all: the sampler saw nothing to divide)
     if basis == "rows" and rows:
         cycles = sampled_cycles(doc)
         calls = estimate_by_rows(list(zip([c["rows"] for c in cycles], s.cycle_row_calls)), rows, 0, apart=True)

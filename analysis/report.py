@@ -18,6 +18,8 @@ from mysqlprobe.analysis.where_report import attribution_block, digest_block  # 
 fmt = H.format_ns
 ASYNC_COMPLETIONS = "(async completions)"   # io_getevents: AIO threads waiting, not a file's I/O
 
+MEMORY_COUNTER = "memory:"  # window.rows_counter: a variable read from the target (--progress-counter)
+
 
 def _rate(calls: float, seconds: float) -> str:
     if not seconds:
@@ -188,7 +190,10 @@ def _sampling_line(doc: dict) -> list[str]:
     sampling = doc.get("sampling") or {}
     if sampling.get("mode") != "sampled":
         return []
-    basis = {"rows": "by the server's rows changed", "time": "by time"}[estimate_basis(doc)]
+    counter = doc["window"].get("rows_counter") or ""
+    rows = (f"by the counter {counter[len(MEMORY_COUNTER):]} in its memory" if counter.startswith(MEMORY_COUNTER)
+            else "by the server's rows changed")
+    basis = {"rows": rows, "time": "by time"}[estimate_basis(doc)]
     slowdown = measured_slowdown(doc) if "collectors" not in doc else None  # else on the overhead line
     measured = f", load slowed {slowdown:.2f}x" if slowdown is not None else ""
     # an interval comes from how calls vary between cycles: one cycle gives none

@@ -132,15 +132,16 @@ def stage_figures(doc: dict, stage: str) -> dict:
 
 def known_cost_block(exe: Path, name: str, seconds: int, workdir: Path) -> dict:
     """One window of the default mode on the fixture calling `name` in a
-    loop (no server: no row counter). Truth: the fixture's own timing of
-    the unprobed twin, before and after the window."""
+    loop (no server: its progress is the loop's count of its calls, read
+    from its memory). Truth: the fixture's own timing of the unprobed
+    twin, before and after the window."""
     target = subprocess.Popen([str(exe)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
     try:
         target.stdout.readline()
         truth = [fixture_command(target, f"compare {name} {TRUTH_CALLS} 9")["truth_ns"]]
         out = Path(tempfile.mkdtemp(dir=workdir))
-        tool = Tool([MYSQLPROBE, "-p", str(target.pid), "--probe", name, "--no-perf-schema", "-q", "-o", str(out)],
-                    "Tracing PID", "stderr")
+        tool = Tool([MYSQLPROBE, "-p", str(target.pid), "--probe", name, "--progress-counter", "loop_calls",
+                     "--no-perf-schema", "-q", "-o", str(out)], "Tracing PID", "stderr")
         fixture_command(target, f"loop {name} {seconds * 1000}")
         tool.stop()
         truth.append(fixture_command(target, f"compare {name} {TRUTH_CALLS} 9")["truth_ns"])
@@ -149,7 +150,8 @@ def known_cost_block(exe: Path, name: str, seconds: int, workdir: Path) -> dict:
         target.stdin.close()
         target.wait(timeout=10)
     doc = derived(out)
-    return {"truth_ns": sum(truth) / 2, "truths": truth, "tool": stage_figures(doc, f"probe:{name}")}
+    return {"truth_ns": sum(truth) / 2, "truths": truth, "tool": stage_figures(doc, f"probe:{name}"),
+            "in_situ_factor": doc["calibration"].get("in_situ_factor")}
 
 
 def bench_fixture(repeats: int, seconds: int, workdir: Path) -> dict[str, list[dict]]:

@@ -16,7 +16,7 @@ from mysqlprobe.errors import TargetError
 ELF64_SYM = struct.Struct("<IBBHQQ")  # Elf64_Sym
 ELF64_SHDR = struct.Struct("<IIQQQQIIQQ")  # Elf64_Shdr
 ELF64_PHDR = struct.Struct("<IIQQQQQQ")  # Elf64_Phdr
-STT_FUNC, STT_GNU_IFUNC = 2, 10
+STT_OBJECT, STT_FUNC, STT_GNU_IFUNC = 1, 2, 10
 STB_LOCAL, STB_GLOBAL, STB_WEAK = 0, 1, 2
 SHN_UNDEF, SHN_XINDEX = 0, 0xFFFF
 SHT_SYMTAB, SHT_NOBITS, SHT_DYNSYM = 2, 8, 11
@@ -268,6 +268,23 @@ def elf_file(path: str):
         raise TargetError(f"{path}: not a readable ELF file ({e})") from None
     except OSError as e:
         raise TargetError(f"{path}: cannot be read ({e.strerror or e})") from None
+
+
+def data_symbol(path: str, name: str) -> tuple[int, int] | None:
+    """(address, size) of the variable `name` (a defined object symbol of
+    .symtab or .dynsym, its name as the table has it), or None."""
+    wanted = name.encode() + b"\0"
+    with elf_file(path) as elf:
+        for _table, strtab, symbols in elf.function_symbols():
+            # where the name may start in the string table (a longer name's tail among them)
+            at, starts = strtab.find(wanted), set()
+            while at >= 0:
+                starts.add(at)
+                at = strtab.find(wanted, at + 1)
+            for st_name, st_info, _other, shndx, value, size in symbols if starts else ():
+                if st_name in starts and (st_info & 0xF) == STT_OBJECT and shndx != SHN_UNDEF:
+                    return value, size
+    return None
 
 
 def read_build_id(path: str) -> str | None:

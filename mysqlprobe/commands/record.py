@@ -17,6 +17,7 @@ from mysqlprobe.collectors.connection import ConnectOptions
 from mysqlprobe.collectors.cpu_bursts import BURST_FREQUENCY
 from mysqlprobe.collectors.perf import PerfOptions
 from mysqlprobe.collectors.perf_record import DEFAULT_FREQUENCY
+from mysqlprobe.collectors.progress import counter_symbol
 from mysqlprobe.collectors.symbols import Binary, load_binary, load_target_binary, resolve_target
 from mysqlprobe.errors import TargetError, UsageError
 from mysqlprobe.output import check_output_dir, save_capture
@@ -47,6 +48,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--probe", action="append", default=[], metavar="NAME",
                    help="add any function: a qualified C++ name (ha_partition::write_row), a glob "
                         "(get_partition_id_*), a full signature or a mangled name (repeatable)")
+    p.add_argument("--progress-counter", metavar="VARIABLE",
+                   help="the load's progress, in place of the server's rows changed: a 4- or 8-byte integer "
+                        "variable of the target read from its memory (global_query_id: one a statement), for a "
+                        "run without a server connection or on another program; costs the target nothing")
     p.add_argument("-d", "--duration", type=float, metavar="SECONDS",
                    help="stop after this many seconds (default: at Ctrl-C or SIGTERM)")
     p.add_argument("-o", "--output", metavar="DIR", help="write DIR/profile.json")
@@ -156,7 +161,8 @@ def options_from(args) -> RecordOptions:
         ps_waits=args.ps_waits, full_sql=args.full_sql, ps_whole_window=args.ps_whole_window,
         off_cpu=not args.no_off_cpu, io=not args.no_io, verbose=args.verbose, argv=tuple(sys.argv),
         perf=None if args.no_perf else PerfOptions(args.perf_freq, args.perf_callgraph, args.keep_perf_data),
-        burst_freq=0 if args.no_perf else args.burst_freq, reuse_calibration=not args.recalibrate)
+        burst_freq=0 if args.no_perf else args.burst_freq, reuse_calibration=not args.recalibrate,
+        progress_counter=args.progress_counter)
 
 
 def report(cap: Capture, out_dir: str | None, signals: RunSignals | None = None) -> Profile:
@@ -197,6 +203,8 @@ def record(args, control: Control) -> int:
 
     path, shown = (target.proc_exe, target.exe) if target else (args.binary, args.binary)
     binary, plan = plan_cached(path, shown, PlanCache(), (stages, args.probe, args.debug_file), make)
+    if args.progress_counter:  # a wrong name is told before anything is attached
+        counter_symbol(binary.path, binary.display_path, args.progress_counter)
     stripped = check_symbols(binary, plan, stages)
     if stripped and (args.strict or args.list or not target):
         raise stripped

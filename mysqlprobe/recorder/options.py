@@ -25,6 +25,7 @@ class RecordOptions:
     io: bool = True                     # the I/O system calls
     burst_freq: int = BURST_FREQUENCY   # sampled mode: CPU samples per second in the off-phases; 0: none
     reuse_calibration: bool = True      # start from the last run's calibration on this kernel and CPU
+    progress_counter: str | None = None  # a variable of the target read as its progress, for the rows changed
     verbose: bool = False
     stop_reason: str = "stopped"        # window.ended_by when `stop` is set by the caller
     argv: tuple[str, ...] = ()

@@ -39,6 +39,7 @@ from mysqlprobe.collectors.offcpu import OffCpuCollector
 from mysqlprobe.collectors.perf import PerfCollector
 from mysqlprobe.collectors.perfschema import ROW_COUNTERS
 from mysqlprobe.collectors.process import ProcessCollector
+from mysqlprobe.collectors.progress import MemoryCounter
 from mysqlprobe.collectors.ps_window import PerfSchemaCollector, thread_names
 from mysqlprobe.collectors.symbols import Binary, Target
 from mysqlprobe.errors import PermissionProblem
@@ -64,6 +65,7 @@ class Recorder:
         self.unavailable: dict[str, CollectorUnavailable] = {}
         self.notes: list[str] = []
         self.timings: dict = {}  # seconds each collector took to prepare and to start, and to the window
+        self.counter: MemoryCounter | None = None  # --progress-counter
 
     def _collectors(self) -> dict[str, Collector]:
         o, pid = self.options, self.target.pid
@@ -102,6 +104,9 @@ class Recorder:
         if os.geteuid() != 0:
             raise PermissionProblem("attaching uprobes needs root (or CAP_BPF, CAP_PERFMON and CAP_SYS_ADMIN)")
         with ExitStack() as stack:
+            self.counter = self._progress_counter()
+            if self.counter:
+                stack.callback(self.counter.close)
             for name in PREPARE:
                 if name in self.collectors:
                     stack.callback(self.collectors[name].close)
@@ -204,10 +209,21 @@ class Recorder:
             c.stop()
         window = {"start": start_wall, "duration_s": round(elapsed, 6), "requested_s": o.duration,
                   "ended_by": win.ended_by, "rows_changed": difference(rows_at_end, started[1]),
-                  "rows_counter": "+".join(ROW_COUNTERS), "own_cpu_s": round(own_cpu, 4)}
+                  "rows_counter": self.counter.label if self.counter else "+".join(ROW_COUNTERS),
+                  "own_cpu_s": round(own_cpu, 4)}
         return window, sampling, rows_at_end
 
+    def _progress_counter(self) -> MemoryCounter | None:
+        name = self.options.progress_counter
+        if not name:
+            return None
+        return MemoryCounter(self.target.pid, self.binary.path, self.target.exe, self.binary.image.segments, name)
+
     def _rows_changed(self):
+        """The load's progress: the counter read from the target's memory
+        where one is named, else the server's rows changed (None: neither)."""
+        if self.counter:
+            return self.counter.read
         ps = self.collectors.get("perf_schema")
         return ps.rows_changed if ps else (lambda: None)
 

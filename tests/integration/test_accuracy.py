@@ -123,3 +123,25 @@ def test_without_a_server_the_bursts_calls_come_from_the_time(known_cost, tmp_pa
     assert figures["calls"]["value"] == pytest.approx(s["estimated_calls"]["value"] * share, rel=1e-3)
     assert figures["used"] == s["mean_method"].startswith("CPU samples")
     assert s["mean_ns"] >= 0 and (s["mean_resolved"] or s["mean_ns_ci95"][1] > s["mean_ns"])
+
+
+def test_a_counter_in_memory_stands_for_the_rows(known_cost, tmp_path):
+    """--progress-counter: the loop's own count of its calls, read from the
+    fixture's memory, is the window's progress. It counts every call, so
+    the calls per unit counted in the on-phases are one, and the estimate
+    of the whole window is the loop's own count; the bursts' calls come
+    from the counter, not from the time."""
+    prof = Profiler(known_cost.pid, tmp_path, "--probe", "cost_40ns", "--no-perf-schema",
+                    "--progress-counter", "loop_calls")
+    calls = _command(known_cost, "loop cost_40ns 3000")["calls"]
+    code, out, err = prof.stop()
+    assert code == 0, err
+    doc = prof.profile()
+    window, sampling = doc["window"], doc["sampling"]
+    assert window["rows_counter"] == "memory:loop_calls" and window["rows_changed"] == calls
+    assert "estimate scaled by the counter loop_calls in its memory" in " ".join(out.split())
+    (s,) = [s for s in doc["stages"] if s["stage"] == "probe:cost_40ns"]
+    assert s["estimated_calls"]["value"] == pytest.approx(calls, rel=0.01)
+    assert 0 < sampling["burst_rows"] < calls
+    figures = s["off_phase_cpu"]
+    assert figures["calls"]["value"] == pytest.approx(sampling["burst_rows"], rel=0.01)

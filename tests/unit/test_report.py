@@ -420,6 +420,20 @@ def test_with_their_stacks_the_bursts_count_a_stages_callees_too():
     assert "the mean is the function's CPU with its callees': 440 CPU samples" in text
 
 
+def test_counts_scaled_by_a_counter_in_memory_say_so():
+    doc = sampled_with_off_phases()
+    doc["window"]["rows_counter"] = "memory:global_query_id"
+    text = " ".join(render_text(Profile(doc)).split())
+    assert "~ = estimate scaled by the counter global_query_id in its memory" in text
+
+
+def test_bursts_that_sampled_nothing_of_the_target_give_no_figure():
+    doc = with_cpu_bursts(sampled_with_off_phases(), {"partition.get_partition_id": 0})
+    doc["cpu_bursts"]["samples"] = 0
+    lookup = {s["stage"]: s for s in Profile(doc).to_json()["stages"]}["partition.get_partition_id"]
+    assert lookup["off_phase_cpu"] is None and lookup["mean_method"].startswith("probe timestamps")
+
+
 def test_too_few_cpu_samples_give_a_bound_where_it_is_the_tighter_one():
     doc = with_cpu_bursts(sampled_with_off_phases(), {"partition.get_partition_id": 3}, rows=18_000)
     lookup = {s["stage"]: s for s in Profile(doc).to_json()["stages"]}["partition.get_partition_id"]
