@@ -283,12 +283,15 @@ def section(result: dict, title: str) -> list[str]:
 def fixture_lines(fixture: dict | None) -> list[str]:
     if not fixture:
         return []
+    counter = any("in_situ_factor" in r for runs in fixture.values() for r in runs)  # runs with the counter
+    how = ("`--probe NAME --progress-counter loop_calls --no-perf-schema` (no server: the loop's own count of "
+           "its calls, read from its memory, is the progress the bursts' calls are scaled by)" if counter else
+           "`--probe NAME --no-perf-schema` (no server, hence no row counter: the bursts' calls come from the "
+           "load's speed, which the probes' own cost blurs for a function called millions of times a second, "
+           "so mysqlprobe keeps the probes' bound)")
     lines = ["", "Known-cost fixture (tests/fixtures/known_cost.cc): a countdown in the function's own code, "
-             "called in a loop; the default mode with `--probe NAME --no-perf-schema` (no server, hence no row "
-             "counter: the bursts' calls come from the load's speed, which the probes' own cost blurs for a "
-             "function called millions of times a second, so mysqlprobe keeps the probes' bound). Truth: the "
-             "fixture's own timing of the unprobed twin, before and after the window. ns per call. A bound "
-             "`<X` counts as within only if X is.", "",
+             f"called in a loop; the default mode with {how}. Truth: the fixture's own timing of the unprobed "
+             "twin, before and after the window. ns per call. A bound `<X` counts as within only if X is.", "",
              "| function | truth | mysqlprobe | within max(10 ns, 35%) |", "|---|---|---|---|"]
     every = []
     for name, runs in fixture.items():
