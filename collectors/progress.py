@@ -28,10 +28,10 @@ def load_bias(pid: int, exe: str, segments: list[Segment]) -> int:
     raise TargetError(f"PID {pid}: {exe} is not mapped")
 
 
-def counter_symbol(binary_path: str, exe: str, name: str) -> tuple[int, int]:
+def counter_symbol(symbols: str, exe: str, name: str) -> tuple[int, int]:
     """(address in the file, size) of the integer variable `name`; a usage
     error where the binary has no such variable of 4 or 8 bytes."""
-    found = data_symbol(binary_path, name)
+    found = data_symbol(symbols, name)
     if found is None:
         raise UsageError(f"--progress-counter {name}: no such variable in {exe}'s symbols")
     if found[1] not in (4, 8):
@@ -42,8 +42,9 @@ def counter_symbol(binary_path: str, exe: str, name: str) -> tuple[int, int]:
 class MemoryCounter:
     """One 4- or 8-byte unsigned variable of the target, read when asked."""
 
-    def __init__(self, pid: int, binary_path: str, exe: str, segments: list[Segment], name: str):
-        address, self.size = counter_symbol(binary_path, exe, name)
+    def __init__(self, pid: int, symbols: str, exe: str, segments: list[Segment], name: str):
+        # symbols: the file whose symbol table has the variable (the binary, or its debug file)
+        address, self.size = counter_symbol(symbols, exe, name)
         self.name, self.address = name, address + load_bias(pid, exe, segments)
         self._fd: int | None = os.open(f"/proc/{pid}/mem", os.O_RDONLY)
 

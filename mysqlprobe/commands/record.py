@@ -204,7 +204,7 @@ def record(args, control: Control) -> int:
     path, shown = (target.proc_exe, target.exe) if target else (args.binary, args.binary)
     binary, plan = plan_cached(path, shown, PlanCache(), (stages, args.probe, args.debug_file), make)
     if args.progress_counter:  # a wrong name is told before anything is attached
-        counter_symbol(binary.path, binary.display_path, args.progress_counter)
+        counter_symbol(binary.debug_file or binary.path, binary.display_path, args.progress_counter)
     stripped = check_symbols(binary, plan, stages)
     if stripped and (args.strict or args.list or not target):
         raise stripped

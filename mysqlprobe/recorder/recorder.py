@@ -217,7 +217,8 @@ class Recorder:
         name = self.options.progress_counter
         if not name:
             return None
-        return MemoryCounter(self.target.pid, self.binary.path, self.target.exe, self.binary.image.segments, name)
+        symbols = self.binary.debug_file or self.binary.path  # a stripped binary's variables are in its debug file
+        return MemoryCounter(self.target.pid, symbols, self.target.exe, self.binary.image.segments, name)
 
     def _rows_changed(self):
         """The load's progress: the counter read from the target's memory

@@ -36,6 +36,14 @@ def test_a_variable_is_found_and_a_function_is_not_one(known_cost_binary):
         counter_symbol(str(known_cost_binary), "known_cost", "no_such_counter")
 
 
+def test_a_stripped_binarys_variable_is_in_its_debug_file(known_cost_binary, tmp_path):
+    debug, stripped = tmp_path / "known_cost.debug", tmp_path / "known_cost"
+    subprocess.run(["objcopy", "--only-keep-debug", str(known_cost_binary), str(debug)], check=True)
+    subprocess.run(["strip", "-o", str(stripped), str(known_cost_binary)], check=True)
+    assert data_symbol(str(stripped), "loop_calls") is None
+    assert data_symbol(str(debug), "loop_calls") == data_symbol(str(known_cost_binary), "loop_calls")
+
+
 def test_the_counter_reads_what_the_process_counted(running, known_cost_binary):
     counter = MemoryCounter(running.pid, f"/proc/{running.pid}/exe", str(known_cost_binary),
                             read_elf(str(known_cost_binary)).segments, "loop_calls")
