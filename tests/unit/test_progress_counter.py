@@ -1,6 +1,6 @@
 """A counter read from the target's memory as its progress
 (--progress-counter): the variable found among the object symbols, its
-address in the running process, its value as the program wrote it, and a
+address in the known_cost process, its value as the program wrote it, and a
 wrong name told before anything is attached."""
 
 from __future__ import annotations
@@ -15,16 +15,6 @@ from mysqlprobe.collectors.elf import data_symbol, read_elf
 from mysqlprobe.collectors.progress import MemoryCounter, counter_symbol
 from mysqlprobe.errors import UsageError
 from test_cli import _one_line, mysqlprobe
-
-
-@pytest.fixture
-def running(known_cost_binary):
-    proc = subprocess.Popen([str(known_cost_binary)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
-    assert json.loads(proc.stdout.readline())["ready"]
-    yield proc
-    proc.stdin.write("quit\n")
-    proc.stdin.close()
-    proc.wait(timeout=10)
 
 
 def test_a_variable_is_found_and_a_function_is_not_one(known_cost_binary):
@@ -44,28 +34,28 @@ def test_a_stripped_binarys_variable_is_in_its_debug_file(known_cost_binary, tmp
     assert data_symbol(str(debug), "loop_calls") == data_symbol(str(known_cost_binary), "loop_calls")
 
 
-def test_the_counter_reads_what_the_process_counted(running, known_cost_binary):
-    counter = MemoryCounter(running.pid, f"/proc/{running.pid}/exe", str(known_cost_binary),
+def test_the_counter_reads_what_the_process_counted(known_cost, known_cost_binary):
+    counter = MemoryCounter(known_cost.pid, f"/proc/{known_cost.pid}/exe", str(known_cost_binary),
                             read_elf(str(known_cost_binary)).segments, "loop_calls")
     try:
         assert counter.read() == 0 and counter.label == "memory:loop_calls"
         for _ in range(2):
-            running.stdin.write("loop cost_10ns 20\n")
-            running.stdin.flush()
-            json.loads(running.stdout.readline())
+            known_cost.stdin.write("loop cost_10ns 20\n")
+            known_cost.stdin.flush()
+            json.loads(known_cost.stdout.readline())
         # the loop's own count, call by call: the PIE's load address applied right
         total = counter.read()
-        running.stdin.write("loop cost_10ns 20\n")
-        running.stdin.flush()
-        calls = json.loads(running.stdout.readline())["calls"]
+        known_cost.stdin.write("loop cost_10ns 20\n")
+        known_cost.stdin.flush()
+        calls = json.loads(known_cost.stdout.readline())["calls"]
         assert counter.read() - total == calls
     finally:
         counter.close()
 
 
-def test_a_wrong_name_is_one_line_before_anything_is_attached(running):
-    code, _, err = mysqlprobe("-p", running.pid, "--probe", "cost_10ns", "--no-perf-schema", "-d", "1",
+def test_a_wrong_name_is_one_line_before_anything_is_attached(known_cost):
+    code, _, err = mysqlprobe("-p", known_cost.pid, "--probe", "cost_10ns", "--no-perf-schema", "-d", "1",
                               "--progress-counter", "no_such_counter")
-    exe = os.readlink(f"/proc/{running.pid}/exe")
+    exe = os.readlink(f"/proc/{known_cost.pid}/exe")
     assert code == 2
     assert _one_line(err) == f"mysqlprobe: --progress-counter no_such_counter: no such variable in {exe}'s symbols"
