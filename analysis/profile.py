@@ -139,6 +139,9 @@ def estimated_calls(s: StageSummary, doc: dict) -> Estimate:
     return _by_time([(c["on_s"], c["probe_s"], n) for c, n in zip(cycles, s.cycle_calls)], doc)
 
 
+MEMORY_COUNTER = "memory:"  # window.rows_counter: a variable read from the target (--progress-counter)
+
+
 def estimate_basis(doc: dict) -> str | None:
     """What sampled counts were scaled by: the server's rows or the time."""
     cycles = sampled_cycles(doc)

@@ -17,6 +17,7 @@ from collections import Counter, defaultdict
 
 from mysqlprobe import __version__
 from mysqlprobe.analysis.model import Profile
+from mysqlprobe.analysis.profile import MEMORY_COUNTER
 from mysqlprobe.analysis.ps_figures import ps_deltas
 
 PARTITIONS_SHOWN = 10
@@ -71,6 +72,7 @@ class Totals:
         self.latency_ns: Counter = Counter()             # (stage, function) -> corrected ns
         self.partitions: dict = defaultdict(Counter)     # stage -> partition id -> calls
         self.ps_stage_s: Counter = Counter()
+        self.progress: Counter = Counter()  # --progress-counter's variable: its change
         self.rows = self.window_s = self.on_s = 0.0
         self.with_rows = False
         self.server: dict = {}
@@ -95,7 +97,10 @@ class Totals:
         for st in ps_deltas(doc).get("stages") or []:
             self.ps_stage_s[st["name"]] += st["timer_ps"] / 1e12
         window, sampling = doc["window"], doc.get("sampling") or {}
-        if window.get("rows_changed") is not None:
+        counter = window.get("rows_counter") or ""
+        if window.get("rows_changed") is not None and counter.startswith(MEMORY_COUNTER):
+            self.progress[counter[len(MEMORY_COUNTER):]] += window["rows_changed"]
+        elif window.get("rows_changed") is not None:
             self.rows += window["rows_changed"]
             self.with_rows = True
         self.window_s += window["duration_s"]
@@ -129,6 +134,12 @@ class Totals:
         if self.with_rows:
             out.family("mysqlprobe_rows_changed_total", "counter", "Rows the server changed while profiled.")
             out.sample("mysqlprobe_rows_changed_total", round(self.rows))
+        if self.progress:
+            out.family("mysqlprobe_progress_total", "counter",
+                       "The change, while profiled, of the server's variable read as its progress "
+                       "(--progress-counter).")
+            for name, n in sorted(self.progress.items()):
+                out.sample("mysqlprobe_progress_total", n, counter=name)
         if self.ps_stage_s:
             out.family("mysqlprobe_ps_stage_seconds_total", "counter",
                        "Time Performance Schema timed in each statement stage.")

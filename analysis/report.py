@@ -8,7 +8,7 @@ import textwrap
 from mysqlprobe.analysis import histogram as H
 from mysqlprobe.analysis.model import Profile
 from mysqlprobe.analysis.per_call import SAMPLED_METHODS, PerCall
-from mysqlprobe.analysis.profile import (StageSummary, burst_figures, coverage, estimate_basis,
+from mysqlprobe.analysis.profile import (MEMORY_COUNTER, StageSummary, burst_figures, coverage, estimate_basis,
                                          estimated_calls, measured_slowdown, partition_per_call, stage_per_call,
                                          window_ns, window_scale)
 from mysqlprobe.analysis.ps_figures import ps_deltas, quiet_scale
@@ -17,8 +17,6 @@ from mysqlprobe.analysis.where_report import attribution_block, digest_block  # 
 
 fmt = H.format_ns
 ASYNC_COMPLETIONS = "(async completions)"   # io_getevents: AIO threads waiting, not a file's I/O
-
-MEMORY_COUNTER = "memory:"  # window.rows_counter: a variable read from the target (--progress-counter)
 
 
 def _rate(calls: float, seconds: float) -> str:

@@ -20,6 +20,7 @@ from pathlib import Path
 
 from mysqlprobe import catalog
 from mysqlprobe.analysis.model import Profile
+from mysqlprobe.analysis.profile import MEMORY_COUNTER
 from mysqlprobe.analysis.prometheus import Exposition, Totals
 from mysqlprobe.caches import PlanCache
 from mysqlprobe.capture import OFFCPU_FILE, STACKS_FILE
@@ -57,6 +58,9 @@ def add_arguments(p) -> None:
     p.add_argument("--password-file", metavar="FILE")
     p.add_argument("--defaults-file", metavar="FILE")
     p.add_argument("--no-perf-schema", action="store_true")
+    p.add_argument("--progress-counter", metavar="VARIABLE",
+                   help="the server's progress read from its memory in place of its rows changed (as for record: "
+                        "global_query_id, one a statement), where no connection counts them")
     p.add_argument("-q", "--quiet", action="store_true", help="no line per window on stderr")
 
 
@@ -170,7 +174,8 @@ class Watch:
                                                                     args.password_file, args.defaults_file),
             perf=PerfOptions(), off_cpu=True, verbose=args.verbose,
             # the CPU bursts' rate shrinks with the budget: 1999 Hz at 10%, 200 Hz at 1%
-            burst_freq=max(round(BURST_FREQUENCY * min(args.budget / 10, 1.0)), 1))
+            burst_freq=max(round(BURST_FREQUENCY * min(args.budget / 10, 1.0)), 1),
+            progress_counter=args.progress_counter)
         self._plans: dict = {}
 
     def log(self, msg: str) -> None:
@@ -210,7 +215,11 @@ class Watch:
             write_profiles(self.args.pprof_dir, cap, profile)
         w = profile.doc["window"]
         self.log(f"PID {pid}: window of {w['duration_s']:.1f}s ended by {w['ended_by']}, "
-                 f"{w.get('rows_changed') or 0} rows; slowdown {profile.overhead.get('measured_slowdown')}")
+                 f"{w.get('rows_changed') or 0} {self._unit(w)}; slowdown {profile.overhead.get('measured_slowdown')}")
+
+    def _unit(self, window: dict) -> str:
+        counter = window.get("rows_counter") or ""
+        return f"of {counter[len(MEMORY_COUNTER):]}" if counter.startswith(MEMORY_COUNTER) else "rows"
 
     def run(self) -> int:
         host, port = parse_listen(self.args.listen)
@@ -238,6 +247,8 @@ class Watch:
                 self.one_window(pid)
             except Interrupted:
                 break
+            except UsageError:  # the command line's (a --progress-counter the server lacks): no window will do
+                raise
             except Exception as e:  # one window's trouble must not end a watch of weeks
                 self.metrics.failures += 1
                 self.metrics.up, self.metrics.pid = 0, None

@@ -49,6 +49,16 @@ def test_the_exposition_passes_promtool_and_holds_the_counts():
     assert buckets == sorted(buckets)  # cumulative
 
 
+def test_a_progress_counter_is_exported_as_itself_not_as_rows():
+    doc = read_profile(str(FIXTURES / "profile_v1_exact.json"))
+    doc["window"].update(rows_counter="memory:global_query_id", rows_changed=4242)
+    text = Totals().add(Profile(doc)).add(Profile(doc)).exposition()
+    check = subprocess.run([tool("promtool"), "check", "metrics"], input=text, capture_output=True, text=True)
+    assert check.returncode == 0, check.stdout + check.stderr
+    assert 'mysqlprobe_progress_total{counter="global_query_id"} 8484' in text
+    assert "mysqlprobe_rows_changed_total" not in text
+
+
 def test_partitions_beyond_the_top_ones_are_summed_as_other():
     parts = Counter({i: 100 + i for i in range(PARTITIONS_SHOWN + 3)})
     shown = _top_partitions(parts)
