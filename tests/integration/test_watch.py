@@ -172,3 +172,53 @@ def test_prometheus_scrapes_the_row_insert_histogram_across_a_restart(watched, p
     proc.send_signal(signal.SIGINT)
     assert proc.wait(timeout=60) == 0, proc.stderr.read()
     assert "Traceback" not in proc.stderr.read()
+
+
+def questions(sb) -> int:
+    conn = workload.connect(sb.socket)
+    try:
+        with conn.cursor() as cur:
+            cur.execute("SHOW GLOBAL STATUS LIKE 'Questions'")
+            return int(cur.fetchone()[1])
+    finally:
+        conn.close()
+
+
+def test_without_a_connection_a_counter_in_memory_is_the_progress(tmp_path):
+    """--no-perf-schema --progress-counter global_query_id: the windows'
+    progress is the server's statement counter, read from its memory, and
+    it is exported as progress, never as rows; a counter the server lacks
+    ends watch with one line."""
+    sb = sandbox.Sandbox("10.2.11", instance="watch")
+    pid = sb.start(lambda m: print(m, file=sys.stderr))
+    port = free_port()
+    watch = [MYSQLPROBE, "watch", "-p", str(pid), "--listen", f"127.0.0.1:{port}", "--interval", "3",
+             "--no-perf-schema"]
+    proc = subprocess.Popen(watch + ["--progress-counter", "global_query_id"], stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE, text=True)
+    url = f"http://127.0.0.1:{port}/metrics"
+    try:
+        assert wait_until(lambda: _serves(url), timeout=30), "watch does not serve /metrics"
+        before = questions(sb)
+        load = Load(sb)
+        try:
+            assert wait_until(lambda: (metric(get(url), 'mysqlprobe_progress_total{counter="global_query_id"}')
+                                       or 0) > 0, timeout=120)
+        finally:
+            load.finish()
+        text = get(url)
+        progress = metric(text, 'mysqlprobe_progress_total{counter="global_query_id"}')
+        assert 0 < progress <= questions(sb) - before and "mysqlprobe_rows_changed_total" not in text
+        check = subprocess.run(["promtool", "check", "metrics"], input=text, capture_output=True, text=True)
+        assert check.returncode == 0, check.stdout + check.stderr
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(timeout=60) == 0
+        wrong = subprocess.run(watch + ["-q", "--progress-counter", "no_such_counter"], capture_output=True,
+                               text=True, timeout=120)
+        assert wrong.returncode == 2 and len(wrong.stderr.strip().splitlines()) == 1, wrong.stderr
+        assert "--progress-counter no_such_counter: no such variable" in wrong.stderr
+    finally:
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGINT)
+            proc.wait(timeout=60)
+        sb.stop()
