@@ -154,15 +154,28 @@ def sampled_per_call(cpu_ns: float, samples: int, period_ns: float, calls, probe
 
 
 def best_per_call(probed: PerCall, sampled: PerCall | None) -> PerCall:
-    """The probes' figure where it is a measurement and not mostly their own
-    cost taken off; else the samples' where theirs is; else the tighter of
-    the two bounds. Where the correction outweighs what is left of the call,
-    the samples (which owe nothing to the probes' cost) are taken when they
-    resolve it: in a server a hit costs 1.1-1.9x its calibration, so such a
-    figure's interval rests on an in-situ factor averaged over every probe
-    (bench/PER_CALL.md: 210 ns [157, 263] for a 41-ns function)."""
+    """The probes' figure where it is a measurement that the samples do not
+    contradict within the probes' own doubt; else the samples' where theirs
+    is one; else the tighter of the two, a bound where the samples' is.
+
+    The samples owe nothing to the probes' cost, but see CPU only; the
+    probes see the whole call, but a hit in a server costs 1.1-1.9x its
+    calibration, and the in-situ factor that says so is averaged over every
+    probe. So where the two differ by no more than the probes' cost could be
+    off by (the correction, times up to UNMEASURED_IN_SITU - 1), the
+    difference is the probes' and the samples are taken (bench/PER_CALL.md:
+    page_cur_insert_rec_low, about 110 ns, came out 512-535 ns [173, 611]
+    from the probes with a 500-ns correction); where they differ by more,
+    it is time off the CPU that only the probes see, and theirs stands."""
     if sampled is None or sampled.high_ns is None:
         return probed
+    doubt = probed.correction_ns * (UNMEASURED_IN_SITU - 1)
+    explained = probed.correction_ns > probed.mean_ns or abs(probed.mean_ns - sampled.mean_ns) <= doubt
+    if probed.resolved and not explained:
+        return probed
+    if sampled.resolved or probed.high_ns is None or sampled.high_ns < probed.high_ns:
+        return sampled
+    return probed
     if probed.resolved and not (sampled.resolved and probed.correction_ns > probed.mean_ns):
         return probed
     if sampled.resolved or probed.high_ns is None or sampled.high_ns < probed.high_ns:

@@ -99,11 +99,23 @@ def test_where_the_probes_correction_outweighs_the_call_resolved_samples_are_tak
     mostly_correction = PerCall(210.1, 157.3, 262.8, CORRECTED, 52.0, 1490.0)
     samples = PerCall(37.9, 29.6, 47.7, SAMPLED, 52.0)
     assert mostly_correction.resolved and best_per_call(mostly_correction, samples) is samples
+    # samples too few to resolve it still bound it tighter than the probes' figure, which rests
+    # on their cost: the bound (<90, the truth inside) is given, not 210 [157, 263] (the truth outside)
     unresolved_samples = PerCall(37.9, 0.0, 90.0, SAMPLED, 52.0)
-    assert best_per_call(mostly_correction, unresolved_samples) is mostly_correction
+    assert best_per_call(mostly_correction, unresolved_samples) is unresolved_samples
+    assert best_per_call(mostly_correction, PerCall(137.9, 0.0, 300.0, SAMPLED, 52.0)) is mostly_correction
     # a long call keeps its probes' figure (inclusive of its callees) over its own CPU's
     long_call = PerCall(10_000.0, 9_500.0, 10_600.0, CORRECTED, 150.0, 1500.0)
     assert best_per_call(long_call, PerCall(2_000.0, 1_800.0, 2_200.0, SAMPLED, 150.0)) is long_call
+    # page_cur_insert_rec_low on 10.2.11 (bench/PER_CALL.md): a 500-ns correction left 535 ns
+    # [173, 593] against the samples' 109.6 [80.6, 153.9] and a truth of 107: within what the
+    # probes' cost may be off by, so the difference is theirs
+    half_correction = PerCall(534.9, 172.7, 592.9, CORRECTED, 60.0, 498.0)
+    inclusive = PerCall(109.6, 80.6, 153.9, SAMPLED, 60.0)
+    assert half_correction.resolved and best_per_call(half_correction, inclusive) is inclusive
+    # a call that waits off the CPU: the probes see 5 us more than any error of their cost
+    waits = PerCall(6_000.0, 5_500.0, 6_500.0, CORRECTED, 150.0, 1500.0)
+    assert best_per_call(waits, PerCall(900.0, 850.0, 950.0, SAMPLED, 150.0)) is waits
     # per_call() hands the correction on
     calls, raw = 100_003, 1740.0
     pc = per_call(calls, 210 * calls, raw * calls, counts(raw, calls), sampled(1.0), {"emulated"})
