@@ -22,8 +22,9 @@ period, over the calls made meanwhile (the probes' calls per row times the
 rows changed). That is the function's CPU with its callees'. Without
 stacks only the samples in its own code count: its callees left out,
 which for a leaf is nearly all of it. Its interval: the samples' Poisson
-count and the calls per row's. The samples are preferred too where the probes' correction
-outweighs what is left of the call, if they resolve it (best_per_call)."""
+count and the calls per row's. The samples are preferred too where they
+and the probes differ by no more than the probes' cost may be off by
+(best_per_call)."""
 
 from __future__ import annotations
 
@@ -172,11 +173,6 @@ def best_per_call(probed: PerCall, sampled: PerCall | None) -> PerCall:
     doubt = probed.correction_ns * (UNMEASURED_IN_SITU - 1)
     explained = probed.correction_ns > probed.mean_ns or abs(probed.mean_ns - sampled.mean_ns) <= doubt
     if probed.resolved and not explained:
-        return probed
-    if sampled.resolved or probed.high_ns is None or sampled.high_ns < probed.high_ns:
-        return sampled
-    return probed
-    if probed.resolved and not (sampled.resolved and probed.correction_ns > probed.mean_ns):
         return probed
     if sampled.resolved or probed.high_ns is None or sampled.high_ns < probed.high_ns:
         return sampled
