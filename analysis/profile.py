@@ -142,6 +142,13 @@ def estimated_calls(s: StageSummary, doc: dict) -> Estimate:
 MEMORY_COUNTER = "memory:"  # window.rows_counter: a variable read from the target (--progress-counter)
 
 
+def memory_counter(window: dict) -> str | None:
+    """The variable of the target read as its progress in place of the
+    server's rows (--progress-counter), or None."""
+    counter = window.get("rows_counter") or ""
+    return counter[len(MEMORY_COUNTER):] if counter.startswith(MEMORY_COUNTER) else None
+
+
 def estimate_basis(doc: dict) -> str | None:
     """What sampled counts were scaled by: the server's rows or the time."""
     cycles = sampled_cycles(doc)

@@ -17,7 +17,7 @@ from collections import Counter, defaultdict
 
 from mysqlprobe import __version__
 from mysqlprobe.analysis.model import Profile
-from mysqlprobe.analysis.profile import MEMORY_COUNTER
+from mysqlprobe.analysis.profile import memory_counter
 from mysqlprobe.analysis.ps_figures import ps_deltas
 
 PARTITIONS_SHOWN = 10
@@ -97,11 +97,11 @@ class Totals:
         for st in ps_deltas(doc).get("stages") or []:
             self.ps_stage_s[st["name"]] += st["timer_ps"] / 1e12
         window, sampling = doc["window"], doc.get("sampling") or {}
-        counter = window.get("rows_counter") or ""
-        if window.get("rows_changed") is not None and counter.startswith(MEMORY_COUNTER):
-            self.progress[counter[len(MEMORY_COUNTER):]] += window["rows_changed"]
-        elif window.get("rows_changed") is not None:
-            self.rows += window["rows_changed"]
+        changed, counter = window.get("rows_changed"), memory_counter(window)
+        if changed is not None and counter:
+            self.progress[counter] += changed
+        elif changed is not None:
+            self.rows += changed
             self.with_rows = True
         self.window_s += window["duration_s"]
         self.on_s += sampling["on_s"] if sampling.get("mode") == "sampled" else window["duration_s"]

@@ -8,9 +8,9 @@ import textwrap
 from mysqlprobe.analysis import histogram as H
 from mysqlprobe.analysis.model import Profile
 from mysqlprobe.analysis.per_call import SAMPLED_METHODS, PerCall
-from mysqlprobe.analysis.profile import (MEMORY_COUNTER, StageSummary, burst_figures, coverage, estimate_basis,
-                                         estimated_calls, measured_slowdown, partition_per_call, stage_per_call,
-                                         window_ns, window_scale)
+from mysqlprobe.analysis.profile import (StageSummary, burst_figures, coverage, estimate_basis,
+                                         estimated_calls, measured_slowdown, memory_counter, partition_per_call,
+                                         stage_per_call, window_ns, window_scale)
 from mysqlprobe.analysis.ps_figures import ps_deltas, quiet_scale
 from mysqlprobe.analysis.textfit import fit as _fit, pct, size  # noqa: F401 (pct: html_report)
 from mysqlprobe.analysis.where_report import attribution_block, digest_block  # noqa: F401 (html_report)
@@ -188,9 +188,8 @@ def _sampling_line(doc: dict) -> list[str]:
     sampling = doc.get("sampling") or {}
     if sampling.get("mode") != "sampled":
         return []
-    counter = doc["window"].get("rows_counter") or ""
-    rows = (f"by the counter {counter[len(MEMORY_COUNTER):]} in its memory" if counter.startswith(MEMORY_COUNTER)
-            else "by the server's rows changed")
+    counter = memory_counter(doc["window"])
+    rows = f"by the counter {counter} in its memory" if counter else "by the server's rows changed"
     basis = {"rows": rows, "time": "by time"}[estimate_basis(doc)]
     slowdown = measured_slowdown(doc) if "collectors" not in doc else None  # else on the overhead line
     measured = f", load slowed {slowdown:.2f}x" if slowdown is not None else ""

@@ -42,9 +42,9 @@ def counter_symbol(symbols: str, exe: str, name: str) -> tuple[int, int]:
 class MemoryCounter:
     """One 4- or 8-byte unsigned variable of the target, read when asked."""
 
-    def __init__(self, pid: int, symbols: str, exe: str, segments: list[Segment], name: str):
-        # symbols: the file whose symbol table has the variable (the binary, or its debug file)
-        address, self.size = counter_symbol(symbols, exe, name)
+    def __init__(self, pid: int, exe: str, segments: list[Segment], name: str, symbol: tuple[int, int]):
+        # symbol: the variable's (address in the file, size), as counter_symbol() found it
+        address, self.size = symbol
         self.name, self.address = name, address + load_bias(pid, exe, segments)
         self._fd: int | None = os.open(f"/proc/{pid}/mem", os.O_RDONLY)
 

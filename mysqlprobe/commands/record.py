@@ -17,7 +17,6 @@ from mysqlprobe.collectors.connection import ConnectOptions
 from mysqlprobe.collectors.cpu_bursts import BURST_FREQUENCY
 from mysqlprobe.collectors.perf import PerfOptions
 from mysqlprobe.collectors.perf_record import DEFAULT_FREQUENCY
-from mysqlprobe.collectors.progress import counter_symbol
 from mysqlprobe.collectors.symbols import Binary, load_binary, load_target_binary, resolve_target
 from mysqlprobe.errors import TargetError, UsageError
 from mysqlprobe.output import check_output_dir, save_capture
@@ -203,8 +202,6 @@ def record(args, control: Control) -> int:
 
     path, shown = (target.proc_exe, target.exe) if target else (args.binary, args.binary)
     binary, plan = plan_cached(path, shown, PlanCache(), (stages, args.probe, args.debug_file), make)
-    if args.progress_counter:  # a wrong name is told before anything is attached
-        counter_symbol(binary.debug_file or binary.path, binary.display_path, args.progress_counter)
     stripped = check_symbols(binary, plan, stages)
     if stripped and (args.strict or args.list or not target):
         raise stripped

@@ -20,7 +20,7 @@ from pathlib import Path
 
 from mysqlprobe import catalog
 from mysqlprobe.analysis.model import Profile
-from mysqlprobe.analysis.profile import MEMORY_COUNTER
+from mysqlprobe.analysis.profile import memory_counter
 from mysqlprobe.analysis.prometheus import Exposition, Totals
 from mysqlprobe.caches import PlanCache
 from mysqlprobe.capture import OFFCPU_FILE, STACKS_FILE
@@ -214,12 +214,10 @@ class Watch:
         if self.args.pprof_dir:
             write_profiles(self.args.pprof_dir, cap, profile)
         w = profile.doc["window"]
+        counter = memory_counter(w)
+        unit = f"of {counter}" if counter else "rows"
         self.log(f"PID {pid}: window of {w['duration_s']:.1f}s ended by {w['ended_by']}, "
-                 f"{w.get('rows_changed') or 0} {self._unit(w)}; slowdown {profile.overhead.get('measured_slowdown')}")
-
-    def _unit(self, window: dict) -> str:
-        counter = window.get("rows_counter") or ""
-        return f"of {counter[len(MEMORY_COUNTER):]}" if counter.startswith(MEMORY_COUNTER) else "rows"
+                 f"{w.get('rows_changed') or 0} {unit}; slowdown {profile.overhead.get('measured_slowdown')}")
 
     def run(self) -> int:
         host, port = parse_listen(self.args.listen)

@@ -39,7 +39,7 @@ from mysqlprobe.collectors.offcpu import OffCpuCollector
 from mysqlprobe.collectors.perf import PerfCollector
 from mysqlprobe.collectors.perfschema import ROW_COUNTERS
 from mysqlprobe.collectors.process import ProcessCollector
-from mysqlprobe.collectors.progress import MemoryCounter
+from mysqlprobe.collectors.progress import MemoryCounter, counter_symbol
 from mysqlprobe.collectors.ps_window import PerfSchemaCollector, thread_names
 from mysqlprobe.collectors.symbols import Binary, Target
 from mysqlprobe.errors import PermissionProblem
@@ -61,11 +61,14 @@ class Recorder:
                  control: Control | None = None):
         self.target, self.binary, self.plan, self.options = target, binary, plan, options
         self.control = control or Control()
+        # --progress-counter's variable found first: a name the binary lacks is told before anything is made
+        self.counter_symbol = counter_symbol(binary.debug_file or binary.path, binary.display_path,
+                                             options.progress_counter) if options.progress_counter else None
+        self.counter: MemoryCounter | None = None  # opened with the window's collectors
         self.collectors = self._collectors()
         self.unavailable: dict[str, CollectorUnavailable] = {}
         self.notes: list[str] = []
         self.timings: dict = {}  # seconds each collector took to prepare and to start, and to the window
-        self.counter: MemoryCounter | None = None  # --progress-counter
 
     def _collectors(self) -> dict[str, Collector]:
         o, pid = self.options, self.target.pid
@@ -214,11 +217,10 @@ class Recorder:
         return window, sampling, rows_at_end
 
     def _progress_counter(self) -> MemoryCounter | None:
-        name = self.options.progress_counter
-        if not name:
+        if not self.counter_symbol:
             return None
-        symbols = self.binary.debug_file or self.binary.path  # a stripped binary's variables are in its debug file
-        return MemoryCounter(self.target.pid, symbols, self.target.exe, self.binary.image.segments, name)
+        return MemoryCounter(self.target.pid, self.target.exe, self.binary.image.segments,
+                             self.options.progress_counter, self.counter_symbol)
 
     def _rows_changed(self):
         """The load's progress: the counter read from the target's memory

@@ -35,8 +35,9 @@ def test_a_stripped_binarys_variable_is_in_its_debug_file(known_cost_binary, tmp
 
 
 def test_the_counter_reads_what_the_process_counted(known_cost, known_cost_binary):
-    counter = MemoryCounter(known_cost.pid, f"/proc/{known_cost.pid}/exe", str(known_cost_binary),
-                            read_elf(str(known_cost_binary)).segments, "loop_calls")
+    symbol = counter_symbol(f"/proc/{known_cost.pid}/exe", str(known_cost_binary), "loop_calls")
+    counter = MemoryCounter(known_cost.pid, str(known_cost_binary), read_elf(str(known_cost_binary)).segments,
+                            "loop_calls", symbol)
     try:
         assert counter.read() == 0 and counter.label == "memory:loop_calls"
         for _ in range(2):
