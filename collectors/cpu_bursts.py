@@ -73,17 +73,6 @@ def _named(sym: str) -> str:
     return "" if sym == "[unknown]" else sym
 
 
-def samples_by_symbol(lines) -> tuple[Counter, Counter]:
-    """Per symbol a sample was in ("" where perf had none), its samples and
-    the CPU ns they stand for."""
-    samples, ns = Counter(), Counter()
-    for period, frames in sample_stacks(lines):
-        sym = frames[0] if frames else ""
-        samples[sym] += 1
-        ns[sym] += period
-    return samples, ns
-
-
 @dataclass
 class BurstTime:
     functions: dict[str, dict]  # mangled symbol: its own samples and CPU ns
