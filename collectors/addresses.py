@@ -84,20 +84,22 @@ class FileFunctions:
 
 
 @dataclass
-class _Mapping:
+class Mapping:
     start: int
     end: int
     offset: int
     path: str
 
 
-def _mappings(maps_text: str) -> list[_Mapping]:
+def file_mappings(maps_text: str, executable: bool = True) -> list[Mapping]:
+    """The mappings of files in a /proc/PID/maps text; only those of code
+    unless executable is False."""
     out = []
     for line in maps_text.splitlines():
         parts = line.split(maxsplit=5)
-        if len(parts) == 6 and "x" in parts[1] and parts[5].startswith("/"):
+        if len(parts) == 6 and (not executable or "x" in parts[1]) and parts[5].startswith("/"):
             lo, hi = (int(x, 16) for x in parts[0].split("-"))
-            out.append(_Mapping(lo, hi, int(parts[2], 16), parts[5].removesuffix(" (deleted)")))
+            out.append(Mapping(lo, hi, int(parts[2], 16), parts[5].removesuffix(" (deleted)")))
     return sorted(out, key=lambda m: m.start)
 
 
@@ -113,9 +115,9 @@ def user_names(pid: int, addresses: Iterable[int], maps_text: str | None = None,
     if maps_text is None:
         with open(f"/proc/{pid}/maps") as f:
             maps_text = f.read()
-    mappings = _mappings(maps_text)
+    mappings = file_mappings(maps_text)
     starts = [m.start for m in mappings]
-    by_file: dict[str, list[tuple[int, _Mapping]]] = {}
+    by_file: dict[str, list[tuple[int, Mapping]]] = {}
     out = {}
     for address in set(addresses):
         i = bisect.bisect_right(starts, address) - 1

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 
+from mysqlprobe.collectors.addresses import file_mappings
 from mysqlprobe.collectors.elf import Segment, data_symbol
 from mysqlprobe.errors import TargetError, UsageError
 
@@ -21,10 +22,10 @@ def load_bias(pid: int, exe: str, segments: list[Segment]) -> int:
     its first page lies against the address the file gives that page."""
     first = min(s.vaddr for s in segments if s.offset == 0) & ~0xFFF
     with open(f"/proc/{pid}/maps") as f:
-        for line in f:
-            fields = line.split(maxsplit=5)
-            if len(fields) == 6 and int(fields[2], 16) == 0 and fields[5].strip().removesuffix(" (deleted)") == exe:
-                return int(fields[0].split("-")[0], 16) - first
+        maps_text = f.read()
+    for m in file_mappings(maps_text, executable=False):
+        if m.offset == 0 and m.path == exe:
+            return m.start - first
     raise TargetError(f"PID {pid}: {exe} is not mapped")
 
 
