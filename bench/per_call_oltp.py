@@ -1,0 +1,120 @@
+"""Per-call cost under concurrent OLTP: bench/per_call.py's measure with
+many clients, short autocommitted transactions, a redo fsync per commit,
+instead of one INSERT ... SELECT.
+
+    sudo .venv/bin/python bench/per_call_oltp.py [--repeats 3] [--seconds 10] [--clients 8]
+
+On MariaDB 10.2.11 (innodb_flush_log_at_trx_commit=1, the sandbox's
+default) `--clients` connections insert single rows into a table RANGE
+partitioned 100 ways, again and again. Per repeat: an unprobed block
+sampled by `perf record -F 20000 -a -g`, a block profiled by
+`mysqlprobe --insert-profile --probe page_cur_insert_rec_low`, another
+unprobed block. Truth as in bench/per_call.py: samples with the function
+on the stack times their period, over the calls (one lookup a row, by
+Innodb_rows_inserted; page_cur_insert_rec_low's calls per row as its
+probe counted them), the mean of the two unprobed blocks. Writes
+bench/PER_CALL_OLTP.md and bench/per_call_oltp.json."""
+
+from __future__ import annotations
+
+import tempfile
+import threading
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+
+from overhead import bench_parser, log, machine, med, run_line, write_results
+from per_call import INNODB_FUNCTION, LOOKUP, _tool, profiled_block, truth_block, within
+from mysqlprobe import sandbox, workload
+
+ROWS = 20011  # a round of single-row inserts (prime)
+KIND, PARTS = "range", 100
+
+
+class InsertLoad:
+    """Rounds of ROWS single-row inserts from `clients` connections, in a
+    thread, until stopped."""
+
+    def __init__(self, socket: str, clients: int):
+        self.socket, self.clients, self.table = socket, clients, workload.table(KIND, PARTS)
+        self.stop, self.error = threading.Event(), None
+        self.thread = threading.Thread(target=self._run, daemon=True)
+        self.thread.start()
+
+    def _run(self) -> None:
+        try:
+            while not self.stop.is_set():
+                conn = workload.connect(self.socket)
+                workload.create_target(conn, self.table)
+                conn.close()
+                workload.single_row_inserts(self.socket, self.table, ROWS, self.clients)
+        except BaseException as e:  # noqa: BLE001 - told by the main thread
+            self.error = repr(e)
+
+    def finish(self) -> None:
+        self.stop.set()
+        self.thread.join(timeout=300)
+
+
+def main() -> None:
+    parser = bench_parser(__doc__, repeats=3, seconds=10)
+    parser.add_argument("--clients", type=int, default=8)
+    args = parser.parse_args()
+    workdir = Path(tempfile.mkdtemp(prefix="mysqlprobe-percall-oltp-"))
+    started = datetime.now(timezone.utc)
+    sb = sandbox.Sandbox("10.2.11")
+    runs = []
+    with sb.serving(log) as pid:
+        conn = workload.connect(sb.socket)
+        workload.prepare_source(conn, ROWS)
+        load = InsertLoad(sb.socket, args.clients)
+        try:
+            time.sleep(3)
+            before = truth_block(pid, conn, args.seconds / 2, workdir)
+            for r in range(args.repeats):
+                tool = profiled_block(pid, args.seconds, workdir)
+                time.sleep(1)
+                after = truth_block(pid, conn, args.seconds / 2, workdir)
+                per_row = tool["innodb_calls_per_row"] or 1.0
+                truth = {"lookup_ns": (before["lookup_ns_per_row"] + after["lookup_ns_per_row"]) / 2,
+                         "innodb_ns": (before["innodb_ns_per_row"] + after["innodb_ns_per_row"]) / 2 / per_row}
+                runs.append({"truth": truth, "tool": tool, "before": before, "after": after})
+                log(f"{r + 1}/{args.repeats}: lookup truth {truth['lookup_ns']:.1f} ns, mysqlprobe "
+                    f"{_tool(tool['lookup'])}; {INNODB_FUNCTION} truth {truth['innodb_ns']:.1f}, mysqlprobe "
+                    f"{_tool(tool['innodb'])}; reported slowdown {tool['slowdown']}")
+                before = after
+                if load.error:
+                    raise RuntimeError(load.error)
+        finally:
+            load.finish()
+    result = {"machine": machine(), "started": started.isoformat(timespec="seconds"),
+              "command": f"bench/per_call_oltp.py --repeats {args.repeats} --seconds {args.seconds} "
+                         f"--clients {args.clients}", "clients": args.clients, "runs": runs}
+    write_results(args.out, "per_call_oltp", result, markdown)
+
+
+def markdown(result: dict) -> str:
+    lines = ["# Per-call cost under concurrent OLTP", "", run_line(result), "",
+             f"MariaDB 10.2.11, {result['clients']} clients inserting single rows (autocommit, a redo fsync per "
+             f"commit) into a table RANGE partitioned {PARTS} ways. Per repeat a block profiled by the default "
+             f"`--insert-profile --probe {INNODB_FUNCTION}` between unprobed blocks sampled by `perf record "
+             "-F 20000 -a -g`. Truth: samples with the function on the stack times their period over its "
+             "calls in the unprobed blocks. ns per call.", "",
+             "| repeat | function | truth | mysqlprobe | within max(10 ns, 35%) |", "|---|---|---|---|---|"]
+    every = []
+    for i, r in enumerate(result["runs"], 1):
+        for key, name in (("lookup", f"{LOOKUP} ({KIND} {PARTS})"), ("innodb", INNODB_FUNCTION)):
+            ok = within(r["tool"][key], r["truth"][f"{key}_ns"])
+            every.append(ok)
+            lines.append(f"| {i} | {name} | {r['truth'][f'{key}_ns']:.1f} | {_tool(r['tool'][key])} | "
+                         f"{'yes' if ok else 'NO'} |")
+    slowdowns = [r["tool"]["slowdown"] for r in result["runs"] if r["tool"]["slowdown"]]
+    lines += ["", f"- within max(10 ns, 35%) of the truth: {sum(every)} of {len(every)}"]
+    if slowdowns:
+        lines.append(f"- slowdown the profiled blocks reported: {med(slowdowns):.3f} "
+                     f"({min(slowdowns):.3f} to {max(slowdowns):.3f})")
+    return "\n".join(lines) + "\n"
+
+
+if __name__ == "__main__":
+    main()
