@@ -99,27 +99,33 @@ def profiled_block(pid: int, seconds: float, workdir: Path) -> dict:
 
 def bench_table(sb, pid: int, conn, kind: str, parts: int, repeats: int, seconds: int, workdir: Path) -> list[dict]:
     loop = StatementLoop(sb.socket, workload.table(kind, parts))
-    runs = []
     try:
-        time.sleep(3)
-        before = truth_block(pid, conn, seconds / 2, workdir)
-        for r in range(repeats):
-            tool = profiled_block(pid, seconds, workdir)
-            time.sleep(1)
-            after = truth_block(pid, conn, seconds / 2, workdir)
-            per_row = tool["innodb_calls_per_row"] or 1.0
-            truth = {"lookup_ns": (before["lookup_ns_per_row"] + after["lookup_ns_per_row"]) / 2,
-                     "innodb_ns": (before["innodb_ns_per_row"] + after["innodb_ns_per_row"]) / 2 / per_row}
-            runs.append({"truth": truth, "tool": tool, "before": before, "after": after})
-            log(f"{kind} {parts} {r + 1}/{repeats}: lookup truth {truth['lookup_ns']:.1f} ns, mysqlprobe "
-                f"{tool['lookup']['mean_ns']} {tool['lookup']['ci95']} ({tool['lookup']['method']}); "
-                f"{INNODB_FUNCTION} truth {truth['innodb_ns']:.1f}, mysqlprobe {tool['innodb']['mean_ns']} "
-                f"{tool['innodb']['ci95']} ({tool['innodb']['method']})")
-            before = after
-            if loop.error:
-                raise RuntimeError(loop.error)
+        return profiled_repeats(pid, conn, loop, f"{kind} {parts}", repeats, seconds, workdir)
     finally:
         loop.stop()
+
+
+def profiled_repeats(pid: int, conn, load, label: str, repeats: int, seconds: float, workdir: Path) -> list[dict]:
+    """Per repeat a profiled block between unprobed ones (each shared with
+    its neighbour), beside a running load (its .error: what stopped it)."""
+    runs = []
+    time.sleep(3)
+    before = truth_block(pid, conn, seconds / 2, workdir)
+    for r in range(repeats):
+        tool = profiled_block(pid, seconds, workdir)
+        time.sleep(1)
+        after = truth_block(pid, conn, seconds / 2, workdir)
+        per_row = tool["innodb_calls_per_row"] or 1.0
+        truth = {"lookup_ns": (before["lookup_ns_per_row"] + after["lookup_ns_per_row"]) / 2,
+                 "innodb_ns": (before["innodb_ns_per_row"] + after["innodb_ns_per_row"]) / 2 / per_row}
+        runs.append({"truth": truth, "tool": tool, "before": before, "after": after})
+        log(f"{label} {r + 1}/{repeats}: lookup truth {truth['lookup_ns']:.1f} ns, mysqlprobe "
+            f"{tool['lookup']['mean_ns']} {tool['lookup']['ci95']} ({tool['lookup']['method']}); "
+            f"{INNODB_FUNCTION} truth {truth['innodb_ns']:.1f}, mysqlprobe {tool['innodb']['mean_ns']} "
+            f"{tool['innodb']['ci95']} ({tool['innodb']['method']}); reported slowdown {tool['slowdown']}")
+        before = after
+        if load.error:
+            raise RuntimeError(load.error)
     return runs
 
 

@@ -19,12 +19,11 @@ from __future__ import annotations
 
 import tempfile
 import threading
-import time
 from datetime import datetime, timezone
 from pathlib import Path
 
 from overhead import bench_parser, log, machine, med, run_line, write_results
-from per_call import INNODB_FUNCTION, LOOKUP, _tool, profiled_block, truth_block, within
+from per_call import INNODB_FUNCTION, LOOKUP, _tool, profiled_repeats, within
 from mysqlprobe import sandbox, workload
 
 ROWS = 20011  # a round of single-row inserts (prime)
@@ -63,28 +62,13 @@ def main() -> None:
     workdir = Path(tempfile.mkdtemp(prefix="mysqlprobe-percall-oltp-"))
     started = datetime.now(timezone.utc)
     sb = sandbox.Sandbox("10.2.11")
-    runs = []
     with sb.serving(log) as pid:
         conn = workload.connect(sb.socket)
         workload.prepare_source(conn, ROWS)
         load = InsertLoad(sb.socket, args.clients)
         try:
-            time.sleep(3)
-            before = truth_block(pid, conn, args.seconds / 2, workdir)
-            for r in range(args.repeats):
-                tool = profiled_block(pid, args.seconds, workdir)
-                time.sleep(1)
-                after = truth_block(pid, conn, args.seconds / 2, workdir)
-                per_row = tool["innodb_calls_per_row"] or 1.0
-                truth = {"lookup_ns": (before["lookup_ns_per_row"] + after["lookup_ns_per_row"]) / 2,
-                         "innodb_ns": (before["innodb_ns_per_row"] + after["innodb_ns_per_row"]) / 2 / per_row}
-                runs.append({"truth": truth, "tool": tool, "before": before, "after": after})
-                log(f"{r + 1}/{args.repeats}: lookup truth {truth['lookup_ns']:.1f} ns, mysqlprobe "
-                    f"{_tool(tool['lookup'])}; {INNODB_FUNCTION} truth {truth['innodb_ns']:.1f}, mysqlprobe "
-                    f"{_tool(tool['innodb'])}; reported slowdown {tool['slowdown']}")
-                before = after
-                if load.error:
-                    raise RuntimeError(load.error)
+            runs = profiled_repeats(pid, conn, load, f"{KIND} {PARTS}, {args.clients} clients", args.repeats,
+                                    args.seconds, workdir)
         finally:
             load.finish()
     result = {"machine": machine(), "started": started.isoformat(timespec="seconds"),
