@@ -59,7 +59,9 @@ def probe_cost_ns(doc: dict, tids: set[int] | None) -> float:
 
 def probe_tree(edges: dict, partitions: dict | None = None) -> list[dict]:
     """The probed stages as the calls nested: inclusive and exclusive time.
-    A stage called from several places shares its callees out in proportion.
+    Each time is corrected for the probes' cost on its own, so callees may
+    come to more than their caller: its exclusive time is then 0 and the
+    excess is kept as callees_exceed_ns. A stage called from several places shares its callees out in proportion.
     partitions (stage -> [{id, calls, total_ns}] of the whole window) are
     shared out the same way to the nodes in the partitioning layer or below it."""
     total: dict[str, float] = {}
@@ -73,8 +75,11 @@ def probe_tree(edges: dict, partitions: dict | None = None) -> list[dict]:
         kids = [node(c, v["ns"] * share, v["calls"] * share, path | {c})
                 for c, v in children.get(stage, []) if c not in path]
         kids.sort(key=lambda k: -k["inclusive_ns"])
+        exclusive = round(ns) - sum(k["inclusive_ns"] for k in kids)
         out = {"stage": stage, "inclusive_ns": round(ns), "calls": round(calls), "children": kids,
-               "exclusive_ns": round(ns) - sum(k["inclusive_ns"] for k in kids)}
+               "exclusive_ns": max(exclusive, 0)}
+        if exclusive < 0:  # the callees' corrected time is more than the caller's: said, not printed negative
+            out["callees_exceed_ns"] = -exclusive
         # partition ids come down from the partitioning layer: a call outside it had none
         parts = (partitions or {}).get(stage) if any(s.startswith(PARTITION_LAYER) for s in path) else None
         if parts:

@@ -61,6 +61,7 @@ def _edges(doc: dict, shapes: list[dict], ps_stage: int | None | bool = False) -
 def _per_execution(nodes: list[dict], executions: int) -> list[dict]:
     return [{**n, "inclusive_ns": round(n["inclusive_ns"] / executions), "calls": round(n["calls"] / executions, 3),
              "exclusive_ns": round(n["exclusive_ns"] / executions),
+             **({"callees_exceed_ns": round(n["callees_exceed_ns"] / executions)} if "callees_exceed_ns" in n else {}),
              "children": _per_execution(n["children"], executions)} for n in nodes]
 
 

@@ -16,7 +16,12 @@ def _tree_lines(nodes: list[dict], total_ns: int, depth: int) -> list[str]:
     for n in nodes:
         label = "  " * depth + n["stage"]
         excl = f" (self {fmt(n['exclusive_ns'])})" if n["children"] else ""
+        if n.get("callees_exceed_ns"):
+            excl = " (self n/a)"
         lines.append(f"{label[:44]:<44} {fmt(n['inclusive_ns']):>7} {pct(n['inclusive_ns'] / total_ns):>6}{excl}")
+        if n.get("callees_exceed_ns"):
+            lines.append("  " * (depth + 1) + f"(its probed callees come to {fmt(n['callees_exceed_ns'])} more "
+                         "than it: each time is corrected for the probes on its own)")
         if n.get("partitions"):
             parts = " ".join(f"p{p['id']} {pct(p['share'])}" for p in n["partitions"][:8])
             more = f" +{len(n['partitions']) - 8}" if len(n["partitions"]) > 8 else ""

@@ -110,6 +110,17 @@ def test_more_probed_time_than_the_statement_is_said_not_printed_negative():
     assert shares and all(0 <= s <= 100 for s in shares)
 
 
+def test_callees_longer_than_their_caller_are_said_not_printed_negative():
+    # each probed time is corrected on its own: row_insert came to 3 us more than the write_row around it
+    (d,) = Profile(with_statements(probed_ns=(20 * US, 23 * US))).by_digest
+    (write_row,) = d["tree"]
+    assert write_row["exclusive_ns"] == 0 and write_row["callees_exceed_ns"] == 3 * US
+    assert all(f["exclusive_ns"] >= 0 for f in d["functions"])
+    report = render_text(Profile(with_statements(probed_ns=(20 * US, 23 * US))))
+    assert "(self n/a)" in report and "self -" not in report
+    assert "(its probed callees come to 3us more than it" in " ".join(report.split())
+
+
 def test_a_statement_shorter_than_its_probes_cost_is_said_not_printed_negative():
     # COM_QUIT under sysbench: 4.0 us measured, 4.2 us of calibrated probe cost
     (d,) = Profile(with_statements(probed_ns=(0, 0), latency_ns=2 * US, probe_cost_ns=3 * US)).by_digest
