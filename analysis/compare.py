@@ -78,7 +78,8 @@ def probe_free_seconds(profile: Profile, seconds: float) -> float:
 
 def stage_exclusive_ns(doc: dict) -> dict[str, float]:
     """Per stage, corrected time in the window outside the probed stages
-    nested in it (all threads), scaled to the whole window."""
+    nested in it (all threads), scaled to the whole window; 0 where the
+    nested ones, each corrected on its own, came to more."""
     stage_of = {p["id"]: p.get("stage") or f"probe:{p['name']}" for p in doc.get("probes", [])}
     scale = window_scale(doc)
     inclusive: Counter = Counter()
@@ -92,7 +93,7 @@ def stage_exclusive_ns(doc: dict) -> dict[str, float]:
             inclusive[stage] += c["total_ns"] * scale
             if parent is not None:
                 nested[parent] += c["total_ns"] * scale
-    return {s: inclusive[s] - nested[s] for s in inclusive}
+    return {s: max(inclusive[s] - nested[s], 0.0) for s in inclusive}
 
 
 @dataclass
