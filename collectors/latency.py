@@ -9,6 +9,7 @@ import threading
 import time
 
 from mysqlprobe.collectors.base import Collector, Cost, Facts, Section
+from mysqlprobe.collectors.breakpoints import BreakpointGuard, probed_offsets, remove_left_breakpoints
 from mysqlprobe.collectors.calibration import Calibration, CalibrationCollector
 from mysqlprobe.collectors.uprobe import ProbeCounts, ProbeSpec, StatementCounts, UprobeSession
 from mysqlprobe.probes.abi import COM_QUERY, COM_STMT_EXECUTE, STMT_KEY_NO_TEXT, slot_bounds
@@ -117,6 +118,7 @@ class LatencyCollector(Collector):
         self._snapshot = None
         self._loader: threading.Thread | None = None
         self._load_error: BaseException | None = None
+        self.guard: BreakpointGuard | None = None
 
     def begin(self) -> None:
         """Load and verify the BPF object in a thread (a tenth of a second,
@@ -149,8 +151,23 @@ class LatencyCollector(Collector):
         self.calibration.calibrate(self.session)
         self.timings["calibration_s"] = round(time.monotonic() - t0, 3)
         t0 = time.monotonic()
+        self._guard_breakpoints()
         self.session.attach_target()
         self.timings["attach_s"] = round(time.monotonic() - t0, 3)
+
+    def _guard_breakpoints(self) -> None:
+        """Take out breakpoints a killed profiler left where these probes go,
+        and start the guard that takes out any this one leaves if killed."""
+        offsets = probed_offsets(self.specs)
+        try:
+            found, left = remove_left_breakpoints(self.pid, self.exe, offsets)
+        except OSError as e:
+            self.notes.append(f"could not check the target's code for breakpoints left behind: {e}")
+            found = left = 0
+        if found - left:
+            self.notes.append(f"{found - left} breakpoints an earlier profiler left in the target's code when it "
+                              "was killed (the kernel keeps them) were taken out")
+        self.guard = BreakpointGuard(self.pid, self.exe, offsets)
 
     @property
     def can_duty_cycle(self) -> bool:
@@ -186,3 +203,5 @@ class LatencyCollector(Collector):
         self._join_loader()  # a load under way ends before its object is closed
         if self.session:
             self.session.close()
+        if self.guard:
+            self.guard.done()

@@ -77,7 +77,9 @@ def _errno_error(what: str) -> Exception:
 
 # uprobe_multi links (Linux 6.6+): every offset of a program in one link, made
 # and dropped with one system call each; constants from linux/bpf.h
+BPF_PROG_LOAD = 5
 BPF_LINK_CREATE = 28
+BPF_PROG_TYPE_KPROBE = 2
 BPF_TRACE_UPROBE_MULTI = 48
 BPF_F_UPROBE_MULTI_RETURN = 1
 SYS_BPF = 321  # x86_64
@@ -95,6 +97,42 @@ def _bpf_syscall(cmd: int, attr: ctypes.Array) -> int:
     libc.syscall.restype = ctypes.c_long
     ctypes.set_errno(0)
     return libc.syscall(ctypes.c_long(SYS_BPF), ctypes.c_long(cmd), attr, ctypes.c_long(len(attr)))
+
+
+def uprobe_multi_link(program_fd: int, pid: int, binary: str, offsets: list[int], cookies: list[int],
+                      retprobe: bool = False, ref_ctr_offsets: list[int] | None = None) -> int:
+    """A uprobe_multi link of a loaded program at many offsets of one
+    binary (pid: only that process's calls); its descriptor."""
+    n = len(offsets)
+    path = ctypes.create_string_buffer(binary.encode())
+    offs = (ctypes.c_uint64 * n)(*offsets)
+    cooks = (ctypes.c_uint64 * n)(*cookies)
+    refs = (ctypes.c_uint64 * n)(*ref_ctr_offsets) if ref_ctr_offsets and any(ref_ctr_offsets) else None
+    attr = (ctypes.c_uint8 * 128)()
+    struct.pack_into("<IIII", attr, 0, program_fd, 0, BPF_TRACE_UPROBE_MULTI, 0)
+    struct.pack_into("<QQQQIII", attr, 16, ctypes.addressof(path), ctypes.addressof(offs),
+                     ctypes.addressof(refs) if refs else 0,
+                     ctypes.addressof(cooks), n, BPF_F_UPROBE_MULTI_RETURN if retprobe else 0, pid)
+    fd = _bpf_syscall(BPF_LINK_CREATE, attr)
+    if fd < 0:
+        raise _errno_error(f"attaching {n} {'uretprobes' if retprobe else 'uprobes'} to {binary} failed")
+    return fd
+
+
+def load_empty_uprobe_program() -> int:
+    """A program of two instructions (return 0) for uprobe_multi links,
+    loaded without libbpf; its descriptor."""
+    insns = bytes.fromhex("b700000000000000" "9500000000000000")  # r0 = 0; exit
+    code = ctypes.create_string_buffer(insns, len(insns))
+    license_ = ctypes.create_string_buffer(b"GPL")
+    attr = (ctypes.c_uint8 * 128)()
+    struct.pack_into("<IIQQ", attr, 0, BPF_PROG_TYPE_KPROBE, len(insns) // 8, ctypes.addressof(code),
+                     ctypes.addressof(license_))
+    struct.pack_into("<I", attr, 68, BPF_TRACE_UPROBE_MULTI)  # expected_attach_type
+    fd = _bpf_syscall(BPF_PROG_LOAD, attr)
+    if fd < 0:
+        raise _errno_error("loading an empty uprobe program failed")
+    return fd
 
 
 def enable_run_time_stats() -> int | None:
@@ -205,19 +243,8 @@ class BpfObject:
                             cookies: list[int], retprobe: bool, ref_ctr_offsets: list[int] | None = None) -> int:
         """One link for many offsets of one binary; returns its descriptor.
         ref_ctr_offsets: each offset's USDT semaphore (file offset, 0: none)."""
-        n = len(offsets)
-        path = ctypes.create_string_buffer(binary.encode())
-        offs = (ctypes.c_uint64 * n)(*offsets)
-        cooks = (ctypes.c_uint64 * n)(*cookies)
-        refs = (ctypes.c_uint64 * n)(*ref_ctr_offsets) if ref_ctr_offsets and any(ref_ctr_offsets) else None
-        attr = (ctypes.c_uint8 * 128)()
-        struct.pack_into("<IIII", attr, 0, lib().bpf_program__fd(program), 0, BPF_TRACE_UPROBE_MULTI, 0)
-        struct.pack_into("<QQQQIII", attr, 16, ctypes.addressof(path), ctypes.addressof(offs),
-                         ctypes.addressof(refs) if refs else 0,
-                         ctypes.addressof(cooks), n, BPF_F_UPROBE_MULTI_RETURN if retprobe else 0, pid)
-        fd = _bpf_syscall(BPF_LINK_CREATE, attr)
-        if fd < 0:
-            raise _errno_error(f"attaching {n} {'uretprobes' if retprobe else 'uprobes'} to {binary} failed")
+        fd = uprobe_multi_link(lib().bpf_program__fd(program), pid, binary, offsets, cookies, retprobe,
+                               ref_ctr_offsets)
         self._fds.append(fd)
         return fd
 

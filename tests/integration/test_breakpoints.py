@@ -1,0 +1,102 @@
+"""kill -9 while probes go on or come off. The kernel removes a uprobe in
+the task that drops it; with SIGKILL pending it cannot write the byte back
+and keeps the breakpoint ("failed to unregister, leaking uprobe"): the int3
+stays in the target's code for good. Reproduced on a process's libc with
+bare uprobe_multi links (tests/integration/attach_loop.py), killed at
+random moments until the kernel keeps some: the removal mysqlprobe runs
+before it attaches takes them out, and so does the guard it leaves behind
+when it is killed."""
+
+from __future__ import annotations
+
+import random
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from mysqlprobe.collectors.breakpoints import left_breakpoints, remove_left_breakpoints
+from mysqlprobe.collectors.elf import file_offset, read_elf
+
+from helpers import wait_until
+
+pytestmark = pytest.mark.root
+
+LOOP = str(Path(__file__).with_name("attach_loop.py"))
+TRIALS = 60            # kills before concluding the kernel keeps nothing
+FUNCTIONS = 1500       # enough that an attach or detach takes a while
+
+
+def simple_functions(library: str) -> list[int]:
+    """File offsets of functions of the library that begin with a push:
+    instructions every kernel's uprobes can step over."""
+    image, data = read_elf(library), Path(library).read_bytes()
+    out = sorted({file_offset(image.segments, f.address) for f in image.functions if f.size >= 16})
+    out = [o for o in out if data[o] in (0x53, 0x55) or (data[o] == 0x41 and 0x54 <= data[o + 1] <= 0x57)]
+    return out[:FUNCTIONS]
+
+
+@pytest.fixture
+def sleeper():
+    proc = subprocess.Popen(["sleep", "600"])
+    assert wait_until(lambda: "libc" in Path(f"/proc/{proc.pid}/maps").read_text())
+    library = next(line.split()[-1] for line in Path(f"/proc/{proc.pid}/maps").read_text().splitlines()
+                   if "/libc.so" in line)
+    yield proc.pid, library
+    proc.kill()
+    proc.wait()
+
+
+def kill_mid_attach(pid: int, library: str, offsets: list[int], guard: bool) -> int:
+    """Run the attach loop and kill it at a random moment; the guard's pid (0: none)."""
+    loop = subprocess.Popen([sys.executable, LOOP, str(pid), library, ",".join(map(str, offsets)),
+                             *(["--guard"] if guard else [])], stdout=subprocess.PIPE, text=True)
+    line = loop.stdout.readline().split()
+    assert line and line[0] == "ready", "the attach loop did not start"
+    time.sleep(random.uniform(0.02, 0.6))
+    loop.send_signal(signal.SIGKILL)
+    loop.wait()
+    return int(line[1])
+
+
+def alive(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def guard_lines(pid: int) -> int:
+    """The guard's lines in the kernel's log about this process."""
+    log = subprocess.run(["dmesg"], capture_output=True, text=True).stdout
+    return sum(1 for line in log.splitlines() if "mysqlprobe: the kernel kept" in line and f"process {pid} " in line)
+
+
+def test_breakpoints_kept_by_the_kernel_are_taken_out(sleeper):
+    pid, library = sleeper
+    offsets = simple_functions(library)
+    assert len(offsets) > 200
+    for _ in range(TRIALS):
+        kill_mid_attach(pid, library, offsets, guard=False)
+        kept = left_breakpoints(pid, library, offsets)
+        if kept:
+            assert remove_left_breakpoints(pid, library, offsets) == (len(kept), 0)
+            assert left_breakpoints(pid, library, offsets) == []
+            return
+    pytest.skip(f"in {TRIALS} kills mid-attach the kernel kept no breakpoint")
+
+
+def test_the_guard_takes_them_out_after_a_kill(sleeper):
+    pid, library = sleeper
+    offsets = simple_functions(library)
+    for _ in range(TRIALS):
+        before = guard_lines(pid)
+        guard = kill_mid_attach(pid, library, offsets, guard=True)
+        assert wait_until(lambda: not alive(guard), timeout=30), "the guard did not finish"
+        assert left_breakpoints(pid, library, offsets) == []
+        if guard_lines(pid) > before:  # it found some, and (above) none is left
+            return
+    pytest.skip(f"in {TRIALS} kills mid-attach the kernel kept no breakpoint for the guard to take out")
