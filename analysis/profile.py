@@ -248,17 +248,22 @@ def _phase_rate(sampling: dict, kind: str) -> float | None:
     return rows / seconds if rows is not None and rows >= MIN_OFF_ROWS and seconds else None
 
 
+# what the load's unprobed speed is read from, best first: the second halves
+# of the quiet off-phases (the load over the on-phase before them: convoys
+# of the probed threads drained, which are the on-phase's cost), the whole
+# quiet phases, the ordinary off-phases (CPU sampling on)
+REFERENCES = ("quiet_tail", "quiet", "off")
+
+
 def unprobed_rate(sampling: dict) -> float | None:
-    """Rows per second in the quiet off-phases where there are enough of
-    them, else in the ordinary ones."""
-    return _phase_rate(sampling, "quiet") or _phase_rate(sampling, "off")
+    """Rows per second in the best reference with enough rows."""
+    return next((rate for rate in map(lambda kind: _phase_rate(sampling, kind), REFERENCES) if rate), None)
 
 
 def slowdown_reference(doc: dict) -> str | None:
-    """What the measured slowdown is set against: 'quiet' off-phases
-    (nothing of mysqlprobe on), 'off' ones (CPU sampling on), or None."""
+    """What the measured slowdown is set against: one of REFERENCES, or None."""
     sampling = doc.get("sampling") or {}
-    return next((kind for kind in ("quiet", "off") if _phase_rate(sampling, kind)), None)
+    return next((kind for kind in REFERENCES if _phase_rate(sampling, kind)), None)
 
 
 def always_on_slowdown(doc: dict) -> float | None:

@@ -78,12 +78,14 @@ def _slowdown_basis(doc: dict, o: dict) -> str:
     window against its rate in the quiet off-phases (nothing of ours on but
     the P_S setup) or, without them, in every off-phase."""
     sampled = (doc.get("perf") or {}).get("status") == "collected"
-    if o["measured_against"] == "quiet":
+    if o["measured_against"] in ("quiet", "quiet_tail"):
         alone = o["always_on_slowdown"]
-        basis = ("its row rate in the window against its rate with the collectors off"
+        halves = " (their second halves)" if o["measured_against"] == "quiet_tail" else ""
+        ps_on = (doc.get("perf_schema", {}).get("status") == "collected"
+                 and "perf_schema" not in (doc.get("sampling") or {}).get("quieted", []))
+        basis = (f"its row rate in the window against its rate with the collectors off{halves}"
                  + (f"; CPU sampling alone {alone:.2f}x" if alone and alone >= 1 else "")
-                 + (": the Performance Schema setup stays on" if doc.get("perf_schema", {}).get("status") == "collected"
-                    else ""))
+                 + (": the Performance Schema setup stays on" if ps_on else ""))
     elif sampled:
         basis = "its row rate with the probes on and off; CPU sampling ran all along and is not in this figure"
     else:

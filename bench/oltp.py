@@ -126,7 +126,11 @@ def figures(doc: dict, truth: int) -> dict:
     return {"reported_slowdown": doc["overhead"]["measured_slowdown"], "estimated_calls": est,
             "quiet_rate": quiet_rate(doc),
             "rows_inserted": truth, "error": (est - truth) / truth if truth else None,
-            "cycles": doc["sampling"].get("cycles"), "by_collector": doc["overhead"]["by_collector"]}
+            "cycles": doc["sampling"].get("cycles"), "by_collector": doc["overhead"]["by_collector"],
+            **{k: doc["overhead"].get(k) for k in ("phase_slowdown", "standing_slowdown", "always_on_slowdown")},
+            "sampling": {k: doc["sampling"].get(k) for k in ("load_s", "load_rows", "quiet_s", "quiet_rows",
+                                                             "quiet_tail_s", "quiet_tail_rows", "off_s", "off_rows",
+                                                             "on_s", "burst_s", "burst_rows")}}
 
 
 def quiet_rate(doc: dict) -> float | None:

@@ -116,6 +116,7 @@ class DutyCycles:
         self.cycles: list[dict] = []
         self.off_rows, self.off_s = 0, 0.0  # every clean off-phase, summed: the load's speed unprobed
         self.quiet_rows, self.quiet_s = 0, 0.0  # the quiet ones, summed: its speed with nothing of ours on
+        self.quiet_tail_rows, self.quiet_tail_s = 0, 0.0  # their second halves
         # the off-phases the bursts were on in, summed (rows None: not all known)
         self.burst_rows: int | None = 0
         self.burst_s = 0.0
@@ -166,9 +167,14 @@ class DutyCycles:
             if burst and off_s - (time.monotonic() - off_t0) > BURST_MAX_S:
                 ended, speed_from = self._burst_for(BURST_MAX_S, speed_from)
                 burst = False
-            if not ended:
+            tail = None
+            if not ended and quiet:
+                ended, tail = self._quiet_tail(off_s, off_t0)
+            elif not ended:
                 ended = self.window.wait(max(off_s - (time.monotonic() - off_t0), 0.0))
             cycle_t0, cycle_rows0 = time.monotonic(), self.rows_changed()
+            if tail is not None:
+                self._tail(tail, cycle_t0, cycle_rows0)
             if burst:
                 self._burst(False)
             self._off_phase(difference(cycle_rows0, speed_from[1]), cycle_t0 - speed_from[0], quiet, burst)
@@ -182,6 +188,23 @@ class DutyCycles:
                 c.resume()
             on_t0 = time.monotonic()
             self.session.start()
+
+    def _quiet_tail(self, off_s: float, off_t0: float) -> tuple[bool, tuple | None]:
+        """Wait out a quiet phase, reading the rows at its middle: its second
+        half is the load's speed once it has got over the on-phase before.
+        (Whether the window ended, where the second half began.)"""
+        remaining = max(off_s - (time.monotonic() - off_t0), 0.0)
+        if self.window.wait(remaining / 2):
+            return True, None
+        middle = (time.monotonic(), self.rows_changed())
+        return self.window.wait(max(off_s - (time.monotonic() - off_t0), 0.0)), middle
+
+    def _tail(self, middle: tuple, end_t: float, end_rows: int | None) -> None:
+        rows = difference(end_rows, middle[1])
+        if rows is None or end_t <= middle[0]:
+            return
+        self.quiet_tail_rows += rows
+        self.quiet_tail_s += end_t - middle[0]
 
     def _quiet_due(self) -> bool:
         """Whether the next off-phase is to be quiet: the quiet ones behind
@@ -382,6 +405,7 @@ class DutyCycles:
                    if first is not None else {"load_s": None, "load_rows": None}),
                 "off_s": round(self.off_s + self._gap_s(False), 6), "off_rows": self.off_rows,
                 **({"quiet_s": round(self.quiet_s + self._gap_s(True), 6), "quiet_rows": self.quiet_rows,
+                    "quiet_tail_s": round(self.quiet_tail_s, 6), "quiet_tail_rows": self.quiet_tail_rows,
                     "quieted": [c.name for c in self.quieted], "quiet_share": round(self.quiet_share, 3)}
                    if self.quieted else {}),
                 **({"burst_s": round(self.burst_s, 6), "burst_rows": self.burst_rows,
