@@ -15,6 +15,7 @@ capture document above them."""
 
 from __future__ import annotations
 
+import threading
 import time
 from dataclasses import dataclass, field
 
@@ -74,6 +75,40 @@ class Section:
     notes: list[str] = field(default_factory=list)
     cost: Cost = field(default_factory=Cost)
     files: dict = field(default_factory=dict)
+
+
+class Background:
+    """A collector's slow part (a BPF object to verify, a server to set up)
+    run in a thread from begin(), so that the collectors' slow parts run
+    side by side; join() gives its result or raises what it raised.
+    close() must join it before releasing what it may still be making."""
+
+    def __init__(self, fn, name: str):
+        self._result = None
+        self._error: BaseException | None = None
+        self._thread = threading.Thread(target=self._run, args=(fn,), name=f"mysqlprobe-{name}", daemon=True)
+        self._thread.start()
+
+    def _run(self, fn) -> None:
+        try:
+            self._result = fn()
+        except BaseException as e:  # handed to join()
+            self._error = e
+
+    def join(self):
+        self._thread.join()
+        if self._error is not None:
+            error, self._error = self._error, None
+            raise error
+        return self._result
+
+    def settle(self):
+        """Its result once finished, None if it failed (for close(): what it
+        made must be released, what it raised no longer matters)."""
+        try:
+            return self.join()
+        except BaseException:
+            return None
 
 
 class Collector:

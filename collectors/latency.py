@@ -5,10 +5,9 @@ per (thread, probed caller)."""
 
 from __future__ import annotations
 
-import threading
 import time
 
-from mysqlprobe.collectors.base import Collector, Cost, Facts, Section
+from mysqlprobe.collectors.base import Background, Collector, Cost, Facts, Section
 from mysqlprobe.collectors.breakpoints import BreakpointGuard, probed_offsets, remove_left_breakpoints
 from mysqlprobe.collectors.calibration import Calibration, CalibrationCollector
 from mysqlprobe.collectors.uprobe import ProbeCounts, ProbeSpec, StatementCounts, UprobeSession
@@ -116,37 +115,25 @@ class LatencyCollector(Collector):
         self.session: UprobeSession | None = None
         self.timings: dict[str, float] = {}
         self._snapshot = None
-        self._loader: threading.Thread | None = None
-        self._load_error: BaseException | None = None
+        self._loader: Background | None = None
         self.guard: BreakpointGuard | None = None
 
     def begin(self) -> None:
         """Load and verify the BPF object in a thread (a tenth of a second,
         more under load) while the other collectors get ready. Needs the
         calibration collector begun: its helper is probed in the same session."""
-        def load():
-            try:
-                self.session = self._open_session()
-            except BaseException as e:  # handed to prepare()
-                self._load_error = e
-        self._loader = threading.Thread(target=load, name="mysqlprobe-bpf-load", daemon=True)
-        self._loader.start()
+        self._loader = Background(self._open_session, "bpf-load")
 
     def _open_session(self) -> UprobeSession:
         return UprobeSession(self.pid, self.exe, self.specs, self.verbose,
                              calibration=self.calibration.group, defer_target=True).open()
 
-    def _join_loader(self) -> None:
-        if self._loader:
-            self._loader.join()
-            self._loader = None
-
     def prepare(self) -> None:
-        if self._loader is None and self.session is None:
+        if self._loader:
+            loader, self._loader = self._loader, None
+            self.session = loader.join()
+        elif self.session is None:
             self.session = self._open_session()
-        self._join_loader()
-        if self._load_error:
-            raise self._load_error
         t0 = time.monotonic()
         self.calibration.calibrate(self.session)
         self.timings["calibration_s"] = round(time.monotonic() - t0, 3)
@@ -200,7 +187,9 @@ class LatencyCollector(Collector):
         return Section(self.name, fields, list(self.notes), cost)
 
     def close(self) -> None:
-        self._join_loader()  # a load under way ends before its object is closed
+        if self._loader:  # a load under way ends before its object is closed
+            self.session = self._loader.settle()
+            self._loader = None
         if self.session:
             self.session.close()
         if self.guard:
