@@ -38,9 +38,9 @@ VERSION = "10.11.5"
 READY = "Tracing PID"
 
 
-def one_run(pid: int, seconds: int, outdir: Path) -> dict:
+def one_run(pid: int, seconds: int, outdir: Path, exe: str = MYSQLPROBE) -> dict:
     t0 = time.monotonic()
-    proc = subprocess.Popen([MYSQLPROBE, "-p", str(pid), "--insert-profile", "-d", str(seconds), "-o", str(outdir)],
+    proc = subprocess.Popen([exe, "-p", str(pid), "--insert-profile", "-d", str(seconds), "-o", str(outdir)],
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     ready, err = None, []
     for line in proc.stderr:
@@ -58,7 +58,10 @@ def one_run(pid: int, seconds: int, outdir: Path) -> dict:
 
 
 def main() -> None:
-    args = bench_parser(__doc__, runs=7, seconds=3).parse_args()
+    ap = bench_parser(__doc__, runs=7, seconds=3)
+    ap.add_argument("--versus", metavar="MYSQLPROBE",
+                    help="another build's mysqlprobe: its warm runs alternate with this one's, one each")
+    args = ap.parse_args()
     sb = sandbox.Sandbox(VERSION, instance="startup")
     pid = sb.start(log)
     conn = workload.connect(sb.socket)
@@ -79,15 +82,24 @@ def main() -> None:
                 run["start"] = "cold" if i == 0 else "warm"
                 runs.append(run)
                 log(f"run {i + 1}: {run}")
+                if args.versus and i > 0:
+                    other = one_run(pid, args.seconds, Path(tmp) / f"v{i}", args.versus)
+                    other["start"] = "versus"
+                    runs.append(other)
+                    log(f"versus {i + 1}: {other}")
     finally:
         load.finish()
         sb.stop()
     warm = [r for r in runs if r["start"] == "warm"]
+    versus = [r for r in runs if r["start"] == "versus"]
     result = {"machine": machine(), "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
               "command": "sudo .venv/bin/python bench/startup.py " + " ".join(sys.argv[1:]),
               "server": f"MariaDB {VERSION}", "runs": runs,
               "warm": {"ready_s": med([r["ready_s"] for r in warm]), "ready_range": spread([r["ready_s"] for r in warm]),
-                       "max_rss_mb": max(r["max_rss_mb"] for r in runs)}}
+                       "max_rss_mb": max(r["max_rss_mb"] for r in runs if r["start"] != "versus")},
+              **({"versus": {"mysqlprobe": args.versus, "ready_s": med([r["ready_s"] for r in versus]),
+                             "ready_range": spread([r["ready_s"] for r in versus]),
+                             "max_rss_mb": max(r["max_rss_mb"] for r in versus)}} if versus else {})}
     write_results(args.out, "startup", result, render)
 
 
@@ -116,6 +128,11 @@ def render(r: dict) -> str:
     lo, hi = w["ready_range"]
     lines += ["", f"- warm start to attached: median {w['ready_s']:.3f} s ({lo:.3f}-{hi:.3f})",
               f"- peak resident memory, any run: {w['max_rss_mb']:.1f} MB", ""]
+    v = r.get("versus")
+    if v:
+        lo, hi = v["ready_range"]
+        lines[-1:-1] = [f"- the other build (`{v['mysqlprobe']}`, its runs alternating with these): warm start "
+                        f"median {v['ready_s']:.3f} s ({lo:.3f}-{hi:.3f}), peak RSS {v['max_rss_mb']:.1f} MB"]
     return "\n".join(lines)
 
 

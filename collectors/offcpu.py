@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 from mysqlprobe import probes
 from mysqlprobe.collectors import libbpf
-from mysqlprobe.collectors.base import Background, Collector, CollectorUnavailable, Cost, Facts, Section
+from mysqlprobe.collectors.base import Collector, CollectorUnavailable, Cost, Facts, Section
 from mysqlprobe.collectors.perf import KERNEL_SUFFIX, fold_samples
 from mysqlprobe.collectors.addresses import UNKNOWN, kernel_names, user_names
 from mysqlprobe.errors import BpfError
@@ -196,22 +196,13 @@ class PhasedBpfCollector(Collector):
         super().__init__()
         self.pid, self.verbose = pid, verbose
         self.session = None
-        self._loader: Background | None = None
         self._stats_fd: int | None = None
         self._runs0 = (0, 0)
         self._runs = (0, 0)
 
-    def begin(self) -> None:
-        """Load and verify the object in a thread (tens of ms, more under load)."""
-        self._loader = Background(lambda: self.session_type(self.pid, self.verbose), f"{self.name}-load")
-
     def prepare(self) -> None:
         try:
-            if self._loader:
-                loader, self._loader = self._loader, None
-                self.session = loader.join()
-            else:
-                self.session = self.session_type(self.pid, self.verbose)
+            self.session = self.session_type(self.pid, self.verbose)
         except BpfError as e:
             note = f"{self.label}: {e}; the capture has no {self.lacks}"
             raise CollectorUnavailable(note, note) from None
@@ -249,9 +240,6 @@ class PhasedBpfCollector(Collector):
         return lambda address: names.get(address, UNKNOWN)
 
     def close(self) -> None:
-        if self._loader:  # a load under way ends before its object is closed
-            self.session = self._loader.settle()
-            self._loader = None
         if self._stats_fd is not None:
             os.close(self._stats_fd)
             self._stats_fd = None
