@@ -241,10 +241,15 @@ def standing_slowdown(doc: dict) -> float | None:
     return round(1.0 + own * busy_share / others, 4) if others > 0 else None
 
 
+MIN_TAIL_S = 1.0  # of quiet halves: a load's speed varies more than that over shorter spans
+
+
 def _phase_rate(sampling: dict, kind: str) -> float | None:
-    """Rows per second in the off-phases of a kind ("quiet" or "off"),
-    summed; None with too few rows to trust."""
+    """Rows per second in the off-phases of a kind (one of REFERENCES),
+    summed; None with too few rows (or halves too short) to trust."""
     rows, seconds = sampling.get(f"{kind}_rows"), sampling.get(f"{kind}_s")
+    if kind == "quiet_tail" and (seconds or 0) < MIN_TAIL_S:
+        return None
     return rows / seconds if rows is not None and rows >= MIN_OFF_ROWS and seconds else None
 
 

@@ -116,7 +116,7 @@ class DutyCycles:
         self.cycles: list[dict] = []
         self.off_rows, self.off_s = 0, 0.0  # every clean off-phase, summed: the load's speed unprobed
         self.quiet_rows, self.quiet_s = 0, 0.0  # the quiet ones, summed: its speed with nothing of ours on
-        self.quiet_tail_rows, self.quiet_tail_s = 0, 0.0  # their second halves
+        self._tails: list[tuple[float, float, int]] = []  # their second halves: (end, seconds, rows)
         # the off-phases the bursts were on in, summed (rows None: not all known)
         self.burst_rows: int | None = 0
         self.burst_s = 0.0
@@ -201,10 +201,15 @@ class DutyCycles:
 
     def _tail(self, middle: tuple, end_t: float, end_rows: int | None) -> None:
         rows = difference(end_rows, middle[1])
-        if rows is None or end_t <= middle[0]:
-            return
-        self.quiet_tail_rows += rows
-        self.quiet_tail_s += end_t - middle[0]
+        if rows is not None and end_t > middle[0]:
+            self._tails.append((end_t, end_t - middle[0], rows))
+
+    def _tails_in_load(self) -> tuple[float, int]:
+        """Seconds and rows of the quiet phases' second halves that ended
+        before the load's last row: the one it ended in ran partly idle."""
+        last = self.load_span[1]
+        kept = [(s, rows) for end, s, rows in self._tails if last is not None and end < last]
+        return round(sum(s for s, _ in kept), 6), sum(rows for _, rows in kept)
 
     def _quiet_due(self) -> bool:
         """Whether the next off-phase is to be quiet: the quiet ones behind
@@ -405,7 +410,7 @@ class DutyCycles:
                    if first is not None else {"load_s": None, "load_rows": None}),
                 "off_s": round(self.off_s + self._gap_s(False), 6), "off_rows": self.off_rows,
                 **({"quiet_s": round(self.quiet_s + self._gap_s(True), 6), "quiet_rows": self.quiet_rows,
-                    "quiet_tail_s": round(self.quiet_tail_s, 6), "quiet_tail_rows": self.quiet_tail_rows,
+                    **dict(zip(("quiet_tail_s", "quiet_tail_rows"), self._tails_in_load())),
                     "quieted": [c.name for c in self.quieted], "quiet_share": round(self.quiet_share, 3)}
                    if self.quieted else {}),
                 **({"burst_s": round(self.burst_s, 6), "burst_rows": self.burst_rows,

@@ -355,17 +355,20 @@ def test_the_quiet_phases_second_halves_are_the_reference_where_they_have_enough
     """The load is still getting over the on-phase early in a quiet phase:
     that slowness is the on-phase's, and only the second halves say how
     fast the load goes with nothing of mysqlprobe on."""
-    doc = sampled_with_off_phases(quiet_s=0.5, quiet_rows=20000, quiet_tail_s=0.25, quiet_tail_rows=10500,
+    doc = sampled_with_off_phases(quiet_s=2.5, quiet_rows=100000, quiet_tail_s=1.25, quiet_tail_rows=52500,
                                   quieted=["perf", "perf_schema"])
     window_rate = 50000 / doc["window"]["duration_s"]
     o = Profile(doc).overhead
     assert o["measured_against"] == "quiet_tail"
     assert o["measured_slowdown"] == pytest.approx(42000 / window_rate, abs=1e-4)
     assert o["always_on_slowdown"] == pytest.approx(40000 / 36000, abs=1e-4)  # whole phases against whole
+    doc["sampling"].update(quiet_tail_s=0.9, quiet_tail_rows=37800)           # under a second: the whole phases
+    assert Profile(doc).overhead["measured_against"] == "quiet"
+    doc["sampling"].update(quiet_tail_s=1.25, quiet_tail_rows=52500)
     text = " ".join(render_text(Profile(doc)).split())
     assert "against its rate with the collectors off (their second halves)" in text
     assert o["measured_slowdown"] == pytest.approx(42000 / window_rate, abs=1e-4)
-    doc["sampling"]["quiet_tail_rows"] = 150                                  # too few: the whole phases
+    doc["sampling"]["quiet_tail_rows"] = 150                                  # too few rows: the same
     assert Profile(doc).overhead["measured_against"] == "quiet"
 
 

@@ -359,6 +359,20 @@ def test_every_other_off_phase_is_quiet_and_its_rows_are_kept_apart(clock):
     assert record["quiet_rows"] / record["quiet_s"] == pytest.approx(20_000, rel=0.1)
     assert record["off_rows"] == sum(o["rows"] for o in offs if not o["quiet"])
     assert record["quiet_share"] == 0.5
+    # each quiet phase's second half, read at its middle: the load's speed once over the on-phase
+    assert record["quiet_tail_rows"] / record["quiet_tail_s"] == pytest.approx(20_000, rel=0.1)
+    assert 0.25 < record["quiet_tail_s"] / record["quiet_s"] <= 0.55
+
+
+def test_the_quiet_half_the_load_ended_in_is_left_out():
+    """Its rows over its seconds would be the load's speed and idle time
+    together: the reference would come out slow, the slowdown below 1."""
+    window = Window(os.getpid(), 1.0, Control(), "stopped", lambda: 0)
+    cycles = DutyCycles(SimpleNamespace(session=_Session(), specs=[]), None, window, 0.10, lambda: 0,
+                        quieted=[_Quieted()])
+    cycles._tails = [(10.0, 0.2, 4000), (11.0, 0.2, 4100), (12.0, 0.2, 900)]  # (end, seconds, rows)
+    cycles.load_span[:] = [9.0, 11.9]    # the last row moved inside the third
+    assert cycles._tails_in_load() == (0.4, 8100)
 
 
 def test_what_stays_on_costing_more_than_its_part_of_the_budget_gets_more_quiet_phases(clock):
