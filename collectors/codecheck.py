@@ -9,6 +9,8 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from mysqlprobe.collectors.addresses import file_mappings
+
 INT3 = 0xCC
 BLOCK = 1 << 20
 
@@ -27,13 +29,7 @@ class CodeChanges:
 
 def executable_mappings(pid: int, exe: str) -> list[tuple[int, int, int]]:
     """(start, end, file offset) of each executable mapping of exe."""
-    out = []
-    for line in Path(f"/proc/{pid}/maps").read_text().splitlines():
-        fields = line.split(maxsplit=5)
-        if len(fields) == 6 and fields[1] == "r-xp" and fields[5] == exe:
-            start, end = (int(x, 16) for x in fields[0].split("-"))
-            out.append((start, end, int(fields[2], 16)))
-    return out
+    return [(m.start, m.end, m.offset) for m in file_mappings(Path(f"/proc/{pid}/maps").read_text()) if m.path == exe]
 
 
 def code_changes(pid: int) -> CodeChanges:

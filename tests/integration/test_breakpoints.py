@@ -20,6 +20,7 @@ import pytest
 
 from mysqlprobe.collectors.breakpoints import left_breakpoints, remove_left_breakpoints
 from mysqlprobe.collectors.elf import file_offset, read_elf
+from mysqlprobe.collectors.process import alive
 
 from helpers import wait_until
 
@@ -60,13 +61,6 @@ def kill_mid_attach(pid: int, library: str, offsets: list[int], guard: bool) -> 
     loop.send_signal(signal.SIGKILL)
     loop.wait()
     return int(line[1])
-
-
-def alive(pid: int) -> bool:
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
-    except OSError:
-        return False
 
 
 def guard_lines(pid: int) -> int:
