@@ -260,15 +260,20 @@ def _phase_rate(sampling: dict, kind: str) -> float | None:
 REFERENCES = ("quiet_tail", "quiet", "off")
 
 
+def _reference(sampling: dict) -> tuple[str, float] | None:
+    """The best of REFERENCES with enough rows, and its rows per second."""
+    return next(((kind, rate) for kind in REFERENCES if (rate := _phase_rate(sampling, kind))), None)
+
+
 def unprobed_rate(sampling: dict) -> float | None:
-    """Rows per second in the best reference with enough rows."""
-    return next((rate for rate in map(lambda kind: _phase_rate(sampling, kind), REFERENCES) if rate), None)
+    ref = _reference(sampling)
+    return ref[1] if ref else None
 
 
 def slowdown_reference(doc: dict) -> str | None:
     """What the measured slowdown is set against: one of REFERENCES, or None."""
-    sampling = doc.get("sampling") or {}
-    return next((kind for kind in REFERENCES if _phase_rate(sampling, kind)), None)
+    ref = _reference(doc.get("sampling") or {})
+    return ref[0] if ref else None
 
 
 def always_on_slowdown(doc: dict) -> float | None:

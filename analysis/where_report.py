@@ -15,12 +15,11 @@ def _tree_lines(nodes: list[dict], total_ns: int, depth: int) -> list[str]:
     lines = []
     for n in nodes:
         label = "  " * depth + n["stage"]
-        excl = f" (self {fmt(n['exclusive_ns'])})" if n["children"] else ""
-        if n.get("callees_exceed_ns"):
-            excl = " (self n/a)"
+        excess = n.get("callees_exceed_ns")
+        excl = " (self n/a)" if excess else f" (self {fmt(n['exclusive_ns'])})" if n["children"] else ""
         lines.append(f"{label[:44]:<44} {fmt(n['inclusive_ns']):>7} {pct(n['inclusive_ns'] / total_ns):>6}{excl}")
-        if n.get("callees_exceed_ns"):
-            lines.append("  " * (depth + 1) + f"(its probed callees come to {fmt(n['callees_exceed_ns'])} more "
+        if excess:
+            lines.append("  " * (depth + 1) + f"(its probed callees come to {fmt(excess)} more "
                          "than it: each time is corrected for the probes on its own)")
         if n.get("partitions"):
             parts = " ".join(f"p{p['id']} {pct(p['share'])}" for p in n["partitions"][:8])
