@@ -121,7 +121,9 @@ class LatencyCollector(Collector):
     def begin(self) -> None:
         """Load and verify the BPF object in a thread (a tenth of a second,
         more under load) while the other collectors get ready. Needs the
-        calibration collector begun: its helper is probed in the same session."""
+        calibration collector begun: its helper is probed in the same session.
+        The breakpoint guard starts here too, off the path to the attach."""
+        self._guard_breakpoints()
         self._loader = Background(self._open_session, "bpf-load")
 
     def _open_session(self) -> UprobeSession:
@@ -137,8 +139,9 @@ class LatencyCollector(Collector):
         t0 = time.monotonic()
         self.calibration.calibrate(self.session)
         self.timings["calibration_s"] = round(time.monotonic() - t0, 3)
+        if self.guard is None:  # not begun
+            self._guard_breakpoints()
         t0 = time.monotonic()
-        self._guard_breakpoints()
         self.session.attach_target()
         self.timings["attach_s"] = round(time.monotonic() - t0, 3)
 

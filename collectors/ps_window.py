@@ -110,10 +110,11 @@ class PerfSchemaCollector(Collector):
         self._setup = Background(self._set_up, "ps-setup")
 
     def prepare(self) -> None:
-        if self._setup:
-            setup, self._setup = self._setup, None
-            return setup.join()
-        self._set_up()
+        setup, self._setup = self._setup, None
+        if setup:
+            setup.join()
+        else:
+            self._set_up()
 
     def _set_up(self) -> None:
         conn, args, why = connection.connect(self.pid, self.opts)
