@@ -95,14 +95,14 @@ def _stage_rows(doc: dict, stages: list[StageSummary]) -> list[list]:
     sampled = text.is_sampled(doc)
     mark = "~" if sampled else ""
     return [[f["stage"] + f["mark"], f"{mark}{f['calls']:,.0f}"] + ([_interval(f)] if sampled else [])
-            + [f["counted"], f["mean"], f["p50"], f["p90"], f["p99"], fmt(f["total_ns"]),
-               text.pct(f["share"])] for f in text.stage_figures(stages, doc)]
+            + [f["counted"], f["mean"], f["p50"], f["p90"], f["p99"], *text.total_text(f)]
+            for f in text.stage_figures(stages, doc)]
 
 
 def _partitions(s: StageSummary, doc: dict) -> str:
     if not s.partitions:
         return ""
-    rows = [[f"{f['id']}{f['mark']}", f["calls"], text.pct(f["share"]), fmt(f["total_ns"]), f["mean"], f["p50"], f["p99"]]
+    rows = [[f"{f['id']}{f['mark']}", f["calls"], text.pct(f["share"]), text.total_text(f)[0], f["mean"], f["p50"], f["p99"]]
             for f in text.partition_figures(s, doc)]
     return "<p class=muted>per partition</p>" + _table(["partition", "calls", "share", "total", "mean", "p50", "p99"],
                                                        rows)

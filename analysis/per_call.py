@@ -177,3 +177,19 @@ def best_per_call(probed: PerCall, sampled: PerCall | None) -> PerCall:
     if sampled.resolved or probed.high_ns is None or sampled.high_ns < probed.high_ns:
         return sampled
     return probed
+
+
+def window_total(corrected_ns: float, pc: PerCall, calls: float | None) -> tuple[float, bool]:
+    """The time a stage took, as the report shows it, and whether it is a
+    bound: the probes' corrected total where the mean per call is theirs
+    and a measurement; the mean times the calls where it is the CPU
+    samples'; the bound times the calls where the mean is a bound (the
+    probes' doubt per call outweighs it). Never below zero: a probe cost
+    calibrated above the one in situ takes more off than the calls held."""
+    if pc.mean_ns is None or not calls:
+        return max(corrected_ns, 0.0), False
+    if not pc.resolved:
+        return pc.high_ns * calls, True
+    if pc.method in SAMPLED_METHODS:
+        return pc.mean_ns * calls, False
+    return max(corrected_ns, 0.0), False

@@ -7,16 +7,16 @@ import textwrap
 
 from mysqlprobe.analysis import histogram as H
 from mysqlprobe.analysis.model import Profile
-from mysqlprobe.analysis.per_call import SAMPLED_METHODS, PerCall
+from mysqlprobe.analysis.per_call import SAMPLED_METHODS, PerCall, window_total
 from mysqlprobe.analysis.profile import (StageSummary, burst_figures, coverage, estimate_basis,
                                          estimated_calls, measured_slowdown, memory_counter, partition_per_call,
                                          stage_per_call, window_ns, window_scale)
 from mysqlprobe.analysis.ps_figures import ps_deltas, quiet_scale
-from mysqlprobe.analysis.textfit import fit as _fit, pct, size  # noqa: F401 (pct: html_report)
+from mysqlprobe.analysis.textfit import fit as _fit, pct, upper_ns  # noqa: F401 (pct: html_report)
+from mysqlprobe.analysis.stacks_report import io_block, off_cpu_block, samples_block  # noqa: F401 (html_report)
 from mysqlprobe.analysis.where_report import attribution_block, digest_block  # noqa: F401 (html_report)
 
 fmt = H.format_ns
-ASYNC_COMPLETIONS = "(async completions)"   # io_getevents: AIO threads waiting, not a file's I/O
 
 
 def _rate(calls: float, seconds: float) -> str:
@@ -133,12 +133,21 @@ def stage_figures(stages: list[StageSummary], doc: dict) -> list[dict]:
     scale = window_scale(doc)
     out = []
     for s in stages:
-        total = s.total_ns * scale
         est = estimated_calls(s, doc)
+        pc = stage_per_call(s, doc)
+        total, bound = window_total(s.total_ns * scale, pc, est.value)
         out.append({"stage": s.stage, "calls": est.value, "calls_low": est.low, "calls_high": est.high,
-                    "counted": s.calls, "total_ns": total, "share": total / window if window else None,
-                    **_latencies(stage_per_call(s, doc), s.percentiles())})
+                    "counted": s.calls, "total_ns": total, "total_bound": bound,
+                    "share": total / window if window else None, **_latencies(pc, s.percentiles())})
     return out
+
+
+def total_text(f: dict) -> tuple[str, str]:
+    """A figure's total and share as printed; a bound as '<' and two
+    significant digits, rounded up."""
+    if not f.get("total_bound"):
+        return fmt(f["total_ns"]), pct(f["share"])
+    return "<" + upper_ns(f["total_ns"]), "<" + pct(f["share"])
 
 
 def _latencies(pc: PerCall, percentiles: dict) -> dict:
@@ -162,9 +171,13 @@ def unresolved_note(figures: list[dict], indent: str = "") -> list[str]:
 
 def partition_figures(s: StageSummary, doc: dict) -> list[dict]:
     total = sum(p.calls for p in s.partitions.values()) or 1
-    return [{"id": pid, "calls": p.calls, "share": p.calls / total, "total_ns": p.total_ns,
-             **_latencies(partition_per_call(p, s, doc), H.percentiles(p.counts))}
-            for pid, p in sorted(s.partitions.items())]
+    out = []
+    for pid, p in sorted(s.partitions.items()):
+        pc = partition_per_call(p, s, doc)
+        time_ns, bound = window_total(p.total_ns, pc, p.calls)
+        out.append({"id": pid, "calls": p.calls, "share": p.calls / total, "total_ns": time_ns, "total_bound": bound,
+                    **_latencies(pc, H.percentiles(p.counts))})
+    return out
 
 
 def is_sampled(doc: dict) -> bool:
@@ -179,7 +192,7 @@ def summary_table(stages: list[StageSummary], doc: dict) -> list[str]:
     figures = stage_figures(stages, doc)
     for f in figures:
         untimed = f["counted"] and f["p50"] == "-"  # an entry-only probe: counted, not timed
-        total, share = ("-", "-") if untimed else (fmt(f["total_ns"]), pct(f["share"]))
+        total, share = ("-", "-") if untimed else total_text(f)
         lines.append(f"{f['stage'] + f['mark']:<30}{_count(f['calls'], sampled):>7} {_rate(f['calls'], seconds):>7} "
                      f"{total:>6} {share:>6} {f['p50']:>6} {f['p90']:>6} "
                      f"{f['p99']:>6}")
@@ -210,7 +223,7 @@ def partition_table(s: StageSummary, doc: dict) -> list[str]:
              f"  {'partition':>9}{'calls':>10}{'share':>8}{'total':>9}{'mean':>8}{'p50':>8}{'p99':>8}"]
     figures = partition_figures(s, doc)
     for f in figures:
-        lines.append(f"  {str(f['id']) + f['mark']:>9}{f['calls']:>10}{pct(f['share']):>8}{fmt(f['total_ns']):>9}"
+        lines.append(f"  {str(f['id']) + f['mark']:>9}{f['calls']:>10}{pct(f['share']):>8}{total_text(f)[0]:>9}"
                      f"{f['mean']:>8}{f['p50']:>8}{f['p99']:>8}")
     return lines + unresolved_note(figures, "  ")
 
@@ -318,100 +331,6 @@ def perf_schema_block(doc: dict) -> list[str]:
     if status:
         lines.append("  status: " + ", ".join(f"{k} +{v}" for k, v in sorted(status.items()) if v))
     return _fit(lines)
-
-
-def _clip(text: str, width: int) -> str:
-    return text if len(text) <= width else text[:width - 1] + "~"
-
-
-def samples_block(doc: dict, top: int = 10) -> list[str]:
-    """Where the CPU went by perf's samples: per thread, and the functions
-    most often on CPU themselves (self) or below on the stack (total)."""
-    perf = doc.get("perf") or {}
-    if perf.get("status") != "collected":
-        return []
-    n = perf["samples"]
-    cost = perf.get("perf_cpu_share")
-    lines = [""] + textwrap.wrap(f"CPU samples: {n} ({perf['event']} {perf['frequency_hz']} Hz, "
-                                 f"{perf['unwinding']['describe']}"
-                                 + (f"; perf used {pct(cost)} of a CPU)" if cost is not None else ")")
-                                 + _on_phases(perf, doc), 80, subsequent_indent="  ")
-    if not n:
-        return lines
-    lines += _threads_line(f"{t['thread']} {pct(t['samples'] / n)}" for t in perf["threads"][:4])
-    lines.append(f"  {'self':>6} {'total':>6}  function")
-    for r in perf["top_self"][:top]:
-        lines.append(f"  {pct(r['share']):>6} {pct(r.get('total_share')):>6}  {_clip(r['function'], 62)}")
-    if perf.get("stacks_file"):
-        lines.append(f"  folded stacks: {perf['stacks_file']} (flamegraph.svg, report.html)")
-    return lines
-
-
-def _on_phases(section: dict, doc: dict) -> str:
-    """Sampled mode: a collector that ran with the probes saw the on-phases
-    only; one quieted saw all but the quiet phases."""
-    on, quiet, window = section.get("on_s"), section.get("quiet_s"), doc["window"]["duration_s"]
-    if not window:
-        return ""
-    if on is not None:
-        return f", taken in the on-phases ({pct(on / window)} of the window)"
-    return f", off in the quiet phases ({pct(quiet / window)} of the window)" if quiet else ""
-
-
-def _threads_line(items) -> list[str]:
-    return textwrap.wrap("threads: " + ", ".join(items), 80, subsequent_indent="  ")
-
-
-def off_cpu_block(doc: dict, top: int = 8) -> list[str]:
-    """Where the threads waited: blocked (I/O, locks, sleeps) and runnable
-    without a CPU, per thread, and the functions they waited in."""
-    off = doc.get("off_cpu") or {}
-    if off.get("status") != "collected":
-        return []
-    window = doc["window"]["duration_s"]
-    lines = [""] + textwrap.wrap(
-        f"off-CPU: blocked {fmt(off['blocked_s'] * 1e9)}, waiting for a CPU {fmt(off['waiting_for_cpu_s'] * 1e9)} "
-        f"over all threads, {off['switches']} switches (window {window:.2f}s)" + _on_phases(off, doc), 80,
-        subsequent_indent="  ")
-    total = sum(t["us"] for t in off["threads"]) or 1
-    if off["threads"]:
-        lines += _threads_line(f"{t['thread']} {fmt(t['us'] * 1e3)}" for t in off["threads"][:4])
-        lines.append(f"  {'time':>7} {'share':>6}  waiting in")
-        for r in off["top_self"][:top]:
-            lines.append(f"  {fmt(r['us'] * 1e3):>7} {pct(r['us'] / total):>6}  {_clip(r['function'], 61)}")
-    if off.get("dropped"):
-        lines.append("  incomplete: " + ", ".join(f"{k} ({v})" for k, v in off["dropped"].items()))
-    if off.get("stacks_file"):
-        lines.append(f"  folded stacks (us): {off['stacks_file']} (offcpu.svg, report.html)")
-    return lines
-
-
-def io_block(doc: dict, top: int = 8) -> list[str]:
-    """The I/O system calls: how many, how much and how long, per call and
-    for the files that took the most time."""
-    io = doc.get("io") or {}
-    if io.get("status") != "collected":
-        return []
-    waits = [f for f in io["by_file"] if f["file"] == ASYNC_COMPLETIONS]
-    waited = f" ({fmt(waits[0]['s'] * 1e9)} of it waiting for async completions)" if waits else ""
-    lines = [""] + textwrap.wrap(
-        f"I/O system calls: {io['calls']} calls, {size(io['bytes'])}, {fmt(io['s'] * 1e9)} in them over all "
-        f"threads{waited}" + (f", {io['errors']} failed" if io["errors"] else "") + _on_phases(io, doc), 80,
-        subsequent_indent="  ")
-    if io["by_call"]:
-        lines += textwrap.wrap("calls: " + ", ".join(
-            f"{c['call']} {c['calls']}" + (f" {size(c['bytes'])}" if c["bytes"] else "") + f" {fmt(c['s'] * 1e9)}"
-            for c in io["by_call"][:6]), 80, initial_indent="  ", subsequent_indent="    ")
-        lines.append(f"  {'time':>7} {'calls':>8} {'read':>9} {'written':>9} {'syncs':>6}  file")
-        for f in [f for f in io["by_file"] if f["file"] != ASYNC_COMPLETIONS][:top]:
-            lines.append(f"  {fmt(f['s'] * 1e9):>7} {f['calls']:>8} {size(f['read_bytes']):>9} "
-                         f"{size(f['write_bytes']):>9} {f['syncs']:>6}  {_clip(f['file'], 36)}")
-    if io.get("dropped"):
-        lines.append("  incomplete: " + ", ".join(f"{k} ({v})" for k, v in io["dropped"].items()))
-    if io.get("stacks_file"):
-        lines.append(f"  folded stacks: {io['stacks_file']} (us), {io.get('bytes_file', '-')} (bytes), "
-                     f"{io.get('calls_file', '-')} (calls); io.svg, report.html")
-    return lines
 
 
 def render_text(profile: Profile) -> str:

@@ -134,7 +134,7 @@ def test_summary_per_call_and_file():
 
 
 def test_the_report_keeps_async_waits_apart_from_the_files():
-    from mysqlprobe.analysis.report import ASYNC_COMPLETIONS, io_block
+    from mysqlprobe.analysis.stacks_report import ASYNC_COMPLETIONS, io_block
 
     assert io.file_label(None, -1) == ASYNC_COMPLETIONS
     records = _records()

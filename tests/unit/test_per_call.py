@@ -4,8 +4,8 @@ never negative or zero, an upper bound where the doubt outweighs the call."""
 import pytest
 
 from mysqlprobe.analysis import histogram as H
-from mysqlprobe.analysis.per_call import (CORRECTED, RAW, SAMPLED, UNMEASURED_IN_SITU, PerCall, best_per_call,
-                                          per_call, poisson95, sampled_per_call)
+from mysqlprobe.analysis.per_call import (CORRECTED, RAW, SAMPLED, SAMPLED_STACKS, UNMEASURED_IN_SITU, PerCall,
+                                          best_per_call, per_call, poisson95, sampled_per_call, window_total)
 from mysqlprobe.analysis.sampling import Estimate
 
 CAL = {"classes": {"emulated": {"entry_ns": 1000.0, "return_ns": 500.0, "spread_ns": 75.0}}}
@@ -135,3 +135,14 @@ def test_a_sampled_capture_without_a_measured_in_situ_factor_allows_for_one():
     calls, raw, corrected = 10_007, 1700.0, 160.0   # a 10-ns function the calibration underrated
     pc = per_call(calls, corrected * calls, raw * calls, counts(raw, calls), sampled(None), {"emulated"})
     assert pc.low_ns == 0 and not pc.resolved and pc.text().startswith("<")
+
+
+def test_a_stage_total_is_never_below_zero_and_a_bound_where_its_mean_is():
+    measured = PerCall(2000.0, 1800.0, 2200.0, CORRECTED, 50.0)
+    assert window_total(2.0e6, measured, 1000) == (2.0e6, False)       # the probes' corrected total
+    # a probe cost calibrated above the one in situ: more taken off than the calls held
+    overcorrected = PerCall(0.0, 0.0, 900.0, CORRECTED, 600.0)
+    assert window_total(-4.4e8, overcorrected, 1000) == (9.0e5, True)   # the bound times the calls
+    sampled = PerCall(150.0, 120.0, 180.0, SAMPLED_STACKS, 600.0)
+    assert window_total(-1.0e6, sampled, 1000) == (1.5e5, False)       # the samples' mean times the calls
+    assert window_total(-5.0, PerCall(None, None, None, CORRECTED, 0.0), 0) == (0.0, False)

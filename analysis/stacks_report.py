@@ -1,0 +1,108 @@
+"""The text report's blocks of stacks: where the CPU went (CPU samples),
+where the threads waited (off-CPU) and the I/O system calls."""
+
+from __future__ import annotations
+
+import textwrap
+
+from mysqlprobe.analysis.histogram import format_ns as fmt
+from mysqlprobe.analysis.textfit import pct, size
+
+ASYNC_COMPLETIONS = "(async completions)"   # io_getevents: AIO threads waiting, not a file's I/O
+
+def _clip(text: str, width: int) -> str:
+    return text if len(text) <= width else text[:width - 1] + "~"
+
+
+def _sampler(perf: dict) -> str:
+    return "its BPF program" if perf.get("sampler") == "bpf" else "perf"
+
+
+def samples_block(doc: dict, top: int = 10) -> list[str]:
+    """Where the CPU went by perf's samples: per thread, and the functions
+    most often on CPU themselves (self) or below on the stack (total)."""
+    perf = doc.get("perf") or {}
+    if perf.get("status") != "collected":
+        return []
+    n = perf["samples"]
+    cost = perf.get("perf_cpu_share")
+    lines = [""] + textwrap.wrap(f"CPU samples: {n} ({perf['event']} {perf['frequency_hz']} Hz, "
+                                 f"{perf['unwinding']['describe']}"
+                                 + (f"; {_sampler(perf)} used {pct(cost)} of a CPU)" if cost is not None else ")")
+                                 + _on_phases(perf, doc), 80, subsequent_indent="  ")
+    if not n:
+        return lines
+    lines += _threads_line(f"{t['thread']} {pct(t['samples'] / n)}" for t in perf["threads"][:4])
+    lines.append(f"  {'self':>6} {'total':>6}  function")
+    for r in perf["top_self"][:top]:
+        lines.append(f"  {pct(r['share']):>6} {pct(r.get('total_share')):>6}  {_clip(r['function'], 62)}")
+    if perf.get("stacks_file"):
+        lines.append(f"  folded stacks: {perf['stacks_file']} (flamegraph.svg, report.html)")
+    return lines
+
+
+def _on_phases(section: dict, doc: dict) -> str:
+    """Sampled mode: a collector that ran with the probes saw the on-phases
+    only; one quieted saw all but the quiet phases."""
+    on, quiet, window = section.get("on_s"), section.get("quiet_s"), doc["window"]["duration_s"]
+    if not window:
+        return ""
+    if on is not None:
+        return f", taken in the on-phases ({pct(on / window)} of the window)"
+    return f", off in the quiet phases ({pct(quiet / window)} of the window)" if quiet else ""
+
+
+def _threads_line(items) -> list[str]:
+    return textwrap.wrap("threads: " + ", ".join(items), 80, subsequent_indent="  ")
+
+
+def off_cpu_block(doc: dict, top: int = 8) -> list[str]:
+    """Where the threads waited: blocked (I/O, locks, sleeps) and runnable
+    without a CPU, per thread, and the functions they waited in."""
+    off = doc.get("off_cpu") or {}
+    if off.get("status") != "collected":
+        return []
+    window = doc["window"]["duration_s"]
+    lines = [""] + textwrap.wrap(
+        f"off-CPU: blocked {fmt(off['blocked_s'] * 1e9)}, waiting for a CPU {fmt(off['waiting_for_cpu_s'] * 1e9)} "
+        f"over all threads, {off['switches']} switches (window {window:.2f}s)" + _on_phases(off, doc), 80,
+        subsequent_indent="  ")
+    total = sum(t["us"] for t in off["threads"]) or 1
+    if off["threads"]:
+        lines += _threads_line(f"{t['thread']} {fmt(t['us'] * 1e3)}" for t in off["threads"][:4])
+        lines.append(f"  {'time':>7} {'share':>6}  waiting in")
+        for r in off["top_self"][:top]:
+            lines.append(f"  {fmt(r['us'] * 1e3):>7} {pct(r['us'] / total):>6}  {_clip(r['function'], 61)}")
+    if off.get("dropped"):
+        lines.append("  incomplete: " + ", ".join(f"{k} ({v})" for k, v in off["dropped"].items()))
+    if off.get("stacks_file"):
+        lines.append(f"  folded stacks (us): {off['stacks_file']} (offcpu.svg, report.html)")
+    return lines
+
+
+def io_block(doc: dict, top: int = 8) -> list[str]:
+    """The I/O system calls: how many, how much and how long, per call and
+    for the files that took the most time."""
+    io = doc.get("io") or {}
+    if io.get("status") != "collected":
+        return []
+    waits = [f for f in io["by_file"] if f["file"] == ASYNC_COMPLETIONS]
+    waited = f" ({fmt(waits[0]['s'] * 1e9)} of it waiting for async completions)" if waits else ""
+    lines = [""] + textwrap.wrap(
+        f"I/O system calls: {io['calls']} calls, {size(io['bytes'])}, {fmt(io['s'] * 1e9)} in them over all "
+        f"threads{waited}" + (f", {io['errors']} failed" if io["errors"] else "") + _on_phases(io, doc), 80,
+        subsequent_indent="  ")
+    if io["by_call"]:
+        lines += textwrap.wrap("calls: " + ", ".join(
+            f"{c['call']} {c['calls']}" + (f" {size(c['bytes'])}" if c["bytes"] else "") + f" {fmt(c['s'] * 1e9)}"
+            for c in io["by_call"][:6]), 80, initial_indent="  ", subsequent_indent="    ")
+        lines.append(f"  {'time':>7} {'calls':>8} {'read':>9} {'written':>9} {'syncs':>6}  file")
+        for f in [f for f in io["by_file"] if f["file"] != ASYNC_COMPLETIONS][:top]:
+            lines.append(f"  {fmt(f['s'] * 1e9):>7} {f['calls']:>8} {size(f['read_bytes']):>9} "
+                         f"{size(f['write_bytes']):>9} {f['syncs']:>6}  {_clip(f['file'], 36)}")
+    if io.get("dropped"):
+        lines.append("  incomplete: " + ", ".join(f"{k} ({v})" for k, v in io["dropped"].items()))
+    if io.get("stacks_file"):
+        lines.append(f"  folded stacks: {io['stacks_file']} (us), {io.get('bytes_file', '-')} (bytes), "
+                     f"{io.get('calls_file', '-')} (calls); io.svg, report.html")
+    return lines
