@@ -8,7 +8,6 @@ import os
 import re
 import tempfile
 import urllib.error
-import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
@@ -116,6 +115,7 @@ def _belongs(path: Path, build_id: str, read_elf) -> bool:
 def _download(server: str, path: str, into: Path, progress, timeout: float) -> Path:
     """The body of server + path in a new file under `into` (the caller
     renames or removes it); progress is told the server, bytes done and total."""
+    import urllib.request  # http and email come with it: 0.04 s a start that needs no download
     into.mkdir(parents=True, exist_ok=True)
     request = urllib.request.Request(server + path, headers={"User-Agent": "mysqlprobe"})
     with urllib.request.urlopen(request, timeout=timeout) as response:

@@ -11,10 +11,8 @@ import sys
 import tempfile
 import time
 
-from mysqlprobe.analysis.model import Profile
 from mysqlprobe.capture import Capture, write_capture
 from mysqlprobe.errors import CaptureError, OutputError
-from mysqlprobe.reports import write_visuals
 
 MIN_FREE_BYTES = 64 << 20  # profile.json, folded stacks, SVGs and the HTML page of a long window
 
@@ -41,6 +39,10 @@ def fallback_dir() -> str:
 
 
 def _write(cap: Capture, out_dir: str) -> None:
+    # the analysis and the pictures are imported once the window is over,
+    # not before the probes go on (0.03-0.07 s of a start)
+    from mysqlprobe.analysis.model import Profile
+    from mysqlprobe.reports import write_visuals
     paths = write_capture(out_dir, cap)
     paths += write_visuals(out_dir, Profile(cap.doc))
     print(f"wrote {', '.join(paths)}", file=sys.stderr)
