@@ -1,7 +1,8 @@
 """From start to probes attached, and the memory mysqlprobe holds, on the
 largest binary we have (MariaDB 10.11.5's mariadbd, 297 MB with symbols).
 
-The server takes a light load (4 clients inserting single rows) all along.
+The server takes a light load (4 clients inserting single rows) all along,
+or none with --idle.
 Each run is `mysqlprobe --pid PID --insert-profile -d SECONDS` (the default
 mode: duty cycles, perf, off-CPU, I/O, P_S); measured from outside it:
 
@@ -12,7 +13,7 @@ mode: duty cycles, perf, off-CPU, I/O, P_S); measured from outside it:
 The first run starts cold (mysqlprobe's caches removed), the others warm.
 The capture's own timings (symbols, calibration, attach) are shown beside.
 
-    sudo .venv/bin/python bench/startup.py [--runs 7] [--seconds 3]
+    sudo .venv/bin/python bench/startup.py [--runs 7] [--seconds 3] [--idle] [--versus OTHER]
 
 writes bench/STARTUP.md and bench/startup.json."""
 
@@ -61,6 +62,7 @@ def main() -> None:
     ap = bench_parser(__doc__, runs=7, seconds=3)
     ap.add_argument("--versus", metavar="MYSQLPROBE",
                     help="another build's mysqlprobe: its warm runs alternate with this one's, one each")
+    ap.add_argument("--idle", action="store_true", help="no load on the server")
     args = ap.parse_args()
     sb = sandbox.Sandbox(VERSION, instance="startup")
     pid = sb.start(log)
@@ -69,8 +71,9 @@ def main() -> None:
     workload.prepare_source(conn, 11)
     workload.create_target(conn, table)
     conn.close()
-    load = Load(sb.socket, table)
-    load.start()
+    load = None if args.idle else Load(sb.socket, table)
+    if load:
+        load.start()
     runs = []
     try:
         with tempfile.TemporaryDirectory() as tmp:
@@ -88,13 +91,15 @@ def main() -> None:
                     runs.append(other)
                     log(f"versus {i + 1}: {other}")
     finally:
-        load.finish()
+        if load:
+            load.finish()
         sb.stop()
     warm = [r for r in runs if r["start"] == "warm"]
     versus = [r for r in runs if r["start"] == "versus"]
     result = {"machine": machine(), "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
               "command": "sudo .venv/bin/python bench/startup.py " + " ".join(sys.argv[1:]),
-              "server": f"MariaDB {VERSION}", "runs": runs,
+              "server": f"MariaDB {VERSION}", "load": "none" if args.idle else "4 clients inserting single rows",
+              "runs": runs,
               "warm": {"ready_s": med([r["ready_s"] for r in warm]), "ready_range": spread([r["ready_s"] for r in warm]),
                        "max_rss_mb": max(r["max_rss_mb"] for r in runs if r["start"] != "versus")},
               **({"versus": {"mysqlprobe": args.versus, "ready_s": med([r["ready_s"] for r in versus]),
@@ -110,7 +115,8 @@ def render(r: dict) -> str:
 
     lines = ["# From start to probes attached, and peak memory", "",
              f"{machine_line(r['machine'])} {r['date']}. Command: `{r['command']}`.", "",
-             f"{r['server']} (mariadbd with full symbols) under 4 clients inserting single rows. Each run: "
+             f"{r['server']} (mariadbd with full symbols), load: {r.get('load', '4 clients inserting single rows')}. "
+             "Each run: "
              "`mysqlprobe -p PID --insert-profile -d SECONDS -o DIR` (the default mode, every collector). "
              "ready: from spawning it to its line `Tracing PID ...` (probes attached), timed by this script; "
              "peak RSS: the kernel's ru_maxrss for the process (wait4). The first run starts with mysqlprobe's "

@@ -104,13 +104,15 @@ def file_mappings(maps_text: str, executable: bool = True) -> list[Mapping]:
 
 
 def user_names(pid: int, addresses: Iterable[int], maps_text: str | None = None,
-               root: str | None = None, files: dict | None = None) -> dict[int, str]:
+               root: str | None = None, files: dict | None = None, named=None) -> dict[int, str]:
     """Each address of the process's mapped code to its function's name
     (`[file]` where its file has no symbol for it, `[unknown]` where no
     file is mapped). Read while the process runs: the mappings are those
     at the time. Each file is read once, into `files` (path -> its
-    FileFunctions, None where unreadable) when given, for later calls."""
+    FileFunctions, None where unreadable) when given, for later calls.
+    named: what a mangled symbol is shown as (its qualified name)."""
     files = {} if files is None else files
+    named = named or function_name
     root = root if root is not None else f"/proc/{pid}/root"
     if maps_text is None:
         with open(f"/proc/{pid}/maps") as f:
@@ -136,7 +138,7 @@ def user_names(pid: int, addresses: Iterable[int], maps_text: str | None = None,
         for address, m in wanted:
             vaddr = functions.vaddr_of(address - m.start + m.offset) if functions else None
             mangled = functions.name_at(vaddr) if vaddr is not None else None
-            out[address] = function_name(mangled) if mangled else label
+            out[address] = named(mangled) if mangled else label
     return out
 
 

@@ -24,7 +24,6 @@ from __future__ import annotations
 import ctypes
 import json
 import os
-import platform
 import select
 import signal
 import struct
@@ -39,9 +38,6 @@ from mysqlprobe.errors import BpfError
 
 INT3 = 0xCC
 UPROBE_PMU_TYPE = Path("/sys/bus/event_source/devices/uprobe/type")
-PERF_EVENT_OPEN = {"x86_64": 298, "aarch64": 241}
-PERF_ATTR_SIZE = 112            # PERF_ATTR_SIZE_VER5
-PERF_FLAG_DISABLED = 1
 CLOSERS = 64                    # threads dropping the registrations at once
 HOLDER_EXIT_WAIT_S = 30.0       # for the kernel to drop a killed mysqlprobe's links
 
@@ -82,18 +78,6 @@ def left_breakpoints(pid: int, binary: str, offsets: list[int]) -> list[int]:
     return out
 
 
-def _perf_event_open(attr: ctypes.Array, pid: int) -> int:
-    libc = ctypes.CDLL(None, use_errno=True)
-    number = PERF_EVENT_OPEN.get(platform.machine())
-    if number is None:
-        raise OSError(f"no perf_event_open number known for {platform.machine()}")
-    fd = libc.syscall(number, attr, pid, -1, -1, 0)
-    if fd < 0:
-        err = ctypes.get_errno()
-        raise OSError(err, os.strerror(err))
-    return fd
-
-
 def reset_breakpoints(pid: int, binary: str, offsets: list[int]) -> None:
     """Register a uprobe of this process at each offset and drop it: the
     kernel puts back the byte of every breakpoint no one else wants. One
@@ -121,10 +105,10 @@ def _reset_by_perf_events(pid: int, binary: str, offsets: list[int]) -> None:
     try:
         for offset in offsets:
             attr = (ctypes.c_uint8 * 128)()
-            struct.pack_into("<II", attr, 0, pmu, PERF_ATTR_SIZE)
-            struct.pack_into("<Q", attr, 40, PERF_FLAG_DISABLED)
+            struct.pack_into("<II", attr, 0, pmu, libbpf.PERF_ATTR_SIZE)
+            struct.pack_into("<Q", attr, 40, libbpf.PERF_FLAG_DISABLED)
             struct.pack_into("<QQ", attr, 56, ctypes.addressof(path), offset)
-            fds.append(_perf_event_open(attr, pid))
+            fds.append(libbpf.perf_event_open(attr, pid))
     finally:
         for chunk in range(0, len(fds), CLOSERS):
             closers = [threading.Thread(target=os.close, args=(fd,)) for fd in fds[chunk:chunk + CLOSERS]]

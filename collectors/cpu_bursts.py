@@ -82,20 +82,26 @@ class BurstTime:
 
 
 def burst_time(lines, stages: dict[str, list[str]]) -> tuple[BurstTime, int]:
+    """burst_time_of the samples of `perf script -F period,ip,sym` lines."""
+    return burst_time_of(((period, frames, 1) for period, frames in sample_stacks(lines)), stages)
+
+
+def burst_time_of(samples, stages: dict[str, list[str]]) -> tuple[BurstTime, int]:
     """The samples in each function's own code and, where they have stacks,
-    those with one of a stage's functions anywhere on the stack."""
+    those with one of a stage's functions anywhere on the stack. samples:
+    (period in ns, mangled symbols from the sampled one outwards, how many)."""
     owner = {sym: stage for stage, syms in stages.items() for sym in syms}
     own, own_ns, on_stack, on_stack_ns = Counter(), Counter(), Counter(), Counter()
     total_ns = count = 0
-    for period, frames in sample_stacks(lines):
-        count += 1
-        total_ns += period
+    for period, frames, n in samples:
+        count += n
+        total_ns += period * n
         if frames and frames[0] in owner:
-            own[frames[0]] += 1
-            own_ns[frames[0]] += period
+            own[frames[0]] += n
+            own_ns[frames[0]] += period * n
         for stage in {owner[f] for f in frames if f in owner}:
-            on_stack[stage] += 1
-            on_stack_ns[stage] += period
+            on_stack[stage] += n
+            on_stack_ns[stage] += period * n
     functions = {s: {"samples": own[s], "self_ns": own_ns[s]} for s in owner if own[s]}
     staged = {s: {"samples": on_stack[s], "ns": on_stack_ns[s]} for s in stages if on_stack[s]}
     return BurstTime(functions, staged, total_ns, count), count

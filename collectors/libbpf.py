@@ -9,6 +9,7 @@ import ctypes.util
 import errno
 import functools
 import os
+import platform
 import struct
 import threading
 
@@ -52,6 +53,7 @@ def lib() -> ctypes.CDLL:
                                                   ctypes.POINTER(_UprobeOpts)]),
         "bpf_link__destroy": (ctypes.c_int, [_P]),
         "bpf_program__attach": (_P, [_P]),
+        "bpf_program__attach_perf_event": (_P, [_P, ctypes.c_int]),
         "bpf_map_lookup_elem": (ctypes.c_int, [ctypes.c_int, _P, _P]),
         "bpf_map_update_elem": (ctypes.c_int, [ctypes.c_int, _P, _P, ctypes.c_uint64]),
         "bpf_map_get_next_key": (ctypes.c_int, [ctypes.c_int, _P, _P]),
@@ -97,6 +99,36 @@ def _bpf_syscall(cmd: int, attr: ctypes.Array) -> int:
     libc.syscall.restype = ctypes.c_long
     ctypes.set_errno(0)
     return libc.syscall(ctypes.c_long(SYS_BPF), ctypes.c_long(cmd), attr, ctypes.c_long(len(attr)))
+
+
+# perf events (linux/perf_event.h)
+PERF_EVENT_OPEN = {"x86_64": 298, "aarch64": 241}
+PERF_ATTR_SIZE = 112            # PERF_ATTR_SIZE_VER5
+PERF_TYPE_SOFTWARE, PERF_COUNT_SW_CPU_CLOCK = 1, 0
+PERF_FLAG_DISABLED = 1          # attr.flags bit 0
+PERF_FLAG_FD_CLOEXEC = 8
+
+
+def perf_event_open(attr: ctypes.Array, pid: int, cpu: int = -1) -> int:
+    """A perf event's descriptor (attr: struct perf_event_attr's bytes);
+    OSError with the kernel's errno when refused."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    number = PERF_EVENT_OPEN.get(platform.machine())
+    if number is None:
+        raise OSError(f"no perf_event_open number known for {platform.machine()}")
+    fd = libc.syscall(number, attr, pid, cpu, -1, PERF_FLAG_FD_CLOEXEC)
+    if fd < 0:
+        err = ctypes.get_errno()
+        raise OSError(err, os.strerror(err))
+    return fd
+
+
+def cpu_clock_attr(period_ns: int) -> ctypes.Array:
+    """A cpu-clock event firing every period_ns of CPU time, off until enabled."""
+    attr = (ctypes.c_uint8 * PERF_ATTR_SIZE)()
+    struct.pack_into("<IIQQ", attr, 0, PERF_TYPE_SOFTWARE, PERF_ATTR_SIZE, PERF_COUNT_SW_CPU_CLOCK, period_ns)
+    struct.pack_into("<Q", attr, 40, PERF_FLAG_DISABLED)
+    return attr
 
 
 def uprobe_multi_link(program_fd: int, pid: int, binary: str, offsets: list[int], cookies: list[int],
@@ -237,6 +269,17 @@ class BpfObject:
         link = lib().bpf_program__attach(program)
         if not link:
             raise _errno_error(f"attaching {what} failed")
+        self._links.append(link)
+
+    def attach_perf_event(self, program: int, perf_fd: int, what: str) -> None:
+        """Run the program on each sample of a perf event; the link owns
+        the event's descriptor from here (it closes it when detached)."""
+        ctypes.set_errno(0)
+        link = lib().bpf_program__attach_perf_event(program, perf_fd)
+        if not link:
+            error = _errno_error(f"attaching to {what} failed")
+            os.close(perf_fd)
+            raise error
         self._links.append(link)
 
     def attach_uprobe_multi(self, program: int, pid: int, binary: str, offsets: list[int],

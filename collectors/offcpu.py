@@ -13,7 +13,7 @@ from mysqlprobe import probes
 from mysqlprobe.collectors import libbpf
 from mysqlprobe.collectors.base import Collector, CollectorUnavailable, Cost, Facts, Section
 from mysqlprobe.collectors.perf import KERNEL_SUFFIX, fold_samples
-from mysqlprobe.collectors.addresses import UNKNOWN, kernel_names, user_names
+from mysqlprobe.collectors.addresses import UNKNOWN, function_name, kernel_names, user_names
 from mysqlprobe.errors import BpfError
 from mysqlprobe.flamegraphs.folded import Folded
 from mysqlprobe.flamegraphs.stacks import stacks_summary
@@ -48,7 +48,7 @@ class PhasedPrograms:
     def __init__(self, pid: int, verbose: bool = False):
         self.pid = pid
         self._obj = libbpf.BpfObject(probes.object_path(self.object_name),
-                                     abi.rodata(self.object_name, ctypes.c_uint32(pid)), verbose)
+                                     abi.rodata(self.object_name, self.config()), verbose)
         try:
             self._attach()  # refused here, before any window opens, if at all
             self._obj.detach_all()
@@ -57,6 +57,10 @@ class PhasedPrograms:
         except BaseException:
             self._obj.close()
             raise
+
+    def config(self):
+        """The object's .rodata configuration: the target's process id."""
+        return ctypes.c_uint32(self.pid)
 
     def _attach(self) -> None:
         for p in self.programs:
@@ -202,11 +206,14 @@ class PhasedBpfCollector(Collector):
 
     def prepare(self) -> None:
         try:
-            self.session = self.session_type(self.pid, self.verbose)
+            self.session = self.new_session()
         except BpfError as e:
             note = f"{self.label}: {e}; the capture has no {self.lacks}"
             raise CollectorUnavailable(note, note) from None
         self._stats_fd = libbpf.enable_run_time_stats()
+
+    def new_session(self) -> PhasedPrograms:
+        return self.session_type(self.pid, self.verbose)
 
     def start(self) -> None:
         self._runs0 = self.session.run_stats()
@@ -231,10 +238,11 @@ class PhasedBpfCollector(Collector):
         return Cost(target_s=ns / 1e9, method=f"the kernel's run time of the programs on {self.session.what} "
                                               f"({runs} runs, all threads of the host)")
 
-    def _user_names(self, addresses, facts: Facts):
-        """A name for each of these user addresses of the target, looked up together."""
+    def _user_names(self, addresses, facts: Facts, named=function_name):
+        """A name for each of these user addresses of the target, looked up
+        together (named: what a mangled symbol is shown as)."""
         try:
-            names = user_names(self.pid, addresses, files=facts.mapped_files)
+            names = user_names(self.pid, addresses, files=facts.mapped_files, named=named)
         except OSError:  # the target is gone: its mappings with it
             return lambda _address: UNKNOWN
         return lambda address: names.get(address, UNKNOWN)

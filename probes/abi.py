@@ -1,5 +1,5 @@
 """The one Python side of the BPF programs' ABI: the constants and ctypes
-structures of uprobe_latency.h, offcpu.bpf.c and io.bpf.c, the histogram slots, and
+structures of uprobe_latency.h, offcpu.bpf.c, io.bpf.c and cpu_sample.bpf.c, the histogram slots, and
 the checks that hold them to the compiled objects.
 
 check_object() compares every mirrored structure (size, member offsets and
@@ -45,6 +45,9 @@ MAX_IOCBS = 8
 PATH_LEN = 256
 IO_DROPPED = ("thread map full", "call map full", f"io_submit calls of more than {MAX_IOCBS} iocbs",
               "opened-file map full")
+# cpu_sample.bpf.c
+SAMPLE_USER_STACKS, SAMPLE_KERNEL_STACKS = 1, 2
+SAMPLE_DROPPED = ("sample map full", "stacks not taken")
 
 _u32, _u64, _s64 = ctypes.c_uint32, ctypes.c_uint64, ctypes.c_int64
 
@@ -149,6 +152,15 @@ class Path(ctypes.Structure):
     _fields_ = [("name", ctypes.c_char * PATH_LEN)]
 
 
+class SampleConfig(ctypes.Structure):
+    _fields_ = [("target_tgid", _u32), ("stacks", _u32)]
+
+
+class SampleKey(ctypes.Structure):
+    _fields_ = [("tid", _u32), ("ustack", ctypes.c_int32), ("kstack", ctypes.c_int32), ("in_kernel", _u32),
+                ("ip", _u64)]
+
+
 # per object: C struct name -> its mirror
 MIRRORS = {
     "uprobe_latency": {"latency_config": LatencyConfig, "probe_cost": ProbeCost, "probe_stats": ProbeStats,
@@ -157,9 +169,11 @@ MIRRORS = {
     "offcpu": {"offcpu_key": OffCpuKey, "offcpu_value": OffCpuValue, "away": Away},
     "io": {"io_key": IoKey, "io_value": IoValue, "iocb_seen": IocbSeen, "in_call": InCall,
            "opened_key": OpenedKey, "path": Path},
+    "cpu_sample": {"sample_config": SampleConfig, "sample_key": SampleKey},
 }
 # per object: .rodata variable -> its mirror
-RODATA = {"uprobe_latency": ("config", LatencyConfig), "offcpu": ("target_tgid", _u32), "io": ("target_tgid", _u32)}
+RODATA = {"uprobe_latency": ("config", LatencyConfig), "offcpu": ("target_tgid", _u32), "io": ("target_tgid", _u32),
+          "cpu_sample": ("config", SampleConfig)}
 
 
 def layout_mismatches(btf: Btf, mirrors: dict[str, type]) -> list[str]:

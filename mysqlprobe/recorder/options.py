@@ -24,6 +24,8 @@ class RecordOptions:
     off_cpu: bool = True
     io: bool = True                     # the I/O system calls
     burst_freq: int = BURST_FREQUENCY   # sampled mode: CPU samples per second in the off-phases; 0: none
+    sampler: str = "auto"               # CPU samples taken in BPF ("bpf"), by perf record ("perf"), or
+                                        # in BPF where the binary keeps frame pointers ("auto")
     reuse_calibration: bool = True      # start from the last run's calibration on this kernel and CPU
     progress_counter: str | None = None  # a variable of the target read as its progress, for the rows changed
     verbose: bool = False

@@ -4,9 +4,11 @@ Each collector goes through prepare -> start -> stop -> collect; close
 runs on every path. The phases run in orders that keep the window tight
 and the measures honest:
 
-  prepare  the CPU bursts' perf, then perf (a sampled process pays more
-           per probe hit, and the calibration should see the window's
-           conditions), off-CPU, I/O, the calibration helper, the probes
+  begin    what is slow without this process starts side by side: a perf
+           record to spawn (where the binary lacks frame pointers), the
+           probes' BPF object to verify, the P_S setup
+  prepare  off-CPU, I/O, the CPU samplers (the calibration should see the
+           window's conditions), the calibration helper, the probes
            (calibrated, then attached), P_S, process
   start    calibration, P_S and process readings, perf, off-CPU, I/O; the
            probes last: their start opens the window
@@ -36,7 +38,9 @@ from mysqlprobe.collectors.cpu_bursts import CpuBurstCollector, burst_stacks, bu
 from mysqlprobe.collectors.latency import LatencyCollector
 from mysqlprobe.collectors.io import IoCollector
 from mysqlprobe.collectors.offcpu import OffCpuCollector
-from mysqlprobe.collectors.perf import PerfCollector
+from mysqlprobe.collectors.cpu_sampler import CpuBurstSampler, CpuProfileCollector
+from mysqlprobe.collectors.perf import PerfCollector, PerfOptions
+from mysqlprobe.collectors.perf_record import Unwinding, choose_unwinding
 from mysqlprobe.collectors.perfschema import ROW_COUNTERS
 from mysqlprobe.collectors.process import ProcessCollector
 from mysqlprobe.collectors.progress import MemoryCounter, counter_symbol
@@ -50,10 +54,36 @@ from mysqlprobe.recorder.window import Window
 
 # the bursts' perf outlives perf: perf's own CPU (its children's usage
 # between its start and its end) does not take in the other's
-PREPARE = ("cpu_bursts", "perf", "off_cpu", "io", "calibration", "uprobe", "perf_schema", "process")
+BEGIN = ("cpu_bursts", "perf", "off_cpu", "io", "calibration", "uprobe", "perf_schema", "process")
+# the BPF objects load while the perfs start (0.1-0.5 s under load, most of
+# it perf reading the kernel's symbols); the calibration waits for them, so
+# that it sees the probe hits' cost with perf running, as in the window
+PREPARE = ("off_cpu", "io", "cpu_bursts", "perf", "calibration", "uprobe", "perf_schema", "process")
 START = ("calibration", "perf_schema", "process", "cpu_bursts", "perf", "off_cpu", "io", "uprobe")
 COLLECT = ("perf_schema", "process", "uprobe", "calibration", "perf", "off_cpu", "io", "cpu_bursts")
 NOT_REQUESTED = ("perf", "off_cpu", "io", "perf_schema", "cpu_bursts")
+
+
+def cpu_profile(pid: int, image, perf: PerfOptions, sampler: str, verbose: bool = False) -> Collector:
+    """The window's CPU samples: taken in BPF where the kernel can walk the
+    stacks (frame pointers), else by perf record, which copies each
+    sample's user stack for DWARF unwinding; --sampler decides otherwise."""
+    unwinding = choose_unwinding(image, perf.callgraph)
+    if sampler == "bpf" or (sampler == "auto" and unwinding.mode == "fp" and not perf.keep_data):
+        if unwinding.mode != "fp":
+            unwinding = Unwinding("fp", "--sampler bpf: the kernel walks frame pointers only")
+        return CpuProfileCollector(pid, perf.frequency, unwinding, verbose)
+    return PerfCollector(pid, image, perf)
+
+
+def cpu_bursts(pid: int, stages: dict, frequency: int, stacks: Unwinding | None, sampler: str,
+               verbose: bool = False) -> Collector:
+    """The off-phases' CPU bursts: in BPF (they need frame pointers for
+    stacks only, and take the sampled address alone without them) unless
+    --sampler perf."""
+    if sampler == "perf":
+        return CpuBurstCollector(pid, stages, frequency, stacks)
+    return CpuBurstSampler(pid, stages, frequency, stacks, verbose)
 
 
 class Recorder:
@@ -77,15 +107,15 @@ class Recorder:
         calibration = CalibrationCollector(len(specs), self.calibration_cache.load() if self.calibration_cache else None)
         out: dict[str, Collector] = {}
         if o.perf:
-            out["perf"] = PerfCollector(pid, self.binary.image, o.perf)
+            out["perf"] = cpu_profile(pid, self.binary.image, o.perf, o.sampler, o.verbose)
         if o.off_cpu:
             out["off_cpu"] = OffCpuCollector(pid, o.verbose)
         if o.io:
             out["io"] = IoCollector(pid, o.verbose)
         if specs:  # else a capture of what the other collectors see (a stripped binary)
             if not o.exact and o.burst_freq:  # needs off-phases
-                out["cpu_bursts"] = CpuBurstCollector(pid, burst_stages(specs), o.burst_freq,
-                                                      burst_stacks(self.binary.image))
+                out["cpu_bursts"] = cpu_bursts(pid, burst_stages(specs), o.burst_freq,
+                                               burst_stacks(self.binary.image), o.sampler, o.verbose)
             out["calibration"] = calibration
             out["uprobe"] = LatencyCollector(pid, self.target.proc_exe, specs, calibration, o.correct, o.verbose,
                                               o.full_sql)
@@ -110,10 +140,10 @@ class Recorder:
             self.counter = self._progress_counter()
             if self.counter:
                 stack.callback(self.counter.close)
-            for name in PREPARE:
+            for name in BEGIN:
                 if name in self.collectors:
                     stack.callback(self.collectors[name].close)
-            for name in PREPARE:  # what is slow starts side by side: perf's spawns, the BPF load
+            for name in BEGIN:  # what is slow starts side by side: perf's spawns, the BPF load
                 if name in self.collectors:
                     self._prepare(name, begin=True)
             for name in PREPARE:
@@ -294,7 +324,7 @@ def assemble(argv, head: dict, sections: list[Section], unavailable: dict[str, C
         doc[name] = {"status": "not requested"}
     files, notes, collectors = [], [], {}
     by_name = {s.name: s for s in sections}
-    for name in PREPARE:
+    for name in BEGIN:
         if name in unavailable:
             e = unavailable[name]
             doc[name] = {"status": e.status, "reason": e.reason}

@@ -124,6 +124,8 @@ def test_an_unreachable_debuginfod_is_named_in_the_one_line(fixture_dir, tmp_pat
     (["-p", "1", "--insert-profile", "--perf-freq", "0"], "--perf-freq takes 1 to 10000"),
     (["-p", "1", "--insert-profile", "--burst-freq", "-5"], "--burst-freq takes 0 (none) to 20000"),
     (["-p", "1", "--insert-profile", "--keep-perf-data"], "--keep-perf-data needs -o DIR"),
+    (["-p", "1", "--insert-profile", "--keep-perf-data", "-o", "/tmp/x", "--sampler", "bpf"],
+     "--keep-perf-data needs perf record"),
     (["bench", "--server", "10.2.11", "--cells", "range-0"], "cell 'range-0'"),
     (["bench", "--server", "10.2.11", "--cells", "sideways"], "unknown cell"),
     (["bench", "--cells", "none"], "give --server VERSION"),

@@ -1,0 +1,206 @@
+"""CPU sampling in the kernel: a cpu-clock perf event on every CPU runs a
+BPF program (probes/cpu_sample.bpf.c) that counts the target's samples by
+thread and stack; the stacks are named once, when the window is over.
+
+No perf process: nothing to spawn before the probes go on (two `perf
+record` starts took 0.2-0.5 s of mysqlprobe's start under load, most of it
+perf reading the kernel's symbols), nothing written per sample and no
+`perf script` to read it back. The kernel walks frame pointers only: for
+a binary built without them the recorder keeps perf record with DWARF
+stacks for the CPU profile, and the bursts take the sampled address alone,
+which is all they need there."""
+
+from __future__ import annotations
+
+import ctypes
+import re
+import time
+from dataclasses import dataclass
+
+from mysqlprobe.collectors import libbpf
+from mysqlprobe.collectors.addresses import UNKNOWN, kernel_names
+from mysqlprobe.collectors.base import Facts, Section
+from mysqlprobe.collectors.cpu_bursts import burst_time_of
+from mysqlprobe.collectors.offcpu import PhasedBpfCollector, PhasedPrograms
+from mysqlprobe.collectors.perf import KERNEL_SUFFIX, STACKS_FILE, fold_samples
+from mysqlprobe.collectors.perf_record import Unwinding
+from mysqlprobe.errors import BpfError
+from mysqlprobe.flamegraphs.stacks import stacks_summary
+from mysqlprobe.probes import abi
+
+KERNEL_FRAME = "[kernel]"  # a burst sample's own frame when the CPU was in the kernel
+
+
+def online_cpus(text: str | None = None) -> list[int]:
+    """The CPUs of /sys/devices/system/cpu/online ('0-3,5')."""
+    if text is None:
+        with open("/sys/devices/system/cpu/online") as f:
+            text = f.read()
+    cpus: list[int] = []
+    for part in text.strip().split(","):
+        lo, _, hi = part.partition("-")
+        cpus += range(int(lo), int(hi or lo) + 1)
+    return cpus
+
+
+@dataclass
+class SampleRecord:
+    tid: int
+    user: list[int]     # addresses, leaf first (the sampled address alone without user stacks)
+    kernel: list[int]   # leaf first; empty unless the CPU was in the kernel and its stacks are taken
+    in_kernel: bool
+    count: int
+
+
+class CpuSampleSession(PhasedPrograms):
+    """The sampling program on a cpu-clock event of every online CPU, the
+    events open while the session is on."""
+
+    object_name = "cpu_sample"
+    programs = ("on_sample",)
+    what = "cpu-clock perf events"
+    maps = (".bss", "samples", "stacks", "dropped")
+
+    def __init__(self, pid: int, frequency: int, user_stacks: bool, kernel_stacks: bool, verbose: bool = False):
+        self.frequency = frequency
+        self.stacks = (abi.SAMPLE_USER_STACKS if user_stacks else 0) | (abi.SAMPLE_KERNEL_STACKS if kernel_stacks else 0)
+        self.cpus = online_cpus()
+        super().__init__(pid, verbose)
+
+    @property
+    def period_ns(self) -> int:
+        return round(1e9 / self.frequency)
+
+    def config(self):
+        return abi.SampleConfig(self.pid, self.stacks)
+
+    def _attach(self) -> None:
+        program = self._obj.program("on_sample")
+        attr = libbpf.cpu_clock_attr(self.period_ns)
+        for cpu in self.cpus:
+            try:
+                fd = libbpf.perf_event_open(attr, -1, cpu)
+            except OSError as e:
+                raise BpfError(f"a cpu-clock event on CPU {cpu}: {e.strerror or e}") from None
+            self._obj.attach_perf_event(program, fd, f"the cpu-clock event of CPU {cpu}")
+
+    def records(self) -> list[SampleRecord]:
+        out = []
+        count = ctypes.c_uint64()
+        for key in libbpf.keys(self._fds["samples"], abi.SampleKey):
+            if libbpf.lookup(self._fds["samples"], key, count) and count.value:
+                user = self._stack(key.ustack) if key.ustack >= 0 else ([key.ip] if key.ip else [])
+                out.append(SampleRecord(key.tid, user, self._stack(key.kstack), bool(key.in_kernel), count.value))
+        return out
+
+
+# what GCC appends to a function it cloned (finish_task_switch.isra.0): perf shows the name without it
+_CLONE_SUFFIX = re.compile(r"(\.(isra|constprop|part|cold|lto_priv)(\.\d+)?)+$")
+
+
+def cpu_frames(record: SampleRecord, user_name, kernel_name) -> list[str]:
+    """A sample's frames, root first: its user frames, then its kernel ones
+    (marked as perf's are)."""
+    user = [user_name(a) for a in reversed(record.user)] or [UNKNOWN]
+    return user + [_CLONE_SUFFIX.sub("", kernel_name(a) or UNKNOWN) + KERNEL_SUFFIX for a in reversed(record.kernel)]
+
+
+class BpfSampling(PhasedBpfCollector):
+    """What both BPF samplers share: the session and its cost (the kernel's
+    run time of the sampling program)."""
+
+    can_pace = False
+
+    def __init__(self, pid: int, frequency: int, user_stacks: bool, kernel_stacks: bool, verbose: bool = False):
+        super().__init__(pid, verbose)
+        self.frequency, self.user_stacks, self.kernel_stacks = frequency, user_stacks, kernel_stacks
+
+    def new_session(self) -> CpuSampleSession:
+        return CpuSampleSession(self.pid, self.frequency, self.user_stacks, self.kernel_stacks, self.verbose)
+
+
+class CpuProfileCollector(BpfSampling):
+    """The window's CPU samples (the capture's `perf` section, whichever
+    sampler took them), on all window but in the quiet phases."""
+
+    name = "perf"
+    can_quiet = True
+    label, lacks = "CPU sampling in BPF", "CPU stacks (--sampler perf samples with the perf tool)"
+
+    def __init__(self, pid: int, frequency: int, unwinding: Unwinding, verbose: bool = False):
+        super().__init__(pid, frequency, user_stacks=True, kernel_stacks=True, verbose=verbose)
+        self.unwinding = unwinding
+        self.started_at = 0.0
+        self.seconds = 0.0
+
+    def start(self) -> None:
+        super().start()
+        self.started_at = time.monotonic()
+
+    def _silence(self, on: bool) -> bool:
+        self._turn(not on)
+        return True
+
+    def stop(self) -> None:
+        if self._quiet_since is not None:
+            self.quiet(False)
+        super().stop()
+        if self.started_at and not self.seconds:
+            self.seconds = time.monotonic() - self.started_at
+
+    def collect(self, facts: Facts) -> Section:
+        """The samples folded under the threads' names, and a summary."""
+        records = self.session.records()
+        kernel = kernel_names(a for r in records for a in r.kernel)
+        user = self._user_names((a for r in records for a in r.user), facts)
+        folded = fold_samples([(facts.comms.get(r.tid, facts.process_comm), r.tid,
+                                cpu_frames(r, user, kernel.get), r.count) for r in records], facts.thread_names)
+        samples = sum(r.count for r in records)
+        cost = self._cost()
+        u = self.unwinding
+        record = {"status": "collected", "sampler": "bpf", "event": "cpu-clock", "frequency_hz": self.frequency,
+                  "unwinding": {"mode": u.mode, "describe": u.describe(), "reason": u.reason},
+                  "samples": samples, "quiet_s": round(self.quiet_s, 6),
+                  "perf_cpu_share": round(cost.target_s / self.seconds, 4)
+                  if cost.target_s is not None and self.seconds else None,
+                  "dropped": self.session.dropped(abi.SAMPLE_DROPPED), **stacks_summary(folded)}
+        return Section(self.name, {self.name: record}, list(self.notes), cost,
+                       {STACKS_FILE: ("stacks_file", folded)} if samples else {})
+
+
+class CpuBurstSampler(BpfSampling):
+    """The bursts (collectors/cpu_bursts.py) sampled in BPF: on in the
+    ordinary off-phases the duty cycles give them, off from the start."""
+
+    name = "cpu_bursts"
+    can_burst = True
+    label, lacks = "CPU bursts in BPF", "CPU bursts (short functions' costs come from the probes alone)"
+
+    def __init__(self, pid: int, stages: dict[str, list[str]], frequency: int, stacks: Unwinding | None,
+                 verbose: bool = False):
+        super().__init__(pid, frequency, user_stacks=stacks is not None, kernel_stacks=False, verbose=verbose)
+        self.stages, self.stacks = stages, stacks
+
+    def start(self) -> None:
+        self._runs0 = self.session.run_stats()   # off until a burst
+
+    def collect(self, facts: Facts) -> Section:
+        records = self.session.records()
+        mangled = self._user_names((a for r in records for a in r.user), facts, named=lambda symbol: symbol)
+        period = self.session.period_ns
+        read, samples = burst_time_of(((period, ([KERNEL_FRAME] if r.in_kernel else [])
+                                        + [_symbol(mangled(a)) for a in r.user], r.count) for r in records),
+                                      self.stages)
+        record = {"status": "collected", "sampler": "bpf", "event": "cpu-clock", "frequency_hz": self.frequency,
+                  "on_s": round(self.on_s, 6), "samples": samples, "target_cpu_s": round(read.target_ns / 1e9, 6),
+                  "switch_failures": 0, "functions": read.functions,
+                  "stacks": self.stacks.describe() if self.stacks else None,
+                  "dropped": self.session.dropped(abi.SAMPLE_DROPPED)}
+        if self.stacks:
+            record["stages"] = read.stages
+        return Section(self.name, {self.name: record}, list(self.notes), self._cost())
+
+
+def _symbol(name: str) -> str:
+    """A frame as burst_time_of matches it: a mangled symbol, '' where none."""
+    return "" if name.startswith("[") else name

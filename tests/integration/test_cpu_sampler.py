@@ -1,0 +1,94 @@
+"""CPU samples taken in BPF (collectors/cpu_sampler.py), on the known-cost
+target busy in one function: the count must match the CPU time the kernel
+charged the process (/proc/PID/stat) times the frequency, the stacks must
+name the function, and nothing is counted while the session is off."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+
+from mysqlprobe.collectors.addresses import user_names
+from mysqlprobe.collectors.cpu_sampler import CpuSampleSession, cpu_frames
+from mysqlprobe.collectors.process import cpu_seconds
+
+pytestmark = pytest.mark.root
+
+FREQUENCY = 997   # Hz, prime
+LOOP_MS = 1301    # prime
+
+
+def _loop(proc, name: str, ms: int) -> dict:
+    proc.stdin.write(f"loop {name} {ms}\n")
+    proc.stdin.flush()
+    return json.loads(proc.stdout.readline())
+
+
+def _busy(session, proc) -> float:
+    """CPU seconds the target used over one loop, the session on."""
+    cpu0 = cpu_seconds(proc.pid)
+    session.start()
+    _loop(proc, "cost_10us", LOOP_MS)
+    session.stop()
+    return cpu_seconds(proc.pid) - cpu0
+
+
+def test_samples_match_the_cpu_time_and_name_the_busy_function(known_cost):
+    with CpuSampleSession(known_cost.pid, FREQUENCY, user_stacks=True, kernel_stacks=True) as session:
+        cpu_s = _busy(session, known_cost)
+        records = session.records()
+        assert session.dropped(("sample map full", "stacks not taken")) == {}
+    total = sum(r.count for r in records)
+    expected = cpu_s * FREQUENCY
+    assert expected > 500
+    # a clock tick's worth of CPU time (10 ms) either way in /proc's figures, and 5% for the timer's phase
+    assert abs(total - expected) <= 0.05 * expected + 0.01 * FREQUENCY * 2, (total, expected)
+    names = user_names(known_cost.pid, [a for r in records for a in r.user])
+    stacks = [cpu_frames(r, names.get, lambda _a: None) for r in records]
+    # the busy code itself; a leaf without a frame of its own, so the walk goes on from its
+    # caller's caller (as perf's does along frame pointers), down to the thread's start in libc
+    in_body = [(r.count, frames) for r, frames in zip(records, stacks) if frames[-1] == "body_10us"]
+    assert sum(n for n, _ in in_body) >= 0.9 * total, stacks[:5]
+    assert all(len(frames) >= 2 and frames[0] == "[libc.so.6]" for _, frames in in_body), in_body[:5]
+    assert all(r.tid == known_cost.pid for r in records)   # the target's one thread, no other process
+
+
+def test_nothing_is_counted_while_off(known_cost):
+    with CpuSampleSession(known_cost.pid, FREQUENCY, user_stacks=False, kernel_stacks=False) as session:
+        _busy(session, known_cost)
+        before = sum(r.count for r in session.records())
+        _loop(known_cost, "cost_10us", 307)             # busy, the session off
+        after = sum(r.count for r in session.records())
+    assert before > 300 and after == before
+
+
+def test_without_stacks_the_sampled_address_names_the_function(known_cost):
+    with CpuSampleSession(known_cost.pid, FREQUENCY, user_stacks=False, kernel_stacks=False) as session:
+        _busy(session, known_cost)
+        records = session.records()
+    assert all(len(r.user) <= 1 and r.kernel == [] for r in records)
+    names = user_names(known_cost.pid, [r.user[0] for r in records if r.user])
+    own = sum(r.count for r in records if r.user and names[r.user[0]] == "body_10us")
+    assert own >= 0.9 * sum(r.count for r in records)
+
+
+def test_the_events_are_closed_when_the_session_is(known_cost):
+    def perf_fds() -> int:
+        count = 0
+        for fd in os.listdir("/proc/self/fd"):
+            try:
+                count += os.readlink(f"/proc/self/fd/{fd}") == "anon_inode:[perf_event]"
+            except FileNotFoundError:   # the listing's own descriptor, gone by now
+                pass
+        return count
+
+    before = perf_fds()
+    with CpuSampleSession(known_cost.pid, FREQUENCY, user_stacks=True, kernel_stacks=True) as session:
+        session.start()
+        assert perf_fds() == before + len(session.cpus)
+        session.stop()
+        assert perf_fds() == before
+        session.start()
+    assert perf_fds() == before
