@@ -122,9 +122,10 @@ class LatencyCollector(Collector):
         """Load and verify the BPF object in a thread (a tenth of a second,
         more under load) while the other collectors get ready. Needs the
         calibration collector begun: its helper is probed in the same session.
-        The breakpoint guard starts here too, off the path to the attach."""
-        self._guard_breakpoints()
+        The breakpoint guard starts here too, off the path to the attach,
+        once the verification is under way."""
         self._loader = Background(self._open_session, "bpf-load")
+        self._guard_breakpoints()
 
     def _open_session(self) -> UprobeSession:
         return UprobeSession(self.pid, self.exe, self.specs, self.verbose,
