@@ -143,39 +143,63 @@ def user_names(pid: int, addresses: Iterable[int], maps_text: str | None = None,
 
 
 def kernel_names(addresses: Iterable[int], path: str = "/proc/kallsyms") -> dict[int, str]:
-    """Each kernel address to the text symbol it falls in (kallsyms gives no
-    sizes: the nearest start below it). Two passes over the file, the
-    second for the names wanted only."""
-    wanted = sorted(set(addresses))
-    if not wanted:
-        return {}
-    starts, lines = array("Q"), array("I")
-    try:
-        with open(path) as f:
-            for n, line in enumerate(f):
-                parts = line.split(None, 3)
-                if len(parts) >= 3 and parts[1] in "tTwW" and parts[0].strip("0"):
-                    starts.append(int(parts[0], 16))
-                    lines.append(n)
-    except (OSError, ValueError):
-        return {}
-    if any(starts[i] > starts[i + 1] for i in range(len(starts) - 1)):  # not in address order: sort it
-        order = sorted(range(len(starts)), key=starts.__getitem__)
-        starts, lines = array("Q", (starts[i] for i in order)), array("I", (lines[i] for i in order))
-    at_line: dict[int, list[int]] = {}   # the lines of each address's symbol and its aliases
-    for address in wanted:
-        i = bisect.bisect_right(starts, address) - 1
-        start = starts[i] if i >= 0 else None
-        while i >= 0 and starts[i] == start:
-            at_line.setdefault(lines[i], []).append(address)
-            i -= 1
-    out: dict[int, str] = {}
-    with open(path) as f:
-        for n, line in enumerate(f):
-            for address in at_line.get(n, ()):
-                name = line.split()[2]
-                out[address] = max(out.get(address, name), name)   # of aliases, one chosen the same each time
-    return out
+    """Each kernel address to the text symbol it falls in (one lookup; see KernelSymbols)."""
+    return KernelSymbols(path).names(addresses)
+
+
+class KernelSymbols:
+    """The kernel's text symbols for naming stack addresses: kallsyms gives
+    no sizes, so an address falls in the nearest start below it. The first
+    pass over the file keeps the starts and their line numbers only (flat
+    arrays, 1.5 MB), once for every collector of a collection; each lookup
+    then reads the names of the lines it wants."""
+
+    def __init__(self, path: str = "/proc/kallsyms"):
+        self.path = path
+        self._index: tuple[array, array] | None = None
+
+    def _starts(self) -> tuple[array, array]:
+        if self._index is None:
+            starts, lines = array("Q"), array("I")
+            try:
+                with open(self.path) as f:
+                    for n, line in enumerate(f):
+                        parts = line.split(None, 3)
+                        if len(parts) >= 3 and parts[1] in "tTwW" and parts[0].strip("0"):
+                            starts.append(int(parts[0], 16))
+                            lines.append(n)
+            except (OSError, ValueError):
+                starts, lines = array("Q"), array("I")
+            if any(starts[i] > starts[i + 1] for i in range(len(starts) - 1)):  # not in address order: sort it
+                order = sorted(range(len(starts)), key=starts.__getitem__)
+                starts, lines = array("Q", (starts[i] for i in order)), array("I", (lines[i] for i in order))
+            self._index = starts, lines
+        return self._index
+
+    def names(self, addresses: Iterable[int]) -> dict[int, str]:
+        wanted = sorted(set(addresses))
+        if not wanted:
+            return {}
+        starts, lines = self._starts()
+        if not starts:
+            return {}
+        at_line: dict[int, list[int]] = {}   # the lines of each address's symbol and its aliases
+        for address in wanted:
+            i = bisect.bisect_right(starts, address) - 1
+            start = starts[i] if i >= 0 else None
+            while i >= 0 and starts[i] == start:
+                at_line.setdefault(lines[i], []).append(address)
+                i -= 1
+        out: dict[int, str] = {}
+        try:
+            with open(self.path) as f:
+                for n, line in enumerate(f):
+                    for address in at_line.get(n, ()):
+                        name = line.split()[2]
+                        out[address] = max(out.get(address, name), name)   # of aliases, one chosen the same each time
+        except OSError:
+            return {}
+        return out
 
 
 @functools.lru_cache(maxsize=65536)

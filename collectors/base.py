@@ -19,6 +19,8 @@ import threading
 import time
 from dataclasses import dataclass, field
 
+from mysqlprobe.collectors.addresses import KernelSymbols
+
 
 class CollectorUnavailable(Exception):
     """A collector cannot run here (no perf, no BTF, no connection): the
@@ -62,6 +64,8 @@ class Facts:
     # the target's mapped files' function tables, read once for all the stacks
     # of one collection (addresses.user_names): off-CPU's and I/O's share them
     mapped_files: dict = field(default_factory=dict)
+    # the kernel's symbol starts, read once for the CPU and off-CPU stacks
+    kernel_symbols: KernelSymbols = field(default_factory=KernelSymbols)
 
 
 @dataclass

@@ -18,7 +18,7 @@ import time
 from dataclasses import dataclass
 
 from mysqlprobe.collectors import libbpf
-from mysqlprobe.collectors.addresses import UNKNOWN, kernel_names
+from mysqlprobe.collectors.addresses import UNKNOWN
 from mysqlprobe.collectors.base import Cost, Facts, Section
 from mysqlprobe.collectors.cpu_bursts import burst_time_of
 from mysqlprobe.collectors.offcpu import PhasedBpfCollector, PhasedPrograms
@@ -158,7 +158,7 @@ class CpuProfileCollector(BpfSampling):
     def collect(self, facts: Facts) -> Section:
         """The samples folded under the threads' names, and a summary."""
         records = self.session.records()
-        kernel = kernel_names(a for r in records for a in r.kernel)
+        kernel = facts.kernel_symbols.names(a for r in records for a in r.kernel)
         user = self._user_names((a for r in records for a in r.user), facts)
         folded = fold_samples([(facts.comms.get(r.tid, facts.process_comm), r.tid,
                                 cpu_frames(r, user, kernel.get), r.count) for r in records], facts.thread_names)

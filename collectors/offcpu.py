@@ -13,7 +13,7 @@ from mysqlprobe import probes
 from mysqlprobe.collectors import libbpf
 from mysqlprobe.collectors.base import Collector, CollectorUnavailable, Cost, Facts, Section
 from mysqlprobe.collectors.perf import KERNEL_SUFFIX, fold_samples
-from mysqlprobe.collectors.addresses import UNKNOWN, function_name, kernel_names, user_names
+from mysqlprobe.collectors.addresses import UNKNOWN, function_name, user_names
 from mysqlprobe.errors import BpfError
 from mysqlprobe.flamegraphs.folded import Folded
 from mysqlprobe.flamegraphs.stacks import stacks_summary
@@ -268,7 +268,7 @@ class OffCpuCollector(PhasedBpfCollector):
     def collect(self, facts: Facts) -> Section:
         """The stacks folded under the threads' names, and a summary."""
         records = self.session.records()
-        kernel = kernel_names(a for r in records for a in r.kernel)
+        kernel = facts.kernel_symbols.names(a for r in records for a in r.kernel)
         folded = fold_offcpu(records, self._user_names((a for r in records for a in r.user), facts), kernel.get,
                              facts.comms, facts.process_comm, facts.thread_names)
         summary = stacks_summary(folded)

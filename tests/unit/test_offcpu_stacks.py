@@ -9,7 +9,7 @@ import os
 import pytest
 
 from mysqlprobe.collectors import addresses
-from mysqlprobe.collectors.addresses import alias_rank, kernel_names, user_names
+from mysqlprobe.collectors.addresses import KernelSymbols, alias_rank, kernel_names, user_names
 from mysqlprobe.collectors.offcpu import (WAITING_FOR_CPU, OffCpuRecord, fold_offcpu,
                                           kernel_frames, totals)
 
@@ -101,3 +101,14 @@ def test_kernel_addresses_name_the_text_symbol_below_them(tmp_path, shuffled):
     # data symbols are not functions: 0x...250 falls in do_one_initcall; nothing is below 0x10
     assert names == {0xffffffff81000250: "do_one_initcall", 0xffffffff81000300: "schedule",
                      0xffffffffc0000010: "xfs_file_fsync"}
+
+
+def test_one_read_of_the_kernel_symbols_serves_every_collector(tmp_path):
+    path = tmp_path / "kallsyms"
+    path.write_text(KALLSYMS)
+    symbols = KernelSymbols(str(path))
+    assert symbols.names([0xffffffff81000300]) == {0xffffffff81000300: "schedule"}      # the CPU stacks'
+    index = symbols._starts()
+    assert symbols.names([0xffffffffc0000010]) == {0xffffffffc0000010: "xfs_file_fsync"}  # off-CPU's
+    assert symbols._starts() is index and symbols.names([]) == {}
+    assert KernelSymbols(str(tmp_path / "none")).names([0xffffffff81000300]) == {}     # unreadable: no names
