@@ -7,9 +7,10 @@ and the measures honest:
   begin    what is slow without this process starts side by side: a perf
            record to spawn (where the binary lacks frame pointers), the
            probes' BPF object to verify, the P_S setup
-  prepare  off-CPU, I/O, the CPU samplers (the calibration should see the
-           window's conditions), the calibration helper, the probes
-           (calibrated, then attached), P_S, process
+  prepare  off-CPU, I/O, the CPU samplers (a perf record records from here,
+           so that the calibration sees the window's conditions; the BPF
+           samplers' events open with the window), the calibration helper,
+           the probes (calibrated, then attached), P_S, process
   start    calibration, P_S and process readings, perf, off-CPU, I/O; the
            probes last: their start opens the window
   stop     the reverse: the probes come off first
@@ -55,8 +56,8 @@ from mysqlprobe.recorder.window import Window
 # the bursts' perf outlives perf: perf's own CPU (its children's usage
 # between its start and its end) does not take in the other's
 BEGIN = ("cpu_bursts", "perf", "off_cpu", "io", "calibration", "uprobe", "perf_schema", "process")
-# the BPF objects load while the perfs start (0.1-0.5 s under load, most of
-# it perf reading the kernel's symbols); the calibration waits for them, so
+# the BPF objects load while a perf record starts (0.1-0.5 s under load, most
+# of it perf reading the kernel's symbols); the calibration waits for it, so
 # that it sees the probe hits' cost with perf running, as in the window
 PREPARE = ("off_cpu", "io", "cpu_bursts", "perf", "calibration", "uprobe", "perf_schema", "process")
 START = ("calibration", "perf_schema", "process", "cpu_bursts", "perf", "off_cpu", "io", "uprobe")
