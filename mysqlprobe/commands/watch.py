@@ -53,6 +53,9 @@ def add_arguments(p) -> None:
     p.add_argument("--budget", type=float, default=1.0, metavar="PCT",
                    help="slow the load down by at most PCT%% (default 1)")
     p.add_argument("--pprof-dir", metavar="DIR", help="write each window's CPU and off-CPU profiles here (pprof)")
+    p.add_argument("--sampler", choices=("auto", "bpf", "perf"), default="perf",
+                   help="who takes the CPU samples, as for a recording; default: perf record (with the BPF "
+                        "sampler watch's memory grew a MB a window, bench/SOAK_20MIN_BPF.md)")
     p.add_argument("--socket", help="the server's unix socket (default: found from the PID)")
     p.add_argument("--user")
     p.add_argument("--password-file", metavar="FILE")
@@ -175,7 +178,7 @@ class Watch:
             perf=PerfOptions(), off_cpu=True, verbose=args.verbose,
             # the CPU bursts' rate shrinks with the budget: 1999 Hz at 10%, 200 Hz at 1%
             burst_freq=max(round(BURST_FREQUENCY * min(args.budget / 10, 1.0)), 1),
-            progress_counter=args.progress_counter)
+            progress_counter=args.progress_counter, sampler=args.sampler)
         self._plans: dict = {}
 
     def log(self, msg: str) -> None:
