@@ -8,6 +8,8 @@ octaves for the familiar log2 picture."""
 
 from __future__ import annotations
 
+import math
+
 from dataclasses import dataclass
 from typing import Iterable, Sequence
 
@@ -93,17 +95,31 @@ def octaves(counts: Sequence[int]) -> list[tuple[int, int, int]]:
     return out
 
 
+def _in_unit(ns: float) -> tuple[float, str]:
+    """A duration in the largest unit it reaches one of: (value, unit)."""
+    for unit, scale in (("s", 1e9), ("ms", 1e6), ("us", 1e3)):
+        if ns >= scale:
+            return ns / scale, unit
+    return ns, "ns"
+
+
 def format_ns(ns: float | None) -> str:
     """Short human duration: 850ns, 12.3us, 4.56ms, 7.89s."""
     if ns is None:
         return "-"
     if ns < 0:  # e.g. a corrected exclusive time within the calibration's noise
         return "-" + format_ns(-ns)
-    for unit, scale in (("s", 1e9), ("ms", 1e6), ("us", 1e3)):
-        if ns >= scale:
-            v = ns / scale
-            return f"{v:.3g}{unit}" if v < 100 else f"{v:.0f}{unit}"
-    return f"{ns:.0f}ns"
+    v, unit = _in_unit(ns)
+    return f"{v:.3g}{unit}" if unit != "ns" and v < 100 else f"{v:.0f}{unit}"
+
+
+def upper_ns(ns: float) -> str:
+    """A bound's duration: two significant digits, rounded up (45.9ms -> 46ms)."""
+    v, unit = _in_unit(ns)
+    step = 10 ** (math.floor(math.log10(v)) - 1) if v >= 1 else 0.1
+    step = max(step, 1.0) if unit == "ns" else step   # no fraction of a ns
+    v = math.ceil(v / step - 1e-9) * step
+    return f"{v:.0f}{unit}" if v >= 10 or unit == "ns" else f"{v:.1f}{unit}"
 
 
 def render_ascii(counts: Sequence[int], width: int = 30, indent: str = "  ") -> list[str]:

@@ -12,7 +12,7 @@ from mysqlprobe.analysis.profile import (StageSummary, burst_figures, coverage, 
                                          estimated_calls, measured_slowdown, memory_counter, partition_per_call,
                                          stage_per_call, window_ns, window_scale)
 from mysqlprobe.analysis.ps_figures import ps_deltas, quiet_scale
-from mysqlprobe.analysis.textfit import fit as _fit, pct, upper_ns  # noqa: F401 (pct: html_report)
+from mysqlprobe.analysis.textfit import fit as _fit, pct  # noqa: F401 (pct: html_report)
 from mysqlprobe.analysis.stacks_report import io_block, off_cpu_block, samples_block  # noqa: F401 (html_report)
 from mysqlprobe.analysis.where_report import attribution_block, digest_block  # noqa: F401 (html_report)
 
@@ -147,7 +147,7 @@ def total_text(f: dict) -> tuple[str, str]:
     significant digits, rounded up."""
     if not f.get("total_bound"):
         return fmt(f["total_ns"]), pct(f["share"])
-    return "<" + upper_ns(f["total_ns"]), "<" + pct(f["share"])
+    return "<" + H.upper_ns(f["total_ns"]), "<" + pct(f["share"])
 
 
 def _latencies(pc: PerCall, percentiles: dict) -> dict:

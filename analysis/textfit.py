@@ -3,7 +3,6 @@ wrapped at 80 columns without cutting anything off."""
 
 from __future__ import annotations
 
-import math
 import textwrap
 
 
@@ -33,14 +32,3 @@ def fit(lines: list[str], indent: int | None = None) -> list[str]:
             lead + 2 if indent is None else indent), break_long_words=True, break_on_hyphens=False)
     return out
 
-
-def upper_ns(ns: float) -> str:
-    """A duration to two significant digits, rounded up: 45.9ms -> 46ms."""
-    for unit, scale in (("s", 1e9), ("ms", 1e6), ("us", 1e3), ("ns", 1.0)):
-        if ns >= scale or unit == "ns":
-            v = ns / scale
-            step = 10 ** (math.floor(math.log10(v)) - 1) if v >= 1 else 0.1
-            step = max(step, 1.0) if unit == "ns" else step   # no fraction of a ns
-            v = math.ceil(v / step - 1e-9) * step
-            return f"{v:.0f}{unit}" if v >= 10 or unit == "ns" else f"{v:.1f}{unit}"
-    return f"{ns:.0f}ns"
