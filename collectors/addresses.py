@@ -103,8 +103,13 @@ def file_mappings(maps_text: str, executable: bool = True) -> list[Mapping]:
     return sorted(out, key=lambda m: m.start)
 
 
+@functools.lru_cache(maxsize=65536)
+def function_name(mangled: str) -> str:
+    return qualified_name(demangle(mangled))
+
+
 def user_names(pid: int, addresses: Iterable[int], maps_text: str | None = None,
-               root: str | None = None, files: dict | None = None, named=None) -> dict[int, str]:
+               root: str | None = None, files: dict | None = None, named=function_name) -> dict[int, str]:
     """Each address of the process's mapped code to its function's name
     (`[file]` where its file has no symbol for it, `[unknown]` where no
     file is mapped). Read while the process runs: the mappings are those
@@ -112,7 +117,6 @@ def user_names(pid: int, addresses: Iterable[int], maps_text: str | None = None,
     FileFunctions, None where unreadable) when given, for later calls.
     named: what a mangled symbol is shown as (its qualified name)."""
     files = {} if files is None else files
-    named = named or function_name
     root = root if root is not None else f"/proc/{pid}/root"
     if maps_text is None:
         with open(f"/proc/{pid}/maps") as f:
@@ -140,11 +144,6 @@ def user_names(pid: int, addresses: Iterable[int], maps_text: str | None = None,
             mangled = functions.name_at(vaddr) if vaddr is not None else None
             out[address] = named(mangled) if mangled else label
     return out
-
-
-def kernel_names(addresses: Iterable[int], path: str = "/proc/kallsyms") -> dict[int, str]:
-    """Each kernel address to the text symbol it falls in (one lookup; see KernelSymbols)."""
-    return KernelSymbols(path).names(addresses)
 
 
 class KernelSymbols:
@@ -201,7 +200,3 @@ class KernelSymbols:
             return {}
         return out
 
-
-@functools.lru_cache(maxsize=65536)
-def function_name(mangled: str) -> str:
-    return qualified_name(demangle(mangled))

@@ -9,7 +9,7 @@ import os
 import pytest
 
 from mysqlprobe.collectors import addresses
-from mysqlprobe.collectors.addresses import KernelSymbols, alias_rank, kernel_names, user_names
+from mysqlprobe.collectors.addresses import KernelSymbols, alias_rank, user_names
 from mysqlprobe.collectors.offcpu import (WAITING_FOR_CPU, OffCpuRecord, fold_offcpu,
                                           kernel_frames, totals)
 
@@ -97,7 +97,7 @@ def test_kernel_addresses_name_the_text_symbol_below_them(tmp_path, shuffled):
     lines = KALLSYMS.splitlines(keepends=True)
     path = tmp_path / "kallsyms"
     path.write_text("".join(reversed(lines) if shuffled else lines))
-    names = kernel_names([0xffffffff81000250, 0xffffffff81000300, 0xffffffffc0000010, 0x10], str(path))
+    names = KernelSymbols(str(path)).names([0xffffffff81000250, 0xffffffff81000300, 0xffffffffc0000010, 0x10])
     # data symbols are not functions: 0x...250 falls in do_one_initcall; nothing is below 0x10
     assert names == {0xffffffff81000250: "do_one_initcall", 0xffffffff81000300: "schedule",
                      0xffffffffc0000010: "xfs_file_fsync"}
