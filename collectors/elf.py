@@ -11,15 +11,15 @@ import struct
 from dataclasses import dataclass, field
 
 from mysqlprobe.collectors.cxxnames import demangle, qualified_name
+from mysqlprobe.elfsections import SHT_NOBITS, ElfSections, Section, c_string
 from mysqlprobe.errors import TargetError
 
 ELF64_SYM = struct.Struct("<IBBHQQ")  # Elf64_Sym
-ELF64_SHDR = struct.Struct("<IIQQQQIIQQ")  # Elf64_Shdr
 ELF64_PHDR = struct.Struct("<IIQQQQQQ")  # Elf64_Phdr
 STT_OBJECT, STT_FUNC, STT_GNU_IFUNC = 1, 2, 10
 STB_LOCAL, STB_GLOBAL, STB_WEAK = 0, 1, 2
-SHN_UNDEF, SHN_XINDEX = 0, 0xFFFF
-SHT_SYMTAB, SHT_NOBITS, SHT_DYNSYM = 2, 8, 11
+SHN_UNDEF = 0
+SHT_SYMTAB, SHT_DYNSYM = 2, 11
 PT_LOAD, ET_DYN, EM_X86_64, NT_GNU_BUILD_ID = 1, 3, 62, 3
 PROLOGUE_SAMPLE = 400  # functions whose first bytes are read to detect frame pointers
 _SET_FRAME_POINTER = bytes.fromhex("4889e5")  # mov %rsp,%rbp
@@ -175,63 +175,28 @@ class ElfImage:
             return f.read(self._rodata[1])
 
 
-class ElfHeaders:
-    """The section and program headers of a 64-bit x86-64 ELF file, read with
-    struct: pyelftools makes an object of every section, .gnu.hash's whole
-    table included, where only a few sections are wanted."""
+class ElfHeaders(ElfSections):
+    """An x86-64 ELF file's sections and its load segments."""
 
     def __init__(self, f, path: str):
-        self.file = f
-        head = f.read(64)
-        if len(head) < 64 or head[:4] != b"\x7fELF":
-            raise TargetError(f"{path}: not a readable ELF file (no ELF magic)")
-        if head[4] != 2 or head[5] != 1 or struct.unpack_from("<H", head, 18)[0] != EM_X86_64:
-            raise TargetError(f"{path}: only x86-64 ELF binaries are supported")
-        self.type = struct.unpack_from("<H", head, 16)[0]
-        phoff, shoff = struct.unpack_from("<QQ", head, 32)
-        phnum, _, shnum, shstrndx = struct.unpack_from("<HHHH", head, 56)
+        self.path = path
+        super().__init__(f)
+        phoff = struct.unpack_from("<Q", self.head, 32)[0]
+        phnum = struct.unpack_from("<H", self.head, 56)[0]
         self.segments = [Segment(vaddr, memsz, offset, bool(flags & 1))
                          for kind, flags, offset, vaddr, _pa, _fs, memsz, _al
                          in ELF64_PHDR.iter_unpack(self._read(phoff, phnum * ELF64_PHDR.size))
                          if kind == PT_LOAD]
-        raw = self._read(shoff, ELF64_SHDR.size) if shoff else b""
-        if raw and shnum == 0:  # extended numbering: the count is in section 0
-            shnum = ELF64_SHDR.unpack(raw)[5]
-        if raw and shstrndx == SHN_XINDEX:
-            shstrndx = ELF64_SHDR.unpack(raw)[6]
-        headers = list(ELF64_SHDR.iter_unpack(self._read(shoff, shnum * ELF64_SHDR.size))) if shoff else []
-        names = self._read(headers[shstrndx][4], headers[shstrndx][5]) if shstrndx < len(headers) else b""
-        self.sections = [Section(_c_string(names, h[0]), h[1], h[3], h[4], h[5], h[6]) for h in headers]
 
-    def _read(self, offset: int, size: int) -> bytes:
-        self.file.seek(offset)
-        data = self.file.read(size)
-        if len(data) != size:
-            raise ValueError(f"truncated at offset {offset:#x}")
-        return data
-
-    def data(self, section: "Section") -> bytes:
-        return b"" if section.type == SHT_NOBITS else self._read(section.offset, section.size)
+    def check_kind(self) -> None:
+        if self.head[4] != 2 or self.head[5] != 1 or self.machine != EM_X86_64:
+            raise TargetError(f"{self.path}: only x86-64 ELF binaries are supported")
 
     def function_symbols(self):
         """(table, strtab, Elf64_Sym tuples) of .symtab and .dynsym."""
         for sec in self.sections:
             if sec.type in (SHT_SYMTAB, SHT_DYNSYM):
                 yield sec, self.data(self.sections[sec.link]), ELF64_SYM.iter_unpack(self.data(sec))
-
-
-@dataclass(frozen=True, slots=True)
-class Section:
-    name: str
-    type: int
-    addr: int
-    offset: int
-    size: int
-    link: int
-
-
-def _c_string(table: bytes, at: int) -> str:
-    return table[at:table.index(b"\0", at)].decode("utf-8", "replace")
 
 
 def _build_id(notes: bytes) -> str | None:
@@ -247,7 +212,7 @@ def _build_id(notes: bytes) -> str | None:
 
 def _read_functions(table: Section, strtab: bytes, symbols) -> list[Function]:
     binding_names = {STB_LOCAL: "local", STB_GLOBAL: "global", STB_WEAK: "weak"}
-    return [Function(_c_string(strtab, st_name), value, size, binding_names.get(st_info >> 4, "other"), table.name)
+    return [Function(c_string(strtab, st_name), value, size, binding_names.get(st_info >> 4, "other"), table.name)
             for st_name, st_info, _other, shndx, value, size in symbols
             if (st_info & 0xF) in (STT_FUNC, STT_GNU_IFUNC) and shndx != SHN_UNDEF and value]
 

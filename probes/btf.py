@@ -7,8 +7,7 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass, field
 
-from elftools.elf.elffile import ELFFile
-
+from mysqlprobe.elfsections import ElfSections
 from mysqlprobe.errors import BpfError
 
 BTF_MAGIC = 0xEB9F
@@ -48,14 +47,15 @@ class Btf:
         """The BTF of a BPF object file (its .BTF section) and its .rodata."""
         try:
             with open(path, "rb") as f:
-                elf = ELFFile(f)
-                section = elf.get_section_by_name(".BTF")
-                rodata = elf.get_section_by_name(".rodata")
+                elf = ElfSections(f)
+                section, rodata = elf.section(".BTF"), elf.section(".rodata")
                 if section is None:
                     raise BpfError(f"{path} has no BTF: was it compiled with clang -g?")
-                return cls(path, _parse(section.data()), rodata.data() if rodata is not None else b"")
+                return cls(path, _parse(elf.data(section)), elf.data(rodata) if rodata is not None else b"")
         except OSError as e:
             raise BpfError(f"cannot read BPF object {path}: {e.strerror}") from None
+        except (ValueError, IndexError, struct.error) as e:
+            raise BpfError(f"{path}: not a readable BPF object ({e})") from None
 
     @classmethod
     def of_kernel(cls, path: str = "/sys/kernel/btf/vmlinux") -> "Btf":

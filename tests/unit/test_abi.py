@@ -102,3 +102,25 @@ def test_every_constant_both_sides_name_has_one_value():
     shared = {n: v for n, v in header.items() if hasattr(abi, n)}
     assert {"STMT_CMD_QUERY", "STMT_TEXT_USDT", "STMT_DISP_SHIFT", "STMT_TEXT_INDIRECT", "COM_QUERY"} <= set(shared)
     assert {n: getattr(abi, n) for n in shared} == shared
+
+
+@pytest.mark.parametrize("name", sorted(abi.MIRRORS))
+def test_the_objects_sections_are_those_pyelftools_reads(name):
+    from elftools.elf.elffile import ELFFile
+    from mysqlprobe.elfsections import ElfSections
+    with open(object_path(name), "rb") as f:
+        theirs = ELFFile(f)
+        ours = ElfSections(f)
+        assert [s.name for s in ours.sections] == [s.name for s in theirs.iter_sections()]
+        for section in (".BTF", ".rodata"):
+            if theirs.get_section_by_name(section) is not None:
+                assert ours.data(ours.section(section)) == theirs.get_section_by_name(section).data()
+
+
+@pytest.mark.parametrize("damage", ["garbage", "truncated"])
+def test_an_unreadable_object_is_one_bpf_error(tmp_path, damage):
+    data = Path(object_path("uprobe_latency")).read_bytes()
+    bad = tmp_path / "bad.bpf.o"
+    bad.write_bytes(b"not an object" if damage == "garbage" else data[:len(data) // 2])
+    with pytest.raises(BpfError, match="not a readable BPF object"):
+        Btf.of_object(str(bad))
