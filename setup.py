@@ -33,10 +33,10 @@ setup(
     },
     package_data={"mysqlprobe.probes": ["*.bpf.c", "*.h"]},
     install_requires=[
-        "psutil>=5.9",
         "PyMySQL>=1.0",
     ],
-    extras_require={"test": ["pytest>=7.0", "pyelftools>=0.29"]},  # pyelftools: the ELF readers checked against it
+    # pyelftools and psutil: what the ELF and /proc readers are checked against
+    extras_require={"test": ["pytest>=7.0", "pyelftools>=0.29", "psutil>=5.9"]},
     entry_points={"console_scripts": ["mysqlprobe=mysqlprobe.cli:main"]},
     cmdclass={"build_py": BuildWithProbes},
 )

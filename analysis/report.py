@@ -290,7 +290,7 @@ def _bytes(n: int | None) -> str:
 
 
 def process_block(doc: dict) -> list[str]:
-    """mysqld and the host over the window (psutil)."""
+    """mysqld and the host over the window (/proc)."""
     p = doc.get("process")
     if not p:
         return []

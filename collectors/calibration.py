@@ -24,10 +24,9 @@ import threading
 import time
 from dataclasses import asdict, dataclass, field
 
-import psutil
-
 from mysqlprobe import probes
 from mysqlprobe.collectors.base import Collector, Cost, Facts, Section
+from mysqlprobe.collectors.process import cpu_seconds
 from mysqlprobe.collectors.symbols import load_binary
 from mysqlprobe.collectors.uprobe import ProbeGroup, ProbeSpec
 from mysqlprobe.errors import BpfError
@@ -339,11 +338,7 @@ class CalibrationCollector(Collector):
         self.calibrator.close()
 
     def _helper_cpu_s(self) -> float | None:
-        try:
-            cpu = psutil.Process(self.calibrator.helper.proc.pid).cpu_times()
-        except psutil.Error:
-            return None
-        return cpu.user + cpu.system
+        return cpu_seconds(self.calibrator.helper.proc.pid)
 
     def collect(self, facts: Facts) -> Section:
         cost = Cost(cpu_s=self._cpu_s, method="the calibration helper's CPU time in the window (its bursts "

@@ -1,5 +1,5 @@
-"""Process collector: what mysqld and the host did over the window, from
-psutil. It explains the time the probes cannot see: CPU in system mode,
+"""Process collector: what mysqld and the host did over the window, read
+from /proc (proc(5)). It explains the time the probes cannot see: CPU in system mode,
 context switches (threads blocking on I/O or locks), I/O bytes, iowait and
 steal (a noisy neighbour on a VM)."""
 
@@ -9,11 +9,12 @@ import os
 import time
 from dataclasses import dataclass
 
-import psutil
-
 from mysqlprobe.collectors.base import Collector, Cost, CpuClock, Facts, Section
 
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
+PAGE_SIZE = os.sysconf("SC_PAGE_SIZE")
+# /proc/stat's "cpu" line, in its order (proc(5))
+HOST_CPU_FIELDS = ("user", "nice", "system", "idle", "iowait", "irq", "softirq", "steal", "guest", "guest_nice")
 
 
 @dataclass
@@ -28,39 +29,72 @@ class ProcessSnapshot:
     rss_bytes: int
     threads: int
     thread_cpu: dict[int, float]   # tid -> user + system seconds
-    host: dict[str, float]         # psutil.cpu_times() fields, seconds
+    host: dict[str, float]         # /proc/stat's cpu line (HOST_CPU_FIELDS), seconds
     thread_names: dict[int, str]
 
 
-def snapshot(pid: int) -> ProcessSnapshot | None:
+def _stat_times(path: str) -> tuple[float, float]:
+    """(user, system) seconds from a stat file of /proc: utime and stime,
+    fields 14 and 15 of proc(5), counted after the command's parenthesis."""
+    with open(path) as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return int(fields[11]) / CLOCK_TICKS, int(fields[12]) / CLOCK_TICKS
+
+
+def _keyed(path: str, sep: str = ":") -> dict[str, int]:
+    """A /proc file of 'key: number' lines (status, io)."""
+    out = {}
+    with open(path) as f:
+        for line in f:
+            key, _, value = line.partition(sep)
+            parts = value.split()
+            if parts and parts[0].isdigit():
+                out[key.strip()] = int(parts[0])
+    return out
+
+
+def host_cpu_times(path: str = "/proc/stat") -> dict[str, float]:
+    with open(path) as f:
+        values = f.readline().split()[1:]
+    return {name: int(v) / CLOCK_TICKS for name, v in zip(HOST_CPU_FIELDS, values)}
+
+
+def snapshot(pid: int, proc: str = "/proc") -> ProcessSnapshot | None:
     """None when the process is gone or cannot be read."""
+    base = f"{proc}/{pid}"
     try:
-        p = psutil.Process(pid)
-        with p.oneshot():
-            cpu = p.cpu_times()
-            ctx = p.num_ctx_switches()
+        user, system = _stat_times(f"{base}/stat")
+        status = _keyed(f"{base}/status")
+        try:
+            io = _keyed(f"{base}/io")
+            read_b, write_b = io["read_bytes"], io["write_bytes"]
+        except (OSError, KeyError):  # another user's, without root
+            read_b = write_b = None
+        with open(f"{base}/statm") as f:
+            rss = int(f.read().split()[1]) * PAGE_SIZE
+        thread_cpu, names = {}, {}
+        for entry in os.listdir(f"{base}/task"):
             try:
-                io = p.io_counters()
-                read_b, write_b = io.read_bytes, io.write_bytes
-            except (psutil.AccessDenied, AttributeError):
-                read_b = write_b = None
-            mem = p.memory_info()
-            threads = p.threads()
-        host = psutil.cpu_times()._asdict()
-    except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
+                times = _stat_times(f"{base}/task/{entry}/stat")
+            except OSError:  # ended since the listing
+                continue
+            tid = int(entry)
+            thread_cpu[tid] = sum(times)
+            names[tid] = thread_name(pid, tid, proc)
+        host = host_cpu_times(f"{proc}/stat")
+    except (OSError, IndexError, ValueError):
         return None
-    return ProcessSnapshot(time.monotonic(), cpu.user, cpu.system, ctx.voluntary, ctx.involuntary, read_b, write_b,
-                           mem.rss, len(threads), {t.id: t.user_time + t.system_time for t in threads},
-                           {k: float(v) for k, v in host.items()}, {t.id: thread_name(pid, t.id) for t in threads})
+    return ProcessSnapshot(time.monotonic(), user, system, status.get("voluntary_ctxt_switches", 0),
+                           status.get("nonvoluntary_ctxt_switches", 0), read_b, write_b, rss, len(thread_cpu),
+                           thread_cpu, host, names)
 
 
-def cpu_seconds(pid: int) -> float | None:
+def cpu_seconds(pid: int, proc: str = "/proc") -> float | None:
     """User + system CPU seconds of a process so far; None when it is gone."""
     try:
-        cpu = psutil.Process(pid).cpu_times()
-    except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
+        return sum(_stat_times(f"{proc}/{pid}/stat"))
+    except (OSError, IndexError, ValueError):
         return None
-    return cpu.user + cpu.system
 
 
 def thread_cpu_seconds(pid: int, tid: int, proc: str = "/proc") -> float | None:
@@ -74,17 +108,14 @@ def thread_cpu_seconds(pid: int, tid: int, proc: str = "/proc") -> float | None:
     except (OSError, IndexError, ValueError):
         pass
     try:
-        with open(f"{task}/stat") as f:
-            fields = f.read().rsplit(")", 1)[1].split()
-    except (OSError, IndexError):
+        return sum(_stat_times(f"{task}/stat"))
+    except (OSError, IndexError, ValueError):
         return None
-    # after the comm: state is field 3 of stat(5), utime and stime 14 and 15
-    return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS
 
 
-def thread_name(pid: int, tid: int) -> str:
+def thread_name(pid: int, tid: int, proc: str = "/proc") -> str:
     try:
-        with open(f"/proc/{pid}/task/{tid}/comm") as f:
+        with open(f"{proc}/{pid}/task/{tid}/comm") as f:
             return f.read().strip()
     except OSError:
         return "?"

@@ -1,10 +1,20 @@
-"""The per-thread CPU clock the P_S collector uses for the server's threads
-serving mysqlprobe's connections."""
+"""What the process collector reads from /proc: the per-thread CPU clock
+the P_S collector uses for the server's threads serving mysqlprobe's
+connections, and the window's snapshots of mysqld and the host. psutil,
+which the collector used to import (15 ms of every start), is the outside
+reference: each figure of ours lies between psutil's read just before and
+just after it."""
 
 import os
+import subprocess
+import sys
 import threading
 import time
 
+import psutil
+import pytest
+
+from mysqlprobe.collectors import process as P
 from mysqlprobe.collectors.process import CLOCK_TICKS, thread_cpu_seconds
 
 
@@ -46,3 +56,76 @@ def test_without_schedstat_the_clock_ticks_of_stat_are_read(tmp_path):
     (task / "schedstat").write_text("1234567890 5 6\n")
     assert thread_cpu_seconds(7, 8, proc=str(tmp_path)) == 1.23456789
     assert thread_cpu_seconds(7, 9, proc=str(tmp_path)) is None
+
+
+@pytest.fixture()
+def busy_child():
+    """A process with a few threads that burn CPU and write a file."""
+    code = ("import threading, time, os, tempfile\n"
+            "def spin():\n"
+            "    end = time.time() + 30\n"
+            "    while time.time() < end: pass\n"
+            "for _ in range(3): threading.Thread(target=spin, daemon=True).start()\n"
+            "with tempfile.TemporaryFile() as f:\n"
+            "    f.write(os.urandom(1 << 20)); f.flush(); os.fsync(f.fileno())\n"
+            "print('ready', flush=True); time.sleep(30)\n")
+    child = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+    assert child.stdout.readline().strip() == "ready"
+    yield child.pid
+    child.kill()
+    child.wait()
+
+
+def between(low, ours, high):
+    return low <= ours <= high
+
+
+def test_a_snapshot_agrees_with_psutil(busy_child):
+    p = psutil.Process(busy_child)
+    before_cpu, before_ctx, before_host = p.cpu_times(), p.num_ctx_switches(), psutil.cpu_times()
+    ours = P.snapshot(busy_child)
+    after_cpu, after_ctx, after_host = p.cpu_times(), p.num_ctx_switches(), psutil.cpu_times()
+    assert ours is not None
+    assert between(before_cpu.user, ours.user_s, after_cpu.user)
+    assert between(before_cpu.system, ours.system_s, after_cpu.system)
+    assert between(before_ctx.voluntary, ours.ctx_voluntary, after_ctx.voluntary)
+    assert between(before_ctx.involuntary, ours.ctx_involuntary, after_ctx.involuntary)
+    assert ours.write_bytes == p.io_counters().write_bytes >= 1 << 20
+    assert abs(ours.rss_bytes - p.memory_info().rss) < 1 << 20
+    threads = {t.id: t.user_time + t.system_time for t in p.threads()}
+    assert set(ours.thread_cpu) == set(threads) and ours.threads == 4
+    assert all(ours.thread_cpu[tid] <= threads[tid] for tid in threads)
+    assert max(ours.thread_cpu.values()) > 0
+    assert ours.thread_names[busy_child] == p.name()
+    for name, value in ours.host.items():
+        assert between(getattr(before_host, name), value, getattr(after_host, name)), name
+    assert P.cpu_seconds(busy_child) >= ours.user_s + ours.system_s
+
+
+def test_a_process_gone_is_none():
+    child = subprocess.Popen([sys.executable, "-c", "pass"])
+    child.wait()
+    assert P.snapshot(child.pid) is None
+    assert P.cpu_seconds(child.pid) is None
+
+
+def test_a_thread_that_ends_between_listing_and_reading_is_left_out(tmp_path):
+    """A /proc tree whose task lists a thread gone by the time it is read."""
+    me = os.getpid()
+    proc = tmp_path / "proc"
+    task = proc / str(me) / "task"
+    for tid in (me, me + 1):
+        (task / str(tid)).mkdir(parents=True)
+    stat = f"{me} (mysqld) S 1 " + " ".join(["0"] * 9) + " 250 50 " + " ".join(["0"] * 30)
+    (proc / str(me) / "stat").write_text(stat)
+    (task / str(me) / "stat").write_text(stat)
+    (task / str(me) / "comm").write_text("mysqld\n")
+    (proc / str(me) / "status").write_text("voluntary_ctxt_switches:\t7\nnonvoluntary_ctxt_switches:\t3\n")
+    (proc / str(me) / "statm").write_text("100 25 0 0 0 0 0\n")
+    (proc / "stat").write_text("cpu  10 0 20 300 4 0 0 1 0 0\ncpu0 10 0 20 300 4 0 0 1 0 0\n")
+    snap = P.snapshot(me, proc=str(proc))
+    assert snap.threads == 1 and snap.thread_cpu == {me: 300 / P.CLOCK_TICKS}
+    assert (snap.user_s, snap.system_s) == (250 / P.CLOCK_TICKS, 50 / P.CLOCK_TICKS)
+    assert (snap.ctx_voluntary, snap.ctx_involuntary, snap.rss_bytes) == (7, 3, 25 * P.PAGE_SIZE)
+    assert snap.read_bytes is None   # no io file: not readable, not a failure
+    assert snap.host["steal"] == 1 / P.CLOCK_TICKS and snap.host["idle"] == 300 / P.CLOCK_TICKS
