@@ -114,9 +114,31 @@ class BpfSampling(PhasedBpfCollector):
     def __init__(self, pid: int, frequency: int, user_stacks: bool, kernel_stacks: bool, verbose: bool = False):
         super().__init__(pid, verbose)
         self.frequency, self.user_stacks, self.kernel_stacks = frequency, user_stacks, kernel_stacks
+        self.switch_failures = 0
+        self._switch_error = ""
 
     def new_session(self) -> CpuSampleSession:
         return CpuSampleSession(self.pid, self.frequency, self.user_stacks, self.kernel_stacks, self.verbose)
+
+    def _turn(self, on: bool) -> bool:
+        """Sampling on or off; whether it took. A CPU's event that cannot be
+        opened again mid-window (the descriptors' limit reached, the CPU
+        taken offline) leaves sampling off until the next try, counted,
+        instead of ending the window."""
+        try:
+            super()._turn(on)
+            return True
+        except BpfError as e:
+            self.session.stop()  # the CPUs it did open: off with the rest
+            self.switch_failures += 1
+            self._switch_error = str(e)
+            return False
+
+    def switch_notes(self) -> list[str]:
+        if not self.switch_failures:
+            return list(self.notes)
+        return self.notes + [f"{self.label}: sampling could not be switched on {self.switch_failures} times "
+                             f"({self._switch_error}); its samples miss those phases"]
 
     def _cost(self) -> Cost:
         cost = super()._cost()
@@ -145,8 +167,7 @@ class CpuProfileCollector(BpfSampling):
         self.started_at = time.monotonic()
 
     def _silence(self, on: bool) -> bool:
-        self._turn(not on)
-        return True
+        return self._turn(not on)
 
     def stop(self) -> None:
         if self._quiet_since is not None:
@@ -167,11 +188,11 @@ class CpuProfileCollector(BpfSampling):
         u = self.unwinding
         record = {"status": "collected", "sampler": "bpf", "event": "cpu-clock", "frequency_hz": self.frequency,
                   "unwinding": {"mode": u.mode, "describe": u.describe(), "reason": u.reason},
-                  "samples": samples, "quiet_s": round(self.quiet_s, 6),
+                  "samples": samples, "quiet_s": round(self.quiet_s, 6), "switch_failures": self.switch_failures,
                   "perf_cpu_share": round(cost.target_s / self.seconds, 4)
                   if cost.target_s is not None and self.seconds else None,
                   "dropped": self.session.dropped(abi.SAMPLE_DROPPED), **stacks_summary(folded)}
-        return Section(self.name, {self.name: record}, list(self.notes), cost,
+        return Section(self.name, {self.name: record}, self.switch_notes(), cost,
                        {STACKS_FILE: ("stacks_file", folded)} if samples else {})
 
 
@@ -200,12 +221,12 @@ class CpuBurstSampler(BpfSampling):
                                       self.stages)
         record = {"status": "collected", "sampler": "bpf", "event": "cpu-clock", "frequency_hz": self.frequency,
                   "on_s": round(self.on_s, 6), "samples": samples, "target_cpu_s": round(read.target_ns / 1e9, 6),
-                  "switch_failures": 0, "functions": read.functions,
+                  "switch_failures": self.switch_failures, "functions": read.functions,
                   "stacks": self.stacks.describe() if self.stacks else None,
                   "dropped": self.session.dropped(abi.SAMPLE_DROPPED)}
         if self.stacks:
             record["stages"] = read.stages
-        return Section(self.name, {self.name: record}, list(self.notes), self._cost())
+        return Section(self.name, {self.name: record}, self.switch_notes(), self._cost())
 
 
 def _symbol(name: str) -> str:

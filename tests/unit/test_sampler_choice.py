@@ -12,6 +12,7 @@ from mysqlprobe.collectors.cpu_sampler import (CpuBurstSampler, CpuProfileCollec
 from mysqlprobe.collectors.cpu_bursts import CpuBurstCollector
 from mysqlprobe.collectors.perf import PerfCollector, PerfOptions
 from mysqlprobe.collectors.perf_record import Unwinding
+from mysqlprobe.errors import BpfError
 from mysqlprobe.recorder.recorder import cpu_bursts, cpu_profile
 
 WITH_FP = SimpleNamespace(frame_pointer_share=0.98)
@@ -61,3 +62,36 @@ def test_counted_samples_weigh_as_many_of_perfs_lines():
     assert (counted, m) == (from_lines, n)
     kernel, _ = burst_time_of([(500250, ["[kernel]", "_Zf"], 4)], stages)   # in a system call made from _Zf
     assert kernel.functions == {} and kernel.stages == {"a": {"samples": 4, "ns": 4 * 500250}}
+
+
+class FlakySession:
+    """A sampling session whose events cannot be opened again after `opens` times."""
+
+    def __init__(self, opens: int):
+        self.opens, self.on = opens, False
+
+    def start(self):
+        if self.opens == 0:
+            raise BpfError("a cpu-clock event on CPU 1: Too many open files")
+        self.opens -= 1
+        self.on = True
+
+    def stop(self):
+        self.on = False
+
+
+def test_sampling_that_cannot_be_switched_back_on_is_counted_not_fatal():
+    profile = CpuProfileCollector(7, 99, Unwinding("fp", "test"))
+    profile.session = FlakySession(opens=1)
+    profile.resume()
+    assert profile.session.on
+    assert profile.quiet(True) and not profile.session.on
+    assert not profile.quiet(False)      # could not open again: still quiet, counted
+    assert profile.switch_failures == 1 and not profile.session.on
+    notes = profile.switch_notes()
+    assert len(notes) == 1 and "could not be switched on 1 times (a cpu-clock event on CPU 1: Too many" in notes[0]
+    bursts = CpuBurstSampler(7, {"s": ["f"]}, 1999, None)
+    bursts.session = FlakySession(opens=0)
+    bursts.resume()
+    bursts.pause()
+    assert bursts.switch_failures == 1
