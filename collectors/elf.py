@@ -192,11 +192,16 @@ class ElfHeaders(ElfSections):
         if self.head[4] != 2 or self.head[5] != 1 or self.machine != EM_X86_64:
             raise TargetError(f"{self.path}: only x86-64 ELF binaries are supported")
 
-    def function_symbols(self):
-        """(table, strtab, Elf64_Sym tuples) of .symtab and .dynsym."""
+    def symbol_tables(self):
+        """(table, its string table's section, Elf64_Sym tuples) of .symtab and .dynsym."""
         for sec in self.sections:
             if sec.type in (SHT_SYMTAB, SHT_DYNSYM):
-                yield sec, self.data(self.sections[sec.link]), ELF64_SYM.iter_unpack(self.data(sec))
+                yield sec, self.sections[sec.link], ELF64_SYM.iter_unpack(self.data(sec))
+
+    def function_symbols(self):
+        """(table, strtab, Elf64_Sym tuples) of .symtab and .dynsym."""
+        for sec, strtab, symbols in self.symbol_tables():
+            yield sec, self.data(strtab), symbols
 
 
 def _build_id(notes: bytes) -> str | None:

@@ -76,6 +76,42 @@ def test_a_file_read_for_one_collector_serves_the_next(monkeypatch):
     assert user_names(os.getpid(), [address], root="", files=files) == first
 
 
+def test_names_are_read_from_the_file_as_pyelftools_reads_them():
+    """The string tables stay in the file: names_at reads each name asked
+    for; libc's names at its functions' starts and inside them are
+    pyelftools' (the outside reference), up to the aliases' choice."""
+    from elftools.elf.elffile import ELFFile
+    with open("/proc/self/maps") as f:
+        maps = addresses.file_mappings(f.read())
+    libc = next(m.path for m in maps if "/libc.so" in m.path or "/libc-" in m.path)
+    functions = addresses.FileFunctions(libc)
+    theirs: dict[int, set] = {}
+    with open(libc, "rb") as f:
+        for table in ("symtab", "dynsym"):
+            section = ELFFile(f).get_section_by_name("." + table)
+            for sym in section.iter_symbols() if section else ():
+                if sym["st_info"]["type"] in ("STT_FUNC", "STT_LOOS") and sym["st_shndx"] != "SHN_UNDEF" \
+                        and sym["st_value"]:
+                    theirs.setdefault(sym["st_value"], set()).add(sym.name)
+    starts = sorted(theirs)[::7]
+    names = functions.names_at(starts + [s + 1 for s in starts])
+    assert all(names[s] in theirs[s] for s in starts)
+    assert sum(names.get(s + 1) in theirs[s] for s in starts) > 0.9 * len(starts)   # inside, where size > 1
+
+
+def test_a_name_longer_than_a_read_and_the_order_of_any_starts(tmp_path):
+    long_name = "_Z" + "x" * 1000
+    table = tmp_path / "strings"
+    table.write_bytes(b"\0" + long_name.encode() + b"\0tail")
+    with open(table, "rb") as f:
+        assert addresses._string_at(f.fileno(), 1) == long_name
+        assert addresses._string_at(f.fileno(), len(long_name) + 2) == "tail"   # the file ends first
+    from array import array
+    for starts in ([5, 1, 3, 1], [1 << 45, 7, 1 << 41, 0]):   # packed keys, and beyond what they hold
+        order = addresses._sorted_order(array("Q", starts))
+        assert [starts[i] for i in order] == sorted(starts)
+
+
 def test_aliases_at_one_address_are_named_as_perf_names_them():
     weak, glob = 1, 0   # alias_rank's binding ranks: global first
     pwrite = [(weak, "pwrite"), (weak, "__pwrite64"), (weak, "pwrite64"), (glob, "__libc_pwrite")]
