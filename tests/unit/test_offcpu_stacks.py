@@ -107,7 +107,9 @@ def test_a_name_longer_than_a_read_and_the_order_of_any_starts(tmp_path):
         assert addresses._string_at(f.fileno(), 1) == long_name
         assert addresses._string_at(f.fileno(), len(long_name) + 2) == "tail"   # the file ends first
     from array import array
-    for starts in ([5, 1, 3, 1], [1 << 45, 7, 1 << 41, 0]):   # packed keys, and beyond what they hold
+    for starts in ([5, 1, 3, 1], [0xffffffffc0000000, 0xffffffff81000300, 0xffffffff81000000],
+                   [1 << 45, 7, 1 << 41, 0],    # packed keys (above the lowest), and beyond what they hold
+                   [1, 2, 4, 8, 9, 3, 0, 9, 5], [1, 2, 3], []):   # a sorted head and a tail merged in
         order = addresses._sorted_order(array("Q", starts))
         assert [starts[i] for i in order] == sorted(starts)
 
