@@ -53,9 +53,9 @@ def add_arguments(p) -> None:
     p.add_argument("--budget", type=float, default=1.0, metavar="PCT",
                    help="slow the load down by at most PCT%% (default 1)")
     p.add_argument("--pprof-dir", metavar="DIR", help="write each window's CPU and off-CPU profiles here (pprof)")
-    p.add_argument("--sampler", choices=("auto", "bpf", "perf"), default="perf",
-                   help="who takes the CPU samples, as for a recording; default: perf record (with the BPF "
-                        "sampler watch's memory grew a MB a window, bench/SOAK_20MIN_BPF.md)")
+    p.add_argument("--sampler", choices=("auto", "bpf", "perf"), default="auto",
+                   help="who takes the CPU samples, as for a recording (default auto: in BPF where the "
+                        "binary keeps frame pointers, perf record with DWARF stacks where not)")
     p.add_argument("--socket", help="the server's unix socket (default: found from the PID)")
     p.add_argument("--user")
     p.add_argument("--password-file", metavar="FILE")
