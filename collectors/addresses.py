@@ -20,7 +20,7 @@ from typing import Iterable
 
 
 from mysqlprobe.collectors.cxxnames import demangle, qualified_name
-from mysqlprobe.collectors.elf import SHN_UNDEF, STT_FUNC, STT_GNU_IFUNC, elf_file
+from mysqlprobe.collectors.elf import defined_function, elf_file
 from mysqlprobe.errors import TargetError
 
 UNKNOWN = "[unknown]"
@@ -45,12 +45,12 @@ class FileFunctions:
         with elf_file(path) as elf:
             self.segments = elf.segments
             starts, sizes, names, ranks, tables = array("Q"), array("Q"), array("I"), array("B"), array("B")
-            self._strtabs: list[tuple[int, int]] = []  # (file offset, size)
+            self._strtabs: list[int] = []  # the string tables' file offsets
             for _table, strtab, symbols in elf.symbol_tables():
                 table = len(self._strtabs)
-                self._strtabs.append((strtab.offset, strtab.size))
+                self._strtabs.append(strtab.offset)
                 for st_name, st_info, _other, shndx, value, size in symbols:
-                    if (st_info & 0xF) in (STT_FUNC, STT_GNU_IFUNC) and shndx != SHN_UNDEF and value:
+                    if defined_function(st_info, shndx, value):
                         starts.append(value)
                         sizes.append(size)
                         names.append(st_name)
@@ -84,7 +84,7 @@ class FileFunctions:
             first -= 1
         named = [(alias_rank(self.ranks[j], name), j, name)
                  for j in range(first, i + 1)
-                 if (name := read(self._strtabs[self.tables[j]][0] + self.names[j]))]
+                 if (name := read(self._strtabs[self.tables[j]] + self.names[j]))]
         if not named:
             return None
         _rank, best, name = min(named)
@@ -200,9 +200,10 @@ def user_names(pid: int, addresses: Iterable[int], maps_text: str | None = None,
             except TargetError:
                 files[path] = None
         functions = files[path]
-        vaddrs = {address: functions.vaddr_of(address - m.start + m.offset) for address, m in wanted} \
-            if functions else {}
-        mangled = functions.names_at(v for v in vaddrs.values() if v is not None) if functions else {}
+        vaddrs, mangled = {}, {}
+        if functions:
+            vaddrs = {address: functions.vaddr_of(address - m.start + m.offset) for address, m in wanted}
+            mangled = functions.names_at(v for v in vaddrs.values() if v is not None)
         for address, _m in wanted:
             name = mangled.get(vaddrs.get(address))
             out[address] = named(name) if name else label
@@ -232,8 +233,8 @@ class KernelSymbols:
                             lines.append(n)
             except (OSError, ValueError):
                 starts, lines = array("Q"), array("I")
-            order = _sorted_order(starts)
-            if any(i != j for i, j in enumerate(order)):  # not in address order
+            if any(starts[i] > starts[i + 1] for i in range(len(starts) - 1)):  # not in address order: sort it
+                order = _sorted_order(starts)
                 starts, lines = array("Q", (starts[i] for i in order)), array("I", (lines[i] for i in order))
             self._index = starts, lines
         return self._index

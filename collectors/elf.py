@@ -215,11 +215,15 @@ def _build_id(notes: bytes) -> str | None:
     return None
 
 
+def defined_function(st_info: int, shndx: int, value: int) -> bool:
+    """An Elf64_Sym of a function this file defines, at an address."""
+    return (st_info & 0xF) in (STT_FUNC, STT_GNU_IFUNC) and shndx != SHN_UNDEF and value != 0
+
+
 def _read_functions(table: Section, strtab: bytes, symbols) -> list[Function]:
     binding_names = {STB_LOCAL: "local", STB_GLOBAL: "global", STB_WEAK: "weak"}
     return [Function(c_string(strtab, st_name), value, size, binding_names.get(st_info >> 4, "other"), table.name)
-            for st_name, st_info, _other, shndx, value, size in symbols
-            if (st_info & 0xF) in (STT_FUNC, STT_GNU_IFUNC) and shndx != SHN_UNDEF and value]
+            for st_name, st_info, _other, shndx, value, size in symbols if defined_function(st_info, shndx, value)]
 
 
 @contextlib.contextmanager
@@ -260,7 +264,7 @@ def data_symbol(path: str, name: str) -> tuple[int, int] | None:
 def read_build_id(path: str) -> str | None:
     """The file's build-id from its section headers alone (no symbol read)."""
     with elf_file(path) as elf:
-        note = next((sec for sec in elf.sections if sec.name == ".note.gnu.build-id"), None)
+        note = elf.section(".note.gnu.build-id")
         return _build_id(elf.data(note)) if note else None
 
 

@@ -41,12 +41,12 @@ def _stat_times(path: str) -> tuple[float, float]:
     return int(fields[11]) / CLOCK_TICKS, int(fields[12]) / CLOCK_TICKS
 
 
-def _keyed(path: str, sep: str = ":") -> dict[str, int]:
+def _keyed(path: str) -> dict[str, int]:
     """A /proc file of 'key: number' lines (status, io)."""
     out = {}
     with open(path) as f:
         for line in f:
-            key, _, value = line.partition(sep)
+            key, _, value = line.partition(":")
             parts = value.split()
             if parts and parts[0].isdigit():
                 out[key.strip()] = int(parts[0])
