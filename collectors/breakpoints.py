@@ -146,7 +146,8 @@ class BreakpointGuard:
         self.proc = subprocess.Popen([sys.executable, "-I", "-m", "mysqlprobe.collectors.breakpoints"],
                                      stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
                                      stderr=subprocess.DEVNULL, text=True, start_new_session=True)
-        self.proc.stdin.write(json.dumps({"pid": pid, "binary": binary, "offsets": offsets}) + "\n")
+        self.proc.stdin.write(json.dumps({"pid": pid, "binary": binary, "offsets": offsets,
+                                          "holder": os.getpid()}) + "\n")
         self.proc.stdin.flush()
 
     def done(self) -> None:
@@ -169,14 +170,28 @@ def _log(line: str) -> None:
         pass
 
 
+def holder_handle(holder: int) -> int | None:
+    """A pidfd of mysqlprobe, readable once it has exited (its descriptors
+    closed, its links dropped); None where it has exited already: killed
+    before this guard got going, it is no longer this guard's parent (whose
+    pid, the reaper's then, would keep the wait going to its end)."""
+    if os.getppid() != holder:
+        return None
+    try:
+        fd = os.pidfd_open(holder)
+    except OSError:
+        return None
+    if os.getppid() != holder:  # gone between the two, its pid perhaps another's now
+        os.close(fd)
+        return None
+    return fd
+
+
 def main() -> int:
     for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
         signal.signal(sig, signal.SIG_IGN)
-    try:  # readable once mysqlprobe has exited: its descriptors closed, its links dropped
-        holder = os.pidfd_open(os.getppid())
-    except OSError:
-        holder = None
     state = json.loads(sys.stdin.readline())
+    holder = holder_handle(state["holder"])
     if sys.stdin.readline().strip() == "done":
         return 0
     if holder is not None:

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from mysqlprobe.collectors.breakpoints import left_breakpoints, remove_left_breakpoints
+from mysqlprobe.collectors.breakpoints import HOLDER_EXIT_WAIT_S, left_breakpoints, remove_left_breakpoints
 from mysqlprobe.collectors.elf import file_offset, read_elf
 from mysqlprobe.collectors.process import alive
 
@@ -29,6 +29,13 @@ pytestmark = pytest.mark.root
 LOOP = str(Path(__file__).with_name("attach_loop.py"))
 TRIALS = 60            # kills before concluding the kernel keeps nothing
 FUNCTIONS = 1500       # enough that an attach or detach takes a while
+# a mysqlprobe that starts its guard and is gone at once, before the guard's
+# interpreter has started: it prints the guard's pid
+GUARD_THEN_DIE = ("import os, sys\n"
+                  "from mysqlprobe.collectors.breakpoints import BreakpointGuard\n"
+                  "guard = BreakpointGuard(int(sys.argv[1]), sys.argv[2], [int(sys.argv[3])])\n"
+                  "print(guard.proc.pid, flush=True)\n"
+                  "os._exit(0)\n")
 
 
 def simple_functions(library: str) -> list[int]:
@@ -94,3 +101,17 @@ def test_the_guard_takes_them_out_after_a_kill(sleeper):
         if guard_lines(pid) > before:  # it found some, and (above) none is left
             return
     pytest.skip(f"in {TRIALS} kills mid-attach the kernel kept no breakpoint for the guard to take out")
+
+
+def test_a_guard_whose_mysqlprobe_died_before_it_started_does_not_wait_for_it(sleeper, tmp_path):
+    """Killed while its guard was still starting, mysqlprobe is no longer the
+    guard's parent by the time the guard looks for it: the guard goes on at
+    once, rather than waiting its full HOLDER_EXIT_WAIT_S on the reaper
+    that adopted it (a CI run's guard outlived the test's 30 s so)."""
+    pid, library = sleeper
+    offset = simple_functions(library)[0]
+    parent = subprocess.run([sys.executable, "-c", GUARD_THEN_DIE, str(pid), library, str(offset)],
+                            capture_output=True, text=True, check=True, timeout=30, cwd=tmp_path)
+    guard = int(parent.stdout)
+    assert wait_until(lambda: not alive(guard), timeout=HOLDER_EXIT_WAIT_S / 3), "the guard waited for the reaper"
+    assert left_breakpoints(pid, library, [offset]) == []

@@ -82,6 +82,9 @@ def run_statements(sb, pid: int, out, stages: tuple[str, ...], env: dict | None 
                 cur.execute(f"INSERT INTO usdt_statements VALUES ({i}, 'row {i}')")
             for i in range(STATEMENT_SELECTS):
                 cur.execute(f"SELECT note FROM usdt_statements WHERE id = {i}")
+            # the client has a result before the server's dispatcher returns:
+            # once the server reads one more command the last SELECT's has
+            cur.execute("DO 0")
         code, _, err = prof.stop()
         assert code == 0, err
         with conn.cursor() as cur:
