@@ -32,6 +32,13 @@ def test_option_file_and_resolution(tmp_path):
     assert (args["user"], args["password"], args["host"], args["port"]) == ("u", "other", "127.0.0.1", 3307)
 
 
+def test_tls_is_left_to_the_server_over_tcp_and_off_on_a_local_socket():
+    over_tcp = connection.resolve(os.getpid(), connection.ConnectOptions(host="127.0.0.1", port=3307))
+    assert "ssl_disabled" not in over_tcp   # PyMySQL's default: TLS where the server offers it
+    local = connection.resolve(os.getpid(), connection.ConnectOptions(socket="/run/x.sock"))
+    assert local["ssl_disabled"] is True
+
+
 def test_connect_failure_is_a_reason_not_an_exception(tmp_path):
     conn, _, why = connection.connect(os.getpid(), connection.ConnectOptions(socket=str(tmp_path / "none.sock")))
     assert conn is None and "cannot connect as root@" in why
