@@ -14,7 +14,7 @@ another tool still probes keeps its breakpoint: the kernel removes one
 only when no consumer wants it). A perf event of the uprobe PMU does both
 without a BPF program.
 
-The guard (python -m mysqlprobe.collectors.breakpoints, not for people)
+The guard (python -m mysqlprobe.collectors.breakpoint_guard, not for people)
 is started before the first probe goes on, with the places on stdin; it
 waits for "done" on stdin, and on end of file without it (mysqlprobe
 died) waits for mysqlprobe to be gone and removes what was left."""
@@ -24,8 +24,6 @@ from __future__ import annotations
 import ctypes
 import json
 import os
-import select
-import signal
 import struct
 import subprocess
 import sys
@@ -39,7 +37,6 @@ from mysqlprobe.errors import BpfError
 INT3 = 0xCC
 UPROBE_PMU_TYPE = Path("/sys/bus/event_source/devices/uprobe/type")
 CLOSERS = 64                    # threads dropping the registrations at once
-HOLDER_EXIT_WAIT_S = 30.0       # for the kernel to drop a killed mysqlprobe's links
 
 
 def _same_file(a: str, b: str) -> bool:
@@ -143,7 +140,7 @@ class BreakpointGuard:
     """The guard process of one target's probes (see the module's text)."""
 
     def __init__(self, pid: int, binary: str, offsets: list[int]):
-        self.proc = subprocess.Popen([sys.executable, "-I", "-m", "mysqlprobe.collectors.breakpoints"],
+        self.proc = subprocess.Popen([sys.executable, "-I", "-m", "mysqlprobe.collectors.breakpoint_guard"],
                                      stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
                                      stderr=subprocess.DEVNULL, text=True, start_new_session=True)
         self.proc.stdin.write(json.dumps({"pid": pid, "binary": binary, "offsets": offsets,
@@ -159,52 +156,3 @@ class BreakpointGuard:
             except OSError:
                 pass
             self.proc.wait(timeout=30)
-
-
-def _log(line: str) -> None:
-    """To the kernel's log, beside its own line about the uprobes it kept."""
-    try:
-        with open("/dev/kmsg", "w") as f:
-            f.write(f"mysqlprobe: {line}\n")
-    except OSError:
-        pass
-
-
-def holder_handle(holder: int) -> int | None:
-    """A pidfd of mysqlprobe, readable once it has exited (its descriptors
-    closed, its links dropped); None where it has exited already: killed
-    before this guard got going, it is no longer this guard's parent (whose
-    pid, the reaper's then, would keep the wait going to its end)."""
-    if os.getppid() != holder:
-        return None
-    try:
-        fd = os.pidfd_open(holder)
-    except OSError:
-        return None
-    if os.getppid() != holder:  # gone between the two, its pid perhaps another's now
-        os.close(fd)
-        return None
-    return fd
-
-
-def main() -> int:
-    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
-        signal.signal(sig, signal.SIG_IGN)
-    state = json.loads(sys.stdin.readline())
-    holder = holder_handle(state["holder"])
-    if sys.stdin.readline().strip() == "done":
-        return 0
-    if holder is not None:
-        select.select([holder], [], [], HOLDER_EXIT_WAIT_S)
-    try:
-        found, left = remove_left_breakpoints(state["pid"], state["binary"], state["offsets"])
-    except OSError:  # the server is gone, and its code with it
-        return 0
-    if found:
-        _log(f"the kernel kept {found} probes in the code of process {state['pid']} when mysqlprobe was "
-             f"killed; {found - left} removed" + (f", {left} still wanted by another tracer" if left else ""))
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

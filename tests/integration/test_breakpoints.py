@@ -18,7 +18,8 @@ from pathlib import Path
 
 import pytest
 
-from mysqlprobe.collectors.breakpoints import HOLDER_EXIT_WAIT_S, left_breakpoints, remove_left_breakpoints
+from mysqlprobe.collectors.breakpoint_guard import HOLDER_EXIT_WAIT_S
+from mysqlprobe.collectors.breakpoints import left_breakpoints, remove_left_breakpoints
 from mysqlprobe.collectors.elf import file_offset, read_elf
 from mysqlprobe.collectors.process import alive
 
