@@ -14,7 +14,7 @@ from collections import defaultdict
 from dataclasses import dataclass
 
 from mysqlprobe.collectors import libbpf
-from mysqlprobe.collectors.base import CollectorUnavailable, Facts, Section
+from mysqlprobe.collectors.base import Facts, Section
 from mysqlprobe.collectors.offcpu import PhasedBpfCollector, PhasedPrograms
 from mysqlprobe.collectors.perf import KERNEL_SUFFIX, fold_samples
 from mysqlprobe.flamegraphs.folded import Folded
@@ -240,11 +240,10 @@ class IoCollector(PhasedBpfCollector):
         super().__init__(pid, verbose)
         self.fds = FdNames(pid)
 
-    def prepare(self) -> None:
+    def unsupported(self) -> str | None:
         if platform.machine() != "x86_64":
-            note = f"I/O system calls: the probes know x86-64's system calls, not {platform.machine()}'s"
-            raise CollectorUnavailable(note, note)
-        super().prepare()
+            return f"I/O system calls: the probes know x86-64's system calls, not {platform.machine()}'s"
+        return None
 
     def start(self) -> None:
         self.fds.snapshot_start()
