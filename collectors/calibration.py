@@ -18,7 +18,6 @@ the BPF program does the subtraction per call (see uprobe_latency.h)."""
 
 from __future__ import annotations
 
-import statistics
 import subprocess
 import threading
 import time
@@ -34,6 +33,14 @@ from mysqlprobe.errors import BpfError
 ENDBR64 = b"\xf3\x0f\x1e\xfa"
 EMULATED, SINGLE_STEP = "emulated", "single-step"
 HELPER_FUNCTION = {EMULATED: "cal_push", SINGLE_STEP: "cal_step"}
+
+
+def median(values) -> float:
+    """The middle value (the mean of the middle two); the statistics module
+    imports fractions and decimal, on the path to the probes' attach."""
+    ordered = sorted(values)
+    half = len(ordered) // 2
+    return ordered[half] if len(ordered) % 2 else (ordered[half - 1] + ordered[half]) / 2
 
 
 def entry_class(code: bytes) -> str:
@@ -208,7 +215,7 @@ class Calibrator:
     def current(self) -> Calibration:
         """Rolling medians. The return probe costs the same whatever the first
         instruction: it is taken where it is most precise, on the emulated class."""
-        med = {k: {m: statistics.median(v[-ROLLING:]) for m, v in runs.items()}
+        med = {k: {m: median(v[-ROLLING:]) for m, v in runs.items()}
                for k, runs in self.samples.items() if runs["both"]}
         out = {}
         if EMULATED in med:
@@ -257,7 +264,7 @@ class Calibrator:
             past = earlier[klass]["both"][-ROLLING:]
             if not past:
                 return False
-            middle = statistics.median(past)
+            middle = median(past)
             spread = max(abs(x - middle) for x in past)
             if abs(runs["both"][-1] - middle) > max(REUSE_TOLERANCE * abs(middle), 3 * spread):
                 return False

@@ -4,7 +4,6 @@ PID unless given, credentials from --defaults-file, ~/.my.cnf or
 
 from __future__ import annotations
 
-import configparser
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -87,13 +86,22 @@ def check_files(opts: ConnectOptions) -> str | None:
         if flag == "--defaults-file":
             try:
                 _parser().read_string(text)
-            except configparser.Error as e:
+            except _config_error() as e:
                 return f"{flag} {path}: not a MySQL option file ({str(e).splitlines()[0]})"
     return None
 
 
-def _parser() -> configparser.ConfigParser:
+# configparser is imported where an option file is read: most starts have none
+def _parser():
+    import configparser
+
     return configparser.ConfigParser(allow_no_value=True, strict=False, interpolation=None)
+
+
+def _config_error() -> type[Exception]:
+    import configparser
+
+    return configparser.Error
 
 
 def option_file(path: str) -> dict[str, str]:
@@ -101,7 +109,7 @@ def option_file(path: str) -> dict[str, str]:
     parser = _parser()
     try:
         parser.read_string(Path(path).read_text(errors="replace"))
-    except (OSError, configparser.Error):
+    except (OSError, _config_error()):
         return {}
     out: dict[str, str] = {}
     for group in ("client", "mysql"):

@@ -5,7 +5,6 @@ and compiler clones (.isra, .constprop, .part, .cold) told apart."""
 from __future__ import annotations
 
 import ctypes
-import ctypes.util
 import functools
 import re
 
@@ -17,6 +16,8 @@ _SPECIAL_PREFIXES = ("non-virtual thunk to ", "virtual thunk to ", "covariant re
 
 @functools.lru_cache(maxsize=None)
 def _cxa_demangle():
+    import ctypes.util  # the first name demangled, not every start
+
     lib = ctypes.CDLL(ctypes.util.find_library("stdc++") or "libstdc++.so.6")
     fn = lib.__cxa_demangle
     fn.restype = ctypes.c_void_p

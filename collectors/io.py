@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import ctypes
 import os
-import platform
 import time
 from collections import defaultdict
 from dataclasses import dataclass
@@ -241,8 +240,9 @@ class IoCollector(PhasedBpfCollector):
         self.fds = FdNames(pid)
 
     def unsupported(self) -> str | None:
-        if platform.machine() != "x86_64":
-            return f"I/O system calls: the probes know x86-64's system calls, not {platform.machine()}'s"
+        machine = os.uname().machine
+        if machine != "x86_64":
+            return f"I/O system calls: the probes know x86-64's system calls, not {machine}'s"
         return None
 
     def start(self) -> None:

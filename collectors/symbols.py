@@ -8,7 +8,6 @@ non-PIE), and tells the server family and version from the binary itself."""
 
 from __future__ import annotations
 
-import difflib
 import fnmatch
 import os
 import re
@@ -208,6 +207,8 @@ class SymbolTable:
         return [self._resolve(f) for n, fns in sorted(self.names.items()) if rx.match(n) for f in fns]
 
     def similar(self, name: str, limit: int = 3) -> list[str]:
+
+        import difflib  # for a name not found only
 
         return difflib.get_close_matches(name, list(self.names), n=limit, cutoff=0.75)
 

@@ -19,7 +19,6 @@ import json
 import importlib.util
 import os
 import pickle
-import platform
 import stat
 import tempfile
 import time
@@ -55,7 +54,7 @@ def host_key(helper_path: str) -> str:
         helper = f"{os.stat(helper_path).st_size}:{os.stat(helper_path).st_mtime_ns}"
     except OSError:
         helper = "?"
-    uname = platform.uname()
+    uname = os.uname()
     text = "\n".join([uname.release, uname.version, uname.machine, _cpu_model(), str(os.cpu_count()),
                       helper, __version__])
     return hashlib.sha256(text.encode()).hexdigest()[:20]

@@ -11,7 +11,7 @@ import time
 import pytest
 
 from mysqlprobe.caches import CALIBRATION_MAX_AGE_S, CalibrationCache, host_key
-from mysqlprobe.collectors.calibration import EMULATED, FIRST_BURSTS, ROLLING, SINGLE_STEP, Calibrator
+from mysqlprobe.collectors.calibration import EMULATED, FIRST_BURSTS, ROLLING, SINGLE_STEP, Calibrator, median
 
 SAMPLES = {EMULATED: {"entry": [700.0] * 6, "both": [1400.0, 1390.0, 1410.0, 1405.0, 1395.0, 1400.0],
                       "inside": [300.0] * 6},
@@ -33,6 +33,21 @@ def test_kept_bursts_come_back(helper, tmp_path):
     loaded = cache.load()
     assert loaded["samples"] == SAMPLES and time.time() - loaded["taken"] < 60
     assert [p.name for p in cache.path.parent.iterdir()] == [cache.path.name]  # no temporary file left
+
+
+def test_the_key_is_the_one_platform_made():
+    """Read from os.uname() now, not platform's: a calibration kept before stays found."""
+    import platform
+
+    assert [getattr(os.uname(), f) for f in ("release", "version", "machine")] == \
+        [getattr(platform.uname(), f) for f in ("release", "version", "machine")]
+
+
+@pytest.mark.parametrize("values", [[3.0], [2.0, 9.0], [5.0, 1.0, 4.0], [7.0, 1.0, 1.0, 3.0, 2.0, 8.0]])
+def test_the_median_is_the_statistics_module_s(values):
+    import statistics
+
+    assert median(values) == statistics.median(values)
 
 
 def test_another_helper_build_is_another_key(helper):
