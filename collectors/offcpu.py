@@ -4,8 +4,10 @@ a CPU) during the window, from the sched_switch tracepoint in BPF
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import os
+import threading
 import time
 from dataclasses import dataclass
 
@@ -34,6 +36,13 @@ class OffCpuRecord:
     count: int
 
 
+# libbpf parses the kernel's BTF (5-8 MB here) for each object whose programs
+# are typed by it (tp_btf) and frees it once loaded: loaded side by side, two
+# such objects held it twice and a start peaked 2-6 MB higher
+# (bench/STARTUP_VERSUS_ALL_THREADS.md), so they load one at a time
+_KERNEL_BTF_LOAD = threading.Lock()
+
+
 class PhasedPrograms:
     """A BPF object of tracepoint programs watching one process, attached
     only while a window or an on-phase is open (attached, they run on
@@ -41,14 +50,16 @@ class PhasedPrograms:
     manager; start() and stop() open and close."""
 
     object_name = ""
+    typed_by_kernel_btf = True  # its load parses the kernel's BTF
     programs: tuple[str, ...] = ()
     what = ""                 # the tracepoints, for messages
     maps: tuple[str, ...] = (".bss", "stacks", "dropped")
 
     def __init__(self, pid: int, verbose: bool = False):
         self.pid = pid
-        self._obj = libbpf.BpfObject(probes.object_path(self.object_name),
-                                     abi.rodata(self.object_name, self.config()), verbose)
+        with _KERNEL_BTF_LOAD if self.typed_by_kernel_btf else contextlib.nullcontext():
+            self._obj = libbpf.BpfObject(probes.object_path(self.object_name),
+                                         abi.rodata(self.object_name, self.config()), verbose)
         try:
             self._attach()  # refused here, before any window opens, if at all
             self._obj.detach_all()
