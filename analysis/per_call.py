@@ -154,6 +154,35 @@ def sampled_per_call(cpu_ns: float, samples: int, period_ns: float, calls, probe
     return PerCall(mean, low_n * per_sample / calls.high, high_n * per_sample / calls.low, method, probe_noise_ns)
 
 
+MAX_SAMPLES_TO_RESOLVE = 100_000
+
+
+def samples_to_resolve(calls) -> int | None:
+    """The fewest CPU samples that would make the samples' figure a mean,
+    not a bound (its 95% interval narrower than itself and above zero),
+    with these calls' doubt (an Estimate); None where no count would (the
+    calls' own doubt is wider than that) or the calls have no interval.
+    A bound's samples against it say how much longer a window would give
+    the function's cost: the samples grow with the window, the doubt of
+    the calls per row does not."""
+    if not calls or calls.value <= 0 or calls.low is None or calls.low <= 0:
+        return None
+
+    def resolves(n: int) -> bool:  # once true, true for every larger count
+        low, high = poisson95(n)
+        return low > 0 and high / calls.low - low / calls.high <= n / calls.value
+
+    fails, n = 0, 1
+    while not resolves(n):
+        if n >= MAX_SAMPLES_TO_RESOLVE:
+            return None
+        fails, n = n, min(2 * n, MAX_SAMPLES_TO_RESOLVE)
+    while n - fails > 1:  # the first count that resolves, between the last that did not and n
+        middle = (fails + n) // 2
+        fails, n = (fails, middle) if resolves(middle) else (middle, n)
+    return n
+
+
 def best_per_call(probed: PerCall, sampled: PerCall | None) -> PerCall:
     """The probes' figure where it is a measurement that the samples do not
     contradict within the probes' own doubt; else the samples' where theirs

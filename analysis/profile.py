@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from mysqlprobe.analysis import histogram as H
 from mysqlprobe.catalog import BY_NAME
 from mysqlprobe.analysis.per_call import (SAMPLED, SAMPLED_METHODS, SAMPLED_STACKS, PerCall, best_per_call,
-                                          in_situ_high, per_call, sampled_per_call)
+                                          in_situ_high, per_call, sampled_per_call, samples_to_resolve)
 from mysqlprobe.analysis.sampling import Estimate, estimate_by_rows, estimate_total
 
 
@@ -369,7 +369,8 @@ def burst_record(s: StageSummary, doc: dict, mean: PerCall) -> dict | None:
     return {"samples": figures.samples, "cpu_ns": figures.cpu_ns, "callees_included": figures.callees,
             "calls": figures.calls.to_json(), "mean_ns": r(pc.mean_ns) if pc else None,
             "mean_ns_ci95": [r(pc.low_ns), r(pc.high_ns)] if pc else None,
-            "resolved": pc.resolved if pc else False, "used": mean.method in SAMPLED_METHODS}
+            "resolved": pc.resolved if pc else False, "used": mean.method in SAMPLED_METHODS,
+            **({} if pc is None or pc.resolved else {"samples_to_resolve": samples_to_resolve(figures.calls)})}
 
 
 def partition_per_call(p: PartitionSummary, s: StageSummary, doc: dict) -> PerCall:

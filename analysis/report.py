@@ -7,7 +7,7 @@ import textwrap
 
 from mysqlprobe.analysis import histogram as H
 from mysqlprobe.analysis.model import Profile
-from mysqlprobe.analysis.per_call import SAMPLED_METHODS, PerCall, window_total
+from mysqlprobe.analysis.per_call import SAMPLED_METHODS, PerCall, samples_to_resolve, window_total
 from mysqlprobe.analysis.profile import (StageSummary, burst_figures, coverage, estimate_basis,
                                          estimated_calls, measured_slowdown, memory_counter, partition_per_call,
                                          stage_per_call, window_ns, window_scale)
@@ -248,13 +248,27 @@ def estimate_line(s: StageSummary, doc: dict) -> list[str]:
     return lines
 
 
-def burst_line(s: StageSummary, doc: dict) -> list[str]:
-    """Where a mean came from CPU samples: how many, over how many calls."""
+def burst_line(s: StageSummary, doc: dict, pc: PerCall) -> list[str]:
+    """Where a mean came from CPU samples: how many, over how many calls;
+    for a bound, how much longer a window would give a mean."""
     figures = burst_figures(s, doc)
     what = "CPU with its callees'" if figures.callees else "own CPU (callees left out)"
-    return textwrap.wrap(f"the mean is the function's {what}: {figures.samples} CPU samples "
-                         f"over ~{figures.calls.value:,.0f} calls, taken with the probes off", 78,
-                         initial_indent="  ", subsequent_indent="  ")
+    text = (f"the mean is the function's {what}: {figures.samples} CPU samples "
+            f"over ~{figures.calls.value:,.0f} calls, taken with the probes off")
+    if not pc.resolved:
+        text += "; " + resolve_hint(figures.samples, samples_to_resolve(figures.calls), doc["window"]["duration_s"])
+    return textwrap.wrap(text, 78, initial_indent="  ", subsequent_indent="  ")
+
+
+def resolve_hint(samples: int, needed: int | None, window_s: float) -> str:
+    """What would turn a bound from CPU samples into a mean: the samples grow
+    with the window (the bursts are a share of it)."""
+    if needed is None:
+        return "the calls' own doubt keeps it a bound"
+    if not samples:
+        return f"about {needed} samples would give a mean"
+    longer = max(needed / samples, 1.0)
+    return f"about {needed} would give a mean: a window of about {H.upper_ns(window_s * longer * 1e9)}"
 
 
 def _interval(pc: PerCall) -> str:
@@ -273,7 +287,7 @@ def stage_detail(s: StageSummary, doc: dict) -> list[str]:
                            f"{fmt(s.total_ns)}, mean {pc.text()}" + _interval(pc), 78,
                            initial_indent="  ", subsequent_indent="  ")
     if pc.method in SAMPLED_METHODS:
-        lines += burst_line(s, doc)
+        lines += burst_line(s, doc, pc)
     lines += estimate_line(s, doc)
     lines += H.render_ascii(s.counts)
     lines += partition_table(s, doc)

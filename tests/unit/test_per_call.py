@@ -5,7 +5,8 @@ import pytest
 
 from mysqlprobe.analysis import histogram as H
 from mysqlprobe.analysis.per_call import (CORRECTED, RAW, SAMPLED, SAMPLED_STACKS, UNMEASURED_IN_SITU, PerCall,
-                                          best_per_call, per_call, poisson95, sampled_per_call, window_total)
+                                          best_per_call, per_call, poisson95, sampled_per_call, samples_to_resolve,
+                                          window_total)
 from mysqlprobe.analysis.sampling import Estimate
 
 CAL = {"classes": {"emulated": {"entry_ns": 1000.0, "return_ns": 500.0, "spread_ns": 75.0}}}
@@ -146,3 +147,22 @@ def test_a_stage_total_is_never_below_zero_and_a_bound_where_its_mean_is():
     sampled = PerCall(150.0, 120.0, 180.0, SAMPLED_STACKS, 600.0)
     assert window_total(-1.0e6, sampled, 1000) == (1.5e5, False)       # the samples' mean times the calls
     assert window_total(-5.0, PerCall(None, None, None, CORRECTED, 0.0), 0) == (0.0, False)
+
+
+@pytest.mark.parametrize("calls", [Estimate(757_674, 757_397, 757_952), Estimate(1_000_000, 900_000, 1_100_000),
+                                   Estimate(20_000, 15_000, 30_000)])
+def test_the_samples_to_resolve_are_the_fewest_whose_figure_is_a_mean(calls):
+    """Held to sampled_per_call's own verdict: one sample fewer leaves a bound."""
+    needed = samples_to_resolve(calls)
+    period = 500_000
+
+    def resolved(n: int) -> bool:
+        return sampled_per_call(n * period, n, period, calls).resolved
+
+    assert needed is not None and resolved(needed) and not resolved(needed - 1)
+    assert all(not resolved(n) for n in range(1, needed))
+
+
+def test_calls_known_too_loosely_are_a_bound_at_any_count():
+    assert samples_to_resolve(Estimate(1_000, 100, 10_000)) is None
+    assert samples_to_resolve(Estimate(1_000, None, None)) is None

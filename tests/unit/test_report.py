@@ -13,7 +13,9 @@ from mysqlprobe.analysis import histogram as H
 from mysqlprobe.analysis.html_report import render_html
 from mysqlprobe.analysis.model import Profile
 from mysqlprobe.analysis.prometheus import exposition
+from mysqlprobe.analysis.per_call import sampled_per_call
 from mysqlprobe.analysis.report import render_text
+from mysqlprobe.analysis.sampling import Estimate
 from mysqlprobe.catalog import PartitionSource
 from mysqlprobe.collectors.base import Cost, Section
 from mysqlprobe.collectors.calibration import Calibration, ClassCost
@@ -463,6 +465,15 @@ def test_too_few_cpu_samples_give_a_bound_where_it_is_the_tighter_one():
     # 3 samples of 200 us over ~20,000 calls: at most ~80 ns a call, tighter than the probes' bound
     assert lookup["mean_method"].startswith("CPU samples") and not lookup["mean_resolved"]
     assert lookup["mean_ns_ci95"][1] == samples["mean_ns_ci95"][1] < 100
+    # a bound from 3 samples: how many would give a mean (16 with the calls known exactly, more
+    # with their doubt: the fewest that sampled_per_call resolves), and the window they come in
+    calls = Estimate(samples["calls"]["value"], *samples["calls"]["ci95"])
+    needed = samples["samples_to_resolve"]
+    assert needed > 16 and sampled_per_call(needed, needed, 1, calls).resolved
+    assert not sampled_per_call(needed - 1, needed - 1, 1, calls).resolved
+    seconds = doc["window"]["duration_s"] * needed / 3
+    text = " ".join(render_text(Profile(doc)).split())
+    assert f"about {needed} would give a mean: a window of about {H.upper_ns(seconds * 1e9)}" in text
     doc = with_cpu_bursts(sampled_with_off_phases(), {"partition.get_partition_id": 3}, rows=180)
     lookup = {s["stage"]: s for s in Profile(doc).to_json()["stages"]}["partition.get_partition_id"]
     assert lookup["mean_method"].startswith("probe timestamps")       # 8 us a call at most: the probes' is tighter
