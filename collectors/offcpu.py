@@ -36,7 +36,7 @@ class OffCpuRecord:
     count: int
 
 
-# libbpf parses the kernel's BTF (5-8 MB here) for each object whose programs
+# libbpf parses the kernel's BTF (a 5.5 MB file here) for each object whose programs
 # are typed by it (tp_btf) and frees it once loaded: loaded side by side, two
 # such objects held it twice and a start peaked 2-6 MB higher
 # (bench/STARTUP_VERSUS_ALL_THREADS.md), so they load one at a time
