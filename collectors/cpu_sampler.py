@@ -57,7 +57,6 @@ class CpuSampleSession(PhasedPrograms):
     events open while the session is on."""
 
     object_name = "cpu_sample"
-    typed_by_kernel_btf = False  # a perf_event program
     programs = ("on_sample",)
     what = "cpu-clock perf events"
     maps = (".bss", "samples", "stacks", "dropped")

@@ -13,7 +13,7 @@ from collections import defaultdict
 from dataclasses import dataclass
 
 from mysqlprobe.collectors import libbpf
-from mysqlprobe.collectors.base import Facts, Section
+from mysqlprobe.collectors.base import CollectorUnavailable, Facts, Section
 from mysqlprobe.collectors.offcpu import PhasedBpfCollector, PhasedPrograms
 from mysqlprobe.collectors.perf import KERNEL_SUFFIX, fold_samples
 from mysqlprobe.flamegraphs.folded import Folded
@@ -239,11 +239,12 @@ class IoCollector(PhasedBpfCollector):
         super().__init__(pid, verbose)
         self.fds = FdNames(pid)
 
-    def unsupported(self) -> str | None:
+    def prepare(self) -> None:
         machine = os.uname().machine
         if machine != "x86_64":
-            return f"I/O system calls: the probes know x86-64's system calls, not {machine}'s"
-        return None
+            note = f"I/O system calls: the probes know x86-64's system calls, not {machine}'s"
+            raise CollectorUnavailable(note, note)
+        super().prepare()
 
     def start(self) -> None:
         self.fds.snapshot_start()

@@ -4,16 +4,14 @@ a CPU) during the window, from the sched_switch tracepoint in BPF
 
 from __future__ import annotations
 
-import contextlib
 import ctypes
 import os
-import threading
 import time
 from dataclasses import dataclass
 
 from mysqlprobe import probes
 from mysqlprobe.collectors import libbpf
-from mysqlprobe.collectors.base import Background, Collector, CollectorUnavailable, Cost, Facts, Section
+from mysqlprobe.collectors.base import Collector, CollectorUnavailable, Cost, Facts, Section
 from mysqlprobe.collectors.perf import KERNEL_SUFFIX, fold_samples
 from mysqlprobe.collectors.addresses import UNKNOWN, function_name, user_names
 from mysqlprobe.errors import BpfError
@@ -36,13 +34,6 @@ class OffCpuRecord:
     count: int
 
 
-# libbpf parses the kernel's BTF (a 5.5 MB file here) for each object whose programs
-# are typed by it (tp_btf) and frees it once loaded: loaded side by side, two
-# such objects held it twice and a start peaked 2-6 MB higher
-# (bench/STARTUP_VERSUS_ALL_THREADS.md), so they load one at a time
-_KERNEL_BTF_LOAD = threading.Lock()
-
-
 class PhasedPrograms:
     """A BPF object of tracepoint programs watching one process, attached
     only while a window or an on-phase is open (attached, they run on
@@ -50,16 +41,14 @@ class PhasedPrograms:
     manager; start() and stop() open and close."""
 
     object_name = ""
-    typed_by_kernel_btf = True  # its load parses the kernel's BTF
     programs: tuple[str, ...] = ()
     what = ""                 # the tracepoints, for messages
     maps: tuple[str, ...] = (".bss", "stacks", "dropped")
 
     def __init__(self, pid: int, verbose: bool = False):
         self.pid = pid
-        with _KERNEL_BTF_LOAD if self.typed_by_kernel_btf else contextlib.nullcontext():
-            self._obj = libbpf.BpfObject(probes.object_path(self.object_name),
-                                         abi.rodata(self.object_name, self.config()), verbose)
+        self._obj = libbpf.BpfObject(probes.object_path(self.object_name),
+                                     abi.rodata(self.object_name, self.config()), verbose)
         try:
             self._attach()  # refused here, before any window opens, if at all
             self._obj.detach_all()
@@ -211,32 +200,13 @@ class PhasedBpfCollector(Collector):
         super().__init__()
         self.pid, self.verbose = pid, verbose
         self.session = None
-        self._loader: Background | None = None  # the session loading, from begin() to prepare()
         self._stats_fd: int | None = None
         self._runs0 = (0, 0)
         self._runs = (0, 0)
 
-    def unsupported(self) -> str | None:
-        """Why this host cannot run it, before anything is loaded (None: it can)."""
-        return None
-
-    def begin(self) -> None:
-        """Load and verify the BPF object in a thread: the kernel's work,
-        side by side with the probes' verification and the other loads
-        (one after another they took 0.2-0.3 s of the start)."""
-        if self.unsupported() is None:
-            self._loader = Background(self.new_session, f"{self.name}-load")
-
     def prepare(self) -> None:
-        why = self.unsupported()
-        if why:
-            raise CollectorUnavailable(why, why)
         try:
-            if self._loader:
-                loader, self._loader = self._loader, None
-                self.session = loader.join()
-            else:
-                self.session = self.new_session()
+            self.session = self.new_session()
         except BpfError as e:
             note = f"{self.label}: {e}; the capture has no {self.lacks}"
             raise CollectorUnavailable(note, note) from None
@@ -278,9 +248,6 @@ class PhasedBpfCollector(Collector):
         return lambda address: names.get(address, UNKNOWN)
 
     def close(self) -> None:
-        if self._loader:  # a load under way ends before its object is closed
-            self.session = self._loader.settle()
-            self._loader = None
         if self._stats_fd is not None:
             os.close(self._stats_fd)
             self._stats_fd = None

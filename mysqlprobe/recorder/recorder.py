@@ -5,8 +5,8 @@ runs on every path. The phases run in orders that keep the window tight
 and the measures honest:
 
   begin    what is slow without this process starts side by side: a perf
-           record to spawn (where the binary lacks frame pointers), each
-           BPF object to verify (the probes' first), the P_S setup
+           record to spawn (where the binary lacks frame pointers), the
+           probes' BPF object to verify, the P_S setup
   prepare  off-CPU, I/O, the CPU samplers (a perf record records from here,
            so that the calibration sees the window's conditions; the BPF
            samplers' events open with the window), the calibration helper,
@@ -56,10 +56,6 @@ from mysqlprobe.recorder.window import Window
 # the bursts' perf outlives perf: perf's own CPU (its children's usage
 # between its start and its end) does not take in the other's
 BEGIN = ("cpu_bursts", "perf", "off_cpu", "io", "calibration", "uprobe", "perf_schema", "process")
-# begun in this order: the calibration helper, which the probes' object is
-# loaded with, then that object, whose verification takes longest, then the
-# rest (each BPF object verified in its own thread, P_S set up in one)
-LAUNCH = ("calibration", "uprobe", "perf_schema", "cpu_bursts", "perf", "off_cpu", "io", "process")
 # the BPF objects load while a perf record starts (0.1-0.5 s under load, most
 # of it perf reading the kernel's symbols); the calibration waits for it, so
 # that it sees the probe hits' cost with perf running, as in the window
@@ -148,7 +144,7 @@ class Recorder:
             for name in BEGIN:
                 if name in self.collectors:
                     stack.callback(self.collectors[name].close)
-            for name in LAUNCH:  # what is slow starts side by side: perf's spawns, the BPF loads
+            for name in BEGIN:  # what is slow starts side by side: perf's spawns, the BPF load
                 if name in self.collectors:
                     self._prepare(name, begin=True)
             for name in PREPARE:

@@ -124,20 +124,3 @@ def test_an_unreadable_object_is_one_bpf_error(tmp_path, damage):
     bad.write_bytes(b"not an object" if damage == "garbage" else data[:len(data) // 2])
     with pytest.raises(BpfError, match="not a readable BPF object"):
         Btf.of_object(str(bad))
-
-
-@pytest.mark.parametrize("session", ["offcpu:OffCpuSession", "io:IoSession", "cpu_sampler:CpuSampleSession"])
-def test_objects_typed_by_the_kernels_btf_say_so(session):
-    """Those that load one at a time (the kernel's BTF parsed for each) are
-    those with programs typed by it, or CO-RE accesses: the flag follows
-    the compiled object, not a guess."""
-    import importlib
-    from mysqlprobe.elfsections import ElfSections
-    module, name = session.split(":")
-    cls = getattr(importlib.import_module(f"mysqlprobe.collectors.{module}"), name)
-    with open(object_path(cls.object_name), "rb") as f:
-        sections = ElfSections(f).sections
-    typed = any(s.name.startswith(("tp_btf/", "fentry/", "fexit/", "lsm/", "iter/")) for s in sections)
-    core = any(s.name == ".BTF.ext" for s in sections) and \
-        b"preserve_access_index" in (PROBES / f"{cls.object_name}.bpf.c").read_bytes()
-    assert cls.typed_by_kernel_btf == (typed or core)
