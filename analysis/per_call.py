@@ -165,12 +165,11 @@ def samples_to_resolve(calls) -> int | None:
     A bound's samples against it say how much longer a window would give
     the function's cost: the samples grow with the window, the doubt of
     the calls per row does not."""
-    if not calls or calls.value <= 0 or calls.low is None or calls.low <= 0:
+    if sampled_per_call(1, 1, 1, calls) is None:
         return None
 
     def resolves(n: int) -> bool:  # once true, true for every larger count
-        low, high = poisson95(n)
-        return low > 0 and high / calls.low - low / calls.high <= n / calls.value
+        return sampled_per_call(n, n, 1, calls).resolved
 
     fails, n = 0, 1
     while not resolves(n):
