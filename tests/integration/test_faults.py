@@ -342,23 +342,53 @@ def test_server_hung_while_mysqlprobe_sets_up(server, tmp_path, record_property)
     observed(record_property, "server-hung-at-setup", f"exit 0; note: {doc['perf_schema']['reason']}")
 
 
+def lease_holders(server_pid: int) -> list[int]:
+    """The pids the server's shared P_S record lists as its profilers."""
+    records = list(Path("/run/mysqlprobe").glob(f"ps-{server_pid}-*.json"))
+    return sorted(h[0] for r in records for h in json.loads(r.read_text())["holders"])
+
+
+def consumers_stay_on(sb, seconds: float = 2.0) -> bool:
+    """Read again and again for a while: on at every read."""
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        if not history_consumers_on(sb):
+            return False
+        time.sleep(0.05)
+    return True
+
+
 @pytest.mark.parametrize("count", [2, 3])
 @pytest.mark.parametrize("order", ["first-ends-first", "last-ends-first"])
 def test_overlapping_profilers(server, tmp_path, record_property, count, order):
+    """While two or more profile the server, none may take the consumers
+    away (a quiet phase needs it to be alone); the one left alone may
+    quiet its own, so what is checked then is that the shared record
+    names just it. The setup is restored once, by the last."""
     before = whole_setup(server.sb)
     trials = []
-    for i in range(count):
-        trials.append(Trial(server, tmp_path / f"p{i}", "--insert-profile", "-q", "--no-perf", "--no-off-cpu",
-                            *(["--ps-waits", "all"] if i % 2 else [])))
-        trials[-1].wait_for("Tracing PID")
-    ending = trials if order == "first-ends-first" else trials[::-1]
-    for i, t in enumerate(ending):
-        t.signal(signal.SIGINT)
-        code, _, err = t.end()
-        assert code == 0 and not error_lines(err), err
-        if i < count - 1:
-            assert history_consumers_on(server.sb), "a running profiler lost its consumers"
-            assert whole_setup(server.sb) != before
+    try:
+        for i in range(count):
+            trials.append(Trial(server, tmp_path / f"p{i}", "--insert-profile", "-q", "--no-perf", "--no-off-cpu",
+                                *(["--ps-waits", "all"] if i % 2 else [])))
+            trials[-1].wait_for("Tracing PID")
+        assert consumers_stay_on(server.sb), "a profiler quieted the consumers while another was running"
+        ending = trials if order == "first-ends-first" else trials[::-1]
+        for i, t in enumerate(ending):
+            t.signal(signal.SIGINT)
+            code, _, err = t.end()
+            assert code == 0 and not error_lines(err), err
+            running = ending[i + 1:]
+            assert lease_holders(server.pid) == sorted(r.proc.pid for r in running)
+            if len(running) > 1:
+                assert consumers_stay_on(server.sb, 0.5), "a running profiler lost its consumers"
+            if running:
+                assert whole_setup(server.sb) != before
+    finally:
+        for t in trials:
+            if t.proc.poll() is None:
+                t.signal(signal.SIGINT)
+                t.end()
     assert whole_setup(server.sb) == before
     restored_by = [t.out.name for t in trials if "setup_restored" not in t.capture()["perf_schema"]]
     assert restored_by == [ending[-1].out.name], restored_by
