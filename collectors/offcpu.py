@@ -26,6 +26,8 @@ WAITING_FOR_CPU = "[waiting for a CPU]"   # the leaf of a preempted thread's sta
 
 @dataclass
 class OffCpuRecord:
+    """Off-CPU time of one thread with one pair of stacks."""
+
     tid: int
     user: list[int]       # addresses, leaf first; empty when the stack could not be taken
     kernel: list[int]
@@ -37,8 +39,9 @@ class OffCpuRecord:
 class PhasedPrograms:
     """A BPF object of tracepoint programs watching one process, attached
     only while a window or an on-phase is open (attached, they run on
-    every event of the host, the target's or not). Use as a context
-    manager; start() and stop() open and close."""
+    every event of the host, the target's or not), and from the load to
+    the window's start, switched off. Use as a context manager; start()
+    and stop() open and close."""
 
     object_name = ""
     programs: tuple[str, ...] = ()
@@ -50,8 +53,11 @@ class PhasedPrograms:
         self._obj = libbpf.BpfObject(probes.object_path(self.object_name),
                                      abi.rodata(self.object_name, self.config()), verbose)
         try:
-            self._attach()  # refused here, before any window opens, if at all
-            self._obj.detach_all()
+            # refused here, before any window opens, if at all; left attached
+            # (switched off: .bss) for the window's start, which is a tenth of
+            # a second away: a tracepoint's attach patches the kernel's code,
+            # 6-16 ms here, on the way to the probes twice otherwise
+            self._attach()
             self.program_fds = [self._obj.program_fd(p) for p in self.programs]
             self._fds = {name: self._obj.map_fd(name) for name in self.maps}
         except BaseException:
