@@ -16,7 +16,7 @@ import os
 from array import array
 from dataclasses import dataclass
 from itertools import islice
-from typing import Iterable
+from collections.abc import Iterable
 
 
 from mysqlprobe.collectors.cxxnames import demangle, qualified_name
@@ -146,6 +146,8 @@ def _string_at(fd: int, at: int, chunk: int = 256) -> str:
 
 @dataclass
 class Mapping:
+    """One file-backed line of /proc/PID/maps."""
+
     start: int
     end: int
     offset: int

@@ -75,6 +75,8 @@ COST_CLASS = {EMULATED: 1, SINGLE_STEP: 2}  # rows of the BPF costs map
 
 @dataclass
 class ClassCost:
+    """What a probe of one cost class adds to each call, as calibrated."""
+
     entry_ns: float
     return_ns: float
     inside_ns: float
@@ -87,6 +89,8 @@ class ClassCost:
 
 @dataclass
 class Calibration:
+    """The probes' own cost per class, from bursts of a known helper."""
+
     classes: dict[str, ClassCost]
     bursts: int
     seconds: float

@@ -8,13 +8,28 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-import pymysql
-
 LISTENING = 0x10000  # __SO_ACCEPTCON in /proc/net/unix flags
+
+
+class _Driver:
+    """The pymysql module, imported at its first use: the Performance
+    Schema's setup thread does that, beside the BPF loads, instead of every
+    start paying its 0.02-0.03 s (ssl, decimal, configparser) before them.
+    The import system's own lock makes a first use from two threads safe."""
+
+    def __getattr__(self, name: str):
+        import pymysql
+        return getattr(pymysql, name)
+
+
+# used as the module: pymysql.connect(...), except pymysql.err.MySQLError
+pymysql = _Driver()
 
 
 @dataclass
 class ConnectOptions:
+    """How to reach the server's SQL interface: as given on the command line, None where not."""
+
     socket: str | None = None
     host: str | None = None
     port: int | None = None

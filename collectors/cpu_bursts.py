@@ -28,7 +28,6 @@ nothing for them."""
 from __future__ import annotations
 
 import os
-import shutil
 from collections import Counter
 from dataclasses import dataclass
 
@@ -75,6 +74,8 @@ def _named(sym: str) -> str:
 
 @dataclass
 class BurstTime:
+    """What the CPU bursts sampled: per function and per stage, and in all."""
+
     functions: dict[str, dict]  # mangled symbol: its own samples and CPU ns
     stages: dict[str, dict]     # stage: samples with one of its functions on the stack, and their ns
     target_ns: int
@@ -194,5 +195,6 @@ class CpuBurstCollector(PerfProcessCollector):
         if self.recorder:
             self.recorder.close()
         if self._tmp:
+            import shutil  # only where perf record ran
             shutil.rmtree(self._tmp, ignore_errors=True)
             self._tmp = None

@@ -45,6 +45,8 @@ def online_cpus(text: str | None = None) -> list[int]:
 
 @dataclass
 class SampleRecord:
+    """CPU samples of one thread with one pair of stacks."""
+
     tid: int
     user: list[int]     # addresses, leaf first (the sampled address alone without user stacks)
     kernel: list[int]   # leaf first; empty unless the CPU was in the kernel and its stacks are taken

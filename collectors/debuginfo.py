@@ -6,9 +6,10 @@ from __future__ import annotations
 
 import os
 import zlib
-from typing import TYPE_CHECKING
 
 from mysqlprobe.errors import TargetError
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (5 ms of every start)
 
 if TYPE_CHECKING:
     from mysqlprobe.collectors.elf import ElfImage

@@ -6,11 +6,9 @@ from __future__ import annotations
 
 import os
 import re
-import tempfile
-import urllib.error
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
+from collections.abc import Callable
 
 from mysqlprobe.errors import TargetError
 
@@ -86,6 +84,7 @@ def fetch_debuginfo(build_id: str, urls: list[str], read_elf: Callable, cache: P
     path = cache / build_id / "debuginfo"
     if path.is_file() and _belongs(path, build_id, read_elf):
         return Fetched(str(path), "cache")
+    import urllib.error  # urllib.response imports tempfile and shutil: only a download needs them
     errors = []
     for url in urls:
         try:
@@ -121,6 +120,7 @@ def _download(server: str, path: str, into: Path, progress, timeout: float) -> P
     with urllib.request.urlopen(request, timeout=timeout) as response:
         total = response.headers.get("Content-Length")
         total = int(total) if total and total.isdigit() else None
+        import tempfile  # only when downloading: 7 ms of imports
         fd, name = tempfile.mkstemp(dir=into, prefix=".download-")
         done, reported = 0, 0
         try:

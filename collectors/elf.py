@@ -27,6 +27,8 @@ _SET_FRAME_POINTER = bytes.fromhex("4889e5")  # mov %rsp,%rbp
 
 @dataclass(frozen=True)
 class Segment:
+    """One loadable segment (program header) of an ELF file."""
+
     vaddr: int
     memsz: int
     offset: int
@@ -35,6 +37,8 @@ class Segment:
 
 @dataclass(frozen=True, slots=True)
 class Function:
+    """A function symbol of an ELF file: its name as linked, where and how long."""
+
     mangled: str
     address: int
     size: int

@@ -50,6 +50,8 @@ def direction(name: str) -> str:
 
 @dataclass
 class IoRecord:
+    """I/O system calls of one thread, call and file, with one user stack."""
+
     tid: int
     user: list[int]       # addresses, leaf first; empty when the stack could not be taken
     call: str

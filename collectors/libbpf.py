@@ -5,11 +5,9 @@ ends, even kill -9, the kernel closes them and the uprobes go away."""
 from __future__ import annotations
 
 import ctypes
-import ctypes.util
 import errno
 import functools
 import os
-import platform
 import struct
 import threading
 
@@ -32,11 +30,15 @@ _P = ctypes.c_void_p
 
 @functools.lru_cache(maxsize=None)
 def lib() -> ctypes.CDLL:
-    name = ctypes.util.find_library("bpf") or "libbpf.so.1"
-    try:
-        so = ctypes.CDLL(name, use_errno=True)
+    try:  # libbpf 1.x by its soname first: find_library runs ldconfig (and imports tempfile), every start
+        so = ctypes.CDLL("libbpf.so.1", use_errno=True)
     except OSError:
-        raise BpfError("libbpf is not installed (Debian: apt-get install libbpf1)") from None
+        from ctypes.util import find_library
+        name = find_library("bpf")
+        try:
+            so = ctypes.CDLL(name or "libbpf.so", use_errno=True)
+        except OSError:
+            raise BpfError("libbpf is not installed (Debian: apt-get install libbpf1)") from None
     sigs = {
         "libbpf_set_print": (_P, [_P]),
         "bpf_object__open_file": (_P, [ctypes.c_char_p, _P]),
@@ -113,9 +115,9 @@ def perf_event_open(attr: ctypes.Array, pid: int, cpu: int = -1) -> int:
     """A perf event's descriptor (attr: struct perf_event_attr's bytes);
     OSError with the kernel's errno when refused."""
     libc = ctypes.CDLL(None, use_errno=True)
-    number = PERF_EVENT_OPEN.get(platform.machine())
+    number = PERF_EVENT_OPEN.get(os.uname().machine)
     if number is None:
-        raise OSError(f"no perf_event_open number known for {platform.machine()}")
+        raise OSError(f"no perf_event_open number known for {os.uname().machine}")
     fd = libc.syscall(number, attr, pid, cpu, -1, PERF_FLAG_FD_CLOEXEC)
     if fd < 0:
         err = ctypes.get_errno()

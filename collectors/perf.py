@@ -10,9 +10,7 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
 import subprocess
-import tempfile
 import time
 from collections import Counter
 from dataclasses import dataclass
@@ -140,6 +138,8 @@ def read_perf_script(perf_data: str, pid: int, fields: str, read, *options: str)
 
 @dataclass(frozen=True)
 class PerfOptions:
+    """The perf collector's settings from the command line."""
+
     frequency: int = DEFAULT_FREQUENCY
     callgraph: str = "auto"       # auto, fp or dwarf
     keep_data: bool = False       # keep DIR/perf.data
@@ -236,6 +236,8 @@ class PerfCollector(PerfProcessCollector):
 
     def _keep_perf_data(self) -> str:
         """perf.data moved out of the directory close() removes."""
+        import shutil  # only where perf record ran
+        import tempfile
         keep = tempfile.mkdtemp(prefix="mysqlprobe-perf-data-")
         return shutil.move(self.recorder.perf_data, os.path.join(keep, "perf.data"))
 
@@ -243,5 +245,6 @@ class PerfCollector(PerfProcessCollector):
         if self.recorder:
             self.recorder.close()
         if self._tmp:
+            import shutil  # only where perf record ran
             shutil.rmtree(self._tmp, ignore_errors=True)
             self._tmp = None

@@ -9,7 +9,6 @@ import ctypes
 import os
 import resource
 import select
-import shutil
 import signal
 import subprocess
 import time
@@ -33,6 +32,8 @@ class ControlRefused(PerfUnavailable):
 
 @dataclass(frozen=True)
 class Unwinding:
+    """How perf takes user stacks (frame pointers or DWARF), and why that way."""
+
     mode: str      # "fp" or "dwarf"
     reason: str
 
@@ -55,6 +56,7 @@ def choose_unwinding(image: ElfImage, requested: str = "auto") -> Unwinding:
 
 
 def perf_binary() -> str:
+    import shutil  # shutil imports the compressors: 5 ms of a start that runs no perf
     found = shutil.which("perf") or next((p for p in ("/usr/bin/perf", "/usr/sbin/perf") if os.path.exists(p)), None)
     if not found:
         raise PerfUnavailable("the perf tool is not installed (Debian: apt install linux-perf)")

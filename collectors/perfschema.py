@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-import pymysql
+from mysqlprobe.collectors.connection import pymysql
 
 from mysqlprobe.collectors.ps_threads import (OS_THREAD_ID, PROCESSLIST_TID, list_threads,
                                               quiet_background_threads)
@@ -100,6 +100,8 @@ class PerfSchemaError(Exception):
 
 @dataclass
 class PerfSchema:
+    """The server's Performance Schema: its setup as the window needs it and as it was, and reads."""
+
     conn: object
     waits: str = "io"                          # "io" or "all" (synch waits too)
     full_sql: bool = False                     # statements' own text, literals and all; else digests

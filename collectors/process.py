@@ -19,6 +19,8 @@ HOST_CPU_FIELDS = ("user", "nice", "system", "idle", "iowait", "irq", "softirq",
 
 @dataclass
 class ProcessSnapshot:
+    """The target's CPU times and context switches at one moment."""
+
     at: float                      # time.monotonic()
     user_s: float
     system_s: float

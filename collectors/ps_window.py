@@ -13,11 +13,9 @@ import subprocess
 import sys
 import time
 
-import pymysql
-
 from mysqlprobe.collectors import connection
 from mysqlprobe.collectors.base import Background, Collector, Cost, Facts, Section
-from mysqlprobe.collectors.connection import ConnectOptions
+from mysqlprobe.collectors.connection import ConnectOptions, pymysql
 from mysqlprobe.collectors.perfschema import PerfSchema, deltas, leave_out_own_statements, rows_changed
 from mysqlprobe.collectors.process import thread_cpu_seconds
 from mysqlprobe.collectors.ps_lease import SetupLease

@@ -29,6 +29,8 @@ _FRAGMENT_CLONES = ("part", "cold")
 
 @dataclass(frozen=True)
 class ServerInfo:
+    """Which server a binary is: family, version and the catalog's line for it."""
+
     family: str               # "mysql", "mariadb" or "unknown"
     version: str | None       # "10.2.11", "5.7.44"
     line: str                 # catalog line: "mysql-5.6", "mysql-5.7", "mysql-8.0", "mariadb"
@@ -227,6 +229,8 @@ def _normalize_signature(text: str) -> str:
 
 @dataclass(frozen=True)
 class Target:
+    """The process to probe, and its binary as seen from here."""
+
     pid: int
     exe: str          # path as the process sees it (its mount namespace)
     proc_exe: str     # /proc/PID/exe: readable and attachable from here

@@ -8,7 +8,6 @@ import ctypes
 import errno
 import os
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
 from mysqlprobe import probes
 from mysqlprobe.collectors import libbpf
@@ -23,6 +22,8 @@ from mysqlprobe.probes.abi import (COOKIE_ARG_SHIFT, COOKIE_CLASS_SHIFT, COOKIE_
                                    STMT_TEXT_DEREF, STMT_TEXT_INDIRECT, STMT_TEXT_LEN, STMT_TEXT_USDT,
                                    STMT_USDT_FLAT, EdgeKey, EdgeStats, LatencyConfig, PartKey, PartStats, ProbeStats,
                                    StmtEdgeKey, StmtStats)
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (5 ms of every start)
 
 if TYPE_CHECKING:
     from mysqlprobe.catalog import PartitionSource, StatementArgs
@@ -134,6 +135,8 @@ def _zeros() -> list[int]:
 
 @dataclass
 class PartCounts:
+    """One probe's counts for one partition."""
+
     calls: int
     total_ns: int
     hist: list[int]
@@ -143,6 +146,8 @@ class PartCounts:
 
 @dataclass
 class ProbeCounts:
+    """One probe's counts read from the BPF maps: calls, times and histograms."""
+
     calls: int = 0
     total_ns: int = 0
     nested_hits: int = 0
@@ -174,6 +179,8 @@ class StatementCounts:
 
 @dataclass
 class Snapshot:
+    """Everything the probes' maps held at one read."""
+
     probes: dict[int, ProbeCounts]
     counters: dict[str, int]
     statements: dict[int, StatementCounts] = field(default_factory=dict)

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import glob
 import os
-import shutil
-import tempfile
 
 from mysqlprobe.collectors.process import alive
 
@@ -14,6 +12,8 @@ def work_dir(kind: str) -> str:
     """A private directory for perf's files, named with this process's PID.
     Those a killed mysqlprobe left behind (kill -9 runs no cleanup; perf.data
     can be megabytes) are removed first: their PID is gone."""
+    import shutil  # these two import the compressors: for perf record only, 7 ms of other starts
+    import tempfile
     base = tempfile.gettempdir()
     for d in glob.glob(os.path.join(base, f"mysqlprobe-{kind}-*-*")):
         pid = os.path.basename(d).split("-")[2]

@@ -9,11 +9,17 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Iterable, TextIO
+from collections.abc import Iterable
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (5 ms of every start)
+if TYPE_CHECKING:
+    from typing import TextIO
 
 
 @dataclass
 class Folded:
+    """Folded stacks ("a;b;c" -> count), as FlameGraph and inferno read them."""
+
     stacks: Counter = field(default_factory=Counter)  # "a;b;c" -> count
     ignored: int = 0                                  # malformed lines read
 

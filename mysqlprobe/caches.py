@@ -14,17 +14,23 @@ measures afresh and says so."""
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import json
 import importlib.util
 import os
 import pickle
 import stat
-import tempfile
 import time
 from pathlib import Path
 
 from mysqlprobe import __version__
+
+try:  # CPython's built-in sha256 (3.12: _sha2, 3.11: _sha256): hashlib loads OpenSSL's, 6 ms of every start
+    from _sha2 import sha256
+except ImportError:
+    try:
+        from _sha256 import sha256
+    except ImportError:
+        from hashlib import sha256
 
 CALIBRATION_MAX_AGE_S = 7 * 24 * 3600
 
@@ -38,6 +44,12 @@ def cache_root() -> Path:
 def cache_dirs() -> list[Path]:
     """mysqlprobe's own caches (not the sandbox servers)."""
     return [cache_root() / "calibration", cache_root() / "plans"]
+
+
+def temporary_file(directory: Path) -> tuple[int, str]:
+    """A new file (mode 0600) to be renamed into place."""
+    import tempfile  # 10 ms with shutil's imports, off the start: only saving needs it
+    return tempfile.mkstemp(dir=directory, prefix=".tmp-")
 
 
 def _cpu_model() -> str:
@@ -57,7 +69,7 @@ def host_key(helper_path: str) -> str:
     uname = os.uname()
     text = "\n".join([uname.release, uname.version, uname.machine, _cpu_model(), str(os.cpu_count()),
                       helper, __version__])
-    return hashlib.sha256(text.encode()).hexdigest()[:20]
+    return sha256(text.encode()).hexdigest()[:20]
 
 
 class CalibrationCache:
@@ -87,7 +99,7 @@ class CalibrationCache:
         tmp = None
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            fd, tmp = tempfile.mkstemp(dir=self.path.parent, prefix=".tmp-")
+            fd, tmp = temporary_file(self.path.parent)
             with os.fdopen(fd, "w") as f:
                 json.dump({"taken": time.time(), "samples": samples}, f)
             os.replace(tmp, self.path)
@@ -108,7 +120,7 @@ PLANNING_MODULES = ("mysqlprobe.catalog", "mysqlprobe.recorder.plan", "mysqlprob
 
 def planning_code() -> str:
     """A digest of the code that makes plans."""
-    digest = hashlib.sha256(__version__.encode())
+    digest = sha256(__version__.encode())
     for name in PLANNING_MODULES:
         spec = importlib.util.find_spec(name)
         with open(spec.origin, "rb") as f:
@@ -128,7 +140,7 @@ class PlanCache:
 
     def key(self, build_id: str, *parts) -> str:
         text = "\n".join([build_id, planning_code(), *map(repr, parts)])
-        return hashlib.sha256(text.encode()).hexdigest()[:32]
+        return sha256(text.encode()).hexdigest()[:32]
 
     def load(self, key: str):
         path = self.dir / f"{key}.pickle"
@@ -147,7 +159,7 @@ class PlanCache:
         tmp = None
         try:
             self.dir.mkdir(mode=0o700, parents=True, exist_ok=True)
-            fd, tmp = tempfile.mkstemp(dir=self.dir, prefix=".tmp-")  # mode 0600
+            fd, tmp = temporary_file(self.dir)  # mode 0600
             with os.fdopen(fd, "wb") as f:
                 pickle.dump(value, f, protocol=pickle.HIGHEST_PROTOCOL)
             os.replace(tmp, self.dir / f"{key}.pickle")

@@ -12,7 +12,6 @@ import importlib
 import os
 import sys
 import threading
-import traceback
 
 from mysqlprobe import __version__
 from mysqlprobe.errors import EXIT_FAILURE, EXIT_INTERRUPTED, Interrupted, MysqlprobeError
@@ -101,12 +100,17 @@ def _main(command: str, argv: list[str]) -> int:
         os.umask(umask)  # called in-process (tests, bench): leave the caller's as it was
 
 
+def print_traceback() -> None:
+    import traceback  # with -v only: 6 ms of imports
+    traceback.print_exc()
+
+
 def _run(command, args, parser) -> int:
     try:
         return command.run(args, parser)
     except MysqlprobeError as e:
         if args.verbose:
-            traceback.print_exc()
+            print_traceback()
         print(f"mysqlprobe: {e}", file=sys.stderr)
         return e.exit_code
     except KeyboardInterrupt:
@@ -116,7 +120,7 @@ def _run(command, args, parser) -> int:
         return EXIT_FAILURE
     except Exception as e:  # a bug: still one line unless -v
         if args.verbose:
-            traceback.print_exc()
+            print_traceback()
         print(f"mysqlprobe: internal error: {type(e).__name__}: {e} (run with -v for the traceback)",
               file=sys.stderr)
         return EXIT_FAILURE

@@ -16,6 +16,8 @@ SHN_XINDEX = 0xFFFF
 
 @dataclass(frozen=True, slots=True)
 class Section:
+    """One section header of an ELF file."""
+
     name: str
     type: int
     addr: int

@@ -22,6 +22,8 @@ _MODIFIERS = {_KIND_TYPEDEF, _KIND_VOLATILE, _KIND_CONST, _KIND_RESTRICT, _KIND_
 
 @dataclass
 class BtfType:
+    """One type of a BTF blob, as read from its type section."""
+
     kind: int
     name: str
     size_or_type: int
@@ -31,6 +33,8 @@ class BtfType:
 
 @dataclass(frozen=True)
 class Member:
+    """A struct member as the C header lays it out: byte offset and size."""
+
     name: str
     offset: int  # bytes
     size: int

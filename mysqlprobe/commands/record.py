@@ -6,7 +6,6 @@ from __future__ import annotations
 import argparse
 import math
 import sys
-from typing import TYPE_CHECKING
 
 from mysqlprobe import catalog
 from mysqlprobe.caches import PlanCache
@@ -23,6 +22,8 @@ from mysqlprobe.recorder.options import Control, RecordOptions
 from mysqlprobe.recorder.plan import Plan, check_symbols, list_plan, plan_cached, plan_probes, usdt_stand_ins
 from mysqlprobe.recorder.recorder import Recorder
 from mysqlprobe.recorder.window import RunSignals, StatusLine
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (5 ms of every start)
 
 if TYPE_CHECKING:
     from mysqlprobe.analysis.model import Profile

@@ -12,6 +12,8 @@ from mysqlprobe.collectors.perf import PerfOptions
 
 @dataclass(frozen=True)
 class RecordOptions:
+    """How one capture is recorded: window, mode, budget and collectors."""
+
     duration: float | None = None       # seconds; None: until stopped
     exact: bool = True                  # probes on all along; else duty cycles within `budget`
     budget: float = 0.05                # the slowdown the duty cycles may cost, a fraction

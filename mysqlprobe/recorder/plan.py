@@ -6,13 +6,12 @@ from __future__ import annotations
 import dataclasses
 import os
 import pickle
-import shutil
 import signal
 import subprocess
 import sys
 import time
 from dataclasses import dataclass, field
-from typing import Callable
+from collections.abc import Callable
 
 from mysqlprobe import catalog
 from mysqlprobe.caches import PlanCache
@@ -26,6 +25,8 @@ from mysqlprobe.errors import MysqlprobeError, NoSymbolsError, TargetError, Usag
 
 @dataclass
 class Plan:
+    """The probes to attach, and what could not be planned and why."""
+
     specs: list[ProbeSpec] = field(default_factory=list)
     unavailable: list[dict] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
@@ -203,6 +204,7 @@ def owning_package(path: str, dpkg_info: str = "/var/lib/dpkg/info",
                     return "dpkg", n[: -len(".list")].split(":")[0]
         except OSError:
             continue
+    import shutil  # imports the compressors: only here, on a binary dpkg does not know
     rpm = rpm or shutil.which("rpm")
     if rpm:
         try:
