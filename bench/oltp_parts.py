@@ -27,6 +27,10 @@ against the unprobed blocks on either side (bench/continuous.py):
   status_reads  the server's row counter read 12 times a second, as the
               duty cycles read it (no mysqlprobe running)
   thread_list the watch of the server's threads alone
+  no_ps, ps_whole
+              the default profile without a server connection (no P_S, the
+              duty cycles paced by time), or with the window's P_S setup
+              left on in the quiet phases (--ps-whole-window)
 
     sudo .venv/bin/python bench/oltp_parts.py [--rounds 8] [--seconds 8] [--shape 1] [--variants ...]
 
@@ -198,7 +202,9 @@ def main() -> None:
                  "ps_statement_history": lambda: PsPart(sb.socket, None, (
                      "events_statements_history", "events_statements_history_long")),
                  "status_reads": lambda: StatusReads(sb.socket), "thread_list": lambda: ThreadList(sb.socket),
-                 "probes_only": lambda: Mysqlprobe(pid, workdir, "--insert-profile", "--no-perf", "--no-off-cpu")}
+                 "probes_only": lambda: Mysqlprobe(pid, workdir, "--insert-profile", "--no-perf", "--no-off-cpu"),
+                 "no_ps": lambda: Mysqlprobe(pid, workdir, "--insert-profile", "--no-perf-schema"),
+                 "ps_whole": lambda: Mysqlprobe(pid, workdir, "--insert-profile", "--ps-whole-window")}
         variants = {name: known[name]() for name in args.variants.split(",")}
         load, blocks = Load(sb, shape), Blocks()
         try:
