@@ -14,7 +14,7 @@ run-to-run spread is marked as noise, not reported as a finding."""
 from __future__ import annotations
 
 from collections import Counter
-from dataclasses import dataclass, field
+from mysqlprobe.records import field, record
 
 from mysqlprobe.analysis.compare_figures import Change, Figure, figure_of, ns_text, signed_ns
 from mysqlprobe.analysis.drilldown import drilldown, drilldown_lines
@@ -96,7 +96,7 @@ def stage_exclusive_ns(doc: dict) -> dict[str, float]:
     return {s: max(inclusive[s] - nested[s], 0.0) for s in inclusive}
 
 
-@dataclass
+@record
 class Run:
     """One capture's figures, per row."""
     label: str

@@ -3,13 +3,13 @@ the terms compare and its drill-down share."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from mysqlprobe.records import record
 from statistics import median
 
 from mysqlprobe.analysis.histogram import format_ns
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Figure:
     """A figure over a side's repeats: median and half the min-max range."""
     median: float
@@ -28,7 +28,7 @@ def figure_of(runs: list, get) -> Figure:
     return Figure.of([get(r) for r in runs])
 
 
-@dataclass
+@record
 class Change:
     name: str
     kind: str          # "total", "stage", "function", "ps_stage", "ps_wait"

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 
-from dataclasses import dataclass
+from mysqlprobe.records import record
 from typing import Iterable, Sequence
 
 from mysqlprobe.probes.abi import HIST_SUB_BITS as SUB_BITS
@@ -21,7 +21,7 @@ SUB = 1 << SUB_BITS
 SCHEME = "log2-4sub"
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Bucket:
     low: int
     high: int

@@ -29,7 +29,7 @@ and the probes differ by no more than the probes' cost may be off by
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from mysqlprobe.records import record
 
 from mysqlprobe.analysis import histogram as H
 
@@ -47,7 +47,7 @@ SAMPLED_STACKS = ("CPU samples with the function on the stack (its callees inclu
 SAMPLED_METHODS = (SAMPLED, SAMPLED_STACKS)
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class PerCall:
     mean_ns: float | None   # best estimate, never below zero
     low_ns: float | None    # 95% interval

@@ -4,7 +4,7 @@ later, without root, as the live run did."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from mysqlprobe.records import field, record
 
 from mysqlprobe.analysis import histogram as H
 from mysqlprobe.catalog import BY_NAME
@@ -17,7 +17,7 @@ def _zeros() -> list[int]:
     return [0] * H.NUM_SLOTS
 
 
-@dataclass
+@record
 class PartitionSummary:
     id: int
     calls: int = 0
@@ -31,7 +31,7 @@ class PartitionSummary:
         return self.total_ns / self.calls if self.calls else None
 
 
-@dataclass
+@record
 class StageSummary:
     stage: str
     title: str
@@ -315,7 +315,7 @@ def stage_per_call(s: StageSummary, doc: dict) -> PerCall:
     return best_per_call(probed, burst_per_call(figures, doc, probed.probe_noise_ns))
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class BurstFigures:
     samples: int
     cpu_ns: int

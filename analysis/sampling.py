@@ -11,7 +11,7 @@ interval comes from how much the per-cycle rates vary."""
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from mysqlprobe.records import record
 
 # two-sided 95% quantiles of Student's t for 1..30 degrees of freedom
 _T95 = (12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179, 2.160,
@@ -23,7 +23,7 @@ def t95(dof: int) -> float:
     return _T95[dof - 1] if 1 <= dof <= len(_T95) else 1.96
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Estimate:
     value: float
     low: float | None   # 95% interval; None with fewer than 2 cycles

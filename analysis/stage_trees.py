@@ -11,7 +11,7 @@ in part of it (on-phases, outside quiet phases) is scaled up to it."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from mysqlprobe.records import field, record
 from pathlib import Path
 
 from mysqlprobe.flamegraphs.folded import Folded
@@ -26,7 +26,7 @@ SOURCES = {CPU_NS: ("perf", "stacks_file"), OFFCPU_NS: ("off_cpu", "stacks_file"
 CPU_FILE = "stacks.folded"   # read where the capture does not name it (made by hand, or older)
 
 
-@dataclass
+@record
 class Node:
     values: dict[str, float] = field(default_factory=dict)
     children: dict[str, "Node"] = field(default_factory=dict)

@@ -14,7 +14,7 @@ import bisect
 import functools
 import os
 from array import array
-from dataclasses import dataclass
+from mysqlprobe.records import record
 from itertools import islice
 from collections.abc import Iterable
 
@@ -144,7 +144,7 @@ def _string_at(fd: int, at: int, chunk: int = 256) -> str:
         chunk *= 2
 
 
-@dataclass
+@record
 class Mapping:
     """One file-backed line of /proc/PID/maps."""
 

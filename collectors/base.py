@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import threading
 import time
-from dataclasses import dataclass, field
+from mysqlprobe.records import field, record
 
 from mysqlprobe.collectors.addresses import KernelSymbols
 
@@ -32,7 +32,7 @@ class CollectorUnavailable(Exception):
         self.reason, self.note, self.status = reason, note, status
 
 
-@dataclass
+@record
 class Cost:
     """What a collector cost, as it measured it.
 
@@ -52,7 +52,7 @@ class Cost:
         return {"target_s": r(self.target_s), "cpu_s": r(self.cpu_s), "method": self.method}
 
 
-@dataclass
+@record
 class Facts:
     """What the collectors collected first tell the ones after them: the
     threads' names (Performance Schema's by Linux thread id, the kernel's
@@ -68,7 +68,7 @@ class Facts:
     kernel_symbols: KernelSymbols = field(default_factory=KernelSymbols)
 
 
-@dataclass
+@record
 class Section:
     """A collector's part of the capture: `fields` are top-level keys of the
     document; `files` are written beside it: name -> (the field of this

@@ -21,7 +21,7 @@ from __future__ import annotations
 import subprocess
 import threading
 import time
-from dataclasses import asdict, dataclass, field
+from mysqlprobe.records import as_dict, field, record
 
 from mysqlprobe import probes
 from mysqlprobe.collectors.base import Collector, Cost, Facts, Section
@@ -73,7 +73,7 @@ def entry_point(path: str, offset: int) -> tuple[int, str]:
 COST_CLASS = {EMULATED: 1, SINGLE_STEP: 2}  # rows of the BPF costs map
 
 
-@dataclass
+@record
 class ClassCost:
     """What a probe of one cost class adds to each call, as calibrated."""
 
@@ -87,7 +87,7 @@ class ClassCost:
         return self.entry_ns + self.return_ns
 
 
-@dataclass
+@record
 class Calibration:
     """The probes' own cost per class, from bursts of a known helper."""
 
@@ -124,7 +124,7 @@ class Calibration:
                           f"{ROLLING} bursts, kept up to date while the window is open",
                 "bursts": self.bursts, "bursts_in_window": self.in_window, "seconds": round(self.seconds, 3),
                 "in_situ_factor": None if self.in_situ is None else round(self.in_situ, 3), "reused": self.reused,
-                "classes": {k: {**{kk: round(vv, 1) for kk, vv in asdict(v).items()},
+                "classes": {k: {**{kk: round(vv, 1) for kk, vv in as_dict(v).items()},
                                 **({"applied_ns": {m: list(r) for m, r in self.applied[k].items()}}
                                    if k in self.applied else {})}
                             for k, v in self.classes.items()}}

@@ -6,7 +6,7 @@ one it misses kills the server (SIGTRAP) at the next call. Read-only."""
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from mysqlprobe.records import record
 from pathlib import Path
 
 from mysqlprobe.collectors.addresses import file_mappings
@@ -15,7 +15,7 @@ INT3 = 0xCC
 BLOCK = 1 << 20
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class CodeChanges:
     pid: int
     bytes_checked: int

@@ -5,7 +5,7 @@ PID unless given, credentials from --defaults-file, ~/.my.cnf or
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from mysqlprobe.records import record
 from pathlib import Path
 
 LISTENING = 0x10000  # __SO_ACCEPTCON in /proc/net/unix flags
@@ -26,7 +26,7 @@ class _Driver:
 pymysql = _Driver()
 
 
-@dataclass
+@record
 class ConnectOptions:
     """How to reach the server's SQL interface: as given on the command line, None where not."""
 

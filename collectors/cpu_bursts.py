@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import os
 from collections import Counter
-from dataclasses import dataclass
+from mysqlprobe.records import record
 
 from mysqlprobe.collectors.base import CollectorUnavailable, Cost, Facts, Section
 from mysqlprobe.collectors.perf import read_perf_script
@@ -72,7 +72,7 @@ def _named(sym: str) -> str:
     return "" if sym == "[unknown]" else sym
 
 
-@dataclass
+@record
 class BurstTime:
     """What the CPU bursts sampled: per function and per stage, and in all."""
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 import ctypes
 import re
 import time
-from dataclasses import dataclass
+from mysqlprobe.records import record
 
 from mysqlprobe.collectors import libbpf
 from mysqlprobe.collectors.addresses import UNKNOWN
@@ -43,7 +43,7 @@ def online_cpus(text: str | None = None) -> list[int]:
     return cpus
 
 
-@dataclass
+@record
 class SampleRecord:
     """CPU samples of one thread with one pair of stacks."""
 

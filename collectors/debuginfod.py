@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import os
 import re
-from dataclasses import dataclass, field
+from mysqlprobe.records import field, record
 from pathlib import Path
 from collections.abc import Callable
 
@@ -62,7 +62,7 @@ def distribution_server(os_release: str = "/etc/os-release") -> str | None:
     return None
 
 
-@dataclass
+@record
 class Fetched:
     """Where the debug file is (None: no server had it) and what went wrong on the way."""
 

@@ -8,7 +8,7 @@ import contextlib
 import functools
 import re
 import struct
-from dataclasses import dataclass, field
+from mysqlprobe.records import field, record
 
 from mysqlprobe.collectors.cxxnames import demangle, qualified_name
 from mysqlprobe.elfsections import SHT_NOBITS, ElfSections, Section, c_string
@@ -25,7 +25,7 @@ PROLOGUE_SAMPLE = 400  # functions whose first bytes are read to detect frame po
 _SET_FRAME_POINTER = bytes.fromhex("4889e5")  # mov %rsp,%rbp
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Segment:
     """One loadable segment (program header) of an ELF file."""
 
@@ -35,7 +35,7 @@ class Segment:
     executable: bool
 
 
-@dataclass(frozen=True, slots=True)
+@record(frozen=True, slots=True)
 class Function:
     """A function symbol of an ELF file: its name as linked, where and how long."""
 
@@ -54,7 +54,7 @@ class Function:
         return qualified_name(self.demangled)
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class UsdtArg:
     """One argument of a USDT probe, as its note spells it ("-4@%r13d", "8@16080(%rbx)", "-4@$3")."""
 
@@ -73,7 +73,7 @@ class UsdtArg:
         return f"{width} *(%{self.register}{self.value:+d})"
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class UsdtProbe:
     """A statically defined probe site (.note.stapsdt): it survives strip."""
 
@@ -135,7 +135,7 @@ def _read_usdt(raw: bytes, base_addr: int | None) -> list[UsdtProbe]:
     return out
 
 
-@dataclass
+@record
 class ElfImage:
     """The parts of one ELF file mysqlprobe needs."""
 

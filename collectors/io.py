@@ -10,7 +10,7 @@ import ctypes
 import os
 import time
 from collections import defaultdict
-from dataclasses import dataclass
+from mysqlprobe.records import record
 
 from mysqlprobe.collectors import libbpf
 from mysqlprobe.collectors.base import CollectorUnavailable, Facts, Section
@@ -48,7 +48,7 @@ def direction(name: str) -> str:
     return "read" if name in READS else "write" if name in WRITES else "sync" if name in SYNCS else "other"
 
 
-@dataclass
+@record
 class IoRecord:
     """I/O system calls of one thread, call and file, with one user stack."""
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import ctypes
 import os
 import time
-from dataclasses import dataclass
+from mysqlprobe.records import record
 
 from mysqlprobe import probes
 from mysqlprobe.collectors import libbpf
@@ -24,7 +24,7 @@ OFFCPU_FILE = "offcpu.folded"
 WAITING_FOR_CPU = "[waiting for a CPU]"   # the leaf of a preempted thread's stack
 
 
-@dataclass
+@record
 class OffCpuRecord:
     """Off-CPU time of one thread with one pair of stacks."""
 

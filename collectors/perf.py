@@ -13,7 +13,7 @@ import re
 import subprocess
 import time
 from collections import Counter
-from dataclasses import dataclass
+from mysqlprobe.records import record
 
 from mysqlprobe.collectors.base import Cost, Facts, Section
 from mysqlprobe.collectors.perf_record import (DEFAULT_FREQUENCY, PerfProcessCollector, PerfRecorder, PerfUnavailable,
@@ -136,7 +136,7 @@ def read_perf_script(perf_data: str, pid: int, fields: str, read, *options: str)
     return result, samples
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class PerfOptions:
     """The perf collector's settings from the command line."""
 

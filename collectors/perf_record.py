@@ -12,7 +12,7 @@ import select
 import signal
 import subprocess
 import time
-from dataclasses import dataclass
+from mysqlprobe.records import record
 
 from mysqlprobe.collectors.base import Collector, CollectorUnavailable
 from mysqlprobe.collectors.elf import ElfImage
@@ -30,7 +30,7 @@ class ControlRefused(PerfUnavailable):
     """perf record does not take --control (older than 5.10)."""
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Unwinding:
     """How perf takes user stacks (frame pointers or DWARF), and why that way."""
 

@@ -14,7 +14,7 @@ calls 'Sending data' 'executing'."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from mysqlprobe.records import field, record
 
 from mysqlprobe.collectors.connection import pymysql
 
@@ -98,7 +98,7 @@ class PerfSchemaError(Exception):
     pass
 
 
-@dataclass
+@record
 class PerfSchema:
     """The server's Performance Schema: its setup as the window needs it and as it was, and reads."""
 

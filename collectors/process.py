@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import os
 import time
-from dataclasses import dataclass
+from mysqlprobe.records import record
 
 from mysqlprobe.collectors.base import Collector, Cost, CpuClock, Facts, Section
 
@@ -17,7 +17,7 @@ PAGE_SIZE = os.sysconf("SC_PAGE_SIZE")
 HOST_CPU_FIELDS = ("user", "nice", "system", "idle", "iowait", "irq", "softirq", "steal", "guest", "guest_nice")
 
 
-@dataclass
+@record
 class ProcessSnapshot:
     """The target's CPU times and context switches at one moment."""
 

@@ -12,7 +12,7 @@ import fnmatch
 import os
 import re
 import time
-from dataclasses import dataclass
+from mysqlprobe.records import record
 from pathlib import Path
 
 from mysqlprobe.collectors import debuginfo, debuginfod
@@ -27,7 +27,7 @@ _FRAGMENT_CLONES = ("part", "cold")
 
 # --------------------------------------------------------------------------- server identity
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class ServerInfo:
     """Which server a binary is: family, version and the catalog's line for it."""
 
@@ -84,7 +84,7 @@ def identify_server(image: ElfImage, has_function) -> ServerInfo:
 
 # --------------------------------------------------------------------------- symbol table
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class ResolvedSymbol:
     """A function a uprobe can be attached to."""
 
@@ -227,7 +227,7 @@ def _normalize_signature(text: str) -> str:
 
 # --------------------------------------------------------------------------- processes
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Target:
     """The process to probe, and its binary as seen from here."""
 
@@ -256,7 +256,7 @@ def resolve_target(pid: int) -> Target:
     return Target(pid, exe.removesuffix(" (deleted)"), str(proc / "exe"), str(proc / "root"), comm, deleted)
 
 
-@dataclass
+@record
 class Binary:
     """A server binary with its symbols, ready for probing."""
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import ctypes
 import errno
 import os
-from dataclasses import dataclass, field
+from mysqlprobe.records import field, record
 
 from mysqlprobe import probes
 from mysqlprobe.collectors import libbpf
@@ -42,7 +42,7 @@ _REGISTERS = {name: i for i, name in enumerate(
      "orig_rax", "rip", "cs", "eflags", "rsp"))}
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class UsdtSites:
     """Where a USDT start/done pair is attached: file offsets of every start
     site and every done site, with each one's semaphore (file offset, 0: none).
@@ -67,7 +67,7 @@ def usdt_text_operand(arg: UsdtArg | None) -> int:
             | (arg.value & 0xFFFF) << STMT_DISP_SHIFT)
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class ProbeSpec:
     """One function to time; index is its slot in the BPF maps."""
 
@@ -133,7 +133,7 @@ def _zeros() -> list[int]:
     return [0] * MAX_SLOTS
 
 
-@dataclass
+@record
 class PartCounts:
     """One probe's counts for one partition."""
 
@@ -144,7 +144,7 @@ class PartCounts:
     chist: list[int] = field(default_factory=_zeros)
 
 
-@dataclass
+@record
 class ProbeCounts:
     """One probe's counts read from the BPF maps: calls, times and histograms."""
 
@@ -159,7 +159,7 @@ class ProbeCounts:
     callers: dict[tuple[int, int | None], tuple[int, int, int]] = field(default_factory=dict)
 
 
-@dataclass
+@record
 class StatementCounts:
     """One statement shape: executions that began and ended in the window,
     their latency, the probe hits and calibrated probe cost inside them, and
@@ -177,7 +177,7 @@ class StatementCounts:
     calls: dict[tuple[int, int | None, int | None], tuple[int, int, int]] = field(default_factory=dict)
 
 
-@dataclass
+@record
 class Snapshot:
     """Everything the probes' maps held at one read."""
 
@@ -186,7 +186,7 @@ class Snapshot:
     statements: dict[int, StatementCounts] = field(default_factory=dict)
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class ProbeGroup:
     """Functions of one process to probe."""
 

@@ -8,7 +8,7 @@ reported rather than dropped in silence."""
 from __future__ import annotations
 
 from collections import Counter
-from dataclasses import dataclass, field
+from mysqlprobe.records import field, record
 from collections.abc import Iterable
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (5 ms of every start)
@@ -16,7 +16,7 @@ if TYPE_CHECKING:
     from typing import TextIO
 
 
-@dataclass
+@record
 class Folded:
     """Folded stacks ("a;b;c" -> count), as FlameGraph and inferno read them."""
 

@@ -11,7 +11,7 @@ so (has_functions), so no reader tries to symbolize them again."""
 from __future__ import annotations
 
 import gzip
-from dataclasses import dataclass
+from mysqlprobe.records import record
 
 from mysqlprobe.flamegraphs.folded import Folded
 
@@ -19,7 +19,7 @@ KERNEL_SUFFIX = "_[k]"
 KERNEL_MAPPING = "[kernel.kallsyms]"
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class SampleKind:
     """What one folded count stands for: `samples` of `period` ns of CPU
     (perf), or `unit_ns` nanoseconds of off-CPU time (the off-CPU stacks)."""

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import html
-from dataclasses import dataclass, field
+from mysqlprobe.records import field, record
 
 from mysqlprobe.flamegraphs.folded import Folded
 
@@ -22,7 +22,7 @@ MIN_FRAME_PX = 0.3   # narrower frames are left out (their samples stay in their
 CHAR_PX = 6.6        # monospace 11px
 
 
-@dataclass
+@record
 class Node:
     name: str
     value: float = 0.0

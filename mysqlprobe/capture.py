@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import os
 import sys
-from dataclasses import dataclass, field
+from mysqlprobe.records import field, record
 import time
 from pathlib import Path
 
@@ -27,7 +27,7 @@ STACKS_FILE = "stacks.folded"
 OFFCPU_FILE = "offcpu.folded"
 
 
-@dataclass
+@record
 class PendingFile:
     """A file of the capture not written yet: `content` (folded stacks, or
     the path of a file to move in) becomes DIR/name, and the section's
@@ -39,7 +39,7 @@ class PendingFile:
     content: Folded | str
 
 
-@dataclass
+@record
 class Capture:
     """The capture's document (profile.json) and the files to be written beside it."""
 

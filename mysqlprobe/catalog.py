@@ -11,7 +11,7 @@ tests/unit/test_catalog.py for the binaries and fixtures that pin them)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from mysqlprobe.records import field, record
 from collections.abc import Iterable
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (5 ms of every start)
@@ -22,7 +22,7 @@ if TYPE_CHECKING:  # the catalog is data: it needs no collector to be imported
 LINES = ("mysql-5.6", "mysql-5.7", "mysql-8.0", "mariadb")
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Expect:
     """Where a function is expected: a server line and an optional version range."""
 
@@ -64,7 +64,7 @@ MYSQL_NATIVE_PARTITIONING = expect("mysql-5.7", "mysql-8.0")
 HA_PARTITION = expect("mysql-5.6", "mariadb")
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class PartitionSource:
     """How the partition id is read: an integer argument at entry ('arg'),
     or a uint32 that a pointer argument points to, read at return ('out')."""
@@ -76,7 +76,7 @@ class PartitionSource:
         return f"argument {self.arg}" if self.kind == "arg" else f"*argument {self.arg} at return"
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class StatementArgs:
     """Where a command dispatcher's probe reads the command and the
     statement's text: argument indexes (0-based), and whether the text
@@ -94,7 +94,7 @@ class StatementArgs:
     nests: bool = True      # False: a start ends a statement whose done never came
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class UsdtPair:
     """A span the server marks with two USDT probes (they survive strip):
     timed from any start site to the next done site on the thread."""
@@ -104,7 +104,7 @@ class UsdtPair:
     done: str
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Candidate:
     """One symbol a stage may be probed at, and on which server lines it is expected."""
 
@@ -120,7 +120,7 @@ class Candidate:
         return any(e.covers(server) for e in self.expected)
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Stage:
     """A logical step of an INSERT (innodb.row_insert ...) and the symbols that make it per server line."""
 
@@ -264,7 +264,7 @@ def stage(name: str) -> Stage:
         raise KeyError(f"unknown stage {name!r}; known: {', '.join(BY_NAME)}") from None
 
 
-@dataclass
+@record
 class StageResolution:
     """A stage on one binary: the symbols found for it, and the expected ones missing."""
 

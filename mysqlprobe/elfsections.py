@@ -7,14 +7,14 @@ ms of mysqlprobe's start."""
 from __future__ import annotations
 
 import struct
-from dataclasses import dataclass
+from mysqlprobe.records import record
 
 ELF64_SHDR = struct.Struct("<IIQQQQIIQQ")  # Elf64_Shdr
 SHT_NOBITS = 8
 SHN_XINDEX = 0xFFFF
 
 
-@dataclass(frozen=True, slots=True)
+@record(frozen=True, slots=True)
 class Section:
     """One section header of an ELF file."""
 

@@ -19,7 +19,7 @@ import subprocess
 import time
 import zipfile
 from contextlib import contextmanager
-from dataclasses import dataclass
+from mysqlprobe.records import record
 from pathlib import Path
 
 from mysqlprobe.caches import cache_root
@@ -63,7 +63,7 @@ def cache_root_dir() -> Path:
     return root
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Install:
     version: str
     basedir: Path
@@ -117,7 +117,7 @@ def install(version: str, log=print) -> Install:
     return Install(version, dest)
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Sandbox:
     """One sandbox server: its files and how to reach it. `instance` names a
     second server of the same version (its own datadir and socket)."""

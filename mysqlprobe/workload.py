@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import threading
 import time
-from dataclasses import dataclass
+from mysqlprobe.records import record
 
 import pymysql
 
@@ -40,7 +40,7 @@ def connect(socket: str, database: str | None = None, user: str = "root", passwo
 ROW_FORMATS = ("compact", "dynamic", "compressed")
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Table:
     kind: str            # range, list, hash or none
     partitions: int      # 0 for none

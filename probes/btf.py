@@ -5,7 +5,7 @@ a global variable sits in .rodata. BTF's format: linux/Documentation/bpf/btf.rst
 from __future__ import annotations
 
 import struct
-from dataclasses import dataclass, field
+from mysqlprobe.records import field, record
 
 from mysqlprobe.elfsections import ElfSections
 from mysqlprobe.errors import BpfError
@@ -20,7 +20,7 @@ _EXTRA_PER_ITEM = {4: 12, 5: 12, 6: 8, 13: 8, 15: 12, 19: 12}
 _MODIFIERS = {_KIND_TYPEDEF, _KIND_VOLATILE, _KIND_CONST, _KIND_RESTRICT, _KIND_TYPE_TAG}
 
 
-@dataclass
+@record
 class BtfType:
     """One type of a BTF blob, as read from its type section."""
 
@@ -31,7 +31,7 @@ class BtfType:
     extra: tuple = ()
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Member:
     """A struct member as the C header lays it out: byte offset and size."""
 

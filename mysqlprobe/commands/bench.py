@@ -7,7 +7,7 @@ import json
 import re
 import sys
 from contextlib import nullcontext
-from dataclasses import dataclass
+from mysqlprobe.records import record
 from pathlib import Path
 from statistics import median
 
@@ -60,7 +60,7 @@ def add_arguments(p) -> None:
     p.add_argument("-q", "--quiet", action="store_true", help="no progress lines")
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Cell:
     name: str
     table: workload.Table

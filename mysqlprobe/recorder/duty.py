@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import math
 import time
-from dataclasses import dataclass
+from mysqlprobe.records import record
 
 from mysqlprobe.collectors.calibration import CalibrationCollector
 from mysqlprobe.collectors.latency import LatencyCollector
@@ -78,7 +78,7 @@ def rows_and_calls(rows_changed, counts) -> tuple[dict[int, float], int | None, 
     return {i: (before[i] + after[i]) / 2 for i in before}, rows, best_t0 + width / 2
 
 
-@dataclass
+@record
 class Bursts:
     """Collectors on in every other ordinary off-phase (they sample the code
     unprobed), once one of the probes `wanted_by` has been called: those of

@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 import threading
-from dataclasses import dataclass, field
+from mysqlprobe.records import field, record
 
 from mysqlprobe.collectors.connection import ConnectOptions
 from mysqlprobe.collectors.cpu_bursts import BURST_FREQUENCY
 from mysqlprobe.collectors.perf import PerfOptions
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class RecordOptions:
     """How one capture is recorded: window, mode, budget and collectors."""
 
@@ -35,7 +35,7 @@ class RecordOptions:
     argv: tuple[str, ...] = ()
 
 
-@dataclass
+@record
 class Control:
     """How a running window is steered from outside: `stop` ends it, the
     signals handler says why, the status line shows progress."""

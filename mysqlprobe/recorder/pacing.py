@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import os
 from collections import deque
-from dataclasses import dataclass, field
+from mysqlprobe.records import field, record
 
 POOLED_CYCLES = 8  # cycles whose losses are pooled into the loss per second of on-phase
 
@@ -20,7 +20,7 @@ def off_seconds(lost_s: float, cycle_s: float, budget: float) -> float:
     return max(lost_s * (1 + budget) / budget - cycle_s, 0.0)
 
 
-@dataclass
+@record
 class Pacer:
     """Chooses each duty cycle's on- and off-phase from what the cycles before
     cost the load, measured by the server's progress (rows changed): the

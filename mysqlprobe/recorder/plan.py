@@ -3,14 +3,13 @@ and how the kernel will handle each one's first instruction."""
 
 from __future__ import annotations
 
-import dataclasses
 import os
 import pickle
 import signal
 import subprocess
 import sys
 import time
-from dataclasses import dataclass, field
+from mysqlprobe.records import field, record, replace
 from collections.abc import Callable
 
 from mysqlprobe import catalog
@@ -23,7 +22,7 @@ from mysqlprobe.collectors.uprobe import ProbeSpec, UsdtSites
 from mysqlprobe.errors import MysqlprobeError, NoSymbolsError, TargetError, UsageError
 
 
-@dataclass
+@record
 class Plan:
     """The probes to attach, and what could not be planned and why."""
 
@@ -154,7 +153,7 @@ def _one_statement_boundary(plan: Plan) -> None:
     if len(boundaries) < 2:
         return
     keep = next((s for s in boundaries if s.stage == catalog.STATEMENT), boundaries[0])
-    plan.specs = [dataclasses.replace(s, statement=None) if s.statement and s is not keep else s
+    plan.specs = [replace(s, statement=None) if s.statement and s is not keep else s
                   for s in plan.specs]
 
 

@@ -27,7 +27,7 @@ import os
 import resource
 import time
 from contextlib import ExitStack
-from dataclasses import replace
+from mysqlprobe.records import replace
 
 from mysqlprobe import probes
 from mysqlprobe.caches import CalibrationCache

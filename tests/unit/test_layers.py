@@ -13,12 +13,13 @@ ROOT = Path(__file__).parents[2]
 # source folder -> package, as setup.py maps them
 PACKAGES = {"mysqlprobe": "mysqlprobe", "collectors": "mysqlprobe.collectors", "analysis": "mysqlprobe.analysis",
             "flamegraphs": "mysqlprobe.flamegraphs", "probes": "mysqlprobe.probes"}
-BASE = ("mysqlprobe.errors",)  # and `mysqlprobe` itself (its version), to everyone
+BASE = ("mysqlprobe.errors", "mysqlprobe.records")  # and `mysqlprobe` itself (its version), to everyone
 # what each layer may import from mysqlprobe (module prefixes)
 ALLOWED = {
     "mysqlprobe": BASE,
     "mysqlprobe.__main__": ("*",),
     "mysqlprobe.errors": BASE,
+    "mysqlprobe.records": (),
     "mysqlprobe.catalog": BASE,
     "mysqlprobe.elfsections": BASE,
     "mysqlprobe.probes": BASE + ("mysqlprobe.probes", "mysqlprobe.elfsections"),

@@ -1,7 +1,6 @@
 """USDT notes (.note.stapsdt) read from a binary built with sys/sdt.h: the
 sites, their semaphore and argument specs, kept by strip and listed."""
 
-import dataclasses
 import io
 import shutil
 import subprocess
@@ -15,6 +14,7 @@ from mysqlprobe.collectors.elf import UsdtArg, file_offset, parse_usdt_args, rea
 from mysqlprobe.collectors.uprobe import usdt_text_operand
 from mysqlprobe.probes import abi
 from mysqlprobe.errors import TargetError
+from mysqlprobe.records import replace
 from mysqlprobe.recorder.plan import list_plan, plan_in_child, plan_probes, usdt_stand_ins
 from test_cli import mysqlprobe
 
@@ -224,6 +224,6 @@ def test_a_plan_made_in_a_child_is_the_one_made_here(mysql_fixtures, tmp_path):
         proc.communicate("quit\n", timeout=10)
     bogus = tmp_path / "mysqld"
     bogus.write_text("#!/bin/sh\n")
-    gone = dataclasses.replace(target, proc_exe=str(bogus))
+    gone = replace(target, proc_exe=str(bogus))
     with pytest.raises(TargetError, match="not a readable ELF"):
         plan_in_child(gone, stages)
