@@ -1,5 +1,5 @@
-"""The breakpoint guard's process (python -m mysqlprobe.collectors.breakpoint_guard,
-not for people): see collectors/breakpoints.py.
+"""The breakpoint guard's process (started by collectors/guard_process.py, not
+for people): see collectors/breakpoints.py.
 
 It starts while mysqlprobe starts, on the same CPUs, so it imports only
 what waiting needs; the code that reads and resets breakpoints is
@@ -8,11 +8,12 @@ imported everything up front took 0.1-0.15 s of CPU each from the start)."""
 
 from __future__ import annotations
 
-import json
 import os
 import select
 import signal
 import sys
+
+from mysqlprobe.collectors.guard_process import receive, told_done
 
 HOLDER_EXIT_WAIT_S = 30.0       # for the kernel to drop a killed mysqlprobe's links
 
@@ -46,9 +47,9 @@ def holder_handle(holder: int) -> int | None:
 def main() -> int:
     for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
         signal.signal(sig, signal.SIG_IGN)
-    state = json.loads(sys.stdin.readline())
+    state = receive(sys.stdin)
     holder = holder_handle(state["holder"])
-    if sys.stdin.readline().strip() == "done":
+    if told_done(sys.stdin):
         return 0
     if holder is not None:
         select.select([holder], [], [], HOLDER_EXIT_WAIT_S)

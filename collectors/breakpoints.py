@@ -14,7 +14,7 @@ another tool still probes keeps its breakpoint: the kernel removes one
 only when no consumer wants it). A perf event of the uprobe PMU does both
 without a BPF program.
 
-The guard (python -m mysqlprobe.collectors.breakpoint_guard, not for people)
+The guard (collectors/breakpoint_guard.py, started by guard_process.py)
 is started before the first probe goes on, with the places on stdin; it
 waits for "done" on stdin, and on end of file without it (mysqlprobe
 died) waits for mysqlprobe to be gone and removes what was left."""
@@ -22,16 +22,14 @@ died) waits for mysqlprobe to be gone and removes what was left."""
 from __future__ import annotations
 
 import ctypes
-import json
 import os
 import struct
-import subprocess
-import sys
 import threading
 from pathlib import Path
 
 from mysqlprobe.collectors import libbpf
 from mysqlprobe.collectors.addresses import file_mappings
+from mysqlprobe.collectors.guard_process import GuardProcess
 from mysqlprobe.errors import BpfError
 
 INT3 = 0xCC
@@ -136,23 +134,13 @@ def probed_offsets(specs) -> list[int]:
     return sorted(out)
 
 
-class BreakpointGuard:
+class BreakpointGuard(GuardProcess):
     """The guard process of one target's probes (see the module's text)."""
 
     def __init__(self, pid: int, binary: str, offsets: list[int]):
-        self.proc = subprocess.Popen([sys.executable, "-I", "-m", "mysqlprobe.collectors.breakpoint_guard"],
-                                     stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
-                                     stderr=subprocess.DEVNULL, text=True, start_new_session=True)
-        self.proc.stdin.write(json.dumps({"pid": pid, "binary": binary, "offsets": offsets,
-                                          "holder": os.getpid()}) + "\n")
-        self.proc.stdin.flush()
+        super().__init__("mysqlprobe.collectors.breakpoint_guard",
+                         {"pid": pid, "binary": binary, "offsets": offsets, "holder": os.getpid()})
 
     def done(self) -> None:
         """The probes are off, taken off by this process: nothing for the guard to do."""
-        if self.proc.poll() is None:
-            try:
-                self.proc.stdin.write("done\n")
-                self.proc.stdin.close()
-            except OSError:
-                pass
-            self.proc.wait(timeout=30)
+        self.finish(done=True)

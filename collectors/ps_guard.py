@@ -3,20 +3,21 @@ it (kill -9). Started by mysqlprobe with the saved setup on stdin; its
 stdin stays open while mysqlprobe lives. "done" means mysqlprobe restored
 the setup itself; end of file without it means mysqlprobe is gone.
 
-    python -m mysqlprobe.collectors.ps_guard   (not for people)"""
+Started by collectors/guard_process.py (not for people)."""
 
 from __future__ import annotations
 
-import json
 import signal
 import sys
+
+from mysqlprobe.collectors.guard_process import receive, told_done
 
 
 def main() -> int:
     for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
         signal.signal(sig, signal.SIG_IGN)
-    state = json.loads(sys.stdin.readline())
-    if sys.stdin.readline().strip() == "done":
+    state = receive(sys.stdin)
+    if told_done(sys.stdin):
         return 0
     # imported only now: the guard starts beside mysqlprobe's own start, on the
     # same CPUs, and pymysql alone took 0.05 s of it

@@ -8,14 +8,12 @@ or by a guard process should this one be killed."""
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
 import time
 
 from mysqlprobe.collectors import connection
 from mysqlprobe.collectors.base import Background, Collector, Cost, Facts, Section
 from mysqlprobe.collectors.connection import ConnectOptions, pymysql
+from mysqlprobe.collectors.guard_process import GuardProcess
 from mysqlprobe.collectors.perfschema import PerfSchema, deltas, leave_out_own_statements, rows_changed
 from mysqlprobe.collectors.process import thread_cpu_seconds
 from mysqlprobe.collectors.ps_lease import SetupLease
@@ -61,7 +59,7 @@ class PerfSchemaCollector(Collector):
         self.conn = None
         self.progress = None  # reads the load's progress, also with P_S off
         self.watch: ThreadWatch | None = None
-        self.guard: subprocess.Popen | None = None
+        self.guard: GuardProcess | None = None
         self.lease: SetupLease | None = None
         self._restore_tried = False
         self._setup: Background | None = None
@@ -278,11 +276,7 @@ class PerfSchemaCollector(Collector):
         """A process that restores the setup should this one die first (kill -9)."""
         state = {"connect": connect_args, "saved": self.ps.saved_state(),
                  "lease": self.lease.to_json() if self.lease else None}
-        self.guard = subprocess.Popen([sys.executable, "-I", "-m", "mysqlprobe.collectors.ps_guard"],
-                                      stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
-                                      stderr=subprocess.DEVNULL, text=True, start_new_session=True)
-        self.guard.stdin.write(json.dumps(state) + "\n")
-        self.guard.stdin.flush()
+        self.guard = GuardProcess("mysqlprobe.collectors.ps_guard", state)
 
     def restore(self) -> None:
         """Put the setup back (the last profiler of the server to leave does),
@@ -296,13 +290,8 @@ class PerfSchemaCollector(Collector):
             except (pymysql.err.MySQLError, OSError) as e:
                 self.notes.append(GONE if _server_gone(e) else
                                   f"Performance Schema: could not restore its setup: {_why(e)}")
-        if self.guard and self.guard.poll() is None:
-            try:
-                self.guard.stdin.write("done\n" if self.ps is None or self.ps.restored else "")
-                self.guard.stdin.close()
-            except OSError:
-                pass
-            self.guard.wait(timeout=30)
+        if self.guard and self.guard.running():
+            self.guard.finish(done=self.ps is None or self.ps.restored)
 
     def _restore_setup(self) -> None:
         if not self.lease:

@@ -1,0 +1,62 @@
+"""The guard processes' plumbing: how mysqlprobe starts one and hands it
+what to put back, and how the guard reads that.
+
+A guard starts while mysqlprobe starts, on the same CPUs, so both sides
+keep its start small: the guard is run with -c (not -m, whose runpy
+imports importlib.util and contextlib), and its state travels as one line
+of hex-encoded marshal (json's import brings re and enum: the two cost a
+guard 25-30 ms of CPU before it waited for anything). The state is plain
+data (dicts, lists, strings, numbers, None) from this process's own pipe.
+
+Protocol on the guard's stdin: the state line; then "done" when
+mysqlprobe put everything back itself, or end of file without it when
+mysqlprobe is gone."""
+
+from __future__ import annotations
+
+import marshal
+import sys
+
+
+def command(module: str, *python_flags: str) -> list[str]:
+    """The guard's command line: its module's main(), in an isolated interpreter."""
+    return [sys.executable, "-I", *python_flags, "-c", f"import sys; from {module} import main; sys.exit(main())"]
+
+
+def encode(state: dict) -> str:
+    """The state line mysqlprobe writes."""
+    return marshal.dumps(state).hex() + "\n"
+
+
+def receive(stream) -> dict:
+    """The state line, in the guard."""
+    return marshal.loads(bytes.fromhex(stream.readline().strip()))
+
+
+def told_done(stream) -> bool:
+    """Wait for mysqlprobe's word (or its end), in the guard."""
+    return stream.readline().strip() == "done"
+
+
+class GuardProcess:
+    """One guard, started with its state."""
+
+    def __init__(self, module: str, state: dict):
+        import subprocess  # imported by the caller already; not by the guard
+        self.proc = subprocess.Popen(command(module), stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
+                                     stderr=subprocess.DEVNULL, text=True, start_new_session=True)
+        self.proc.stdin.write(encode(state))
+        self.proc.stdin.flush()
+
+    def running(self) -> bool:
+        return self.proc.poll() is None
+
+    def finish(self, done: bool, timeout: float = 30) -> None:
+        """Tell the guard whether it has anything left to do, and wait for it."""
+        if self.running():
+            try:
+                self.proc.stdin.write("done\n" if done else "")
+                self.proc.stdin.close()
+            except OSError:
+                pass
+        self.proc.wait(timeout=timeout)
