@@ -15,7 +15,8 @@ from mysqlprobe.collectors import connection
 
 # each was imported by the record command's modules, together 0.05-0.09 s of every start
 LATER = ("pymysql", "ssl", "typing", "tempfile", "shutil", "platform", "socket", "traceback", "hashlib",
-         "importlib.resources", "datetime")
+         "importlib.resources", "datetime",
+         "dataclasses", "inspect")  # mysqlprobe.records instead: 65 ms of class building and imports
 
 
 def imported_by_record(cwd) -> set[str]:
