@@ -8,6 +8,8 @@ against the unprobed blocks on either side (bench/continuous.py):
   default     mysqlprobe --insert-profile (all collectors, duty cycles)
   ps_setup    the window's Performance Schema setup alone (consumers and
               instruments on, as mysqlprobe sets them; no mysqlprobe running)
+  ps_toggle   the same setup, its quiet phases' part switched off and on
+              again every second (as quiet phases switch it)
   perf        perf record -a at 99 Hz, stacks unwound as mysqlprobe chooses
               for this binary, alone
   perf_idle   the same perf record with its events off all along (-D -1),
@@ -88,6 +90,34 @@ class PsSetup:
     def stop(self) -> None:
         self.ps.restore()
         self.ps.conn.close()
+
+
+class PsToggle(PsSetup):
+    """The window's setup, switched off and on again every `period` seconds
+    as quiet phases switch it (PerfSchema.quiet): what the switching costs."""
+
+    def __init__(self, socket: str, period: float = 1.0):
+        super().__init__(socket)
+        self.period = period
+
+    def start(self) -> None:
+        super().start()
+        self.stop_flag = threading.Event()
+
+        def loop():
+            quiet = True
+            while not self.stop_flag.wait(self.period):
+                self.ps.quiet(quiet)
+                quiet = not quiet
+            self.ps.quiet(False)
+
+        self.thread = threading.Thread(target=loop, daemon=True)
+        self.thread.start()
+
+    def stop(self) -> None:
+        self.stop_flag.set()
+        self.thread.join(timeout=30)
+        super().stop()
 
 
 class PsPart:
@@ -189,7 +219,8 @@ def main() -> None:
     reported: dict[str, list] = {}
     with sb.serving(log) as pid:
         known = {"default": lambda: Mysqlprobe(pid, workdir, "--insert-profile"),
-                 "ps_setup": lambda: PsSetup(sb.socket), "perf": lambda: Perf(pid, workdir),
+                 "ps_setup": lambda: PsSetup(sb.socket), "ps_toggle": lambda: PsToggle(sb.socket),
+                 "perf": lambda: Perf(pid, workdir),
                  "perf_idle": lambda: Perf(pid, workdir, idle=True),
                  "cold_all": lambda: Mysqlprobe(pid, workdir, "--probe", COLD_FUNCTION),
                  "no_perf": lambda: Mysqlprobe(pid, workdir, "--insert-profile", "--no-perf"),
