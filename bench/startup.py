@@ -87,7 +87,8 @@ def main() -> None:
                 log(f"run {i + 1}: {run}")
                 if args.versus and i > 0:
                     other = one_run(pid, args.seconds, Path(tmp) / f"v{i}", args.versus)
-                    other["start"] = "versus"
+                    # its plan is cached under its own code's digest: its first run plans afresh
+                    other["start"] = "versus" if other["timings"].get("plan_cached") else "versus cold"
                     runs.append(other)
                     log(f"versus {i + 1}: {other}")
     finally:
