@@ -83,6 +83,7 @@ def _make(cls, frozen: bool, slots: bool):
     if slots:
         body = {k: v for k, v in cls.__dict__.items() if k not in names and k not in ("__dict__", "__weakref__")}
         body["__slots__"] = names
+        body["__qualname__"] = cls.__qualname__  # type() drops it from the class's dict
         cls = type(cls)(cls.__name__, cls.__bases__, body)
     else:
         for name, f in fields:  # a default stays as the class's attribute, as with dataclass
@@ -103,7 +104,8 @@ def _make(cls, frozen: bool, slots: bool):
     def __eq__(self, other):
         if other.__class__ is not self.__class__:
             return NotImplemented
-        return all(getattr(self, n) == getattr(other, n) for n in names)
+        # as tuples, like a dataclass's: an element is equal to itself (a NaN too)
+        return tuple(getattr(self, n) for n in names) == tuple(getattr(other, n) for n in names)
 
     methods = {"__init__": init, "__repr__": __repr__, "__eq__": __eq__, "__match_args__": names,
                "__record_fields__": names}

@@ -102,3 +102,15 @@ def test_replace_and_as_dict():
     assert replace(p, y=5) == Point(1, 5) and p == Point(1, 2)
     assert as_dict(Plain("a", 1)) == {"name": "a", "hits": 1, "seen": [], "note": ""}
     assert as_dict(Plain("a", 1)) == dataclasses.asdict(PlainDataclass("a", 1))
+
+
+def test_eq_takes_an_element_as_equal_to_itself_as_a_dataclass_does():
+    nan = float("nan")
+    Compared = dataclasses.make_dataclass("Compared", ["x"])
+    assert Compared(nan) == Compared(nan)  # the same NaN object in both
+    assert Point(nan, 1) == Point(nan, 1) and Point(nan, 1) != Point(float("nan"), 1)
+
+
+def test_slots_keep_the_class_name_and_qualname():
+    assert Symbol.__name__ == "Symbol" and Symbol.__qualname__ == "Symbol"
+    assert repr(Symbol("f", 1)) == "Symbol(name='f', address=1)"
