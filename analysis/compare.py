@@ -14,7 +14,6 @@ run-to-run spread is marked as noise, not reported as a finding."""
 from __future__ import annotations
 
 from collections import Counter
-from mysqlprobe.records import field, record
 
 from mysqlprobe.analysis.compare_figures import Change, Figure, figure_of, ns_text, signed_ns
 from mysqlprobe.analysis.drilldown import drilldown, drilldown_lines
@@ -23,6 +22,7 @@ from mysqlprobe.analysis.profile import window_scale
 from mysqlprobe.analysis.ps_figures import ps_deltas
 from mysqlprobe.analysis.stage_trees import Node, stage_trees
 from mysqlprobe.flamegraphs.folded import Folded
+from mysqlprobe.records import field, record
 
 PS_PER_NS = 1000
 WRITE_EVENTS = ("statement/sql/insert", "statement/sql/replace", "statement/sql/load")

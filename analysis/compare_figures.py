@@ -3,10 +3,10 @@ the terms compare and its drill-down share."""
 
 from __future__ import annotations
 
-from mysqlprobe.records import record
 from statistics import median
 
 from mysqlprobe.analysis.histogram import format_ns
+from mysqlprobe.records import record
 
 
 @record(frozen=True)
@@ -56,7 +56,6 @@ class Change:
     def to_json(self) -> dict:
         return {"name": self.name, "kind": self.kind, "a": self.a.to_json(), "b": self.b.to_json(),
                 "delta": round(self.delta, 3), "verdict": self.verdict}
-
 
 
 def ns_text(v: float) -> str:

@@ -29,9 +29,9 @@ and the probes differ by no more than the probes' cost may be off by
 from __future__ import annotations
 
 import math
-from mysqlprobe.records import record
 
 from mysqlprobe.analysis import histogram as H
+from mysqlprobe.records import record
 
 Z95 = 1.96
 MIN_COST_DOUBT = 0.10       # the calibration's own doubt, at least (its bursts' spread where larger)

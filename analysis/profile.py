@@ -4,13 +4,13 @@ later, without root, as the live run did."""
 
 from __future__ import annotations
 
-from mysqlprobe.records import field, record
 
 from mysqlprobe.analysis import histogram as H
 from mysqlprobe.catalog import BY_NAME
 from mysqlprobe.analysis.per_call import (SAMPLED, SAMPLED_METHODS, SAMPLED_STACKS, PerCall, best_per_call,
                                           in_situ_high, per_call, sampled_per_call, samples_to_resolve)
 from mysqlprobe.analysis.sampling import Estimate, estimate_by_rows, estimate_total
+from mysqlprobe.records import field, record
 
 
 def _zeros() -> list[int]:

@@ -11,6 +11,7 @@ interval comes from how much the per-cycle rates vary."""
 from __future__ import annotations
 
 import math
+
 from mysqlprobe.records import record
 
 # two-sided 95% quantiles of Student's t for 1..30 degrees of freedom

@@ -11,10 +11,10 @@ in part of it (on-phases, outside quiet phases) is scaled up to it."""
 
 from __future__ import annotations
 
-from mysqlprobe.records import field, record
 from pathlib import Path
 
 from mysqlprobe.flamegraphs.folded import Folded
+from mysqlprobe.records import field, record
 
 # kinds of evidence: what a tree's node holds, per row
 CPU_NS, OFFCPU_NS, IO_NS, IO_BYTES, IO_CALLS = "cpu_ns", "offcpu_ns", "io_ns", "io_bytes", "io_calls"

@@ -14,7 +14,6 @@ import bisect
 import functools
 import os
 from array import array
-from mysqlprobe.records import record
 from itertools import islice
 from collections.abc import Iterable
 
@@ -22,6 +21,7 @@ from collections.abc import Iterable
 from mysqlprobe.collectors.cxxnames import demangle, qualified_name
 from mysqlprobe.collectors.elf import defined_function, elf_file
 from mysqlprobe.errors import TargetError
+from mysqlprobe.records import record
 
 UNKNOWN = "[unknown]"
 _BINDING_RANK = {0: 2, 1: 0, 2: 1}  # STB_LOCAL, STB_GLOBAL, STB_WEAK: global first, as perf chooses

@@ -17,9 +17,9 @@ from __future__ import annotations
 
 import threading
 import time
-from mysqlprobe.records import field, record
 
 from mysqlprobe.collectors.addresses import KernelSymbols
+from mysqlprobe.records import field, record
 
 
 class CollectorUnavailable(Exception):

@@ -21,7 +21,6 @@ from __future__ import annotations
 import subprocess
 import threading
 import time
-from mysqlprobe.records import as_dict, field, record
 
 from mysqlprobe import probes
 from mysqlprobe.collectors.base import Collector, Cost, Facts, Section
@@ -29,6 +28,7 @@ from mysqlprobe.collectors.process import cpu_seconds
 from mysqlprobe.collectors.symbols import load_binary
 from mysqlprobe.collectors.uprobe import ProbeGroup, ProbeSpec
 from mysqlprobe.errors import BpfError
+from mysqlprobe.records import as_dict, field, record
 
 ENDBR64 = b"\xf3\x0f\x1e\xfa"
 EMULATED, SINGLE_STEP = "emulated", "single-step"

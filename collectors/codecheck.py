@@ -6,10 +6,10 @@ one it misses kills the server (SIGTRAP) at the next call. Read-only."""
 from __future__ import annotations
 
 import os
-from mysqlprobe.records import record
 from pathlib import Path
 
 from mysqlprobe.collectors.addresses import file_mappings
+from mysqlprobe.records import record
 
 INT3 = 0xCC
 BLOCK = 1 << 20

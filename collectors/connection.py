@@ -5,8 +5,9 @@ PID unless given, credentials from --defaults-file, ~/.my.cnf or
 from __future__ import annotations
 
 import os
-from mysqlprobe.records import record
 from pathlib import Path
+
+from mysqlprobe.records import record
 
 LISTENING = 0x10000  # __SO_ACCEPTCON in /proc/net/unix flags
 

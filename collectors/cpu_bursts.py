@@ -29,13 +29,13 @@ from __future__ import annotations
 
 import os
 from collections import Counter
-from mysqlprobe.records import record
 
 from mysqlprobe.collectors.base import CollectorUnavailable, Cost, Facts, Section
 from mysqlprobe.collectors.perf import read_perf_script
 from mysqlprobe.collectors.perf_record import (PerfProcessCollector, PerfRecorder, PerfUnavailable, Unwinding,
                                                choose_unwinding)
 from mysqlprobe.collectors.workdir import work_dir
+from mysqlprobe.records import record
 
 # Hz per CPU. A sample costs the target about 20 us on a VM of this kind
 # (one INSERT ... SELECT thread: 1.12x slower at 4999 Hz, 1.01-1.05x at

@@ -15,7 +15,6 @@ from __future__ import annotations
 import ctypes
 import re
 import time
-from mysqlprobe.records import record
 
 from mysqlprobe.collectors import libbpf
 from mysqlprobe.collectors.addresses import UNKNOWN
@@ -27,6 +26,7 @@ from mysqlprobe.collectors.perf_record import Unwinding
 from mysqlprobe.errors import BpfError
 from mysqlprobe.flamegraphs.stacks import stacks_summary
 from mysqlprobe.probes import abi
+from mysqlprobe.records import record
 
 KERNEL_FRAME = "[kernel]"  # a burst sample's own frame when the CPU was in the kernel
 

@@ -6,11 +6,11 @@ from __future__ import annotations
 
 import os
 import re
-from mysqlprobe.records import field, record
 from pathlib import Path
 from collections.abc import Callable
 
 from mysqlprobe.errors import TargetError
+from mysqlprobe.records import field, record
 
 TIMEOUT_S = 90.0  # elfutils' default for DEBUGINFOD_TIMEOUT
 CHUNK = 1 << 20

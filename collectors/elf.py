@@ -8,11 +8,11 @@ import contextlib
 import functools
 import re
 import struct
-from mysqlprobe.records import field, record
 
 from mysqlprobe.collectors.cxxnames import demangle, qualified_name
 from mysqlprobe.elfsections import SHT_NOBITS, ElfSections, Section, c_string
 from mysqlprobe.errors import TargetError
+from mysqlprobe.records import field, record
 
 ELF64_SYM = struct.Struct("<IBBHQQ")  # Elf64_Sym
 ELF64_PHDR = struct.Struct("<IIQQQQQQ")  # Elf64_Phdr

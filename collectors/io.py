@@ -10,7 +10,6 @@ import ctypes
 import os
 import time
 from collections import defaultdict
-from mysqlprobe.records import record
 
 from mysqlprobe.collectors import libbpf
 from mysqlprobe.collectors.base import CollectorUnavailable, Facts, Section
@@ -19,6 +18,7 @@ from mysqlprobe.collectors.perf import KERNEL_SUFFIX, fold_samples
 from mysqlprobe.flamegraphs.folded import Folded
 from mysqlprobe.probes import abi
 from mysqlprobe.probes.abi import InCall, IoKey, IoValue, OpenedKey, Path
+from mysqlprobe.records import record
 
 IO_FILE = "io.folded"            # microseconds in the calls
 IO_BYTES_FILE = "io_bytes.folded"

@@ -7,7 +7,6 @@ from __future__ import annotations
 import ctypes
 import os
 import time
-from mysqlprobe.records import record
 
 from mysqlprobe import probes
 from mysqlprobe.collectors import libbpf
@@ -19,6 +18,7 @@ from mysqlprobe.flamegraphs.folded import Folded
 from mysqlprobe.flamegraphs.stacks import stacks_summary
 from mysqlprobe.probes import abi
 from mysqlprobe.probes.abi import STACK_DEPTH, Away, OffCpuKey, OffCpuValue
+from mysqlprobe.records import record
 
 OFFCPU_FILE = "offcpu.folded"
 WAITING_FOR_CPU = "[waiting for a CPU]"   # the leaf of a preempted thread's stack

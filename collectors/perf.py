@@ -13,7 +13,6 @@ import re
 import subprocess
 import time
 from collections import Counter
-from mysqlprobe.records import record
 
 from mysqlprobe.collectors.base import Cost, Facts, Section
 from mysqlprobe.collectors.perf_record import (DEFAULT_FREQUENCY, PerfProcessCollector, PerfRecorder, PerfUnavailable,
@@ -24,6 +23,7 @@ from mysqlprobe.collectors.cxxnames import qualified_name
 from mysqlprobe.collectors.elf import ElfImage
 from mysqlprobe.flamegraphs.folded import Folded
 from mysqlprobe.flamegraphs.stacks import stacks_summary
+from mysqlprobe.records import record
 
 STACKS_FILE = "stacks.folded"
 KERNEL_SUFFIX = "_[k]"       # FlameGraph's mark for kernel frames

@@ -12,11 +12,11 @@ import select
 import signal
 import subprocess
 import time
-from mysqlprobe.records import record
 
 from mysqlprobe.collectors.base import Collector, CollectorUnavailable
 from mysqlprobe.collectors.elf import ElfImage
 from mysqlprobe.collectors.process import cpu_seconds
+from mysqlprobe.records import record
 
 DEFAULT_FREQUENCY = 99       # Hz: low overhead, and off the beat of 100 Hz timers
 DWARF_STACK_BYTES = 8192     # user stack copied per sample for DWARF unwinding

@@ -14,12 +14,12 @@ calls 'Sending data' 'executing'."""
 
 from __future__ import annotations
 
-from mysqlprobe.records import field, record
 
 from mysqlprobe.collectors.connection import pymysql
 
 from mysqlprobe.collectors.ps_threads import (OS_THREAD_ID, PROCESSLIST_TID, list_threads,
                                               quiet_background_threads)
+from mysqlprobe.records import field, record
 from mysqlprobe.sqltext import normalized
 
 # only the shared histories are read: the per-thread ones (events_*_history)

@@ -7,9 +7,9 @@ from __future__ import annotations
 
 import os
 import time
-from mysqlprobe.records import record
 
 from mysqlprobe.collectors.base import Collector, Cost, CpuClock, Facts, Section
+from mysqlprobe.records import record
 
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 PAGE_SIZE = os.sysconf("SC_PAGE_SIZE")

@@ -12,13 +12,13 @@ import fnmatch
 import os
 import re
 import time
-from mysqlprobe.records import record
 from pathlib import Path
 
 from mysqlprobe.collectors import debuginfo, debuginfod
 from mysqlprobe.collectors.cxxnames import CLONE, DEMANGLED_CLONE, clone_kind
 from mysqlprobe.collectors.elf import ElfImage, Function, file_offset, read_elf
 from mysqlprobe.errors import TargetError
+from mysqlprobe.records import record
 
 _LENGTH = re.compile(r"(?<!\d)[1-9]\d*")  # a <length> of a mangled source name
 # Clones whose address is not the entry of the whole function.

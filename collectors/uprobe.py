@@ -7,7 +7,6 @@ from __future__ import annotations
 import ctypes
 import errno
 import os
-from mysqlprobe.records import field, record
 
 from mysqlprobe import probes
 from mysqlprobe.collectors import libbpf
@@ -22,6 +21,7 @@ from mysqlprobe.probes.abi import (COOKIE_ARG_SHIFT, COOKIE_CLASS_SHIFT, COOKIE_
                                    STMT_TEXT_DEREF, STMT_TEXT_INDIRECT, STMT_TEXT_LEN, STMT_TEXT_USDT,
                                    STMT_USDT_FLAT, EdgeKey, EdgeStats, LatencyConfig, PartKey, PartStats, ProbeStats,
                                    StmtEdgeKey, StmtStats)
+from mysqlprobe.records import field, record
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (5 ms of every start)
 

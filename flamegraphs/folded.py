@@ -8,8 +8,9 @@ reported rather than dropped in silence."""
 from __future__ import annotations
 
 from collections import Counter
-from mysqlprobe.records import field, record
 from collections.abc import Iterable
+
+from mysqlprobe.records import field, record
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (5 ms of every start)
 if TYPE_CHECKING:

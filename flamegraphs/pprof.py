@@ -11,9 +11,9 @@ so (has_functions), so no reader tries to symbolize them again."""
 from __future__ import annotations
 
 import gzip
-from mysqlprobe.records import record
 
 from mysqlprobe.flamegraphs.folded import Folded
+from mysqlprobe.records import record
 
 KERNEL_SUFFIX = "_[k]"
 KERNEL_MAPPING = "[kernel.kallsyms]"

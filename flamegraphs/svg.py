@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import hashlib
 import html
-from mysqlprobe.records import field, record
 
 from mysqlprobe.flamegraphs.folded import Folded
+from mysqlprobe.records import field, record
 
 WIDTH = 1200
 FRAME_H = 16

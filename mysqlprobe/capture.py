@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import os
 import sys
-from mysqlprobe.records import field, record
 import time
 from pathlib import Path
 
@@ -18,6 +17,7 @@ from mysqlprobe import __version__
 from mysqlprobe.errors import CaptureError
 from mysqlprobe.flamegraphs import folded as folded_io
 from mysqlprobe.flamegraphs.folded import Folded
+from mysqlprobe.records import field, record
 
 SCHEMA = "mysqlprobe.profile"
 SCHEMA_VERSION = 2

@@ -11,8 +11,9 @@ tests/unit/test_catalog.py for the binaries and fixtures that pin them)."""
 
 from __future__ import annotations
 
-from mysqlprobe.records import field, record
 from collections.abc import Iterable
+
+from mysqlprobe.records import field, record
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (5 ms of every start)
 

@@ -7,6 +7,7 @@ ms of mysqlprobe's start."""
 from __future__ import annotations
 
 import struct
+
 from mysqlprobe.records import record
 
 ELF64_SHDR = struct.Struct("<IIQQQQIIQQ")  # Elf64_Shdr

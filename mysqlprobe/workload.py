@@ -6,11 +6,11 @@ from __future__ import annotations
 
 import threading
 import time
-from mysqlprobe.records import record
 
 import pymysql
 
 from mysqlprobe.errors import WorkloadError
+from mysqlprobe.records import record
 
 SCHEMA = "mysqlprobe_load"
 SOURCE = "emp_src"

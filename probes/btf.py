@@ -5,10 +5,10 @@ a global variable sits in .rodata. BTF's format: linux/Documentation/bpf/btf.rst
 from __future__ import annotations
 
 import struct
-from mysqlprobe.records import field, record
 
 from mysqlprobe.elfsections import ElfSections
 from mysqlprobe.errors import BpfError
+from mysqlprobe.records import field, record
 
 BTF_MAGIC = 0xEB9F
 # kind -> bytes of data that follow its 12-byte type entry (per vlen item where a tuple)

@@ -7,7 +7,6 @@ import json
 import re
 import sys
 from contextlib import nullcontext
-from mysqlprobe.records import record
 from pathlib import Path
 from statistics import median
 
@@ -20,6 +19,7 @@ from mysqlprobe.commands.profiled_load import profile_load
 from mysqlprobe.output import check_output_dir, save_capture
 from mysqlprobe.recorder.plan import plan_probes
 from mysqlprobe.errors import UsageError, WorkloadError
+from mysqlprobe.records import record
 
 PARTITION_COUNTS = (5, 25, 50, 100)
 DEFAULT_CELLS = ([f"{k}-{n}" for k in ("range", "list", "hash") for n in PARTITION_COUNTS] + ["none"]

@@ -6,13 +6,13 @@ from __future__ import annotations
 
 import math
 import time
-from mysqlprobe.records import record
 
 from mysqlprobe.collectors.calibration import CalibrationCollector
 from mysqlprobe.collectors.latency import LatencyCollector
 from mysqlprobe.errors import BpfError
 from mysqlprobe.recorder.pacing import Pacer, in_situ_factor
 from mysqlprobe.recorder.window import Window, alive
+from mysqlprobe.records import record
 
 ON_PHASE_S = 0.05    # probes on, per duty cycle
 MAX_OFF_S = 2.0      # longest gap between two on-phases

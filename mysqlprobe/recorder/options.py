@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import threading
-from mysqlprobe.records import field, record
 
 from mysqlprobe.collectors.connection import ConnectOptions
 from mysqlprobe.collectors.cpu_bursts import BURST_FREQUENCY
 from mysqlprobe.collectors.perf import PerfOptions
+from mysqlprobe.records import field, record
 
 
 @record(frozen=True)

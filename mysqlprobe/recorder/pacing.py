@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 from collections import deque
+
 from mysqlprobe.records import field, record
 
 POOLED_CYCLES = 8  # cycles whose losses are pooled into the loss per second of on-phase

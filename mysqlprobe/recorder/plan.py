@@ -9,7 +9,6 @@ import signal
 import subprocess
 import sys
 import time
-from mysqlprobe.records import field, record, replace
 from collections.abc import Callable
 
 from mysqlprobe import catalog
@@ -20,6 +19,7 @@ from mysqlprobe.collectors.elf import read_build_id
 from mysqlprobe.collectors.symbols import Binary, Target, load_target_binary
 from mysqlprobe.collectors.uprobe import ProbeSpec, UsdtSites
 from mysqlprobe.errors import MysqlprobeError, NoSymbolsError, TargetError, UsageError
+from mysqlprobe.records import field, record, replace
 
 
 @record

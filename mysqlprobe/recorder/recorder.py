@@ -27,7 +27,6 @@ import os
 import resource
 import time
 from contextlib import ExitStack
-from mysqlprobe.records import replace
 
 from mysqlprobe import probes
 from mysqlprobe.caches import CalibrationCache
@@ -52,6 +51,7 @@ from mysqlprobe.recorder.duty import Bursts, DutyCycles, difference
 from mysqlprobe.recorder.options import Control, RecordOptions
 from mysqlprobe.recorder.plan import Plan, target_record
 from mysqlprobe.recorder.window import Window
+from mysqlprobe.records import replace
 
 # the bursts' perf outlives perf: perf's own CPU (its children's usage
 # between its start and its end) does not take in the other's
