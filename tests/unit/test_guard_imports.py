@@ -42,3 +42,18 @@ def test_the_guard_without_done_imports_what_it_resets_with(tmp_path):
                           input=encode(state), capture_output=True, text=True, cwd=tmp_path, timeout=60)
     assert done.returncode == 0, done.stderr
     assert "mysqlprobe.collectors.breakpoints" in done.stderr
+
+
+def test_the_state_line_carries_what_json_did_and_keeps_tuples():
+    """The P_S guard's state as ps_window writes it: connection arguments,
+    the saved setup (instrument states are tuples) and the lease."""
+    import io
+    from mysqlprobe.collectors.guard_process import receive, told_done
+    state = {"connect": {"unix_socket": "/run/mysqld/mysqld.sock", "user": "root", "ssl_disabled": True, "port": None},
+             "saved": {"consumers": {"events_stages_current": "NO"},
+                       "instruments": {"stage/sql/init": ("NO", "NO")}, "background_history_off": None},
+             "lease": {"path": "/run/mysqlprobe/ps-1-2.json", "holder": [10, 20]}}
+    stream = io.StringIO(encode(state) + "done\n")
+    assert receive(stream) == state and told_done(stream)
+    gone = io.StringIO(encode(state))
+    assert receive(gone) == state and not told_done(gone)  # end of file: mysqlprobe is gone
