@@ -139,7 +139,6 @@ class CpuBurstCollector(PerfProcessCollector):
         # stages: stage -> the mangled symbols of its functions; stacks: frame pointers or None
         super().__init__()
         self.pid, self.stages, self.frequency, self.stacks = pid, stages, frequency, stacks
-        self._tmp: str | None = None
         self.switch_failures = 0
 
     def new_recorder(self) -> PerfRecorder:
@@ -190,11 +189,3 @@ class CpuBurstCollector(PerfProcessCollector):
     def _note(self, reason: str) -> str:
         self.notes.append(f"CPU bursts: {reason}; short functions' costs come from the probes alone")
         return reason
-
-    def close(self) -> None:
-        if self.recorder:
-            self.recorder.close()
-        if self._tmp:
-            import shutil  # only where perf record ran
-            shutil.rmtree(self._tmp, ignore_errors=True)
-            self._tmp = None

@@ -48,12 +48,9 @@ class GuardProcess:
         self.proc.stdin.write(encode(state))
         self.proc.stdin.flush()
 
-    def running(self) -> bool:
-        return self.proc.poll() is None
-
     def finish(self, done: bool, timeout: float = 30) -> None:
         """Tell the guard whether it has anything left to do, and wait for it."""
-        if self.running():
+        if self.proc.poll() is None:
             try:
                 self.proc.stdin.write("done\n" if done else "")
                 self.proc.stdin.close()

@@ -158,7 +158,6 @@ class PerfCollector(PerfProcessCollector):
         super().__init__()
         self.pid, self.image, self.opts = pid, image, opts
         self.record: dict = {}
-        self._tmp: str | None = None
         self.started_at = 0.0
         self.seconds = 0.0
         self._cpu0: float | None = None
@@ -240,11 +239,3 @@ class PerfCollector(PerfProcessCollector):
         import tempfile
         keep = tempfile.mkdtemp(prefix="mysqlprobe-perf-data-")
         return shutil.move(self.recorder.perf_data, os.path.join(keep, "perf.data"))
-
-    def close(self) -> None:
-        if self.recorder:
-            self.recorder.close()
-        if self._tmp:
-            import shutil  # only where perf record ran
-            shutil.rmtree(self._tmp, ignore_errors=True)
-            self._tmp = None

@@ -227,6 +227,7 @@ class PerfProcessCollector(Collector):
         super().__init__()
         self.recorder: PerfRecorder | None = None
         self._begun: PerfUnavailable | None = None   # what launching perf in begin() met
+        self._tmp: str | None = None                 # new_recorder's work_dir(), for perf's files
 
     def new_recorder(self) -> PerfRecorder:
         raise NotImplementedError
@@ -241,6 +242,14 @@ class PerfProcessCollector(Collector):
         error = self._begun or _launched(self.recorder, ready=True)
         if error:
             raise CollectorUnavailable(str(error), self.unavailable_note.format(error=error)) from None
+
+    def close(self) -> None:
+        if self.recorder:
+            self.recorder.close()
+        if self._tmp:
+            import shutil  # only where perf record ran
+            shutil.rmtree(self._tmp, ignore_errors=True)
+            self._tmp = None
 
 
 def _die_with_parent() -> None:

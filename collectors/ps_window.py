@@ -290,7 +290,7 @@ class PerfSchemaCollector(Collector):
             except (pymysql.err.MySQLError, OSError) as e:
                 self.notes.append(GONE if _server_gone(e) else
                                   f"Performance Schema: could not restore its setup: {_why(e)}")
-        if self.guard and self.guard.running():
+        if self.guard:
             self.guard.finish(done=self.ps is None or self.ps.restored)
 
     def _restore_setup(self) -> None:
