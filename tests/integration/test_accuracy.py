@@ -80,7 +80,9 @@ def test_raw_mode_reports_uncorrected_latencies(known_cost, tmp_path):
 
 
 def test_sampled_mode_estimates_the_calls_of_the_whole_window(known_cost, tmp_path):
-    calls = 300_000  # about 3 s of cost_10us
+    # about 4.5 s of cost_10us: the window must hold 3 duty cycles of about 0.95 s
+    # each (300,000 calls ran 2.6-2.9 s here and held 2 in half the runs)
+    calls = 450_000
     estimates = []
     for attempt in range(ATTEMPTS):
         prof = Profiler(known_cost.pid, tmp_path / str(attempt), "--probe", "cost_10us", "--overhead-budget", "5")
