@@ -131,12 +131,12 @@ class OffCpuSession(PhasedPrograms):
 
     def _drain_open_waits(self, now_ns: int) -> None:
         away = Away()
-        for tid in libbpf.keys(self._fds["aways"], ctypes.c_uint32):
-            if libbpf.lookup(self._fds["aways"], tid, away) and now_ns > away.ts:
-                acc = self.cut.setdefault((tid.value, away.ustack, away.kstack, away.preempted), [0, 0])
+        for task in libbpf.keys(self._fds["aways"], ctypes.c_uint64):
+            if libbpf.lookup(self._fds["aways"], task, away) and now_ns > away.ts:
+                acc = self.cut.setdefault((away.tid, away.ustack, away.kstack, away.preempted), [0, 0])
                 acc[0] += now_ns - away.ts
                 acc[1] += 1
-            libbpf.delete(self._fds["aways"], tid)
+            libbpf.delete(self._fds["aways"], task)
 
     def records(self) -> list[OffCpuRecord]:
         """What the map holds, with the waits cut by the phases' ends added."""

@@ -122,8 +122,9 @@ class OffCpuValue(ctypes.Structure):
 
 
 class Away(ctypes.Structure):
-    """A thread switched out in an on-phase, not yet back."""
-    _fields_ = [("ts", _u64), ("ustack", ctypes.c_int32), ("kstack", ctypes.c_int32), ("preempted", _u32)]
+    """A thread switched out in an on-phase, not yet back (keyed by its task_struct's address)."""
+    _fields_ = [("ts", _u64), ("ustack", ctypes.c_int32), ("kstack", ctypes.c_int32), ("preempted", _u32),
+                ("tid", _u32)]
 
 
 class IoKey(ctypes.Structure):

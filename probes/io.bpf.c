@@ -1,5 +1,6 @@
 /* The I/O system calls of one process's threads, from the raw sys_enter and
- * sys_exit tracepoints (no kprobes needed).
+ * sys_exit tracepoints (no kprobes needed). Raw tracepoints, not tp_btf:
+ * they need no kernel BTF, whose 5 MB libbpf would parse at every start.
  *
  * On entry to a call of the I/O families (read/write and their positioned
  * and vectored forms, fsync/fdatasync/sync_file_range/fallocate,
@@ -36,12 +37,7 @@
 #define MAX_OPENED 4096
 #define PATH_LEN 256
 
-struct pt_regs {
-	unsigned long di;
-	unsigned long si;
-	unsigned long dx;
-	unsigned long r10;
-} __attribute__((preserve_access_index));
+#include "x86_64_regs.h"
 
 const volatile __u32 target_tgid = 0;
 __u32 enabled = 0;   /* calls are taken */
@@ -264,12 +260,13 @@ static __always_inline void read_iocbs(struct in_call *c, unsigned long nr, unsi
 	}
 }
 
-/* tp_btf/sys_enter(struct pt_regs *regs, long id) */
-SEC("tp_btf/sys_enter")
+/* raw_tp/sys_enter(struct pt_regs *regs, long id) */
+SEC("raw_tp/sys_enter")
 int on_enter(__u64 *ctx)
 {
-	struct pt_regs *regs = (struct pt_regs *)ctx[0];
+	struct x86_64_regs *regs = (struct x86_64_regs *)ctx[0];
 	long nr = (long)ctx[1];
+	unsigned long dx_si_di[3] = {}, di, si, dx;
 	enum family fam;
 	struct in_call *c;
 	__u64 pid_tgid;
@@ -287,16 +284,21 @@ int on_enter(__u64 *ctx)
 	if (!c)
 		return 0;
 	tid = (__u32)pid_tgid;
+	/* the first three arguments' registers, which pt_regs lays out as dx, si, di */
+	bpf_probe_read_kernel(dx_si_di, sizeof(dx_si_di), &regs->dx);
+	dx = dx_si_di[0];
+	si = dx_si_di[1];
+	di = dx_si_di[2];
 	c->ts = bpf_ktime_get_ns();
 	c->call = nr;
-	c->fd = fam == FD_FIRST ? (__s32)regs->di : -1;
+	c->fd = fam == FD_FIRST ? (__s32)di : -1;
 	c->gen = fam == FD_FIRST ? gen_of(c->fd) : 0;
 	c->iocbs = 0;
 	c->ustack = -1;
 	if (fam == SUBMIT)
-		read_iocbs(c, regs->si, regs->dx);
+		read_iocbs(c, si, dx);
 	if (fam == OPEN_PATH_FIRST || fam == OPEN_PATH_SECOND)
-		keep_path(tid, fam == OPEN_PATH_FIRST ? regs->di : regs->si);
+		keep_path(tid, fam == OPEN_PATH_FIRST ? di : si);
 	else
 		c->ustack = bpf_get_stackid(ctx, &stacks, BPF_F_USER_STACK);
 	if (bpf_map_update_elem(&in_calls, &tid, c, BPF_ANY) != 0)
@@ -304,8 +306,8 @@ int on_enter(__u64 *ctx)
 	return 0;
 }
 
-/* tp_btf/sys_exit(struct pt_regs *regs, long ret) */
-SEC("tp_btf/sys_exit")
+/* raw_tp/sys_exit(struct pt_regs *regs, long ret) */
+SEC("raw_tp/sys_exit")
 int on_exit(__u64 *ctx)
 {
 	long ret = (long)ctx[1];

@@ -6,9 +6,10 @@
  * runnable and waited for a CPU; any other had blocked (I/O, a lock, a
  * condition variable, sleep).
  *
- * The task_struct fields are read through CO-RE: libbpf relocates them
- * against the kernel's own BTF when it loads the object, so no kernel
- * headers are needed to build or to run. */
+ * A raw tracepoint, and no task_struct field read: the thread switched out
+ * is still the current one, and the one switched in is known by its
+ * task_struct's address, the key its switch-out was kept under. So libbpf
+ * needs no kernel BTF (5 MB to parse at every start) and no kernel headers. */
 
 #include <linux/types.h>
 #include <linux/bpf.h>
@@ -20,10 +21,7 @@
 #define MAX_THREADS 16384
 #define MAX_KEYS 65536
 
-struct task_struct {
-	int pid;
-	int tgid;
-} __attribute__((preserve_access_index));
+#define TASK_DEAD 0x80   /* prev_state of a thread's last switch-out: it never comes back */
 
 const volatile __u32 target_tgid = 0;
 __u32 enabled = 0;   /* switch-outs are taken */
@@ -33,6 +31,7 @@ struct away {
 	__s32 ustack;
 	__s32 kstack;
 	__u32 preempted;
+	__u32 tid;
 };
 
 struct offcpu_key {
@@ -50,7 +49,7 @@ struct offcpu_value {
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(max_entries, MAX_THREADS);
-	__type(key, __u32);
+	__type(key, __u64);   /* the thread's task_struct, by address */
 	__type(value, struct away);
 } aways SEC(".maps");
 
@@ -61,66 +60,67 @@ struct {
 	__type(value, struct offcpu_value);
 } offcpu SEC(".maps");
 
-/* tp_btf/sched_switch(bool preempt, struct task_struct *prev,
+/* raw_tp/sched_switch(bool preempt, struct task_struct *prev,
  *                     struct task_struct *next, unsigned int prev_state) */
-SEC("tp_btf/sched_switch")
+SEC("raw_tp/sched_switch")
 int on_switch(__u64 *ctx)
 {
-	struct task_struct *prev = (struct task_struct *)ctx[1];
-	struct task_struct *next = (struct task_struct *)ctx[2];
 	__u64 now = bpf_ktime_get_ns();
-	__u32 tid;
+	__u64 task;
+	struct away *a;
 
 	/* switch-outs are taken while enabled; each is timed to its switch-in.
 	 * Duty cycles attach the program in their on-phases only; user space
 	 * counts the waits still open when a phase ends up to its end. */
-	if (enabled && prev->tgid == target_tgid) {
-		struct away a = {
-			.ts = now,
-			/* prev is still the current task here: its stacks */
-			.ustack = bpf_get_stackid(ctx, &stacks, BPF_F_USER_STACK),
-			.kstack = bpf_get_stackid(ctx, &stacks, 0),
-			/* preempted in the kernel, or switched out still runnable
-			 * (its time slice ended): it waits for a CPU, not for an event */
-			.preempted = (ctx[0] & 1) || (__u32)ctx[3] == 0,
-		};
+	if (enabled && !((__u32)ctx[3] & TASK_DEAD)) {
+		/* prev is still the current task here: its ids and its stacks */
+		__u64 pid_tgid = bpf_get_current_pid_tgid();
 
-		tid = prev->pid;
-		if (bpf_map_update_elem(&aways, &tid, &a, BPF_ANY) != 0)
-			count_drop(0);
+		if ((pid_tgid >> 32) == target_tgid) {
+			struct away out = {
+				.ts = now,
+				.ustack = bpf_get_stackid(ctx, &stacks, BPF_F_USER_STACK),
+				.kstack = bpf_get_stackid(ctx, &stacks, 0),
+				/* preempted in the kernel, or switched out still runnable
+				 * (its time slice ended): it waits for a CPU, not for an event */
+				.preempted = (ctx[0] & 1) || (__u32)ctx[3] == 0,
+				.tid = (__u32)pid_tgid,
+			};
+
+			task = ctx[1];
+			if (bpf_map_update_elem(&aways, &task, &out, BPF_ANY) != 0)
+				count_drop(0);
+		}
 	}
-	if (next->tgid == target_tgid) {
-		struct away *a;
+	/* the thread switched in: one of the target's if its switch-out was kept */
+	task = ctx[2];
+	a = bpf_map_lookup_elem(&aways, &task);
+	if (!a)
+		return 0;   /* not the target's, or it left before the window opened */
+	if (now > a->ts) {
+		struct offcpu_key k = { .tid = a->tid, .ustack = a->ustack, .kstack = a->kstack,
+					.preempted = a->preempted };
+		struct offcpu_value *v = bpf_map_lookup_elem(&offcpu, &k);
 
-		tid = next->pid;
-		a = bpf_map_lookup_elem(&aways, &tid);
-		if (!a)
-			return 0;   /* left before the window opened */
-		if (now > a->ts) {
-			struct offcpu_key k = { .tid = tid, .ustack = a->ustack, .kstack = a->kstack,
-						.preempted = a->preempted };
-			struct offcpu_value *v = bpf_map_lookup_elem(&offcpu, &k);
+		if (v) {
+			__sync_fetch_and_add(&v->ns, now - a->ts);
+			__sync_fetch_and_add(&v->count, 1);
+		} else {
+			struct offcpu_value first = { .ns = now - a->ts, .count = 1 };
 
-			if (v) {
-				__sync_fetch_and_add(&v->ns, now - a->ts);
-				__sync_fetch_and_add(&v->count, 1);
-			} else {
-				struct offcpu_value first = { .ns = now - a->ts, .count = 1 };
-
-				if (bpf_map_update_elem(&offcpu, &k, &first, BPF_NOEXIST) != 0) {
-					/* another CPU made it meanwhile, or the map is full */
-					v = bpf_map_lookup_elem(&offcpu, &k);
-					if (v) {
-						__sync_fetch_and_add(&v->ns, now - a->ts);
-						__sync_fetch_and_add(&v->count, 1);
-					} else {
-						count_drop(1);
-					}
+			if (bpf_map_update_elem(&offcpu, &k, &first, BPF_NOEXIST) != 0) {
+				/* another CPU made it meanwhile, or the map is full */
+				v = bpf_map_lookup_elem(&offcpu, &k);
+				if (v) {
+					__sync_fetch_and_add(&v->ns, now - a->ts);
+					__sync_fetch_and_add(&v->count, 1);
+				} else {
+					count_drop(1);
 				}
 			}
 		}
-		bpf_map_delete_elem(&aways, &tid);
 	}
+	bpf_map_delete_elem(&aways, &task);
 	return 0;
 }
 

@@ -16,11 +16,7 @@
 
 char LICENSE[] SEC("license") = "GPL";
 
-/* x86_64 struct pt_regs as the kernel lays it out; only argument registers are read. */
-struct x86_64_regs {
-	unsigned long r15, r14, r13, r12, bp, bx, r11, r10, r9, r8;
-	unsigned long ax, cx, dx, si, di, orig_ax, ip, cs, flags, sp, ss;
-};
+#include "x86_64_regs.h"
 
 /* set before loading (see struct latency_config); the ABI version is
  * compiled in, and user space checks it against its own before loading */

@@ -72,4 +72,5 @@ def test_a_wait_open_when_a_phase_ends_counts_up_to_its_end(known_cost):
         session.stop()
         cut = [r for r in session.records() if r.ns >= 40_000_000]
     assert len(cut) == 1 and cut[0].count == 1 and not cut[0].preempted
+    assert cut[0].tid == known_cost.pid                  # its main thread slept
     assert cut[0].ns < slept - open_for - 100_000_000    # not its whole sleep: up to the phase's end

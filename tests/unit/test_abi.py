@@ -85,6 +85,19 @@ def test_bpf_prog_info_offsets_are_the_kernels():
     assert at["run_time_ns"] == libbpf.PROG_INFO_RUN_TIME_NS and at["run_cnt"] == libbpf.PROG_INFO_RUN_CNT
 
 
+@pytest.mark.skipif(not Path("/sys/kernel/btf/vmlinux").exists(), reason="the kernel exports no BTF")
+def test_the_registers_header_lays_out_pt_regs_as_the_kernel():
+    """x86_64_regs.h stands in for the kernel's struct pt_regs (uprobes and
+    the raw sys_enter tracepoint read it without kernel BTF)."""
+    fields = re.findall(r"\b(\w+)\s*[,;]", re.search(r"struct x86_64_regs \{(.*?)\};",
+                                                       (PROBES / "x86_64_regs.h").read_text(), re.S).group(1))
+    _, members = Btf.of_kernel().struct("pt_regs")
+    at = {m.name: m.offset for m in members}
+    read = fields[:fields.index("ip") + 1]  # past ip the kernel wraps cs and ss in unions (FRED)
+    assert read[-3:] == ["di", "orig_ax", "ip"]
+    assert {name: at.get(name) for name in read} == {name: 8 * i for i, name in enumerate(read)}
+
+
 def _header_constants(text: str) -> dict[str, int]:
     """The #defines of a header whose value is a number or a shifted one."""
     out = {}
