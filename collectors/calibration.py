@@ -135,6 +135,10 @@ FIRST_BURSTS = 5
 # a burst agrees with an earlier run's when its entry + return cost is within
 # this share of their median, or within three of their spreads
 REUSE_TOLERANCE = 0.25
+# the one burst that checks an earlier run's calibration: a start's cost
+# (10 ms took 25 ms here, on the way to the probes), and about 2,500 probe
+# hits a class, against the window's 2 ms bursts that follow every second
+REUSE_CHECK_S = 0.004
 
 
 class _Helper:
@@ -248,8 +252,8 @@ class Calibrator:
     def calibrate(self, session, earlier: dict | None = None, budget_s: float = 0.01) -> Calibration:
         """FIRST_BURSTS bursts; or, given an earlier run's (same kernel and
         CPU: see mysqlprobe.caches), one burst that the earlier medians must
-        agree with, else the rest are taken too."""
-        self.burst(session, budget_s)
+        agree with (a shorter one), else the rest are taken too."""
+        self.burst(session, min(budget_s, REUSE_CHECK_S) if earlier else budget_s)
         if earlier and self._agrees(earlier["samples"]):
             for klass, runs in self.samples.items():
                 for kind, xs in runs.items():

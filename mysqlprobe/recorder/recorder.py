@@ -220,7 +220,7 @@ class Recorder:
         if self.control.status:
             self.control.status.started(self.target.pid, len(self.plan.specs),
                                         latency.session.attached_count if latency else 0, exact, o.budget)
-        # what loading the BPF objects (vmlinux BTF) left free, once the window is open: 6-7 ms of the start
+        # what loading the BPF objects left free, once the window is open: not on the way to the probes
         give_back_free_memory()
         if exact:
             while not win.wait(3600):

@@ -11,7 +11,7 @@ import time
 import pytest
 
 from mysqlprobe.caches import CALIBRATION_MAX_AGE_S, CalibrationCache, host_key
-from mysqlprobe.collectors.calibration import EMULATED, FIRST_BURSTS, ROLLING, SINGLE_STEP, Calibrator, median
+from mysqlprobe.collectors.calibration import EMULATED, FIRST_BURSTS, REUSE_CHECK_S, ROLLING, SINGLE_STEP, Calibrator, median
 
 SAMPLES = {EMULATED: {"entry": [700.0] * 6, "both": [1400.0, 1390.0, 1410.0, 1405.0, 1395.0, 1400.0],
                       "inside": [300.0] * 6},
@@ -96,9 +96,11 @@ class _Bursts(Calibrator):
 
     def __init__(self, both: dict[str, float]):
         self.both, self.bursts, self.in_window, self.reused = both, 0, 0, None
+        self.budgets = []
         self.samples = {k: {"entry": [], "both": [], "inside": []} for k in (EMULATED, SINGLE_STEP)}
 
     def burst(self, session, budget_s, in_window=False):
+        self.budgets.append(budget_s)
         for klass, runs in self.samples.items():
             runs["entry"].append(self.both[klass] / 2)
             runs["both"].append(self.both[klass])
@@ -113,6 +115,7 @@ def test_one_burst_that_agrees_starts_from_the_earlier_ones():
     cal = _Bursts({EMULATED: 1420.0, SINGLE_STEP: 2580.0})
     cal.calibrate(None, {"taken": 1.7e9, "samples": SAMPLES})
     assert cal.bursts == 1 and cal.reused == {"bursts": 6, "taken": 1700000000}
+    assert cal.budgets == [REUSE_CHECK_S]  # a short check, on the way to the probes
     assert cal.samples[EMULATED]["both"] == SAMPLES[EMULATED]["both"] + [1420.0]
     kept = cal.kept()
     assert kept[SINGLE_STEP]["both"][-1] == 2580.0 and len(kept[SINGLE_STEP]["both"]) <= ROLLING
@@ -124,9 +127,11 @@ def test_a_burst_that_disagrees_calibrates_afresh():
     cal.calibrate(None, {"taken": 1.7e9, "samples": SAMPLES})
     assert cal.bursts == FIRST_BURSTS and cal.reused is None
     assert cal.samples[SINGLE_STEP]["both"] == [5200.0] * FIRST_BURSTS
+    assert cal.budgets == [REUSE_CHECK_S] + [0.01] * (FIRST_BURSTS - 1)
 
 
 def test_without_an_earlier_run_five_bursts():
     cal = _Bursts({EMULATED: 1400.0, SINGLE_STEP: 2600.0})
     cal.calibrate(None, None)
     assert cal.bursts == FIRST_BURSTS and cal.reused is None
+    assert cal.budgets == [0.01] * FIRST_BURSTS
