@@ -69,10 +69,10 @@ def spread(xs):
 class Tool:
     """A probing tool running in the background, ready once its probes are attached."""
 
-    def __init__(self, cmd: list[str], ready: str, stream: str):
+    def __init__(self, cmd: list[str], ready: str, stream: str, env: dict | None = None):
         self.started = time.monotonic()
         self.cmd = cmd
-        self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
         pipe = self.proc.stderr if stream == "stderr" else self.proc.stdout
         seen = []
         for line in pipe:
