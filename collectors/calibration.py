@@ -195,6 +195,8 @@ class Calibrator:
         self.reused: dict | None = None
         self._thread: threading.Thread | None = None
         self._stop = threading.Event()
+        # held through the duty cycles' quiet phases: no burst runs in them
+        self.gate = threading.Lock()
 
     def __enter__(self) -> "Calibrator":
         return self
@@ -287,11 +289,14 @@ class Calibrator:
         """Keep calibrating in the background while the window is open."""
         def loop():
             while not self._stop.wait(interval_s):
-                try:
-                    self.burst(session, budget_s, in_window=True)
-                    self.apply(session)
-                except (BpfError, OSError, ValueError):
-                    return
+                with self.gate:
+                    if self._stop.is_set():
+                        return
+                    try:
+                        self.burst(session, budget_s, in_window=True)
+                        self.apply(session)
+                    except (BpfError, OSError, ValueError):
+                        return
         self._thread = threading.Thread(target=loop, name="mysqlprobe-calibrate", daemon=True)
         self._thread.start()
 
@@ -307,9 +312,17 @@ class CalibrationCollector(Collector):
     """The calibration as a collector: prepare() starts the helper (the
     latency collector probes it in its own session and calibrates through
     calibrate()), start() keeps calibrating while the window is open, and
-    collect() gives the final figures and the helper's CPU time."""
+    collect() gives the final figures and the helper's CPU time.
+
+    Quieted: no burst runs in the duty cycles' quiet phases. A burst keeps
+    a CPU busy for 5-10 ms a second, preempting the server's threads, and
+    costs a busy load more than that CPU time (8 oltp_insert clients ran
+    about 5% faster without them, bench/PHASE_PROFILE_FOLLOW.md); in a
+    quiet phase that cost would slow the reference the measured slowdown
+    is set against, and go unseen."""
 
     name = "calibration"
+    can_quiet = True
 
     def __init__(self, first_index: int, earlier: dict | None = None):
         super().__init__()
@@ -347,7 +360,14 @@ class CalibrationCollector(Collector):
         self._cpu0 = self._helper_cpu_s()
         self.calibrator.follow(self.session)
 
+    def _silence(self, on: bool) -> bool:
+        # waits for a burst under way to end: a few ms
+        self.calibrator.gate.acquire() if on else self.calibrator.gate.release()
+        return True
+
     def stop(self) -> None:
+        if self._quiet_since is not None:
+            self.quiet(False)
         cpu = self._helper_cpu_s()
         self._cpu_s = cpu - self._cpu0 if cpu is not None and self._cpu0 is not None else None
         self.calibrator.close()
@@ -361,5 +381,7 @@ class CalibrationCollector(Collector):
         return Section(self.name, {"calibration": self.current().to_json()}, list(self.notes), cost)
 
     def close(self) -> None:
+        if self._quiet_since is not None:  # a window that failed in a quiet phase
+            self.quiet(False)
         if self.calibrator:
             self.calibrator.close()

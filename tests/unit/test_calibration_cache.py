@@ -1,17 +1,19 @@
 """The calibration kept between runs: written whole or not at all, refused
 when old, malformed or from another helper, and reused only when a fresh
-burst agrees with it."""
+burst agrees with it; and the window's bursts, kept out of quiet phases."""
 
 from __future__ import annotations
 
 import json
 import os
+import threading
 import time
 
 import pytest
 
 from mysqlprobe.caches import CALIBRATION_MAX_AGE_S, CalibrationCache, host_key
-from mysqlprobe.collectors.calibration import EMULATED, FIRST_BURSTS, REUSE_CHECK_S, ROLLING, SINGLE_STEP, Calibrator, median
+from mysqlprobe.collectors.calibration import (EMULATED, FIRST_BURSTS, REUSE_CHECK_S, ROLLING, SINGLE_STEP,
+                                              CalibrationCollector, Calibrator, median)
 
 SAMPLES = {EMULATED: {"entry": [700.0] * 6, "both": [1400.0, 1390.0, 1410.0, 1405.0, 1395.0, 1400.0],
                       "inside": [300.0] * 6},
@@ -97,6 +99,7 @@ class _Bursts(Calibrator):
     def __init__(self, both: dict[str, float]):
         self.both, self.bursts, self.in_window, self.reused = both, 0, 0, None
         self.budgets = []
+        self._stop, self._thread, self.gate = threading.Event(), None, threading.Lock()
         self.samples = {k: {"entry": [], "both": [], "inside": []} for k in (EMULATED, SINGLE_STEP)}
 
     def burst(self, session, budget_s, in_window=False):
@@ -135,3 +138,20 @@ def test_without_an_earlier_run_five_bursts():
     cal.calibrate(None, None)
     assert cal.bursts == FIRST_BURSTS and cal.reused is None
     assert cal.budgets == [0.01] * FIRST_BURSTS
+
+
+def test_no_burst_follows_in_a_quiet_phase():
+    cal = _Bursts({EMULATED: 1400.0, SINGLE_STEP: 2600.0})
+    collector = CalibrationCollector(0)
+    collector.calibrator = cal
+    assert collector.quiet(True) and cal.gate.locked()
+    cal.follow(None, interval_s=0.001)
+    time.sleep(0.1)                         # a hundred intervals, all quiet
+    in_quiet = cal.bursts
+    assert collector.quiet(False) and not cal.gate.locked()
+    deadline = time.monotonic() + 30
+    while not cal.bursts and time.monotonic() < deadline:
+        time.sleep(0.01)
+    cal._stop.set()
+    cal._thread.join()
+    assert in_quiet == 0 and cal.bursts > 0
