@@ -47,6 +47,10 @@ class PhasedPrograms:
     programs: tuple[str, ...] = ()
     what = ""                 # the tracepoints, for messages
     maps: tuple[str, ...] = (".bss", "stacks", "dropped")
+    # attached but switched off, it costs an early return per event (a
+    # tracepoint's); False where the events cost the host anyway (a
+    # sampler's timer interrupts): detached again once the check is done
+    idle_while_off = True
 
     def __init__(self, pid: int, verbose: bool = False):
         self.pid = pid
@@ -58,6 +62,8 @@ class PhasedPrograms:
             # a second away: a tracepoint's attach patches the kernel's code,
             # 6-16 ms here, on the way to the probes twice otherwise
             self._attach()
+            if not self.idle_while_off:
+                self._obj.detach_all()
             self.program_fds = [self._obj.program_fd(p) for p in self.programs]
             self._fds = {name: self._obj.map_fd(name) for name in self.maps}
         except BaseException:
