@@ -87,12 +87,13 @@ class SysbenchStream:
 
 
 class CounterPoll:
-    """A server counter read once a second on a connection of its own, its
-    increments into a RateLog."""
+    """A server counter read every `period` seconds (once a second) on a
+    connection of its own, its increments into a RateLog."""
 
-    def __init__(self, socket: str, read=rows_inserted):
+    def __init__(self, socket: str, read=rows_inserted, period: float = 1.0):
         self.log = RateLog()
-        self.socket, self.read = socket, read
+        self.socket, self.read, self.period = socket, read, period
+        self._last: tuple[float, int] | None = None
         self._stop = threading.Event()
         self.thread = threading.Thread(target=self._poll, daemon=True)
         self.thread.start()
@@ -100,15 +101,20 @@ class CounterPoll:
     def _poll(self) -> None:
         conn = workload.connect(self.socket)
         try:
-            last = None
-            while not self._stop.wait(1.0 if last else 0):
+            first = True
+            while not self._stop.wait(0 if first else self.period):
+                first = False
+                t0 = time.monotonic()
                 count = self.read(conn)
-                now = time.monotonic()
-                if last:
-                    self.log.add(now, now - last[0], count - last[1])
-                last = (now, count)
+                self.reading((t0 + time.monotonic()) / 2, count)
         finally:
             conn.close()
+
+    def reading(self, now: float, count: int) -> None:
+        """One reading, timed at the middle of its query."""
+        if self._last:
+            self.log.add(now, now - self._last[0], count - self._last[1])
+        self._last = (now, count)
 
     def stop(self) -> None:
         self._stop.set()

@@ -23,14 +23,14 @@ import json
 import os
 import sys
 import tempfile
-import threading
 import time
 from datetime import datetime, timezone
 from pathlib import Path
 
+from continuous import CounterPoll
 from oltp import SHAPES, Load
 from overhead import HERE, Tool, bench_parser, derived, log, machine, med, run_line, spread, write_results
-from mysqlprobe import sandbox, workload
+from mysqlprobe import sandbox
 from mysqlprobe.collectors.perfschema import rows_changed
 
 POLL_S = 0.02
@@ -39,35 +39,21 @@ SINCE = (0.0, 0.1, 0.25, 0.5, 1.0, 1.5, 2.5, 60.0)  # bins of seconds since the 
 KINDS = ("probed", "quiet first half", "quiet second half", "ordinary", "burst")
 
 
-class FinePoll:
+class FinePoll(CounterPoll):
     """(time, rows): the server's rows changed, each at the middle of its query."""
 
     def __init__(self, socket: str):
-        self.socket = socket
         self.points: list[tuple[float, int]] = []
-        self._stop = threading.Event()
-        self.thread = threading.Thread(target=self._poll, daemon=True)
-        self.thread.start()
+        super().__init__(socket, rows_changed, POLL_S)
 
-    def _poll(self) -> None:
-        conn = workload.connect(self.socket)
-        try:
-            while not self._stop.wait(POLL_S):
-                t0 = time.monotonic()
-                rows = rows_changed(conn)
-                self.points.append(((t0 + time.monotonic()) / 2, rows))
-        finally:
-            conn.close()
+    def reading(self, now: float, count: int) -> None:
+        self.points.append((now, count))
 
     def rate(self, t0: float, t1: float) -> float | None:
         inside = [p for p in self.points if t0 <= p[0] <= t1]
         if len(inside) < 2:
             return None
         return (inside[-1][1] - inside[0][1]) / (inside[-1][0] - inside[0][0])
-
-    def stop(self) -> None:
-        self._stop.set()
-        self.thread.join(timeout=30)
 
 
 def profiled_block(pid: int, seconds: float, workdir: Path, variant: str) -> dict:

@@ -315,11 +315,9 @@ class CalibrationCollector(Collector):
     collect() gives the final figures and the helper's CPU time.
 
     Quieted: no burst runs in the duty cycles' quiet phases. A burst keeps
-    a CPU busy for 5-10 ms a second, preempting the server's threads, and
-    costs a busy load more than that CPU time (8 oltp_insert clients ran
-    about 5% faster without them, bench/PHASE_PROFILE_FOLLOW.md); in a
-    quiet phase that cost would slow the reference the measured slowdown
-    is set against, and go unseen."""
+    a CPU busy for 5-10 ms a second, preempting the server's threads; in a
+    quiet phase that would slow the reference the measured slowdown is set
+    against, and its cost would go unseen."""
 
     name = "calibration"
     can_quiet = True
