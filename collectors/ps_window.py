@@ -63,7 +63,6 @@ class PerfSchemaCollector(Collector):
         self.lease: SetupLease | None = None
         self._restore_tried = False
         self._setup: Background | None = None
-        self._readings: Background | None = None  # start()'s, on the P_S connection
         self.record: dict = {"status": "not requested"}
         self.query_s = 0.0  # wall time of this collector's own queries
         # the server's CPU for this collector's connections in the window, from
@@ -84,8 +83,6 @@ class PerfSchemaCollector(Collector):
         collector changed meanwhile; None without a connection."""
         if self.progress is None:
             return None
-        if self.progress is self.conn:  # one connection: the first readings go first
-            self._readings_done()
         try:
             return self._timed(rows_changed, self.progress) - self._own_setup_rows()
         except pymysql.err.MySQLError as e:
@@ -152,9 +149,6 @@ class PerfSchemaCollector(Collector):
         def change() -> None:
             self.own_rows_changed += self._timed(self.ps.quiet, on)
 
-        self._readings_done()
-        if not self.ps:  # they failed, and gave P_S up
-            return False
         try:
             if on:
                 return self.lease.if_alone(change)
@@ -177,18 +171,8 @@ class PerfSchemaCollector(Collector):
         return [t["os_tid"] for t in threads if t["thread_id"] in self.ps.own_threads and t["os_tid"]]
 
     def start(self) -> None:
-        """The window's first readings, in a thread: their round trips (25 ms
-        idle, more under load) need not hold up the probes' attach. What uses
-        the connection in the window waits for them (_readings_done)."""
-        if self.ps:
-            self._readings = Background(self._first_readings, "ps-start")
-
-    def _readings_done(self) -> None:
-        readings, self._readings = self._readings, None
-        if readings:
-            readings.settle()
-
-    def _first_readings(self) -> None:
+        if not self.ps:
+            return
         try:
             self.before = self._timed(self.ps.summaries)
             self.t0 = self.ps.timer_now()
@@ -228,7 +212,6 @@ class PerfSchemaCollector(Collector):
 
     def stop(self) -> None:
         """Read what the window left in P_S, then restore its setup."""
-        self._readings_done()
         if not self.ps:
             return
         self._measure_own_cpu()
@@ -326,5 +309,4 @@ class PerfSchemaCollector(Collector):
         if self._setup:  # a setup under way ends before it is undone
             self._setup.settle()
             self._setup = None
-        self._readings_done()
         self.restore()
