@@ -27,7 +27,7 @@ import time
 from datetime import datetime, timezone
 from pathlib import Path
 
-from continuous import CounterPoll
+from continuous import Blocks, CounterPoll, unprobed_block
 from oltp import SHAPES, Load
 from overhead import HERE, Tool, bench_parser, derived, log, machine, med, run_line, spread, write_results
 from mysqlprobe import sandbox
@@ -40,20 +40,16 @@ KINDS = ("probed", "quiet first half", "quiet second half", "ordinary", "burst")
 
 
 class FinePoll(CounterPoll):
-    """(time, rows): the server's rows changed, each at the middle of its query."""
+    """The server's rows changed as a RateLog, and as (time, rows) points,
+    each at the middle of its query."""
 
     def __init__(self, socket: str):
         self.points: list[tuple[float, int]] = []
         super().__init__(socket, rows_changed, POLL_S)
 
     def reading(self, now: float, count: int) -> None:
+        super().reading(now, count)
         self.points.append((now, count))
-
-    def rate(self, t0: float, t1: float) -> float | None:
-        inside = [p for p in self.points if t0 <= p[0] <= t1]
-        if len(inside) < 2:
-            return None
-        return (inside[-1][1] - inside[0][1]) / (inside[-1][0] - inside[0][0])
 
 
 def profiled_block(pid: int, seconds: float, workdir: Path, variant: str) -> dict:
@@ -77,9 +73,8 @@ def profiled_block(pid: int, seconds: float, workdir: Path, variant: str) -> dic
 def spans(events: list[dict]) -> list[tuple[float, float, str, float]]:
     """The window cut into (start, end, kind, seconds since the probes came
     off at start); kinds are KINDS."""
-    out, t_on, t_off, quiet, burst, middle = [], None, None, False, None, None
-    window = next(e["t"] for e in events if e["event"] == "window")
-    t_on = window  # the first on-phase is open when the cycles start
+    out, t_off, quiet, burst, middle = [], None, False, None, None
+    t_on = next(e["t"] for e in events if e["event"] == "window")  # the first on-phase is open then
     for e in events:
         ev, t = e["event"], e["t"]
         if ev == "detached" and t_on is not None:
@@ -142,7 +137,7 @@ def block_figures(poll: FinePoll, block: dict, before: float, after: float) -> d
             sel = [i for i in intervals if i[0].startswith(kind) and lo <= i[1] < hi]
             s, r = sum(i[2] for i in sel), sum(i[3] for i in sel)
             by_since[f"{kind} {lo}-{hi}s"] = round(unprobed / (r / s), 4) if r and s else None
-    window_rate = poll.rate(w0, w1)
+    window_rate = poll.log.rate(w0, w1)
     return {"variant": block["variant"],
             "felt": round(unprobed / window_rate, 4) if window_rate else None, "reported": block["reported"],
             "reference": block["reference"], "unprobed_rate": round(unprobed, 1), "by_kind": by_kind,
@@ -163,21 +158,15 @@ def run(args) -> dict:
         load.start()
         poll = FinePoll(sb.socket)
         try:
-            unprobed, profiled = [], []
-
-            def unprobed_block() -> None:
-                time.sleep(SETTLE_S)
-                t0 = time.monotonic()
-                time.sleep(args.seconds)
-                unprobed.append(poll.rate(t0, time.monotonic()))
-
-            unprobed_block()
+            blocks, profiled, variants = Blocks(), [], args.variants.split(";")
+            unprobed_block(blocks, args.seconds, SETTLE_S)
             for i in range(args.rounds):
                 load.check()
-                variants = args.variants.split(";")
                 profiled.append(profiled_block(pid, args.seconds, workdir, variants[i % len(variants)]))
-                unprobed_block()
-                log(f"round {i + 1}/{args.rounds}: unprobed {unprobed[-2]:.0f} and {unprobed[-1]:.0f} rows/s")
+                unprobed_block(blocks, args.seconds, SETTLE_S)
+                log(f"round {i + 1}/{args.rounds}: unprobed {poll.log.rate(*blocks.spans[-2][1:3]):.0f} and "
+                    f"{poll.log.rate(*blocks.spans[-1][1:3]):.0f} rows/s")
+            unprobed = [poll.log.rate(t0, t1) for _, t0, t1, _ in blocks.spans]
             for i, block in enumerate(profiled):
                 result["blocks"].append(block_figures(poll, block, unprobed[i], unprobed[i + 1]))
             result["noise"] = [round(((a + c) / 2) / b, 4) for a, b, c in zip(unprobed, unprobed[1:], unprobed[2:])]

@@ -364,8 +364,7 @@ class CalibrationCollector(Collector):
         return True
 
     def stop(self) -> None:
-        if self._quiet_since is not None:
-            self.quiet(False)
+        self.quiet(False)  # a quiet phase still open ends (nothing if none is)
         cpu = self._helper_cpu_s()
         self._cpu_s = cpu - self._cpu0 if cpu is not None and self._cpu0 is not None else None
         self.calibrator.close()
@@ -379,7 +378,6 @@ class CalibrationCollector(Collector):
         return Section(self.name, {"calibration": self.current().to_json()}, list(self.notes), cost)
 
     def close(self) -> None:
-        if self._quiet_since is not None:  # a window that failed in a quiet phase
-            self.quiet(False)
+        self.quiet(False)  # a window that failed in a quiet phase: back on
         if self.calibrator:
             self.calibrator.close()

@@ -176,8 +176,7 @@ class CpuProfileCollector(BpfSampling):
         return self._turn(not on)
 
     def stop(self) -> None:
-        if self._quiet_since is not None:
-            self.quiet(False)
+        self.quiet(False)  # a quiet phase still open ends (nothing if none is)
         super().stop()
         if self.started_at and not self.seconds:
             self.seconds = time.monotonic() - self.started_at

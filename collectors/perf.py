@@ -197,8 +197,7 @@ class PerfCollector(PerfProcessCollector):
 
     def stop(self) -> None:
         """perf takes a moment to write its data: not part of the window."""
-        if self._quiet_since is not None:
-            self.quiet(False)
+        self.quiet(False)  # a quiet phase still open ends (nothing if none is)
         if self.recorder and self.recorder.proc:
             self.recorder.stop()
             self.seconds = time.monotonic() - self.started_at

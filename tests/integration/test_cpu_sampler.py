@@ -74,16 +74,18 @@ def test_without_stacks_the_sampled_address_names_the_function(known_cost):
     assert own >= 0.9 * sum(r.count for r in records)
 
 
-def test_the_events_are_closed_when_the_session_is(known_cost):
-    def perf_fds() -> int:
-        count = 0
-        for fd in os.listdir("/proc/self/fd"):
-            try:
-                count += os.readlink(f"/proc/self/fd/{fd}") == "anon_inode:[perf_event]"
-            except FileNotFoundError:   # the listing's own descriptor, gone by now
-                pass
-        return count
+def perf_fds() -> int:
+    """The perf events this process holds open."""
+    count = 0
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            count += os.readlink(f"/proc/self/fd/{fd}") == "anon_inode:[perf_event]"
+        except FileNotFoundError:   # the listing's own descriptor, gone by now
+            pass
+    return count
 
+
+def test_the_events_are_closed_when_the_session_is(known_cost):
     before = perf_fds()
     with CpuSampleSession(known_cost.pid, FREQUENCY, user_stacks=True, kernel_stacks=True) as session:
         session.start()
@@ -94,23 +96,13 @@ def test_the_events_are_closed_when_the_session_is(known_cost):
     assert perf_fds() == before
 
 
-def _perf_events_open() -> int:
-    count = 0
-    for fd in os.listdir("/proc/self/fd"):
-        try:
-            count += os.readlink(f"/proc/self/fd/{fd}") == "anon_inode:[perf_event]"
-        except OSError:  # the listing's own descriptor, closed since
-            pass
-    return count
-
-
 def test_no_event_is_open_while_the_session_is_off(known_cost):
     """Its events interrupt the CPUs whether the program counts or not: none
     open from the load (where its attach is checked) until start()."""
-    before = _perf_events_open()
+    before = perf_fds()
     with CpuSampleSession(known_cost.pid, 4999, user_stacks=False, kernel_stacks=False) as session:
-        assert _perf_events_open() == before
+        assert perf_fds() == before
         session.start()
-        assert _perf_events_open() == before + len(session.cpus)
+        assert perf_fds() == before + len(session.cpus)
         session.stop()
-        assert _perf_events_open() == before
+        assert perf_fds() == before
