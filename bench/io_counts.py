@@ -79,6 +79,7 @@ def main() -> int:
                 load.close()
             results["shapes"].append({"shape": shape.name, "runs": runs})
     out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
     (out / "io_counts.json").write_text(json.dumps(results, indent=1) + "\n")
     (out / "IO_COUNTS.md").write_text(render(results))
     log(f"wrote {out / 'IO_COUNTS.md'}")
