@@ -31,6 +31,8 @@ from continuous import StatementLoop, rows_inserted
 from overhead import (MYSQLPROBE, ROOT, Tool, bench_parser, derived, fixture_command, log, machine, med, run_line,
                       write_results)
 from mysqlprobe import sandbox, workload
+from mysqlprobe.analysis.per_call import samples_to_resolve
+from mysqlprobe.analysis.sampling import Estimate
 
 TRUTH_HZ = 20000
 SOURCE_ROWS = 1000000
@@ -240,6 +242,20 @@ def _tool(t: dict) -> str:
     return f"{shown}{interval} ({t['method']})"
 
 
+def sample_counts(tool: dict, truth_ns: float) -> list[str]:
+    """The samples mysqlprobe's figure rests on, how many the truth's cost
+    per call would have given over the same calls, and how many would
+    resolve it where it is a bound (blank where the figure is the probes')."""
+    cpu = tool.get("off_phase_cpu") or {}
+    calls = cpu.get("calls") or {}
+    if not cpu.get("samples") or not calls.get("value") or not calls.get("ci95"):
+        return ["", "", ""]
+    period = cpu["cpu_ns"] / cpu["samples"]
+    needed = None if tool["resolved"] else samples_to_resolve(Estimate(calls["value"], *calls["ci95"]))
+    return [str(cpu["samples"]), f"{calls['value'] * truth_ns / period:.1f}",
+            "" if tool["resolved"] else "-" if needed is None else str(needed)]
+
+
 def markdown(result: dict) -> str:
     return "\n".join(section(result, "# Per-call cost of short functions, in situ"))
 
@@ -260,17 +276,19 @@ def section(result: dict, title: str) -> list[str]:
              "around the profiled one. mysqlprobe: the stage's `mean_ns` [95% interval] and the method that "
              "gave it (samples: CPU samples with the probes off; probes: probe timestamps less their "
              "calibrated cost); `<X` where it is only a bound. ns per call.", "",
-             "| table | function | truth | mysqlprobe | within max(10 ns, 35%) |", "|---|---|---|---|---|"]
-    for t in result["tables"]:
-        for r in t["runs"]:
-            lines.append(f"| {t['kind']} {t['partitions']} | get_partition_id_{t['kind']}* | "
-                         f"{r['truth']['lookup_ns']:.1f} | {_tool(r['tool']['lookup'])} | "
-                         f"{'yes' if within(r['tool']['lookup'], r['truth']['lookup_ns']) else 'NO'} |")
-    for t in result["tables"]:
-        for r in t["runs"]:
-            lines.append(f"| {t['kind']} {t['partitions']} | {result['innodb_function']} | "
-                         f"{r['truth']['innodb_ns']:.1f} | {_tool(r['tool']['innodb'])} | "
-                         f"{'yes' if within(r['tool']['innodb'], r['truth']['innodb_ns']) else 'NO'} |")
+             "samples: the CPU samples mysqlprobe's figure rests on; at the truth: how many the truth's cost "
+             "per call would give over the same calls (a count far from it is the samples' chance, or the "
+             "function's cost in that block, not the truth's); to resolve, for a bound: how many would make it "
+             "a mean (mysqlprobe's own hint, which it prints with a bound).", "",
+             "| table | function | truth | mysqlprobe | within max(10 ns, 35%) | samples | at the truth "
+             "| to resolve |", "|---|---|---|---|---|---|---|---|"]
+    for key, function in (("lookup", None), ("innodb", result["innodb_function"])):
+        for t in result["tables"]:
+            for r in t["runs"]:
+                tool, truth = r["tool"][key], r["truth"][f"{key}_ns"]
+                name = function or f"get_partition_id_{t['kind']}*"
+                lines.append(f"| {t['kind']} {t['partitions']} | {name} | {truth:.1f} | {_tool(tool)} | {'yes' if within(tool, truth) else 'NO'} | "
+                             + " | ".join(sample_counts(tool, truth)) + " |")
     every = [within(r["tool"][k], r["truth"][f"{k}_ns"]) for t in result["tables"] for r in t["runs"]
              for k in ("lookup", "innodb")]
     orders = {k: order_kept(result["tables"], k) for k in ("range", "list", "hash")}
