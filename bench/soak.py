@@ -15,13 +15,16 @@ every 10 s:
   metrics  mysqlprobe_up, mysqlprobe_windows_total,
            mysqlprobe_window_failures_total and mysqlprobe_window_seconds_total
            (the time its figures cover) from its /metrics
+  fds      watch's open file descriptors (/proc/PID/fd): the perf events
+           and BPF objects each window opens must all be closed again
 
-    sudo .venv/bin/python bench/soak.py [--minutes 65] [--restart 20]
+    sudo .venv/bin/python bench/soak.py [--minutes 65] [--restart 20] [--interval 60]
 
 writes bench/SOAK.md and bench/soak.json."""
 
 from __future__ import annotations
 
+import os
 import signal
 import socket
 import statistics
@@ -60,6 +63,13 @@ def rss_mb(pid: int, field: str = "VmRSS") -> float | None:
     return None
 
 
+def open_fds(pid: int) -> int | None:
+    try:
+        return len(os.listdir(f"/proc/{pid}/fd"))
+    except OSError:
+        return None
+
+
 def children_rss_mb(pid: int) -> float:
     try:
         kids = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
@@ -84,7 +94,7 @@ def metrics(url: str) -> dict[str, float]:
 
 
 def main() -> None:
-    args = bench_parser(__doc__, minutes=65, restart=20).parse_args()
+    args = bench_parser(__doc__, minutes=65, restart=20, interval=60).parse_args()
     sb = sandbox.Sandbox(VERSION, instance="soak")
     sb.start(log)
     load = Load(sb, SHAPE)
@@ -95,7 +105,7 @@ def main() -> None:
     samples, restarts, deaths = [], [], []
     with tempfile.TemporaryDirectory() as pprof:
         watch = subprocess.Popen([MYSQLPROBE, "watch", "-p", str(sb.pid()), "--listen", f"127.0.0.1:{port}",
-                                  "--pprof-dir", pprof], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                                  "--pprof-dir", pprof, "--interval", str(args.interval)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                                  text=True)
         t0 = time.monotonic()
         next_restart = t0 + args.restart * 60
@@ -106,7 +116,7 @@ def main() -> None:
                 if watch.poll() is not None:
                     raise RuntimeError(f"watch exited {watch.returncode}: {watch.stderr.read()[-2000:]}")
                 samples.append({"t_s": round(now - t0, 1), "rss_mb": rss_mb(watch.pid),
-                                "hwm_mb": rss_mb(watch.pid, "VmHWM"),
+                                "hwm_mb": rss_mb(watch.pid, "VmHWM"), "fds": open_fds(watch.pid),
                                 "children_rss_mb": round(children_rss_mb(watch.pid), 1), **metrics(url)})
                 server = sb.pid()
                 if server is None or not Path(f"/proc/{server}").is_dir():
@@ -154,6 +164,7 @@ def outcome(args, restarts, samples, deaths, code, err, pprofs) -> dict:
     return {"machine": machine(), "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
               "command": "sudo .venv/bin/python bench/soak.py " + " ".join(sys.argv[1:]),
               "server": f"MariaDB {VERSION}", "load": SHAPE.name, "minutes": args.minutes,
+              "interval_s": args.interval,
               "restarts": restarts, "samples": samples, "exit": code, "traceback": "Traceback" in err,
               "pprof_files": pprofs, "server_deaths": deaths}
 
@@ -184,22 +195,28 @@ def render(r: dict) -> str:
     first, last = statistics.median(_quarter(samples, 0)), statistics.median(_quarter(samples, 3))
     marks = [s["hwm_mb"] for s in samples if s.get("hwm_mb") is not None]
     hwm = f"{max(marks):.1f} MB" if marks else "not read in this run"
+    fds = [[s["fds"] for s in samples[q * len(samples) // 4:(q + 1) * len(samples) // 4] if s.get("fds")]
+           for q in (0, 3)]
+    fd_line = (f"{max(fds[0])} -> {max(fds[1])}" if all(fds) else "not read in this run")
     lines = ["# mysqlprobe watch over a long run, with server restarts", "",
              f"{machine_line(r['machine'])} {r['date']}. Command: `{r['command']}`.", "",
              f"{r['server']} under sysbench {r['load']} for {r['minutes']} minutes, restarted "
-             f"{len(r['restarts'])} times (stopped and started: a new PID). `mysqlprobe watch` with its defaults "
-             "(60-s windows, 1% budget) and `--pprof-dir`. Every 10 s this script read watch's VmRSS and "
-             "VmHWM from /proc, its children's RSS (perf, the guards) apart, and its /metrics.", "",
-             "| minutes | watch RSS, median (MB) | max (MB) | children's RSS, max (MB) | windows so far | up |",
-             "|---|---|---|---|---|---|"]
+             f"{len(r['restarts'])} times (stopped and started: a new PID). `mysqlprobe watch` with its 1% "
+             f"budget, {r.get('interval_s', 60)}-s windows (60 by default) and `--pprof-dir`. Every 10 s this script read "
+             "watch's VmRSS and VmHWM from /proc, its children's RSS (perf, the guards) apart, its open file "
+             "descriptors and its /metrics.", "",
+             "| minutes | watch RSS, median (MB) | max (MB) | children's RSS, max (MB) | open fds, max "
+             "| windows so far | up |",
+             "|---|---|---|---|---|---|---|"]
     for start in range(0, int(samples[-1]["t_s"]) + 1, 300):
         block = [s for s in samples if start <= s["t_s"] < start + 300]
         sizes = [s["rss_mb"] for s in block if s["rss_mb"] is not None]
         if not sizes:
             continue
         ups = {int(s["mysqlprobe_up"]) for s in block if "mysqlprobe_up" in s}
+        fd_counts = [s["fds"] for s in block if s.get("fds")]
         lines.append(f"| {start // 60}-{start // 60 + 5} | {statistics.median(sizes):.1f} | {max(sizes):.1f} | "
-                     f"{max(s['children_rss_mb'] for s in block):.1f} | "
+                     f"{max(s['children_rss_mb'] for s in block):.1f} | {max(fd_counts, default='-')} | "
                      f"{int(max(s.get('mysqlprobe_windows_total', 0) for s in block))} | "
                      f"{'/'.join(str(u) for u in sorted(ups)) or '-'} |")
     lines += ["", "| check | result |", "|---|---|",
@@ -207,6 +224,7 @@ def render(r: dict) -> str:
               f"| watch's high-water mark (VmHWM) | {hwm} |",
               f"| RSS, first quarter's median against the last's | {first:.1f} MB -> {last:.1f} MB "
               f"({last - first:+.1f}) |",
+              f"| open fds, first quarter's max against the last's | {fd_line} |",
               "| restarts (old PID -> new PID, at minute) | "
               + ", ".join(f"{x['old_pid']} -> {x['new_pid']} at {x['t_s'] / 60:.0f}" for x in r["restarts"]) + " |",
               f"| windows profiled / failed | {int(windows)} / {int(failures)} |",
