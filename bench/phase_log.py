@@ -76,7 +76,19 @@ def no_follow() -> None:
     calibration.Calibrator.follow = lambda self, session, **kw: None
 
 
-PATCHES = {"no_follow": no_follow}
+def probes_once() -> None:
+    """The probes on for the window's first on-phase only: the later
+    on-phases run without them (their figures are void), so that no attach
+    or detach of the server's breakpoints falls near the quiet phases."""
+    run = duty.DutyCycles.run
+
+    def without_reattach(self, started):
+        self.session.attach_target = lambda: None
+        return run(self, started)
+    duty.DutyCycles.run = without_reattach
+
+
+PATCHES = {"no_follow": no_follow, "probes_once": probes_once}
 if os.environ.get("PHASE_LOG_PATCH"):
     PATCHES[os.environ["PHASE_LOG_PATCH"]]()
 
