@@ -8,15 +8,18 @@ seed load (INSERT ... SELECT of 1,000,000 rows, again and again) fills
 tables RANGE, LIST and HASH partitioned 5 and 100 ways. Per table and
 repeat: an unprobed block sampled by `perf record -F 20000 -a`, a block
 profiled by `mysqlprobe --insert-profile --probe FUNCTION`, another
-unprobed block. Truth: the samples with the function on the stack (perf
-record -g: these builds keep frame pointers) times their period over its
-calls in the unprobed blocks (one partition lookup per row inserted,
-from the server's Innodb_rows_inserted; the InnoDB function's calls per
-row as its probe counted them), the mean of the two blocks around the
-profiled one. mysqlprobe: the stage's mean_ns, its interval and method."""
+unprobed block. Truth: the share of the server's samples with the
+function on the stack (perf record -g: these builds keep frame pointers)
+times the server's CPU per row inserted (its CPU time in /proc over the
+server's Innodb_rows_inserted, in the seconds just before, with nothing
+sampling it: perf at 20 kHz adds its own interrupts to every function's
+time), over the function's calls per row (one partition lookup per row
+inserted; the InnoDB function's calls per row as its probe counted
+them), the mean of the two blocks around the profiled one. mysqlprobe: the stage's mean_ns, its interval and method."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 import tempfile
 import time
@@ -43,23 +46,29 @@ INNODB_FUNCTION = "page_cur_insert_rec_low"
 INNODB_STAGE = f"probe:{INNODB_FUNCTION}"
 KNOWN_SHORT = ["cost_10ns", "cost_20ns", "cost_40ns"]  # countdowns of the known-cost fixture
 TRUTH_CALLS = 1_000_000  # per round of the fixture's own timing of the unprobed twin
+CLEAN_S = 3  # the server's CPU per row, measured with nothing sampling it, before each truth block
 
 
-def on_stack_ns(pid: int, seconds: float, workdir: Path, groups: dict[str, str]) -> Counter:
-    """CPU ns of the unprobed server's samples with a function whose mangled
-    name holds groups[g] anywhere on the stack, per group g (each sample
-    counted once in a group), from `perf record -g` over `seconds`: the
-    functions' CPU with their callees'. Read here, not by mysqlprobe's
-    own reader of its bursts."""
+def record_truth(seconds: float, workdir: Path) -> Path:
+    """`perf record -g` of every CPU for `seconds`, stopped: its data file."""
     data = workdir / "truth.data"
     perf = subprocess.Popen(["perf", "record", "-q", "-g", "-e", "cpu-clock", "-F", str(TRUTH_HZ), "-a",
                              "-o", str(data)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     time.sleep(seconds)
     perf.send_signal(2)
     perf.wait()
+    return data
+
+
+def on_stack_ns(pid: int, data: Path, groups: dict[str, str]) -> tuple[Counter, int]:
+    """CPU ns of the unprobed server's samples with a function whose mangled
+    name holds groups[g] anywhere on the stack, per group g (each sample
+    counted once in a group), and of all its samples: the functions' CPU
+    with their callees'. Read here, not by mysqlprobe's own reader of its
+    bursts."""
     script = subprocess.Popen(["perf", "script", "-i", str(data), "--pid", str(pid), "-F", "period,ip,sym",
                                "--no-demangle"], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
-    ns, period, stack = Counter(), 0, []
+    ns, period, stack, total = Counter(), 0, [], 0
 
     def count() -> None:
         for g, part in groups.items():
@@ -71,18 +80,36 @@ def on_stack_ns(pid: int, seconds: float, workdir: Path, groups: dict[str, str])
             stack.append(line.split(None, 1)[-1])
         elif line.strip().isdigit():  # a sample's period: the frames follow
             count()
+            total += period
             period, stack = int(line), []
     count()
+    total += period
     script.wait()
     data.unlink()
-    return ns
+    return ns, total
+
+
+def server_cpu_ns(pid: int) -> int:
+    """The server's CPU time so far, all its threads (/proc, in clock ticks)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) * 1_000_000_000 // os.sysconf("SC_CLK_TCK")
 
 
 def truth_block(pid: int, conn, seconds: float, workdir: Path) -> dict:
+    """Where the unprobed server's CPU goes, per row inserted: each function's
+    share of its perf samples times its CPU per row measured with nothing
+    sampling it (perf at TRUTH_HZ adds its own interrupts to every
+    function's time, 20-35% on this kind of host)."""
+    cpu0, rows0 = server_cpu_ns(pid), rows_inserted(conn)
+    time.sleep(CLEAN_S)
+    cpu_per_row = (server_cpu_ns(pid) - cpu0) / (rows_inserted(conn) - rows0)
     rows0 = rows_inserted(conn)
-    ns = on_stack_ns(pid, seconds, workdir, {"lookup": "get_partition_id", "innodb": INNODB_FUNCTION})
-    rows = rows_inserted(conn) - rows0
-    return {"rows": rows, "lookup_ns_per_row": ns["lookup"] / rows, "innodb_ns_per_row": ns["innodb"] / rows}
+    data = record_truth(seconds, workdir)
+    rows = rows_inserted(conn) - rows0  # while perf recorded, not while its samples are read
+    ns, total = on_stack_ns(pid, data, {"lookup": "get_partition_id", "innodb": INNODB_FUNCTION})
+    return {"rows": rows, "cpu_ns_per_row": cpu_per_row, "sampled_ns_per_row": total / rows,
+            "lookup_ns_per_row": ns["lookup"] / total * cpu_per_row,
+            "innodb_ns_per_row": ns["innodb"] / total * cpu_per_row}
 
 
 def profiled_block(pid: int, seconds: float, workdir: Path) -> dict:
@@ -225,7 +252,7 @@ def main() -> None:
     result = {"machine": machine(), "started": started.isoformat(timespec="seconds"),
               "command": f"bench/per_call.py --repeats {args.repeats} --seconds {args.seconds} "
                          f"--fixture-seconds {args.fixture_seconds}",
-              "truth_hz": TRUTH_HZ, "truth_stacks": True, "innodb_function": INNODB_FUNCTION, "tables": tables,
+              "truth_hz": TRUTH_HZ, "truth_stacks": True, "truth": "cpu share", "innodb_function": INNODB_FUNCTION, "tables": tables,
               "fixture": fixture}
     write_results(args.out, "per_call", result, markdown)
     out = Path(args.out)
@@ -260,6 +287,16 @@ def markdown(result: dict) -> str:
     return "\n".join(section(result, "# Per-call cost of short functions, in situ"))
 
 
+def truth_text(result: dict) -> str:
+    """How the run's truth was taken (runs before the CPU-share truth took the samples' time itself)."""
+    if result.get("truth") == "cpu share":
+        return ("the share of the server's samples with the function on the stack (its callees included) times "
+                "the server's CPU per row inserted, measured from /proc in the 3 s before each block with nothing "
+                "sampling it (perf's own interrupts at 20 kHz would add to every function's time),")
+    return ("a function's " + ("samples with it on the stack (its callees included)" if result.get("truth_stacks")
+                               else "self samples") + " times their period")
+
+
 def section(result: dict, title: str) -> list[str]:
     """The results as markdown under `title` (also bench/RESULTS.md's section)."""
     stacks = result.get("truth_stacks")  # runs before it took the functions' own samples
@@ -268,10 +305,8 @@ def section(result: dict, title: str) -> list[str]:
              "Load: the seed's INSERT ... SELECT of 1,000,000 rows, again and again, on MariaDB 10.2.11. Per "
              "table and repeat, a block profiled by the default `--insert-profile` (with `--probe "
              f"{result['innodb_function']}`) between two unprobed blocks sampled by `perf record -F "
-             f"{result['truth_hz']} -a{' -g' if stacks else ''}`. Truth: a function's "
-             f"{'samples with it on the stack (its callees included)' if stacks else 'self samples'} times "
-             "their period over its calls in the unprobed blocks (a partition lookup per row inserted, by the "
-             "server's Innodb_rows_inserted; "
+             f"{result['truth_hz']} -a{' -g' if stacks else ''}`. Truth: " + truth_text(result) + " over its calls "
+             "in the unprobed blocks (a partition lookup per row inserted, by the server's Innodb_rows_inserted; "
              f"{result['innodb_function']}'s calls per row as its probe counted them), the mean of the blocks "
              "around the profiled one. mysqlprobe: the stage's `mean_ns` [95% interval] and the method that "
              "gave it (samples: CPU samples with the probes off; probes: probe timestamps less their "
