@@ -15,11 +15,11 @@ server's Innodb_rows_inserted, in the seconds just before, with nothing
 sampling it: perf at 20 kHz adds its own interrupts to every function's
 time), over the function's calls per row (one partition lookup per row
 inserted; the InnoDB function's calls per row as its probe counted
-them), the mean of the two blocks around the profiled one. mysqlprobe: the stage's mean_ns, its interval and method."""
+them), the mean of the two blocks around the profiled one. mysqlprobe:
+the stage's mean_ns, its interval and method."""
 
 from __future__ import annotations
 
-import os
 import subprocess
 import tempfile
 import time
@@ -36,6 +36,7 @@ from overhead import (MYSQLPROBE, ROOT, Tool, bench_parser, derived, fixture_com
 from mysqlprobe import sandbox, workload
 from mysqlprobe.analysis.per_call import samples_to_resolve
 from mysqlprobe.analysis.sampling import Estimate
+from mysqlprobe.collectors.process import cpu_seconds
 
 TRUTH_HZ = 20000
 SOURCE_ROWS = 1000000
@@ -89,20 +90,14 @@ def on_stack_ns(pid: int, data: Path, groups: dict[str, str]) -> tuple[Counter, 
     return ns, total
 
 
-def server_cpu_ns(pid: int) -> int:
-    """The server's CPU time so far, all its threads (/proc, in clock ticks)."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) * 1_000_000_000 // os.sysconf("SC_CLK_TCK")
-
-
 def truth_block(pid: int, conn, seconds: float, workdir: Path) -> dict:
     """Where the unprobed server's CPU goes, per row inserted: each function's
     share of its perf samples times its CPU per row measured with nothing
     sampling it (perf at TRUTH_HZ adds its own interrupts to every
     function's time, 20-35% on this kind of host)."""
-    cpu0, rows0 = server_cpu_ns(pid), rows_inserted(conn)
+    cpu0, rows0 = cpu_seconds(pid), rows_inserted(conn)
     time.sleep(CLEAN_S)
-    cpu_per_row = (server_cpu_ns(pid) - cpu0) / (rows_inserted(conn) - rows0)
+    cpu_per_row = (cpu_seconds(pid) - cpu0) * 1e9 / (rows_inserted(conn) - rows0)
     rows0 = rows_inserted(conn)
     data = record_truth(seconds, workdir)
     rows = rows_inserted(conn) - rows0  # while perf recorded, not while its samples are read
@@ -252,8 +247,8 @@ def main() -> None:
     result = {"machine": machine(), "started": started.isoformat(timespec="seconds"),
               "command": f"bench/per_call.py --repeats {args.repeats} --seconds {args.seconds} "
                          f"--fixture-seconds {args.fixture_seconds}",
-              "truth_hz": TRUTH_HZ, "truth_stacks": True, "truth": "cpu share", "innodb_function": INNODB_FUNCTION, "tables": tables,
-              "fixture": fixture}
+              "truth_hz": TRUTH_HZ, "truth_stacks": True, "truth": "cpu share", "truth_clean_s": CLEAN_S,
+              "innodb_function": INNODB_FUNCTION, "tables": tables, "fixture": fixture}
     write_results(args.out, "per_call", result, markdown)
     out = Path(args.out)
     if (out / "results.json").exists():  # its section
@@ -291,8 +286,9 @@ def truth_text(result: dict) -> str:
     """How the run's truth was taken (runs before the CPU-share truth took the samples' time itself)."""
     if result.get("truth") == "cpu share":
         return ("the share of the server's samples with the function on the stack (its callees included) times "
-                "the server's CPU per row inserted, measured from /proc in the 3 s before each block with nothing "
-                "sampling it (perf's own interrupts at 20 kHz would add to every function's time),")
+                f"the server's CPU per row inserted, measured from /proc in the {result['truth_clean_s']} s before "
+                "each block with nothing sampling it (perf's own interrupts at 20 kHz would add to every "
+                "function's time),")
     return ("a function's " + ("samples with it on the stack (its callees included)" if result.get("truth_stacks")
                                else "self samples") + " times their period")
 
@@ -322,7 +318,8 @@ def section(result: dict, title: str) -> list[str]:
             for r in t["runs"]:
                 tool, truth = r["tool"][key], r["truth"][f"{key}_ns"]
                 name = function or f"get_partition_id_{t['kind']}*"
-                lines.append(f"| {t['kind']} {t['partitions']} | {name} | {truth:.1f} | {_tool(tool)} | {'yes' if within(tool, truth) else 'NO'} | "
+                ok = "yes" if within(tool, truth) else "NO"
+                lines.append(f"| {t['kind']} {t['partitions']} | {name} | {truth:.1f} | {_tool(tool)} | {ok} | "
                              + " | ".join(sample_counts(tool, truth)) + " |")
     every = [within(r["tool"][k], r["truth"][f"{k}_ns"]) for t in result["tables"] for r in t["runs"]
              for k in ("lookup", "innodb")]

@@ -9,8 +9,9 @@ default) `--clients` connections insert single rows into a table RANGE
 partitioned 100 ways, again and again. Per repeat: an unprobed block
 sampled by `perf record -F 20000 -a -g`, a block profiled by
 `mysqlprobe --insert-profile --probe page_cur_insert_rec_low`, another
-unprobed block. Truth as in bench/per_call.py: samples with the function
-on the stack times their period, over the calls (one lookup a row, by
+unprobed block. Truth as in bench/per_call.py: the function's share of
+the server's samples with it on the stack times the server's CPU per row
+measured with nothing sampling it, over the calls (one lookup a row, by
 Innodb_rows_inserted; page_cur_insert_rec_low's calls per row as its
 probe counted them), the mean of the two unprobed blocks. Writes
 bench/PER_CALL_OLTP.md and bench/per_call_oltp.json."""
@@ -23,7 +24,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from overhead import bench_parser, log, machine, med, run_line, write_results
-from per_call import INNODB_FUNCTION, LOOKUP, _tool, profiled_repeats, within
+from per_call import CLEAN_S, INNODB_FUNCTION, LOOKUP, _tool, profiled_repeats, truth_text, within
 from mysqlprobe import sandbox, workload
 
 ROWS = 20011  # a round of single-row inserts (prime)
@@ -73,7 +74,8 @@ def main() -> None:
             load.finish()
     result = {"machine": machine(), "started": started.isoformat(timespec="seconds"),
               "command": f"bench/per_call_oltp.py --repeats {args.repeats} --seconds {args.seconds} "
-                         f"--clients {args.clients}", "clients": args.clients, "runs": runs}
+                         f"--clients {args.clients}", "clients": args.clients, "truth": "cpu share",
+              "truth_clean_s": CLEAN_S, "runs": runs}
     write_results(args.out, "per_call_oltp", result, markdown)
 
 
@@ -82,8 +84,8 @@ def markdown(result: dict) -> str:
              f"MariaDB 10.2.11, {result['clients']} clients inserting single rows (autocommit, a redo fsync per "
              f"commit) into a table RANGE partitioned {PARTS} ways. Per repeat a block profiled by the default "
              f"`--insert-profile --probe {INNODB_FUNCTION}` between unprobed blocks sampled by `perf record "
-             "-F 20000 -a -g`. Truth: samples with the function on the stack times their period over its "
-             "calls in the unprobed blocks. ns per call.", "",
+             "-F 20000 -a -g`. Truth: " + truth_text({"truth_stacks": True, **result}) + " over its calls in "
+             "the unprobed blocks. ns per call.", "",
              "| repeat | function | truth | mysqlprobe | within max(10 ns, 35%) |", "|---|---|---|---|---|"]
     every = []
     for i, r in enumerate(result["runs"], 1):

@@ -105,8 +105,8 @@ def main() -> None:
     samples, restarts, deaths = [], [], []
     with tempfile.TemporaryDirectory() as pprof:
         watch = subprocess.Popen([MYSQLPROBE, "watch", "-p", str(sb.pid()), "--listen", f"127.0.0.1:{port}",
-                                  "--pprof-dir", pprof, "--interval", str(args.interval)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                                 text=True)
+                                  "--pprof-dir", pprof, "--interval", str(args.interval)],
+                                 stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
         t0 = time.monotonic()
         next_restart = t0 + args.restart * 60
         try:
@@ -202,9 +202,9 @@ def render(r: dict) -> str:
              f"{machine_line(r['machine'])} {r['date']}. Command: `{r['command']}`.", "",
              f"{r['server']} under sysbench {r['load']} for {r['minutes']} minutes, restarted "
              f"{len(r['restarts'])} times (stopped and started: a new PID). `mysqlprobe watch` with its 1% "
-             f"budget, {r.get('interval_s', 60)}-s windows (60 by default) and `--pprof-dir`. Every 10 s this script read "
-             "watch's VmRSS and VmHWM from /proc, its children's RSS (perf, the guards) apart, its open file "
-             "descriptors and its /metrics.", "",
+             f"budget, {r.get('interval_s', 60)}-s windows (60 by default) and `--pprof-dir`. Every 10 s this "
+             "script read watch's VmRSS and VmHWM from /proc, its children's RSS (perf, the guards) apart, its "
+             "open file descriptors and its /metrics.", "",
              "| minutes | watch RSS, median (MB) | max (MB) | children's RSS, max (MB) | open fds, max "
              "| windows so far | up |",
              "|---|---|---|---|---|---|---|"]
