@@ -44,6 +44,7 @@ def lib() -> ctypes.CDLL:
         "bpf_object__open_file": (_P, [ctypes.c_char_p, _P]),
         "bpf_object__next_program": (_P, [_P, _P]),
         "bpf_program__set_expected_attach_type": (ctypes.c_int, [_P, ctypes.c_int]),
+        "bpf_program__type": (ctypes.c_int, [_P]),
         "bpf_program__fd": (ctypes.c_int, [_P]),
         "bpf_object__load": (ctypes.c_int, [_P]),
         "bpf_object__close": (None, [_P]),
@@ -222,8 +223,9 @@ class BpfObject:
                 raise BpfError("cannot set the BPF program's constants (.rodata size mismatch?)")
         if multi:
             prog = so.bpf_object__next_program(obj, None)
-            while prog:
-                so.bpf_program__set_expected_attach_type(prog, BPF_TRACE_UPROBE_MULTI)
+            while prog:  # the uprobe programs; a tracepoint's stays as it is
+                if so.bpf_program__type(prog) == BPF_PROG_TYPE_KPROBE:
+                    so.bpf_program__set_expected_attach_type(prog, BPF_TRACE_UPROBE_MULTI)
                 prog = so.bpf_object__next_program(obj, prog)
         ctypes.set_errno(0)
         if so.bpf_object__load(obj) != 0:
