@@ -195,7 +195,10 @@ def best_per_call(probed: PerCall, sampled: PerCall | None) -> PerCall:
     difference is the probes' and the samples are taken (bench/PER_CALL.md:
     page_cur_insert_rec_low, about 110 ns, came out 512-535 ns [173, 611]
     from the probes with a 500-ns correction); where they differ by more,
-    it is time off the CPU that only the probes see, and theirs stands."""
+    it is time off the CPU that only the probes see, and theirs stands: a
+    wait on a lock or for I/O (the kernel leaves the waits for a CPU out of
+    the probes' times: engine.cpu_waits_left_out; under more runnable
+    threads than CPUs they made a 300-ns lookup average 2.7 us, bench/PER_CALL_OLTP.md)."""
     if sampled is None or sampled.high_ns is None:
         return probed
     doubt = probed.correction_ns * (UNMEASURED_IN_SITU - 1)

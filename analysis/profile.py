@@ -49,6 +49,8 @@ class StageSummary:
     cycle_calls: list[int] | None = None      # sampled mode: calls counted per duty cycle
     cycle_row_calls: list[int] | None = None  # of those, the calls while the cycle's rows were counted
     classes: set[str] = field(default_factory=set)  # how its probes' first instructions are taken (calibration)
+    cpu_wait_calls: int = 0  # calls that waited for a CPU, and that time: left out of the latencies
+    cpu_wait_ns: int = 0
 
     @property
     def mean_ns(self) -> float | None:
@@ -82,6 +84,9 @@ def stage_summaries(doc: dict) -> list[StageSummary]:
         s.symbols.append(p["symbol"])
         s.mangled.append(p.get("mangled") or p["symbol"])
         s.nested_probe_hits += p.get("nested_probe_hits") or 0
+        waits = p.get("cpu_waits") or {}
+        s.cpu_wait_calls += waits.get("calls") or 0
+        s.cpu_wait_ns += waits.get("total_ns") or 0
         if (p.get("entry") or {}).get("class"):
             s.classes.add(p["entry"]["class"])
         _add(s, p)
@@ -399,6 +404,7 @@ def stage_record(s: StageSummary, doc: dict) -> dict:
         "share_of_window": round(share, 6) if share is not None else None,
         "raw": latency_record(s.raw_total_ns, s.calls, s.raw_counts),
         "overhead_ns": s.overhead_ns,
+        "cpu_waits": {"calls": s.cpu_wait_calls, "total_ns": s.cpu_wait_ns},
         "partition_source": s.partition_source,
         "partitions": [{"id": p.id, "calls": p.calls, **latency_record(p.total_ns, p.calls, p.counts),
                         **partition_per_call(p, s, doc).to_json(),

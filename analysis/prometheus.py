@@ -70,6 +70,7 @@ class Totals:
         self.calls: Counter = Counter()                  # (stage, function) -> calls
         self.buckets: dict = defaultdict(Counter)        # (stage, function) -> upper bound ns -> calls
         self.latency_ns: Counter = Counter()             # (stage, function) -> corrected ns
+        self.cpu_wait_ns: Counter = Counter()            # (stage, function) -> waits for a CPU, left out
         self.partitions: dict = defaultdict(Counter)     # stage -> partition id -> calls
         self.ps_stage_s: Counter = Counter()
         self.progress: Counter = Counter()  # --progress-counter's variable: its change
@@ -91,6 +92,7 @@ class Totals:
                 for b in p["histogram"]:
                     self.buckets[key][b["high"]] += b["count"]
                 self.latency_ns[key] += max(p["total_ns"], 0)
+                self.cpu_wait_ns[key] += (p.get("cpu_waits") or {}).get("total_ns") or 0
         for s in profile.stage_records:
             for part in s.get("partitions") or []:
                 self.partitions[s["stage"]][part["id"]] += part["calls"]
@@ -125,6 +127,11 @@ class Totals:
                    "Latency of the calls the probes timed, their own cost taken off.")
         for key in sorted(self.buckets):
             self._histogram(out, key)
+        out.family("mysqlprobe_stage_cpu_wait_seconds_total", "counter",
+                   "Time the timed calls waited for a CPU (runnable, switched out): not in their latency.")
+        for (stage, function) in sorted(self.buckets):
+            out.sample("mysqlprobe_stage_cpu_wait_seconds_total", round(self.cpu_wait_ns[(stage, function)] / 1e9, 9),
+                       stage=stage, function=function)
         if self.partitions:
             out.family("mysqlprobe_partition_calls_total", "counter",
                        f"Calls counted per partition (the top {PARTITIONS_SHOWN} by calls, the rest as other).")

@@ -271,6 +271,15 @@ def resolve_hint(samples: int, needed: int | None, window_s: float) -> str:
     return f"about {needed} would give a mean: a window of about {H.upper_ns(window_s * longer * 1e9)}"
 
 
+def cpu_wait_line(s: StageSummary) -> list[str]:
+    """The calls that waited for a CPU: their waits are not in the times shown."""
+    if not s.cpu_wait_calls:
+        return []
+    return textwrap.wrap(f"{s.cpu_wait_calls} of the calls waited for a CPU ({fmt(s.cpu_wait_ns)} in all, "
+                         "runnable but switched out): left out of these times", 78,
+                         initial_indent="  ", subsequent_indent="  ")
+
+
 def _interval(pc: PerCall) -> str:
     if pc.low_ns is None:
         return ""
@@ -288,6 +297,7 @@ def stage_detail(s: StageSummary, doc: dict) -> list[str]:
                            initial_indent="  ", subsequent_indent="  ")
     if pc.method in SAMPLED_METHODS:
         lines += burst_line(s, doc, pc)
+    lines += cpu_wait_line(s)
     lines += estimate_line(s, doc)
     lines += H.render_ascii(s.counts)
     lines += partition_table(s, doc)

@@ -5,8 +5,10 @@ per (thread, probed caller)."""
 
 from __future__ import annotations
 
+import os
 import time
 
+from mysqlprobe.collectors import libbpf
 from mysqlprobe.collectors.base import Background, Collector, Cost, Facts, Section
 from mysqlprobe.collectors.breakpoints import BreakpointGuard, probed_offsets, remove_left_breakpoints
 from mysqlprobe.collectors.calibration import Calibration, CalibrationCollector
@@ -56,6 +58,7 @@ def probe_record(spec: ProbeSpec, counts: ProbeCounts | None, calibration: Calib
         "calls": counts.calls,
         **latency(counts.total_ns, counts.hist, counts.corrected_ns, counts.chist),
         "nested_probe_hits": counts.nested_hits,
+        "cpu_waits": {"calls": counts.preempted_calls, "total_ns": counts.preempted_ns},
         "partitions": [{"id": pid, "calls": p.calls, **latency(p.total_ns, p.hist, p.corrected_ns, p.chist)}
                        for pid, p in sorted(counts.partitions.items())],
         "callers": [{"tid": tid, "parent": parent, "calls": c, "total_ns": cor if corrected else tot,
@@ -117,6 +120,8 @@ class LatencyCollector(Collector):
         self._snapshot = None
         self._loader: Background | None = None
         self.guard: BreakpointGuard | None = None
+        self._stats_fd: int | None = None
+        self._switches = (0, 0)  # on_switch's run time and runs over the window (ns, runs)
 
     def begin(self) -> None:
         """Load and verify the BPF object in a thread (a tenth of a second,
@@ -145,6 +150,8 @@ class LatencyCollector(Collector):
         t0 = time.monotonic()
         self.session.attach_target()
         self.timings["attach_s"] = round(time.monotonic() - t0, 3)
+        if self.session.cpu_waits_left_out:
+            self._stats_fd = libbpf.enable_run_time_stats()
 
     def _guard_breakpoints(self) -> None:
         """Take out breakpoints a killed profiler left where these probes go,
@@ -166,22 +173,29 @@ class LatencyCollector(Collector):
         return self.session.link_kind == "uprobe_multi"
 
     def start(self) -> None:
+        self._switches = self.session.switch_run_stats()
         self.session.start()
 
     def stop(self) -> None:
         self.session.stop()
         self.session.detach_target()
         self._snapshot = self.session.snapshot()
+        ns, runs = self.session.switch_run_stats()
+        self._switches = (ns - self._switches[0], runs - self._switches[1])
 
     def collect(self, facts: Facts) -> Section:
         cal = self.calibration.current()
         probes = [probe_record(s, self._snapshot.probes.get(s.index), cal, self.corrected) for s in self.specs]
         hits_s = sum(p["calls"] * p["entry"]["pair_cost_ns"] for p in probes) / 1e9
         engine = {"probes_attached": self.session.attached_count, "links": self.session.link_kind,
+                  "cpu_waits_left_out": self.session.cpu_waits_left_out,
                   "counters": self._snapshot.counters, "timings": dict(self.timings)}
-        cost = Cost(target_s=hits_s * (cal.in_situ or 1.0), method="probe hits x their calibrated cost per hit"
-                    + (f" x the in-situ factor {cal.in_situ:.2f} the duty cycles measured" if cal.in_situ
-                       else ""))
+        switch_s = self._switches[0] / 1e9 if self._stats_fd is not None else 0.0
+        cost = Cost(target_s=hits_s * (cal.in_situ or 1.0) + switch_s,
+                    method="probe hits x their calibrated cost per hit"
+                    + (f" x the in-situ factor {cal.in_situ:.2f} the duty cycles measured" if cal.in_situ else "")
+                    + (f", and the kernel's run time of the sched_switch program that keeps waits for a CPU out "
+                       f"of the calls ({self._switches[1]} runs, every thread of the host)" if switch_s else ""))
         fields = {"probes": probes, "engine": engine, "latencies": "corrected" if self.corrected else "raw"}
         boundary = next((s for s in self.specs if s.statement), None)
         if boundary:
@@ -196,5 +210,8 @@ class LatencyCollector(Collector):
             self._loader = None
         if self.session:
             self.session.close()
+        if self._stats_fd is not None:
+            os.close(self._stats_fd)
+            self._stats_fd = None
         if self.guard:
             self.guard.done()

@@ -15,13 +15,14 @@ from mysqlprobe.collectors.symbols import ResolvedSymbol
 from mysqlprobe.errors import BpfError, UsageError
 from mysqlprobe.probes import abi
 from mysqlprobe.probes.abi import (COOKIE_ARG_SHIFT, COOKIE_CLASS_SHIFT, COOKIE_ENTRY_ONLY, COOKIE_MODE_SHIFT,
-                                   COUNTERS, MAX_PROBES, MAX_SLOTS, NO_PARENT, PART_ARG_OUT_PTR, PART_ARG_VALUE,
+                                   COUNTERS, MAX_PROBES, NO_PARENT, PART_ARG_OUT_PTR, PART_ARG_VALUE,
                                    PART_NONE, STMT_CMD_ARG_SHIFT, STMT_CMD_QUERY, STMT_DISP_SHIFT,
                                    STMT_LEN_ARG_SHIFT, STMT_LEN_NONE, STMT_REG_NONE, STMT_TEXT_ARG_SHIFT,
                                    STMT_TEXT_DEREF, STMT_TEXT_INDIRECT, STMT_TEXT_LEN, STMT_TEXT_USDT,
                                    STMT_USDT_FLAT, EdgeKey, EdgeStats, LatencyConfig, PartKey, PartStats, ProbeStats,
                                    StmtEdgeKey, StmtStats)
-from mysqlprobe.records import field, record
+from mysqlprobe.collectors.uprobe_counts import PartCounts, ProbeCounts, Snapshot, StatementCounts, probe_counts
+from mysqlprobe.records import record
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (5 ms of every start)
 
@@ -129,63 +130,6 @@ class ProbeSpec:
         return [(offset, ref, self.cookie) for offset, ref in at]
 
 
-def _zeros() -> list[int]:
-    return [0] * MAX_SLOTS
-
-
-@record
-class PartCounts:
-    """One probe's counts for one partition."""
-
-    calls: int
-    total_ns: int
-    hist: list[int]
-    corrected_ns: int = 0
-    chist: list[int] = field(default_factory=_zeros)
-
-
-@record
-class ProbeCounts:
-    """One probe's counts read from the BPF maps: calls, times and histograms."""
-
-    calls: int = 0
-    total_ns: int = 0
-    nested_hits: int = 0
-    hist: list[int] = field(default_factory=_zeros)
-    corrected_ns: int = 0
-    chist: list[int] = field(default_factory=_zeros)
-    partitions: dict[int, PartCounts] = field(default_factory=dict)
-    # (tid, probed caller's index or None) -> (calls, total_ns, corrected_ns)
-    callers: dict[tuple[int, int | None], tuple[int, int, int]] = field(default_factory=dict)
-
-
-@record
-class StatementCounts:
-    """One statement shape: executions that began and ended in the window,
-    their latency, the probe hits and calibrated probe cost inside them, and
-    the probed calls inside them by (probe, probed caller, stage they began in)."""
-
-    command: int
-    text: bytes
-    text_complete: bool
-    executions: int
-    total_ns: int
-    hist: list[int]
-    probe_hits: int
-    probe_cost_ns: int
-    # (probe, probed caller or None, P_S stage key or None) -> (calls, total_ns, corrected_ns)
-    calls: dict[tuple[int, int | None, int | None], tuple[int, int, int]] = field(default_factory=dict)
-
-
-@record
-class Snapshot:
-    """Everything the probes' maps held at one read."""
-
-    probes: dict[int, ProbeCounts]
-    counters: dict[str, int]
-    statements: dict[int, StatementCounts] = field(default_factory=dict)
-
-
 @record(frozen=True)
 class ProbeGroup:
     """Functions of one process to probe."""
@@ -254,12 +198,26 @@ class UprobeSession:
         self._fds = {name: self._obj.map_fd(name)
                      for name in ("stats", "part_stats", "edges", "counters", "costs", ".bss", "statements",
                                   "stmt_edges", "quiet_threads")}
+        self.cpu_waits_left_out = self._attach_switches()
         if self.calibration:
             self._attach_group(self.calibration)
         self._target_links: list[int] | None = None
         if self.defer_target:
             return
         self.attach_target()
+
+    def _attach_switches(self) -> bool:
+        """on_switch, that keeps waits for a CPU out of the calls, on for the session
+        (off the window a switch costs it an array read); False: waits stay in."""
+        try:
+            self._obj.attach_program(self._obj.program("on_switch"), "the sched_switch tracepoint")
+            return True
+        except BpfError:
+            return False
+
+    def switch_run_stats(self) -> tuple[int, int]:
+        """The kernel's (ns, runs) of on_switch, while run-time statistics are on."""
+        return libbpf.program_run_stats(self._obj.program_fd("on_switch")) if self.cpu_waits_left_out else (0, 0)
 
     def _attach_group(self, g: ProbeGroup) -> list[int]:
         """Returns the links of a multi attach (none to track for per-probe links)."""
@@ -359,8 +317,7 @@ class UprobeSession:
         value = ProbeStats()
         if not libbpf.lookup(self._fds["stats"], ctypes.c_uint32(index), value):
             return ProbeCounts()
-        return ProbeCounts(value.calls, value.total_ns, value.nested_hits, list(value.hist),
-                           value.corrected_ns, list(value.chist))
+        return probe_counts(value)
 
     def calls(self, indices) -> dict[int, int]:
         """Calls counted so far per probe, read in one quick pass: what the
@@ -399,8 +356,7 @@ class UprobeSession:
         value = ProbeStats()
         for spec in self.specs:
             if libbpf.lookup(self._fds["stats"], ctypes.c_uint32(spec.index), value):
-                out[spec.index] = ProbeCounts(value.calls, value.total_ns, value.nested_hits, list(value.hist),
-                                              value.corrected_ns, list(value.chist))
+                out[spec.index] = probe_counts(value)
         part = PartStats()
         for key in libbpf.keys(self._fds["part_stats"], PartKey):
             if key.probe in out and libbpf.lookup(self._fds["part_stats"], key, part):

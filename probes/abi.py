@@ -16,7 +16,7 @@ from mysqlprobe.errors import BpfError
 from mysqlprobe.probes import object_path
 from mysqlprobe.probes.btf import Btf
 
-UPROBE_LATENCY_ABI = 8
+UPROBE_LATENCY_ABI = 9
 
 # uprobe_latency.h
 MAX_PROBES = 1024
@@ -83,7 +83,8 @@ class ProbeCost(ctypes.Structure):
 
 class ProbeStats(ctypes.Structure):
     _fields_ = [("calls", _u64), ("total_ns", _u64), ("nested_hits", _u64), ("corrected_ns", _s64),
-                ("hist", _u64 * MAX_SLOTS), ("chist", _u64 * MAX_SLOTS)]
+                ("hist", _u64 * MAX_SLOTS), ("chist", _u64 * MAX_SLOTS), ("preempted_ns", _u64),
+                ("preempted_calls", _u64)]
 
 
 class PartKey(ctypes.Structure):
@@ -111,6 +112,11 @@ class StmtStats(ctypes.Structure):
 
 class StmtEdgeKey(ctypes.Structure):
     _fields_ = [("stmt", _u64), ("probe", ctypes.c_uint16), ("parent", ctypes.c_uint16), ("stage", _u32)]
+
+
+class Preempted(ctypes.Structure):
+    """A thread of the target waiting for a CPU with probed calls open (keyed by its task_struct's address)."""
+    _fields_ = [("ts", _u64), ("tid", _u32), ("pad", _u32)]
 
 
 class OffCpuKey(ctypes.Structure):
@@ -166,7 +172,8 @@ class SampleKey(ctypes.Structure):
 MIRRORS = {
     "uprobe_latency": {"latency_config": LatencyConfig, "probe_cost": ProbeCost, "probe_stats": ProbeStats,
                        "part_key": PartKey, "part_stats": PartStats, "edge_key": EdgeKey,
-                       "edge_stats": EdgeStats, "stmt_stats": StmtStats, "stmt_edge_key": StmtEdgeKey},
+                       "edge_stats": EdgeStats, "stmt_stats": StmtStats, "stmt_edge_key": StmtEdgeKey,
+                       "preempted": Preempted},
     "offcpu": {"offcpu_key": OffCpuKey, "offcpu_value": OffCpuValue, "away": Away},
     "io": {"io_key": IoKey, "io_value": IoValue, "iocb_seen": IocbSeen, "in_call": InCall,
            "opened_key": OpenedKey, "path": Path},

@@ -7,7 +7,7 @@
 
 #include "histogram.h"
 
-#define UPROBE_LATENCY_ABI 8
+#define UPROBE_LATENCY_ABI 9
 
 #define MAX_PROBES 1024
 #define MAX_DEPTH 32      /* nesting of probed functions tracked per thread */
@@ -108,6 +108,10 @@ struct probe_stats {
 	__s64 corrected_ns;   /* minus the calibrated cost of the probes inside; unclamped */
 	__u64 hist[MAX_SLOTS];
 	__u64 chist[MAX_SLOTS]; /* of corrected latencies, each clamped at 0 */
+	/* time the calls waited for a CPU, runnable but switched out (see
+	 * on_switch), and the calls that did: left out of every latency above */
+	__u64 preempted_ns;
+	__u64 preempted_calls;
 };
 
 struct part_key {
@@ -143,6 +147,7 @@ struct frame {
 	__u64 arg;
 	__u64 hits_at_entry;
 	__u64 cost_at_entry;
+	__u64 preempted_at_entry;
 	__u32 probe;
 	__s32 part;
 	__u32 stage;
@@ -186,7 +191,16 @@ struct thread_stack {
 	__u32 stmt_window;
 	__u32 stage;  /* the stage key this thread is in (see stage_entry) */
 	__u32 pad;
+	__u64 preempted_ns; /* time this thread waited for a CPU with probed calls open */
 	struct frame frames[MAX_DEPTH];
+};
+
+/* a thread of the target switched out runnable with probed calls open,
+ * until it is switched back in (keyed by its task_struct's address) */
+struct preempted {
+	__u64 ts;
+	__u32 tid;
+	__u32 pad;
 };
 
 #endif

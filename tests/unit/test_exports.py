@@ -77,6 +77,18 @@ def test_profiles_add_up_and_histograms_keep_their_bounds():
     assert bounds(one) == bounds(two) and len(bounds(one)) == len(LADDER_NS) + 1
 
 
+def test_waits_for_a_cpu_left_out_of_the_latencies_are_a_counter_of_their_own():
+    doc = read_profile(str(FIXTURES / "profile_v1_exact.json"))
+    (probe,) = [p for p in doc["probes"] if p["name"] == "row_insert_for_mysql"]
+    probe["cpu_waits"] = {"calls": 3, "total_ns": 1_250_000}
+    text = Totals().add(Profile(doc)).add(Profile(doc)).exposition()
+    check = subprocess.run([tool("promtool"), "check", "metrics"], input=text, capture_output=True, text=True)
+    assert check.returncode == 0, check.stdout + check.stderr
+    row_insert = '{stage="innodb.row_insert",function="row_insert_for_mysql"'
+    assert f"mysqlprobe_stage_cpu_wait_seconds_total{row_insert}}} 0.0025" in text
+    assert 'mysqlprobe_stage_cpu_wait_seconds_total{stage="partition.write_row"' in text  # 0 where none waited
+
+
 def test_go_tool_pprof_reads_the_cpu_profile_of_a_capture(tmp_path):
     capture = capture_with_stacks(tmp_path / "cap")
     out = tmp_path / "cpu.pb.gz"

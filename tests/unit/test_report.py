@@ -235,6 +235,19 @@ def test_latency_line_gives_the_cost_the_on_phases_measured():
     assert lines[at + 1] == "         in the on-phases the probes cost the load 1.25x their calibrated cost"
 
 
+def test_a_stage_whose_calls_waited_for_a_cpu_says_how_long_and_that_it_is_left_out():
+    doc = synthetic_run()
+    assert "waited for a CPU" not in render_text(Profile(doc))
+    probe = next(p for p in doc["probes"] if p["stage"] == "innodb.row_insert")
+    probe["cpu_waits"] = {"calls": 7, "total_ns": 3_500_000}
+    profile = Profile(doc)
+    text = " ".join(render_text(profile).split())
+    assert "7 of the calls waited for a CPU (3.5ms in all, runnable but switched out): left out of these times" \
+        in text
+    stage = next(s for s in profile.to_json()["stages"] if s["stage"] == "innodb.row_insert")
+    assert stage["cpu_waits"] == {"calls": 7, "total_ns": 3_500_000}
+
+
 def test_a_wide_interval_says_how_to_narrow_it():
     # one cycle caught twice the calls of the other two: the estimate is uncertain
     cycles = [{"on_s": 0.1, "probe_s": 0.0, "calls": [n, n, n, 0]} for n in (2000, 2000, 6007)]
