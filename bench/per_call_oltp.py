@@ -2,10 +2,11 @@
 many clients, short autocommitted transactions, a redo fsync per commit,
 instead of one INSERT ... SELECT.
 
-    sudo .venv/bin/python bench/per_call_oltp.py [--repeats 3] [--seconds 10] [--clients 8]
+    sudo .venv/bin/python bench/per_call_oltp.py [--repeats 3] [--seconds 10] [--clients 8] [--flush 1]
 
-On MariaDB 10.2.11 (innodb_flush_log_at_trx_commit=1, the sandbox's
-default) `--clients` connections insert single rows into a table RANGE
+On MariaDB 10.2.11 with innodb_flush_log_at_trx_commit=`--flush` (1: a
+redo fsync per commit; the sandbox's own is 2, set back at the end)
+`--clients` connections insert single rows into a table RANGE
 partitioned 100 ways, again and again. Per repeat: an unprobed block
 sampled by `perf record -F 20000 -a -g`, a block profiled by
 `mysqlprobe --insert-profile --probe page_cur_insert_rec_low`, another
@@ -28,37 +29,57 @@ from per_call import CLEAN_S, INNODB_FUNCTION, LOOKUP, _tool, profiled_repeats, 
 from mysqlprobe import sandbox, workload
 
 ROWS = 20011  # a round of single-row inserts (prime)
+FLUSH_TEXT = {0: "innodb_flush_log_at_trx_commit=0: redo written about once a second",
+              1: "innodb_flush_log_at_trx_commit=1: a redo fsync per commit",
+              2: "innodb_flush_log_at_trx_commit=2: redo written per commit, synced about once a second"}
 KIND, PARTS = "range", 100
 
 
 class InsertLoad:
-    """Rounds of ROWS single-row inserts from `clients` connections, in a
-    thread, until stopped."""
+    """`clients` connections inserting single rows without a pause, each
+    cycling through its share of the source's ROWS rows until stopped (the
+    table has no unique key). No DDL, reconnection or read of the source
+    between rounds: the truth's CPU per row is the inserts' alone (rounds
+    that recreated the table put seconds of DDL into some of its windows)."""
 
     def __init__(self, socket: str, clients: int):
-        self.socket, self.clients, self.table = socket, clients, workload.table(KIND, PARTS)
+        conn = workload.connect(socket)
+        table = workload.table(KIND, PARTS)
+        workload.create_target(conn, table)
+        with conn.cursor() as cur:
+            cur.execute(f"SELECT * FROM {workload.SOURCE} ORDER BY id LIMIT %s", (ROWS,))
+            source = list(cur.fetchall())
+        conn.close()
+        self.sql = f"INSERT INTO {workload.SCHEMA}.{table.name} VALUES (%s, %s, %s, %s, %s, %s, %s)"
         self.stop, self.error = threading.Event(), None
-        self.thread = threading.Thread(target=self._run, daemon=True)
-        self.thread.start()
+        self.threads = [threading.Thread(target=self._client, args=(socket, source[i::clients]), daemon=True)
+                        for i in range(clients)]
+        for t in self.threads:
+            t.start()
 
-    def _run(self) -> None:
+    def _client(self, socket: str, rows: list) -> None:
         try:
-            while not self.stop.is_set():
-                conn = workload.connect(self.socket)
-                workload.create_target(conn, self.table)
-                conn.close()
-                workload.single_row_inserts(self.socket, self.table, ROWS, self.clients)
+            conn = workload.connect(socket)
+            with conn.cursor() as cur:
+                while not self.stop.is_set():
+                    for row in rows:
+                        cur.execute(self.sql, row)
+                        if self.stop.is_set():
+                            break
+            conn.close()
         except BaseException as e:  # noqa: BLE001 - told by the main thread
             self.error = repr(e)
 
     def finish(self) -> None:
         self.stop.set()
-        self.thread.join(timeout=300)
+        for t in self.threads:
+            t.join(timeout=60)
 
 
 def main() -> None:
     parser = bench_parser(__doc__, repeats=3, seconds=10)
     parser.add_argument("--clients", type=int, default=8)
+    parser.add_argument("--flush", type=int, default=1, choices=(0, 1, 2), help="innodb_flush_log_at_trx_commit")
     args = parser.parse_args()
     workdir = Path(tempfile.mkdtemp(prefix="mysqlprobe-percall-oltp-"))
     started = datetime.now(timezone.utc)
@@ -66,23 +87,28 @@ def main() -> None:
     with sb.serving(log) as pid:
         conn = workload.connect(sb.socket)
         workload.prepare_source(conn, ROWS)
+        with conn.cursor() as cur:
+            cur.execute("SET GLOBAL innodb_flush_log_at_trx_commit = %s", (args.flush,))
         load = InsertLoad(sb.socket, args.clients)
         try:
             runs = profiled_repeats(pid, conn, load, f"{KIND} {PARTS}, {args.clients} clients", args.repeats,
                                     args.seconds, workdir)
         finally:
             load.finish()
+            with conn.cursor() as cur:
+                cur.execute("SET GLOBAL innodb_flush_log_at_trx_commit = 2")  # the sandbox's own
     result = {"machine": machine(), "started": started.isoformat(timespec="seconds"),
               "command": f"bench/per_call_oltp.py --repeats {args.repeats} --seconds {args.seconds} "
-                         f"--clients {args.clients}", "clients": args.clients, "truth": "cpu share",
+                         f"--clients {args.clients} --flush {args.flush}", "clients": args.clients,
+              "flush_log_at_trx_commit": args.flush, "truth": "cpu share",
               "truth_clean_s": CLEAN_S, "runs": runs}
     write_results(args.out, "per_call_oltp", result, markdown)
 
 
 def markdown(result: dict) -> str:
     lines = ["# Per-call cost under concurrent OLTP", "", run_line(result), "",
-             f"MariaDB 10.2.11, {result['clients']} clients inserting single rows (autocommit, a redo fsync per "
-             f"commit) into a table RANGE partitioned {PARTS} ways. Per repeat a block profiled by the default "
+             f"MariaDB 10.2.11, {result['clients']} clients inserting single rows (autocommit, "
+             f"{FLUSH_TEXT[result.get('flush_log_at_trx_commit', 2)]}) into a table RANGE partitioned {PARTS} ways. Per repeat a block profiled by the default "
              f"`--insert-profile --probe {INNODB_FUNCTION}` between unprobed blocks sampled by `perf record "
              "-F 20000 -a -g`. Truth: " + truth_text({"truth_stacks": True, **result}) + " over its calls in "
              "the unprobed blocks. ns per call.", "",
