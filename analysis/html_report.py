@@ -159,9 +159,11 @@ def render_html(profile: Profile, flamegraph_svg: str | None = None, offcpu_svg:
     for s in stages:
         if not s.calls:
             continue
+        waits = " ".join(line.strip() for line in text.cpu_wait_line(s))
         parts.append(f'<div class=stage><b>{_e(s.stage)}</b> <span class=muted>{_e(s.title)}</span><br>'
-                     f'<span class=muted>{_e(", ".join(s.symbols))}</span><br>{histogram_chart(s)}'
-                     f"{_partitions(s, doc)}</div>")
+                     f'<span class=muted>{_e(", ".join(s.symbols))}</span><br>'
+                     + (f'<span class=muted>{_e(waits)}</span><br>' if waits else "")
+                     + f"{histogram_chart(s)}{_partitions(s, doc)}</div>")
     parts.append("<h2>Flame graph (CPU samples)</h2>")
     if flamegraph_svg:
         parts += ['<p><input id=search placeholder="search functions (regular expression)"> '

@@ -246,6 +246,7 @@ def test_a_stage_whose_calls_waited_for_a_cpu_says_how_long_and_that_it_is_left_
         in text
     stage = next(s for s in profile.to_json()["stages"] if s["stage"] == "innodb.row_insert")
     assert stage["cpu_waits"] == {"calls": 7, "total_ns": 3_500_000}
+    assert "7 of the calls waited for a CPU (3.5ms in all" in render_html(profile)
 
 
 def test_a_wide_interval_says_how_to_narrow_it():
