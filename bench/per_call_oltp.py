@@ -108,7 +108,8 @@ def main() -> None:
 def markdown(result: dict) -> str:
     lines = ["# Per-call cost under concurrent OLTP", "", run_line(result), "",
              f"MariaDB 10.2.11, {result['clients']} clients inserting single rows (autocommit, "
-             f"{FLUSH_TEXT[result.get('flush_log_at_trx_commit', 2)]}) into a table RANGE partitioned {PARTS} ways. Per repeat a block profiled by the default "
+             f"{FLUSH_TEXT[result.get('flush_log_at_trx_commit', 2)]}) into a table RANGE partitioned {PARTS} "
+             "ways. Per repeat a block profiled by the default "
              f"`--insert-profile --probe {INNODB_FUNCTION}` between unprobed blocks sampled by `perf record "
              "-F 20000 -a -g`. Truth: " + truth_text({"truth_stacks": True, **result}) + " over its calls in "
              "the unprobed blocks. ns per call.", "",
