@@ -745,9 +745,9 @@ int stage_entry(struct x86_64_regs *ctx)
  * for a CPU until it is switched back in: that time is added to its
  * preempted_ns, and probe_return leaves it out of the calls it spans. Under
  * more runnable threads than CPUs such waits made a 285-ns call average
- * 2.7 us. Blocking (a lock,
- * I/O) is the function's own wait and stays in. prev is the current task
- * here; next is known by its task_struct's address, as offcpu.bpf.c does. */
+ * 2.7 us. Blocking (a lock, I/O) is the function's own wait and stays in.
+ * prev is the current task here; next is known by its task_struct's
+ * address, as offcpu.bpf.c does. */
 SEC("raw_tp/sched_switch")
 int on_switch(__u64 *ctx)
 {
