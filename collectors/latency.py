@@ -142,6 +142,8 @@ class LatencyCollector(Collector):
             self.session = loader.join()
         elif self.session is None:
             self.session = self._open_session()
+        if self.session.cpu_waits_left_out and self._stats_fd is None:  # on before calibrating: in a hit's cost
+            self._stats_fd = libbpf.enable_run_time_stats()
         t0 = time.monotonic()
         self.calibration.calibrate(self.session)
         self.timings["calibration_s"] = round(time.monotonic() - t0, 3)
@@ -150,8 +152,6 @@ class LatencyCollector(Collector):
         t0 = time.monotonic()
         self.session.attach_target()
         self.timings["attach_s"] = round(time.monotonic() - t0, 3)
-        if self.session.cpu_waits_left_out:
-            self._stats_fd = libbpf.enable_run_time_stats()
 
     def _guard_breakpoints(self) -> None:
         """Take out breakpoints a killed profiler left where these probes go,
