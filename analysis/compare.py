@@ -13,6 +13,7 @@ run-to-run spread is marked as noise, not reported as a finding."""
 
 from __future__ import annotations
 
+import textwrap
 from collections import Counter
 
 from mysqlprobe.analysis.compare_figures import Change, Figure, figure_of, ns_text, signed_ns
@@ -112,6 +113,7 @@ class Run:
     cpu_self_ns: dict[str, float] = field(default_factory=dict)  # function -> CPU ns per row (samples)
     stacks: Folded | None = None
     trees: dict[str, Node] = field(default_factory=dict)       # stage -> exclusive stage-rooted tree, per row
+    cpu_waits_left_out: bool = False  # the probed calls' waits for a CPU are out of their times
 
     @property
     def wall_ns_per_row(self) -> float:
@@ -132,7 +134,8 @@ def run_of(profile: Profile, label: str, stacks: Folded | None = None,
         seconds, seconds_source = free, seconds_source + ", less the probes' calibrated cost"
     srv = doc["target"].get("server", {})
     run = Run(label, f"{srv.get('family', '?')} {srv.get('version', '?')}", rows, rows_source, seconds,
-              seconds_source, stacks=stacks)
+              seconds_source, stacks=stacks,
+              cpu_waits_left_out=bool((doc.get("engine") or {}).get("cpu_waits_left_out")))
     scale = window_scale(doc)
     for s in profile.stages:
         if not s.calls:
@@ -195,7 +198,19 @@ def compare(a: list[Run], b: list[Run], top_functions: int = 8) -> dict:
         "stages": detail,
         "perf_schema": ps,
         "drilldown": drilldown(a, b, wall, ranked),
+        "caveats": caveats(a, b),
     }
+
+
+def caveats(a: list[Run], b: list[Run]) -> list[str]:
+    """What makes the two sides' stage times unlike, beside what they measure."""
+    out = []
+    kept_in = [r.label for r in a + b if not r.cpu_waits_left_out]
+    if kept_in and len(kept_in) < len(a + b):
+        out.append(f"the stage times of {', '.join(kept_in)} keep the calls' waits for a CPU in (a mysqlprobe "
+                   "from before they were left out), the other runs' leave them out: under more runnable "
+                   "threads than CPUs that alone moves a stage; record all with one mysqlprobe")
+    return out
 
 
 def _side(runs: list[Run]) -> dict:
@@ -210,7 +225,7 @@ def to_json(result: dict) -> dict:
     for k, v in result.items():
         if isinstance(v, Change):
             out[k] = v.to_json()
-        elif k == "drilldown":
+        elif k in ("drilldown", "caveats"):
             out[k] = v
         elif isinstance(v, list):
             out[k] = [c.to_json() for c in v]
@@ -269,6 +284,8 @@ def render_text(result: dict) -> str:
              + (f" ({100 * wall.delta / wall.a.median:+.0f}%)" if wall.a.median else "") + f"  {_mark(wall)}",
              ""]
     lines += _headline(result)
+    for c in result.get("caveats") or []:
+        lines += textwrap.wrap(c, 78, initial_indent="note: ", subsequent_indent="      ")
     if wall.verdict == "noise":
         lines.append("The difference is within the runs' own spread: no finding.")
     lines += ["what changed (B - A), time per row outside nested probed stages:",

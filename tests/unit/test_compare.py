@@ -107,6 +107,21 @@ def test_text_names_both_versions_symbols_and_fits_80_columns():
     assert max(len(line) for line in text.splitlines()) <= 80
 
 
+def test_runs_that_differ_in_leaving_waits_for_a_cpu_out_are_flagged():
+    def recorded(label, left_out):
+        doc, stacks = make_capture(**A)
+        doc.setdefault("engine", {})["cpu_waits_left_out"] = left_out
+        return C.run_of(Profile(doc), label, stacks)
+
+    assert C.compare([recorded("old", True)], [recorded("new", True)])["caveats"] == []
+    result = C.compare([recorded("old", False)], [recorded("new", True)])
+    (caveat,) = result["caveats"]
+    assert caveat.startswith("the stage times of old keep the calls' waits for a CPU in")
+    text = C.render_text(result)
+    assert "note: the stage times of old keep" in text and max(len(line) for line in text.splitlines()) <= 80
+    assert C.to_json(result)["caveats"] == [caveat]
+
+
 def _save(tmp_path, name, spec, **change):
     doc, stacks = make_capture(**{**spec, **change})
     d = tmp_path / name
