@@ -198,7 +198,7 @@ def best_per_call(probed: PerCall, sampled: PerCall | None) -> PerCall:
     it is time off the CPU that only the probes see, and theirs stands: a
     wait on a lock or for I/O (the kernel leaves the waits for a CPU out of
     the probes' times: engine.cpu_waits_left_out; under more runnable
-    threads than CPUs they made a 300-ns lookup average 2.7 us, bench/PER_CALL_OLTP.md)."""
+    threads than CPUs they made a 285-ns lookup average 2.7 us, bench/PER_CALL_OLTP.md)."""
     if sampled is None or sampled.high_ns is None:
         return probed
     doubt = probed.correction_ns * (UNMEASURED_IN_SITU - 1)

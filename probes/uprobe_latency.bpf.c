@@ -751,7 +751,7 @@ int stage_entry(struct x86_64_regs *ctx)
 SEC("raw_tp/sched_switch")
 int on_switch(__u64 *ctx)
 {
-	__u64 now = bpf_ktime_get_ns(), task, *open;
+	__u64 now, task, *open;
 	__u32 zero = 0;
 	struct preempted *p;
 	struct thread_stack *st;
@@ -766,7 +766,7 @@ int on_switch(__u64 *ctx)
 		if ((pid_tgid >> 32) == config.targ_tgid) {
 			st = bpf_map_lookup_elem(&stacks, &tid);
 			if (st && st->depth && st->window == enabled) {
-				struct preempted out = { .ts = now, .tid = tid };
+				struct preempted out = { .ts = bpf_ktime_get_ns(), .tid = tid };
 
 				task = ctx[1];
 				if (bpf_map_update_elem(&preempted_threads, &task, &out, BPF_NOEXIST) == 0)
@@ -780,6 +780,7 @@ int on_switch(__u64 *ctx)
 	p = bpf_map_lookup_elem(&preempted_threads, &task);
 	if (!p)
 		return 0;
+	now = bpf_ktime_get_ns();  /* only for a switch that ends a wait: not on every switch */
 	st = bpf_map_lookup_elem(&stacks, &p->tid);
 	if (st && now > p->ts)
 		st->preempted_ns += now - p->ts;
