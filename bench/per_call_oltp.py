@@ -5,7 +5,7 @@ instead of one INSERT ... SELECT.
     sudo .venv/bin/python bench/per_call_oltp.py [--repeats 3] [--seconds 10] [--clients 8] [--flush 1]
 
 On MariaDB 10.2.11 with innodb_flush_log_at_trx_commit=`--flush` (1: a
-redo fsync per commit; the sandbox's own is 2, set back at the end)
+redo fsync per commit; the sandbox's own is 2; set back at the end)
 `--clients` connections insert single rows into a table RANGE
 partitioned 100 ways, again and again. Per repeat: an unprobed block
 sampled by `perf record -F 20000 -a -g`, a block profiled by
@@ -88,6 +88,8 @@ def main() -> None:
         conn = workload.connect(sb.socket)
         workload.prepare_source(conn, ROWS)
         with conn.cursor() as cur:
+            cur.execute("SELECT @@GLOBAL.innodb_flush_log_at_trx_commit")
+            (flush_before,) = cur.fetchone()
             cur.execute("SET GLOBAL innodb_flush_log_at_trx_commit = %s", (args.flush,))
         load = InsertLoad(sb.socket, args.clients)
         try:
@@ -96,7 +98,7 @@ def main() -> None:
         finally:
             load.finish()
             with conn.cursor() as cur:
-                cur.execute("SET GLOBAL innodb_flush_log_at_trx_commit = 2")  # the sandbox's own
+                cur.execute("SET GLOBAL innodb_flush_log_at_trx_commit = %s", (flush_before,))
     result = {"machine": machine(), "started": started.isoformat(timespec="seconds"),
               "command": f"bench/per_call_oltp.py --repeats {args.repeats} --seconds {args.seconds} "
                          f"--clients {args.clients} --flush {args.flush}", "clients": args.clients,
