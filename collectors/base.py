@@ -15,11 +15,36 @@ capture document above them."""
 
 from __future__ import annotations
 
+import os
+import sys
 import threading
 import time
 
 from mysqlprobe.collectors.addresses import KernelSymbols
 from mysqlprobe.records import field, record
+
+
+PAUSE_ENV = "MYSQLPROBE_PAUSE_AT"   # POINT[:SECONDS]: hold there, for the fault suite to signal
+PAUSE_S = 5.0
+
+
+def pause_asked(point: str) -> float | None:
+    """How long to hold at point, where MYSQLPROBE_PAUSE_AT names it; else None."""
+    at, _, seconds = os.environ.get(PAUSE_ENV, "").partition(":")
+    return float(seconds or PAUSE_S) if at == point else None
+
+
+def announce_pause(point: str) -> None:
+    print(f"mysqlprobe: paused at {point} ({PAUSE_ENV})", file=sys.stderr, flush=True)
+
+
+def hold_if_asked(point: str) -> None:
+    """Hold at point a while, where MYSQLPROBE_PAUSE_AT names it (the fault
+    suite kills mysqlprobe there)."""
+    seconds = pause_asked(point)
+    if seconds is not None:
+        announce_pause(point)
+        time.sleep(seconds)
 
 
 class CollectorUnavailable(Exception):

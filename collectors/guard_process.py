@@ -8,9 +8,10 @@ of hex-encoded marshal (json's import brings re and enum: the two cost a
 guard 25-30 ms of CPU before it waited for anything). The state is plain
 data (dicts, lists, strings, numbers, None) from this process's own pipe.
 
-Protocol on the guard's stdin: the state line; then "done" when
-mysqlprobe put everything back itself, or end of file without it when
-mysqlprobe is gone."""
+Protocol on the guard's stdin: the state line; then any number of
+"+" lines, each a part of the state learnt since (what is about to change,
+before it changes); then "done" when mysqlprobe put everything back itself,
+or end of file without it when mysqlprobe is gone."""
 
 from __future__ import annotations
 
@@ -33,9 +34,16 @@ def receive(stream) -> dict:
     return marshal.loads(bytes.fromhex(stream.readline().strip()))
 
 
-def told_done(stream) -> bool:
-    """Wait for mysqlprobe's word (or its end), in the guard."""
-    return stream.readline().strip() == "done"
+def told_done(stream, state: dict | None = None) -> bool:
+    """Wait for mysqlprobe's word (or its end), in the guard; the updates
+    meanwhile go into state."""
+    for line in stream:
+        line = line.strip()
+        if line == "done":
+            return True
+        if line.startswith("+") and state is not None:
+            state.update(marshal.loads(bytes.fromhex(line[1:])))
+    return False
 
 
 class GuardProcess:
@@ -47,6 +55,14 @@ class GuardProcess:
                                      stderr=subprocess.DEVNULL, text=True, start_new_session=True)
         self.proc.stdin.write(encode(state))
         self.proc.stdin.flush()
+
+    def send(self, update: dict) -> None:
+        """More of the state, for the guard to act on should this process die."""
+        try:
+            self.proc.stdin.write("+" + encode(update))
+            self.proc.stdin.flush()
+        except (OSError, ValueError):  # the guard is gone (or finished): nothing to tell
+            pass
 
     def finish(self, done: bool, timeout: float = 30) -> None:
         """Tell the guard whether it has anything left to do, and wait for it."""

@@ -137,16 +137,23 @@ class PerfSchema:
             f"SELECT NAME, ENABLED, TIMED FROM performance_schema.setup_instruments WHERE {where}", patterns)}
         return consumers, instruments
 
-    def enable(self) -> int:
-        """Turn on what the window needs, and keep the rows it changed as
-        they were (saved_*: only those, so a row nobody here touched is never
-        put back); returns how many setup rows changed."""
+    def plan(self) -> None:
+        """Read the setup and keep the rows the window will change as they
+        are now (saved_*: only those, so a row nobody here touched is never
+        put back). Nothing changes yet: a guard can be told first."""
         consumers, instruments = self.setup_state()
         # the summaries need no wait consumer; events_waits_* would cost every row's handler call
         want = CONSUMERS + (WAIT_CONSUMERS if self.waits == "all" else ())
         self.saved_consumers = {n: "NO" for n in want if consumers.get(n) == "NO"}
         self.saved_instruments = {n: state for n, state in instruments.items() if state != ("YES", "YES")}
+        self.saved_background_history_off = (
+            [r[0] for r in self._rows("SELECT THREAD_ID FROM performance_schema.threads "
+                                      "WHERE TYPE = 'BACKGROUND' AND HISTORY = 'NO'")]
+            if self._has_column("performance_schema", "threads", "HISTORY") else None)
         self.restored = False
+
+    def apply(self) -> int:
+        """Turn on what plan() found off; how many setup rows changed."""
         changed = 0
         with self.conn.cursor() as cur:
             for name in self.saved_consumers:
@@ -156,14 +163,19 @@ class PerfSchema:
             off = list(self.saved_instruments)
             set_by_name(cur, "setup_instruments", "ENABLED = 'YES', TIMED = 'YES'", (), off)
             changed += len(off)
-            if self._has_column("performance_schema", "threads", "HISTORY"):
-                changed += self._quiet_background()
+        if self.saved_background_history_off is not None:
+            changed += self._quiet_background()
         self.thread_id = own_thread_id(self.conn)
         self.own_threads.add(self.thread_id)
         self.os_tid_source = (OS_THREAD_ID if self._has_column("performance_schema", "threads", "THREAD_OS_ID")
                               else PROCESSLIST_TID if self._has_column("information_schema", "PROCESSLIST", "TID")
                               else None)
         return changed
+
+    def enable(self) -> int:
+        """Turn on what the window needs (plan, then apply); how many setup rows changed."""
+        self.plan()
+        return self.apply()
 
     @property
     def has_os_id(self) -> bool:
@@ -173,22 +185,18 @@ class PerfSchema:
     def _quiet_background(self) -> int:
         """Background threads out of the history (see ThreadWatch); without the
         privilege to, the window goes on with them in it."""
-
-        off = [r[0] for r in self._rows(
-            "SELECT THREAD_ID FROM performance_schema.threads WHERE TYPE = 'BACKGROUND' AND HISTORY = 'NO'")]
         try:
-            changed = quiet_background_threads(self.conn)
+            return quiet_background_threads(self.conn)
         except pymysql.err.MySQLError:
+            self.saved_background_history_off = None
             return 0
-        self.saved_background_history_off = off
-        return changed
 
     def _has_column(self, schema: str, table: str, column: str) -> bool:
         return bool(self._rows("SELECT COUNT(*) FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = %s "
                                "AND TABLE_NAME = %s AND COLUMN_NAME = %s", (schema, table, column))[0][0])
 
     def saved_state(self) -> dict:
-        """The rows enable() changed, as they were (JSON)."""
+        """The rows enable() changes, as they were (JSON)."""
         return {"consumers": self.saved_consumers,
                 "instruments": {k: list(v) for k, v in self.saved_instruments.items()},
                 "background_history_off": self.saved_background_history_off}

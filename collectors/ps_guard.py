@@ -1,7 +1,11 @@
 """Puts the Performance Schema setup back if mysqlprobe dies without doing
-it (kill -9). Started by mysqlprobe with the saved setup on stdin; its
-stdin stays open while mysqlprobe lives. "done" means mysqlprobe restored
-the setup itself; end of file without it means mysqlprobe is gone.
+it (kill -9). Started by mysqlprobe before it changes anything, with how to
+connect and the setup lease on stdin; the rows' old state follows before
+they change (the lease's record has it too). Its stdin stays open while
+mysqlprobe lives. "done" means mysqlprobe restored the setup itself; end
+of file without it means mysqlprobe is gone: the guard ends its
+connections (a statement sent before it died may still run), then puts
+the rows back, if mysqlprobe was the server's last profiler.
 
 Started by collectors/guard_process.py (not for people)."""
 
@@ -12,12 +16,14 @@ import sys
 
 from mysqlprobe.collectors.guard_process import receive, told_done
 
+CONNECTIONS_END_S = 5.0  # for the server to end a killed mysqlprobe's connections
+
 
 def main() -> int:
     for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
         signal.signal(sig, signal.SIG_IGN)
     state = receive(sys.stdin)
-    if told_done(sys.stdin):
+    if told_done(sys.stdin, state):
         return 0
     # imported only now: the guard starts beside mysqlprobe's own start, on the
     # same CPUs, and pymysql alone took 0.05 s of it
@@ -27,20 +33,45 @@ def main() -> int:
     from mysqlprobe.collectors.ps_lease import SetupLease
 
     def restore(saved: dict) -> None:
-        conn = pymysql.connect(**state["connect"])
         ps = PerfSchema(conn)
         ps.adopt(saved)
         ps.restore()
-        conn.close()
 
     try:
+        conn = pymysql.connect(**state["connect"])
+        end_connections(conn, state.get("connections") or [])
         if state.get("lease"):  # leave for mysqlprobe: restore only if it was the last one
             SetupLease.from_json(state["lease"]).leave(restore)
-        else:
+        elif state.get("saved"):
             restore(state["saved"])
+        conn.close()
     except pymysql.err.MySQLError:
         return 1
     return 0
+
+
+def end_connections(conn, ids: list[int], timeout_s: float = CONNECTIONS_END_S) -> None:
+    """mysqlprobe's connections, which may still run a statement it sent
+    before it died (an UPDATE of the setup): ended, and waited for, so that
+    none lands after the restore."""
+    import time
+
+    import pymysql
+    if not ids:
+        return
+    with conn.cursor() as cur:
+        for connection_id in ids:
+            try:
+                cur.execute("KILL %s", (connection_id,))
+            except pymysql.err.MySQLError:  # ended already
+                pass
+        until = time.monotonic() + timeout_s
+        while time.monotonic() < until:
+            cur.execute(f"SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE ID IN "
+                        f"({', '.join(['%s'] * len(ids))})", ids)
+            if not cur.fetchone()[0]:
+                return
+            time.sleep(0.02)
 
 
 if __name__ == "__main__":

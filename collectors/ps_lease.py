@@ -23,17 +23,21 @@ from pathlib import Path
 LEASE_DIR = "/run/mysqlprobe"
 
 
-def start_time(pid: int) -> int | None:
-    """The process's start time in clock ticks since boot (/proc/PID/stat field 22)."""
+def start_time(pid: int, running: bool = False) -> int | None:
+    """The process's start time in clock ticks since boot (/proc/PID/stat
+    field 22); None where there is none, and with running=True where the
+    process has exited: a killed one its parent has not reaped yet (a zombie)
+    keeps its /proc entry and start time, and is gone all the same."""
     try:
         with open(f"/proc/{pid}/stat") as f:
-            return int(f.read().rsplit(")", 1)[1].split()[19])
+            fields = f.read().rsplit(")", 1)[1].split()
+        return None if running and fields[0] in ("Z", "X") else int(fields[19])
     except (OSError, IndexError, ValueError):
         return None
 
 
 def _alive(holder: list[int]) -> bool:
-    return start_time(holder[0]) == holder[1]
+    return start_time(holder[0], running=True) == holder[1]
 
 
 class SetupLease:
@@ -72,20 +76,30 @@ class SetupLease:
                 record = {"saved": None, "holders": []}
             record["holders"] = [h for h in record["holders"] if h != self.holder and _alive(h)]
             yield record
-            if record["holders"]:
-                self.path.write_text(json.dumps(record))
-            else:
-                self.path.unlink(missing_ok=True)
+            self._write(record)
         finally:
             os.close(fd)
 
+    def _write(self, record: dict) -> None:
+        if record["holders"]:
+            self.path.write_text(json.dumps(record))
+        else:
+            self.path.unlink(missing_ok=True)
+
     def join(self, ps) -> int:
-        """Apply ps.enable() and record what it changed; how many rows it
-        changed. ps then restores the merged record, should it be last."""
+        """Enable ps's setup (plan, then apply) and record what it changes;
+        how many rows it changed. The record, this holder in it, is written
+        before any row changes: a guard that finds this one killed midway
+        puts back all it may have changed.
+        ps then restores the merged record, should it be last."""
         with self._locked() as record:
-            changed = ps.enable()
-            record["saved"] = merge(record["saved"], ps.saved_state())
+            earlier = record["saved"]
+            ps.plan()
+            record["saved"] = merge(earlier, ps.saved_state())
             record["holders"].append(self.holder)
+            self._write(record)
+            changed = ps.apply()
+            record["saved"] = merge(earlier, ps.saved_state())  # apply may have kept the threads' history
             ps.adopt(record["saved"])
         return changed
 
@@ -117,7 +131,7 @@ def _forget_gone_servers(lease_dir: Path) -> None:
             pid, started = (int(x) for x in record.name.split(".")[0].split("-")[1:3])
         except ValueError:
             continue
-        if start_time(pid) != started:
+        if start_time(pid, running=True) != started:
             record.unlink(missing_ok=True)
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import time
 
 from mysqlprobe.collectors import connection
-from mysqlprobe.collectors.base import Background, Collector, Cost, Facts, Section
+from mysqlprobe.collectors.base import Background, Collector, Cost, Facts, Section, hold_if_asked
 from mysqlprobe.collectors.connection import ConnectOptions, pymysql
 from mysqlprobe.collectors.guard_process import GuardProcess
 from mysqlprobe.collectors.perfschema import PerfSchema, deltas, leave_out_own_statements, rows_changed
@@ -122,8 +122,9 @@ class PerfSchemaCollector(Collector):
             if not self.ps.enabled():
                 return self._give_up("off", "the server runs with performance_schema=OFF")
             self.lease = SetupLease.for_server(self.pid)
-            changed = self._timed(self.lease.join if self.lease else lambda ps: ps.enable(), self.ps)
-            self._start_guard(args)
+            self._start_guard(args)  # before anything changes: a kill -9 may come at any point
+            changed = self._timed(self._change_setup)
+            hold_if_asked("ps-setup")
             self.record = {"status": "collected", "connection": connection.describe(args),
                            "server_version": conn.get_server_info(), "setup_rows_changed": changed,
                            "thread_os_id": self.ps.has_os_id, "os_tid_source": self.ps.os_tid_source,
@@ -132,6 +133,7 @@ class PerfSchemaCollector(Collector):
                            "stage_names": self.ps.stage_names()}
             self.progress = self._progress_connection(args)
             self.watch = self._thread_watch(args)
+            self.guard.send({"connections": self._connection_ids()})
         except pymysql.err.MySQLError as e:
             self.restore()
             self._give_up("unavailable", f"cannot use performance_schema as {connection.describe(args)}: {_why(e)}")
@@ -274,9 +276,25 @@ class PerfSchemaCollector(Collector):
 
     def _start_guard(self, connect_args: dict) -> None:
         """A process that restores the setup should this one die first (kill -9)."""
-        state = {"connect": connect_args, "saved": self.ps.saved_state(),
-                 "lease": self.lease.to_json() if self.lease else None}
+        state = {"connect": connect_args, "saved": None, "lease": self.lease.to_json() if self.lease else None,
+                 "connections": self._connection_ids()}
         self.guard = GuardProcess("mysqlprobe.collectors.ps_guard", state)
+
+    def _change_setup(self) -> int:
+        """The window's setup on; the rows' old state is in the lease's record
+        (or told the guard) before they change."""
+        if self.lease:
+            return self.lease.join(self.ps)
+        self.ps.plan()
+        self.guard.send({"saved": self.ps.saved_state()})
+        changed = self.ps.apply()
+        self.guard.send({"saved": self.ps.saved_state()})  # the threads' history may have stayed as it was
+        return changed
+
+    def _connection_ids(self) -> list[int]:
+        """The server's ids of this collector's connections (the guard ends them)."""
+        conns = {id(c): c for c in (self.conn, self.progress, self.watch and self.watch.conn) if c is not None}
+        return sorted(c.thread_id() for c in conns.values())
 
     def restore(self) -> None:
         """Put the setup back (the last profiler of the server to leave does),

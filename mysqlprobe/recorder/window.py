@@ -4,19 +4,17 @@ line that shows it running."""
 
 from __future__ import annotations
 
-import os
 import signal
 import sys
 import threading
 import time
 
+from mysqlprobe.collectors.base import announce_pause, pause_asked
 from mysqlprobe.collectors.process import alive
 from mysqlprobe.errors import Interrupted
 
 
 HANDLED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
-PAUSE_ENV = "MYSQLPROBE_PAUSE_AT"   # PHASE[:SECONDS]: hold there, for the fault suite to signal
-PAUSE_S = 5.0
 PHASES = {"symbols": "reading the binary's symbols", "calibration": "calibrating the probes' cost",
           "attach": "attaching the probes and setting up Performance Schema",
           "report": "writing the capture"}
@@ -55,10 +53,10 @@ class RunSignals:
         """The run is in phase (a key of PHASES); with MYSQLPROBE_PAUSE_AT=phase it holds there a moment."""
         if self.mode == "abort":
             self.phase = PHASES[phase]
-        hold_at, _, seconds = os.environ.get(PAUSE_ENV, "").partition(":")
-        if hold_at == phase:
-            print(f"mysqlprobe: paused at {phase} ({PAUSE_ENV})", file=sys.stderr, flush=True)
-            until = time.monotonic() + float(seconds or PAUSE_S)
+        seconds = pause_asked(phase)
+        if seconds is not None:
+            announce_pause(phase)
+            until = time.monotonic() + seconds
             while time.monotonic() < until and self.reason is None:  # a signal in abort mode raises
                 time.sleep(0.05)
 

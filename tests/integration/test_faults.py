@@ -67,6 +67,10 @@ def _signal_faults() -> dict[str, Fault]:
 
 FAULTS: dict[str, Fault] = {
     **_signal_faults(),
+    "sigkill-ps-setup-unreaped": Fault("SIGKILL to mysqlprobe once its P_S setup changed, while it still sets up; "
+                                       "its parent reaps it only later",
+                                       "killed; the guard, started before the change, restores P_S while "
+                                       "mysqlprobe is a zombie"),
     "server-killed-restarted": Fault("mysqld killed (-9) mid-window, then restarted",
                                      "exit 0, the capture, one line 'the server went away'; the new server "
                                      "has its own setup"),
@@ -303,6 +307,29 @@ def test_signal_at_each_phase(server, tmp_path, record_property, phase, sig):
     nothing_left(trial.held, f"/proc/{server.pid}/", server.pid)
     assert wait_until(lambda: whole_setup(server.sb) == before, timeout=15), "P_S setup left changed"
     assert server.answers()
+
+
+def test_killed_after_ps_setup_changed_and_not_yet_reaped(server, tmp_path, record_property):
+    """The setup changes in a thread beside the calibration: a kill -9 can
+    land between its change and the rest of its start. And a killed
+    mysqlprobe stays a zombie until its parent waits for it: it holds no
+    lease then, and its guard must not wait for it."""
+    before = whole_setup(server.sb)
+    trial = Trial(server, tmp_path / "out", *PROFILE, "-d", "60", env={"MYSQLPROBE_PAUSE_AT": "ps-setup:20"})
+    trial.wait_for("paused at ps-setup")
+    changed = whole_setup(server.sb)
+    assert changed != before
+    trial.signal(signal.SIGKILL)
+    assert wait_until(lambda: whole_setup(server.sb) == before, timeout=15), "P_S setup left changed"
+    with open(f"/proc/{trial.proc.pid}/stat") as f:
+        assert f.read().rsplit(")", 1)[1].split()[0] == "Z"  # restored while not reaped
+    code, out, err = trial.end()
+    assert code == -signal.SIGKILL and "Traceback" not in err
+    nothing_left(trial.held, f"/proc/{server.pid}/", server.pid)
+    assert server.answers()
+    rows = sum(a != b for a, b in zip(changed[1], before[1])) + sum(a != b for a, b in zip(changed[0], before[0]))
+    observed(record_property, "sigkill-ps-setup-unreaped",
+             f"killed (-9) with {rows} setup rows changed; restored by the guard while mysqlprobe was a zombie")
 
 
 def test_server_killed_and_restarted_mid_window(server, tmp_path, record_property):

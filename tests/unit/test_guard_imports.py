@@ -4,6 +4,7 @@ two CPUs: while they only wait, they import no more than waiting needs
 recorder runs them, in a fresh interpreter, with the import log on."""
 
 import subprocess
+import sys
 
 import pytest
 
@@ -57,3 +58,30 @@ def test_the_state_line_carries_what_json_did_and_keeps_tuples():
     assert receive(stream) == state and told_done(stream)
     gone = io.StringIO(encode(state))
     assert receive(gone) == state and not told_done(gone)  # end of file: mysqlprobe is gone
+
+
+def test_what_is_learnt_later_reaches_the_guard_before_done_or_the_end(tmp_path):
+    """The P_S guard starts before the setup changes; the rows' old state and
+    the connections follow as "+" lines, each read into the state."""
+    import io
+    from mysqlprobe.collectors.guard_process import GuardProcess, receive, told_done
+    state = {"connect": {"user": "root"}, "saved": None, "lease": None, "connections": [7]}
+    saved = {"consumers": {"events_stages_current": "NO"}, "instruments": {}, "background_history_off": None}
+    lines = [encode(state), "+" + encode({"saved": saved}), "+" + encode({"connections": [7, 9]})]
+    gone = io.StringIO("".join(lines))
+    got = receive(gone)
+    assert not told_done(gone, got) and got == {**state, "saved": saved, "connections": [7, 9]}
+    done = io.StringIO("".join(lines) + "done\n")
+    got = receive(done)
+    assert told_done(done, got) and got["saved"] == saved
+    # and through a real pipe: a guard that echoes its final state
+    echo = GuardProcess.__new__(GuardProcess)
+    echo.proc = subprocess.Popen([sys.executable, "-I", "-c", "import sys; from mysqlprobe.collectors.guard_process "
+                                  "import receive, told_done; s = receive(sys.stdin); told_done(sys.stdin, s); "
+                                  "print(sorted(s['connections']))"],
+                                 stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, cwd=tmp_path)
+    echo.proc.stdin.write(encode(state))
+    echo.send({"connections": [7, 11]})
+    echo.proc.stdin.close()
+    assert echo.proc.stdout.read().strip() == "[7, 11]" and echo.proc.wait(timeout=30) == 0
+    echo.send({"connections": [1]})  # the guard gone: nothing to tell, no error

@@ -1,11 +1,13 @@
 """The shared record of P_S setup rows changed: the earliest record of a
 row wins, and a holder is a live process, not a reused pid."""
 
+import json
 import os
 import subprocess
 import sys
+import time
 
-from mysqlprobe.collectors.ps_lease import SetupLease, merge, start_time
+from mysqlprobe.collectors.ps_lease import SetupLease, _alive, merge, start_time
 
 
 def test_the_earliest_record_of_a_row_wins():
@@ -52,7 +54,10 @@ def test_a_change_is_made_only_while_this_is_the_only_profiler(tmp_path, monkeyp
     me = SetupLease.for_server(os.getpid())
 
     class Setup:
-        def enable(self):
+        def plan(self):
+            pass
+
+        def apply(self):
             return 1
 
         def saved_state(self):
@@ -72,3 +77,53 @@ def test_a_change_is_made_only_while_this_is_the_only_profiler(tmp_path, monkeyp
     assert me.if_alone(lambda: changed.append("alone again"))
     assert me.leave(lambda saved: changed.append("restored"))
     assert changed == ["alone", "alone again", "restored"] and not me.path.exists()
+
+
+def test_a_holder_killed_but_not_yet_reaped_is_gone():
+    """A zombie keeps its /proc entry and start time: it holds nothing, and
+    its guard must not wait on it as if it ran (it would leave P_S changed)."""
+    child = subprocess.Popen([sys.executable, "-c", "pass"])
+    started = start_time(child.pid)
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        with open(f"/proc/{child.pid}/stat") as f:
+            if f.read().rsplit(")", 1)[1].split()[0] == "Z":
+                break
+        time.sleep(0.01)
+    try:
+        assert start_time(child.pid) == started is not None    # still there, not reaped
+        assert start_time(child.pid, running=True) is None
+        assert not _alive([child.pid, started])
+        assert _alive([os.getpid(), start_time(os.getpid())])
+    finally:
+        child.wait()
+
+
+def test_the_record_is_written_before_the_setup_changes(tmp_path, monkeypatch):
+    """Killed while it changes the rows, a profiler has its holder and the
+    rows' old state in the record already: its guard puts them back."""
+    monkeypatch.setenv("MYSQLPROBE_LEASE_DIR", str(tmp_path))
+    me = SetupLease.for_server(os.getpid())
+    seen = []
+    saved = {"consumers": {"events_stages_current": "NO"}, "instruments": {}, "background_history_off": [4]}
+
+    class Setup:
+        def plan(self):
+            self.state = dict(saved)
+
+        def apply(self):
+            seen.append(json.loads(me.path.read_text()))
+            self.state["background_history_off"] = None  # no right to change the threads' history
+            return 1
+
+        def saved_state(self):
+            return self.state
+
+        def adopt(self, record):
+            self.adopted = record
+
+    setup = Setup()
+    assert me.join(setup) == 1
+    assert seen == [{"saved": saved, "holders": [me.holder]}]
+    after = json.loads(me.path.read_text())
+    assert after["saved"]["background_history_off"] is None and setup.adopted == after["saved"]
