@@ -215,7 +215,7 @@ class CpuBurstSampler(BpfSampling):
         self.stages, self.stacks = stages, stacks
 
     def start(self) -> None:
-        self._runs0 = self.session.run_stats()   # off until a burst
+        self.meter.start()   # off until a burst
 
     def collect(self, facts: Facts) -> Section:
         records = self.session.records()

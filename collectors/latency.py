@@ -5,7 +5,6 @@ per (thread, probed caller)."""
 
 from __future__ import annotations
 
-import os
 import time
 
 from mysqlprobe.collectors import libbpf
@@ -120,8 +119,8 @@ class LatencyCollector(Collector):
         self._snapshot = None
         self._loader: Background | None = None
         self.guard: BreakpointGuard | None = None
-        self._stats_fd: int | None = None
-        self._switches = (0, 0)  # on_switch's run time and runs over the window (ns, runs)
+        # on_switch's run time and runs over the window
+        self.switches = libbpf.RunTimeMeter(lambda: self.session.switch_run_stats())
 
     def begin(self) -> None:
         """Load and verify the BPF object in a thread (a tenth of a second,
@@ -142,8 +141,8 @@ class LatencyCollector(Collector):
             self.session = loader.join()
         elif self.session is None:
             self.session = self._open_session()
-        if self.session.cpu_waits_left_out and self._stats_fd is None:  # on before calibrating: in a hit's cost
-            self._stats_fd = libbpf.enable_run_time_stats()
+        if self.session.cpu_waits_left_out:  # on before calibrating: in a hit's cost
+            self.switches.open()
         t0 = time.monotonic()
         self.calibration.calibrate(self.session)
         self.timings["calibration_s"] = round(time.monotonic() - t0, 3)
@@ -173,15 +172,14 @@ class LatencyCollector(Collector):
         return self.session.link_kind == "uprobe_multi"
 
     def start(self) -> None:
-        self._switches = self.session.switch_run_stats()
+        self.switches.start()
         self.session.start()
 
     def stop(self) -> None:
         self.session.stop()
         self.session.detach_target()
         self._snapshot = self.session.snapshot()
-        ns, runs = self.session.switch_run_stats()
-        self._switches = (ns - self._switches[0], runs - self._switches[1])
+        self.switches.stop()
 
     def collect(self, facts: Facts) -> Section:
         cal = self.calibration.current()
@@ -190,12 +188,12 @@ class LatencyCollector(Collector):
         engine = {"probes_attached": self.session.attached_count, "links": self.session.link_kind,
                   "cpu_waits_left_out": self.session.cpu_waits_left_out,
                   "counters": self._snapshot.counters, "timings": dict(self.timings)}
-        switch_s = self._switches[0] / 1e9 if self._stats_fd is not None else 0.0
+        switch_s = self.switches.ns / 1e9 if self.switches.measured else 0.0
         cost = Cost(target_s=hits_s * (cal.in_situ or 1.0) + switch_s,
                     method="probe hits x their calibrated cost per hit"
                     + (f" x the in-situ factor {cal.in_situ:.2f} the duty cycles measured" if cal.in_situ else "")
                     + (f", and the kernel's run time of the sched_switch program that keeps waits for a CPU out "
-                       f"of the calls ({self._switches[1]} runs, every thread of the host)" if switch_s else ""))
+                       f"of the calls ({self.switches.runs} runs, every thread of the host)" if switch_s else ""))
         fields = {"probes": probes, "engine": engine, "latencies": "corrected" if self.corrected else "raw"}
         boundary = next((s for s in self.specs if s.statement), None)
         if boundary:
@@ -210,8 +208,6 @@ class LatencyCollector(Collector):
             self._loader = None
         if self.session:
             self.session.close()
-        if self._stats_fd is not None:
-            os.close(self._stats_fd)
-            self._stats_fd = None
+        self.switches.close()
         if self.guard:
             self.guard.done()

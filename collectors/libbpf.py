@@ -190,6 +190,38 @@ def program_run_stats(program_fd: int) -> tuple[int, int]:
     return run_ns, runs
 
 
+class RunTimeMeter:
+    """What some programs cost the kernel between start() and stop(): ns of
+    run time and runs, from read() (their run statistics, summed). The
+    statistics are on from open() until close(), where the kernel allows."""
+
+    def __init__(self, read):
+        self.read = read
+        self._fd: int | None = None
+        self._at = (0, 0)
+        self.ns = self.runs = 0
+
+    def open(self) -> None:
+        if self._fd is None:
+            self._fd = enable_run_time_stats()
+
+    @property
+    def measured(self) -> bool:
+        return self._fd is not None
+
+    def start(self) -> None:
+        self._at = self.read()
+
+    def stop(self) -> None:
+        ns, runs = self.read()
+        self.ns, self.runs = ns - self._at[0], runs - self._at[1]
+
+    def close(self) -> None:
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
+
+
 class BpfObject:
     """One loaded BPF object file. Use as a context manager.
 

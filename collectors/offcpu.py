@@ -5,7 +5,6 @@ a CPU) during the window, from the sched_switch tracepoint in BPF
 from __future__ import annotations
 
 import ctypes
-import os
 import time
 
 from mysqlprobe import probes
@@ -212,9 +211,7 @@ class PhasedBpfCollector(Collector):
         super().__init__()
         self.pid, self.verbose = pid, verbose
         self.session = None
-        self._stats_fd: int | None = None
-        self._runs0 = (0, 0)
-        self._runs = (0, 0)
+        self.meter = libbpf.RunTimeMeter(lambda: self.session.run_stats())
 
     def prepare(self) -> None:
         try:
@@ -222,13 +219,13 @@ class PhasedBpfCollector(Collector):
         except BpfError as e:
             note = f"{self.label}: {e}; the capture has no {self.lacks}"
             raise CollectorUnavailable(note, note) from None
-        self._stats_fd = libbpf.enable_run_time_stats()
+        self.meter.open()
 
     def new_session(self) -> PhasedPrograms:
         return self.session_type(self.pid, self.verbose)
 
     def start(self) -> None:
-        self._runs0 = self.session.run_stats()
+        self.meter.start()
         self.resume()
 
     def _turn(self, on: bool) -> None:
@@ -240,15 +237,14 @@ class PhasedBpfCollector(Collector):
 
     def stop(self) -> None:
         self.pause()
-        ns, runs = self.session.run_stats()
-        self._runs = (ns - self._runs0[0], runs - self._runs0[1])
+        self.meter.stop()
 
     def _cost(self) -> Cost:
-        ns, runs = self._runs
-        if self._stats_fd is None:
+        if not self.meter.measured:
             return Cost(method="not measured: the kernel refused BPF run-time statistics")
-        return Cost(target_s=ns / 1e9, method=f"the kernel's run time of the programs on {self.session.what} "
-                                              f"({runs} runs, all threads of the host)")
+        return Cost(target_s=self.meter.ns / 1e9, method=f"the kernel's run time of the programs on "
+                                                         f"{self.session.what} ({self.meter.runs} runs, all "
+                                                         "threads of the host)")
 
     def _user_names(self, addresses, facts: Facts, named=function_name):
         """A name for each of these user addresses of the target, looked up
@@ -260,9 +256,7 @@ class PhasedBpfCollector(Collector):
         return lambda address: names.get(address, UNKNOWN)
 
     def close(self) -> None:
-        if self._stats_fd is not None:
-            os.close(self._stats_fd)
-            self._stats_fd = None
+        self.meter.close()
         if self.session:
             self.session.close()
             self.session = None

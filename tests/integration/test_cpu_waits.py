@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 
@@ -59,6 +60,10 @@ def test_waits_for_a_cpu_are_left_out_of_the_call(sharing_a_cpu, tmp_path):
     assert abs(probe["raw"]["total_ns"] - cpu_ns) < 0.1 * waited
     assert abs(probe["raw"]["total_ns"] + probe["cpu_waits"]["total_ns"] - wall_ns) < 0.02 * wall_ns
     assert "waited for a CPU" in out                    # and the report says so
+    # the sched_switch program's kernel run time is in the probes' measured cost
+    cost = doc["collectors"]["uprobe"]["cost"]
+    runs = re.search(r"sched_switch program .*\((\d+) runs", cost["method"])
+    assert runs and int(runs.group(1)) >= 2 * CALLS and cost["target_s"] > 0, cost
 
 
 def test_the_timed_and_the_waited_parts_are_within_the_wall_time(known_cost, tmp_path):

@@ -6,6 +6,7 @@ time are known."""
 from __future__ import annotations
 
 import json
+import re
 import time
 
 import pytest
@@ -44,6 +45,8 @@ def test_a_blocked_thread_is_found_in_the_function_it_blocked_in(known_cost, tmp
     assert sum(in_sleep.values()) >= (SLEEP_MS - 1) * 1000          # at least the time asked for, in us
     assert sum(in_sleep.values()) <= slept / 1000 + 1                # and no more than it slept
     assert off["blocked_s"] >= SLEEP_MS / 1000 - 0.001
+    cost = doc["collectors"]["off_cpu"]["cost"]   # the kernel's run time of its program, over the window
+    assert cost["target_s"] > 0 and re.search(r"\(\d+ runs, all threads of the host\)", cost["method"]), cost
     assert "off-CPU: blocked" in out and "do_nanosleep_[k]" in out         # where it waited, in the report
     assert (tmp_path / "offcpu.svg").read_text().startswith("<svg")
     assert "Off-CPU flame graph" in (tmp_path / "report.html").read_text()

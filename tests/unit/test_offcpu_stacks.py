@@ -150,3 +150,17 @@ def test_one_read_of_the_kernel_symbols_serves_every_collector(tmp_path):
     assert symbols.names([0xffffffffc0000010]) == {0xffffffffc0000010: "xfs_file_fsync"}  # off-CPU's
     assert symbols._starts() is index and symbols.names([]) == {}
     assert KernelSymbols(str(tmp_path / "none")).names([0xffffffff81000300]) == {}     # unreadable: no names
+
+
+def test_a_run_time_meter_counts_what_ran_between_its_start_and_stop():
+    """The collectors' cost of their BPF programs: the run statistics' growth
+    over the window only, not what ran before it (the calibration, a load)."""
+    from mysqlprobe.collectors.libbpf import RunTimeMeter
+    stats = iter([(5_000, 10), (12_500, 25), (40_000, 99)])
+    meter = RunTimeMeter(lambda: next(stats))
+    meter.start()
+    meter.stop()
+    assert (meter.ns, meter.runs) == (7_500, 15)
+    assert not meter.measured   # never opened: a cost from it is "not measured"
+    meter.close()
+    meter.close()               # safe twice, as every collector's close is
