@@ -118,6 +118,10 @@ def profiled_block(pid: int, seconds: float, workdir: Path) -> dict:
     # the InnoDB function's calls per row inserted: per lookup, as the probes counted both
     figures["innodb_calls_per_row"] = innodb_calls / lookup_calls if lookup_calls else None
     figures["slowdown"] = doc["overhead"]["measured_slowdown"]
+    sampling = doc.get("sampling") or {}
+    # where the window's off-time went: the bursts' share decides how many samples a short function gets
+    figures["phases"] = {k: sampling.get(k) for k in ("on_s", "off_s", "quiet_s", "quiet_share", "burst_s",
+                                                       "burst_rows", "cycles")}
     return figures
 
 

@@ -125,10 +125,23 @@ def markdown(result: dict) -> str:
                          f"{'yes' if ok else 'NO'} |")
     slowdowns = [r["tool"]["slowdown"] for r in result["runs"] if r["tool"]["slowdown"]]
     lines += ["", f"- within max(10 ns, 35%) of the truth: {sum(every)} of {len(every)}"]
+    for i, r in enumerate(result["runs"], 1):
+        lines.append(f"- repeat {i}: {phases_text(r['tool'])}")
     if slowdowns:
         lines.append(f"- slowdown the profiled blocks reported: {med(slowdowns):.3f} "
                      f"({min(slowdowns):.3f} to {max(slowdowns):.3f})")
     return "\n".join(lines) + "\n"
+
+
+def phases_text(tool: dict) -> str:
+    """Where the window's off-time went, and the samples the bursts took."""
+    p = tool.get("phases") or {}
+    samples = "/".join(str((tool[k].get("off_phase_cpu") or {}).get("samples", "-")) for k in ("lookup", "innodb"))
+    if p.get("burst_s") is None or p.get("off_s") is None:
+        return f"samples (lookup/InnoDB) {samples}"
+    off = p["off_s"] + (p.get("quiet_s") or 0) + p["burst_s"]
+    return (f"bursts {p['burst_s']:.1f} s of {off:.1f} s off the probes (quiet share aimed at "
+            f"{p.get('quiet_share')}), samples (lookup/InnoDB) {samples}")
 
 
 if __name__ == "__main__":
