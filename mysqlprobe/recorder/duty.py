@@ -10,7 +10,7 @@ import time
 from mysqlprobe.collectors.calibration import CalibrationCollector
 from mysqlprobe.collectors.latency import LatencyCollector
 from mysqlprobe.errors import BpfError
-from mysqlprobe.recorder.pacing import Pacer, in_situ_factor
+from mysqlprobe.recorder.pacing import Pacer, in_situ_factor, paired_lead
 from mysqlprobe.recorder.window import Window, alive
 from mysqlprobe.records import record
 
@@ -28,30 +28,12 @@ READ_TRIES = 3
 # outside them (P_S's window setup, CPU sampling) costs more than its part of
 # the budget; at most this, so that their data covers a tenth of it still
 MAX_QUIET_SHARE = 0.9
+# the bursts' share of the off-time at least, where the quiet phases take more
+# than half of it (the ordinary phases alone gave one 40-s window 2.4 s of
+# bursts against 7-9 s at an even share, 16 samples of a partition lookup,
+# and a figure 1.7x the truth): the rest at the start of quiet phases
+BURST_FLOOR_SHARE = 0.2
 MIN_QUIET_ROWS = 200  # rows in quiet and ordinary off-phases before their speeds are compared
-MIN_SPEED_PHASES = 3  # quiet phases paired with ordinary ones, for the spread of their lead
-
-
-def paired_lead(speeds: list[tuple[bool, float]]) -> tuple[float, float, int] | None:
-    """How much faster the quiet phases ran than the ordinary ones around
-    them: each quiet phase against the mean of its nearest ordinary
-    neighbours (so a load that changes speed between statements does not
-    count), as the mean log ratio, its standard error and the number of
-    pairs; None with fewer than MIN_SPEED_PHASES pairs."""
-    logs = []
-    for i, (quiet, speed) in enumerate(speeds):
-        if not quiet:
-            continue
-        before = next((v for q, v in reversed(speeds[:i]) if not q), None)
-        after = next((v for q, v in speeds[i + 1:] if not q), None)
-        around = [v for v in (before, after) if v]
-        if around and speed > 0:
-            logs.append(math.log(speed / (sum(around) / len(around))))
-    if len(logs) < MIN_SPEED_PHASES:
-        return None
-    mean = sum(logs) / len(logs)
-    var = sum((x - mean) ** 2 for x in logs) / (len(logs) - 1)
-    return mean, math.sqrt(var / len(logs)), len(logs)
 
 
 def difference(after: int | None, before: int | None) -> int | None:
@@ -167,9 +149,9 @@ class DutyCycles:
             if burst and off_s - (time.monotonic() - off_t0) > BURST_MAX_S:
                 ended, speed_from = self._burst_for(BURST_MAX_S, speed_from)
                 burst = False
-            tail = None
+            tail, compared = None, True
             if not ended and quiet:
-                ended, tail = self._quiet_tail(off_s, off_t0)
+                ended, tail, speed_from, compared = self._quiet_tail(off_s, off_t0, speed_from)
             elif not ended:
                 ended = self.window.wait(max(off_s - (time.monotonic() - off_t0), 0.0))
             cycle_t0, cycle_rows0 = time.monotonic(), self.rows_changed()
@@ -177,7 +159,8 @@ class DutyCycles:
                 self._tail(tail, cycle_t0, cycle_rows0)
             if burst:
                 self._burst(False)
-            self._off_phase(difference(cycle_rows0, speed_from[1]), cycle_t0 - speed_from[0], quiet, burst)
+            self._off_phase(difference(cycle_rows0, speed_from[1]), cycle_t0 - speed_from[0], quiet, burst,
+                            compared)
             if quiet:
                 self._quiet(False)
             if ended:
@@ -189,15 +172,26 @@ class DutyCycles:
             on_t0 = time.monotonic()
             self.session.start()
 
-    def _quiet_tail(self, off_s: float, off_t0: float) -> tuple[bool, tuple | None]:
+    def _quiet_tail(self, off_s: float, off_t0: float, speed_from: tuple) -> tuple[bool, tuple | None, tuple, bool]:
         """Wait out a quiet phase, reading the rows at its middle: its second
         half is the load's speed once it has got over the on-phase before.
-        (Whether the window ended, where the second half began.)"""
-        remaining = max(off_s - (time.monotonic() - off_t0), 0.0)
-        if self.window.wait(remaining / 2):
-            return True, None
+        With the bursts short of their floor, the first half opens with one.
+        (Whether the window ended, where the second half began, where the
+        phase's speed is measured from, whether it is set against the
+        ordinary phases': not after a burst, the rest having run over less
+        of the on-phase's wake than a whole phase.)"""
+        start = time.monotonic()
+        half = max(off_s - (start - off_t0), 0.0) / 2
+        compared = True
+        if self._burst_floor_due() and self._burst(True):
+            ended, speed_from = self._burst_for(min(BURST_MAX_S, half), speed_from, quiet=True)
+            if ended:
+                return True, None, speed_from, False
+            compared = False
+        if self.window.wait(max(start + half - time.monotonic(), 0.0)):
+            return True, None, speed_from, compared
         middle = (time.monotonic(), self.rows_changed())
-        return self.window.wait(max(off_s - (time.monotonic() - off_t0), 0.0)), middle
+        return self.window.wait(max(off_s - (time.monotonic() - off_t0), 0.0)), middle, speed_from, compared
 
     def _tail(self, middle: tuple, end_t: float, end_rows: int | None) -> None:
         rows = difference(end_rows, middle[1])
@@ -234,6 +228,17 @@ class DutyCycles:
         if self.burst_rows is None:
             return self.burst_s <= self.ordinary_phase_s - self.burst_s
         return self.burst_rows <= self.off_rows
+
+    def _burst_floor_due(self) -> bool:
+        """Whether a quiet phase is to open with a burst: where the quiet
+        phases take more than half the off-time, while the bursts are short
+        of BURST_FLOOR_SHARE of it. Only its first half: the second is the
+        load's speed with nothing of ours on, as in every quiet phase. A
+        burst costs the load less than an ordinary phase would (only the
+        sampler is on)."""
+        if not self._burst_wanted or not self.bursts or self.quiet_share <= 0.5:
+            return False
+        return self.burst_s < BURST_FLOOR_SHARE * (self.quiet_phase_s + self.ordinary_phase_s)
 
     def _wanted_quiet_share(self) -> float:
         """Half the off-time, or the share that keeps what stays on in the
@@ -283,21 +288,25 @@ class DutyCycles:
             c.resume() if on else c.pause()
         return bool(self.bursts)
 
-    def _burst_for(self, seconds: float, speed_from: tuple) -> tuple[bool, tuple]:
+    def _burst_for(self, seconds: float, speed_from: tuple, quiet: bool = False) -> tuple[bool, tuple]:
         """Sample the first seconds of an off-phase and stop: that part is a
-        burst phase of its own, the rest an ordinary one. (Whether the
-        window ended, where the rest's speed is measured from.)"""
+        burst phase of its own, the rest an ordinary (or quiet) one. (Whether
+        the window ended, where the rest's speed is measured from.)"""
         ended = self.window.wait(seconds)
         now, rows = time.monotonic(), self.rows_changed()
         self._burst(False)
-        self._off_phase(difference(rows, speed_from[1]), now - speed_from[0], burst=True)
+        self._off_phase(difference(rows, speed_from[1]), now - speed_from[0], quiet=quiet, burst=True)
         return ended, (now, rows)
 
-    def _off_phase(self, rows: int | None, seconds: float, quiet: bool = False, burst: bool = False) -> None:
+    def _off_phase(self, rows: int | None, seconds: float, quiet: bool = False, burst: bool = False,
+                   compared: bool = True) -> None:
+        """Account for an off-phase; compared=False: a quiet phase's rest after
+        a burst, whose speed is not set against the ordinary phases' (it
+        ran over less of the on-phase's wake than a whole one)."""
         if seconds <= 0:
             return
         if rows != 0:  # a phase the load changed no row in cost it nothing: no share of the off-time
-            if quiet:
+            if quiet:  # (a burst at a quiet phase's start too: the share is what the pacer aims at)
                 self.quiet_phase_s += seconds
             else:
                 self.ordinary_phase_s += seconds
@@ -310,13 +319,17 @@ class DutyCycles:
             self.cycles[-1].setdefault("off", []).append({"s": round(seconds, 6), "rows": rows, "quiet": quiet,
                                                           **({"burst": True} if burst else {})})
         if burst:  # slower by the sampling: not the speed the cycles are held against either
+            if quiet:  # but the quieted collectors were off: their figures are scaled by these rows
+                self.quiet_rows += rows
+                self.quiet_s += seconds
             return
         if rows == 0:  # idle, or a gap in the load: which one is known at the end (record)
             self._idle_phases.append((time.monotonic(), seconds, quiet))
             if not quiet:
                 self.pacer.off_phase(rows, seconds)
             return
-        self._speeds.append((quiet, rows / seconds))
+        if compared:
+            self._speeds.append((quiet, rows / seconds))
         if quiet:  # faster than the others by what stays on: not the speed the cycles are held against
             self.quiet_rows += rows
             self.quiet_s += seconds

@@ -4,6 +4,7 @@ own progress; and what the on-phases show the probes cost the target."""
 
 from __future__ import annotations
 
+import math
 import os
 from collections import deque
 
@@ -185,3 +186,28 @@ def in_situ_factor(cycles: list[dict], pair_ns: list[float]) -> float | None:
             lost += cycle_lost
             cost += cycle_cost
     return lost / cost if cost >= IN_SITU_MIN_COST_S else None
+
+
+MIN_SPEED_PHASES = 3  # quiet phases paired with ordinary ones, for the spread of their lead
+
+
+def paired_lead(speeds: list[tuple[bool, float]]) -> tuple[float, float, int] | None:
+    """How much faster the quiet phases ran than the ordinary ones around
+    them: each quiet phase against the mean of its nearest ordinary
+    neighbours (so a load that changes speed between statements does not
+    count), as the mean log ratio, its standard error and the number of
+    pairs; None with fewer than MIN_SPEED_PHASES pairs."""
+    logs = []
+    for i, (quiet, speed) in enumerate(speeds):
+        if not quiet:
+            continue
+        before = next((v for q, v in reversed(speeds[:i]) if not q), None)
+        after = next((v for q, v in speeds[i + 1:] if not q), None)
+        around = [v for v in (before, after) if v]
+        if around and speed > 0:
+            logs.append(math.log(speed / (sum(around) / len(around))))
+    if len(logs) < MIN_SPEED_PHASES:
+        return None
+    mean = sum(logs) / len(logs)
+    var = sum((x - mean) ** 2 for x in logs) / (len(logs) - 1)
+    return mean, math.sqrt(var / len(logs)), len(logs)

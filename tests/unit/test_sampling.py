@@ -510,6 +510,62 @@ def test_bursts_sample_the_ordinary_off_phases_and_never_a_quiet_one(clock):
     assert record["off_rows"] == sum(o["rows"] for o in offs if not o["quiet"] and not o.get("burst"))
 
 
+def _costly_setup_load(clock, quieted: _Quieted, burst: _Burst):
+    """20,000 rows/s in the quiet phases, 16,000 with what stays on on (a
+    quarter slower), 19,000 in a quiet phase's burst (the sampler alone)."""
+    count, last = [0.0], [clock.monotonic()]
+
+    def rows():
+        now = clock.monotonic()
+        speed = 19_000 if quieted.quiet_now and burst.on else 20_000 if quieted.quiet_now else 16_000
+        count[0] += (now - last[0]) * speed
+        last[0] = now
+        return int(count[0])
+    return rows
+
+
+def test_where_quiet_phases_take_most_of_the_off_time_some_open_with_a_burst(clock):
+    """The ordinary phases alone would leave the bursts 1/10 of the off-time
+    (one OLTP window: 2.4 s of 31, 16 samples of a lookup, a figure 1.7x the
+    truth). Quiet phases make up the floor, in their first halves: their
+    second halves stay the load's own speed, and P_S stays off throughout."""
+    cycles, burst, quieted = bursting_cycles(None, clock, seconds=6.0)
+    rows = _costly_setup_load(clock, quieted, burst)
+    cycles.rows_changed = cycles._tracking(rows)
+    cycles.run((clock.monotonic(), rows()))
+    record = cycles.record(0.10)
+    assert record["quiet_share"] == pytest.approx(0.8, abs=0.06)
+    offs = [o for c in cycles.cycles for o in c.get("off", [])]
+    opened = [o for o in offs if o["quiet"] and o.get("burst")]
+    assert opened and all(o["s"] <= duty.BURST_MAX_S + 1e-9 for o in opened)
+    # each one opens a quiet phase and the phase goes on quiet, unsampled
+    for c in cycles.cycles:
+        phase = c.get("off", [])
+        for i, o in enumerate(phase):
+            if o["quiet"] and o.get("burst"):
+                assert i + 1 < len(phase) and phase[i + 1]["quiet"] and not phase[i + 1].get("burst")
+                assert o["s"] <= phase[i + 1]["s"] + 1e-6      # within the first half
+    spent = sum(o["s"] for o in offs if o["rows"])
+    assert record["burst_s"] >= 0.9 * duty.BURST_FLOOR_SHARE * spent
+    assert record["burst_s"] <= 1.5 * duty.BURST_FLOOR_SHARE * spent   # a floor, not more
+    # the quieted collectors were off in the bursts too: their figures scale by those rows
+    assert record["quiet_rows"] == sum(o["rows"] for o in offs if o["quiet"])
+    # the second halves: the load's speed with nothing of ours on, sampler included
+    assert record["quiet_tail_rows"] / record["quiet_tail_s"] == pytest.approx(20_000, rel=0.03)
+    assert burst.switches == [True, False] * (len(burst.switches) // 2) and not burst.on
+    assert not quieted.quiet_now
+
+
+def test_at_an_even_quiet_share_no_quiet_phase_bursts(clock):
+    t0 = clock.monotonic()
+    rows = lambda: int((clock.monotonic() - t0) * 20_000)  # noqa: E731
+    cycles, burst, _ = bursting_cycles(rows, clock, seconds=6.0)
+    cycles.run((t0, rows()))
+    offs = [o for c in cycles.cycles for o in c.get("off", [])]
+    assert cycles.record(0.10)["quiet_share"] == 0.5
+    assert any(o.get("burst") for o in offs) and not any(o.get("burst") and o["quiet"] for o in offs)
+
+
 def test_a_burst_that_saw_the_load_before_it_got_going_is_made_up_by_the_next(clock):
     t0 = clock.monotonic()
     start = t0 + 0.5   # the load starts half a second into the window
