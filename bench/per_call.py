@@ -107,10 +107,10 @@ def truth_block(pid: int, conn, seconds: float, workdir: Path) -> dict:
             "innodb_ns_per_row": ns["innodb"] / total * cpu_per_row}
 
 
-def profiled_block(pid: int, seconds: float, workdir: Path) -> dict:
+def profiled_block(pid: int, seconds: float, workdir: Path, extra: tuple = ()) -> dict:
     out = Path(tempfile.mkdtemp(dir=workdir))
     subprocess.run([MYSQLPROBE, "-p", str(pid), "--insert-profile", "--probe", INNODB_FUNCTION, "-q",
-                    "-d", str(seconds), "-o", str(out)], check=True, stdout=subprocess.DEVNULL,
+                    "-d", str(seconds), "-o", str(out), *extra], check=True, stdout=subprocess.DEVNULL,
                    stderr=subprocess.DEVNULL)
     doc = derived(out)
     figures = {"lookup": stage_figures(doc, LOOKUP), "innodb": stage_figures(doc, INNODB_STAGE)}
@@ -133,14 +133,15 @@ def bench_table(sb, pid: int, conn, kind: str, parts: int, repeats: int, seconds
         loop.stop()
 
 
-def profiled_repeats(pid: int, conn, load, label: str, repeats: int, seconds: float, workdir: Path) -> list[dict]:
+def profiled_repeats(pid: int, conn, load, label: str, repeats: int, seconds: float, workdir: Path,
+                     extra: tuple = ()) -> list[dict]:
     """Per repeat a profiled block between unprobed ones (each shared with
     its neighbour), beside a running load (its .error: what stopped it)."""
     runs = []
     time.sleep(3)
     before = truth_block(pid, conn, seconds / 2, workdir)
     for r in range(repeats):
-        tool = profiled_block(pid, seconds, workdir)
+        tool = profiled_block(pid, seconds, workdir, extra)
         time.sleep(1)
         after = truth_block(pid, conn, seconds / 2, workdir)
         per_row = tool["innodb_calls_per_row"] or 1.0

@@ -80,6 +80,8 @@ def main() -> None:
     parser = bench_parser(__doc__, repeats=3, seconds=10)
     parser.add_argument("--clients", type=int, default=8)
     parser.add_argument("--flush", type=int, default=1, choices=(0, 1, 2), help="innodb_flush_log_at_trx_commit")
+    parser.add_argument("--extra", default="", help="more mysqlprobe options for the profiled blocks, e.g. "
+                        "'--ps-waits all' (P_S costing more: the quiet phases take more of the off-time)")
     args = parser.parse_args()
     workdir = Path(tempfile.mkdtemp(prefix="mysqlprobe-percall-oltp-"))
     started = datetime.now(timezone.utc)
@@ -94,14 +96,15 @@ def main() -> None:
         load = InsertLoad(sb.socket, args.clients)
         try:
             runs = profiled_repeats(pid, conn, load, f"{KIND} {PARTS}, {args.clients} clients", args.repeats,
-                                    args.seconds, workdir)
+                                    args.seconds, workdir, tuple(args.extra.split()))
         finally:
             load.finish()
             with conn.cursor() as cur:
                 cur.execute("SET GLOBAL innodb_flush_log_at_trx_commit = %s", (flush_before,))
     result = {"machine": machine(), "started": started.isoformat(timespec="seconds"),
               "command": f"bench/per_call_oltp.py --repeats {args.repeats} --seconds {args.seconds} "
-                         f"--clients {args.clients} --flush {args.flush}", "clients": args.clients,
+                         f"--clients {args.clients} --flush {args.flush}"
+                         + (f" --extra '{args.extra}'" if args.extra else ""), "clients": args.clients,
               "flush_log_at_trx_commit": args.flush, "truth": "cpu share",
               "truth_clean_s": CLEAN_S, "runs": runs}
     write_results(args.out, "per_call_oltp", result, markdown)
@@ -112,7 +115,7 @@ def markdown(result: dict) -> str:
              f"MariaDB 10.2.11, {result['clients']} clients inserting single rows (autocommit, "
              f"{FLUSH_TEXT[result.get('flush_log_at_trx_commit', 2)]}) into a table RANGE partitioned {PARTS} "
              "ways. Per repeat a block profiled by the default "
-             f"`--insert-profile --probe {INNODB_FUNCTION}` between unprobed blocks sampled by `perf record "
+             f"`--insert-profile --probe {INNODB_FUNCTION}{extra_text(result)}` between unprobed blocks sampled by `perf record "
              "-F 20000 -a -g`. Truth: " + truth_text({"truth_stacks": True, **result}) + " over its calls in "
              "the unprobed blocks. ns per call.", "",
              "| repeat | function | truth | mysqlprobe | within max(10 ns, 35%) |", "|---|---|---|---|---|"]
@@ -131,6 +134,11 @@ def markdown(result: dict) -> str:
         lines.append(f"- slowdown the profiled blocks reported: {med(slowdowns):.3f} "
                      f"({min(slowdowns):.3f} to {max(slowdowns):.3f})")
     return "\n".join(lines) + "\n"
+
+
+def extra_text(result: dict) -> str:
+    extra = result["command"].partition(" --extra ")[2].strip("'")
+    return f" {extra}" if extra else ""
 
 
 def phases_text(tool: dict) -> str:
