@@ -115,8 +115,8 @@ def markdown(result: dict) -> str:
              f"MariaDB 10.2.11, {result['clients']} clients inserting single rows (autocommit, "
              f"{FLUSH_TEXT[result.get('flush_log_at_trx_commit', 2)]}) into a table RANGE partitioned {PARTS} "
              "ways. Per repeat a block profiled by the default "
-             f"`--insert-profile --probe {INNODB_FUNCTION}{extra_text(result)}` between unprobed blocks sampled by `perf record "
-             "-F 20000 -a -g`. Truth: " + truth_text({"truth_stacks": True, **result}) + " over its calls in "
+             f"`--insert-profile --probe {INNODB_FUNCTION}{extra_text(result)}` between unprobed blocks "
+             "sampled by `perf record -F 20000 -a -g`. Truth: " + truth_text({"truth_stacks": True, **result}) + " over its calls in "
              "the unprobed blocks. ns per call.", "",
              "| repeat | function | truth | mysqlprobe | within max(10 ns, 35%) |", "|---|---|---|---|---|"]
     every = []

@@ -691,7 +691,8 @@ def test_garbage_for_every_file_reading_command(tmp_path, record_property, key):
 def test_the_table_names_every_fault_once():
     """Each fault of FAULTS is tried by exactly one test case of this file."""
     tried = [f"{s.lower()}-{p}" for p in PHASES for s in SIGNALS]
-    tried += ["sigkill-ps-setup-unreaped", "server-killed-restarted", "server-hung-at-setup", "disk-full-at-start", "disk-full-at-end",
+    tried += ["sigkill-ps-setup-unreaped", "server-killed-restarted", "server-hung-at-setup", "disk-full-at-start",
+              "disk-full-at-end",
               "output-in-proc", "output-under-a-file", "pid-not-mysqld", "pid-1", "pid-zombie", "pid-gone",
               "stripped-binary", "binary-replaced", "no-perf-schema", "ps-no-privilege", "wrong-password",
               "password-file-missing", "defaults-file-garbage", "debug-file-garbage", "window-very-short",
