@@ -46,11 +46,9 @@ class InsertLoad:
         conn = workload.connect(socket)
         table = workload.table(KIND, PARTS)
         workload.create_target(conn, table)
-        with conn.cursor() as cur:
-            cur.execute(f"SELECT * FROM {workload.SOURCE} ORDER BY id LIMIT %s", (ROWS,))
-            source = list(cur.fetchall())
+        source = workload.source_rows(conn, ROWS)
         conn.close()
-        self.sql = f"INSERT INTO {workload.SCHEMA}.{table.name} VALUES (%s, %s, %s, %s, %s, %s, %s)"
+        self.sql = table.insert_row_sql(workload.SCHEMA)
         self.stop, self.error = threading.Event(), None
         self.threads = [threading.Thread(target=self._client, args=(socket, source[i::clients]), daemon=True)
                         for i in range(clients)]

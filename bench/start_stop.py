@@ -59,7 +59,7 @@ class Load:
 
     def _client(self, i: int) -> None:
         conn = workload.connect(self.socket, workload.SCHEMA)
-        sql = f"INSERT INTO {self.table.name} VALUES (%s, %s, %s, %s, %s, %s, %s)"
+        sql = self.table.insert_row_sql()
         n = 0
         try:
             with conn.cursor() as cur:

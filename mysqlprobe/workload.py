@@ -54,6 +54,10 @@ class Table:
             base += f"_{self.row_format}" + (f"_{self.key_block_size}" if self.key_block_size else "")
         return base
 
+    def insert_row_sql(self, schema: str = "") -> str:
+        """One row's INSERT, its seven values as parameters (schema: to name the table by)."""
+        return f"INSERT INTO {schema + '.' if schema else ''}{self.name} VALUES ({', '.join(['%s'] * 7)})"
+
     def ddl(self) -> str:
         options = f" ROW_FORMAT={self.row_format.upper()}" if self.row_format else ""
         options += f" KEY_BLOCK_SIZE={self.key_block_size}" if self.key_block_size else ""
@@ -156,19 +160,25 @@ def row_count(conn, t: Table) -> int:
         return _scalar(cur, f"SELECT COUNT(*) FROM {SCHEMA}.{t.name}")
 
 
+def source_rows(conn, rows: int) -> list[tuple]:
+    """The first `rows` rows of emp_src, by id (the connection in SCHEMA)."""
+    with conn.cursor() as cur:
+        cur.execute(f"SELECT * FROM {SOURCE} ORDER BY id LIMIT %s", (rows,))
+        source = list(cur.fetchall())
+    if len(source) < rows:
+        raise WorkloadError(f"{SOURCE} has {len(source)} rows, wanted {rows}")
+    return source
+
+
 def single_row_inserts(socket: str, t: Table, rows: int, clients: int, user: str = "root") -> tuple[int, float]:
     """`clients` connections, each inserting its share of emp_src's rows one
     autocommitted INSERT at a time, all at once; (rows inserted, seconds)."""
 
     conns = [connect(socket, SCHEMA, user) for _ in range(clients)]
-    with conns[0].cursor() as cur:
-        cur.execute(f"SELECT * FROM {SOURCE} ORDER BY id LIMIT %s", (rows,))
-        source = list(cur.fetchall())
-    if len(source) < rows:
-        raise WorkloadError(f"{SOURCE} has {len(source)} rows, wanted {rows}")
+    source = source_rows(conns[0], rows)
     done = [0] * clients
     errors: list[BaseException] = []
-    sql = f"INSERT INTO {t.name} VALUES (%s, %s, %s, %s, %s, %s, %s)"
+    sql = t.insert_row_sql()
 
     def client(i: int) -> None:
         try:
