@@ -293,8 +293,8 @@ class PerfSchemaCollector(Collector):
 
     def _connection_ids(self) -> list[int]:
         """The server's ids of this collector's connections (the guard ends them)."""
-        conns = {id(c): c for c in (self.conn, self.progress, self.watch and self.watch.conn) if c is not None}
-        return sorted(c.thread_id() for c in conns.values())
+        conns = (self.conn, self.progress, self.watch.conn if self.watch else None)
+        return sorted({c.thread_id() for c in conns if c is not None})
 
     def restore(self) -> None:
         """Put the setup back (the last profiler of the server to leave does),

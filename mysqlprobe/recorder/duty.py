@@ -318,19 +318,18 @@ class DutyCycles:
         if self.cycles:  # the off-phase after the cycle's on-phase
             self.cycles[-1].setdefault("off", []).append({"s": round(seconds, 6), "rows": rows, "quiet": quiet,
                                                           **({"burst": True} if burst else {})})
-        if burst:  # slower by the sampling: not the speed the cycles are held against either
-            if quiet:  # but the quieted collectors were off: their figures are scaled by these rows
-                self.quiet_rows += rows
-                self.quiet_s += seconds
+        if burst and not quiet:  # slower by the sampling: not the speed the cycles are held against either
             return
         if rows == 0:  # idle, or a gap in the load: which one is known at the end (record)
             self._idle_phases.append((time.monotonic(), seconds, quiet))
             if not quiet:
                 self.pacer.off_phase(rows, seconds)
             return
-        if compared:
+        if compared and not burst:
             self._speeds.append((quiet, rows / seconds))
-        if quiet:  # faster than the others by what stays on: not the speed the cycles are held against
+        # faster than the others by what stays on: not the speed the cycles are held against; a
+        # burst at its start too, the quieted collectors off there: their figures scale by these rows
+        if quiet:
             self.quiet_rows += rows
             self.quiet_s += seconds
             return

@@ -142,7 +142,7 @@ def test_default_mode_scales_counts_by_the_rows_the_server_changed(server, conn,
             if o.get("burst") and o["quiet"]:
                 assert sampling["quiet_share"] > 0.5, sampling
                 rest = c["off"][i + 1:]
-                assert rest and rest[0]["quiet"] and not rest[0].get("burst") or o is c["off"][-1], c["off"]
+                assert (rest and rest[0]["quiet"] and not rest[0].get("burst")) or o is c["off"][-1], c["off"]
     assert 0 < sampling["burst_rows"] < doc["window"]["rows_changed"]
     # one lookup a row: the calls in the bursts' off-phases are their share of the rows
     lookup = stage(doc, "partition.get_partition_id")["off_phase_cpu"]

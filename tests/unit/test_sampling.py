@@ -556,6 +556,18 @@ def test_where_quiet_phases_take_most_of_the_off_time_some_open_with_a_burst(clo
     assert not quieted.quiet_now
 
 
+def test_a_quiet_phases_burst_counts_as_quiet_rows_and_never_as_a_quiet_speed():
+    window = Window(os.getpid(), 1.0, Control(), "stopped", lambda: 0)
+    cycles = DutyCycles(SimpleNamespace(session=_Session(), specs=[]), None, window, 0.10, lambda: 0,
+                        quieted=[_Quieted()], bursts=Bursts([_Burst()], None))
+    cycles._off_phase(0, 0.2, quiet=True, burst=True)      # the load idle: like any quiet phase without rows
+    assert cycles.quiet_s == 0 and cycles._idle_phases[-1][1:] == (0.2, True) and cycles.burst_s == 0.2
+    cycles._off_phase(3000, 0.2, quiet=True, burst=True)
+    assert (cycles.quiet_rows, cycles.quiet_s, cycles.burst_rows) == (3000, 0.2, 3000)
+    cycles._off_phase(4000, 0.2, quiet=True, compared=False)  # the rest of that phase
+    assert cycles.quiet_rows == 7000 and cycles._speeds == [] and cycles.quiet_phase_s == pytest.approx(0.4)
+
+
 def test_at_an_even_quiet_share_no_quiet_phase_bursts(clock):
     t0 = clock.monotonic()
     rows = lambda: int((clock.monotonic() - t0) * 20_000)  # noqa: E731
