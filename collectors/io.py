@@ -241,6 +241,10 @@ class IoCollector(PhasedBpfCollector):
         super().__init__(pid, verbose)
         self.fds = FdNames(pid)
 
+    def begin(self) -> None:
+        if os.uname().machine == "x86_64":
+            super().begin()
+
     def prepare(self) -> None:
         machine = os.uname().machine
         if machine != "x86_64":

@@ -55,7 +55,9 @@ from mysqlprobe.records import replace
 
 # the bursts' perf outlives perf: perf's own CPU (its children's usage
 # between its start and its end) does not take in the other's
-BEGIN = ("cpu_bursts", "perf", "off_cpu", "io", "calibration", "uprobe", "perf_schema", "process")
+# the probes' load (and the calibration helper it needs) before the other BPF
+# objects: the attach waits for it, not for them
+BEGIN = ("cpu_bursts", "perf", "calibration", "uprobe", "perf_schema", "off_cpu", "io", "process")
 # the BPF objects load while a perf record starts (0.1-0.5 s under load, most
 # of it perf reading the kernel's symbols); the calibration waits for it, so
 # that it sees the probe hits' cost with perf running, as in the window
