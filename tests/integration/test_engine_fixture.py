@@ -197,12 +197,12 @@ def test_a_second_start_begins_from_the_first_ones_calibration(fixture_process, 
     first = calibration("first")
     assert first["reused"] is None and first["bursts"] - first["bursts_in_window"] == 5
     assert list((tmp_path / "cache" / "calibration").glob("*.json"))
-    # a busy machine may make the one new burst disagree: then five are taken, as they must be;
+    # a busy machine may make both check bursts disagree: then five are taken, as they must be;
     # of three back-to-back starts, one agrees
     later = [calibration(f"later{i}") for i in range(3)]
     for cal in later:
         first_bursts = cal["bursts"] - cal["bursts_in_window"]
-        assert (first_bursts, cal["reused"] is None) in ((1, False), (5, True))
+        assert (first_bursts, cal["reused"] is None) in ((1, False), (2, False), (5, True))
     second = next((c for c in later if c["reused"]), None)
     assert second is not None, later
     assert second["reused"]["bursts"] >= 4 and second["reused"]["taken"] > 0

@@ -12,8 +12,8 @@ import time
 import pytest
 
 from mysqlprobe.caches import CALIBRATION_MAX_AGE_S, CalibrationCache, host_key
-from mysqlprobe.collectors.calibration import (EMULATED, FIRST_BURSTS, REUSE_CHECK_S, ROLLING, SINGLE_STEP,
-                                              CalibrationCollector, Calibrator, median)
+from mysqlprobe.collectors.calibration import (EMULATED, FIRST_BURSTS, REUSE_CHECK_S, REUSE_CHECKS, ROLLING,
+                                               SINGLE_STEP, CalibrationCollector, Calibrator, median)
 
 SAMPLES = {EMULATED: {"entry": [700.0] * 6, "both": [1400.0, 1390.0, 1410.0, 1405.0, 1395.0, 1400.0],
                       "inside": [300.0] * 6},
@@ -96,8 +96,8 @@ def test_an_unwritable_cache_is_refused_without_a_trace(helper, tmp_path):
 class _Bursts(Calibrator):
     """A Calibrator whose bursts measure a given entry + return cost (no helper, no BPF)."""
 
-    def __init__(self, both: dict[str, float]):
-        self.both, self.bursts, self.in_window, self.reused = both, 0, 0, None
+    def __init__(self, both: dict[str, float], *then: dict[str, float]):
+        self.both, self.then, self.bursts, self.in_window, self.reused = both, list(then), 0, 0, None
         self.budgets = []
         self._stop, self._thread, self.gate = threading.Event(), None, threading.Lock()
         self.samples = {k: {"entry": [], "both": [], "inside": []} for k in (EMULATED, SINGLE_STEP)}
@@ -109,6 +109,8 @@ class _Bursts(Calibrator):
             runs["both"].append(self.both[klass])
             runs["inside"].append(self.both[klass] / 4)
         self.bursts += 1
+        if self.then:  # the next burst measures the next cost given
+            self.both = self.then.pop(0)
 
     def apply(self, session):
         return None
@@ -130,7 +132,17 @@ def test_a_burst_that_disagrees_calibrates_afresh():
     cal.calibrate(None, {"taken": 1.7e9, "samples": SAMPLES})
     assert cal.bursts == FIRST_BURSTS and cal.reused is None
     assert cal.samples[SINGLE_STEP]["both"] == [5200.0] * FIRST_BURSTS
-    assert cal.budgets == [REUSE_CHECK_S] + [0.01] * (FIRST_BURSTS - 1)
+    assert cal.budgets == [REUSE_CHECK_S] * REUSE_CHECKS + [0.01] * (FIRST_BURSTS - REUSE_CHECKS)
+
+
+def test_a_second_check_that_agrees_keeps_the_earlier_ones_and_both_checks():
+    # one burst slowed by a busy moment, the next as before
+    cal = _Bursts({EMULATED: 1420.0, SINGLE_STEP: 5200.0}, {EMULATED: 1410.0, SINGLE_STEP: 2590.0})
+    cal.calibrate(None, {"taken": 1.7e9, "samples": SAMPLES})
+    assert cal.bursts == 2 and cal.reused == {"bursts": 6, "taken": 1700000000}
+    assert cal.budgets == [REUSE_CHECK_S, REUSE_CHECK_S]
+    assert cal.samples[SINGLE_STEP]["both"] == SAMPLES[SINGLE_STEP]["both"][-(ROLLING - 2):] + [5200.0, 2590.0]
+    assert median(cal.samples[SINGLE_STEP]["both"]) == 2600.0  # the slowed one does not move the median
 
 
 def test_without_an_earlier_run_five_bursts():
