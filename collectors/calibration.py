@@ -139,8 +139,8 @@ REUSE_TOLERANCE = 0.25
 # (10 ms took 25 ms here, on the way to the probes), and about 2,500 probe
 # hits a class, against the window's 2 ms bursts that follow every second
 REUSE_CHECK_S = 0.004
-# check bursts at most before the earlier run's are set aside: 1 in 6 warm
-# starts had a first that disagreed, where the next one agreed
+# check bursts at most before the earlier run's are set aside: on this VM the
+# first disagreed in 11 of 43 warm starts, and the second agreed in 8 of those
 REUSE_CHECKS = 2
 
 
