@@ -17,15 +17,10 @@ SOURCE = "emp_src"
 KINDS = ("range", "list", "hash", "none")
 STORE_IDS = 100
 
-COLUMNS = """(
-  id int,
-  fname varchar(30),
-  lname varchar(30),
-  hired_date date not null,
-  separated_date date not null,
-  job_code int,
-  store_id int
-) ENGINE=InnoDB"""
+COLUMN_TYPES = (("id", "int"), ("fname", "varchar(30)"), ("lname", "varchar(30)"),
+                ("hired_date", "date not null"), ("separated_date", "date not null"), ("job_code", "int"),
+                ("store_id", "int"))
+COLUMNS = "(\n" + ",\n".join(f"  {name} {kind}" for name, kind in COLUMN_TYPES) + "\n) ENGINE=InnoDB"
 
 
 def connect(socket: str, database: str | None = None, user: str = "root", password: str = ""):
@@ -55,8 +50,9 @@ class Table:
         return base
 
     def insert_row_sql(self, schema: str = "") -> str:
-        """One row's INSERT, its seven values as parameters (schema: to name the table by)."""
-        return f"INSERT INTO {schema + '.' if schema else ''}{self.name} VALUES ({', '.join(['%s'] * 7)})"
+        """One row's INSERT, a parameter for each column (schema: to name the table by)."""
+        values = ", ".join(["%s"] * len(COLUMN_TYPES))
+        return f"INSERT INTO {schema + '.' if schema else ''}{self.name} VALUES ({values})"
 
     def ddl(self) -> str:
         options = f" ROW_FORMAT={self.row_format.upper()}" if self.row_format else ""
