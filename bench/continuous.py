@@ -124,23 +124,56 @@ class CounterPoll:
 class StatementLoop:
     """The seed load without an end: INSERT ... SELECT into a fresh table,
     again and again, its rows read from the server's Innodb_rows_inserted
-    once a second on a connection of its own."""
+    once a second on a connection of its own.
+
+    A cycle (the table dropped and made again, then filled) is the load's
+    unit: a reading shorter than one holds more or less of the table's
+    making, which inserts no row, so a measure per row that must hold
+    still is taken over whole cycles (until_cycle_starts). The seconds of
+    each cycle's two parts are kept (cycle_s)."""
 
     def __init__(self, socket: str, table: workload.Table):
         self.socket, self.table = socket, table
         self.error: str | None = None
+        self.cycles = 0   # cycles started
+        self.cycle_s: list[tuple[float, float]] = []  # (making the table, filling it) per cycle ended
+        self._cycle = threading.Condition()
         self._stop = threading.Event()
         self._loader = threading.Thread(target=self._load, daemon=True)
         self._loader.start()
         self.counter = CounterPoll(socket)
         self.log = self.counter.log
 
+    def until_cycle_starts(self, after_s: float = 0.0, timeout_s: float = 600.0) -> None:
+        """Wait for the first cycle to start at least after_s from now."""
+        not_before = time.monotonic() + after_s
+        deadline = not_before + timeout_s
+        with self._cycle:
+            seen = self.cycles
+            while True:
+                now = time.monotonic()
+                if now < not_before:
+                    seen = self.cycles  # one started before then does not count
+                    self._cycle.wait(not_before - now)
+                    continue
+                if self.cycles > seen:
+                    return
+                if self.error or now > deadline:
+                    raise RuntimeError(self.error or f"no cycle of the statement loop started in {timeout_s} s")
+                self._cycle.wait(1.0)
+
     def _load(self) -> None:
         conn = workload.connect(self.socket)
         try:
             while not self._stop.is_set():
+                with self._cycle:
+                    self.cycles += 1
+                    self._cycle.notify_all()
+                t0 = time.monotonic()
                 workload.create_target(conn, self.table)
+                made = time.monotonic()
                 workload.insert_select(conn, self.table)
+                self.cycle_s.append((made - t0, time.monotonic() - made))
         except Exception as e:  # reported by running()
             self.error = str(e)
         finally:

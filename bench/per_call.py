@@ -47,15 +47,17 @@ INNODB_FUNCTION = "page_cur_insert_rec_low"
 INNODB_STAGE = f"probe:{INNODB_FUNCTION}"
 KNOWN_SHORT = ["cost_10ns", "cost_20ns", "cost_40ns"]  # countdowns of the known-cost fixture
 TRUTH_CALLS = 1_000_000  # per round of the fixture's own timing of the unprobed twin
-CLEAN_S = 3  # the server's CPU per row, measured with nothing sampling it, before each truth block
+# the server's CPU per row, measured with nothing sampling it, before each
+# truth block: at least this long, over whole cycles of the seed's loop
+CLEAN_S = 3
 
 
-def record_truth(seconds: float, workdir: Path) -> Path:
-    """`perf record -g` of every CPU for `seconds`, stopped: its data file."""
+def record_truth(wait, workdir: Path) -> Path:
+    """`perf record -g` of every CPU for as long as wait() waits, stopped: its data file."""
     data = workdir / "truth.data"
     perf = subprocess.Popen(["perf", "record", "-q", "-g", "-e", "cpu-clock", "-F", str(TRUTH_HZ), "-a",
                              "-o", str(data)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    time.sleep(seconds)
+    wait()
     perf.send_signal(2)
     perf.wait()
     return data
@@ -90,19 +92,27 @@ def on_stack_ns(pid: int, data: Path, groups: dict[str, str]) -> tuple[Counter, 
     return ns, total
 
 
-def truth_block(pid: int, conn, seconds: float, workdir: Path) -> dict:
+def truth_block(pid: int, conn, load, seconds: float, workdir: Path) -> dict:
     """Where the unprobed server's CPU goes, per row inserted: each function's
     share of its perf samples times its CPU per row measured with nothing
     sampling it (perf at TRUTH_HZ adds its own interrupts to every
-    function's time, 20-35% on this kind of host)."""
-    cpu0, rows0 = cpu_seconds(pid), rows_inserted(conn)
-    time.sleep(CLEAN_S)
-    cpu_per_row = (cpu_seconds(pid) - cpu0) * 1e9 / (rows_inserted(conn) - rows0)
-    rows0 = rows_inserted(conn)
-    data = record_truth(seconds, workdir)
+    function's time, 20-35% on this kind of host). Both over whole cycles
+    of a load that has them (the seed's statement loop): a reading that
+    held more or less of the table's making than the other would set a
+    share of one mix against a CPU per row of another."""
+    wait = getattr(load, "until_cycle_starts", time.sleep)
+    if wait is not time.sleep:
+        wait(0)
+    t0, cpu0, rows0 = time.monotonic(), cpu_seconds(pid), rows_inserted(conn)
+    wait(CLEAN_S)
+    clean_s, cpu_per_row = time.monotonic() - t0, (cpu_seconds(pid) - cpu0) * 1e9 / (rows_inserted(conn) - rows0)
+    t0, rows0 = time.monotonic(), rows_inserted(conn)
+    data = record_truth(lambda: wait(seconds), workdir)
     rows = rows_inserted(conn) - rows0  # while perf recorded, not while its samples are read
+    sampled_s = time.monotonic() - t0
     ns, total = on_stack_ns(pid, data, {"lookup": "get_partition_id", "innodb": INNODB_FUNCTION})
     return {"rows": rows, "cpu_ns_per_row": cpu_per_row, "sampled_ns_per_row": total / rows,
+            "clean_s": round(clean_s, 2), "sampled_s": round(sampled_s, 2),
             "lookup_ns_per_row": ns["lookup"] / total * cpu_per_row,
             "innodb_ns_per_row": ns["innodb"] / total * cpu_per_row}
 
@@ -125,12 +135,16 @@ def profiled_block(pid: int, seconds: float, workdir: Path, extra: tuple = ()) -
     return figures
 
 
-def bench_table(sb, pid: int, conn, kind: str, parts: int, repeats: int, seconds: int, workdir: Path) -> list[dict]:
+def bench_table(sb, pid: int, conn, kind: str, parts: int, repeats: int, seconds: int, workdir: Path) -> dict:
+    """The repeats, and the seconds of the loop's cycles (median making, filling)."""
     loop = StatementLoop(sb.socket, workload.table(kind, parts))
     try:
-        return profiled_repeats(pid, conn, loop, f"{kind} {parts}", repeats, seconds, workdir)
+        runs = profiled_repeats(pid, conn, loop, f"{kind} {parts}", repeats, seconds, workdir)
     finally:
         loop.stop()
+    making, filling = zip(*loop.cycle_s) if loop.cycle_s else ((), ())
+    return {"runs": runs, "cycles": len(loop.cycle_s), "making_s": round(med(making), 2) if making else None,
+            "filling_s": round(med(filling), 2) if filling else None}
 
 
 def profiled_repeats(pid: int, conn, load, label: str, repeats: int, seconds: float, workdir: Path,
@@ -139,11 +153,11 @@ def profiled_repeats(pid: int, conn, load, label: str, repeats: int, seconds: fl
     its neighbour), beside a running load (its .error: what stopped it)."""
     runs = []
     time.sleep(3)
-    before = truth_block(pid, conn, seconds / 2, workdir)
+    before = truth_block(pid, conn, load, seconds / 2, workdir)
     for r in range(repeats):
         tool = profiled_block(pid, seconds, workdir, extra)
         time.sleep(1)
-        after = truth_block(pid, conn, seconds / 2, workdir)
+        after = truth_block(pid, conn, load, seconds / 2, workdir)
         per_row = tool["innodb_calls_per_row"] or 1.0
         truth = {"lookup_ns": (before["lookup_ns_per_row"] + after["lookup_ns_per_row"]) / 2,
                  "innodb_ns": (before["innodb_ns_per_row"] + after["innodb_ns_per_row"]) / 2 / per_row}
@@ -247,12 +261,12 @@ def main() -> None:
         workload.prepare_source(conn, SOURCE_ROWS)
         for kind, parts in TABLES:
             tables.append({"kind": kind, "partitions": parts,
-                           "runs": bench_table(sb, pid, conn, kind, parts, args.repeats, args.seconds, workdir)})
+                           **bench_table(sb, pid, conn, kind, parts, args.repeats, args.seconds, workdir)})
     fixture = bench_fixture(args.repeats, args.fixture_seconds, workdir)
     result = {"machine": machine(), "started": started.isoformat(timespec="seconds"),
               "command": f"bench/per_call.py --repeats {args.repeats} --seconds {args.seconds} "
                          f"--fixture-seconds {args.fixture_seconds}",
-              "truth_hz": TRUTH_HZ, "truth_stacks": True, "truth": "cpu share", "truth_clean_s": CLEAN_S,
+              "truth_hz": TRUTH_HZ, "truth_stacks": True, "truth": "cpu share, whole cycles", "truth_clean_s": CLEAN_S,
               "innodb_function": INNODB_FUNCTION, "tables": tables, "fixture": fixture}
     write_results(args.out, "per_call", result, markdown)
     out = Path(args.out)
@@ -289,6 +303,12 @@ def markdown(result: dict) -> str:
 
 def truth_text(result: dict) -> str:
     """How the run's truth was taken (runs before the CPU-share truth took the samples' time itself)."""
+    if result.get("truth") == "cpu share, whole cycles":
+        return ("the share of the server's samples with the function on the stack (its callees included) times "
+                "the server's CPU per row inserted, measured from /proc before each block with nothing sampling "
+                "it (perf's own interrupts at 20 kHz would add to every function's time), both over whole cycles "
+                f"of the load (a cycle: the table made again, then filled; the CPU reading at least "
+                f"{result['truth_clean_s']} s),")
     if result.get("truth") == "cpu share":
         return ("the share of the server's samples with the function on the stack (its callees included) times "
                 f"the server's CPU per row inserted, measured from /proc in the {result['truth_clean_s']} s before "
@@ -337,8 +357,21 @@ def section(result: dict, title: str) -> list[str]:
               "  (LIST's lookup searches the table's 100 listed values whatever the partition count, and "
               "HASH's computes one hash, so their 5 and 100 cost about the same)",
               f"- slowdown the profiled blocks reported: {med(slowdowns):.3f} "
-              f"({min(slowdowns):.3f} to {max(slowdowns):.3f})" if slowdowns else ""]
+              f"({min(slowdowns):.3f} to {max(slowdowns):.3f})" if slowdowns else ""] + cycle_lines(result)
     return lines + fixture_lines(result.get("fixture")) + [""]
+
+
+def cycle_lines(result: dict) -> list[str]:
+    """The load's cycles and the truth readings' spans, where the truth was taken over whole cycles."""
+    tables = [t for t in result["tables"] if t.get("making_s") is not None]
+    if not tables:
+        return []
+    blocks = [b for t in tables for r in t["runs"] for b in (r["before"], r["after"])]
+    clean, sampled = [b["clean_s"] for b in blocks], [b["sampled_s"] for b in blocks]
+    return ["- the load's cycles, median seconds (making the table + filling it): "
+            + ", ".join(f"{t['kind']} {t['partitions']} {t['making_s']:.1f} + {t['filling_s']:.1f}" for t in tables),
+            f"- the truth's readings over whole cycles: CPU per row {med(clean):.1f} s ({min(clean):.1f}-"
+            f"{max(clean):.1f}), perf {med(sampled):.1f} s ({min(sampled):.1f}-{max(sampled):.1f})"]
 
 
 def fixture_lines(fixture: dict | None) -> list[str]:
