@@ -132,7 +132,8 @@ def test_default_mode_scales_counts_by_the_rows_the_server_changed(server, conn,
     assert low <= SAMPLED_ROWS <= high or abs(est["value"] - SAMPLED_ROWS) < 0.01 * SAMPLED_ROWS, est
     assert "scaled by the server's rows changed" in out
     # CPU bursts sampled the ordinary off-phases; a quiet one only where the quiet
-    # phases took more than half the off-time, and then in its first part only
+    # phases took more than half the off-time when it opened (the share may fall
+    # back to a half later in the window), and then in its first part only
     bursts = doc["cpu_bursts"]
     assert bursts["status"] == "collected" and bursts["on_s"] > 0 and bursts["switch_failures"] == 0
     offs = [o for c in cycles for o in c.get("off", [])]
@@ -140,7 +141,7 @@ def test_default_mode_scales_counts_by_the_rows_the_server_changed(server, conn,
     for c in cycles:
         for i, o in enumerate(c.get("off", [])):
             if o.get("burst") and o["quiet"]:
-                assert sampling["quiet_share"] > 0.5, sampling
+                assert o["quiet_share"] > 0.5, (o, sampling)
                 rest = c["off"][i + 1:]
                 assert (rest and rest[0]["quiet"] and not rest[0].get("burst")) or o is c["off"][-1], c["off"]
     assert 0 < sampling["burst_rows"] < doc["window"]["rows_changed"]

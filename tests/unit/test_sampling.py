@@ -538,6 +538,7 @@ def test_where_quiet_phases_take_most_of_the_off_time_some_open_with_a_burst(clo
     offs = [o for c in cycles.cycles for o in c.get("off", [])]
     opened = [o for o in offs if o["quiet"] and o.get("burst")]
     assert opened and all(o["s"] <= duty.BURST_MAX_S + 1e-9 for o in opened)
+    assert all(o["quiet_share"] > 0.5 for o in opened)  # the share each was opened at
     # each one opens a quiet phase and the phase goes on quiet, unsampled
     for c in cycles.cycles:
         phase = c.get("off", [])
