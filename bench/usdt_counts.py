@@ -29,6 +29,7 @@ from pathlib import Path
 
 from overhead import MYSQLPROBE, Tool, bench_parser, derived, log, machine, machine_line, write_results
 from mysqlprobe import sandbox, workload
+from mysqlprobe.collectors.perfschema import global_status
 
 SYSBENCH = shutil.which("sysbench") or "sysbench"
 VERSION, THREADS, TABLES, TABLE_SIZE = "10.11.5", 8, 4, 10000
@@ -39,12 +40,6 @@ VERBS = {"INSERT": "Com_insert", "UPDATE": "Com_update", "DELETE": "Com_delete"}
 def sysbench(sock: str, test: str, *more: str) -> list[str]:
     return [SYSBENCH, test, "--db-driver=mysql", f"--mysql-socket={sock}", "--mysql-user=root", "--mysql-db=sbtest",
             f"--tables={TABLES}", f"--table-size={TABLE_SIZE}", f"--threads={THREADS}", *more]
-
-
-def counters(conn) -> dict[str, int]:
-    with conn.cursor() as cur:
-        cur.execute("SHOW GLOBAL STATUS WHERE Variable_name IN (%s)" % ", ".join(["%s"] * len(COUNTERS)), COUNTERS)
-        return {name: int(value) for name, value in cur.fetchall()}
 
 
 def prepare(sb: sandbox.Sandbox, conn, test: str) -> None:
@@ -60,13 +55,13 @@ def one_run(sb: sandbox.Sandbox, pid: int, conn, test: str, events: int, profile
     out = Path(tempfile.mkdtemp(dir=workdir))
     # read outside the window: a SHOW STATUS inside it writes its rows to a temporary
     # table, which ha_write_row (sql.insert_row) sees and Handler_write does not
-    before = counters(conn)
+    before = global_status(conn, COUNTERS)
     tool = Tool([MYSQLPROBE, "-p", str(pid), *profile, "--exact", "--no-perf-schema", "-q", "-o", str(out)],
                 "Tracing PID", "stderr")
     subprocess.run(sysbench(sb.socket, test, f"--events={events}", "--time=0", f"--db-ps-mode={ps_mode}", "run"),
                    check=True, capture_output=True)
     _, err = tool.stop()
-    after = counters(conn)
+    after = global_status(conn, COUNTERS)
     if tool.proc.returncode != 0:
         raise RuntimeError(f"mysqlprobe failed: {err.strip()[-400:]}")
     return derived(out), {k: after[k] - before[k] for k in COUNTERS}
