@@ -242,7 +242,7 @@ class IoCollector(PhasedBpfCollector):
         self.fds = FdNames(pid)
 
     def begin(self) -> None:
-        if os.uname().machine == "x86_64":
+        if os.uname().machine == "x86_64":  # else prepare() says why not
             super().begin()
 
     def prepare(self) -> None:

@@ -316,10 +316,12 @@ class DutyCycles:
         if rows is None:
             return
         if self.cycles:  # the off-phase after the cycle's on-phase
-            # a quiet phase's burst: the share it was opened at (the pacer may lower it again later)
-            marks = {"burst": True, **({"quiet_share": round(self.quiet_share, 3)} if quiet else {})} if burst else {}
-            self.cycles[-1].setdefault("off", []).append({"s": round(seconds, 6), "rows": rows, "quiet": quiet,
-                                                          **marks})
+            part = {"s": round(seconds, 6), "rows": rows, "quiet": quiet}
+            if burst:
+                part["burst"] = True
+                if quiet:  # the share it was opened at (the pacer may lower it again later)
+                    part["quiet_share"] = round(self.quiet_share, 3)
+            self.cycles[-1].setdefault("off", []).append(part)
         if burst and not quiet:  # slower by the sampling: not the speed the cycles are held against either
             return
         if rows == 0:  # idle, or a gap in the load: which one is known at the end (record)
