@@ -219,14 +219,17 @@ def phase_slowdown(doc: dict) -> float | None:
 
 def standing_cpu_s(doc: dict) -> float | None:
     """CPU seconds mysqlprobe took in every phase, the quiet ones too: its
-    own process, its calibration helper, and the server's threads serving
-    its connections (progress reads, the thread watch)."""
+    own process, its calibration helper, the server's threads serving its
+    connections (progress reads, the thread watch), and the kernel's run
+    time of the sched_switch program that keeps waits for a CPU out of the
+    calls (on all session, every thread of the host)."""
     own = doc["window"].get("own_cpu_s")
     if own is None:
         return None
     helper = (((doc.get("collectors") or {}).get("calibration") or {}).get("cost") or {}).get("cpu_s") or 0.0
     server = (doc.get("perf_schema") or {}).get("own_connections_cpu_s") or 0.0
-    return own + helper + server
+    switches = ((doc.get("engine") or {}).get("switch_program") or {}).get("s") or 0.0
+    return own + helper + server + switches
 
 
 def standing_slowdown(doc: dict) -> float | None:

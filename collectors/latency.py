@@ -185,10 +185,13 @@ class LatencyCollector(Collector):
         cal = self.calibration.current()
         probes = [probe_record(s, self._snapshot.probes.get(s.index), cal, self.corrected) for s in self.specs]
         hits_s = sum(p["calls"] * p["entry"]["pair_cost_ns"] for p in probes) / 1e9
+        switch_s = self.switches.ns / 1e9 if self.switches.measured else 0.0
         engine = {"probes_attached": self.session.attached_count, "links": self.session.link_kind,
                   "cpu_waits_left_out": self.session.cpu_waits_left_out,
                   "counters": self._snapshot.counters, "timings": dict(self.timings)}
-        switch_s = self.switches.ns / 1e9 if self.switches.measured else 0.0
+        if self.switches.measured and self.session.cpu_waits_left_out:
+            # on in every phase, the quiet ones too: a cost no phase comparison shows
+            engine["switch_program"] = {"s": round(switch_s, 6), "runs": self.switches.runs}
         cost = Cost(target_s=hits_s * (cal.in_situ or 1.0) + switch_s,
                     method="probe hits x their calibrated cost per hit"
                     + (f" x the in-situ factor {cal.in_situ:.2f} the duty cycles measured" if cal.in_situ else "")

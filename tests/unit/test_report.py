@@ -341,6 +341,7 @@ def test_the_window_rate_is_taken_over_the_span_the_load_ran():
     assert Profile(doc).overhead["measured_slowdown"] == pytest.approx(idle, abs=1e-4)
 
 
+def test_cpu_mysqlprobe_takes_in_every_phase_counts_by_how_busy_the_host_was():
     doc = sampled_with_off_phases()
     phases = 36000 / (50000 / doc["window"]["duration_s"])
     assert Profile(doc).overhead["standing_slowdown"] is None        # an older capture: the phases alone
@@ -353,6 +354,11 @@ def test_the_window_rate_is_taken_over_the_span_the_load_ran():
     doc["process"]["host_cpu_share"] = {"user": 0.6, "system": 0.4, "idle": 0.0, "iowait": 0.0, "steal": 0.0}
     o = Profile(doc).overhead
     assert o["standing_cpu_s"] == pytest.approx(0.15)
+    # the sched_switch program runs in every phase too, in the threads that switch
+    engine = doc["engine"]
+    doc["engine"] = {**engine, "switch_program": {"s": 0.02, "runs": 100000}}
+    assert Profile(doc).overhead["standing_cpu_s"] == pytest.approx(0.17)
+    doc["engine"] = engine
     assert o["standing_slowdown"] == pytest.approx(1 + 0.15 / (capacity - 0.15), abs=1e-4)
     assert o["phase_slowdown"] == pytest.approx(phases, abs=1e-4)
     assert o["measured_slowdown"] == pytest.approx(phases * o["standing_slowdown"], abs=1e-3)
