@@ -96,6 +96,7 @@ class DutyCycles:
         self._idle_phases: list[tuple[float, float, bool]] = []  # zero-row off-phases: (end, seconds, quiet)
         self.pacer = Pacer(budget, on_s=ON_PHASE_S, min_on_s=MIN_ON_S, max_off_s=MAX_OFF_S)
         self.cycles: list[dict] = []
+        self.opened = time.monotonic()  # the window's opening (run() is given it): phases are timed from it
         self.off_rows, self.off_s = 0, 0.0  # every clean off-phase, summed: the load's speed unprobed
         self.quiet_rows, self.quiet_s = 0, 0.0  # the quiet ones, summed: its speed with nothing of ours on
         self._tails: list[tuple[float, float, int]] = []  # their second halves: (end, seconds, rows)
@@ -128,6 +129,7 @@ class DutyCycles:
 
     def run(self, started: tuple[float, int | None]) -> int | None:
         """Until the window ends; the server's rows counter then."""
+        self.opened = started[0]
         if started[1] is not None:
             self._last_read = started
         on_s, on_t0 = self.pacer.longest_on_s(), started[0]
@@ -160,7 +162,7 @@ class DutyCycles:
             if burst:
                 self._burst(False)
             self._off_phase(difference(cycle_rows0, speed_from[1]), cycle_t0 - speed_from[0], quiet, burst,
-                            compared)
+                            compared, ended=cycle_t0)
             if quiet:
                 self._quiet(False)
             if ended:
@@ -295,14 +297,15 @@ class DutyCycles:
         ended = self.window.wait(seconds)
         now, rows = time.monotonic(), self.rows_changed()
         self._burst(False)
-        self._off_phase(difference(rows, speed_from[1]), now - speed_from[0], quiet=quiet, burst=True)
+        self._off_phase(difference(rows, speed_from[1]), now - speed_from[0], quiet=quiet, burst=True, ended=now)
         return ended, (now, rows)
 
     def _off_phase(self, rows: int | None, seconds: float, quiet: bool = False, burst: bool = False,
-                   compared: bool = True) -> None:
-        """Account for an off-phase; compared=False: a quiet phase's rest after
-        a burst, whose speed is not set against the ordinary phases' (it
-        ran over less of the on-phase's wake than a whole one)."""
+                   compared: bool = True, ended: float | None = None) -> None:
+        """Account for an off-phase that ended at `ended` (monotonic; now if
+        None); compared=False: a quiet phase's rest after a burst, whose
+        speed is not set against the ordinary phases' (it ran over less of
+        the on-phase's wake than a whole one)."""
         if seconds <= 0:
             return
         if rows != 0:  # a phase the load changed no row in cost it nothing: no share of the off-time
@@ -316,7 +319,8 @@ class DutyCycles:
         if rows is None:
             return
         if self.cycles:  # the off-phase after the cycle's on-phase
-            part = {"s": round(seconds, 6), "rows": rows, "quiet": quiet}
+            began = (time.monotonic() if ended is None else ended) - seconds
+            part = {"at_s": round(began - self.opened, 6), "s": round(seconds, 6), "rows": rows, "quiet": quiet}
             if burst:
                 part["burst"] = True
                 if quiet:  # the share it was opened at (the pacer may lower it again later)
@@ -361,7 +365,7 @@ class DutyCycles:
             self._burst_wanted = True
         cal = self.calibration.current()
         probe_s = sum(delta[s.index] * cal.pair_of(s) for s in self.specs) / 1e9
-        cycle = {"on_s": round(t_on, 6), "probe_s": round(probe_s, 6), "calls": delta,
+        cycle = {"at_s": round(on_t0 - self.opened, 6), "on_s": round(t_on, 6), "probe_s": round(probe_s, 6), "calls": delta,
                  "rows": difference(rows1, rows0), "row_s": round(read1 - read0, 6),
                  "row_calls": {i: calls1[i] - calls0[i] for i in now}}  # averages: may end in .5
         self.cycles.append(cycle)
@@ -381,7 +385,7 @@ class DutyCycles:
             if self.window.wait(MEASURE_OFF_S):
                 return None
             speed_from = (time.monotonic(), self.rows_changed())
-            self._off_phase(difference(speed_from[1], off_rows0), speed_from[0] - off_t0)
+            self._off_phase(difference(speed_from[1], off_rows0), speed_from[0] - off_t0, ended=speed_from[0])
             lost = self.pacer.lost(cycle_s, cycle_rows)
         if cycle["rows"] == 0:
             # no row changed while the probes were on (a load that starts with

@@ -247,7 +247,7 @@ class Recorder:
         window = {"start": start_wall, "duration_s": round(elapsed, 6), "requested_s": o.duration,
                   "ended_by": win.ended_by, "rows_changed": difference(rows_at_end, started[1]),
                   "rows_counter": self.counter.label if self.counter else "+".join(ROW_COUNTERS),
-                  "own_cpu_s": round(own_cpu, 4)}
+                  "own_cpu_s": round(own_cpu, 4), "start_monotonic_s": round(started[0], 6)}
         return window, sampling, rows_at_end
 
     def _progress_counter(self) -> MemoryCounter | None:

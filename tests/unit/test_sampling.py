@@ -510,6 +510,29 @@ def test_bursts_sample_the_ordinary_off_phases_and_never_a_quiet_one(clock):
     assert record["off_rows"] == sum(o["rows"] for o in offs if not o["quiet"] and not o.get("burst"))
 
 
+def test_each_phase_is_timed_from_the_windows_opening(clock):
+    """Where each on-phase and each part of the off-phases lay in the
+    window, so that what was measured outside mysqlprobe (a server's
+    counters, perf, bpftrace) can be cut to its quiet phases."""
+    clock.now += 50.0
+    t0 = clock.monotonic()
+    rows = lambda: int((clock.monotonic() - t0) * 20_000)  # noqa: E731
+    cycles, _, _ = bursting_cycles(rows, clock, seconds=3.0)
+    cycles.run((t0, rows()))
+    assert cycles.opened == t0 and cycles.cycles[0]["at_s"] == 0.0
+    kinds = set()
+    for cycle, following in zip(cycles.cycles, cycles.cycles[1:] + [None]):
+        at = cycle["at_s"] + cycle["on_s"]                   # the simulated attach and detach take no time
+        for part in cycle.get("off", []):
+            assert part["at_s"] == pytest.approx(at, abs=1e-6)
+            at += part["s"]
+            kinds.add((part["quiet"], bool(part.get("burst"))))
+        if following:
+            assert following["at_s"] == pytest.approx(at, abs=1e-6)
+    assert at <= clock.monotonic() - t0 + 1e-6
+    assert {(True, False), (False, False), (False, True)} <= kinds   # quiet, ordinary and burst parts alike
+
+
 def _costly_setup_load(clock, quieted: _Quieted, burst: _Burst):
     """20,000 rows/s in the quiet phases, 16,000 with what stays on on (a
     quarter slower), 19,000 in a quiet phase's burst (the sampler alone)."""
