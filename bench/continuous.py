@@ -121,60 +121,6 @@ class CounterPoll:
         self.thread.join(timeout=120)
 
 
-Span = tuple[float, float]  # monotonic seconds, from and to
-
-
-def overlaps(spans: list[Span], within: list[Span] | None) -> list[Span]:
-    """The parts of spans inside any of `within` (all of them where within is None)."""
-    if within is None:
-        return list(spans)
-    return [(max(a, c), min(b, d)) for a, b in spans for c, d in within if max(a, c) < min(b, d)]
-
-
-class ServerPoll:
-    """The server's CPU seconds (/proc) and its Innodb_rows_inserted, read
-    together every `period` seconds on a connection of its own: what it
-    spent per row over any spans of the run, read from outside mysqlprobe."""
-
-    def __init__(self, pid: int, socket: str, period: float = 0.05):
-        self.pid, self.socket, self.period = pid, socket, period
-        self.readings: list[tuple[float, float, int]] = []  # (monotonic, CPU seconds, rows)
-        self._stop = threading.Event()
-        self.thread = threading.Thread(target=self._poll, daemon=True)
-        self.thread.start()
-
-    def _poll(self) -> None:
-        from mysqlprobe.collectors.process import cpu_seconds
-        conn = workload.connect(self.socket)
-        try:
-            while not self._stop.wait(self.period):
-                t0 = time.monotonic()
-                cpu, rows = cpu_seconds(self.pid), rows_inserted(conn)
-                if cpu is not None:
-                    self.readings.append(((t0 + time.monotonic()) / 2, cpu, rows))
-        finally:
-            conn.close()
-
-    def per_row(self, spans: list[Span], min_s: float = 0.2) -> dict | None:
-        """The server's CPU ns per row inserted over the spans: for each, from
-        its first reading to its last (at least min_s apart), summed."""
-        cpu = seconds = 0.0
-        rows = 0
-        for a, b in spans:
-            inside = [r for r in self.readings if a <= r[0] <= b]
-            if len(inside) < 2 or inside[-1][0] - inside[0][0] < min_s:
-                continue
-            first, last = inside[0], inside[-1]
-            seconds += last[0] - first[0]
-            cpu += last[1] - first[1]
-            rows += last[2] - first[2]
-        return {"cpu_ns_per_row": cpu * 1e9 / rows, "seconds": round(seconds, 2), "rows": rows} if rows else None
-
-    def stop(self) -> None:
-        self._stop.set()
-        self.thread.join(timeout=60)
-
-
 class StatementLoop:
     """The seed load without an end: INSERT ... SELECT into a fresh table,
     again and again, its rows read from the server's Innodb_rows_inserted
@@ -191,7 +137,6 @@ class StatementLoop:
         self.error: str | None = None
         self.cycles = 0   # cycles started
         self.cycle_s: list[tuple[float, float]] = []  # (making the table, filling it) per cycle ended
-        self._fills: list[list[float]] = []  # [from, to] of each filling (monotonic; to: inf while it runs)
         self._cycle = threading.Condition()
         self._stop = threading.Event()
         self._loader = threading.Thread(target=self._load, daemon=True)
@@ -227,19 +172,12 @@ class StatementLoop:
                 t0 = time.monotonic()
                 workload.create_target(conn, self.table)
                 made = time.monotonic()
-                self._fills.append([made, float("inf")])
                 workload.insert_select(conn, self.table)
-                self._fills[-1][1] = time.monotonic()
-                self.cycle_s.append((made - t0, self._fills[-1][1] - made))
+                self.cycle_s.append((made - t0, time.monotonic() - made))
         except Exception as e:  # reported by running()
             self.error = str(e)
         finally:
             conn.close()
-
-    @property
-    def fills(self) -> list[Span]:
-        """When the table was being filled (rows inserted), not made."""
-        return [(a, b) for a, b in self._fills]
 
     def running(self) -> bool:
         return self.error is None and self._loader.is_alive() and self.counter.thread.is_alive()

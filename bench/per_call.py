@@ -15,12 +15,8 @@ server's Innodb_rows_inserted, in the seconds just before, with nothing
 sampling it: perf at 20 kHz adds its own interrupts to every function's
 time), over the function's calls per row (one partition lookup per row
 inserted; the InnoDB function's calls per row as its probe counted
-them), the mean of the two blocks around the profiled one, times the
-block's own factor: the server's CPU per row in the profiled block's quiet
-phases over that in the readings around it (read every 50 ms while the
-table was filled), since a host that slows the server during the block
-slows the function too. mysqlprobe: the stage's mean_ns, its interval and
-method."""
+them), the mean of the two blocks around the profiled one. mysqlprobe:
+the stage's mean_ns, its interval and method."""
 
 from __future__ import annotations
 
@@ -34,7 +30,7 @@ from pathlib import Path
 import json
 
 import overhead
-from continuous import ServerPoll, StatementLoop, overlaps, rows_inserted
+from continuous import StatementLoop, rows_inserted
 from overhead import (MYSQLPROBE, ROOT, Tool, bench_parser, derived, fixture_command, log, machine, med, run_line,
                       write_results)
 from mysqlprobe import sandbox, workload
@@ -109,15 +105,14 @@ def truth_block(pid: int, conn, load, seconds: float, workdir: Path) -> dict:
         wait(0)
     t0, cpu0, rows0 = time.monotonic(), cpu_seconds(pid), rows_inserted(conn)
     wait(CLEAN_S)
-    clean_span = (t0, time.monotonic())
-    clean_s, cpu_per_row = clean_span[1] - t0, (cpu_seconds(pid) - cpu0) * 1e9 / (rows_inserted(conn) - rows0)
+    clean_s, cpu_per_row = time.monotonic() - t0, (cpu_seconds(pid) - cpu0) * 1e9 / (rows_inserted(conn) - rows0)
     t0, rows0 = time.monotonic(), rows_inserted(conn)
     data = record_truth(lambda: wait(seconds), workdir)
     rows = rows_inserted(conn) - rows0  # while perf recorded, not while its samples are read
     sampled_s = time.monotonic() - t0
     ns, total = on_stack_ns(pid, data, {"lookup": "get_partition_id", "innodb": INNODB_FUNCTION})
     return {"rows": rows, "cpu_ns_per_row": cpu_per_row, "sampled_ns_per_row": total / rows,
-            "clean_s": round(clean_s, 2), "clean_span": clean_span, "sampled_s": round(sampled_s, 2),
+            "clean_s": round(clean_s, 2), "sampled_s": round(sampled_s, 2),
             "lookup_ns_per_row": ns["lookup"] / total * cpu_per_row,
             "innodb_ns_per_row": ns["innodb"] / total * cpu_per_row}
 
@@ -137,35 +132,7 @@ def profiled_block(pid: int, seconds: float, workdir: Path, extra: tuple = ()) -
     # where the window's off-time went: the bursts' share decides how many samples a short function gets
     figures["phases"] = {k: sampling.get(k) for k in ("on_s", "off_s", "quiet_s", "quiet_share", "burst_s",
                                                        "burst_rows", "cycles")}
-    figures["quiet_spans"] = quiet_spans(doc)
     return figures
-
-
-QUIET_MARGIN_S = 0.05  # off each end of a quiet phase: the switches around it are not the load's
-
-
-def quiet_spans(doc: dict) -> list[tuple[float, float]]:
-    """The capture's quiet phases on this host's monotonic clock, less
-    their bursts (sampling at a high rate costs the server too): where
-    nothing of mysqlprobe ran but what stays on all along."""
-    opened = doc["window"]["start_monotonic_s"]
-    parts = [p for c in doc["sampling"]["calls_per_cycle"] for p in c.get("off", [])
-             if p["quiet"] and not p.get("burst")]
-    return [(opened + p["at_s"] + QUIET_MARGIN_S, opened + p["at_s"] + p["s"] - QUIET_MARGIN_S) for p in parts
-            if p["s"] > 2 * QUIET_MARGIN_S]
-
-
-def in_block(poll: ServerPoll, fills, tool: dict, before: dict, after: dict) -> dict | None:
-    """How much more CPU a row took in the profiled block's quiet phases
-    than in the truth's readings either side (both while the table was
-    being filled, not made): a host that slowed the server during the
-    block slowed the function too, and the truth taken outside it does not
-    see that. None where either reading had no rows."""
-    block = poll.per_row(overlaps(tool["quiet_spans"], fills))
-    around = poll.per_row(overlaps([tuple(before["clean_span"]), tuple(after["clean_span"])], fills))
-    if not block or not around:
-        return None
-    return {"factor": block["cpu_ns_per_row"] / around["cpu_ns_per_row"], "block": block, "around": around}
 
 
 def bench_table(sb, pid: int, conn, kind: str, parts: int, repeats: int, seconds: int, workdir: Path) -> dict:
@@ -185,40 +152,24 @@ def profiled_repeats(pid: int, conn, load, label: str, repeats: int, seconds: fl
     """Per repeat a profiled block between unprobed ones (each shared with
     its neighbour), beside a running load (its .error: what stopped it)."""
     runs = []
-    poll = ServerPoll(pid, conn.unix_socket)
-    try:
-        time.sleep(3)
-        before = truth_block(pid, conn, load, seconds / 2, workdir)
-        for r in range(repeats):
-            tool = profiled_block(pid, seconds, workdir, extra)
-            time.sleep(1)
-            after = truth_block(pid, conn, load, seconds / 2, workdir)
-            per_row = tool["innodb_calls_per_row"] or 1.0
-            truth = {"lookup_ns": (before["lookup_ns_per_row"] + after["lookup_ns_per_row"]) / 2,
-                     "innodb_ns": (before["innodb_ns_per_row"] + after["innodb_ns_per_row"]) / 2 / per_row}
-            run = {"truth": truth, "tool": tool, "before": before, "after": after,
-                   # a load without cycles (no fills) inserts all along
-                   "in_block": in_block(poll, getattr(load, "fills", None), tool, before, after)}
-            runs.append(run)
-            block = block_truth(run)
-            log(f"{label} {r + 1}/{repeats}: lookup truth {truth['lookup_ns']:.1f} ns (in the block "
-                f"{block['lookup_ns']:.1f}), mysqlprobe {tool['lookup']['mean_ns']} {tool['lookup']['ci95']} "
-                f"({tool['lookup']['method']}); {INNODB_FUNCTION} truth {truth['innodb_ns']:.1f} (in the block "
-                f"{block['innodb_ns']:.1f}), mysqlprobe {tool['innodb']['mean_ns']} {tool['innodb']['ci95']} "
-                f"({tool['innodb']['method']}); reported slowdown {tool['slowdown']}")
-            before = after
-            if load.error:
-                raise RuntimeError(load.error)
-    finally:
-        poll.stop()
+    time.sleep(3)
+    before = truth_block(pid, conn, load, seconds / 2, workdir)
+    for r in range(repeats):
+        tool = profiled_block(pid, seconds, workdir, extra)
+        time.sleep(1)
+        after = truth_block(pid, conn, load, seconds / 2, workdir)
+        per_row = tool["innodb_calls_per_row"] or 1.0
+        truth = {"lookup_ns": (before["lookup_ns_per_row"] + after["lookup_ns_per_row"]) / 2,
+                 "innodb_ns": (before["innodb_ns_per_row"] + after["innodb_ns_per_row"]) / 2 / per_row}
+        runs.append({"truth": truth, "tool": tool, "before": before, "after": after})
+        log(f"{label} {r + 1}/{repeats}: lookup truth {truth['lookup_ns']:.1f} ns, mysqlprobe "
+            f"{tool['lookup']['mean_ns']} {tool['lookup']['ci95']} ({tool['lookup']['method']}); "
+            f"{INNODB_FUNCTION} truth {truth['innodb_ns']:.1f}, mysqlprobe {tool['innodb']['mean_ns']} "
+            f"{tool['innodb']['ci95']} ({tool['innodb']['method']}); reported slowdown {tool['slowdown']}")
+        before = after
+        if load.error:
+            raise RuntimeError(load.error)
     return runs
-
-
-def block_truth(run: dict) -> dict:
-    """The truth as the profiled block's server ran: the one read around it
-    times the block's factor (as read around it where the run has none)."""
-    factor = (run.get("in_block") or {}).get("factor", 1.0)
-    return {k: v * factor for k, v in run["truth"].items()}
 
 
 def stage_figures(doc: dict, stage: str) -> dict:
@@ -287,14 +238,14 @@ def order_kept(tables: list[dict], kind: str) -> bool | None:
     few, many = ([t for t in tables if t["kind"] == kind and t["partitions"] == n] for n in (5, 100))
     if not few or not many:
         return None
-    truth = lambda run: block_truth(run)["lookup_ns"]  # noqa: E731
     pairs = [(a, b) for a, b in zip(few[0]["runs"], many[0]["runs"])
-             if max(truth(a), truth(b)) > DISTINCT * min(truth(a), truth(b))
+             if max(a["truth"]["lookup_ns"], b["truth"]["lookup_ns"])
+             > DISTINCT * min(a["truth"]["lookup_ns"], b["truth"]["lookup_ns"])
              and a["tool"]["lookup"]["resolved"] and b["tool"]["lookup"]["resolved"]]
     if not pairs:
         return None
-    return all((b["tool"]["lookup"]["mean_ns"] > a["tool"]["lookup"]["mean_ns"]) == (truth(b) > truth(a))
-               for a, b in pairs)
+    return all((b["tool"]["lookup"]["mean_ns"] > a["tool"]["lookup"]["mean_ns"])
+               == (b["truth"]["lookup_ns"] > a["truth"]["lookup_ns"]) for a, b in pairs)
 
 
 def main() -> None:
@@ -384,33 +335,22 @@ def section(result: dict, title: str) -> list[str]:
              "samples: the CPU samples mysqlprobe's figure rests on; at the truth: how many the truth's cost "
              "per call would give over the same calls (a count far from it is the samples' chance, or the "
              "function's cost in that block, not the truth's); to resolve, for a bound: how many would make it "
-             "a mean (mysqlprobe's own hint, which it prints with a bound).", ""]
-    blocks = any(r.get("in_block") for t in result["tables"] for r in t["runs"])
-    if blocks:
-        lines += [IN_BLOCK_TEXT, ""]
-    lines += ["| table | function | truth " + ("around | block x | truth in the block " if blocks else "")
-              + "| mysqlprobe | within max(10 ns, 35%) | samples | at the truth | to resolve |",
-              "|---|---|---|" + ("---|---|" if blocks else "") + "---|---|---|---|---|"]
+             "a mean (mysqlprobe's own hint, which it prints with a bound).", "",
+             "| table | function | truth | mysqlprobe | within max(10 ns, 35%) | samples | at the truth "
+             "| to resolve |", "|---|---|---|---|---|---|---|---|"]
     for key, function in (("lookup", None), ("innodb", result["innodb_function"])):
         for t in result["tables"]:
             for r in t["runs"]:
-                tool, around, truth = r["tool"][key], r["truth"][f"{key}_ns"], block_truth(r)[f"{key}_ns"]
+                tool, truth = r["tool"][key], r["truth"][f"{key}_ns"]
                 name = function or f"get_partition_id_{t['kind']}*"
                 ok = "yes" if within(tool, truth) else "NO"
-                factor = (r.get("in_block") or {}).get("factor")
-                shown = f"{around:.1f} | {'-' if factor is None else f'{factor:.3f}'} | {truth:.1f}" if blocks \
-                    else f"{truth:.1f}"
-                lines.append(f"| {t['kind']} {t['partitions']} | {name} | {shown} | {_tool(tool)} | {ok} | "
+                lines.append(f"| {t['kind']} {t['partitions']} | {name} | {truth:.1f} | {_tool(tool)} | {ok} | "
                              + " | ".join(sample_counts(tool, truth)) + " |")
-    every = [within(r["tool"][k], block_truth(r)[f"{k}_ns"]) for t in result["tables"] for r in t["runs"]
+    every = [within(r["tool"][k], r["truth"][f"{k}_ns"]) for t in result["tables"] for r in t["runs"]
              for k in ("lookup", "innodb")]
-    around = [within(r["tool"][k], r["truth"][f"{k}_ns"]) for t in result["tables"] for r in t["runs"]
-              for k in ("lookup", "innodb")]
     orders = {k: order_kept(result["tables"], k) for k in ("range", "list", "hash")}
     slowdowns = [r["tool"]["slowdown"] for t in result["tables"] for r in t["runs"] if r["tool"]["slowdown"]]
-    lines += ["", f"- within max(10 ns, 35%) of the truth{' in the block' if blocks else ''}: {sum(every)} of "
-              f"{len(every)}" + (f" (of the truth around it: {sum(around)})" if blocks else ""),
-              *block_lines(result),
+    lines += ["", f"- within max(10 ns, 35%) of the truth: {sum(every)} of {len(every)}",
               "- the order between 5 and 100 partitions, on every repeat where the truths differ by more "
               f"than {DISTINCT:.2f}x and mysqlprobe measured both (`-`: no such repeat): "
               + ", ".join(f"{k} {'-' if v is None else 'yes' if v else 'NO'}" for k, v in orders.items()),
@@ -419,26 +359,6 @@ def section(result: dict, title: str) -> list[str]:
               f"- slowdown the profiled blocks reported: {med(slowdowns):.3f} "
               f"({min(slowdowns):.3f} to {max(slowdowns):.3f})" if slowdowns else ""] + cycle_lines(result)
     return lines + fixture_lines(result.get("fixture")) + [""]
-
-
-IN_BLOCK_TEXT = (
-    "truth around: as above, read in the unprobed blocks either side. block x: the server's CPU per row "
-    "inserted in the profiled block's quiet phases (nothing of mysqlprobe on but what stays on all along; "
-    "their bursts and 50 ms at each end left out) over that in the truth's CPU readings either side, both "
-    "read by this script every 50 ms from /proc and the server's Innodb_rows_inserted, both while the "
-    "table was being filled (not made). A host that slows the server during a block slows the function "
-    "with it, which a truth read only around the block cannot see. truth in the block: truth around x "
-    "block x, what mysqlprobe is held against.")
-
-
-def block_lines(result: dict) -> list[str]:
-    """The in-block factors' spread and the seconds they were read over."""
-    runs = [r["in_block"] for t in result["tables"] for r in t["runs"] if r.get("in_block")]
-    if not runs:
-        return []
-    factors, seconds = [r["factor"] for r in runs], [r["block"]["seconds"] for r in runs]
-    return [f"- block x: median {med(factors):.3f} ({min(factors):.3f}-{max(factors):.3f}), over "
-            f"{med(seconds):.1f} s of each block's quiet phases ({min(seconds):.1f}-{max(seconds):.1f})"]
 
 
 def cycle_lines(result: dict) -> list[str]:
