@@ -39,9 +39,10 @@ VERSION = "10.11.5"
 READY = "Tracing PID"
 
 
-def one_run(pid: int, seconds: int, outdir: Path, exe: str = MYSQLPROBE) -> dict:
+def one_run(pid: int, seconds: int, outdir: Path, exe: str = MYSQLPROBE, options: tuple = ()) -> dict:
     t0 = time.monotonic()
-    proc = subprocess.Popen([exe, "-p", str(pid), "--insert-profile", "-d", str(seconds), "-o", str(outdir)],
+    proc = subprocess.Popen([exe, "-p", str(pid), "--insert-profile", "-d", str(seconds), "-o", str(outdir),
+                             *options],
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     ready, err = None, []
     for line in proc.stderr:
@@ -62,6 +63,9 @@ def main() -> None:
     ap = bench_parser(__doc__, runs=7, seconds=3)
     ap.add_argument("--versus", metavar="MYSQLPROBE",
                     help="another build's mysqlprobe: its warm runs alternate with this one's, one each")
+    ap.add_argument("--versus-options", default="", metavar="OPTIONS",
+                    help="more options for the other's runs, e.g. '--no-perf-schema' with --versus naming "
+                         "this build: what a collector costs the start")
     ap.add_argument("--idle", action="store_true", help="no load on the server")
     args = ap.parse_args()
     sb = sandbox.Sandbox(VERSION, instance="startup")
@@ -86,7 +90,8 @@ def main() -> None:
                 runs.append(run)
                 log(f"run {i + 1}: {run}")
                 if args.versus and i > 0:
-                    other = one_run(pid, args.seconds, Path(tmp) / f"v{i}", args.versus)
+                    other = one_run(pid, args.seconds, Path(tmp) / f"v{i}", args.versus,
+                                    tuple(args.versus_options.split()))
                     # its plan is cached under its own code's digest: its first run plans afresh
                     other["start"] = "versus" if other["timings"].get("plan_cached") else "versus cold"
                     runs.append(other)
@@ -101,9 +106,11 @@ def main() -> None:
               "command": "sudo .venv/bin/python bench/startup.py " + " ".join(sys.argv[1:]),
               "server": f"MariaDB {VERSION}", "load": "none" if args.idle else "4 clients inserting single rows",
               "runs": runs,
-              "warm": {"ready_s": med([r["ready_s"] for r in warm]), "ready_range": spread([r["ready_s"] for r in warm]),
+              "warm": {"ready_s": med([r["ready_s"] for r in warm]),
+                       "ready_range": spread([r["ready_s"] for r in warm]),
                        "max_rss_mb": max(r["max_rss_mb"] for r in runs if r["start"] != "versus")},
-              **({"versus": {"mysqlprobe": args.versus, "ready_s": med([r["ready_s"] for r in versus]),
+              **({"versus": {"mysqlprobe": args.versus, "options": args.versus_options,
+                             "ready_s": med([r["ready_s"] for r in versus]),
                              "ready_range": spread([r["ready_s"] for r in versus]),
                              "max_rss_mb": max(r["max_rss_mb"] for r in versus)}} if versus else {})}
     write_results(args.out, "startup", result, render)
@@ -138,7 +145,9 @@ def render(r: dict) -> str:
     v = r.get("versus")
     if v:
         lo, hi = v["ready_range"]
-        lines[-1:-1] = [f"- the other build (`{v['mysqlprobe']}`, its runs alternating with these): warm start "
+        options = f" with `{v['options']}`" if v.get("options") else ""
+        lines[-1:-1] = [f"- the other build (`{v['mysqlprobe']}`{options}, its runs alternating with these): "
+                        "warm start "
                         f"median {v['ready_s']:.3f} s ({lo:.3f}-{hi:.3f}), peak RSS {v['max_rss_mb']:.1f} MB"]
     return "\n".join(lines)
 
