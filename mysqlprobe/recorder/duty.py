@@ -365,8 +365,8 @@ class DutyCycles:
             self._burst_wanted = True
         cal = self.calibration.current()
         probe_s = sum(delta[s.index] * cal.pair_of(s) for s in self.specs) / 1e9
-        cycle = {"at_s": round(on_t0 - self.opened, 6), "on_s": round(t_on, 6), "probe_s": round(probe_s, 6), "calls": delta,
-                 "rows": difference(rows1, rows0), "row_s": round(read1 - read0, 6),
+        cycle = {"at_s": round(on_t0 - self.opened, 6), "on_s": round(t_on, 6), "probe_s": round(probe_s, 6),
+                 "calls": delta, "rows": difference(rows1, rows0), "row_s": round(read1 - read0, 6),
                  "row_calls": {i: calls1[i] - calls0[i] for i in now}}  # averages: may end in .5
         self.cycles.append(cycle)
         return cycle, rows1 if ended else False
