@@ -15,6 +15,7 @@ import threading
 
 from mysqlprobe import __version__
 from mysqlprobe.errors import EXIT_FAILURE, EXIT_INTERRUPTED, Interrupted, MysqlprobeError
+from mysqlprobe.recorder.priority import START_NICE, START_PRIORITY
 from mysqlprobe.recorder.window import RunSignals
 
 DESCRIPTION = ("Where an INSERT's time goes inside mysqld: eBPF uprobe latency histograms of the "
@@ -82,13 +83,23 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _main(command: str, argv: list[str]) -> int:
+    try:
+        return _command(command, argv)
+    finally:
+        START_PRIORITY.settle()  # called in-process (tests, bench): the caller's thread as it was
+
+
+def _command(command: str, argv: list[str]) -> int:
     if command in PROFILING_COMMANDS:
+        START_PRIORITY.raise_to(START_NICE)  # from here: the imports are a part of the start
         steady_heap()
     module = command_module(command)
     if command != "record" or (argv and argv[0] == "record"):
         argv = argv[1:]
     parser = build_parser(command, module)
     args = parser.parse_args(argv)
+    if command in PROFILING_COMMANDS:
+        START_PRIORITY.raise_to(args.start_nice)
     umask = os.umask(PRIVATE_UMASK)  # the caller's, read by setting one
     if command in WRITES_CAPTURES:
         os.umask(SHARED_UMASK if args.shared_output else PRIVATE_UMASK)  # perf inherits it for perf.data

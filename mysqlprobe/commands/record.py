@@ -20,6 +20,7 @@ from mysqlprobe.errors import TargetError, UsageError
 from mysqlprobe.output import check_output_dir, save_capture
 from mysqlprobe.recorder.options import Control, RecordOptions
 from mysqlprobe.recorder.plan import Plan, check_symbols, list_plan, plan_cached, plan_probes, usdt_stand_ins
+from mysqlprobe.recorder.priority import add_start_nice
 from mysqlprobe.recorder.recorder import Recorder
 from mysqlprobe.recorder.window import RunSignals, StatusLine
 
@@ -62,6 +63,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    "debuginfod servers (space-separated; default: $DEBUGINFOD_URLS)")
     p.add_argument("--list", action="store_true", help="list the functions that would be probed, and exit")
     p.add_argument("-q", "--quiet", action="store_true", help="no status line while running")
+    add_start_nice(p)
     p.add_argument("--strict", action="store_true",
                    help="fail when a requested stage cannot be probed (a stripped binary without debug symbols); "
                         "by default the capture goes on with what can run: Performance Schema, process, CPU "
@@ -173,7 +175,7 @@ def options_from(args) -> RecordOptions:
         off_cpu=not args.no_off_cpu, io=not args.no_io, verbose=args.verbose, argv=tuple(sys.argv),
         perf=None if args.no_perf else PerfOptions(args.perf_freq, args.perf_callgraph, args.keep_perf_data),
         burst_freq=0 if args.no_perf else args.burst_freq, sampler=args.sampler, reuse_calibration=not args.recalibrate,
-        progress_counter=args.progress_counter)
+        progress_counter=args.progress_counter, start_nice=args.start_nice)
 
 
 def report(cap: Capture, out_dir: str | None, signals: RunSignals | None = None) -> Profile:

@@ -32,6 +32,7 @@ from mysqlprobe.errors import Interrupted, MysqlprobeError, TargetError, UsageEr
 from mysqlprobe.flamegraphs import pprof
 from mysqlprobe.recorder.options import Control, RecordOptions
 from mysqlprobe.recorder.plan import plan_cached, plan_in_child
+from mysqlprobe.recorder.priority import add_start_nice
 from mysqlprobe.recorder.recorder import Recorder
 from mysqlprobe.recorder.window import RunSignals
 
@@ -65,6 +66,7 @@ def add_arguments(p) -> None:
                    help="the server's progress read from its memory in place of its rows changed (as for record: "
                         "global_query_id, one a statement), where no connection counts them")
     p.add_argument("-q", "--quiet", action="store_true", help="no line per window on stderr")
+    add_start_nice(p)
 
 
 def parse_listen(text: str) -> tuple[str, int]:
@@ -178,7 +180,7 @@ class Watch:
             perf=PerfOptions(), off_cpu=True, verbose=args.verbose,
             # the CPU bursts' rate shrinks with the budget: 1999 Hz at 10%, 200 Hz at 1%
             burst_freq=max(round(BURST_FREQUENCY * min(args.budget / 10, 1.0)), 1),
-            progress_counter=args.progress_counter, sampler=args.sampler)
+            progress_counter=args.progress_counter, sampler=args.sampler, start_nice=args.start_nice)
         self._plans: dict = {}
 
     def log(self, msg: str) -> None:

@@ -7,6 +7,7 @@ import threading
 from mysqlprobe.collectors.connection import ConnectOptions
 from mysqlprobe.collectors.cpu_bursts import BURST_FREQUENCY
 from mysqlprobe.collectors.perf import PerfOptions
+from mysqlprobe.recorder.priority import START_NICE
 from mysqlprobe.records import field, record
 
 
@@ -30,6 +31,7 @@ class RecordOptions:
                                         # in BPF where the binary keeps frame pointers ("auto")
     reuse_calibration: bool = True      # start from the last run's calibration on this kernel and CPU
     progress_counter: str | None = None  # a variable of the target read as its progress, for the rows changed
+    start_nice: int | None = START_NICE  # the start's niceness until the window opens (recorder/priority.py)
     verbose: bool = False
     stop_reason: str = "stopped"        # window.ended_by when `stop` is set by the caller
     argv: tuple[str, ...] = ()

@@ -50,6 +50,7 @@ from mysqlprobe.errors import PermissionProblem
 from mysqlprobe.recorder.duty import Bursts, DutyCycles, difference
 from mysqlprobe.recorder.options import Control, RecordOptions
 from mysqlprobe.recorder.plan import Plan, target_record
+from mysqlprobe.recorder.priority import START_PRIORITY
 from mysqlprobe.recorder.window import Window
 from mysqlprobe.records import replace
 
@@ -139,6 +140,13 @@ class Recorder:
         cycles within the budget), detach, and collect."""
         if os.geteuid() != 0:
             raise PermissionProblem("attaching uprobes needs root (or CAP_BPF, CAP_PERFMON and CAP_SYS_ADMIN)")
+        START_PRIORITY.raise_to(self.options.start_nice)  # raised already when the command began
+        try:
+            return self._record()
+        finally:
+            START_PRIORITY.settle()  # on a way out before the window
+
+    def _record(self) -> Capture:
         with ExitStack() as stack:
             self.counter = self._progress_counter()
             if self.counter:
@@ -222,6 +230,8 @@ class Recorder:
         if self.control.status:
             self.control.status.started(self.target.pid, len(self.plan.specs),
                                         latency.session.attached_count if latency else 0, exact, o.budget)
+        self.timings["start_nice"] = START_PRIORITY.applied
+        START_PRIORITY.settle()  # the window at the caller's niceness: what the load feels from here is measured
         # what loading the BPF objects left free, once the window is open: not on the way to the probes
         give_back_free_memory()
         if exact:

@@ -11,7 +11,8 @@ import subprocess
 import pytest
 
 from conftest import MYSQLPROBE, strip_with_debug_file
-from helpers import Profiler, code_as_in_file, kill9_leaves_no_probe, partition_calls, stage
+from helpers import Profiler, code_as_in_file, kill9_leaves_no_probe, partition_calls, stage, wait_until
+from mysqlprobe.recorder.priority import descendants_tasks
 
 pytestmark = pytest.mark.root
 ROWS = 10007  # prime: a count cannot match by accident
@@ -208,6 +209,55 @@ def test_a_second_start_begins_from_the_first_ones_calibration(fixture_process, 
     assert second["reused"]["bursts"] >= 4 and second["reused"]["taken"] > 0
     fresh = calibration("fresh", "--recalibrate")
     assert fresh["reused"] is None and fresh["bursts"] - fresh["bursts_in_window"] == 5
+
+
+@pytest.mark.parametrize("fixture_process", ["8.0"], indirect=True)
+def test_the_start_runs_ahead_and_the_window_at_the_callers_niceness(fixture_process, tmp_path):
+    """Held before the attach: mysqlprobe and the helpers it started (the
+    calibration's) at -10; once tracing, every thread of it and of its
+    helpers at the caller's. --start-nice 0 leaves the start as the caller's."""
+    caller = os.getpriority(os.PRIO_PROCESS, 0)
+
+    def niceness(start_nice: str) -> tuple[dict, dict, dict]:
+        proc = subprocess.Popen([MYSQLPROBE, "-p", str(fixture_process.pid), "--insert-profile", "-d", "30",
+                                 "-o", str(tmp_path / start_nice), "--start-nice", start_nice],
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                env={**os.environ, "MYSQLPROBE_PAUSE_AT": "attach:2"})
+        try:
+            held = next((comms_nice(proc.pid) for line in proc.stderr if "paused at attach" in line), None)
+            assert held, "never held at the attach"
+            assert any(line.startswith("Tracing PID") for line in proc.stderr)
+            assert wait_until(lambda: set(comms_nice(proc.pid).values()) == {caller}, timeout=5), \
+                comms_nice(proc.pid)
+            tracing = comms_nice(proc.pid)
+        finally:
+            proc.send_signal(signal.SIGINT)
+            proc.communicate(timeout=60)
+        assert proc.returncode == 0
+        timings = json.loads((tmp_path / start_nice / "profile.json").read_text())["engine"]["timings"]
+        return held, tracing, timings
+
+    held, tracing, timings = niceness("-10")
+    assert held[("mysqlprobe", "main")] == held[("calibrate", "main")] == -10, held
+    assert timings["start_nice"] == -10 and len(tracing) >= len(held) - 2
+    held, _, timings = niceness("0")
+    assert set(held.values()) == {caller} and timings["start_nice"] is None
+
+
+def comms_nice(pid: int) -> dict:
+    """(command, 'main' or the thread's id) -> niceness, over pid's threads and its descendants'."""
+    out = {}
+    for tid in descendants_tasks(pid):
+        try:
+            with open(f"/proc/{tid}/stat") as f:
+                stat = f.read()
+            with open(f"/proc/{tid}/status") as f:
+                tgid = next(int(line.split()[1]) for line in f if line.startswith("Tgid:"))
+        except OSError:  # ended meanwhile
+            continue
+        comm = stat[stat.index("(") + 1:stat.rindex(")")]
+        out[(comm, "main" if tid == tgid else tid)] = int(stat.rsplit(")", 1)[1].split()[16])  # field 19: nice
+    return out
 
 
 def test_without_symbols_statements_come_from_the_query_probes(mysql_fixtures, tmp_path):
