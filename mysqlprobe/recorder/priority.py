@@ -4,8 +4,8 @@ niceness than the caller's, then every one of them goes back to it.
 
 Under load the start is bound by the CPU it is given, not by what it
 does: on two CPUs shared with four inserting clients, its 0.12 s of CPU
-took 0.17-0.81 s of wall time at the caller's niceness and 0.13-0.38 s
-at -10 (bench/STARTUP_NICE.md). The load gives up the same CPU either
+took a median 0.247 s of wall time (0.156-0.621) at the caller's niceness
+and 0.178 s (0.135-0.306) at -10 (bench/STARTUP_NICE.md). The load gives up the same CPU either
 way, at once instead of spread over the start; the window, where the
 duty cycles measure what mysqlprobe costs, runs at the caller's.
 
