@@ -15,7 +15,7 @@ import threading
 
 from mysqlprobe import __version__
 from mysqlprobe.errors import EXIT_FAILURE, EXIT_INTERRUPTED, Interrupted, MysqlprobeError
-from mysqlprobe.recorder.priority import START_NICE, START_PRIORITY
+from mysqlprobe.recorder.priority import START_PRIORITY, asked_start_nice
 from mysqlprobe.recorder.window import RunSignals
 
 DESCRIPTION = ("Where an INSERT's time goes inside mysqld: eBPF uprobe latency histograms of the "
@@ -91,7 +91,7 @@ def _main(command: str, argv: list[str]) -> int:
 
 def _command(command: str, argv: list[str]) -> int:
     if command in PROFILING_COMMANDS:
-        START_PRIORITY.raise_to(START_NICE)  # from here: the imports are a part of the start
+        START_PRIORITY.raise_to(asked_start_nice(argv))  # from here: the imports are a part of the start
         steady_heap()
     module = command_module(command)
     if command != "record" or (argv and argv[0] == "record"):

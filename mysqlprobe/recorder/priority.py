@@ -95,6 +95,25 @@ class StartPriority:
                 pass
 
 
+def asked_start_nice(argv: list[str]) -> int:
+    """--start-nice's value as spelled in argv, read before the imports it
+    covers; argparse reads it again and has the last word (an abbreviated
+    option, a value it refuses)."""
+    nice = START_NICE
+    for i, arg in enumerate(argv):
+        if arg == "--start-nice":
+            value = argv[i + 1] if i + 1 < len(argv) else ""
+        elif arg.startswith("--start-nice="):
+            value = arg.partition("=")[2]
+        else:
+            continue
+        try:
+            nice = int(value)
+        except ValueError:
+            pass
+    return nice
+
+
 def add_start_nice(p) -> None:
     """--start-nice, for the commands that record."""
     p.add_argument("--start-nice", type=int, default=START_NICE, metavar="NICE",

@@ -10,7 +10,7 @@ import threading
 
 import pytest
 
-from mysqlprobe.recorder.priority import StartPriority, descendants_tasks
+from mysqlprobe.recorder.priority import START_NICE, StartPriority, asked_start_nice, descendants_tasks
 
 
 def nice(tid: int) -> int:
@@ -108,3 +108,13 @@ def test_without_the_right_to_raise_the_start_runs_as_the_callers():
     out = subprocess.run([*drop, sys.executable, "-c", CANNOT_RAISE], capture_output=True, text=True, check=True)
     caller = os.getpriority(os.PRIO_PROCESS, 0)
     assert out.stdout.split() == [str(caller), "None", "False"]
+
+
+def test_the_start_nice_asked_is_read_before_the_imports():
+    assert asked_start_nice(["-p", "1", "--insert-profile"]) == START_NICE
+    assert asked_start_nice(["-p", "1", "--start-nice", "0"]) == 0
+    assert asked_start_nice(["watch", "--start-nice=-5", "-p", "1"]) == -5
+    assert asked_start_nice(["--start-nice", "-3", "--start-nice", "2"]) == 2  # the last, as argparse
+    # what argparse will refuse leaves the default until it does; a missing value too
+    assert asked_start_nice(["--start-nice", "low"]) == START_NICE
+    assert asked_start_nice(["--start-nice"]) == START_NICE
