@@ -113,8 +113,11 @@ def render(r: dict) -> str:
              "| a server died | " + ("; ".join(f"{d['server']} (PID {d['pid']}) at {d['t_s']} s" for d in r["deaths"])
                                    or "no") + " |"]
     for c in r["code_after"]:
-        lines.append(f"| PID {c['pid']}: code in memory against the file, after | {c['bytes_differing']} of "
-                     f"{c['bytes_checked']} bytes differ; int3 left: {c['int3_left']} |")
+        lines.append(f"| PID {c['pid']}: code in memory against the file "
+                     f"({c.get('compared_with', 'page cache')}), after | {c['bytes_differing']} of "
+                     f"{c['bytes_checked']} bytes differ; int3 left: {c['int3_left']}"
+                     + (f"; the page cache against the disk: {c['page_cache_differing']} differ"
+                        if c.get("compared_with") == "disk" else "") + " |")
     lines += ["| the kernel's uprobe lines during the run (dmesg) | "
               + (" / ".join(r["kernel_says"]) or "none") + " |", ""]
     return "\n".join(lines)

@@ -40,6 +40,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 from oltp import Load, Shape  # noqa: E402
 from overhead import MYSQLPROBE, bench_parser, log, machine, machine_line, write_results  # noqa: E402
 from mysqlprobe import sandbox  # noqa: E402
+from mysqlprobe.collectors.codecheck import code_changes  # noqa: E402
 
 VERSION = "10.11.5"
 SAMPLE_S = 10
@@ -102,7 +103,7 @@ def main() -> None:
     load.start()
     port = free_port()
     url = f"http://127.0.0.1:{port}/metrics"
-    samples, restarts, deaths = [], [], []
+    samples, restarts, deaths, code_checks = [], [], [], []
     with tempfile.TemporaryDirectory() as pprof:
         watch = subprocess.Popen([MYSQLPROBE, "watch", "-p", str(sb.pid()), "--listen", f"127.0.0.1:{port}",
                                   "--pprof-dir", pprof, "--interval", str(args.interval)],
@@ -126,6 +127,9 @@ def main() -> None:
                     log(f"restart at {now - t0:.0f} s; last sample {samples[-1]}")
                     close_quietly(load)
                     old = sb.pid()
+                    # probes may be on: only the file's cached pages against the disk count here
+                    code_checks.append({"t_s": round(now - t0, 1), "watch_running": True,
+                                        **code_changes(old).as_dict()})
                     sb.stop()
                     new = sb.start(log)
                     restarts.append({"t_s": round(time.monotonic() - t0, 1), "old_pid": old, "new_pid": new})
@@ -141,9 +145,14 @@ def main() -> None:
                 code = watch.wait()
             err = watch.stderr.read()
             close_quietly(load)
+            server = sb.pid()
+            if server is not None and Path(f"/proc/{server}").is_dir():  # watch gone: every byte counts
+                code_checks.append({"t_s": round(time.monotonic() - t0, 1), "watch_running": False,
+                                    **code_changes(server).as_dict()})
             sb.stop()
             pprofs = len(list(Path(pprof).glob("*.pb.gz")))
-            write_results(args.out, "soak", outcome(args, restarts, samples, deaths, code, err, pprofs), render)
+            write_results(args.out, "soak", outcome(args, restarts, samples, deaths, code, err, pprofs, code_checks),
+                          render)
 
 
 def close_quietly(load: Load) -> None:
@@ -160,13 +169,13 @@ def kernel_traps() -> list[str]:
     return [line for line in out if "trap int3" in line or "leaking uprobe" in line][-5:]
 
 
-def outcome(args, restarts, samples, deaths, code, err, pprofs) -> dict:
+def outcome(args, restarts, samples, deaths, code, err, pprofs, code_checks) -> dict:
     return {"machine": machine(), "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
               "command": "sudo .venv/bin/python bench/soak.py " + " ".join(sys.argv[1:]),
               "server": f"MariaDB {VERSION}", "load": SHAPE.name, "minutes": args.minutes,
               "interval_s": args.interval,
               "restarts": restarts, "samples": samples, "exit": code, "traceback": "Traceback" in err,
-              "pprof_files": pprofs, "server_deaths": deaths}
+              "pprof_files": pprofs, "server_deaths": deaths, "code_checks": code_checks}
 
 
 def _quarter(samples: list[dict], which: int) -> list[float]:
@@ -233,8 +242,26 @@ def render(r: dict) -> str:
               f"| pprof files written | {r['pprof_files']} |",
               f"| watch's exit at SIGINT / tracebacks | {r['exit']} / {'yes' if r['traceback'] else 'none'} |",
               "| the server died unasked | " + ("; ".join(f"at minute {d['t_s'] / 60:.0f}: {' / '.join(d['kernel_says'])}"
-                                                    for d in r.get("server_deaths", [])) or "no") + " |", ""]
+                                                    for d in r.get("server_deaths", [])) or "no") + " |",
+              *code_lines(r.get("code_checks")), ""]
     return "\n".join(lines)
+
+
+def code_lines(checks: list[dict] | None) -> list[str]:
+    """The server's code against the binary on disk: after watch stopped,
+    every byte; at each restart (probes perhaps on), the file's cached pages."""
+    if not checks:
+        return []
+    out = [f"| the binary's cached pages against the disk ({len(checks)} checks, at each restart and the end) | "
+           + (", ".join(f"{c['page_cache_differing']} bytes differ at minute {c['t_s'] / 60:.0f}"
+                        for c in checks if c.get("page_cache_differing")) or "the same every time")
+           + ("" if checks[-1].get("compared_with") == "disk" else " (no O_DIRECT here: not checked)") + " |"]
+    after = [c for c in checks if not c["watch_running"]]
+    if after:
+        c = after[-1]
+        out.append(f"| the server's code in memory against the disk once watch stopped | {c['bytes_differing']} of "
+                   f"{c['bytes_checked']} bytes differ; int3 left: {c['int3_left']} |")
+    return out
 
 
 if __name__ == "__main__":

@@ -29,6 +29,7 @@ from pathlib import Path
 
 from mysqlprobe.collectors import libbpf
 from mysqlprobe.collectors.addresses import file_mappings
+from mysqlprobe.collectors.codecheck import DiskReader
 from mysqlprobe.collectors.guard_process import GuardProcess
 from mysqlprobe.errors import BpfError
 
@@ -56,13 +57,13 @@ def left_breakpoints(pid: int, binary: str, offsets: list[int]) -> list[int]:
     that the file does not (a probe on now, or one the kernel left)."""
     mappings = _code_mappings(pid, binary)
     out = []
-    with open(binary, "rb") as f, open(f"/proc/{pid}/mem", "rb", buffering=0) as mem:
+    # the file's byte as on disk: one the page cache holds would hide an int3 that reached it
+    with DiskReader(binary) as f, open(f"/proc/{pid}/mem", "rb", buffering=0) as mem:
         for offset in sorted(set(offsets)):
             m = next((m for m in mappings if m.offset <= offset < m.offset + m.end - m.start), None)
             if m is None:
                 continue
-            f.seek(offset)
-            on_disk = f.read(1)
+            on_disk = f.read(offset, 1)
             mem.seek(m.start + offset - m.offset)
             try:
                 in_memory = mem.read(1)

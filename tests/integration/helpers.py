@@ -130,9 +130,10 @@ def wait_until(predicate, timeout: float = 10.0, step: float = 0.1) -> bool:
 
 def code_as_in_file(pid: int) -> None:
     """The process's code in memory is its file's again: no int3 left where
-    a probe was (the kernel must put every original byte back)."""
+    a probe was (the kernel must put every original byte back), and none
+    in the file's cached pages either."""
     changes = code_changes(pid)
-    assert changes.bytes_checked and not changes.differing, changes.as_dict()
+    assert changes.bytes_checked and not changes.differing and not changes.cache_differing, changes.as_dict()
 
 
 def kill9_leaves_no_probe(profiler: Profiler, binary_hint: str, target: int) -> None:

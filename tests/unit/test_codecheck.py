@@ -4,13 +4,15 @@ through /proc/self/mem, as the kernel does for a uprobe."""
 
 from __future__ import annotations
 
+import os
+import random
 import shutil
 import subprocess
 from pathlib import Path
 
 import pytest
 
-from mysqlprobe.collectors.codecheck import code_changes
+from mysqlprobe.collectors.codecheck import DiskReader, code_changes
 from mysqlprobe.collectors.elf import read_elf
 from mysqlprobe.collectors.symbols import SymbolTable
 
@@ -54,10 +56,36 @@ def changes_while_running(program: Path, *args: str):
         proc.wait(timeout=10)
 
 
+def direct_io_allowed(path: Path) -> bool:
+    try:
+        os.close(os.open(path, os.O_RDONLY | os.O_DIRECT))
+        return True
+    except OSError:
+        return False
+
+
 def test_code_as_on_disk_has_no_change(program):
     changes = changes_while_running(program)
     assert changes.bytes_checked > 0
-    assert changes.differing == () and changes.int3 == ()
+    assert changes.differing == () and changes.int3 == () and changes.cache_differing == ()
+    # set against the disk, past the page cache, where the filesystem allows it
+    assert changes.uncached == direct_io_allowed(program)
+    assert changes.as_dict()["compared_with"] == ("disk" if changes.uncached else "page cache")
+
+
+def test_the_disk_reader_reads_what_a_plain_read_does(tmp_path, program):
+    """Unaligned offsets and lengths, reads across and past the end of the
+    file, as O_DIRECT's alignment is made up for."""
+    odd = tmp_path / "odd"
+    odd.write_bytes(random.Random(7).randbytes(3 * 4096 + 123))
+    rng = random.Random(11)
+    for path in (odd, program):
+        data = path.read_bytes()
+        with DiskReader(str(path)) as disk:
+            for _ in range(300):
+                offset = rng.randrange(len(data) + 10)
+                length = rng.choice([1, 2, 4095, 4096, 4097, 70000])
+                assert disk.read(offset, length) == data[offset:offset + length], (path, offset, length)
 
 
 def test_an_int3_left_at_a_function_is_found_at_its_file_offset(program):
