@@ -40,11 +40,12 @@ def difference(after: int | None, before: int | None) -> int | None:
     return None if after is None or before is None else after - before
 
 
-def rows_and_calls(rows_changed, counts) -> tuple[dict[int, float], int | None, float]:
+def rows_and_calls(rows_changed, counts) -> tuple[dict[int, float], int | None, float, float]:
     """The server's rows counter, the calls as it was read (the calls on
-    either side of the query, averaged) and when. A read that took long (this
-    process preempted, a slow reply) would misplace the rows against the
-    calls; it is taken again, and the tightest of a few kept."""
+    either side of the query, averaged), when, and how far apart the two
+    reads of the calls were. A read that took long (this process
+    preempted, a slow reply) would misplace the rows against the calls; it
+    is taken again, and the tightest of a few kept."""
     best = None
     for _ in range(READ_TRIES):
         t0 = time.monotonic()
@@ -57,7 +58,7 @@ def rows_and_calls(rows_changed, counts) -> tuple[dict[int, float], int | None, 
         if width <= TIGHT_READ_S or rows is None:
             break
     width, before, rows, after = best
-    return {i: (before[i] + after[i]) / 2 for i in before}, rows, best_t0 + width / 2
+    return {i: (before[i] + after[i]) / 2 for i in before}, rows, best_t0 + width / 2, width
 
 
 @record
@@ -351,9 +352,9 @@ class DutyCycles:
         # rows and calls read together inside the on-phase (rows read between
         # a switch and a status query would be at unprobed speed); the calls
         # on either side of the query, averaged, are those as it read the rows
-        calls0, rows0, read0 = rows_and_calls(self.rows_changed, self._counts)
+        calls0, rows0, read0, width0 = rows_and_calls(self.rows_changed, self._counts)
         ended = self.window.wait(on_s)
-        calls1, rows1, read1 = rows_and_calls(self.rows_changed, self._counts)
+        calls1, rows1, read1, width1 = rows_and_calls(self.rows_changed, self._counts)
         self.session.stop()
         for c in self.paced:
             c.pause()
@@ -367,6 +368,8 @@ class DutyCycles:
         probe_s = sum(delta[s.index] * cal.pair_of(s) for s in self.specs) / 1e9
         cycle = {"at_s": round(on_t0 - self.opened, 6), "on_s": round(t_on, 6), "probe_s": round(probe_s, 6),
                  "calls": delta, "rows": difference(rows1, rows0), "row_s": round(read1 - read0, 6),
+                 # the calls read around each rows query this far apart: the rows sit at their middle
+                 "read_s": [round(width0, 6), round(width1, 6)],
                  "row_calls": {i: calls1[i] - calls0[i] for i in now}}  # averages: may end in .5
         self.cycles.append(cycle)
         return cycle, rows1 if ended else False

@@ -115,6 +115,8 @@ def test_default_mode_scales_counts_by_the_rows_the_server_changed(server, conn,
     assert doc["window"]["rows_changed"] >= SAMPLED_ROWS           # Handler_write counts every row
     cycles = sampling["calls_per_cycle"]
     assert all(c["rows"] is not None for c in cycles)
+    # each rows query's calls read on either side, that far apart: within its on-phase's span
+    assert all(len(c["read_s"]) == 2 and 0 < min(c["read_s"]) and max(c["read_s"]) < c["on_s"] for c in cycles)
     # measured where rows changed in the on-phase, though the first opened with the
     # window; an on-phase before the load wrote its first row costs no off-phase
     # (a window that ends inside an on-phase leaves that last cycle unpaced)
