@@ -16,8 +16,10 @@ sysbench oltp_write_only from 2 threads each for MINUTES:
 Outside measures: every few seconds, whether each server's process is
 still there; at the end, once no mysqlprobe runs, each server's code as
 it is in memory (/proc/PID/mem over the binary's executable mapping)
-against the file's bytes (a breakpoint left behind is an 0xCC there);
-and the kernel's lines about trapped or leaked uprobes (dmesg).
+against the file's bytes on disk, read past the page cache (a breakpoint
+left behind is an 0xCC there), and the file's cached pages against the
+disk (an int3 there would be in every process of the file); and the
+kernel's lines about trapped or leaked uprobes (dmesg).
 
     sudo .venv/bin/python bench/attach_churn.py [--minutes 20]
 
