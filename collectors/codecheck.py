@@ -30,7 +30,6 @@ class DiskReader:
     are read from the device."""
 
     def __init__(self, path: str):
-        self.path = path
         try:
             self._fd = os.open(path, os.O_RDONLY | os.O_DIRECT)
             self.uncached = True
