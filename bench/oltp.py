@@ -118,7 +118,7 @@ def profiled_block(pid: int, conn, seconds: float, blocks: Blocks, workdir: Path
         rows1 = rows_inserted(conn)
         blocks.add("on", t0, time.monotonic())
         tool.stop()
-    return figures(derived(d), rows1 - rows0)
+    return {**figures(derived(d), rows1 - rows0), "capture": d.name}
 
 
 def figures(doc: dict, truth: int) -> dict:
@@ -285,22 +285,30 @@ def main() -> int:
     ap = bench_parser(__doc__, repeats=10, seconds=8)
     ap.add_argument("--shapes", help="comma-separated indices into the shapes (default: all)")
     ap.add_argument("--note", help="a line for the results (the build, the machine's state)")
+    ap.add_argument("--keep-captures", metavar="DIR", help="keep each profiled block's capture under DIR "
+                                                          "(default: removed with the run)")
     ap.add_argument("--mysqlprobe-args", default="", help="more options for mysqlprobe, e.g. '--no-perf' "
                                                           "(to find what a shape's quiet phases still carry)")
     args = ap.parse_args()
     shapes = [SHAPES[int(i)] for i in args.shapes.split(",")] if args.shapes else list(SHAPES)
-    workdir = Path(tempfile.mkdtemp(prefix="mysqlprobe-oltp-"))
+    if args.keep_captures:
+        Path(args.keep_captures).mkdir(parents=True, exist_ok=True)
+    workdir = Path(tempfile.mkdtemp(prefix="mysqlprobe-oltp-", dir=args.keep_captures))
     sb = sandbox.Sandbox("10.2.11")
     results = {"date": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"), "machine": machine(),
                "command": "bench/oltp.py " + " ".join(f"--{k.replace('_', '-')} {shlex.quote(str(v))}"
                                                       for k, v in vars(args).items()
-                                                      if v not in (None, "") and k not in ("out", "note")),
+                                                      if v not in (None, "") and k not in ("out", "note",
+                                                                                          "keep_captures")),
                "repeats": args.repeats, "seconds": args.seconds, "shapes": [], **({"note": args.note} if args.note else {})}
     with sb.serving(log) as pid:
         for shape in shapes:
             results["shapes"].append(bench_shape(sb, pid, shape, args.repeats, args.seconds, workdir,
                                                  tuple(args.mysqlprobe_args.split())))
-    shutil.rmtree(workdir, ignore_errors=True)
+    if args.keep_captures:
+        log(f"captures kept in {workdir}")
+    else:
+        shutil.rmtree(workdir, ignore_errors=True)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     (out / "oltp.json").write_text(json.dumps(results, indent=1) + "\n")
