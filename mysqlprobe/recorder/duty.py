@@ -11,6 +11,7 @@ from mysqlprobe.collectors.calibration import CalibrationCollector
 from mysqlprobe.collectors.latency import LatencyCollector
 from mysqlprobe.errors import BpfError
 from mysqlprobe.recorder.pacing import Pacer, in_situ_factor, paired_lead
+from mysqlprobe.recorder.reads import rows_and_calls
 from mysqlprobe.recorder.window import Window, alive
 from mysqlprobe.records import record
 
@@ -22,8 +23,6 @@ MEASURE_OFF_S = 0.1  # probes off, to learn the load's speed before pacing on it
 # a burst slows the load (4999 Hz: about 1.12x) and the pacer does not count it (a
 # first cycle slowed by its attach once asked for 5.6 s off, all of it sampled)
 BURST_MAX_S = 1.0
-TIGHT_READ_S = 0.002  # calls read on either side of a row-counter query at most this far apart
-READ_TRIES = 3
 # the quiet phases' share of the off-time: half, or more where what stays on
 # outside them (P_S's window setup, CPU sampling) costs more than its part of
 # the budget; at most this, so that their data covers a tenth of it still
@@ -38,27 +37,6 @@ MIN_QUIET_ROWS = 200  # rows in quiet and ordinary off-phases before their speed
 
 def difference(after: int | None, before: int | None) -> int | None:
     return None if after is None or before is None else after - before
-
-
-def rows_and_calls(rows_changed, counts) -> tuple[dict[int, float], int | None, float, float]:
-    """The server's rows counter, the calls as it was read (the calls on
-    either side of the query, averaged), when, and how far apart the two
-    reads of the calls were. A read that took long (this process
-    preempted, a slow reply) would misplace the rows against the calls; it
-    is taken again, and the tightest of a few kept."""
-    best = None
-    for _ in range(READ_TRIES):
-        t0 = time.monotonic()
-        before = counts()
-        rows = rows_changed()
-        after = counts()
-        width = time.monotonic() - t0
-        if best is None or width < best[0]:
-            best, best_t0 = (width, before, rows, after), t0
-        if width <= TIGHT_READ_S or rows is None:
-            break
-    width, before, rows, after = best
-    return {i: (before[i] + after[i]) / 2 for i in before}, rows, best_t0 + width / 2, width
 
 
 @record

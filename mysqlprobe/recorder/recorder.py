@@ -216,6 +216,9 @@ class Recorder:
             t0 = time.monotonic()
             c.start()
             self.timings.setdefault("start_s", {})[c.name] = round(time.monotonic() - t0, 3)
+        # what loading the BPF objects left free (5-8 ms), before the window: in it, at the
+        # caller's niceness under heavy load, it stretched the first on-phase
+        give_back_free_memory()
         rows_changed = self._rows_changed()
         start_wall = now_utc()
         started = (time.monotonic(), rows_changed())
@@ -232,8 +235,6 @@ class Recorder:
                                         latency.session.attached_count if latency else 0, exact, o.budget)
         self.timings["start_nice"] = START_PRIORITY.applied
         START_PRIORITY.settle()  # the window at the caller's niceness: what the load feels from here is measured
-        # what loading the BPF objects left free, once the window is open: not on the way to the probes
-        give_back_free_memory()
         if exact:
             while not win.wait(3600):
                 pass

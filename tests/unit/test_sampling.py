@@ -4,7 +4,7 @@ from types import SimpleNamespace
 import pytest
 
 from mysqlprobe.analysis.sampling import estimate_by_rows, estimate_total, t95
-from mysqlprobe.recorder import duty, window as window_module
+from mysqlprobe.recorder import duty, reads, window as window_module
 from mysqlprobe.recorder.duty import Bursts, DutyCycles
 from mysqlprobe.recorder.options import Control
 from mysqlprobe.recorder.pacing import Pacer, in_situ_factor, off_seconds
@@ -33,6 +33,7 @@ class SimulatedClock:
 def clock(monkeypatch) -> SimulatedClock:
     simulated = SimulatedClock()
     monkeypatch.setattr(duty, "time", simulated)
+    monkeypatch.setattr(reads, "time", simulated)
     monkeypatch.setattr(window_module, "time", simulated)
     return simulated
 
@@ -243,6 +244,22 @@ def test_a_cycle_without_rows_lost_nothing_it_can_measure():
     pacer.off_phase(30_000, 0.1)
     assert pacer.lost(0.06, 0) is None
     assert pacer.lost(0.06, 3_000) == pytest.approx(0.05)
+
+
+def test_the_tightest_of_a_few_row_reads_is_kept_and_the_rows_sit_at_its_middle(clock):
+    calls = iter([{0: 0}, {0: 500}, {0: 600}, {0: 610}])   # before and after each query
+    query_s = iter([0.05, 0.001])                            # the first held up, the second not
+
+    def rows():
+        clock.sleep(next(query_s))
+        return 7
+    t0 = clock.monotonic()
+    at_read, counted, when, width = reads.rows_and_calls(rows, lambda: next(calls))
+    assert (at_read, counted, width) == ({0: 605}, 7, pytest.approx(0.001))
+    assert when == pytest.approx(t0 + 0.05 + 0.0005)
+    query_s = iter([0.05] * reads.READ_TRIES)                # every try wide: the tightest of them
+    calls = iter([{0: i} for i in range(2 * reads.READ_TRIES)])
+    assert reads.rows_and_calls(rows, lambda: next(calls))[:2] == ({0: 0.5}, 7)
 
 
 def test_t_quantiles():
