@@ -9,7 +9,7 @@ from mysqlprobe.analysis import histogram as H
 from mysqlprobe.catalog import BY_NAME
 from mysqlprobe.analysis.per_call import (SAMPLED, SAMPLED_METHODS, SAMPLED_STACKS, PerCall, best_per_call,
                                           in_situ_high, per_call, sampled_per_call, samples_to_resolve)
-from mysqlprobe.analysis.sampling import Estimate, estimate_by_rows, estimate_total
+from mysqlprobe.analysis.sampling import Estimate, estimate_by_rows, estimate_total, misread
 from mysqlprobe.records import field, record
 
 
@@ -128,7 +128,8 @@ def window_scale(doc: dict) -> float:
     if estimate_basis(doc) == "rows":
         cycles = sampled_cycles(doc)
         counted = sum(sum(c["calls"]) for c in cycles)
-        per_row = sum(sum(c["row_calls"]) for c in cycles) / sum(c["rows"] for c in cycles)
+        kept = row_cycles(doc)
+        per_row = sum(sum(c["row_calls"]) for c in kept) / sum(c["rows"] for c in kept)
         return per_row * doc["window"]["rows_changed"] / counted if counted else 1.0
     cover = coverage(doc)
     return 1 / cover if cover > 0 else 1.0
@@ -139,8 +140,7 @@ def estimated_calls(s: StageSummary, doc: dict) -> Estimate:
     if cycles is None or s.cycle_calls is None:
         return Estimate(float(s.calls), float(s.calls), float(s.calls))
     if estimate_basis(doc) == "rows":
-        rows = [c["rows"] for c in cycles]
-        return estimate_by_rows(list(zip(rows, s.cycle_row_calls)), doc["window"]["rows_changed"], s.calls)
+        return estimate_by_rows(row_pairs(doc, s), doc["window"]["rows_changed"], s.calls)
     return _by_time([(c["on_s"], c["probe_s"], n) for c, n in zip(cycles, s.cycle_calls)], doc)
 
 
@@ -154,14 +154,26 @@ def memory_counter(window: dict) -> str | None:
     return counter[len(MEMORY_COUNTER):] if counter.startswith(MEMORY_COUNTER) else None
 
 
+def row_cycles(doc: dict) -> list[dict]:
+    """The cycles calls per row is taken from: those whose row counter was
+    read close enough to their calls (not misread)."""
+    return [c for c in sampled_cycles(doc) or [] if not misread(c)]
+
+
+def row_pairs(doc: dict, s: StageSummary) -> list[tuple[int, int]]:
+    """(rows, the stage's calls while they were counted) of those cycles."""
+    return [(c["rows"], n) for c, n in zip(sampled_cycles(doc), s.cycle_row_calls) if not misread(c)]
+
+
 def estimate_basis(doc: dict) -> str | None:
-    """What sampled counts were scaled by: the server's rows or the time."""
+    """What sampled counts were scaled by: the server's rows or the time
+    (also where every cycle's rows were misread)."""
     cycles = sampled_cycles(doc)
     if cycles is None:
         return None
     rows = [c.get("rows") for c in cycles]
     known = doc["window"].get("rows_changed") and None not in rows and all("row_calls" in c for c in cycles)
-    return "rows" if known and sum(rows) > 0 else "time"
+    return "rows" if known and sum(c["rows"] for c in row_cycles(doc)) > 0 else "time"
 
 
 def probe_estimate(doc: dict, j: int) -> Estimate:
@@ -341,8 +353,7 @@ def burst_figures(s: StageSummary, doc: dict) -> BurstFigures | None:
     if bursts.get("status") != "collected" or bursts.get("samples") == 0 or s.cycle_calls is None:
         return None  # (no sample of the target at all: the sampler saw nothing to divide)
     if basis == "rows" and rows:
-        cycles = sampled_cycles(doc)
-        calls = estimate_by_rows(list(zip([c["rows"] for c in cycles], s.cycle_row_calls)), rows, 0, apart=True)
+        calls = estimate_by_rows(row_pairs(doc, s), rows, 0, apart=True)
     elif basis == "time" and seconds:
         # calls per unprobed second in the on-phases, over the bursts' seconds
         window = estimated_calls(s, doc)

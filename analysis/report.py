@@ -10,7 +10,7 @@ from mysqlprobe.analysis.model import Profile
 from mysqlprobe.analysis.per_call import SAMPLED_METHODS, PerCall, samples_to_resolve, window_total
 from mysqlprobe.analysis.profile import (StageSummary, burst_figures, coverage, estimate_basis,
                                          estimated_calls, measured_slowdown, memory_counter, partition_per_call,
-                                         stage_per_call, window_ns, window_scale)
+                                         row_cycles, stage_per_call, window_ns, window_scale)
 from mysqlprobe.analysis.ps_figures import ps_deltas, quiet_scale
 from mysqlprobe.analysis.textfit import fit as _fit, pct  # noqa: F401 (pct: html_report)
 from mysqlprobe.analysis.stacks_report import io_block, off_cpu_block, samples_block  # noqa: F401 (html_report)
@@ -210,9 +210,12 @@ def _sampling_line(doc: dict) -> list[str]:
     measured = f", load slowed {slowdown:.2f}x" if slowdown is not None else ""
     # an interval comes from how calls vary between cycles: one cycle gives none
     interval = "95% intervals below" if sampling["cycles"] >= 2 else "one cycle, so no interval (a longer window)"
+    misread = sampling["cycles"] - len(row_cycles(doc))
+    left_out = ([f"         {misread} of {sampling['cycles']} cycles left out of calls per row: the server's "
+                 "row counter was read too far from their calls"] if misread else [])
     return [f"sampling probes on {pct(coverage(doc))} of the window ({sampling['cycles']} cycles, budget "
             f"{pct(sampling['overhead_budget'])}{measured})",
-            f"         ~ = estimate scaled {basis}; {interval}"]
+            f"         ~ = estimate scaled {basis}; {interval}"] + left_out
 
 
 def partition_table(s: StageSummary, doc: dict) -> list[str]:

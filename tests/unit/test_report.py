@@ -179,6 +179,41 @@ def test_report_of_a_saved_capture_prints_what_the_live_run_printed(tmp_path):
     assert "~ = estimate scaled by the server's rows changed" in live
 
 
+def test_a_cycle_whose_rows_were_read_far_from_its_calls_is_left_out_of_calls_per_row():
+    """Each cycle's calls per row sets the calls read around a status query
+    against the rows it read; a read 0.3 s wide (the query held up, or this
+    process waiting for a CPU) leaves those rows anywhere in it. Such a
+    cycle once made a window's estimate 2.64 times the server's count."""
+    third = [ROWS // 3, ROWS // 3, ROWS - 2 * (ROWS // 3)]
+    tight, wide = [0.001, 0.001], [0.3, 0.01]
+    cycles = [{"on_s": 0.1, "probe_s": 0.001, "calls": [n, n, n, 0], "rows": rows, "row_calls": [r] * 3 + [0],
+               "row_s": row_s, "read_s": read_s, "lost_s": 0.01, "unprobed_rows_per_s": 3e4}
+              for n, rows, r, row_s, read_s in zip(third, (3000, 3000, 1000), (3000, 3000, 2640),
+                                                   (0.09, 0.09, 0.35), (tight, tight, wide))]
+    sampling = {"mode": "sampled", "overhead_budget": 0.1, "cycles": 3, "on_s": 0.3, "lost_s": 0.03,
+                "cost_uncertainty": 0.1, "calls_per_cycle": cycles}
+    doc = synthetic_run(sampling)
+    doc["window"]["rows_changed"] = 100_000
+
+    def row_insert(d):
+        profile = Profile(capture.as_json(d))
+        return {s["stage"]: s for s in profile.stage_records}["innodb.row_insert"], render_text(profile)
+    stage, text = row_insert(doc)
+    assert stage["estimated_calls"]["value"] == pytest.approx(100_000)  # one call per row, as in the tight cycles
+    assert "1 of 3 cycles left out of calls per row" in text and "scaled by the server's rows changed" in text
+    cycles = doc["sampling"]["calls_per_cycle"]
+    cycles[2]["read_s"] = [0.03, 0.01]                                    # within a quarter of its span: kept
+    stage, text = row_insert(doc)
+    assert stage["estimated_calls"]["value"] == pytest.approx(100_000 * 8640 / 7000)
+    assert "left out" not in text
+    for c in cycles:                                                      # every cycle misread: by time
+        c["read_s"] = [0.1, 0.1]
+    stage, text = row_insert(doc)
+    assert "3 of 3 cycles left out" in text and "~ = estimate scaled by time" in text
+    doc["window"]["rows_changed"] = None                                  # as a window without a row counter
+    assert stage["estimated_calls"] == row_insert(doc)[0]["estimated_calls"]
+
+
 def test_capture_round_trip_and_errors(tmp_path):
     doc = synthetic_run()
     (path, *_) = capture.write_capture(str(tmp_path / "run"), capture.Capture(doc))
