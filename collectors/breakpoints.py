@@ -30,8 +30,9 @@ from pathlib import Path
 from mysqlprobe.collectors import libbpf
 from mysqlprobe.collectors.addresses import file_mappings
 from mysqlprobe.collectors.codecheck import DiskReader
+from mysqlprobe.collectors.elf import entry_offset
 from mysqlprobe.collectors.guard_process import GuardProcess
-from mysqlprobe.errors import BpfError
+from mysqlprobe.errors import BpfError, TargetError
 
 INT3 = 0xCC
 UPROBE_PMU_TYPE = Path("/sys/bus/event_source/devices/uprobe/type")
@@ -122,6 +123,15 @@ def remove_left_breakpoints(pid: int, binary: str, offsets: list[int]) -> tuple[
         return 0, 0
     reset_breakpoints(pid, binary, found)
     return len(found), len(left_breakpoints(pid, binary, found))
+
+
+def sentinel_offset(binary: str) -> list[int]:
+    """Where the session's sentinel goes (UprobeSession._attach_sentinel):
+    the entry point's offset, or none where it cannot be read."""
+    try:
+        return [entry_offset(binary)]
+    except (TargetError, ValueError):
+        return []
 
 
 def probed_offsets(specs) -> list[int]:

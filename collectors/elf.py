@@ -300,6 +300,13 @@ def read_elf(path: str) -> ElfImage:
                         has_debug_info, elf.segments, functions, rodata, usdt)
 
 
+def entry_offset(path: str) -> int:
+    """File offset of the binary's entry point (e_entry, `_start`): code a
+    process runs once, as it starts, and never again."""
+    with elf_file(path) as elf:
+        return file_offset(elf.segments, struct.unpack_from("<Q", elf.head, 24)[0])
+
+
 def file_offset(segments: list[Segment], vaddr: int) -> int:
     """File offset of a virtual address, through the PT_LOAD that maps it.
 

@@ -9,7 +9,8 @@ import time
 
 from mysqlprobe.collectors import libbpf
 from mysqlprobe.collectors.base import Background, Collector, Cost, Facts, Section
-from mysqlprobe.collectors.breakpoints import BreakpointGuard, probed_offsets, remove_left_breakpoints
+from mysqlprobe.collectors.breakpoints import (BreakpointGuard, probed_offsets, remove_left_breakpoints,
+                                               sentinel_offset)
 from mysqlprobe.collectors.calibration import Calibration, CalibrationCollector
 from mysqlprobe.collectors.uprobe import ProbeCounts, ProbeSpec, StatementCounts, UprobeSession
 from mysqlprobe.probes.abi import COM_QUERY, COM_STMT_EXECUTE, STMT_KEY_NO_TEXT, slot_bounds
@@ -155,7 +156,7 @@ class LatencyCollector(Collector):
     def _guard_breakpoints(self) -> None:
         """Take out breakpoints a killed profiler left where these probes go,
         and start the guard that takes out any this one leaves if killed."""
-        offsets = probed_offsets(self.specs)
+        offsets = probed_offsets(self.specs) + sentinel_offset(self.exe)
         try:
             found, left = remove_left_breakpoints(self.pid, self.exe, offsets)
         except OSError as e:
@@ -188,6 +189,7 @@ class LatencyCollector(Collector):
         switch_s = self.switches.ns / 1e9 if self.switches.measured else 0.0
         engine = {"probes_attached": self.session.attached_count, "links": self.session.link_kind,
                   "cpu_waits_left_out": self.session.cpu_waits_left_out,
+                  "sentinel_offset": self.session.sentinel_offset,
                   "counters": self._snapshot.counters, "timings": dict(self.timings)}
         if self.switches.measured and self.session.cpu_waits_left_out:
             # on in every phase, the quiet ones too: a cost no phase comparison shows

@@ -7,12 +7,13 @@ from __future__ import annotations
 import ctypes
 import errno
 import os
+import time
 
 from mysqlprobe import probes
 from mysqlprobe.collectors import libbpf
-from mysqlprobe.collectors.elf import UsdtArg
+from mysqlprobe.collectors.elf import UsdtArg, entry_offset
 from mysqlprobe.collectors.symbols import ResolvedSymbol
-from mysqlprobe.errors import BpfError, UsageError
+from mysqlprobe.errors import BpfError, TargetError, UsageError
 from mysqlprobe.probes import abi
 from mysqlprobe.probes.abi import (COOKIE_ARG_SHIFT, COOKIE_CLASS_SHIFT, COOKIE_ENTRY_ONLY, COOKIE_MODE_SHIFT,
                                    COUNTERS, MAX_PROBES, NO_PARENT, PART_ARG_OUT_PTR, PART_ARG_VALUE,
@@ -139,6 +140,9 @@ class ProbeGroup:
     specs: tuple[ProbeSpec, ...]
 
 
+SENTINEL_GRACE_S = 0.05  # the target's probes out this long before the sentinel goes
+
+
 class UprobeSession:
     """Loads the latency program for one process and attaches it to specs;
     optionally also to the calibration helper (a second process whose probes
@@ -161,6 +165,8 @@ class UprobeSession:
         self._obj: libbpf.BpfObject | None = None
         self._windows = 0     # windows opened so far
         self._open = False
+        self._sentinel: tuple[int, int] | None = None  # (link, file offset)
+        self._target_links: list[int] | None = None
 
     def open(self) -> "UprobeSession":
         """Load and attach: uprobe_multi links where the kernel has them (one
@@ -201,10 +207,38 @@ class UprobeSession:
         self.cpu_waits_left_out = self._attach_switches()
         if self.calibration:
             self._attach_group(self.calibration)
-        self._target_links: list[int] | None = None
+        if self._obj.multi:
+            self._attach_sentinel()
+        self._target_links = None
         if self.defer_target:
             return
         self.attach_target()
+
+    def _attach_sentinel(self) -> None:
+        """A probe at the target's entry point, which its running threads never
+        reach, attached until the session closes. The kernel marks a process
+        that has uprobes (MMF_HAS_UPROBES); when a thread's breakpoint has no
+        probe any more (removed meanwhile), it looks whether any probe is left
+        in the process's code and clears the mark if not; and the trap of an
+        int3 in a process without the mark is not taken for a uprobe's:
+        SIGTRAP. A thread that ran into a probe just as a duty cycle took the
+        probes out, and reached that test only once the mark was cleared (its
+        CPU held up between the trap and the test), dies so: the likely end
+        of a server under watch, killed at the int3 of a probe while marked
+        as having none. With one probe that stays, the mark does. Where it
+        cannot be placed, the session goes on without it."""
+        try:
+            offset = entry_offset(self.binary)
+            link = self._obj.attach_uprobe_multi(self._obj.program("sentinel"), self.pid, self.binary, [offset],
+                                                 [0], False)
+        except (BpfError, TargetError, ValueError):
+            return
+        self._sentinel = (link, offset)
+
+    @property
+    def sentinel_offset(self) -> int | None:
+        """Where the sentinel put its breakpoint (None without one)."""
+        return self._sentinel[1] if self._sentinel else None
 
     def _attach_switches(self) -> bool:
         """on_switch, that keeps waits for a CPU out of the calls, on for the session
@@ -339,12 +373,21 @@ class UprobeSession:
         """Stop timing and remove the probes; the maps stay readable until close()."""
         if self._obj:
             self.stop()
+            self._sentinel_last()
             self._obj.detach_all()
 
     def close(self) -> None:
         if self._obj:
+            self._sentinel_last()
             self._obj.close()
             self._obj = None
+
+    def _sentinel_last(self) -> None:
+        """The target's probes out a while before the sentinel: a thread
+        still on its way from their breakpoints finds the kernel's mark."""
+        if self._sentinel and self._target_links:
+            self.detach_target()
+            time.sleep(SENTINEL_GRACE_S)
 
     def total_calls(self) -> int:
         return sum(self.probe_counts(spec.index).calls for spec in self.specs)

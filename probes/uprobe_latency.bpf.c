@@ -707,6 +707,18 @@ int stmt_return(struct x86_64_regs *ctx)
 	return 0;
 }
 
+/* ---- the sentinel ----
+ * Attached for the whole session at the target's entry point, which a
+ * running process never executes: it keeps the kernel's mark that the
+ * process has uprobes set while the duty cycles' probes come and go (see
+ * UprobeSession._attach_sentinel). It never runs. */
+
+SEC("uprobe")
+int sentinel(void *ctx)
+{
+	return 0;
+}
+
 /* ---- stage changes ---- */
 
 SEC("uprobe")

@@ -7,11 +7,15 @@ import json
 import os
 import signal
 import subprocess
+import threading
+import time
 
 import pytest
 
 from conftest import MYSQLPROBE, strip_with_debug_file
 from helpers import Profiler, code_as_in_file, kill9_leaves_no_probe, partition_calls, stage, wait_until
+from mysqlprobe.collectors.codecheck import code_changes
+from mysqlprobe.collectors.elf import entry_offset
 from mysqlprobe.recorder.priority import descendants_tasks
 
 pytestmark = pytest.mark.root
@@ -122,6 +126,32 @@ def test_kill_9_leaves_no_uprobe_and_the_target_runs_on(fixture_process, tmp_pat
     kill9_leaves_no_probe(prof, f"/proc/{fixture_process.pid}/", fixture_process.pid)
     truth = fixture_process.command(f"run {ROWS} 5")
     assert sum(truth["partitions"]) == ROWS
+
+
+@pytest.mark.parametrize("fixture_process", ["5.7"], indirect=True)
+def test_a_sentinel_stays_at_the_entry_point_while_the_duty_cycles_probes_come_and_go(fixture_process, tmp_path):
+    """The kernel clears a process's mark of having uprobes once none is left
+    in its code, and a breakpoint trap without the mark is a SIGTRAP: the
+    sentinel keeps one probe in place from the first attach to the last
+    detach, and the code is the file's again once mysqlprobe is done."""
+    pid = fixture_process.pid
+    entry = entry_offset(os.readlink(f"/proc/{pid}/exe"))
+    prof = Profiler(pid, tmp_path, "--insert-profile", "-d", "5")
+    load = threading.Thread(target=fixture_process.command, args=(f"run {ROWS * 30} 5 range",))
+    load.start()
+    changed, t0 = [], time.monotonic()  # the code's int3s, sampled inside the window
+    while time.monotonic() - t0 < 3.5:
+        changed.append(set(code_changes(pid).int3))
+    load.join()
+    code, _, err = prof.proc.wait(timeout=30), None, prof.proc.stderr.read()
+    assert code == 0, err
+    doc = prof.profile()
+    assert doc["engine"]["sentinel_offset"] == entry and doc["sampling"]["cycles"] >= 2
+    assert all(entry in c for c in changed)
+    assert {entry} in changed                                     # probes off, the sentinel on
+    assert any(len(c) > 1 for c in changed)                       # probes on too
+    assert stage(doc, "partition.write_row")["calls"] > 0
+    code_as_in_file(pid)
 
 
 @pytest.mark.parametrize("fixture_process", ["5.7"], indirect=True)

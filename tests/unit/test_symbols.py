@@ -1,3 +1,7 @@
+import os
+import sys
+from pathlib import Path
+
 import pytest
 from elftools.elf.elffile import ELFFile
 
@@ -5,7 +9,7 @@ from conftest import compile_fixture, strip_with_debug_file
 from mysqlprobe.collectors.addresses import FileFunctions
 from mysqlprobe.collectors import symbols as S
 from mysqlprobe.collectors.cxxnames import demangle, qualified_name
-from mysqlprobe.collectors.elf import read_elf
+from mysqlprobe.collectors.elf import entry_offset, read_elf
 from mysqlprobe.errors import TargetError
 
 
@@ -172,3 +176,19 @@ def test_a_released_table_refuses_lookups_and_keeps_what_the_window_needs(mysql_
                    lambda: binary.symbols.names):
         with pytest.raises(RuntimeError, match="released"):
             lookup()
+
+
+def test_the_entry_offset_is_where_start_clears_the_frame_pointer(tmp_path):
+    # _start, the ELF's e_entry, begins `xor %ebp,%ebp` (after an endbr64 where built for CET)
+    for binary in (os.path.realpath(sys.executable), "/bin/true"):
+        with open(binary, "rb") as f:
+            elf = ELFFile(f)
+            entry = elf.header["e_entry"]
+            (load,) = [s for s in elf.iter_segments() if s["p_type"] == "PT_LOAD"
+                       and s["p_vaddr"] <= entry < s["p_vaddr"] + s["p_memsz"]]
+        assert entry_offset(binary) == entry - load["p_vaddr"] + load["p_offset"]
+        code = Path(binary).read_bytes()[entry_offset(binary):][:8]
+        assert code.removeprefix(bytes.fromhex("f30f1efa")).startswith(bytes.fromhex("31ed")), (binary, code.hex())
+    (tmp_path / "text").write_text("not an ELF file\n")
+    with pytest.raises(TargetError):
+        entry_offset(str(tmp_path / "text"))
