@@ -175,7 +175,9 @@ def outcome(args, restarts, samples, deaths, code, err, pprofs, code_checks) -> 
               "server": f"MariaDB {VERSION}", "load": SHAPE.name, "minutes": args.minutes,
               "interval_s": args.interval,
               "restarts": restarts, "samples": samples, "exit": code, "traceback": "Traceback" in err,
-              "pprof_files": pprofs, "server_deaths": deaths, "code_checks": code_checks}
+              "pprof_files": pprofs, "server_deaths": deaths, "code_checks": code_checks,
+              # its lines about failures ("window failed: why"), the last 20
+              "watch_window_lines": [line for line in err.splitlines() if "fail" in line.lower()][-20:]}
 
 
 def _quarter(samples: list[dict], which: int) -> list[float]:
@@ -237,6 +239,9 @@ def render(r: dict) -> str:
               "| restarts (old PID -> new PID, at minute) | "
               + ", ".join(f"{x['old_pid']} -> {x['new_pid']} at {x['t_s'] / 60:.0f}" for x in r["restarts"]) + " |",
               f"| windows profiled / failed | {int(windows)} / {int(failures)} |",
+              *([f"| what watch said of failures (stderr, the last {len(r['watch_window_lines'])}) | "
+                 + "<br>".join(r["watch_window_lines"]).replace("|", "\\|") + " |"]
+                if r.get("watch_window_lines") else []),
               f"| time the windows' figures cover | {covered(samples)} |",
               f"| samples with mysqlprobe_up 0 (server restarting) | {down} of {len(samples)} |",
               f"| pprof files written | {r['pprof_files']} |",
