@@ -11,9 +11,10 @@ import time
 
 from mysqlprobe import probes
 from mysqlprobe.collectors import libbpf
-from mysqlprobe.collectors.elf import UsdtArg, entry_offset
+from mysqlprobe.collectors.breakpoints import sentinel_offset
+from mysqlprobe.collectors.elf import UsdtArg
 from mysqlprobe.collectors.symbols import ResolvedSymbol
-from mysqlprobe.errors import BpfError, TargetError, UsageError
+from mysqlprobe.errors import BpfError, UsageError
 from mysqlprobe.probes import abi
 from mysqlprobe.probes.abi import (COOKIE_ARG_SHIFT, COOKIE_CLASS_SHIFT, COOKIE_ENTRY_ONLY, COOKIE_MODE_SHIFT,
                                    COUNTERS, MAX_PROBES, NO_PARENT, PART_ARG_OUT_PTR, PART_ARG_VALUE,
@@ -227,13 +228,13 @@ class UprobeSession:
         of a server under watch, killed at the int3 of a probe while marked
         as having none. With one probe that stays, the mark does. Where it
         cannot be placed, the session goes on without it."""
-        try:
-            offset = entry_offset(self.binary)
-            link = self._obj.attach_uprobe_multi(self._obj.program("sentinel"), self.pid, self.binary, [offset],
-                                                 [0], False)
-        except (BpfError, TargetError, ValueError):
-            return
-        self._sentinel = (link, offset)
+        for offset in sentinel_offset(self.binary):
+            try:
+                link = self._obj.attach_uprobe_multi(self._obj.program("sentinel"), self.pid, self.binary,
+                                                     [offset], [0], False)
+            except BpfError:
+                return
+            self._sentinel = (link, offset)
 
     @property
     def sentinel_offset(self) -> int | None:
