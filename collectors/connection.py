@@ -7,7 +7,9 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from mysqlprobe.records import record
+from dataclasses import dataclass
+from mysqlprobe.errors import InputFileError
+from mysqlprobe.files import SECRET_FILE_LIMIT, read_bounded, read_bounded_text
 
 LISTENING = 0x10000  # __SO_ACCEPTCON in /proc/net/unix flags
 
@@ -27,7 +29,7 @@ class _Driver:
 pymysql = _Driver()
 
 
-@record
+@dataclass
 class ConnectOptions:
     """How to reach the server's SQL interface: as given on the command line, None where not."""
 
@@ -94,7 +96,7 @@ def check_files(opts: ConnectOptions) -> str | None:
         if not path:
             continue
         try:
-            text = Path(path).read_text()
+            text = read_bounded_text(path, SECRET_FILE_LIMIT, flag)  # a FIFO or device: InputFileError
         except OSError as e:
             return f"{flag} {path}: {e.strerror}"
         except UnicodeDecodeError:
@@ -124,8 +126,8 @@ def option_file(path: str) -> dict[str, str]:
     """[client] and [mysql] options of a MySQL option file (later groups win)."""
     parser = _parser()
     try:
-        parser.read_string(Path(path).read_text(errors="replace"))
-    except (OSError, _config_error()):
+        parser.read_string(read_bounded(path, SECRET_FILE_LIMIT, "--defaults-file").decode(errors="replace"))
+    except (OSError, InputFileError, _config_error()):
         return {}
     out: dict[str, str] = {}
     for group in ("client", "mysql"):
@@ -149,7 +151,7 @@ def resolve(pid: int, opts: ConnectOptions) -> dict:
     args: dict = {"user": opts.user or conf.get("user") or "root", "connect_timeout": 5, "autocommit": True,
                   "read_timeout": ANSWER_TIMEOUT_S, "write_timeout": ANSWER_TIMEOUT_S}
     if opts.password_file:
-        args["password"] = Path(opts.password_file).read_text().rstrip("\n")
+        args["password"] = read_bounded_text(opts.password_file, SECRET_FILE_LIMIT, "--password-file").rstrip("\n")
     elif "password" in conf:
         args["password"] = conf["password"]
     if opts.host or opts.port:
@@ -185,6 +187,8 @@ def connect(pid: int, opts: ConnectOptions):
         args = resolve(pid, opts)
     except OSError as e:
         return None, None, f"cannot read the password file: {e.strerror}"
+    except (InputFileError, UnicodeDecodeError) as e:
+        return None, None, f"cannot read the password file: {e}"
     if "unix_socket" not in args and "host" not in args:
         return None, args, f"PID {pid} listens on no unix socket or TCP port (use --socket or --host/--port)"
     try:

@@ -15,10 +15,11 @@ import time
 from pathlib import Path
 
 from mysqlprobe.collectors import debuginfo, debuginfod
+from mysqlprobe.collectors.debug_match import check_debug_file
 from mysqlprobe.collectors.cxxnames import CLONE, DEMANGLED_CLONE, clone_kind
 from mysqlprobe.collectors.elf import ElfImage, Function, file_offset, read_elf
 from mysqlprobe.errors import TargetError
-from mysqlprobe.records import record
+from dataclasses import dataclass
 
 _LENGTH = re.compile(r"(?<!\d)[1-9]\d*")  # a <length> of a mangled source name
 # Clones whose address is not the entry of the whole function.
@@ -27,7 +28,7 @@ _FRAGMENT_CLONES = ("part", "cold")
 
 # --------------------------------------------------------------------------- server identity
 
-@record(frozen=True)
+@dataclass(frozen=True)
 class ServerInfo:
     """Which server a binary is: family, version and the catalog's line for it."""
 
@@ -84,7 +85,7 @@ def identify_server(image: ElfImage, has_function) -> ServerInfo:
 
 # --------------------------------------------------------------------------- symbol table
 
-@record(frozen=True)
+@dataclass(frozen=True)
 class ResolvedSymbol:
     """A function a uprobe can be attached to."""
 
@@ -131,7 +132,7 @@ class SymbolTable:
         about 20 MB; the window and the collection reuse that memory).
         A lookup after this is a mistake and says so. What perf's unwinding
         is chosen from is measured first, and kept on the image."""
-        self.image.frame_pointer_share  # measured now, while the functions are here
+        _ = self.image.frame_pointer_share  # measured now, while the functions are here
         self.functions, self._names, self._index = [], None, None
         self.image.functions = []
         self.symbols_from.functions = []
@@ -227,7 +228,7 @@ def _normalize_signature(text: str) -> str:
 
 # --------------------------------------------------------------------------- processes
 
-@record(frozen=True)
+@dataclass(frozen=True)
 class Target:
     """The process to probe, and its binary as seen from here."""
 
@@ -256,7 +257,7 @@ def resolve_target(pid: int) -> Target:
     return Target(pid, exe.removesuffix(" (deleted)"), str(proc / "exe"), str(proc / "root"), comm, deleted)
 
 
-@record
+@dataclass
 class Binary:
     """A server binary with its symbols, ready for probing."""
 
@@ -274,9 +275,9 @@ class Binary:
 
 def load_binary(path: str, display_path: str | None = None, root: str = "/",
                 debug_file: str | None = None, debuginfod_urls: list[str] | None = None,
-                progress=None) -> Binary:
+                progress=None, force_debug_file: bool = False) -> Binary:
     """A binary and its symbols: from debug_file when given (it must have the
-    same build-id), else from .symtab, else from a debug file found for it
+    same build-id and layout: collectors/debug_match.py), else from .symtab, else from a debug file found for it
     on this machine, else from the debuginfod servers (DEBUGINFOD_URLS when
     debuginfod_urls is None)."""
     started = time.monotonic()
@@ -285,8 +286,7 @@ def load_binary(path: str, display_path: str | None = None, root: str = "/",
     symbols_from, source, errors = None, None, None
     if debug_file:
         symbols_from, source = read_elf(debug_file), "given"
-        if image.build_id and symbols_from.build_id and symbols_from.build_id != image.build_id:
-            raise TargetError(f"{debug_file} belongs to build-id {symbols_from.build_id}, not {image.build_id}")
+        check_debug_file(path, image, debug_file, symbols_from, force_debug_file, display)
     elif not image.has_symtab:
         debug_file = debuginfo.find_debug_file(image, display, root, read_elf)
         source = "local" if debug_file else None
@@ -303,5 +303,6 @@ def load_binary(path: str, display_path: str | None = None, root: str = "/",
 
 
 def load_target_binary(target: Target, debug_file: str | None = None, debuginfod_urls: list[str] | None = None,
-                       progress=None) -> Binary:
-    return load_binary(target.proc_exe, target.exe, target.root, debug_file, debuginfod_urls, progress)
+                       progress=None, force_debug_file: bool = False) -> Binary:
+    return load_binary(target.proc_exe, target.exe, target.root, debug_file, debuginfod_urls, progress,
+                       force_debug_file)

@@ -7,6 +7,7 @@ derived stages, attribution and estimates, which readers now recompute."""
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import sys
@@ -14,10 +15,11 @@ import time
 from pathlib import Path
 
 from mysqlprobe import __version__
-from mysqlprobe.errors import CaptureError
+from mysqlprobe.errors import CaptureError, OutputError
+from mysqlprobe.files import CAPTURE_FILE_LIMIT, check_trusted_dir, move_in, read_bounded, read_bounded_text, write_new
 from mysqlprobe.flamegraphs import folded as folded_io
 from mysqlprobe.flamegraphs.folded import Folded
-from mysqlprobe.records import field, record
+from dataclasses import dataclass, field
 
 SCHEMA = "mysqlprobe.profile"
 SCHEMA_VERSION = 2
@@ -27,7 +29,7 @@ STACKS_FILE = "stacks.folded"
 OFFCPU_FILE = "offcpu.folded"
 
 
-@record
+@dataclass
 class PendingFile:
     """A file of the capture not written yet: `content` (folded stacks, or
     the path of a file to move in) becomes DIR/name, and the section's
@@ -39,7 +41,7 @@ class PendingFile:
     content: Folded | str
 
 
-@record
+@dataclass
 class Capture:
     """The capture's document (profile.json) and the files to be written beside it."""
 
@@ -93,33 +95,32 @@ def _key(key) -> str:
 
 def write_files(out_dir: str, cap: Capture) -> list[str]:
     """The capture's pending files into out_dir; each section then names its file."""
-    path = Path(out_dir)
     written = []
     for f in cap.files:
-        target = path / f.name
         if isinstance(f.content, Folded):
-            with target.open("w") as stream:
-                folded_io.write(f.content, stream)
+            text = io.StringIO()
+            folded_io.write(f.content, text)
+            target = write_new(out_dir, f.name, text.getvalue())
         else:
             import shutil  # a tenth of the start's imports; needed only here
-            shutil.move(f.content, target)
+            target = move_in(out_dir, f.name, f.content)
             shutil.rmtree(os.path.dirname(f.content), ignore_errors=True)
         cap.doc.setdefault(f.section, {})[f.field] = f.name
-        written.append(str(target))
+        written.append(target)
     cap.files = []
     return written
 
 
 def write_profile(out_dir: str, doc: dict) -> str:
-    target = Path(out_dir) / PROFILE_FILE
-    tmp = target.with_suffix(".json.tmp")
-    tmp.write_text(json.dumps(doc, indent=1) + "\n")
-    tmp.replace(target)
-    return str(target)
+    return write_new(out_dir, PROFILE_FILE, json.dumps(doc, indent=1) + "\n")
 
 
 def write_capture(out_dir: str, cap: Capture) -> list[str]:
     """DIR/profile.json and the files beside it; the paths written."""
+    try:
+        check_trusted_dir(out_dir)
+    except OutputError as e:
+        raise CaptureError(f"cannot write into {out_dir}: {e}") from None
     try:
         os.makedirs(out_dir, exist_ok=True)
         written = write_files(out_dir, cap)
@@ -134,7 +135,7 @@ def read_profile(path: str) -> dict:
     if p.is_dir():
         p = p / PROFILE_FILE
     try:
-        doc = json.loads(p.read_text())
+        doc = json.loads(read_bounded(str(p), CAPTURE_FILE_LIMIT, "capture"))
     except FileNotFoundError:
         raise CaptureError(f"{p}: no such capture") from None
     except (OSError, UnicodeDecodeError) as e:
@@ -155,8 +156,7 @@ def read_stacks(path: str) -> Folded:
     if p.is_dir():
         p = p / STACKS_FILE
     try:
-        with p.open() as f:
-            stacks = folded_io.parse(f)
+        stacks = folded_io.parse(io.StringIO(read_bounded_text(str(p), CAPTURE_FILE_LIMIT, "folded file")))
     except FileNotFoundError:
         raise CaptureError(f"{p}: no such file (a capture recorded without CPU sampling has none)") from None
     except (OSError, UnicodeDecodeError) as e:

@@ -17,6 +17,7 @@ EXIT_SANDBOX = 8          # a sandbox server could not be fetched or started
 EXIT_WORKLOAD = 9         # the load driver failed
 EXIT_OUTPUT = 10          # the output directory cannot be written (checked before attaching; at the
                           # end the capture goes to a fallback directory the message names)
+EXIT_INPUT_FILE = 11      # a named input is a FIFO, device or directory, or over its size bound
 EXIT_INTERRUPTED = 130    # Ctrl-C before the window opened (128 + SIGINT); SIGTERM gives 143,
                           # SIGHUP 129: a run stopped before its window records nothing
 
@@ -66,6 +67,10 @@ class WorkloadError(MysqlprobeError):
 
 class OutputError(MysqlprobeError):
     exit_code = EXIT_OUTPUT
+
+
+class InputFileError(MysqlprobeError):
+    exit_code = EXIT_INPUT_FILE
 
 
 class Interrupted(MysqlprobeError):

@@ -12,14 +12,15 @@ import time
 
 from mysqlprobe.capture import Capture, write_capture
 from mysqlprobe.errors import CaptureError, OutputError
+from mysqlprobe.files import make_dir
 
 MIN_FREE_BYTES = 64 << 20  # profile.json, folded stacks, SVGs and the HTML page of a long window
 
 
 def check_output_dir(path: str, need_bytes: int = MIN_FREE_BYTES) -> None:
     """Create path and prove it writable with room to spare, or say in one line why not."""
+    make_dir(path)
     try:
-        os.makedirs(path, exist_ok=True)
         # a name of this process's own, made new (O_EXCL): tempfile's import is 7 ms of the start
         probe = os.path.join(path, f".mysqlprobe-check-{os.getpid()}-{time.monotonic_ns()}")
         os.close(os.open(probe, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))

@@ -10,6 +10,7 @@ from mysqlprobe.analysis.model import Profile
 from mysqlprobe.analysis.stage_trees import CPU_NS, IO_NS, OFFCPU_NS, SOURCES, read_capture_stacks, stage_trees
 from mysqlprobe.capture import read_stacks
 from mysqlprobe.errors import CaptureError
+from mysqlprobe.files import write_new
 from mysqlprobe.flamegraphs.svg import render
 
 FLAMEGRAPH_FILE = "flamegraph.svg"
@@ -72,16 +73,15 @@ def write_visuals(out_dir: str, profile: Profile) -> list[str]:
         if not (doc.get(section) or {}).get("stacks_file") or kind not in stacks:
             return None
         svg = render(stacks[kind], *titles(doc), **style)
-        (path / svg_file).write_text(svg)
-        written.append(str(path / svg_file))
+        written.append(write_new(out_dir, svg_file, svg))
         return svg
 
     try:
         cpu = picture(CPU_NS, FLAMEGRAPH_FILE, flamegraph_title)
         waits = picture(OFFCPU_NS, OFFCPU_SVG, offcpu_title, unit="us", element_id="offcpu")
         io = picture(IO_NS, IO_SVG, io_title, unit="us", element_id="io")
-        (path / HTML_FILE).write_text(render_html(profile, cpu, waits, io, stage_pictures(doc, stacks)))
-        written.append(str(path / HTML_FILE))
+        written.append(write_new(out_dir, HTML_FILE, render_html(profile, cpu, waits, io,
+                                                                  stage_pictures(doc, stacks))))
     except OSError as e:
         raise CaptureError(f"cannot write into {path}: {e.strerror}") from None
     return written

@@ -16,10 +16,11 @@ from mysqlprobe.analysis.model import Profile
 from mysqlprobe.capture import now_utc
 from mysqlprobe.collectors.symbols import load_target_binary, resolve_target
 from mysqlprobe.commands.profiled_load import profile_load
+from mysqlprobe.files import make_dir, write_new
 from mysqlprobe.output import check_output_dir, save_capture
 from mysqlprobe.recorder.plan import plan_probes
 from mysqlprobe.errors import UsageError, WorkloadError
-from mysqlprobe.records import record
+from dataclasses import dataclass
 
 PARTITION_COUNTS = (5, 25, 50, 100)
 DEFAULT_CELLS = ([f"{k}-{n}" for k in ("range", "list", "hash") for n in PARTITION_COUNTS] + ["none"]
@@ -60,7 +61,7 @@ def add_arguments(p) -> None:
     p.add_argument("-q", "--quiet", action="store_true", help="no progress lines")
 
 
-@record(frozen=True)
+@dataclass(frozen=True)
 class Cell:
     name: str
     table: workload.Table
@@ -177,10 +178,10 @@ def _bench(args, cells: list[Cell], pid: int, socket: str) -> None:
         summary = summarise(results, cells, binary.server.describe(), args)
         if args.confirm:
             summary["confirm"] = {"from": args.confirm, "probed": confirm, "not_in_binary": missing}
-        base.mkdir(parents=True, exist_ok=True)
-        (base / "results.json").write_text(json.dumps(summary, indent=1) + "\n")
-        (base / "results.md").write_text(render_markdown(summary))
-        (base / "chart.svg").write_text(render_chart(summary))
+        make_dir(str(base))
+        write_new(str(base), "results.json", json.dumps(summary, indent=1) + "\n")
+        write_new(str(base), "results.md", render_markdown(summary))
+        write_new(str(base), "chart.svg", render_chart(summary))
         sys.stdout.write(render_markdown(summary))
         _progress(args.quiet, f"wrote {base}/results.md, results.json, chart.svg and the captures")
     finally:

@@ -14,6 +14,7 @@ from mysqlprobe.analysis.stage_trees import CPU_NS, OFFCPU_NS, read_capture_stac
 from mysqlprobe.capture import PROFILE_FILE, read_profile, read_stacks
 from mysqlprobe.flamegraphs.folded import Folded
 from mysqlprobe.errors import CaptureError
+from mysqlprobe.files import make_dir, write_new
 from mysqlprobe.flamegraphs.svg import render
 
 EXAMPLES = """examples:
@@ -132,10 +133,10 @@ def run(args, parser) -> int:
         sys.stdout.write(text)
     if args.output:
         out = Path(args.output)
+        make_dir(args.output)
         try:
-            out.mkdir(parents=True, exist_ok=True)
-            (out / "compare.txt").write_text(text)
-            (out / "compare.json").write_text(json.dumps(C.to_json(result), indent=1) + "\n")
+            write_new(args.output, "compare.txt", text)
+            write_new(args.output, "compare.json", json.dumps(C.to_json(result), indent=1) + "\n")
             before, after = C.merged_stacks(a), C.merged_stacks(b)
             svg = None
             if before.total and after.total:
@@ -143,8 +144,8 @@ def run(args, parser) -> int:
                 svg = render(after, f"{result['a']['server']} -> {result['b']['server']}",
                              "red grew, blue shrank (CPU samples per row inserted)", unit="samples/row",
                              before=before, scale_after=1 / rows_b, scale_before=1 / rows_a)
-                (out / "diff.svg").write_text(svg)
-            (out / "compare.html").write_text(render_html(result, text, svg, stage_graphs(a, b, result)))
+                write_new(args.output, "diff.svg", svg)
+            write_new(args.output, "compare.html", render_html(result, text, svg, stage_graphs(a, b, result)))
         except OSError as e:
             raise CaptureError(f"cannot write into {out}: {e.strerror}") from None
         print(f"wrote {out}/compare.txt, compare.json, compare.html" + (", diff.svg" if svg else ""),

@@ -8,6 +8,7 @@ from pathlib import Path
 
 from mysqlprobe.capture import OFFCPU_FILE, PROFILE_FILE, STACKS_FILE, read_profile, read_stacks
 from mysqlprobe.errors import UsageError
+from mysqlprobe.files import write_output_file
 from mysqlprobe.flamegraphs import pprof
 from mysqlprobe.flamegraphs.svg import render
 from mysqlprobe.reports import flamegraph_title
@@ -67,7 +68,7 @@ def write_pprof(args) -> int:
         sys.stdout.buffer.write(data)
         return 0
     try:
-        Path(args.output).write_bytes(data)
+        write_output_file(args.output, data)
     except OSError as e:
         raise UsageError(f"cannot write {args.output}: {e.strerror}") from None
     print(f"wrote {args.output}", file=sys.stderr)
@@ -99,7 +100,7 @@ def run(args, parser) -> int:
                      before=before, scale_after=scale_after, scale_before=scale_before)
     if args.output:
         try:
-            Path(args.output).write_text(svg)
+            write_output_file(args.output, svg)
         except OSError as e:
             raise UsageError(f"cannot write {args.output}: {e.strerror}") from None
         print(f"wrote {args.output}", file=sys.stderr)

@@ -24,7 +24,7 @@ from mysqlprobe.recorder.priority import add_start_nice
 from mysqlprobe.recorder.recorder import Recorder
 from mysqlprobe.recorder.window import RunSignals, StatusLine
 
-TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (5 ms of every start)
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from mysqlprobe.analysis.model import Profile
@@ -58,7 +58,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("-d", "--duration", type=float, metavar="SECONDS",
                    help="stop after this many seconds (default: at Ctrl-C or SIGTERM)")
     p.add_argument("-o", "--output", metavar="DIR", help="write DIR/profile.json")
-    p.add_argument("--debug-file", metavar="PATH", help="separate debug symbols for a stripped binary")
+    p.add_argument("--debug-file", metavar="PATH", help="separate debug symbols for a stripped binary (its "
+                   "build-id and layout must be the binary's)")
+    p.add_argument("--force-debug-file", action="store_true", help="use a --debug-file whose build-id is missing "
+                   "or differs, once its sections and function starts match the binary's")
     p.add_argument("--debuginfod", metavar="URL", help="fetch a stripped binary's debug symbols from these "
                    "debuginfod servers (space-separated; default: $DEBUGINFOD_URLS)")
     p.add_argument("--list", action="store_true", help="list the functions that would be probed, and exit")
@@ -152,8 +155,9 @@ def load_binary_for(args, target) -> Binary:
     urls = None if args.debuginfod is None else debuginfod.server_urls(args.debuginfod)
     progress = None if args.quiet else download_progress
     if target is None:
-        return load_binary(args.binary, debug_file=args.debug_file, debuginfod_urls=urls, progress=progress)
-    return load_target_binary(target, args.debug_file, urls, progress)
+        return load_binary(args.binary, debug_file=args.debug_file, debuginfod_urls=urls, progress=progress,
+                           force_debug_file=args.force_debug_file)
+    return load_target_binary(target, args.debug_file, urls, progress, args.force_debug_file)
 
 
 def download_progress(url: str, done: int, total: int | None) -> None:
@@ -218,7 +222,7 @@ def record(args, control: Control) -> int:
         return binary, plan_probes(binary, stages, args.probe)
 
     path, shown = (target.proc_exe, target.exe) if target else (args.binary, args.binary)
-    binary, plan = plan_cached(path, shown, PlanCache(), (stages, args.probe, args.debug_file), make)
+    binary, plan = plan_cached(path, shown, PlanCache(), (stages, args.probe, args.debug_file, args.force_debug_file), make)
     stripped = check_symbols(binary, plan, stages)
     if stripped and (args.strict or args.list or not target):
         raise stripped

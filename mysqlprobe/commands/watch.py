@@ -29,6 +29,7 @@ from mysqlprobe.collectors.cpu_bursts import BURST_FREQUENCY
 from mysqlprobe.collectors.perf import PerfOptions
 from mysqlprobe.collectors.symbols import resolve_target
 from mysqlprobe.errors import Interrupted, MysqlprobeError, TargetError, UsageError
+from mysqlprobe.files import make_dir, write_new
 from mysqlprobe.flamegraphs import pprof
 from mysqlprobe.recorder.options import Control, RecordOptions
 from mysqlprobe.recorder.plan import plan_cached, plan_in_child
@@ -161,10 +162,7 @@ def write_profiles(directory: str, cap, profile: Profile) -> None:
             name, kind = kinds[f.name]
             data = pprof.encode(f.content, kind, doc["target"]["binary"], doc["target"].get("build_id"),
                                 duration_ns=int(doc["window"]["duration_s"] * 1e9))
-            path = Path(directory) / f"{name}-{stamp}.pb.gz"
-            tmp = path.with_suffix(".tmp")
-            tmp.write_bytes(data)
-            tmp.replace(path)
+            write_new(directory, f"{name}-{stamp}.pb.gz", data)
 
 
 class Watch:
@@ -270,5 +268,5 @@ def run(args, parser) -> int:
     if not 0 < args.budget <= 100:
         parser.error("--budget takes a percentage above 0 and at most 100")
     if args.pprof_dir:
-        os.makedirs(args.pprof_dir, exist_ok=True)
+        make_dir(args.pprof_dir, "--pprof-dir")
     return Watch(args).run()
