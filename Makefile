@@ -5,7 +5,7 @@ BIN      = $(VENV)/bin
 STAMP    = $(VENV)/.installed
 SOURCES := $(shell find mysqlprobe collectors analysis flamegraphs probes -name '*.py' -o -name '*.c' -o -name '*.h') setup.py pyproject.toml
 
-.PHONY: all deps install demo test test-unit test-integration bench clean
+.PHONY: all deps install demo lint test test-unit test-integration bench clean
 
 all: install
 
@@ -32,7 +32,11 @@ define run_pytest
 	if [ $$rc -eq 5 ]; then echo "pytest ran no test: failing" >&2; exit 1; fi; exit $$rc
 endef
 
-test: install
+# ruff over the tree, mypy over the package (pyproject.toml holds both configurations)
+lint: install
+	BIN=$(BIN) bash scripts/lint.sh
+
+test: install lint
 	$(call run_pytest,-ra tests)
 
 test-unit: install

@@ -35,8 +35,8 @@ setup(
     install_requires=[
         "PyMySQL>=1.0",
     ],
-    # pyelftools and psutil: what the ELF and /proc readers are checked against
-    extras_require={"test": ["pytest>=7.0", "pyelftools>=0.29", "psutil>=5.9"]},
+    # pyelftools and psutil: what the ELF and /proc readers are checked against; ruff and mypy: `make lint`
+    extras_require={"test": ["pytest>=7.0", "pyelftools>=0.29", "psutil>=5.9", "ruff>=0.6", "mypy>=1.10"]},
     entry_points={"console_scripts": ["mysqlprobe=mysqlprobe.cli:main"]},
     cmdclass={"build_py": BuildWithProbes},
 )

@@ -23,7 +23,7 @@ from mysqlprobe.analysis.profile import window_scale
 from mysqlprobe.analysis.ps_figures import ps_deltas
 from mysqlprobe.analysis.stage_trees import Node, stage_trees
 from mysqlprobe.flamegraphs.folded import Folded
-from mysqlprobe.records import field, record
+from dataclasses import dataclass, field
 
 PS_PER_NS = 1000
 WRITE_EVENTS = ("statement/sql/insert", "statement/sql/replace", "statement/sql/load")
@@ -97,7 +97,7 @@ def stage_exclusive_ns(doc: dict) -> dict[str, float]:
     return {s: max(inclusive[s] - nested[s], 0.0) for s in inclusive}
 
 
-@record
+@dataclass
 class Run:
     """One capture's figures, per row."""
     label: str

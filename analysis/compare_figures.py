@@ -6,10 +6,10 @@ from __future__ import annotations
 from statistics import median
 
 from mysqlprobe.analysis.histogram import format_ns
-from mysqlprobe.records import record
+from dataclasses import dataclass
 
 
-@record(frozen=True)
+@dataclass(frozen=True)
 class Figure:
     """A figure over a side's repeats: median and half the min-max range."""
     median: float
@@ -28,7 +28,7 @@ def figure_of(runs: list, get) -> Figure:
     return Figure.of([get(r) for r in runs])
 
 
-@record
+@dataclass
 class Change:
     name: str
     kind: str          # "total", "stage", "function", "ps_stage", "ps_wait"

@@ -15,13 +15,13 @@ from typing import Iterable, Sequence
 from mysqlprobe.probes.abi import HIST_SUB_BITS as SUB_BITS
 from mysqlprobe.probes.abi import MAX_SLOTS as NUM_SLOTS
 from mysqlprobe.probes.abi import slot_bounds, slot_of  # noqa: F401  (the kernel's slots, one source)
-from mysqlprobe.records import record
+from dataclasses import dataclass
 
 SUB = 1 << SUB_BITS
 SCHEME = "log2-4sub"
 
 
-@record(frozen=True)
+@dataclass(frozen=True)
 class Bucket:
     low: int
     high: int

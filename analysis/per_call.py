@@ -31,7 +31,7 @@ from __future__ import annotations
 import math
 
 from mysqlprobe.analysis import histogram as H
-from mysqlprobe.records import record
+from dataclasses import dataclass
 
 Z95 = 1.96
 MIN_COST_DOUBT = 0.10       # the calibration's own doubt, at least (its bursts' spread where larger)
@@ -47,7 +47,7 @@ SAMPLED_STACKS = ("CPU samples with the function on the stack (its callees inclu
 SAMPLED_METHODS = (SAMPLED, SAMPLED_STACKS)
 
 
-@record(frozen=True)
+@dataclass(frozen=True)
 class PerCall:
     mean_ns: float | None   # best estimate, never below zero
     low_ns: float | None    # 95% interval

@@ -10,14 +10,14 @@ from mysqlprobe.catalog import BY_NAME
 from mysqlprobe.analysis.per_call import (SAMPLED, SAMPLED_METHODS, SAMPLED_STACKS, PerCall, best_per_call,
                                           in_situ_high, per_call, sampled_per_call, samples_to_resolve)
 from mysqlprobe.analysis.sampling import Estimate, estimate_by_rows, estimate_total, misread
-from mysqlprobe.records import field, record
+from dataclasses import dataclass, field
 
 
 def _zeros() -> list[int]:
     return [0] * H.NUM_SLOTS
 
 
-@record
+@dataclass
 class PartitionSummary:
     id: int
     calls: int = 0
@@ -31,7 +31,7 @@ class PartitionSummary:
         return self.total_ns / self.calls if self.calls else None
 
 
-@record
+@dataclass
 class StageSummary:
     stage: str
     title: str
@@ -335,7 +335,7 @@ def stage_per_call(s: StageSummary, doc: dict) -> PerCall:
     return best_per_call(probed, burst_per_call(figures, doc, probed.probe_noise_ns))
 
 
-@record(frozen=True)
+@dataclass(frozen=True)
 class BurstFigures:
     samples: int
     cpu_ns: int

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import math
 
-from mysqlprobe.records import record
+from dataclasses import dataclass
 
 # two-sided 95% quantiles of Student's t for 1..30 degrees of freedom
 _T95 = (12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179, 2.160,
@@ -24,7 +24,7 @@ def t95(dof: int) -> float:
     return _T95[dof - 1] if 1 <= dof <= len(_T95) else 1.96
 
 
-@record(frozen=True)
+@dataclass(frozen=True)
 class Estimate:
     value: float
     low: float | None   # 95% interval; None with fewer than 2 cycles

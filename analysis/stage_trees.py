@@ -14,7 +14,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from mysqlprobe.flamegraphs.folded import Folded
-from mysqlprobe.records import field, record
+from dataclasses import dataclass, field
 
 # kinds of evidence: what a tree's node holds, per row
 CPU_NS, OFFCPU_NS, IO_NS, IO_BYTES, IO_CALLS = "cpu_ns", "offcpu_ns", "io_ns", "io_bytes", "io_calls"
@@ -26,7 +26,7 @@ SOURCES = {CPU_NS: ("perf", "stacks_file"), OFFCPU_NS: ("off_cpu", "stacks_file"
 CPU_FILE = "stacks.folded"   # read where the capture does not name it (made by hand, or older)
 
 
-@record
+@dataclass
 class Node:
     values: dict[str, float] = field(default_factory=dict)
     children: dict[str, "Node"] = field(default_factory=dict)

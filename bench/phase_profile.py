@@ -58,7 +58,8 @@ def profiled_block(pid: int, seconds: float, workdir: Path, variant: str) -> dic
     out = Path(tempfile.mkdtemp(dir=workdir))
     events = out / "events.jsonl"
     words = [] if variant == "default" else variant.split()
-    patch = {"PHASE_LOG_PATCH": w[len("patch="):] for w in words if w.startswith("patch=")}
+    patches = [w[len("patch="):] for w in words if w.startswith("patch=")]
+    patch = {"PHASE_LOG_PATCH": patches[-1]} if patches else {}
     extra = [w for w in words if not w.startswith("patch=")]
     tool = Tool([sys.executable, str(HERE / "phase_log.py"), "-p", str(pid), "--insert-profile", *extra, "-q", "-o",
                  str(out / "capture")], "Tracing PID", "stderr",

@@ -21,7 +21,7 @@ from collections.abc import Iterable
 from mysqlprobe.collectors.cxxnames import demangle, qualified_name
 from mysqlprobe.collectors.elf import defined_function, elf_file
 from mysqlprobe.errors import TargetError
-from mysqlprobe.records import record
+from dataclasses import dataclass
 
 UNKNOWN = "[unknown]"
 _BINDING_RANK = {0: 2, 1: 0, 2: 1}  # STB_LOCAL, STB_GLOBAL, STB_WEAK: global first, as perf chooses
@@ -144,7 +144,7 @@ def _string_at(fd: int, at: int, chunk: int = 256) -> str:
         chunk *= 2
 
 
-@record
+@dataclass
 class Mapping:
     """One file-backed line of /proc/PID/maps."""
 

@@ -21,7 +21,7 @@ import threading
 import time
 
 from mysqlprobe.collectors.addresses import KernelSymbols
-from mysqlprobe.records import field, record
+from dataclasses import dataclass, field
 
 
 PAUSE_ENV = "MYSQLPROBE_PAUSE_AT"   # POINT[:SECONDS]: hold there, for the fault suite to signal
@@ -57,7 +57,7 @@ class CollectorUnavailable(Exception):
         self.reason, self.note, self.status = reason, note, status
 
 
-@record
+@dataclass
 class Cost:
     """What a collector cost, as it measured it.
 
@@ -77,7 +77,7 @@ class Cost:
         return {"target_s": r(self.target_s), "cpu_s": r(self.cpu_s), "method": self.method}
 
 
-@record
+@dataclass
 class Facts:
     """What the collectors collected first tell the ones after them: the
     threads' names (Performance Schema's by Linux thread id, the kernel's
@@ -93,7 +93,7 @@ class Facts:
     kernel_symbols: KernelSymbols = field(default_factory=KernelSymbols)
 
 
-@record
+@dataclass
 class Section:
     """A collector's part of the capture: `fields` are top-level keys of the
     document; `files` are written beside it: name -> (the field of this

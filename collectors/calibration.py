@@ -28,7 +28,7 @@ from mysqlprobe.collectors.process import cpu_seconds
 from mysqlprobe.collectors.symbols import load_binary
 from mysqlprobe.collectors.uprobe import ProbeGroup, ProbeSpec
 from mysqlprobe.errors import BpfError
-from mysqlprobe.records import as_dict, field, record
+from dataclasses import asdict, dataclass, field
 
 ENDBR64 = b"\xf3\x0f\x1e\xfa"
 EMULATED, SINGLE_STEP = "emulated", "single-step"
@@ -73,7 +73,7 @@ def entry_point(path: str, offset: int) -> tuple[int, str]:
 COST_CLASS = {EMULATED: 1, SINGLE_STEP: 2}  # rows of the BPF costs map
 
 
-@record
+@dataclass
 class ClassCost:
     """What a probe of one cost class adds to each call, as calibrated."""
 
@@ -87,7 +87,7 @@ class ClassCost:
         return self.entry_ns + self.return_ns
 
 
-@record
+@dataclass
 class Calibration:
     """The probes' own cost per class, from bursts of a known helper."""
 
@@ -124,7 +124,7 @@ class Calibration:
                           f"{ROLLING} bursts, kept up to date while the window is open",
                 "bursts": self.bursts, "bursts_in_window": self.in_window, "seconds": round(self.seconds, 3),
                 "in_situ_factor": None if self.in_situ is None else round(self.in_situ, 3), "reused": self.reused,
-                "classes": {k: {**{kk: round(vv, 1) for kk, vv in as_dict(v).items()},
+                "classes": {k: {**{kk: round(vv, 1) for kk, vv in asdict(v).items()},
                                 **({"applied_ns": {m: list(r) for m, r in self.applied[k].items()}}
                                    if k in self.applied else {})}
                             for k, v in self.classes.items()}}

@@ -16,7 +16,7 @@ import os
 from pathlib import Path
 
 from mysqlprobe.collectors.addresses import file_mappings
-from mysqlprobe.records import record
+from dataclasses import dataclass
 
 INT3 = 0xCC
 BLOCK = 1 << 20
@@ -62,7 +62,7 @@ class DiskReader:
         self.close()
 
 
-@record(frozen=True)
+@dataclass(frozen=True)
 class CodeChanges:
     pid: int
     bytes_checked: int

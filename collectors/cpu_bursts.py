@@ -35,7 +35,7 @@ from mysqlprobe.collectors.perf import read_perf_script
 from mysqlprobe.collectors.perf_record import (PerfProcessCollector, PerfRecorder, PerfUnavailable, Unwinding,
                                                choose_unwinding)
 from mysqlprobe.collectors.workdir import work_dir
-from mysqlprobe.records import record
+from dataclasses import dataclass
 
 # Hz per CPU. A sample costs the target about 20 us on a VM of this kind
 # (one INSERT ... SELECT thread: 1.12x slower at 4999 Hz, 1.01-1.05x at
@@ -72,7 +72,7 @@ def _named(sym: str) -> str:
     return "" if sym == "[unknown]" else sym
 
 
-@record
+@dataclass
 class BurstTime:
     """What the CPU bursts sampled: per function and per stage, and in all."""
 

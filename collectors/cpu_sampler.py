@@ -26,7 +26,7 @@ from mysqlprobe.collectors.perf_record import Unwinding
 from mysqlprobe.errors import BpfError
 from mysqlprobe.flamegraphs.stacks import stacks_summary
 from mysqlprobe.probes import abi
-from mysqlprobe.records import record
+from dataclasses import dataclass
 
 KERNEL_FRAME = "[kernel]"  # a burst sample's own frame when the CPU was in the kernel
 
@@ -43,7 +43,7 @@ def online_cpus(text: str | None = None) -> list[int]:
     return cpus
 
 
-@record
+@dataclass
 class SampleRecord:
     """CPU samples of one thread with one pair of stacks."""
 

@@ -9,7 +9,7 @@ import zlib
 
 from mysqlprobe.errors import TargetError
 
-TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (5 ms of every start)
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from mysqlprobe.collectors.elf import ElfImage

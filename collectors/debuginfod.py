@@ -10,7 +10,7 @@ from pathlib import Path
 from collections.abc import Callable
 
 from mysqlprobe.errors import TargetError
-from mysqlprobe.records import field, record
+from dataclasses import dataclass, field
 
 TIMEOUT_S = 90.0  # elfutils' default for DEBUGINFOD_TIMEOUT
 CHUNK = 1 << 20
@@ -62,7 +62,7 @@ def distribution_server(os_release: str = "/etc/os-release") -> str | None:
     return None
 
 
-@record
+@dataclass
 class Fetched:
     """Where the debug file is (None: no server had it) and what went wrong on the way."""
 

@@ -12,7 +12,7 @@ import struct
 from mysqlprobe.collectors.cxxnames import demangle, qualified_name
 from mysqlprobe.elfsections import SHT_NOBITS, ElfSections, Section, c_string
 from mysqlprobe.errors import TargetError
-from mysqlprobe.records import field, record
+from dataclasses import dataclass, field
 
 ELF64_SYM = struct.Struct("<IBBHQQ")  # Elf64_Sym
 ELF64_PHDR = struct.Struct("<IIQQQQQQ")  # Elf64_Phdr
@@ -25,7 +25,7 @@ PROLOGUE_SAMPLE = 400  # functions whose first bytes are read to detect frame po
 _SET_FRAME_POINTER = bytes.fromhex("4889e5")  # mov %rsp,%rbp
 
 
-@record(frozen=True)
+@dataclass(frozen=True)
 class Segment:
     """One loadable segment (program header) of an ELF file."""
 
@@ -35,7 +35,7 @@ class Segment:
     executable: bool
 
 
-@record(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True)
 class Function:
     """A function symbol of an ELF file: its name as linked, where and how long."""
 
@@ -54,7 +54,7 @@ class Function:
         return qualified_name(self.demangled)
 
 
-@record(frozen=True)
+@dataclass(frozen=True)
 class UsdtArg:
     """One argument of a USDT probe, as its note spells it ("-4@%r13d", "8@16080(%rbx)", "-4@$3")."""
 
@@ -73,7 +73,7 @@ class UsdtArg:
         return f"{width} *(%{self.register}{self.value:+d})"
 
 
-@record(frozen=True)
+@dataclass(frozen=True)
 class UsdtProbe:
     """A statically defined probe site (.note.stapsdt): it survives strip."""
 
@@ -135,7 +135,7 @@ def _read_usdt(raw: bytes, base_addr: int | None) -> list[UsdtProbe]:
     return out
 
 
-@record
+@dataclass
 class ElfImage:
     """The parts of one ELF file mysqlprobe needs."""
 

@@ -18,7 +18,7 @@ from mysqlprobe.collectors.perf import KERNEL_SUFFIX, fold_samples
 from mysqlprobe.flamegraphs.folded import Folded
 from mysqlprobe.probes import abi
 from mysqlprobe.probes.abi import InCall, IoKey, IoValue, OpenedKey, Path
-from mysqlprobe.records import record
+from dataclasses import dataclass
 
 IO_FILE = "io.folded"            # microseconds in the calls
 IO_BYTES_FILE = "io_bytes.folded"
@@ -48,7 +48,7 @@ def direction(name: str) -> str:
     return "read" if name in READS else "write" if name in WRITES else "sync" if name in SYNCS else "other"
 
 
-@record
+@dataclass
 class IoRecord:
     """I/O system calls of one thread, call and file, with one user stack."""
 

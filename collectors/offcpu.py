@@ -18,7 +18,7 @@ from mysqlprobe.flamegraphs.folded import Folded
 from mysqlprobe.flamegraphs.stacks import stacks_summary
 from mysqlprobe.probes import abi
 from mysqlprobe.probes.abi import STACK_DEPTH, Away, OffCpuKey, OffCpuValue
-from mysqlprobe.records import record
+from dataclasses import dataclass
 
 OFFCPU_FILE = "offcpu.folded"
 # the off-CPU, I/O and sampling objects load behind the probes' own: 2-3 ms of
@@ -27,7 +27,7 @@ LOADER_NICENESS = 10
 WAITING_FOR_CPU = "[waiting for a CPU]"   # the leaf of a preempted thread's stack
 
 
-@record
+@dataclass
 class OffCpuRecord:
     """Off-CPU time of one thread with one pair of stacks."""
 

@@ -23,7 +23,7 @@ from mysqlprobe.collectors.cxxnames import qualified_name
 from mysqlprobe.collectors.elf import ElfImage
 from mysqlprobe.flamegraphs.folded import Folded
 from mysqlprobe.flamegraphs.stacks import stacks_summary
-from mysqlprobe.records import record
+from dataclasses import dataclass
 
 STACKS_FILE = "stacks.folded"
 KERNEL_SUFFIX = "_[k]"       # FlameGraph's mark for kernel frames
@@ -136,7 +136,7 @@ def read_perf_script(perf_data: str, pid: int, fields: str, read, *options: str)
     return result, samples
 
 
-@record(frozen=True)
+@dataclass(frozen=True)
 class PerfOptions:
     """The perf collector's settings from the command line."""
 

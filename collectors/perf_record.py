@@ -16,7 +16,7 @@ import time
 from mysqlprobe.collectors.base import Collector, CollectorUnavailable
 from mysqlprobe.collectors.elf import ElfImage
 from mysqlprobe.collectors.process import cpu_seconds
-from mysqlprobe.records import record
+from dataclasses import dataclass
 
 DEFAULT_FREQUENCY = 99       # Hz: low overhead, and off the beat of 100 Hz timers
 DWARF_STACK_BYTES = 8192     # user stack copied per sample for DWARF unwinding
@@ -30,7 +30,7 @@ class ControlRefused(PerfUnavailable):
     """perf record does not take --control (older than 5.10)."""
 
 
-@record(frozen=True)
+@dataclass(frozen=True)
 class Unwinding:
     """How perf takes user stacks (frame pointers or DWARF), and why that way."""
 

@@ -19,7 +19,7 @@ from mysqlprobe.collectors.connection import pymysql
 
 from mysqlprobe.collectors.ps_threads import (OS_THREAD_ID, PROCESSLIST_TID, list_threads,
                                               quiet_background_threads)
-from mysqlprobe.records import field, record
+from dataclasses import dataclass, field
 from mysqlprobe.sqltext import normalized
 
 # only the shared histories are read: the per-thread ones (events_*_history)
@@ -106,7 +106,7 @@ class PerfSchemaError(Exception):
     pass
 
 
-@record
+@dataclass
 class PerfSchema:
     """The server's Performance Schema: its setup as the window needs it and as it was, and reads."""
 

@@ -9,7 +9,7 @@ import os
 import time
 
 from mysqlprobe.collectors.base import Collector, Cost, CpuClock, Facts, Section
-from mysqlprobe.records import record
+from dataclasses import dataclass
 
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 PAGE_SIZE = os.sysconf("SC_PAGE_SIZE")
@@ -17,7 +17,7 @@ PAGE_SIZE = os.sysconf("SC_PAGE_SIZE")
 HOST_CPU_FIELDS = ("user", "nice", "system", "idle", "iowait", "irq", "softirq", "steal", "guest", "guest_nice")
 
 
-@record
+@dataclass
 class ProcessSnapshot:
     """The target's CPU times and context switches at one moment."""
 

@@ -5,14 +5,14 @@ and per statement shape."""
 from __future__ import annotations
 
 from mysqlprobe.probes.abi import MAX_SLOTS, ProbeStats
-from mysqlprobe.records import field, record
+from dataclasses import dataclass, field
 
 
 def _zeros() -> list[int]:
     return [0] * MAX_SLOTS
 
 
-@record
+@dataclass
 class PartCounts:
     """One probe's counts for one partition."""
 
@@ -23,7 +23,7 @@ class PartCounts:
     chist: list[int] = field(default_factory=_zeros)
 
 
-@record
+@dataclass
 class ProbeCounts:
     """One probe's counts read from the BPF maps: calls, times and histograms."""
 
@@ -45,7 +45,7 @@ def probe_counts(value: ProbeStats) -> ProbeCounts:
                        list(value.chist), preempted_ns=value.preempted_ns, preempted_calls=value.preempted_calls)
 
 
-@record
+@dataclass
 class StatementCounts:
     """One statement shape: executions that began and ended in the window,
     their latency, the probe hits and calibrated probe cost inside them, and
@@ -63,7 +63,7 @@ class StatementCounts:
     calls: dict[tuple[int, int | None, int | None], tuple[int, int, int]] = field(default_factory=dict)
 
 
-@record
+@dataclass
 class Snapshot:
     """Everything the probes' maps held at one read."""
 

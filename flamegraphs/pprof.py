@@ -13,13 +13,13 @@ from __future__ import annotations
 import gzip
 
 from mysqlprobe.flamegraphs.folded import Folded
-from mysqlprobe.records import record
+from dataclasses import dataclass
 
 KERNEL_SUFFIX = "_[k]"
 KERNEL_MAPPING = "[kernel.kallsyms]"
 
 
-@record(frozen=True)
+@dataclass(frozen=True)
 class SampleKind:
     """What one folded count stands for: `samples` of `period` ns of CPU
     (perf), or `unit_ns` nanoseconds of off-CPU time (the off-CPU stacks)."""
@@ -108,7 +108,7 @@ def encode(folded: Folded, kind: SampleKind, binary: str, build_id: str | None =
         if mapping_id == 1 and build_id:
             m.int(6, s(build_id))
         prof.message(3, m)
-    for (name, mapping_id), fid in functions.items():
+    for (_name, mapping_id), fid in functions.items():
         prof.message(4, _Message().int(1, fid).int(2, mapping_id).message(4, _Message().int(1, fid)))
     for (name, _), fid in functions.items():
         prof.message(5, _Message().int(1, fid).int(2, s(name)).int(3, s(name)))

@@ -12,7 +12,7 @@ import hashlib
 import html
 
 from mysqlprobe.flamegraphs.folded import Folded
-from mysqlprobe.records import field, record
+from dataclasses import dataclass, field
 
 WIDTH = 1200
 FRAME_H = 16
@@ -22,7 +22,7 @@ MIN_FRAME_PX = 0.3   # narrower frames are left out (their samples stay in their
 CHAR_PX = 6.6        # monospace 11px
 
 
-@record
+@dataclass
 class Node:
     name: str
     value: float = 0.0

@@ -13,9 +13,9 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from mysqlprobe.records import field, record
+from dataclasses import dataclass, field
 
-TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (5 ms of every start)
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # the catalog is data: it needs no collector to be imported
     from mysqlprobe.collectors.symbols import ResolvedSymbol, ServerInfo, SymbolTable
@@ -23,7 +23,7 @@ if TYPE_CHECKING:  # the catalog is data: it needs no collector to be imported
 LINES = ("mysql-5.6", "mysql-5.7", "mysql-8.0", "mariadb")
 
 
-@record(frozen=True)
+@dataclass(frozen=True)
 class Expect:
     """Where a function is expected: a server line and an optional version range."""
 
@@ -65,7 +65,7 @@ MYSQL_NATIVE_PARTITIONING = expect("mysql-5.7", "mysql-8.0")
 HA_PARTITION = expect("mysql-5.6", "mariadb")
 
 
-@record(frozen=True)
+@dataclass(frozen=True)
 class PartitionSource:
     """How the partition id is read: an integer argument at entry ('arg'),
     or a uint32 that a pointer argument points to, read at return ('out')."""
@@ -77,7 +77,7 @@ class PartitionSource:
         return f"argument {self.arg}" if self.kind == "arg" else f"*argument {self.arg} at return"
 
 
-@record(frozen=True)
+@dataclass(frozen=True)
 class StatementArgs:
     """Where a command dispatcher's probe reads the command and the
     statement's text: argument indexes (0-based), and whether the text
@@ -95,7 +95,7 @@ class StatementArgs:
     nests: bool = True      # False: a start ends a statement whose done never came
 
 
-@record(frozen=True)
+@dataclass(frozen=True)
 class UsdtPair:
     """A span the server marks with two USDT probes (they survive strip):
     timed from any start site to the next done site on the thread."""
@@ -105,7 +105,7 @@ class UsdtPair:
     done: str
 
 
-@record(frozen=True)
+@dataclass(frozen=True)
 class Candidate:
     """One symbol a stage may be probed at, and on which server lines it is expected."""
 
@@ -121,7 +121,7 @@ class Candidate:
         return any(e.covers(server) for e in self.expected)
 
 
-@record(frozen=True)
+@dataclass(frozen=True)
 class Stage:
     """A logical step of an INSERT (innodb.row_insert ...) and the symbols that make it per server line."""
 
@@ -265,7 +265,7 @@ def stage(name: str) -> Stage:
         raise KeyError(f"unknown stage {name!r}; known: {', '.join(BY_NAME)}") from None
 
 
-@record
+@dataclass
 class StageResolution:
     """A stage on one binary: the symbols found for it, and the expected ones missing."""
 

@@ -8,14 +8,14 @@ from __future__ import annotations
 
 import struct
 
-from mysqlprobe.records import record
+from dataclasses import dataclass
 
 ELF64_SHDR = struct.Struct("<IIQQQQIIQQ")  # Elf64_Shdr
 SHT_NOBITS = 8
 SHN_XINDEX = 0xFFFF
 
 
-@record(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True)
 class Section:
     """One section header of an ELF file."""
 

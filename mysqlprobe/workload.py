@@ -10,7 +10,7 @@ import time
 import pymysql
 
 from mysqlprobe.errors import WorkloadError
-from mysqlprobe.records import record
+from dataclasses import dataclass
 
 SCHEMA = "mysqlprobe_load"
 SOURCE = "emp_src"
@@ -35,7 +35,7 @@ def connect(socket: str, database: str | None = None, user: str = "root", passwo
 ROW_FORMATS = ("compact", "dynamic", "compressed")
 
 
-@record(frozen=True)
+@dataclass(frozen=True)
 class Table:
     kind: str            # range, list, hash or none
     partitions: int      # 0 for none

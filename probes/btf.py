@@ -8,7 +8,7 @@ import struct
 
 from mysqlprobe.elfsections import ElfSections
 from mysqlprobe.errors import BpfError
-from mysqlprobe.records import field, record
+from dataclasses import dataclass, field
 
 BTF_MAGIC = 0xEB9F
 # kind -> bytes of data that follow its 12-byte type entry (per vlen item where a tuple)
@@ -20,7 +20,7 @@ _EXTRA_PER_ITEM = {4: 12, 5: 12, 6: 8, 13: 8, 15: 12, 19: 12}
 _MODIFIERS = {_KIND_TYPEDEF, _KIND_VOLATILE, _KIND_CONST, _KIND_RESTRICT, _KIND_TYPE_TAG}
 
 
-@record
+@dataclass
 class BtfType:
     """One type of a BTF blob, as read from its type section."""
 
@@ -31,7 +31,7 @@ class BtfType:
     extra: tuple = ()
 
 
-@record(frozen=True)
+@dataclass(frozen=True)
 class Member:
     """A struct member as the C header lays it out: byte offset and size."""
 

@@ -13,7 +13,7 @@ from mysqlprobe.errors import BpfError
 from mysqlprobe.recorder.pacing import Pacer, in_situ_factor, paired_lead
 from mysqlprobe.recorder.reads import rows_and_calls
 from mysqlprobe.recorder.window import Window, alive
-from mysqlprobe.records import record
+from dataclasses import dataclass
 
 ON_PHASE_S = 0.05    # probes on, per duty cycle
 MAX_OFF_S = 2.0      # longest gap between two on-phases
@@ -39,7 +39,7 @@ def difference(after: int | None, before: int | None) -> int | None:
     return None if after is None or before is None else after - before
 
 
-@record
+@dataclass
 class Bursts:
     """Collectors on in every other ordinary off-phase (they sample the code
     unprobed), once one of the probes `wanted_by` has been called: those of

@@ -8,10 +8,10 @@ from mysqlprobe.collectors.connection import ConnectOptions
 from mysqlprobe.collectors.cpu_bursts import BURST_FREQUENCY
 from mysqlprobe.collectors.perf import PerfOptions
 from mysqlprobe.recorder.priority import START_NICE
-from mysqlprobe.records import field, record
+from dataclasses import dataclass, field
 
 
-@record(frozen=True)
+@dataclass(frozen=True)
 class RecordOptions:
     """How one capture is recorded: window, mode, budget and collectors."""
 
@@ -37,7 +37,7 @@ class RecordOptions:
     argv: tuple[str, ...] = ()
 
 
-@record
+@dataclass
 class Control:
     """How a running window is steered from outside: `stop` ends it, the
     signals handler says why, the status line shows progress."""

@@ -8,7 +8,7 @@ import math
 import os
 from collections import deque
 
-from mysqlprobe.records import field, record
+from dataclasses import dataclass, field
 
 POOLED_CYCLES = 8  # cycles whose losses are pooled into the loss per second of on-phase
 
@@ -22,7 +22,7 @@ def off_seconds(lost_s: float, cycle_s: float, budget: float) -> float:
     return max(lost_s * (1 + budget) / budget - cycle_s, 0.0)
 
 
-@record
+@dataclass
 class Pacer:
     """Chooses each duty cycle's on- and off-phase from what the cycles before
     cost the load, measured by the server's progress (rows changed): the

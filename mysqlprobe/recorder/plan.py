@@ -19,10 +19,10 @@ from mysqlprobe.collectors.elf import read_build_id
 from mysqlprobe.collectors.symbols import Binary, Target, load_target_binary
 from mysqlprobe.collectors.uprobe import ProbeSpec, UsdtSites
 from mysqlprobe.errors import MysqlprobeError, NoSymbolsError, TargetError, UsageError
-from mysqlprobe.records import field, record, replace
+from dataclasses import dataclass, field, replace
 
 
-@record
+@dataclass
 class Plan:
     """The probes to attach, and what could not be planned and why."""
 

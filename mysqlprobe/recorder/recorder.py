@@ -52,7 +52,7 @@ from mysqlprobe.recorder.options import Control, RecordOptions
 from mysqlprobe.recorder.plan import Plan, target_record
 from mysqlprobe.recorder.priority import START_PRIORITY
 from mysqlprobe.recorder.window import Window
-from mysqlprobe.records import replace
+from dataclasses import replace
 
 # the bursts' perf outlives perf: perf's own CPU (its children's usage
 # between its start and its end) does not take in the other's

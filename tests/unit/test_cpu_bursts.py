@@ -31,22 +31,22 @@ def test_samples_in_probed_functions_are_summed_with_their_periods():
 # perf script -F period,ip,sym of samples taken with --call-graph fp: a line of
 # the period, then a frame a line from the sampled one outwards
 STACKS = f"""\
-    200040 
+    200040
 \t          994948 {HASH}
 \t          afb05d _ZN12ha_partition9write_rowEPh
 \t          afb100 {ROW_INSERT}
 
-    200040 
+    200040
 \t          e4f000 _Z23page_cur_insert_rec_lowPhP12dict_index_tPKhPmP5mtr_t
 \t          e4e200 {ROW_INSERT}
 \t          e4e300 {ROW_INSERT}
 \t          e4e400 _Z17mysql_execute_commandP3THD
 
-    199980 
+    199980
 \t    7f3a1c2b3d4e [unknown]
 \t          e4e200 {ROW_INSERT}
 
-    200040 
+    200040
 \t ffffffff821f4dab pv_native_safe_halt
 """
 

@@ -14,7 +14,7 @@ from mysqlprobe.collectors.elf import UsdtArg, file_offset, parse_usdt_args, rea
 from mysqlprobe.collectors.uprobe import usdt_text_operand
 from mysqlprobe.probes import abi
 from mysqlprobe.errors import TargetError
-from mysqlprobe.records import replace
+from dataclasses import replace
 from mysqlprobe.recorder.plan import list_plan, plan_in_child, plan_probes, usdt_stand_ins
 from test_cli import mysqlprobe
 
