@@ -12,6 +12,7 @@ from functools import cached_property
 
 from mysqlprobe.analysis import histogram as H
 from mysqlprobe.analysis.attribution import attribute
+from mysqlprobe.analysis.schema_check import check_document
 from mysqlprobe.analysis.statements import by_digest
 from mysqlprobe.analysis.profile import (StageSummary, always_on_slowdown, calibrated_slowdown, estimated_calls,
                                          measured_slowdown, phase_slowdown, probe_estimate, slowdown_reference,
@@ -56,6 +57,7 @@ def probe_view(p: dict) -> dict:
 
 class Profile:
     def __init__(self, doc: dict):
+        check_document(doc)  # a field of the wrong shape: one CaptureError here, not a KeyError in a reporter
         self.recorded = {k: v for k, v in doc.items() if k not in DERIVED_IN_SCHEMA_1}
         # the document the analysis functions read: recorded fields, probes with their figures
         self.doc = {**self.recorded, "probes": [probe_view(p) for p in doc.get("probes", [])]}

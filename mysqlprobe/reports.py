@@ -8,7 +8,7 @@ from pathlib import Path
 from mysqlprobe.analysis.html_report import render_html
 from mysqlprobe.analysis.model import Profile
 from mysqlprobe.analysis.stage_trees import CPU_NS, IO_NS, OFFCPU_NS, SOURCES, read_capture_stacks, stage_trees
-from mysqlprobe.capture import read_stacks
+from mysqlprobe.capture import read_profile, read_stacks
 from mysqlprobe.errors import CaptureError
 from mysqlprobe.files import write_new
 from mysqlprobe.flamegraphs.svg import render
@@ -58,6 +58,19 @@ def stage_pictures(doc: dict, stacks: dict) -> list[tuple[str, str]]:
                                       "CPU and off-CPU time of the stacks through it (us, whole window)",
                                       unit="us", element_id=f"stage-{len(out)}")))
     return out
+
+
+def checked_profile(doc: dict, where: str) -> Profile:
+    """The Profile of a capture read from `where`; a document whose fields
+    do not fit the schema is one CaptureError that names the file."""
+    try:
+        return Profile(doc)
+    except CaptureError as e:
+        raise CaptureError(f"{where}: {e}") from None
+
+
+def load_profile(path: str) -> Profile:
+    return checked_profile(read_profile(path), path)
 
 
 def write_visuals(out_dir: str, profile: Profile) -> list[str]:

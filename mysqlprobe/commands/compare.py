@@ -9,11 +9,12 @@ from pathlib import Path
 
 from mysqlprobe.analysis import compare as C
 from mysqlprobe.analysis.drilldown import evidence_line
-from mysqlprobe.analysis.model import Profile
+
 from mysqlprobe.analysis.stage_trees import CPU_NS, OFFCPU_NS, read_capture_stacks
 from mysqlprobe.capture import PROFILE_FILE, read_profile, read_stacks
 from mysqlprobe.flamegraphs.folded import Folded
 from mysqlprobe.errors import CaptureError
+from mysqlprobe.reports import checked_profile
 from mysqlprobe.files import make_dir, write_new
 from mysqlprobe.flamegraphs.svg import render
 
@@ -52,7 +53,7 @@ def load_side(path: str) -> list[C.Run]:
         doc = read_profile(str(d))
         evidence = read_capture_stacks(d, doc, read_stacks)
         try:
-            runs.append(C.run_of(Profile(doc), str(d), evidence.get(CPU_NS), evidence))
+            runs.append(C.run_of(checked_profile(doc, str(d)), str(d), evidence.get(CPU_NS), evidence))
         except ValueError as e:
             raise CaptureError(str(e)) from None
     return runs

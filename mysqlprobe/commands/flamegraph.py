@@ -6,12 +6,12 @@ import sys
 from datetime import datetime
 from pathlib import Path
 
-from mysqlprobe.capture import OFFCPU_FILE, PROFILE_FILE, STACKS_FILE, read_profile, read_stacks
+from mysqlprobe.capture import OFFCPU_FILE, PROFILE_FILE, STACKS_FILE, read_stacks
 from mysqlprobe.errors import UsageError
 from mysqlprobe.files import write_output_file
 from mysqlprobe.flamegraphs import pprof
 from mysqlprobe.flamegraphs.svg import render
-from mysqlprobe.reports import flamegraph_title
+from mysqlprobe.reports import flamegraph_title, load_profile
 
 EXAMPLES = """examples:
   mysqlprobe flamegraph /tmp/run1 -o run1.svg          # a capture's stacks.folded
@@ -40,21 +40,21 @@ def _rows(path: str) -> int:
     p = Path(path)
     if not (p / PROFILE_FILE).exists():
         raise UsageError(f"--per row needs capture directories; {path} is not one")
-    rows = read_profile(path)["window"].get("rows_changed")
+    rows = load_profile(path).recorded["window"].get("rows_changed")
     if not rows:
         raise UsageError(f"--per row: {path} has no row count (recorded without a server connection)")
     return rows
 
 
 def _profile_or_none(path: str) -> dict | None:
-    return read_profile(path) if (Path(path) / PROFILE_FILE).exists() else None
+    return load_profile(path).recorded if (Path(path) / PROFILE_FILE).exists() else None
 
 
 def write_pprof(args) -> int:
     if len(args.stacks) != 1 or not (Path(args.stacks[0]) / PROFILE_FILE).exists():
         raise UsageError("--pprof takes one capture directory")
     capture = Path(args.stacks[0])
-    doc = read_profile(str(capture))
+    doc = load_profile(str(capture)).recorded
     stacks = read_stacks(str(capture / (OFFCPU_FILE if args.off_cpu else STACKS_FILE)))
     kind = pprof.capture_kind(doc, args.off_cpu)
     target = doc["target"]

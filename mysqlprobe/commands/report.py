@@ -6,12 +6,12 @@ import json
 import sys
 from pathlib import Path
 
-from mysqlprobe.analysis.model import Profile
+
 from mysqlprobe.analysis.prometheus import exposition
 from mysqlprobe.analysis.report import render_text
-from mysqlprobe.capture import read_profile
+
 from mysqlprobe.errors import UsageError
-from mysqlprobe.reports import write_visuals
+from mysqlprobe.reports import load_profile, write_visuals
 
 EXAMPLES = """examples:
   mysqlprobe report /tmp/run1              # text report of /tmp/run1/profile.json
@@ -33,7 +33,7 @@ def add_arguments(p) -> None:
 
 
 def run(args, parser) -> int:
-    profile = Profile(read_profile(args.capture))
+    profile = load_profile(args.capture)
     if args.html:
         if not Path(args.capture).is_dir():
             raise UsageError("--html needs the capture directory, not its profile.json")

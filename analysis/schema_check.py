@@ -1,0 +1,61 @@
+"""The fields every reader of a capture relies on, checked once as the
+Profile is built: a document with the right schema marker but fields of
+the wrong shape is one CaptureError (exit 7) naming the field, never a
+reporter's KeyError later."""
+
+from __future__ import annotations
+
+from mysqlprobe.errors import CaptureError
+
+NUMBER = (int, float)
+# field -> the type it must have; a dict is a nested section checked the same way
+REQUIRED: dict = {
+    "target": {"pid": int, "binary": str, "server": dict},
+    "window": {"duration_s": NUMBER},
+    "probes": list,
+}
+PROBE: dict = {"id": int, "calls": int, "total_ns": NUMBER, "histogram": list,
+               "raw": {"total_ns": NUMBER, "histogram": list}}
+BUCKET: dict = {"low": NUMBER, "high": NUMBER, "count": int}
+# sections that may be missing (or null), but are of this type when present
+OPTIONAL: dict = {name: dict for name in ("tool", "host", "sampling", "calibration", "engine", "process", "perf",
+                                          "off_cpu", "io", "perf_schema", "statements", "collectors", "cpu_bursts")}
+OPTIONAL.update(warnings=list, unavailable=list)
+
+
+def _type_name(kind) -> str:
+    if isinstance(kind, tuple):
+        return "a number"
+    return {dict: "an object", list: "a list", str: "a string", int: "an integer"}.get(kind, kind.__name__)
+
+
+def _check(value, spec, where: str) -> None:
+    if isinstance(spec, dict):
+        if not isinstance(value, dict):
+            raise CaptureError(f"field {where} is {_shown(value)}, not an object")
+        for key, kind in spec.items():
+            if key not in value:
+                raise CaptureError(f"field {where}.{key} is missing")
+            _check(value[key], kind, f"{where}.{key}")
+        return
+    if isinstance(value, bool) and spec is not bool or not isinstance(value, spec):
+        raise CaptureError(f"field {where} is {_shown(value)}, not {_type_name(spec)}")
+
+
+def _shown(value) -> str:
+    return "null" if value is None else type(value).__name__
+
+
+def check_document(doc: dict) -> None:
+    """Raise CaptureError for the first field a reader cannot use."""
+    for key, spec in REQUIRED.items():
+        if key not in doc:
+            raise CaptureError(f"field {key} is missing")
+        _check(doc[key], spec, key)
+    for key, kind in OPTIONAL.items():
+        if doc.get(key) is not None:
+            _check(doc[key], kind, key)
+    for i, probe in enumerate(doc["probes"]):
+        _check(probe, PROBE, f"probes[{i}]")
+        for j, bucket in enumerate(probe["histogram"]):
+            _check(bucket, BUCKET, f"probes[{i}].histogram[{j}]")
