@@ -14,7 +14,7 @@ from mysqlprobe.collectors.breakpoints import (BreakpointGuard, probed_offsets, 
 from mysqlprobe.collectors.calibration import Calibration, CalibrationCollector
 from mysqlprobe.collectors.uprobe import ProbeCounts, ProbeSpec, StatementCounts, UprobeSession
 from mysqlprobe.probes.abi import COM_QUERY, COM_STMT_EXECUTE, STMT_KEY_NO_TEXT, slot_bounds
-from mysqlprobe.sqltext import normalized
+from mysqlprobe.sqltext import normalized, redacted
 
 COMMANDS = {0: "Sleep", 1: "Quit", 2: "Init DB", 3: "Query", 4: "Field List", 9: "Statistics", 14: "Ping",
             17: "Change user", 22: "Prepare", 23: "Execute", 24: "Long Data", 25: "Close stmt",
@@ -82,7 +82,7 @@ def statement_text(counts: StatementCounts, key: int, full_sql: bool) -> str:
         if len(quotes) % 2:
             text = text[:quotes[-1]]
         text = text.rstrip() + " …"
-    return text if full_sql else normalized(text)
+    return redacted(text) if full_sql else normalized(text)
 
 
 def statement_records(snapshot_statements: dict[int, StatementCounts], corrected: bool,

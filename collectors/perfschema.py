@@ -20,7 +20,7 @@ from mysqlprobe.collectors.connection import pymysql
 from mysqlprobe.collectors.ps_threads import (OS_THREAD_ID, PROCESSLIST_TID, list_threads,
                                               quiet_background_threads)
 from dataclasses import dataclass, field
-from mysqlprobe.sqltext import normalized
+from mysqlprobe.sqltext import normalized, redacted
 
 # only the shared histories are read: the per-thread ones (events_*_history)
 # would copy every statement and stage once more for nothing
@@ -290,7 +290,7 @@ class PerfSchema:
     def _text(self, sql: str | None, digest_text: str | None) -> str:
         """What a capture keeps of a statement: its digest (literals made ?) unless asked for all of it."""
         if self.full_sql:
-            return sql or ""
+            return redacted(sql or "")
         return digest_text or normalized(sql or "")
 
     def window_events(self, t0: int, t1: int) -> tuple[list[dict], list[dict]]:
