@@ -9,6 +9,7 @@ import json
 
 from mysqlprobe.analysis import histogram as H
 from mysqlprobe.analysis import report as text
+from mysqlprobe.analysis.consistency import MEAN, PERCENTILES, TOTAL, report_lines, withheld
 from mysqlprobe.analysis.model import Profile
 from mysqlprobe.analysis.profile import StageSummary
 
@@ -91,12 +92,17 @@ def _interval(f: dict) -> str:
     return "-" if f["calls_low"] is None else f"{f['calls_low']:,.0f} to {f['calls_high']:,.0f}"
 
 
-def _stage_rows(doc: dict, stages: list[StageSummary]) -> list[list]:
-    sampled = text.is_sampled(doc)
+def _stage_rows(profile: Profile) -> list[list]:
+    sampled = text.is_sampled(profile.doc)
     mark = "~" if sampled else ""
-    return [[f["stage"] + f["mark"], f"{mark}{f['calls']:,.0f}"] + ([_interval(f)] if sampled else [])
-            + [f["counted"], f["mean"], f["p50"], f["p90"], f["p99"], *text.total_text(f)]
-            for f in text.stage_figures(stages, doc)]
+    rows = []
+    for f in profile.figures:
+        def shown(figure: str, *values):
+            return [text.WITHHELD] * len(values) if withheld(profile.consistency, f["stage"], figure) else list(values)
+        rows.append([f["stage"] + f["mark"], f"{mark}{f['calls']:,.0f}"] + ([_interval(f)] if sampled else [])
+                    + [f["counted"], *shown(MEAN, f["mean"]), *shown(PERCENTILES, f["p50"], f["p90"], f["p99"]),
+                       *shown(TOTAL, *text.total_text(f))])
+    return rows
 
 
 def _partitions(s: StageSummary, doc: dict) -> str:
@@ -140,12 +146,15 @@ def render_html(profile: Profile, flamegraph_svg: str | None = None, offcpu_svg:
              f"<h1>{_e(title)}</h1>", _pre(text.header(profile))]
     parts += ["<h2>Stages</h2>",
               _table(STAGE_COLUMNS[:2] + (["95% interval"] if text.is_sampled(doc) else []) + STAGE_COLUMNS[2:],
-                     _stage_rows(doc, stages)),
+                     _stage_rows(profile)),
               "<p class=muted>share: time in the stage / window length (above 100% with several threads)"
               + ("; ~ estimated for the whole window from the duty cycles" if text.is_sampled(doc) else "")
               + "; mean &lt;X: the probes' doubt per call outweighs the call, X bounds it"
-              + "".join(f"; {_e(line)}" for line in text.unresolved_note(text.stage_figures(stages, doc)))
+              + "".join(f"; {_e(line)}" for line in text.unresolved_note(profile.figures))
               + "</p>"]
+    withheld_lines = report_lines(profile.consistency)
+    if withheld_lines:
+        parts.append(_pre(withheld_lines))
     tree = text.attribution_block(profile)
     if tree:
         parts += ["<h2>Where the time went</h2>", _pre(tree)]

@@ -12,6 +12,8 @@ from functools import cached_property
 
 from mysqlprobe.analysis import histogram as H
 from mysqlprobe.analysis.attribution import attribute
+from mysqlprobe.analysis.consistency import Violation, check as check_bounds
+from mysqlprobe.analysis.figures import stage_figures
 from mysqlprobe.analysis.schema_check import check_document
 from mysqlprobe.analysis.statements import by_digest
 from mysqlprobe.analysis.profile import (StageSummary, always_on_slowdown, calibrated_slowdown, estimated_calls,
@@ -19,7 +21,7 @@ from mysqlprobe.analysis.profile import (StageSummary, always_on_slowdown, calib
                                          stage_record, stage_summaries, standing_cpu_s, standing_slowdown,
                                          window_ns)
 
-DERIVED_IN_SCHEMA_1 = ("stages", "attribution", "overhead")
+DERIVED_IN_SCHEMA_1 = ("stages", "attribution", "overhead", "consistency")
 DERIVED_PROBE_FIELDS = ("estimated_calls", "mean_ns", "percentiles_ns", "overhead_ns", "threads")
 
 
@@ -65,6 +67,16 @@ class Profile:
     @cached_property
     def stages(self) -> list[StageSummary]:
         return stage_summaries(self.doc)
+
+    @cached_property
+    def figures(self) -> list[dict]:
+        """Per stage, the figures the reporters print (analysis/figures.py)."""
+        return stage_figures(self.stages, self.doc)
+
+    @cached_property
+    def consistency(self) -> list[Violation]:
+        """The printed figures that break a physical bound (analysis/consistency.py)."""
+        return check_bounds(self.stages, self.figures, self.doc)
 
     @cached_property
     def stage_records(self) -> list[dict]:
@@ -114,4 +126,4 @@ class Profile:
         """The document with everything derived from it: `report --json`."""
         return {**self.recorded, "probes": self.probes, "stages": self.stage_records,
                 "attribution": {"by_thread": self.attribution, "by_digest": self.by_digest},
-                "overhead": self.overhead}
+                "overhead": self.overhead, "consistency": [v.to_json() for v in self.consistency]}

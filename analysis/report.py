@@ -6,17 +6,21 @@ from __future__ import annotations
 import textwrap
 
 from mysqlprobe.analysis import histogram as H
+from mysqlprobe.analysis.consistency import MEAN, PERCENTILES, TOTAL, Violation, report_lines, withheld
 from mysqlprobe.analysis.model import Profile
 from mysqlprobe.analysis.per_call import SAMPLED_METHODS, PerCall, samples_to_resolve, window_total
 from mysqlprobe.analysis.profile import (StageSummary, burst_figures, coverage, estimate_basis,
                                          estimated_calls, measured_slowdown, memory_counter, partition_per_call,
-                                         row_cycles, stage_per_call, window_ns, window_scale)
+                                         row_cycles, stage_per_call, window_ns)
 from mysqlprobe.analysis.ps_figures import ps_deltas, quiet_scale
 from mysqlprobe.analysis.textfit import fit as _fit, pct  # noqa: F401 (pct: html_report)
 from mysqlprobe.analysis.stacks_report import io_block, off_cpu_block, samples_block  # noqa: F401 (html_report)
 from mysqlprobe.analysis.where_report import attribution_block, digest_block  # noqa: F401 (html_report)
+from mysqlprobe.analysis.figures import (UNRESOLVED, _latencies, stage_figures, total_text,  # noqa: F401 (html_report)
+                                         unresolved_note)
 
 fmt = H.format_ns
+WITHHELD = "?"
 
 
 def _rate(calls: float, seconds: float) -> str:
@@ -125,50 +129,6 @@ def _count(n: float, estimated: bool) -> str:
     return "~" + text
 
 
-def stage_figures(stages: list[StageSummary], doc: dict) -> list[dict]:
-    """Per stage, what the text and HTML reports show: calls, total and share
-    stand for the whole window (in sampled mode, estimates from the duty
-    cycles); percentiles are of the calls timed."""
-    window = window_ns(doc)
-    scale = window_scale(doc)
-    out = []
-    for s in stages:
-        est = estimated_calls(s, doc)
-        pc = stage_per_call(s, doc)
-        total, bound = window_total(s.total_ns * scale, pc, est.value)
-        out.append({"stage": s.stage, "calls": est.value, "calls_low": est.low, "calls_high": est.high,
-                    "counted": s.calls, "total_ns": total, "total_bound": bound,
-                    "share": total / window if window else None, **_latencies(pc, s.percentiles())})
-    return out
-
-
-def total_text(f: dict) -> tuple[str, str]:
-    """A figure's total and share as printed; a bound as '<' and two
-    significant digits, rounded up."""
-    if not f.get("total_bound"):
-        return fmt(f["total_ns"]), pct(f["share"])
-    return "<" + H.upper_ns(f["total_ns"]), "<" + pct(f["share"])
-
-
-def _latencies(pc: PerCall, percentiles: dict) -> dict:
-    """The mean as its interval allows ("<X" where it is a bound), and the
-    percentiles, starred where the probes' doubt per call outweighs the
-    histogram's resolution."""
-    shown = [v for v in percentiles.values() if v is not None]
-    return {"mean_ns": pc.mean_ns, "mean": pc.text(), "per_call": pc,
-            "mark": "" if all(pc.percentile_resolved(v) for v in shown) else UNRESOLVED,
-            **{k: fmt(v) for k, v in percentiles.items()}}
-
-
-UNRESOLVED = "*"
-
-
-def unresolved_note(figures: list[dict], indent: str = "") -> list[str]:
-    if not any(f["mark"] for f in figures):
-        return []
-    return [f"{indent}{UNRESOLVED} percentiles within the probes' doubt per call: not measurements"]
-
-
 def partition_figures(s: StageSummary, doc: dict) -> list[dict]:
     total = sum(p.calls for p in s.partitions.values()) or 1
     out = []
@@ -184,19 +144,23 @@ def is_sampled(doc: dict) -> bool:
     return (doc.get("sampling") or {}).get("mode") == "sampled"
 
 
-def summary_table(stages: list[StageSummary], doc: dict) -> list[str]:
+def summary_table(profile: Profile) -> list[str]:
+    doc, violations = profile.doc, profile.consistency
     seconds = window_ns(doc) / 1e9
     sampled = is_sampled(doc)
     lines = [f"{'stage':<30}{'calls':>7} {'calls/s':>7} {'total':>6} {'share':>6} "
              f"{'p50':>6} {'p90':>6} {'p99':>6}"]
-    figures = stage_figures(stages, doc)
+    figures = profile.figures
     for f in figures:
         untimed = f["counted"] and f["p50"] == "-"  # an entry-only probe: counted, not timed
         total, share = ("-", "-") if untimed else total_text(f)
+        if withheld(violations, f["stage"], TOTAL):
+            total, share = WITHHELD, WITHHELD
+        p50, p90, p99 = ((WITHHELD,) * 3 if withheld(violations, f["stage"], PERCENTILES)
+                         else (f["p50"], f["p90"], f["p99"]))
         lines.append(f"{f['stage'] + f['mark']:<30}{_count(f['calls'], sampled):>7} {_rate(f['calls'], seconds):>7} "
-                     f"{total:>6} {share:>6} {f['p50']:>6} {f['p90']:>6} "
-                     f"{f['p99']:>6}")
-    return lines + unresolved_note(figures)
+                     f"{total:>6} {share:>6} {p50:>6} {p90:>6} {p99:>6}")
+    return lines + unresolved_note(figures) + report_lines(violations)
 
 
 def _sampling_line(doc: dict) -> list[str]:
@@ -291,12 +255,13 @@ def _interval(pc: PerCall) -> str:
     return f" (95% interval {fmt(pc.low_ns)} to {fmt(pc.high_ns)})"
 
 
-def stage_detail(s: StageSummary, doc: dict) -> list[str]:
+def stage_detail(s: StageSummary, doc: dict, violations: list[Violation] | None = None) -> list[str]:
     lines = _fit([f"{s.stage}: {s.title}"])
     lines += [f"  {sym}" for sym in s.symbols]
     pc = stage_per_call(s, doc)
+    mean = WITHHELD + " (withheld, see above)" if withheld(violations or [], s.stage, MEAN) else pc.text() + _interval(pc)
     lines += textwrap.wrap(f"calls {s.calls}{' counted' if s.cycle_calls is not None else ''}, total "
-                           f"{fmt(s.total_ns)}, mean {pc.text()}" + _interval(pc), 78,
+                           f"{fmt(s.total_ns)}, mean {mean}", 78,
                            initial_indent="  ", subsequent_indent="  ")
     if pc.method in SAMPLED_METHODS:
         lines += burst_line(s, doc, pc)
@@ -363,7 +328,7 @@ def perf_schema_block(doc: dict) -> list[str]:
 def render_text(profile: Profile) -> str:
     doc, stages = profile.doc, profile.stages
     out = header(profile) + [""]
-    out += summary_table(stages, doc)
+    out += summary_table(profile)
     out.append("share: time in the stage / window length (above 100% with several threads)")
     block = process_block(doc)
     if block:
@@ -376,7 +341,7 @@ def render_text(profile: Profile) -> str:
     out += io_block(doc)
     for s in stages:
         if s.calls:
-            out += [""] + stage_detail(s, doc)
+            out += [""] + stage_detail(s, doc, profile.consistency)
     notes = []
     idle = [s.stage for s in stages if not s.calls]
     if idle:

@@ -40,25 +40,30 @@ def fallback_dir() -> str:
     return tempfile.mkdtemp(prefix=time.strftime("mysqlprobe-%Y%m%d-%H%M%S-"), dir=base)
 
 
-def _write(cap: Capture, out_dir: str) -> None:
-    # the analysis and the pictures are imported once the window is over,
-    # not before the probes go on (0.03-0.07 s of a start)
-    from mysqlprobe.analysis.model import Profile
+def _write(cap: Capture, out_dir: str, profile) -> None:
     from mysqlprobe.reports import write_visuals
+    # the figures withheld, and why, are kept with what was recorded
+    cap.doc["consistency"] = [v.to_json() for v in profile.consistency]
     paths = write_capture(out_dir, cap)
-    paths += write_visuals(out_dir, Profile(cap.doc))
+    paths += write_visuals(out_dir, profile)
     print(f"wrote {', '.join(paths)}", file=sys.stderr)
 
 
-def save_capture(cap: Capture, out_dir: str) -> OutputError | None:
-    """Write the capture and its pictures into out_dir, else into a fallback
+def save_capture(cap: Capture, out_dir: str, profile=None) -> OutputError | None:
+    """Write the capture and its pictures (from profile, the capture's
+    Profile, made here when not given) into out_dir, else into a fallback
     directory. After a fallback, the error for the caller to end with once
     the report is out (its message names where the capture went)."""
+    if profile is None:
+        # the analysis is imported once the window is over, not before the
+        # probes go on (0.03-0.07 s of a start)
+        from mysqlprobe.analysis.model import Profile
+        profile = Profile(cap.doc)
     try:
-        _write(cap, out_dir)
+        _write(cap, out_dir, profile)
         return None
     except CaptureError as e:
         why = str(e)
     elsewhere = fallback_dir()
-    _write(cap, elsewhere)
+    _write(cap, elsewhere, profile)
     return OutputError(f"{why}; the capture was saved in {elsewhere} instead")

@@ -190,8 +190,8 @@ def report(cap: Capture, out_dir: str | None, signals: RunSignals | None = None)
     from mysqlprobe.analysis.report import render_text
     if signals:
         signals.reached("report")
-    failure = save_capture(cap, out_dir) if out_dir else None
-    profile = Profile(cap.doc)  # plain already; the reports only read it
+    profile = Profile(cap.doc)  # plain already; built once, for the files and the text alike
+    failure = save_capture(cap, out_dir, profile) if out_dir else None
     sys.stdout.write(render_text(profile))
     if failure:
         raise failure

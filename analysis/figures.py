@@ -1,0 +1,57 @@
+"""The figures every reporter prints for a stage, made once from the
+Profile's stages: calls (estimated in sampled mode), the window's total
+and share, the mean per call and the percentiles. The consistency checks
+(analysis/consistency.py) read the same figures the reports print."""
+
+from __future__ import annotations
+
+from mysqlprobe.analysis import histogram as H
+from mysqlprobe.analysis.per_call import PerCall, window_total
+from mysqlprobe.analysis.profile import StageSummary, estimated_calls, stage_per_call, window_ns, window_scale
+from mysqlprobe.analysis.textfit import pct
+
+fmt = H.format_ns
+
+
+def stage_figures(stages: list[StageSummary], doc: dict) -> list[dict]:
+    """Per stage, what the text and HTML reports show: calls, total and share
+    stand for the whole window (in sampled mode, estimates from the duty
+    cycles); percentiles are of the calls timed."""
+    window = window_ns(doc)
+    scale = window_scale(doc)
+    out = []
+    for s in stages:
+        est = estimated_calls(s, doc)
+        pc = stage_per_call(s, doc)
+        total, bound = window_total(s.total_ns * scale, pc, est.value)
+        out.append({"stage": s.stage, "calls": est.value, "calls_low": est.low, "calls_high": est.high,
+                    "counted": s.calls, "total_ns": total, "total_bound": bound,
+                    "share": total / window if window else None, **_latencies(pc, s.percentiles())})
+    return out
+
+
+def total_text(f: dict) -> tuple[str, str]:
+    """A figure's total and share as printed; a bound as '<' and two
+    significant digits, rounded up."""
+    if not f.get("total_bound"):
+        return fmt(f["total_ns"]), pct(f["share"])
+    return "<" + H.upper_ns(f["total_ns"]), "<" + pct(f["share"])
+
+
+def _latencies(pc: PerCall, percentiles: dict) -> dict:
+    """The mean as its interval allows ("<X" where it is a bound), and the
+    percentiles, starred where the probes' doubt per call outweighs the
+    histogram's resolution."""
+    shown = [v for v in percentiles.values() if v is not None]
+    return {"mean_ns": pc.mean_ns, "mean": pc.text(), "per_call": pc,
+            "mark": "" if all(pc.percentile_resolved(v) for v in shown) else UNRESOLVED,
+            **{k: fmt(v) for k, v in percentiles.items()}}
+
+
+UNRESOLVED = "*"
+
+
+def unresolved_note(figures: list[dict], indent: str = "") -> list[str]:
+    if not any(f["mark"] for f in figures):
+        return []
+    return [f"{indent}{UNRESOLVED} percentiles within the probes' doubt per call: not measurements"]
