@@ -24,7 +24,7 @@ install: deps $(STAMP)
 
 # the main job: MariaDB 10.2.11 sandbox, seed load (100003 rows, RANGE 5), profiled
 demo: install
-	$(BIN)/mysqlprobe demo --server 10.2.11 -o out/demo
+	$(BIN)/mysqlprobe lab demo --server 10.2.11 -o out/demo
 
 # pytest exits 5 when it ran no test: that is a failure here, not a pass
 define run_pytest

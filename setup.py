@@ -22,7 +22,8 @@ setup(
     description="Where an INSERT's time goes inside mysqld: eBPF uprobe latency, "
                 "per partition, for MySQL and MariaDB",
     python_requires=">=3.11",
-    packages=["mysqlprobe", "mysqlprobe.commands", "mysqlprobe.recorder", "mysqlprobe.probes",
+    packages=["mysqlprobe", "mysqlprobe.commands", "mysqlprobe.recorder", "mysqlprobe.probes", "mysqlprobe.lab",
+              "mysqlprobe.lab.commands",
               "mysqlprobe.collectors", "mysqlprobe.analysis", "mysqlprobe.flamegraphs"],
     package_dir={
         "mysqlprobe": "mysqlprobe",

@@ -18,7 +18,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 
-from mysqlprobe import workload
+from mysqlprobe.lab import workload
 
 TPS = re.compile(r"^\[\s*\d+s\s*\].*?\btps:\s*([\d.]+)")
 

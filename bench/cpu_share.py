@@ -44,7 +44,7 @@ from continuous import Blocks, unprobed_block
 from oltp import SHAPES, Load
 from oltp_parts import Mysqlprobe
 from overhead import bench_parser, derived, log, machine, med, run_line, write_results
-from mysqlprobe import sandbox
+from mysqlprobe.lab import sandbox
 
 WITNESS_HZ = 499
 OWN_COMMS = {"mysqlprobe", "perf", "calibrate"}

@@ -24,7 +24,7 @@ from pathlib import Path
 
 from oltp import SHAPES, Load
 from overhead import MYSQLPROBE, Tool, bench_parser, derived, log, machine, med, run_line, write_results
-from mysqlprobe import sandbox
+from mysqlprobe.lab import sandbox
 
 CASES = ((SHAPES[0], True), (SHAPES[0], False), (SHAPES[1], True), (SHAPES[1], False))
 

@@ -25,7 +25,7 @@ from pathlib import Path
 
 from oltp import SHAPES, Load
 from overhead import MYSQLPROBE, Tool, bench_parser, derived, log, machine, med
-from mysqlprobe import sandbox
+from mysqlprobe.lab import sandbox
 
 SHAPE_NAMES = ("seed bulk load, 1 thread", "oltp_insert, 8 threads", "oltp_insert, 8 threads, fsync per commit")
 SYNCS = ("fsync", "fdatasync")
@@ -67,7 +67,7 @@ def main() -> int:
                 time.sleep(2)   # the load under way
                 for r in range(args.repeats):
                     d = Path(tempfile.mkdtemp(dir=workdir))
-                    tool = Tool([MYSQLPROBE, "-p", str(pid), "--insert-profile", "--exact", "-q", "--no-perf",
+                    tool = Tool([MYSQLPROBE, "-p", str(pid), "--insert-profile", "--exact", "-q", "--no-cpu",
                                  "-o", str(d)], "Tracing PID", "stderr")
                     time.sleep(args.seconds)
                     load.check()

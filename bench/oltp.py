@@ -31,7 +31,7 @@ from pathlib import Path
 from continuous import Blocks, CounterPoll, RateLog, StatementLoop, SysbenchStream, rows_inserted, unprobed_block
 import overhead
 from overhead import MYSQLPROBE, Tool, bench_parser, derived, log, machine, med, spread
-from mysqlprobe import sandbox, workload
+from mysqlprobe.lab import sandbox, workload
 from mysqlprobe.collectors.perfschema import rows_changed
 
 SYSBENCH = shutil.which("sysbench") or "sysbench"

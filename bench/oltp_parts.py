@@ -53,12 +53,12 @@ from pathlib import Path
 from continuous import Blocks, unprobed_block
 from oltp import SHAPES, Load, quiet_rate, quiet_slowdown
 from overhead import MYSQLPROBE, Tool, bench_parser, derived, log, machine, med, run_line, write_results
-from mysqlprobe import workload
+from mysqlprobe.lab import workload
 from mysqlprobe.collectors.perf_record import choose_unwinding
 from mysqlprobe.collectors.perfschema import PerfSchema, rows_changed
 from mysqlprobe.collectors.ps_threads import PROCESSLIST_TID, ThreadWatch
 from mysqlprobe.collectors.symbols import load_target_binary, resolve_target
-from mysqlprobe import sandbox
+from mysqlprobe.lab import sandbox
 
 COLD_FUNCTION = "fts_savepoint_free"  # full-text search: never called by oltp_insert
 
@@ -223,9 +223,9 @@ def main() -> None:
                  "perf": lambda: Perf(pid, workdir),
                  "perf_idle": lambda: Perf(pid, workdir, idle=True),
                  "cold_all": lambda: Mysqlprobe(pid, workdir, "--probe", COLD_FUNCTION),
-                 "no_perf": lambda: Mysqlprobe(pid, workdir, "--insert-profile", "--no-perf"),
+                 "no_perf": lambda: Mysqlprobe(pid, workdir, "--insert-profile", "--no-cpu"),
                  "no_off_cpu": lambda: Mysqlprobe(pid, workdir, "--insert-profile", "--no-off-cpu"),
-                 "perf_19hz": lambda: Mysqlprobe(pid, workdir, "--insert-profile", "--perf-freq", "19"),
+                 "perf_19hz": lambda: Mysqlprobe(pid, workdir, "--insert-profile", "-F", "19"),
                  "no_bursts": lambda: Mysqlprobe(pid, workdir, "--insert-profile", "--burst-freq", "0"),
                  "ps_stages": lambda: PsPart(sb.socket, "stage/%", ("events_stages_current",)),
                  "ps_stage_history": lambda: PsPart(sb.socket, "stage/%", (
@@ -233,8 +233,8 @@ def main() -> None:
                  "ps_statement_history": lambda: PsPart(sb.socket, None, (
                      "events_statements_history", "events_statements_history_long")),
                  "status_reads": lambda: StatusReads(sb.socket), "thread_list": lambda: ThreadList(sb.socket),
-                 "probes_only": lambda: Mysqlprobe(pid, workdir, "--insert-profile", "--no-perf", "--no-off-cpu"),
-                 "no_ps": lambda: Mysqlprobe(pid, workdir, "--insert-profile", "--no-perf-schema"),
+                 "probes_only": lambda: Mysqlprobe(pid, workdir, "--insert-profile", "--no-cpu", "--no-off-cpu"),
+                 "no_ps": lambda: Mysqlprobe(pid, workdir, "--insert-profile", "--no-ps"),
                  "ps_whole": lambda: Mysqlprobe(pid, workdir, "--insert-profile", "--ps-whole-window")}
         variants = {name: known[name]() for name in args.variants.split(",")}
         load, blocks = Load(sb, shape), Blocks()

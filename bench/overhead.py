@@ -38,7 +38,8 @@ import time
 from datetime import datetime, timezone
 from pathlib import Path
 
-from mysqlprobe import __version__, catalog, sandbox, workload
+from mysqlprobe import __version__, catalog
+from mysqlprobe.lab import sandbox, workload
 from mysqlprobe.analysis.model import Profile
 from mysqlprobe.capture import read_profile
 from mysqlprobe.collectors.symbols import load_target_binary, resolve_target
@@ -167,7 +168,7 @@ def seed_load(rows: int, repeats: int, workdir: Path) -> dict:
 
     modes = {
         "mysqlprobe (default)": mysqlprobe("--insert-profile"),
-        "mysqlprobe (default) --no-perf": mysqlprobe("--insert-profile", "--no-perf"),
+        "mysqlprobe (default) --no-perf": mysqlprobe("--insert-profile", "--no-cpu"),
         "mysqlprobe (default) --no-off-cpu": mysqlprobe("--insert-profile", "--no-off-cpu"),
         # what costs the same with probes on and off: perf, off-CPU stacks, P_S
         NO_PROBE_HIT: mysqlprobe("--exact", "--probe", UNCALLED),

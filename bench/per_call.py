@@ -33,7 +33,7 @@ import overhead
 from continuous import StatementLoop, rows_inserted
 from overhead import (MYSQLPROBE, ROOT, Tool, bench_parser, derived, fixture_command, log, machine, med, run_line,
                       write_results)
-from mysqlprobe import sandbox, workload
+from mysqlprobe.lab import sandbox, workload
 from mysqlprobe.analysis.per_call import samples_to_resolve
 from mysqlprobe.analysis.sampling import Estimate
 from mysqlprobe.collectors.process import cpu_seconds
@@ -190,7 +190,7 @@ def known_cost_block(exe: Path, name: str, seconds: int, workdir: Path) -> dict:
         truth = [fixture_command(target, f"compare {name} {TRUTH_CALLS} 9")["truth_ns"]]
         out = Path(tempfile.mkdtemp(dir=workdir))
         tool = Tool([MYSQLPROBE, "-p", str(target.pid), "--probe", name, "--progress-counter", "loop_calls",
-                     "--no-perf-schema", "-q", "-o", str(out)], "Tracing PID", "stderr")
+                     "--no-ps", "-q", "-o", str(out)], "Tracing PID", "stderr")
         fixture_command(target, f"loop {name} {seconds * 1000}")
         tool.stop()
         truth.append(fixture_command(target, f"compare {name} {TRUTH_CALLS} 9")["truth_ns"])

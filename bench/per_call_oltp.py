@@ -26,7 +26,7 @@ from pathlib import Path
 
 from overhead import bench_parser, log, machine, med, run_line, write_results
 from per_call import CLEAN_S, INNODB_FUNCTION, LOOKUP, _tool, profiled_repeats, truth_text, within
-from mysqlprobe import sandbox, workload
+from mysqlprobe.lab import sandbox, workload
 
 ROWS = 20011  # a round of single-row inserts (prime)
 FLUSH_TEXT = {0: "innodb_flush_log_at_trx_commit=0: redo written about once a second",

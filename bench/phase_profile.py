@@ -30,7 +30,7 @@ from pathlib import Path
 from continuous import Blocks, CounterPoll, unprobed_block
 from oltp import SHAPES, Load
 from overhead import HERE, Tool, bench_parser, derived, log, machine, med, run_line, spread, write_results
-from mysqlprobe import sandbox
+from mysqlprobe.lab import sandbox
 from mysqlprobe.collectors.perfschema import rows_changed
 
 POLL_S = 0.02

@@ -20,7 +20,7 @@ from datetime import datetime, timezone
 
 from oltp import SHAPES, Load
 from overhead import bench_parser, log, machine, run_line, write_results
-from mysqlprobe import sandbox, workload
+from mysqlprobe.lab import sandbox, workload
 from mysqlprobe.collectors.perfschema import PerfSchema, rows_changed
 
 STEP_S = 0.05

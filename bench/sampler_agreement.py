@@ -24,7 +24,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).parent))
 from oltp import SHAPES, Load  # noqa: E402
 from overhead import bench_parser, log, machine, med, run_line, spread, write_results  # noqa: E402
-from mysqlprobe import sandbox  # noqa: E402
+from mysqlprobe.lab import sandbox  # noqa: E402
 from mysqlprobe.collectors.cpu_sampler import CpuSampleSession  # noqa: E402
 from mysqlprobe.collectors.perf_record import perf_binary  # noqa: E402
 from mysqlprobe.collectors.process import cpu_seconds  # noqa: E402

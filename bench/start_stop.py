@@ -40,7 +40,7 @@ TESTS = Path(__file__).resolve().parent.parent / "tests"
 sys.path[:0] = [str(TESTS / "integration"), str(TESTS)]  # the suite's checks of the server and the kernel
 from helpers import live_bpf_ids, tracefs_uprobe_events, whole_setup  # noqa: E402
 from overhead import MYSQLPROBE, log, machine, machine_line, write_results  # noqa: E402
-from mysqlprobe import sandbox, workload  # noqa: E402
+from mysqlprobe.lab import sandbox, workload  # noqa: E402
 
 HERE = Path(__file__).parent
 CLIENTS = 4

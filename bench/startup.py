@@ -32,7 +32,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).parent))
 from overhead import MYSQLPROBE, bench_parser, log, machine, machine_line, med, spread, write_results  # noqa: E402
 from start_stop import Load  # noqa: E402
-from mysqlprobe import sandbox, workload  # noqa: E402
+from mysqlprobe.lab import sandbox, workload  # noqa: E402
 from mysqlprobe.caches import cache_dirs  # noqa: E402
 
 VERSION = "10.11.5"

@@ -28,7 +28,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from overhead import MYSQLPROBE, Tool, bench_parser, derived, log, machine, machine_line, write_results
-from mysqlprobe import sandbox, workload
+from mysqlprobe.lab import sandbox, workload
 from mysqlprobe.collectors.perfschema import global_status
 
 SYSBENCH = shutil.which("sysbench") or "sysbench"
@@ -56,7 +56,7 @@ def one_run(sb: sandbox.Sandbox, pid: int, conn, test: str, events: int, profile
     # read outside the window: a SHOW STATUS inside it writes its rows to a temporary
     # table, which ha_write_row (sql.insert_row) sees and Handler_write does not
     before = global_status(conn, COUNTERS)
-    tool = Tool([MYSQLPROBE, "-p", str(pid), *profile, "--exact", "--no-perf-schema", "-q", "-o", str(out)],
+    tool = Tool([MYSQLPROBE, "-p", str(pid), *profile, "--exact", "--no-ps", "-q", "-o", str(out)],
                 "Tracing PID", "stderr")
     subprocess.run(sysbench(sb.socket, test, f"--events={events}", "--time=0", f"--db-ps-mode={ps_mode}", "run"),
                    check=True, capture_output=True)

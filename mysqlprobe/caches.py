@@ -6,7 +6,7 @@
   plans/        the probes planned for a build of the server (by build-id)
                 and the stages asked for: the next start on that build
                 reads no symbol table
-  jars/, mariadb/, sandbox/  the test servers (mysqlprobe sandbox)
+  jars/, mariadb/, sandbox/  the test servers (mysqlprobe lab sandbox)
 
 A cache file that cannot be read, written or trusted is ignored: the run
 measures afresh and says so."""

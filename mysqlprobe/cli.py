@@ -14,7 +14,7 @@ import sys
 import threading
 
 from mysqlprobe import __version__
-from mysqlprobe.errors import EXIT_FAILURE, EXIT_INTERRUPTED, Interrupted, MysqlprobeError
+from mysqlprobe.errors import EXIT_FAILURE, EXIT_INTERRUPTED, EXIT_USAGE, Interrupted, MysqlprobeError
 from mysqlprobe.recorder.priority import START_PRIORITY, asked_start_nice
 from mysqlprobe.recorder.window import RunSignals
 
@@ -30,11 +30,14 @@ WRITES_CAPTURES = ("record", "report", "compare", "flamegraph", "demo", "bench",
 def command_module(command: str):
     """Only the command run is imported: a recording's start does not wait
     for the modules of bench, sandbox, compare and the others."""
+    if command in LAB_COMMANDS:
+        return importlib.import_module(f"mysqlprobe.lab.commands.{command}")
     return importlib.import_module(f"mysqlprobe.commands.{command}")
 
 
 def build_parser(command: str, module) -> argparse.ArgumentParser:
-    prog = "mysqlprobe" if command == "record" else f"mysqlprobe {command}"
+    prog = ("mysqlprobe" if command == "record" else f"mysqlprobe lab {command}" if command in LAB_COMMANDS
+            else f"mysqlprobe {command}")
     p = argparse.ArgumentParser(prog=prog, description=(module.__doc__ or "").strip().splitlines()[0]
                                 if command != "record" else DESCRIPTION,
                                 epilog=getattr(module, "EXAMPLES", None),
@@ -49,7 +52,9 @@ def build_parser(command: str, module) -> argparse.ArgumentParser:
     return p
 
 
-COMMANDS = ("record", "report", "compare", "flamegraph", "bench", "sandbox", "load", "demo", "watch")
+COMMANDS = ("record", "report", "compare", "flamegraph", "watch")
+# the lab's (mysqlprobe/lab/): sandbox servers and loads, not the product's own
+LAB_COMMANDS = ("sandbox", "load", "demo", "bench")
 PROFILING_COMMANDS = ("record", "watch")
 M_MMAP_THRESHOLD, MMAP_THRESHOLD = -3, 128 * 1024  # mallopt's parameter; glibc's default threshold
 
@@ -69,9 +74,23 @@ def steady_heap() -> bool:
         return False
 
 
+def lab_argv(argv: list[str]) -> list[str]:
+    """`mysqlprobe lab COMMAND ...` as COMMAND ...; the lab's commands given
+    at the top level, as before, still run, with a line saying so."""
+    if argv and argv[0] == "lab":
+        if len(argv) < 2 or argv[1] not in LAB_COMMANDS:
+            print(f"usage: mysqlprobe lab {{{','.join(LAB_COMMANDS)}}} ...", file=sys.stderr)
+            raise SystemExit(EXIT_USAGE)
+        return argv[1:]
+    if argv and argv[0] in LAB_COMMANDS:
+        print(f"mysqlprobe: '{argv[0]}' is a lab command now: mysqlprobe lab {argv[0]} (this spelling will go)",
+              file=sys.stderr)
+    return argv
+
+
 def main(argv: list[str] | None = None) -> int:
-    argv = list(sys.argv[1:] if argv is None else argv)
-    command = argv[0] if argv and argv[0] in COMMANDS else "record"
+    argv = lab_argv(list(sys.argv[1:] if argv is None else argv))
+    command = argv[0] if argv and argv[0] in COMMANDS + LAB_COMMANDS else "record"
     # a recording stopped while its modules load says so in one line, like one stopped later
     signals = RunSignals(threading.Event()) if command == "record" else contextlib.nullcontext()
     try:

@@ -56,6 +56,16 @@ def strip_with_debug_file(src: Path, dest_dir: Path, debuglink: bool = True) -> 
     return stripped, debug
 
 
+@pytest.fixture(scope="session", autouse=True)
+def working_dir(tmp_path_factory):
+    """Runs without -o save into a new directory of the working directory
+    (like perf.data): the suite works in a directory of its own."""
+    before = os.getcwd()
+    os.chdir(tmp_path_factory.mktemp("cwd"))
+    yield
+    os.chdir(before)
+
+
 @pytest.fixture(scope="session")
 def fixture_dir(tmp_path_factory) -> Path:
     return tmp_path_factory.mktemp("fixtures")

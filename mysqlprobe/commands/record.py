@@ -4,8 +4,10 @@ through the recorder, save the capture, print the report."""
 from __future__ import annotations
 
 import argparse
+import json
 import math
 import sys
+import time
 
 from mysqlprobe import catalog
 from mysqlprobe.caches import PlanCache
@@ -37,15 +39,16 @@ EXAMPLES = """examples:
   mysqlprobe -p 4242 --insert-profile --list              # what would be probed
   mysqlprobe --binary /usr/sbin/mariadbd --list --insert-profile
   mysqlprobe report /tmp/run1                             # the report again, no root
-  mysqlprobe demo                                         # sandbox MariaDB + seed load
+  mysqlprobe lab demo                                     # sandbox MariaDB + seed load
 """
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("-p", "--pid", type=int, help="the mysqld / mariadbd process to probe")
+    p.add_argument("-p", "--pid", type=_pid, help="the mysqld / mariadbd process to probe")
     p.add_argument("--binary", help="with --list: inspect this binary instead of a process")
     p.add_argument("--insert-profile", action="store_true",
-                   help="probe the insert path: " + ", ".join(catalog.INSERT_PROFILE))
+                   help="probe the insert path (the default when no --stage or --probe is named): "
+                        + ", ".join(catalog.INSERT_PROFILE))
     p.add_argument("--stage", action="append", default=[], metavar="STAGE",
                    help="add a catalog stage (repeatable): " + ", ".join(catalog.BY_NAME))
     p.add_argument("--probe", action="append", default=[], metavar="NAME",
@@ -57,7 +60,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "run without a server connection or on another program; costs the target nothing")
     p.add_argument("-d", "--duration", type=float, metavar="SECONDS",
                    help="stop after this many seconds (default: at Ctrl-C or SIGTERM)")
-    p.add_argument("-o", "--output", metavar="DIR", help="write DIR/profile.json")
+    p.add_argument("-o", "--output", metavar="DIR",
+                   help="write the capture, report.html and the flame graphs into DIR (default: a new "
+                        "mysqlprobe-YYYYmmdd-HHMMSS/ in the working directory)")
+    p.add_argument("--json", action="store_true",
+                   help="print the derived profile as JSON on stdout instead of the text report")
     p.add_argument("--debug-file", metavar="PATH", help="separate debug symbols for a stripped binary (its "
                    "build-id and layout must be the binary's)")
     p.add_argument("--force-debug-file", action="store_true", help="use a --debug-file whose build-id is missing "
@@ -79,7 +86,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     g.add_argument("--user", help="default: from --defaults-file or ~/.my.cnf, else root")
     g.add_argument("--password-file", metavar="FILE", help="a file holding the password")
     g.add_argument("--defaults-file", metavar="FILE", help="a MySQL option file ([client] section)")
-    g.add_argument("--no-perf-schema", action="store_true", help="probes only: do not connect")
+    g.add_argument("--no-ps", "--no-perf-schema", dest="no_perf_schema", action="store_true",
+                   help="probes only: do not connect to the server")
     g.add_argument("--ps-waits", choices=("io", "all"), default="io",
                    help="wait instruments to enable: table and file I/O (default), or synch waits too")
     g.add_argument("--ps-whole-window", action="store_true",
@@ -96,8 +104,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def _sampling_arguments(g) -> None:
-    g.add_argument("--no-perf", action="store_true", help="no CPU sampling")
-    g.add_argument("--perf-freq", type=int, default=DEFAULT_FREQUENCY, metavar="HZ",
+    g.add_argument("--no-cpu", "--no-perf", dest="no_perf", action="store_true", help="no CPU sampling")
+    g.add_argument("-F", "--frequency", "--perf-freq", dest="perf_freq", type=int, default=DEFAULT_FREQUENCY,
+                   metavar="HZ",
                    help=f"samples per second of CPU time (default {DEFAULT_FREQUENCY})")
     g.add_argument("--perf-callgraph", choices=("auto", "fp", "dwarf"), default="auto",
                    help="stack unwinding: frame pointers, DWARF, or chosen from the binary (default)")
@@ -119,25 +128,51 @@ def _mode_arguments(g) -> None:
                         "CPU begins from the last run's bursts, if one new burst agrees with them")
     g.add_argument("--exact", action="store_true",
                    help="count every call (probes on all the time); default: duty cycles within the budget")
-    g.add_argument("--overhead-budget", type=float, default=5.0, metavar="PCT",
+    g.add_argument("--budget", "--overhead-budget", dest="overhead_budget", type=float, default=5.0, metavar="PCT",
                    help="sampled mode: slow the load down by at most PCT%% (default 5)")
+
+
+# spellings of before, still taken: the line that says what to write instead
+RENAMED = {"--perf-freq": "-F/--frequency", "--overhead-budget": "--budget", "--no-perf": "--no-cpu",
+           "--no-perf-schema": "--no-ps"}
+
+
+def _pid(text: str) -> int:
+    """-p's value: one PID. $(pidof mysqld) with two servers running gives two."""
+    pids = text.replace(",", " ").split()
+    if len(pids) > 1:
+        raise argparse.ArgumentTypeError(f"{len(pids)} PIDs ({' '.join(pids)}): one server at a time; pidof found "
+                                         "several, so give one of them (pgrep -n mysqld for the newest, or the "
+                                         "server's pid-file)")
+    try:
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a PID: {text!r}") from None
+
+
+def renamed_options(argv) -> list[str]:
+    return [f"mysqlprobe: {old} is now {new} (the old spelling will go)" for old, new in RENAMED.items()
+            if any(a == old or a.startswith(old + "=") for a in argv)]
+
+
+def default_output_dir() -> str:
+    """A new directory in the working directory, named by the time, like perf.data."""
+    return time.strftime("mysqlprobe-%Y%m%d-%H%M%S")
 
 
 def check_arguments(args, parser: argparse.ArgumentParser) -> None:
     if not (args.insert_profile or args.stage or args.probe):
-        parser.error("nothing to probe: give --insert-profile, --stage or --probe")
+        args.insert_profile = True  # what the tool is for
     if args.pid is None and not (args.binary and args.list):
         parser.error("-p/--pid is required (or --binary with --list)")
     if args.pid is not None and args.pid <= 0:
         parser.error(f"invalid PID {args.pid}")
     if not 0 < args.overhead_budget <= 100:
-        parser.error("--overhead-budget takes a percentage above 0 and at most 100")
+        parser.error("--budget takes a percentage above 0 and at most 100")
     if not 1 <= args.perf_freq <= 10000:
-        parser.error("--perf-freq takes 1 to 10000 samples per second")
+        parser.error("-F/--frequency takes 1 to 10000 samples per second")
     if not 0 <= args.burst_freq <= 20000:
         parser.error("--burst-freq takes 0 (none) to 20000 samples per second")
-    if args.keep_perf_data and not args.output:
-        parser.error("--keep-perf-data needs -o DIR")
     if args.keep_perf_data and args.sampler == "bpf":
         parser.error("--keep-perf-data needs perf record: --sampler perf (or auto)")
     if args.duration is not None and not (0 < args.duration < math.inf):
@@ -182,7 +217,7 @@ def options_from(args) -> RecordOptions:
         progress_counter=args.progress_counter, start_nice=args.start_nice)
 
 
-def report(cap: Capture, out_dir: str | None, signals: RunSignals | None = None) -> Profile:
+def report(cap: Capture, out_dir: str | None, signals: RunSignals | None = None, as_json: bool = False) -> Profile:
     """Save the capture (if asked), then print its report: the text is made
     from the document as saved, so `mysqlprobe report DIR` prints the same."""
     # imported here, not on the path to the probes' attach (0.03-0.07 s)
@@ -192,7 +227,11 @@ def report(cap: Capture, out_dir: str | None, signals: RunSignals | None = None)
         signals.reached("report")
     profile = Profile(cap.doc)  # plain already; built once, for the files and the text alike
     failure = save_capture(cap, out_dir, profile) if out_dir else None
-    sys.stdout.write(render_text(profile))
+    if as_json:
+        json.dump(profile.to_json(), sys.stdout, indent=1)
+        sys.stdout.write("\n")
+    else:
+        sys.stdout.write(render_text(profile))
     if failure:
         raise failure
     return profile
@@ -200,6 +239,10 @@ def report(cap: Capture, out_dir: str | None, signals: RunSignals | None = None)
 
 def run(args, parser) -> int:
     check_arguments(args, parser)
+    for line in renamed_options(sys.argv[1:]):
+        print(line, file=sys.stderr)
+    if args.output is None and args.pid is not None and not args.list:
+        args.output = default_output_dir()
     control = Control(status=StatusLine(enabled=not args.quiet))
     with RunSignals(control.stop) as control.signals:
         return record(args, control)
@@ -247,5 +290,5 @@ def record(args, control: Control) -> int:
     if args.output:
         check_output_dir(args.output)  # before anything is attached: a typo must not cost the window
     cap = Recorder(target, binary, plan, options_from(args), control).record()
-    report(cap, args.output, control.signals)
+    report(cap, args.output, control.signals, as_json=args.json)
     return 0

@@ -62,7 +62,8 @@ def add_arguments(p) -> None:
     p.add_argument("--user")
     p.add_argument("--password-file", metavar="FILE")
     p.add_argument("--defaults-file", metavar="FILE")
-    p.add_argument("--no-perf-schema", action="store_true")
+    p.add_argument("--no-ps", "--no-perf-schema", dest="no_perf_schema", action="store_true",
+                   help="do not connect to the server")
     p.add_argument("--progress-counter", metavar="VARIABLE",
                    help="the server's progress read from its memory in place of its rows changed (as for record: "
                         "global_query_id, one a statement), where no connection counts them")

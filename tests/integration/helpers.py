@@ -13,7 +13,7 @@ from pathlib import Path
 
 from conftest import MYSQLPROBE
 from mysqlprobe.analysis.model import Profile
-from mysqlprobe import workload
+from mysqlprobe.lab import workload
 from mysqlprobe.capture import read_profile
 from mysqlprobe.collectors.codecheck import code_changes
 

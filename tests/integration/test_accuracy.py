@@ -85,7 +85,7 @@ def test_sampled_mode_estimates_the_calls_of_the_whole_window(known_cost, tmp_pa
     calls = 450_000
     estimates = []
     for attempt in range(ATTEMPTS):
-        prof = Profiler(known_cost.pid, tmp_path / str(attempt), "--probe", "cost_10us", "--overhead-budget", "5")
+        prof = Profiler(known_cost.pid, tmp_path / str(attempt), "--probe", "cost_10us", "--budget", "5")
         _command(known_cost, f"run cost_10us {calls}")
         code, out, err = prof.stop()
         assert code == 0, err
@@ -110,7 +110,7 @@ def test_without_a_server_the_bursts_calls_come_from_the_time(known_cost, tmp_pa
     share of it. For a function hit millions of times a second the probes
     fill the on-phases and that estimate is loose: the samples' mean stands
     only where its interval makes it the better figure."""
-    prof = Profiler(known_cost.pid, tmp_path, "--probe", "cost_40ns", "--no-perf-schema")
+    prof = Profiler(known_cost.pid, tmp_path, "--probe", "cost_40ns", "--no-ps")
     _command(known_cost, "loop cost_40ns 3000")
     code, out, err = prof.stop()
     assert code == 0, err
@@ -133,7 +133,7 @@ def test_a_counter_in_memory_stands_for_the_rows(known_cost, tmp_path):
     the calls per unit counted in the on-phases are one, and the estimate
     of the whole window is the loop's own count; the bursts' calls come
     from the counter, not from the time."""
-    prof = Profiler(known_cost.pid, tmp_path, "--probe", "cost_40ns", "--no-perf-schema",
+    prof = Profiler(known_cost.pid, tmp_path, "--probe", "cost_40ns", "--no-ps",
                     "--progress-counter", "loop_calls")
     calls = _command(known_cost, "loop cost_40ns 3000")["calls"]
     code, out, err = prof.stop()

@@ -11,7 +11,7 @@ import pytest
 
 from conftest import MYSQLPROBE
 from helpers import derived
-from mysqlprobe import sandbox, workload
+from mysqlprobe.lab import sandbox, workload
 
 pytestmark = [pytest.mark.root, pytest.mark.server]
 ROWS = 20011       # prime
@@ -31,7 +31,7 @@ def _bench(version: str, cells: str, out) -> dict:
     sb = sandbox.Sandbox(version)
     with sb.serving(lambda m: None):
         before = _file_format(sb)
-        done = subprocess.run([MYSQLPROBE, "bench", "--server", version, "--cells", cells, "--rows", str(ROWS),
+        done = subprocess.run([MYSQLPROBE, "lab", "bench", "--server", version, "--cells", cells, "--rows", str(ROWS),
                                "--single-rows", str(SINGLE_ROWS), "--repeats", "2", "-q",
                                "-o", str(out)], capture_output=True, text=True, timeout=900)
         assert done.returncode == 0, done.stderr

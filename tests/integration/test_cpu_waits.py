@@ -44,7 +44,7 @@ def sharing_a_cpu(known_cost):
 
 
 def test_waits_for_a_cpu_are_left_out_of_the_call(sharing_a_cpu, tmp_path):
-    prof = Profiler(sharing_a_cpu.pid, tmp_path, "--probe", "burn_cpu", "--exact", "--no-perf", "--no-off-cpu")
+    prof = Profiler(sharing_a_cpu.pid, tmp_path, "--probe", "burn_cpu", "--exact", "--no-cpu", "--no-off-cpu")
     runs = [_burn(sharing_a_cpu, BURN_MS) for _ in range(CALLS)]
     code, out, err = prof.stop()
     assert code == 0, err
@@ -67,7 +67,7 @@ def test_waits_for_a_cpu_are_left_out_of_the_call(sharing_a_cpu, tmp_path):
 
 
 def test_the_timed_and_the_waited_parts_are_within_the_wall_time(known_cost, tmp_path):
-    prof = Profiler(known_cost.pid, tmp_path, "--probe", "burn_cpu", "--exact", "--no-perf", "--no-off-cpu")
+    prof = Profiler(known_cost.pid, tmp_path, "--probe", "burn_cpu", "--exact", "--no-cpu", "--no-off-cpu")
     run = _burn(known_cost, 11)
     code, _, err = prof.stop()
     assert code == 0, err

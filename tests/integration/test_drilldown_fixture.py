@@ -22,7 +22,7 @@ ROWS = 997  # prime
 
 def _capture(known_cost, tmp_path, name: str, slow: int):
     out = tmp_path / name
-    prof = Profiler(known_cost.pid, out, "--probe", "insert_row", "--exact", "--perf-freq", "997")
+    prof = Profiler(known_cost.pid, out, "--probe", "insert_row", "--exact", "-F", "997")
     known_cost.stdin.write(f"rows {tmp_path / (name + '.dat')} {ROWS} {slow}\n")
     known_cost.stdin.flush()
     done = json.loads(known_cost.stdout.readline())

@@ -14,7 +14,7 @@ import pytest
 from browser import dom_after_load, png_colours, screenshot
 from conftest import MYSQLPROBE
 from helpers import Profiler
-from mysqlprobe import sandbox, workload
+from mysqlprobe.lab import sandbox, workload
 from mysqlprobe.flamegraphs import folded
 
 pytestmark = [pytest.mark.root, pytest.mark.server]

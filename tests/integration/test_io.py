@@ -45,7 +45,7 @@ def _profiled(known_cost, tmp_path, file: str, command: str):
     section, the capture directory, the report)."""
     data = tmp_path / file
     data.parent.mkdir()
-    prof = Profiler(known_cost.pid, tmp_path / "cap", "--probe", "cost_1us", "--exact", "--no-perf")
+    prof = Profiler(known_cost.pid, tmp_path / "cap", "--probe", "cost_1us", "--exact", "--no-cpu")
     done = _command(known_cost, command.format(data=data))
     code, out, err = prof.stop()
     assert code == 0, err
@@ -84,7 +84,7 @@ def test_iocbs_count_under_their_own_file_and_size(known_cost, tmp_path):
 
 
 def test_no_io_leaves_it_out(known_cost, tmp_path):
-    prof = Profiler(known_cost.pid, tmp_path, "--probe", "cost_1us", "--exact", "--no-perf", "--no-io")
+    prof = Profiler(known_cost.pid, tmp_path, "--probe", "cost_1us", "--exact", "--no-cpu", "--no-io")
     _command(known_cost, f"write {tmp_path / 'x'} 3 512")
     code, _, err = prof.stop()
     assert code == 0, err

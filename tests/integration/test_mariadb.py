@@ -16,7 +16,8 @@ import pytest
 from conftest import MYSQLPROBE
 
 from helpers import Profiler, kill9_leaves_no_probe, partition_calls, stage, wait_until
-from mysqlprobe import catalog, errors, sandbox, workload
+from mysqlprobe import catalog, errors
+from mysqlprobe.lab import sandbox, workload
 from mysqlprobe.collectors.symbols import load_binary
 from test_perfschema import setup_tables
 
@@ -104,7 +105,7 @@ def test_default_mode_scales_counts_by_the_rows_the_server_changed(server, conn,
     t = workload.table("range", 5)
     workload.prepare_source(conn, SAMPLED_ROWS)
     workload.create_target(conn, t)
-    prof = Profiler(pid, tmp_path, "--insert-profile", "--overhead-budget", SAMPLED_BUDGET)
+    prof = Profiler(pid, tmp_path, "--insert-profile", "--budget", SAMPLED_BUDGET)
     affected, _ = workload.insert_select(conn, t)
     code, out, err = prof.stop()
     assert code == 0, err

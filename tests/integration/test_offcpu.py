@@ -27,7 +27,7 @@ def _sleep(proc, ms: int) -> int:
 
 
 def test_a_blocked_thread_is_found_in_the_function_it_blocked_in(known_cost, tmp_path):
-    prof = Profiler(known_cost.pid, tmp_path, "--probe", "cost_1us", "--exact", "--no-perf")
+    prof = Profiler(known_cost.pid, tmp_path, "--probe", "cost_1us", "--exact", "--no-cpu")
     slept = _sleep(known_cost, SLEEP_MS)
     code, out, err = prof.stop()
     assert code == 0, err
@@ -53,7 +53,7 @@ def test_a_blocked_thread_is_found_in_the_function_it_blocked_in(known_cost, tmp
 
 
 def test_no_off_cpu_leaves_it_out(known_cost, tmp_path):
-    prof = Profiler(known_cost.pid, tmp_path, "--probe", "cost_1us", "--exact", "--no-perf", "--no-off-cpu")
+    prof = Profiler(known_cost.pid, tmp_path, "--probe", "cost_1us", "--exact", "--no-cpu", "--no-off-cpu")
     _sleep(known_cost, 11)
     code, _, err = prof.stop()
     assert code == 0, err

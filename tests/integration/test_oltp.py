@@ -15,7 +15,7 @@ import pytest
 
 from helpers import Profiler, stage, whole_setup
 from mysqlprobe.analysis.ps_figures import ps_deltas
-from mysqlprobe import sandbox, workload
+from mysqlprobe.lab import sandbox, workload
 
 pytestmark = [pytest.mark.root, pytest.mark.server]
 SYSBENCH = shutil.which("sysbench") or "sysbench"
@@ -57,7 +57,7 @@ def rows_inserted(doc: dict) -> int:
 
 def test_exact_counts_are_the_servers_and_sysbenchs(server, tmp_path):
     sb, pid = server
-    prof = Profiler(pid, tmp_path, "--insert-profile", "--exact", "--no-perf")
+    prof = Profiler(pid, tmp_path, "--insert-profile", "--exact", "--no-cpu")
     out = sysbench(sb, "run", seconds=3)
     code, text, err = prof.stop()
     assert code == 0, err
@@ -147,7 +147,7 @@ def digests_add_up(doc: dict) -> None:
 def test_insert_digests_count_every_execution(server, tmp_path):
     # the load: 8 clients, each thread running thousands of statements
     sb, pid = server
-    prof = Profiler(pid, tmp_path, "--insert-profile", "--exact", "--no-perf", "--no-off-cpu")
+    prof = Profiler(pid, tmp_path, "--insert-profile", "--exact", "--no-cpu", "--no-off-cpu")
     out = sysbench(sb, "run", 3, threads=8)
     code, text, err = prof.stop()
     assert code == 0, err
@@ -168,7 +168,7 @@ def test_insert_digests_count_every_execution(server, tmp_path):
 
 def test_write_only_digests_update_delete_and_insert(server, tmp_path):
     sb, pid = server
-    prof = Profiler(pid, tmp_path, "--insert-profile", "--stage", "sql.ha_write_row", "--no-perf", "--no-off-cpu")
+    prof = Profiler(pid, tmp_path, "--insert-profile", "--stage", "sql.ha_write_row", "--no-cpu", "--no-off-cpu")
     sysbench(sb, "run", 3, "oltp_write_only", "--db-ps-mode=disable")
     code, text, err = prof.stop()
     assert code == 0, err

@@ -16,7 +16,7 @@ import time
 import pytest
 
 from helpers import Profiler, stage
-from mysqlprobe import sandbox, workload
+from mysqlprobe.lab import sandbox, workload
 from mysqlprobe.collectors.perfschema import INSTRUMENTS
 
 pytestmark = [pytest.mark.root, pytest.mark.server]
@@ -203,7 +203,7 @@ def test_a_server_that_dies_mid_window_gives_one_line_and_the_capture(tmp_path):
     sb = sandbox.Sandbox("10.2.11", instance="dies")
     pid = sb.start(log)
     try:
-        prof = Profiler(pid, tmp_path, "--insert-profile", "--exact", "--no-perf")
+        prof = Profiler(pid, tmp_path, "--insert-profile", "--exact", "--no-cpu")
         time.sleep(1.0)
         os.kill(pid, signal.SIGKILL)
         code, out, err = prof.proc.wait(timeout=60), prof.proc.stdout.read(), prof.proc.stderr.read()

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from helpers import Profiler, history_consumers_on, wait_until, whole_setup
-from mysqlprobe import sandbox, workload
+from mysqlprobe.lab import sandbox, workload
 
 pytestmark = [pytest.mark.root, pytest.mark.server]
 ROWS = 3001  # prime
@@ -41,7 +41,7 @@ def insert_rows(sb) -> None:
 
 
 def profiler(pid, out, *extra) -> Profiler:
-    return Profiler(pid, out, "--insert-profile", "--exact", "--no-perf", "--no-off-cpu", *extra)
+    return Profiler(pid, out, "--insert-profile", "--exact", "--no-cpu", "--no-off-cpu", *extra)
 
 
 @pytest.mark.parametrize("first_to_end", ["first started", "second started"])
@@ -124,7 +124,7 @@ def poll_history_consumers(sb, seconds: float) -> list[bool]:
 def test_quiet_phases_switch_the_setup_off_only_while_no_other_profiler_records(server, tmp_path):
     sb, pid = server
     before = whole_setup(sb)
-    sampled = ("--insert-profile", "--no-perf", "--no-off-cpu")
+    sampled = ("--insert-profile", "--no-cpu", "--no-off-cpu")
     alone = Profiler(pid, tmp_path / "alone", *sampled)
     seen = poll_history_consumers(sb, 3.0)
     code, _, err = alone.stop()

@@ -18,7 +18,7 @@ from conftest import strip_with_debug_file
 from helpers import Profiler, code_as_in_file, partition_calls, stage
 from test_usdt_server import (INSERT_SHAPE, ROWS as USDT_ROWS, SELECT_SHAPE, STATEMENT_INSERTS, STATEMENT_SELECTS,
                               insert_rows, run_statements)
-from mysqlprobe import sandbox, workload
+from mysqlprobe.lab import sandbox, workload
 from mysqlprobe.collectors.elf import read_elf
 
 pytestmark = [pytest.mark.root, pytest.mark.server]

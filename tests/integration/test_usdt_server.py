@@ -12,7 +12,7 @@ import sys
 import pytest
 
 from helpers import Profiler, code_as_in_file, stage
-from mysqlprobe import sandbox, workload
+from mysqlprobe.lab import sandbox, workload
 from mysqlprobe.collectors.elf import read_elf
 
 pytestmark = [pytest.mark.root, pytest.mark.server]
@@ -27,7 +27,7 @@ def server():
         yield sb, pid
 
 
-EXACT = ("--exact", "--no-perf-schema")  # no P_S connection: its own queries write temporary
+EXACT = ("--exact", "--no-ps")  # no P_S connection: its own queries write temporary
                                         # rows, which pass ha_write_row too
 
 
@@ -137,7 +137,7 @@ def test_the_semaphore_is_raised_only_while_the_probes_are_on(server, tmp_path):
     the server skips the probe's argument set-up the rest of the time."""
     sb, pid = server
     assert semaphore(pid, "insert__row__start") == 0
-    prof = Profiler(pid, tmp_path, "--stage", "sql.insert_row", "--exact", "--no-perf-schema")
+    prof = Profiler(pid, tmp_path, "--stage", "sql.insert_row", "--exact", "--no-ps")
     try:
         assert semaphore(pid, "insert__row__start") >= 1
     finally:
@@ -151,7 +151,7 @@ def test_the_default_mode_estimates_the_rows_from_its_duty_cycles(server, tmp_pa
     estimated from them and the server's rows changed are the rows written.
     After it the semaphore is down and the server's code is its file's."""
     sb, pid = server
-    doc = insert_rows(sb, pid, tmp_path, None, rows=SAMPLED_ROWS, options=("--overhead-budget", "10"))
+    doc = insert_rows(sb, pid, tmp_path, None, rows=SAMPLED_ROWS, options=("--budget", "10"))
     assert doc["sampling"]["mode"] == "sampled" and doc["sampling"]["cycles"] >= 2
     s = stage(doc, "sql.insert_row")
     assert 0 < s["calls"] < SAMPLED_ROWS                          # the probes were off part of the time

@@ -21,7 +21,7 @@ import pytest
 
 from conftest import MYSQLPROBE, dashboard_queries
 from helpers import wait_until
-from mysqlprobe import sandbox, workload
+from mysqlprobe.lab import sandbox, workload
 
 pytestmark = [pytest.mark.root, pytest.mark.server]
 ROWS = 30011  # prime
@@ -193,7 +193,7 @@ def test_without_a_connection_a_counter_in_memory_is_the_progress(tmp_path):
     pid = sb.start(lambda m: print(m, file=sys.stderr))
     port = free_port()
     watch = [MYSQLPROBE, "watch", "-p", str(pid), "--listen", f"127.0.0.1:{port}", "--interval", "3",
-             "--no-perf-schema"]
+             "--no-ps"]
     proc = subprocess.Popen(watch + ["--progress-counter", "global_query_id"], stdout=subprocess.DEVNULL,
                             stderr=subprocess.PIPE, text=True)
     url = f"http://127.0.0.1:{port}/metrics"

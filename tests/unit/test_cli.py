@@ -28,15 +28,30 @@ def _one_line(stderr):
     return lines[0]
 
 
-def test_nothing_to_probe_is_a_usage_error():
-    code, _, err = mysqlprobe("-p", 1)
-    assert code == errors.EXIT_USAGE and "nothing to probe" in err
+def test_the_insert_profile_is_the_default():
+    code, out, err = mysqlprobe("--binary", "/bin/true", "--list")
+    assert code == errors.EXIT_NO_TARGET and "does not look like mysqld" in err
+
+
+def test_several_pids_get_one_clear_line():
+    code, _, err = mysqlprobe("-p", "4242 4343")
+    assert code == errors.EXIT_USAGE and "Traceback" not in err
+    assert "2 PIDs (4242 4343): one server at a time" in err.strip().splitlines()[-1]
+
+
+def test_old_spellings_still_parse_and_say_the_new_one(tmp_path):
+    code, _, err = mysqlprobe("-p", "1", "-F", "0")
+    assert code == errors.EXIT_USAGE and "-F/--frequency takes 1 to 10000" in err
+    from mysqlprobe.commands.record import renamed_options
+    assert renamed_options(["--perf-freq=99", "--no-perf-schema"]) == [
+        "mysqlprobe: --perf-freq is now -F/--frequency (the old spelling will go)",
+        "mysqlprobe: --no-perf-schema is now --no-ps (the old spelling will go)"]
 
 
 def test_help_ends_with_examples():
     code, out, _ = mysqlprobe("--help")
     assert code == 0 and "--insert-profile" in out
-    assert out.rstrip().splitlines()[-1].strip().startswith("mysqlprobe demo")
+    assert out.rstrip().splitlines()[-1].strip().startswith("mysqlprobe lab demo")
 
 
 def test_missing_process():
@@ -121,14 +136,13 @@ def test_an_unreachable_debuginfod_is_named_in_the_one_line(fixture_dir, tmp_pat
     (["-p", "1", "--insert-profile", "--password-file", "/nonexistent/pw"], "--password-file /nonexistent/pw"),
     (["-p", "1", "--stage", "innodb.nope"], "unknown stage"),
     (["--insert-profile"], "-p/--pid is required"),
-    (["-p", "1", "--insert-profile", "--perf-freq", "0"], "--perf-freq takes 1 to 10000"),
+    (["-p", "1", "--insert-profile", "-F", "0"], "-F/--frequency takes 1 to 10000"),
     (["-p", "1", "--insert-profile", "--burst-freq", "-5"], "--burst-freq takes 0 (none) to 20000"),
-    (["-p", "1", "--insert-profile", "--keep-perf-data"], "--keep-perf-data needs -o DIR"),
     (["-p", "1", "--insert-profile", "--keep-perf-data", "-o", "/tmp/x", "--sampler", "bpf"],
      "--keep-perf-data needs perf record"),
-    (["bench", "--server", "10.2.11", "--cells", "range-0"], "cell 'range-0'"),
-    (["bench", "--server", "10.2.11", "--cells", "sideways"], "unknown cell"),
-    (["bench", "--cells", "none"], "give --server VERSION"),
+    (["lab", "bench", "--server", "10.2.11", "--cells", "range-0"], "cell 'range-0'"),
+    (["lab", "bench", "--server", "10.2.11", "--cells", "sideways"], "unknown cell"),
+    (["lab", "bench", "--cells", "none"], "give --server VERSION"),
 ])
 def test_bad_options(args, message):
     code, _, err = mysqlprobe(*args)
@@ -145,11 +159,21 @@ def test_the_command_names_known_before_their_modules_load():
     """Every name is a command module with what the parser needs; the
     package holds no command the names leave out."""
     from mysqlprobe import commands
-    modules = {m.name for m in pkgutil.iter_modules(commands.__path__)} - {"profiled_load"}
-    assert set(cli.COMMANDS) == modules
-    for name in cli.COMMANDS:
+    from mysqlprobe.lab import commands as lab_commands
+    assert set(cli.COMMANDS) == {m.name for m in pkgutil.iter_modules(commands.__path__)}
+    assert set(cli.LAB_COMMANDS) == {m.name for m in pkgutil.iter_modules(lab_commands.__path__)} - {"profiled_load"}
+    for name in cli.COMMANDS + cli.LAB_COMMANDS:
         module = cli.command_module(name)
         assert callable(module.add_arguments) and callable(module.run)
+
+
+def test_lab_commands_run_under_lab_and_the_old_spelling_says_so():
+    code, out, err = mysqlprobe("lab", "sandbox", "--help")
+    assert code == 0 and out.startswith("usage: mysqlprobe lab sandbox")
+    code, out, err = mysqlprobe("sandbox", "--help")
+    assert code == 0 and "is a lab command now: mysqlprobe lab sandbox" in err
+    code, _, err = mysqlprobe("lab", "record")
+    assert code == errors.EXIT_USAGE and "usage: mysqlprobe lab {sandbox,load,demo,bench}" in err
 
 
 def test_a_recording_imports_no_other_command(tmp_path):

@@ -149,7 +149,7 @@ def test_compare_json_and_html_carry_the_drilldown(tmp_path):
 
 
 def test_confirm_probes_the_paths_functions_this_binary_has(tmp_path):
-    from mysqlprobe.commands.bench import confirm_functions
+    from mysqlprobe.lab.commands.bench import confirm_functions
     from mysqlprobe.errors import UsageError
 
     cmp = tmp_path / "compare.json"

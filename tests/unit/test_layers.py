@@ -34,10 +34,9 @@ ALLOWED = {
                                    "mysqlprobe.catalog", "mysqlprobe.capture", "mysqlprobe.caches"),
     "mysqlprobe.reports": BASE + ("mysqlprobe.analysis", "mysqlprobe.flamegraphs", "mysqlprobe.capture"),
     "mysqlprobe.output": BASE + ("mysqlprobe.analysis", "mysqlprobe.capture", "mysqlprobe.reports"),
-    "mysqlprobe.sandbox": BASE + ("mysqlprobe.caches",),
     "mysqlprobe.caches": BASE,
     "mysqlprobe.sqltext": BASE,
-    "mysqlprobe.workload": BASE,
+    "mysqlprobe.lab": ("*",),
     "mysqlprobe.commands": ("*",),
     "mysqlprobe.cli": ("*",),
 }

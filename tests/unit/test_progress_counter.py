@@ -55,7 +55,7 @@ def test_the_counter_reads_what_the_process_counted(known_cost, known_cost_binar
 
 
 def test_a_wrong_name_is_one_line_before_anything_is_attached(known_cost):
-    code, _, err = mysqlprobe("-p", known_cost.pid, "--probe", "cost_10ns", "--no-perf-schema", "-d", "1",
+    code, _, err = mysqlprobe("-p", known_cost.pid, "--probe", "cost_10ns", "--no-ps", "-d", "1",
                               "--progress-counter", "no_such_counter")
     exe = os.readlink(f"/proc/{known_cost.pid}/exe")
     assert code == 2

@@ -3,7 +3,7 @@ table's columns, and the table is named as its DDL names it."""
 
 import re
 
-from mysqlprobe import workload
+from mysqlprobe.lab import workload
 
 
 def test_a_rows_insert_has_a_parameter_for_each_column():

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import json
 
-from mysqlprobe import workload
+from mysqlprobe.lab import workload
 
 EXAMPLES = """examples:
-  mysqlprobe load --socket /path/mysqld.sock --rows 100003 --partitioning range --partitions 5
-  mysqlprobe load --socket /path/mysqld.sock --partitioning none
+  mysqlprobe lab load --socket /path/mysqld.sock --rows 100003 --partitioning range --partitions 5
+  mysqlprobe lab load --socket /path/mysqld.sock --partitioning none
 """
 
 

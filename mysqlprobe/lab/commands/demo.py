@@ -4,17 +4,18 @@ from __future__ import annotations
 
 import sys
 
-from mysqlprobe import catalog, sandbox, workload
+from mysqlprobe import catalog
+from mysqlprobe.lab import sandbox, workload
 from mysqlprobe.analysis.model import Profile
 from mysqlprobe.analysis.report import render_text
 from mysqlprobe.collectors.symbols import load_target_binary, resolve_target
-from mysqlprobe.commands.profiled_load import profile_load
+from mysqlprobe.lab.commands.profiled_load import profile_load
 from mysqlprobe.output import check_output_dir, save_capture
 from mysqlprobe.recorder.plan import Plan, plan_probes
 
 EXAMPLES = """examples:
-  mysqlprobe demo                                   # MariaDB 10.2.11, 100003 rows, RANGE 5
-  mysqlprobe demo --server 10.1.23 --partitions 100 -o out/demo-10.1
+  mysqlprobe lab demo                                   # MariaDB 10.2.11, 100003 rows, RANGE 5
+  mysqlprobe lab demo --server 10.1.23 --partitions 100 -o out/demo-10.1
 """
 
 

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import sys
 
-from mysqlprobe import sandbox
+from mysqlprobe.lab import sandbox
 
 EXAMPLES = """examples:
-  mysqlprobe sandbox start 10.2.11     # fetch (Maven Central), install-db, start
-  mysqlprobe sandbox status 10.2.11    # PID and socket
-  mysqlprobe sandbox stop 10.2.11
+  mysqlprobe lab sandbox start 10.2.11     # fetch (Maven Central), install-db, start
+  mysqlprobe lab sandbox status 10.2.11    # PID and socket
+  mysqlprobe lab sandbox stop 10.2.11
 """
 
 

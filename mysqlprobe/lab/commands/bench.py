@@ -10,12 +10,13 @@ from contextlib import nullcontext
 from pathlib import Path
 from statistics import median
 
-from mysqlprobe import catalog, sandbox, workload
+from mysqlprobe import catalog
+from mysqlprobe.lab import sandbox, workload
 from mysqlprobe.analysis.compare import probe_free_seconds
 from mysqlprobe.analysis.model import Profile
 from mysqlprobe.capture import now_utc
 from mysqlprobe.collectors.symbols import load_target_binary, resolve_target
-from mysqlprobe.commands.profiled_load import profile_load
+from mysqlprobe.lab.commands.profiled_load import profile_load
 from mysqlprobe.files import make_dir, write_new
 from mysqlprobe.output import check_output_dir, save_capture
 from mysqlprobe.recorder.plan import plan_probes
@@ -27,11 +28,11 @@ DEFAULT_CELLS = ([f"{k}-{n}" for k in ("range", "list", "hash") for n in PARTITI
                  + ["compact", "dynamic", "compressed-8", "compressed-4", "compressed-2", "concurrent-4"])
 
 EXAMPLES = """examples:
-  mysqlprobe bench --server 10.2.11 --cells range-100              # one cell, 3 repeats
-  mysqlprobe bench --server 10.1.23 --cells range-100 -o out/bench
+  mysqlprobe lab bench --server 10.2.11 --cells range-100              # one cell, 3 repeats
+  mysqlprobe lab bench --server 10.1.23 --cells range-100 -o out/bench
   mysqlprobe compare out/bench/10.1.23/range-100 out/bench/10.2.11/range-100
-  mysqlprobe bench --server 10.11.5                                # the whole matrix
-  mysqlprobe bench --pid $(pidof mariadbd) --socket /run/mysqld/mysqld.sock --cells none,range-5
+  mysqlprobe lab bench --server 10.11.5                                # the whole matrix
+  mysqlprobe lab bench --pid $(pidof mariadbd) --socket /run/mysqld/mysqld.sock --cells none,range-5
 
 cells: KIND-N (KIND range, list or hash; N partitions), none (not partitioned),
 compact, dynamic, compressed-KB (row formats, not partitioned; KB 1/2/4/8/16),
@@ -93,7 +94,7 @@ def _cell(name: str) -> Cell:
     m = re.fullmatch(r"concurrent-(\d+)", name)
     if m and int(m.group(1)) > 0:
         return Cell(name, workload.table("range", 5), clients=int(m.group(1)))
-    raise WorkloadError("unknown cell (see mysqlprobe bench --help)")
+    raise WorkloadError("unknown cell (see mysqlprobe lab bench --help)")
 
 
 def _progress(quiet: bool, msg: str) -> None:
@@ -221,7 +222,7 @@ def summarise(results: list[dict], cells: list[Cell], server: str, args) -> dict
 
 
 def render_markdown(summary: dict) -> str:
-    lines = [f"# mysqlprobe bench: {summary['server']}", "",
+    lines = [f"# mysqlprobe lab bench: {summary['server']}", "",
              f"- date: {summary['date']}", f"- command: `{summary['command']}`",
              f"- probes: {summary['mode']}; {summary['repeats']} runs per cell, repeats interleaved; "
              "seconds are the load's own with mysqlprobe attached; 'less probes' takes off the "

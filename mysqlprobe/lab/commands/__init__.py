@@ -1,0 +1,1 @@
+"""mysqlprobe lab COMMAND: the lab's commands."""
