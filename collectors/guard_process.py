@@ -64,6 +64,14 @@ class GuardProcess:
         except (OSError, ValueError):  # the guard is gone (or finished): nothing to tell
             pass
 
+    def hand_over(self) -> None:
+        """Leave the rest to the guard (no "done"), and do not wait for it:
+        it runs on, in a session of its own, until its work is done."""
+        try:
+            self.proc.stdin.close()
+        except OSError:
+            pass
+
     def finish(self, done: bool, timeout: float = 30) -> None:
         """Tell the guard whether it has anything left to do, and wait for it."""
         if self.proc.poll() is None:

@@ -197,3 +197,37 @@ def alive(pid: int) -> bool:
             return f.read().rsplit(")", 1)[1].split()[0] != "Z"
     except OSError:
         return False
+
+
+STOPPED_STATES = ("T", "t")   # stopped by a signal (SIGSTOP, SIGTSTP), or by a tracer
+
+
+def _stat_fields(pid: int) -> list[str] | None:
+    """/proc/PID/stat's fields after the command name (state first), or None."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+
+
+@dataclass(frozen=True)
+class ServerProcess:
+    """The server process as it was when first seen: told apart from one that
+    is gone (or restarted under the same PID) and from one that is paused."""
+
+    pid: int
+    start_ticks: int | None
+
+    @classmethod
+    def of(cls, pid: int) -> "ServerProcess":
+        fields = _stat_fields(pid)
+        return cls(pid, int(fields[19]) if fields else None)
+
+    def gone(self) -> bool:
+        fields = _stat_fields(self.pid)
+        return fields is None or fields[0] in ("Z", "X") or int(fields[19]) != self.start_ticks
+
+    def stopped(self) -> bool:
+        fields = _stat_fields(self.pid)
+        return fields is not None and fields[0] in STOPPED_STATES and int(fields[19]) == self.start_ticks

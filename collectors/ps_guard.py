@@ -17,6 +17,8 @@ import sys
 from mysqlprobe.collectors.guard_process import receive, told_done
 
 CONNECTIONS_END_S = 5.0  # for the server to end a killed mysqlprobe's connections
+RESUME_WAIT_S = 600      # how long a paused (SIGSTOPped) or hung server is waited for
+RETRY_S = 1.0
 
 
 def main() -> int:
@@ -38,7 +40,9 @@ def main() -> int:
         ps.restore()
 
     try:
-        conn = pymysql.connect(**state["connect"])
+        conn = connect_when_answering(state)
+        if conn is None:
+            return 1
         end_connections(conn, state.get("connections") or [])
         if state.get("lease"):  # leave for mysqlprobe: restore only if it was the last one
             SetupLease.from_json(state["lease"]).leave(restore)
@@ -48,6 +52,35 @@ def main() -> int:
     except pymysql.err.MySQLError:
         return 1
     return 0
+
+
+def _same_server(server: dict | None) -> bool:
+    """The server process the setup was changed on still runs (paused or not);
+    one restarted under its PID has a setup of its own."""
+    if not server:
+        return True
+    try:
+        with open(f"/proc/{server['pid']}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+    except OSError:
+        return False
+    return fields[0] not in ("Z", "X") and int(fields[19]) == server["start_ticks"]
+
+
+def connect_when_answering(state: dict):
+    """A connection once the server answers; None once it is gone, or after
+    RESUME_WAIT_S of not answering."""
+    import time
+
+    import pymysql
+    until = time.monotonic() + RESUME_WAIT_S
+    while True:
+        try:
+            return pymysql.connect(**state["connect"])
+        except pymysql.err.MySQLError:
+            if not _same_server(state.get("server")) or time.monotonic() > until:
+                return None
+            time.sleep(RETRY_S)
 
 
 def end_connections(conn, ids: list[int], timeout_s: float = CONNECTIONS_END_S) -> None:

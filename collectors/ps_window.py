@@ -15,7 +15,8 @@ from mysqlprobe.collectors.base import Background, Collector, Cost, Facts, Secti
 from mysqlprobe.collectors.connection import ConnectOptions, pymysql
 from mysqlprobe.collectors.guard_process import GuardProcess
 from mysqlprobe.collectors.perfschema import PerfSchema, deltas, leave_out_own_statements, rows_changed
-from mysqlprobe.collectors.process import thread_cpu_seconds
+from mysqlprobe.collectors.process import ServerProcess, thread_cpu_seconds
+from mysqlprobe.collectors.ps_guard import RESUME_WAIT_S
 from mysqlprobe.collectors.ps_lease import SetupLease
 from mysqlprobe.collectors.ps_threads import ThreadWatch, merge_threads
 
@@ -34,6 +35,15 @@ def _server_gone(e: Exception) -> bool:
 
 GONE = ("Performance Schema: the server went away during the window; what it held of the window is lost, "
         "and its setup lived in its memory: there is nothing to restore")
+# the window's own reads (progress, thread watch) give up on a server that does not answer this soon
+QUICK_TIMEOUT_S = 2
+PAUSED = ("Performance Schema: the server was stopped (SIGSTOP) at the window's end: what P_S held of the window "
+          "was not read; its setup is left to the guard, which restores it once the server answers again "
+          f"(it waits up to {RESUME_WAIT_S // 60} minutes while the same server process lives)")
+NOT_ANSWERING = ("Performance Schema: the server did not answer at the window's end (hung, or stopped): what P_S "
+                 "held of the window was not read; its setup is left to the guard, which restores it once the "
+                 f"server answers again (it waits up to {RESUME_WAIT_S // 60} minutes while the same server "
+                 "process lives)")
 
 
 def thread_names(record: dict | None) -> dict[int, str]:
@@ -54,6 +64,8 @@ class PerfSchemaCollector(Collector):
                  whole_window: bool = False):
         super().__init__()
         self.pid, self.opts, self.waits, self.full_sql = pid, opts, waits, full_sql
+        self.server = ServerProcess.of(pid)  # paused or gone, told apart from /proc
+        self._paused_reads = 0
         self.whole_window = whole_window  # the setup on in the quiet phases too
         self.ps: PerfSchema | None = None
         self.conn = None
@@ -82,6 +94,12 @@ class PerfSchemaCollector(Collector):
         """The server's rows changed so far, less the P_S setup rows this
         collector changed meanwhile; None without a connection."""
         if self.progress is None:
+            return None
+        if self.server.stopped():   # no query waits on a paused server: the read is skipped
+            self._paused_reads += 1
+            if self._paused_reads == 1:
+                self.notes.append("the server was stopped (SIGSTOP) during the window: its row counters were not "
+                                  "read while it was")
             return None
         try:
             return self._timed(rows_changed, self.progress) - self._own_setup_rows()
@@ -147,7 +165,11 @@ class PerfSchemaCollector(Collector):
 
     def _silence(self, on: bool) -> bool:
         """The window's setup off for a quiet phase, while this is the
-        server's only profiler; back on whatever the others do."""
+        server's only profiler; back on whatever the others do. Not on a
+        paused server: no query waits on one."""
+        if self.server.stopped():
+            return False
+
         def change() -> None:
             self.own_rows_changed += self._timed(self.ps.quiet, on)
 
@@ -183,12 +205,20 @@ class PerfSchemaCollector(Collector):
         except pymysql.err.MySQLError as e:
             self.restore()
             self._give_up("unavailable", f"reading performance_schema failed: {_why(e)}")
+            return
+        self._answer_within(QUICK_TIMEOUT_S)  # the window's own queries (quiet phases) never hold it
+
+    def _answer_within(self, seconds: float) -> None:
+        """The P_S connection's read and write timeouts from its next query on."""
+        if self.conn is not None:
+            self.conn._read_timeout = self.conn._write_timeout = seconds
 
     def _unrecorded_connection(self, connect_args: dict):
         """Another connection to the server, whose statements P_S does not
         record; None if there is none."""
         try:
-            conn = pymysql.connect(**connect_args)
+            conn = pymysql.connect(**{**connect_args, "read_timeout": QUICK_TIMEOUT_S,
+                                      "write_timeout": QUICK_TIMEOUT_S})
         except pymysql.err.MySQLError:
             return None
         thread_id = leave_out_own_statements(conn)
@@ -216,6 +246,9 @@ class PerfSchemaCollector(Collector):
         """Read what the window left in P_S, then restore its setup."""
         if not self.ps:
             return
+        if self.server.stopped():
+            return self._hand_over(PAUSED)
+        self._answer_within(connection.ANSWER_TIMEOUT_S)  # the window's reads may take a while under load
         self._measure_own_cpu()
         try:
             t1 = self.ps.timer_now()
@@ -229,6 +262,8 @@ class PerfSchemaCollector(Collector):
                                 "deltas": deltas(self.before, after), "statements": statements, "stages": stages,
                                 "threads": merge_threads(self.threads_at_start, seen, self.ps.threads())})
         except pymysql.err.MySQLError as e:
+            if _server_gone(e) and not self.server.gone():
+                return self._hand_over(NOT_ANSWERING)
             if _server_gone(e):
                 self._restore_tried = True
                 self.notes.append(GONE)
@@ -277,7 +312,8 @@ class PerfSchemaCollector(Collector):
     def _start_guard(self, connect_args: dict) -> None:
         """A process that restores the setup should this one die first (kill -9)."""
         state = {"connect": connect_args, "saved": None, "lease": self.lease.to_json() if self.lease else None,
-                 "connections": self._connection_ids()}
+                 "connections": self._connection_ids(),
+                 "server": {"pid": self.server.pid, "start_ticks": self.server.start_ticks}}
         self.guard = GuardProcess("mysqlprobe.collectors.ps_guard", state)
 
     def _change_setup(self) -> int:
@@ -302,14 +338,30 @@ class PerfSchemaCollector(Collector):
         if self.watch:
             self.watch.stop()
         if self.ps and not self.ps.restored and not self._restore_tried:
+            if self.server.stopped():
+                return self._hand_over(PAUSED)
             self._restore_tried = True
             try:
                 self._restore_setup()
             except (pymysql.err.MySQLError, OSError) as e:
+                if _server_gone(e) and not self.server.gone():
+                    return self._hand_over(NOT_ANSWERING)
                 self.notes.append(GONE if _server_gone(e) else
                                   f"Performance Schema: could not restore its setup: {_why(e)}")
         if self.guard:
             self.guard.finish(done=self.ps is None or self.ps.restored)
+
+    def _hand_over(self, note: str) -> None:
+        """A server that is paused or does not answer keeps its setup until it
+        answers again: the guard, told nothing more, waits for that and
+        restores it; this run ends now."""
+        self._restore_tried = True
+        if self.watch:
+            self.watch.stop()
+        self.notes.append(note)
+        if self.guard:
+            self.guard.hand_over()
+            self.guard = None
 
     def _restore_setup(self) -> None:
         if not self.lease:

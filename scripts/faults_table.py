@@ -34,9 +34,12 @@ checked for:
 - a load running through the fault (the window phase) changed exactly its
   20,011 rows.
 
-Exit codes: 0 done, 2 bad usage, 3 no such server process, 5 no symbols,
-7 unreadable capture, 10 output cannot be written, 128+N stopped by signal N
-before the window opened (129 SIGHUP, 130 SIGINT, 143 SIGTERM).
+Exit codes: 0 done, 2 bad usage, 3 no such server process, 5 no symbols (or
+a debug file that is not the binary's), 7 unreadable capture (or one whose
+fields do not fit its schema), 10 output cannot be written (or is refused:
+another user could change it), 11 a named input that is no regular file or
+is over its size bound, 128+N stopped by signal N before the window opened
+(129 SIGHUP, 130 SIGINT, 143 SIGTERM).
 
 Written by `scripts/faults_table.py` from the run below; do not edit by hand.
 

@@ -28,7 +28,7 @@ import pytest
 from conftest import MYSQLPROBE, compile_fixture
 from helpers import (children, code_as_in_file, derived, held_bpf_ids, history_consumers_on, live_bpf_ids,
                      perf_uprobes, stage, tracefs_uprobe_events, wait_until, whole_setup)
-from mysqlprobe import sandbox, workload
+from mysqlprobe.lab import sandbox, workload
 from mysqlprobe.recorder.window import alive
 
 pytestmark = [pytest.mark.root, pytest.mark.server]
@@ -77,6 +77,10 @@ FAULTS: dict[str, Fault] = {
                                      "has its own setup"),
     "server-hung-at-setup": Fault("mysqld stopped (SIGSTOP) while mysqlprobe sets up, resumed later",
                                   "exit 0 with a probes-only capture and one note 'did not answer within 15s'"),
+    "server-paused-mid-window": Fault("mysqld stopped (SIGSTOP) mid-window for longer than a query's timeout, "
+                                      "resumed after mysqlprobe ended",
+                                      "exit 0 within 2 s of -d, one note 'stopped (SIGSTOP)'; the guard restores "
+                                      "P_S exactly once the server answers again"),
     "overlap-2-first-ends-first": Fault("two profilers overlap; the first started ends first",
                                         "both exit 0; the running one keeps its consumers; P_S restored once, "
                                         "by the last"),
@@ -89,6 +93,13 @@ FAULTS: dict[str, Fault] = {
                               "exit 10; the capture in a fallback directory the last line names"),
     "output-in-proc": Fault("-o /proc/1/x", "exit 10 before anything is attached: 'cannot write there'"),
     "output-under-a-file": Fault("-o FILE/sub", "exit 10 before anything is attached"),
+    "output-foreign-owner": Fault("-o a directory another user owns, holding symlinks named profile.json.tmp, "
+                                  "report.html, stacks.folded, offcpu.folded, flamegraph.svg, offcpu.svg to "
+                                  "root's files", "exit 10 before anything is attached: 'refused'; no file changed"),
+    "output-foreign-symlink": Fault("-o a symlink another user owns, to a root-only directory",
+                                    "exit 10 before anything is attached: 'is a symlink owned by uid'"),
+    "output-precreated-files": Fault("-o root's directory holding symlinks and 0666 files named as the capture's",
+                                     "exit 0: the symlinks' targets unchanged, every file new and 0600"),
     "pid-not-mysqld": Fault("-p of a `sleep` process", "exit 3: 'does not look like mysqld or mariadbd'"),
     "pid-1": Fault("-p 1", "exit 3: one line"),
     "pid-zombie": Fault("-p of a zombie", "exit 3: 'has exited'"),
@@ -105,12 +116,20 @@ FAULTS: dict[str, Fault] = {
     "password-file-missing": Fault("--password-file that does not exist", "exit 2 before anything is attached"),
     "defaults-file-garbage": Fault("--defaults-file of binary garbage", "exit 2 before anything is attached"),
     "debug-file-garbage": Fault("--debug-file of binary garbage", "exit 3: 'not a readable ELF file'"),
+    "debug-file-mismatched": Fault("--debug-file of another build, its build-id note removed (also with "
+                                   "--force-debug-file)", "exit 5 before anything is attached: 'does not describe'; "
+                                   "the server's code unchanged"),
+    "file-options-not-regular": Fault("/dev/zero, a FIFO and a directory for --password-file, --defaults-file, "
+                                      "and for report and flamegraph",
+                                      "exit 11 within seconds: 'a character device' / 'a FIFO' / 'a directory'"),
     "window-very-short": Fault("-d 0.05", "exit 0: a capture of the short window"),
     "window-very-long": Fault("-d 1e9, ended by Ctrl-C after 2 s", "exit 0: the capture, ended by interrupt"),
     "window-not-finite": Fault("-d nan, -d inf, -d -1", "exit 2: '-d/--duration must be a positive, finite number'"),
     "report-garbage": Fault("`report` of binary garbage, truncated JSON, an empty file, an empty directory",
                             "exit 7: one line each"),
     "compare-garbage": Fault("`compare` of binary garbage", "exit 7: one line"),
+    "capture-wrong-fields": Fault("`report` and `compare` of a capture with the schema marker but a field "
+                                  "missing or of the wrong type", "exit 7: one line naming the field"),
     "flamegraph-garbage": Fault("`flamegraph` of binary garbage, an empty file", "exit 7: one line each"),
 }
 
@@ -400,7 +419,7 @@ def test_overlapping_profilers(server, tmp_path, record_property, count, order):
     trials = []
     try:
         for i in range(count):
-            trials.append(Trial(server, tmp_path / f"p{i}", "--insert-profile", "-q", "--no-perf", "--no-off-cpu",
+            trials.append(Trial(server, tmp_path / f"p{i}", "--insert-profile", "-q", "--no-cpu", "--no-off-cpu",
                                 *(["--ps-waits", "all"] if i % 2 else [])))
             trials[-1].wait_for("Tracing PID")
         assert consumers_stay_on(server.sb), "a profiler quieted the consumers while another was running"
@@ -700,8 +719,156 @@ def test_the_table_names_every_fault_once():
               "output-in-proc", "output-under-a-file", "pid-not-mysqld", "pid-1", "pid-zombie", "pid-gone",
               "stripped-binary", "binary-replaced", "no-perf-schema", "ps-no-privilege", "wrong-password",
               "password-file-missing", "defaults-file-garbage", "debug-file-garbage", "window-very-short",
-              "window-very-long", "window-not-finite", "report-garbage", "compare-garbage", "flamegraph-garbage"]
+              "window-very-long", "window-not-finite", "report-garbage", "compare-garbage", "flamegraph-garbage",
+              "server-paused-mid-window", "output-foreign-owner", "output-foreign-symlink", "output-precreated-files",
+              "debug-file-mismatched", "file-options-not-regular", "capture-wrong-fields"]
     tried += [f"overlap-{n}-{o}" for n in (2, 3) for o in ("first-ends-first", "last-ends-first")]
     assert sorted(tried) == sorted(FAULTS) and len(FAULTS) >= 25
     documented = re.findall(r"^\| \d+ \| .*? `([a-z0-9-]+)` \|", FAULTS_DOC.read_text(), re.M)
     assert documented == list(FAULTS), "docs/faults.md is out of date: run scripts/faults_table.py"
+
+
+def test_server_paused_mid_window(server, tmp_path, record_property):
+    """SIGSTOP for longer than any query's timeout: the run still ends on time,
+    and the guard puts P_S back once the server answers again."""
+    before = whole_setup(server.sb)
+    seconds = 4
+    trial = Trial(server, tmp_path / "out", *PROFILE, "-d", str(seconds))
+    trial.wait_for("Tracing PID")
+    opened = time.monotonic()
+    time.sleep(0.5)
+    os.kill(server.pid, signal.SIGSTOP)
+    try:
+        code, out, err = trial.end(timeout=120)
+        took = time.monotonic() - opened
+        time.sleep(1.0)   # the guard waits on: it must not restore while the server is stopped
+        paused_guards = [p for p in trial.held.pids if alive(p)]
+    finally:
+        os.kill(server.pid, signal.SIGCONT)
+    assert code == 0, err
+    flat = " ".join(out.split())
+    assert flat.count("the server was stopped (SIGSTOP) at the window's end") == 1, out
+    assert "went away" not in flat and "nothing to restore" not in flat, out
+    # 15-s query timeouts in turn made a 5-s window take 52 s; the report after the window takes a few
+    assert took < seconds + 8, f"{took:.1f}s for a {seconds}-s window"
+    assert paused_guards, "no guard kept the setup while the server was stopped"
+    assert wait_until(lambda: whole_setup(server.sb) == before, timeout=30) and server.answers()
+    nothing_left(trial.held, f"/proc/{server.pid}/", server.pid)
+    observed(record_property, "server-paused-mid-window",
+             f"exit 0 {took - seconds:.1f}s after the window's time; note: the server was stopped (SIGSTOP) at the "
+             "window's end; P_S exactly as before once resumed")
+
+
+NOBODY = 65534
+VICTIMS = ("profile.json.tmp", "report.html", "stacks.folded", "offcpu.folded", "flamegraph.svg", "offcpu.svg")
+
+
+def planted(directory: Path, victims: Path) -> dict[Path, str]:
+    """Symlinks named as the capture's files in directory, each to a root-owned file of victims."""
+    victims.mkdir(mode=0o700, exist_ok=True)
+    out = {}
+    for name in VICTIMS:
+        victim = victims / f"{name}.victim"
+        victim.write_text(f"root's own {name}\n")
+        (directory / name).symlink_to(victim)
+        out[victim] = victim.read_text()
+    return out
+
+
+def test_output_owned_by_another_user(server, tmp_path, record_property):
+    theirs = tmp_path / "theirs"
+    theirs.mkdir()
+    victims = planted(theirs, tmp_path / "victims")
+    for link in theirs.iterdir():
+        os.lchown(link, NOBODY, NOBODY)
+    os.chown(theirs, NOBODY, NOBODY)
+    code, _, err = run_cli("-p", str(server.pid), *PROFILE, "-d", "1", "-o", str(theirs))
+    line = one_clear_line(err, "refused")
+    assert code == 10 and "Tracing" not in err
+    assert all(v.read_text() == text for v, text in victims.items())
+    observed(record_property, "output-foreign-owner", f"exit {code}: {line.replace(str(tmp_path), 'TMP')}")
+
+
+def test_output_through_another_users_symlink(server, tmp_path, record_property):
+    private = tmp_path / "root-only"
+    private.mkdir(mode=0o700)
+    link = tmp_path / "link"
+    link.symlink_to(private)
+    os.lchown(link, NOBODY, NOBODY)
+    code, _, err = run_cli("-p", str(server.pid), *PROFILE, "-d", "1", "-o", str(link))
+    line = one_clear_line(err, f"is a symlink owned by uid {NOBODY}")
+    assert code == 10 and not list(private.iterdir())
+    observed(record_property, "output-foreign-symlink", f"exit {code}: {line.replace(str(tmp_path), 'TMP')}")
+
+
+def test_output_with_precreated_files(server, tmp_path, record_property):
+    mine = tmp_path / "mine"
+    mine.mkdir(mode=0o700)
+    victims = planted(mine, tmp_path / "victims")
+    (mine / "profile.json").write_text("left here\n")
+    (mine / "profile.json").chmod(0o666)
+    code, _, err = run_cli("-p", str(server.pid), *PROFILE, "-d", "1", "-o", str(mine))
+    assert code == 0 and not error_lines(err), err
+    assert all(v.read_text() == text for v, text in victims.items())
+    written = [p for p in mine.iterdir() if p.name != "profile.json.tmp"]
+    assert {p.name for p in written} >= {"profile.json", "report.html", "stacks.folded", "flamegraph.svg"}
+    assert all(not p.is_symlink() and (p.stat().st_mode & 0o777) == 0o600 for p in written), \
+        [(p.name, oct(p.lstat().st_mode)) for p in written]
+    json.loads((mine / "profile.json").read_text())
+    observed(record_property, "output-precreated-files",
+             f"exit 0; {len(written)} files written new, 0600; the {len(victims)} symlinks' targets unchanged")
+
+
+
+def test_a_debug_file_of_another_build(server, tmp_path, record_property):
+    other = compile_fixture(tmp_path, "5.6", name="other-build")
+    debug = tmp_path / "other.debug"
+    subprocess.run(["objcopy", "--only-keep-debug", "--remove-section", ".note.gnu.build-id", str(other),
+                    str(debug)], check=True)
+    seen = []
+    for extra in ((), ("--force-debug-file",)):
+        code, _, err = run_cli("-p", str(server.pid), *PROFILE, "-d", "1", "--debug-file", str(debug), *extra)
+        line = one_clear_line(err, "does not describe")
+        assert code == 5 and "Tracing" not in err
+        seen.append(line.replace(str(tmp_path), "TMP"))
+    code_as_in_file(server.pid)
+    assert server.answers()
+    observed(record_property, "debug-file-mismatched", f"exit 5 (forced too): {seen[0]}")
+
+
+def test_files_that_are_not_regular_files(server, tmp_path, record_property):
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    capture_dir = tmp_path / "capture"
+    (capture_dir / "profile.json").mkdir(parents=True)
+    expected = {"/dev/zero": "a character device", str(fifo): "a FIFO", str(tmp_path): "a directory"}
+    seen = []
+    for flag in ("--password-file", "--defaults-file"):
+        for path, kind in expected.items():
+            code, _, err = run_cli("-p", str(server.pid), *PROFILE, "-d", "1", flag, path, timeout=30)
+            one_clear_line(err, kind)
+            assert code == 11 and "Tracing" not in err, err
+            seen.append(f"{flag} {kind}")
+    for command in ("report", "flamegraph"):
+        for path, kind in (("/dev/zero", "a character device"), (str(fifo), "a FIFO")):
+            code, _, err = run_cli(command, path, timeout=30)
+            one_clear_line(err, kind)
+            assert code == 11, err
+            seen.append(f"{command} {kind}")
+    code, _, err = run_cli("report", str(capture_dir), timeout=30)
+    one_clear_line(err, "a directory")
+    assert code == 11
+    observed(record_property, "file-options-not-regular", f"exit 11 for each of {len(seen) + 1}: "
+                                                           + ", ".join(seen[:3]) + ", ...")
+
+
+def test_captures_with_a_wrong_field(tmp_path, record_property):
+    doc = {"schema": "mysqlprobe.profile", "schema_version": 2, "window": {"duration_s": 1.0}, "probes": []}
+    (tmp_path / "profile.json").write_text(json.dumps(doc))
+    lines = []
+    for command, args in (("report", [str(tmp_path)]), ("compare", [str(tmp_path)] * 2)):
+        code, _, err = run_cli(command, *args)
+        line = one_clear_line(err, "field target is missing")
+        assert code == 7, err
+        lines.append(f"{command}: {line.replace(str(tmp_path), 'TMP')}")
+    observed(record_property, "capture-wrong-fields", "exit 7; " + "; ".join(lines))
