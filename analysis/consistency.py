@@ -11,14 +11,18 @@ bound and what the run would need instead.
   the first bound, so it is checked as that one;
 - percentiles are not negative and are in order;
 - a mean of a microsecond or more has no 0 ns median (such a median is
-  the probes' correction taking the calls below their resolution)."""
+  the probes' correction taking the calls below their resolution);
+- a mean per call from the probes rests on at least MIN_PROBED_CYCLES
+  duty cycles that saw the stage (fewer are a moment of the window, often
+  its start), unless the CPU bursts' figure stands in for it."""
 
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 
 from mysqlprobe.analysis import histogram as H
-from mysqlprobe.analysis.profile import StageSummary, window_ns
+from mysqlprobe.analysis.per_call import SAMPLED_METHODS
+from mysqlprobe.analysis.profile import MIN_PROBED_CYCLES, StageSummary, cycles_with_calls, window_ns
 
 TOLERANCE = 0.02          # rounding, and a call begun just before the window opened
 NESTED_SHARE = 0.9        # a callee is checked against the caller that holds this share of its calls
@@ -90,17 +94,40 @@ def check(stages: list[StageSummary], figures: list[dict], doc: dict) -> list[Vi
                                  f"thread{'s' if n > 1 else ''} x the {H.format_ns(window)} window",
                                  f["total_ns"], n * window, needs))
         out += _percentile_violations(s, f, needs)
-    for child, (parent, share) in callers_of(doc).items():
+        few = cycles_with_calls(s)
+        if few is not None and few < MIN_PROBED_CYCLES and f["per_call"].method not in SAMPLED_METHODS \
+                and f["mean_ns"] is not None:
+            bound = (f"its calls come from {few} duty cycle{'s' if few != 1 else ''}, a moment of the window "
+                     f"(at least {MIN_PROBED_CYCLES} stand for it), and no CPU burst resolved it")
+            out += [Violation(s.stage, figure, bound, f["mean_ns"], float(MIN_PROBED_CYCLES), needs)
+                    for figure in (MEAN, TOTAL, PERCENTILES) if not withheld(out, s.stage, figure)]
+    for child, parent, share in nestings(doc):
         c, p = by_stage.get(child), by_stage.get(parent)
         if not c or not p or c["mean_ns"] is None or p["mean_ns"] is None or not c["calls"] or not p["calls"]:
             continue
         # the callee's time inside the caller's calls is at most theirs: per call, with a
         # call of it in each of the caller's, at most the caller's time per call
         limit = p["mean_ns"] * p["calls"] / (c["calls"] * share)
-        if c["mean_ns"] > limit * (1 + TOLERANCE) + 1:
+        if c["mean_ns"] > limit * (1 + TOLERANCE) + 1 and not withheld(out, child, MEAN):
             out.append(Violation(child, MEAN, f"{c['mean_ns']:.0f}ns per call, more than its caller {parent} "
                                  f"allows ({limit:.0f}ns: {p['mean_ns']:.0f}ns per call of the caller)",
                                  c["mean_ns"], limit, needs))
+    return out
+
+
+def nestings(doc: dict) -> list[tuple[str, str, float]]:
+    """(callee, caller, share of the callee's calls inside it) for every caller up
+    the chain: a call inside write_row's innodb.write_row is inside write_row too."""
+    direct = callers_of(doc)
+    out = []
+    for child in direct:
+        parent, share, seen = direct[child][0], direct[child][1], {child}
+        while parent not in seen:
+            out.append((child, parent, share))
+            seen.add(parent)
+            if parent not in direct:
+                break
+            parent, share = direct[parent][0], share * direct[parent][1]
     return out
 
 
@@ -126,10 +153,19 @@ def withheld(violations: list[Violation], stage: str, figure: str) -> bool:
 
 
 def report_lines(violations: list[Violation]) -> list[str]:
-    """What the text report says in place of the withheld figures."""
+    """What the text report says in place of the withheld figures: each
+    stage's figures that broke one bound on one line, what the run would
+    need once per need, under 80 columns."""
     if not violations:
         return []
-    lines = ["withheld: figures that broke a physical bound (shown '?'):"]
+    import textwrap
+    grouped: dict[tuple[str, str], list[str]] = {}
     for v in violations:
-        lines.append(f"  {v.stage} {v.figure}: {v.bound}; needs {v.needs}")
+        grouped.setdefault((v.stage, v.bound), []).append(v.figure)
+    lines = ["withheld: figures that broke a bound a true one keeps (shown '?'):"]
+    for (stage, bound), figures in grouped.items():
+        lines += textwrap.wrap(f"{stage} {', '.join(figures)}: {bound}", 80, initial_indent="  ",
+                               subsequent_indent="    ")
+    for need in dict.fromkeys(v.needs for v in violations):
+        lines += textwrap.wrap(f"they need {need}", 80, initial_indent="  ", subsequent_indent="    ")
     return lines

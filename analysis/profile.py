@@ -5,9 +5,11 @@ later, without root, as the live run did."""
 from __future__ import annotations
 
 
+import math
+
 from mysqlprobe.analysis import histogram as H
 from mysqlprobe.catalog import BY_NAME
-from mysqlprobe.analysis.per_call import (SAMPLED, SAMPLED_METHODS, SAMPLED_STACKS, PerCall, best_per_call,
+from mysqlprobe.analysis.per_call import (SAMPLED, SAMPLED_METHODS, SAMPLED_STACKS, Z95, PerCall, best_per_call,
                                           in_situ_high, per_call, sampled_per_call, samples_to_resolve)
 from mysqlprobe.analysis.sampling import Estimate, estimate_by_rows, estimate_total, misread
 from dataclasses import dataclass, field
@@ -154,6 +156,11 @@ def memory_counter(window: dict) -> str | None:
     return counter[len(MEMORY_COUNTER):] if counter.startswith(MEMORY_COUNTER) else None
 
 
+# rows counted inside the on-phases before calls per row is taken from them: a
+# cycle that caught a statement opening its tables saw 1 row and 13 calls
+MIN_CYCLE_ROWS = 200
+
+
 def row_cycles(doc: dict) -> list[dict]:
     """The cycles calls per row is taken from: those whose row counter was
     read close enough to their calls (not misread)."""
@@ -173,7 +180,7 @@ def estimate_basis(doc: dict) -> str | None:
         return None
     rows = [c.get("rows") for c in cycles]
     known = doc["window"].get("rows_changed") and None not in rows and all("row_calls" in c for c in cycles)
-    return "rows" if known and sum(c["rows"] for c in row_cycles(doc)) > 0 else "time"
+    return "rows" if known and sum(c["rows"] for c in row_cycles(doc)) >= MIN_CYCLE_ROWS else "time"
 
 
 def probe_estimate(doc: dict, j: int) -> Estimate:
@@ -323,16 +330,37 @@ def latency_record(total: int, calls: int, counts: list[int]) -> dict:
             "percentiles_ns": H.percentiles(counts), "histogram": histogram_record(counts)}
 
 
+# cycles with calls before the probes' mean per call stands for a window: the first
+# ones of a statement come at its start (tables opened, pages read in); with three,
+# row_insert came out 4.7 us a call in a 4-s statement whose unprobed truth was 1.6
+MIN_PROBED_CYCLES = 5
+
+
+def cycles_with_calls(s: StageSummary) -> int | None:
+    """In sampled mode, the duty cycles that saw calls of the stage; None in exact mode."""
+    return None if s.cycle_calls is None else sum(1 for n in s.cycle_calls if n)
+
+
 def stage_per_call(s: StageSummary, doc: dict) -> PerCall:
     """A call's mean cost: the probes' where they resolve it, else the CPU
     bursts'. Without their stacks (own CPU only) not for a stage with
     probed callees: it spends its time mostly in those, which its own CPU
-    leaves out. One only counted, not timed, has no cost to give."""
+    leaves out. One only counted, not timed, has no cost to give.
+
+    Where the probes saw the stage in fewer than MIN_PROBED_CYCLES cycles
+    (a statement of a second or two), their calls are those of a moment,
+    often its start (tables opened, pages read in: several times a steady
+    call's cost): the bursts', spread over the off-phases, stand for the
+    window instead wherever they resolve the mean."""
     probed = per_call(s.calls, s.total_ns, s.raw_total_ns, s.raw_counts, doc, s.classes)
     figures = burst_figures(s, doc)
     if not s.raw_total_ns or (s.nested_probe_hits and not (figures and figures.callees)):
         return probed
-    return best_per_call(probed, burst_per_call(figures, doc, probed.probe_noise_ns))
+    sampled = burst_per_call(figures, doc, probed.probe_noise_ns)
+    few = cycles_with_calls(s)
+    if few is not None and few < MIN_PROBED_CYCLES and sampled is not None and sampled.resolved:
+        return sampled
+    return best_per_call(probed, sampled)
 
 
 @dataclass(frozen=True)
@@ -353,7 +381,8 @@ def burst_figures(s: StageSummary, doc: dict) -> BurstFigures | None:
     if bursts.get("status") != "collected" or bursts.get("samples") == 0 or s.cycle_calls is None:
         return None  # (no sample of the target at all: the sampler saw nothing to divide)
     if basis == "rows" and rows:
-        calls = estimate_by_rows(row_pairs(doc, s), rows, 0, apart=True)
+        pairs = row_pairs(doc, s)
+        calls = single_cycle_interval(estimate_by_rows(pairs, rows, 0, apart=True), sum(n for _, n in pairs))
     elif basis == "time" and seconds:
         # calls per unprobed second in the on-phases, over the bursts' seconds
         window = estimated_calls(s, doc)
@@ -368,6 +397,16 @@ def burst_figures(s: StageSummary, doc: dict) -> BurstFigures | None:
     functions = bursts.get("functions") or {}
     mine = [functions.get(m) or {} for m in s.mangled]
     return BurstFigures(sum(f.get("samples", 0) for f in mine), sum(f.get("self_ns", 0) for f in mine), calls, False)
+
+
+def single_cycle_interval(calls: Estimate, counted: int) -> Estimate:
+    """Calls per row from one cycle has no spread between cycles to give an
+    interval: it gets the counted calls' own (Poisson) doubt, the least it
+    has, so that the bursts of a short window can stand on it."""
+    if calls.low is not None or calls.value <= 0 or counted <= 0:
+        return calls
+    half = Z95 * calls.value / math.sqrt(counted)
+    return Estimate(calls.value, max(calls.value - half, 0.0), calls.value + half)
 
 
 def burst_per_call(figures: BurstFigures | None, doc: dict, probe_noise_ns: float = 0.0) -> PerCall | None:

@@ -401,13 +401,17 @@ def render(results: dict, out: Path = HERE) -> str:
 
 
 def load_shapes(out: Path) -> list[str]:
-    """The sections of bench/oltp.py's and bench/per_call.py's latest results, where there are any."""
-    from oltp import shapes_section  # both import this module
+    """The sections of bench/oltp.py's, bench/per_call.py's and bench/short_load.py's latest
+    results, where there are any."""
+    from oltp import shapes_section  # they import this module
     from per_call import section
+    from short_load import SECTION, markdown as short_load_section
     lines = []
     for name, render_section, title in (("oltp.json", shapes_section, "## 4. Load shapes (bench/OLTP.md)"),
                                         ("per_call.json", section,
-                                         "## 5. Short functions in situ (bench/PER_CALL.md)")):
+                                         "## 5. Short functions in situ (bench/PER_CALL.md)"),
+                                        ("short_load.json", lambda r, t: [t, "", short_load_section(r)],
+                                         f"## {SECTION}")):
         path = out / name
         if path.exists():
             lines += ["", *render_section(json.loads(path.read_text()), title)]

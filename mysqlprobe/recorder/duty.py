@@ -23,6 +23,11 @@ MEASURE_OFF_S = 0.1  # probes off, to learn the load's speed before pacing on it
 # a burst slows the load (4999 Hz: about 1.12x) and the pacer does not count it (a
 # first cycle slowed by its attach once asked for 5.6 s off, all of it sampled)
 BURST_MAX_S = 1.0
+ORDINARY_FIRST_S = 0.5  # seconds of ordinary off-phases the load ran in, before any quiet one
+# probes slow a load down a few times at most (--exact: 4.5x on the seed load); an
+# on-phase whose rows came this many times slower than the off-phase's was a load
+# getting under way (a statement opening its tables), not one the probes held up
+MAX_PROBE_SLOWDOWN = 20
 # the quiet phases' share of the off-time: half, or more where what stays on
 # outside them (P_S's window setup, CPU sampling) costs more than its part of
 # the budget; at most this, so that their data covers a tenth of it still
@@ -188,9 +193,13 @@ class DutyCycles:
 
     def _quiet_due(self) -> bool:
         """Whether the next off-phase is to be quiet: the quiet ones behind
-        their share of the off-time so far. The first is ordinary (and
-        bursts): a short window may have no other."""
-        if not self.quieted or not self._ordinary_phases:
+        their share of the off-time so far. The first ones after the probes
+        saw the load are ordinary (and burst): a short window may have no
+        others, and the bursts are what its figures per call rest on where
+        the probes had too few cycles (a statement of a second gets one or
+        two: their attach cost, 30 ms or so, is paid for by 1.2 s of window
+        each at a 5% budget)."""
+        if not self.quieted or not self._ordinary_phases or self.ordinary_phase_s < ORDINARY_FIRST_S:
             return False
         self.quiet_share = self._wanted_quiet_share()
         spent = self.quiet_phase_s + self.ordinary_phase_s
@@ -368,10 +377,14 @@ class DutyCycles:
             speed_from = (time.monotonic(), self.rows_changed())
             self._off_phase(difference(speed_from[1], off_rows0), speed_from[0] - off_t0, ended=speed_from[0])
             lost = self.pacer.lost(cycle_s, cycle_rows)
-        if cycle["rows"] == 0:
-            # no row changed while the probes were on (a load that starts with
-            # the window): rows of the attach or detach around it are a load
-            # getting under way, not one the probes held up
+        speed = self.pacer.speed()
+        if cycle["rows"] == 0 or (speed and cycle["rows"] is not None and cycle["row_s"] > 0
+                                  and cycle["rows"] / cycle["row_s"] * MAX_PROBE_SLOWDOWN < speed):
+            # (next to) no row changed while the probes were on (a load that starts
+            # with the window, or a statement opening its tables): rows of the attach
+            # or detach around it are a load getting under way, not one the probes
+            # held up. Paced on that, one cycle at a statement's start (1 row in
+            # its 53-ms on-phase, 800k a second after) kept the probes off for the rest
             lost = None
         cycle["lost_s"] = None if lost is None else round(lost, 6)
         cycle["unprobed_rows_per_s"] = None if lost is None else round(self.pacer.speed(), 1)

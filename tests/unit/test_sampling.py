@@ -318,6 +318,47 @@ def test_an_on_phase_before_the_load_started_costs_no_off_phase(clock):
     assert first["lost_s"] is None and off_s < 0.01  # not 0.1 s lost: the load was getting under way
 
 
+class _StatementStart:
+    """A statement that opens its tables in the first on-phase (1 row in it)
+    and then writes 800,000 rows a second."""
+
+    def __init__(self):
+        self.reads = iter([300, 80_300])  # at the detach, then after the speed is measured
+
+    def __call__(self):
+        return next(self.reads)
+
+
+def test_an_on_phase_at_a_statements_start_costs_no_long_off_phase(clock):
+    latency = SimpleNamespace(session=None, specs=[])
+    window = Window(os.getpid(), 60.0, Control(stop=clock), "stopped", lambda: 0)
+    cycles = DutyCycles(latency, calibration=None, window=window, budget=0.05, rows_changed=_StatementStart())
+    first = {"on_s": 0.053, "probe_s": 3e-5, "calls": {0: 13}, "rows": 1, "row_s": 0.05, "row_calls": {0: 13}}
+    t0 = clock.monotonic() - 0.17       # attach, on-phase, detach: 0.17 s for 300 rows
+    on_s, off_s, _, _ = cycles._pace(first, t0, 0, t0)
+    # 20 rows a second on, 800,000 off: no probe slows a load 40,000 times; paced on
+    # that "loss" (0.17 s) the probes stayed off 0.7 s, the rest of a 1-s statement
+    assert first["lost_s"] is None and off_s < 0.2
+    # a cycle slowed 3x by its probes is a loss as before
+    second = {"on_s": 0.05, "probe_s": 3e-3, "calls": {0: 13_000}, "rows": 13_000, "row_s": 0.05,
+              "row_calls": {0: 13_000}}
+    cycles.rows_changed = iter([100_000, 180_000]).__next__
+    cycles._pace(second, clock.monotonic() - 0.1, 80_300, t0)
+    assert second["lost_s"] is not None and second["lost_s"] > 0
+
+
+def test_no_quiet_phase_before_half_a_second_of_ordinary_ones_saw_the_load(clock):
+    latency = SimpleNamespace(session=_Session(), specs=[])
+    window = Window(os.getpid(), 60.0, Control(stop=clock), "stopped", lambda: 0)
+    cycles = DutyCycles(latency, None, window, 0.10, lambda: 0, quieted=[_Quieted()])
+    cycles._ordinary_phases = 3                 # idle ones: the server changed no row in them
+    assert not cycles._quiet_due()
+    cycles.ordinary_phase_s = duty.ORDINARY_FIRST_S - 0.01
+    assert not cycles._quiet_due()
+    cycles.ordinary_phase_s = duty.ORDINARY_FIRST_S
+    assert cycles._quiet_due()
+
+
 class _Session:
     """The probes' session as the duty cycles drive it: counts that grow while attached."""
 

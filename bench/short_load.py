@@ -1,0 +1,237 @@
+"""Short loads: one INSERT ... SELECT of 1 or 4 seconds, mysqlprobe in its
+default mode started just before it, against a truth it did not compute.
+
+    sudo .venv/bin/python bench/short_load.py [--repeats 3] [--seconds 1,4]
+        [--shapes range-5,range-100,list-5,list-100,hash-5,hash-100] [--lead 0,1]
+
+On MariaDB 10.2.11 (sandbox). Per shape and length, the statement's rows
+are sized from the server's rate, then per repeat, interleaved:
+
+- truth: the statement unprobed under `perf record -g -F 999 -p PID`
+  (frame pointers: these builds keep them). Per call of a function: the
+  share of the server's samples with it on the stack, times the server's
+  CPU over the statement (/proc), over its calls (one write_row and one
+  row_insert_for_mysql per row inserted);
+- tool: mysqlprobe -p PID (default mode) started, the statement sent
+  `lead` seconds after its window opened, mysqlprobe stopped (SIGINT) as
+  the statement returns. Its stages' mean per call, and its estimated
+  calls against the server's Innodb_rows_inserted over the window.
+
+Writes bench/short_load.json and section "Short loads" of bench/RESULTS.md."""
+
+from __future__ import annotations
+
+import json
+import signal
+import statistics
+import subprocess
+import tempfile
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+
+from continuous import rows_inserted
+from overhead import MYSQLPROBE, ROOT, bench_parser, derived, log, machine, machine_line
+from mysqlprobe.collectors.process import cpu_seconds
+from mysqlprobe.lab import sandbox, workload
+from per_call import on_stack_ns
+
+HERE = Path(__file__).resolve().parent
+SECTION = "6. Short loads (bench/short_load.py)"
+TRUTH_HZ = 999
+STAGES = {"partition.write_row": "ha_partition9write_row", "innodb.row_insert": "row_insert_for_mysql"}
+BOUND = 0.35          # the issue's bound on a stage's mean per call, against the truth
+COUNT_BOUND = 0.02    # and on estimated calls, against the server's counter
+
+
+def run_statement(conn, table) -> tuple[int, float]:
+    workload.create_target(conn, table)
+    return workload.insert_select(conn, table)
+
+
+def truth_run(pid: int, conn, table, workdir: Path) -> dict:
+    workload.create_target(conn, table)
+    data = workdir / "truth.data"
+    perf = subprocess.Popen(["perf", "record", "-q", "-g", "-e", "cpu-clock", "-F", str(TRUTH_HZ), "-p", str(pid),
+                             "-o", str(data)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    time.sleep(0.3)  # perf's events open
+    cpu0 = cpu_seconds(pid)
+    rows, seconds = workload.insert_select(conn, table)
+    cpu_ns = (cpu_seconds(pid) - cpu0) * 1e9
+    perf.send_signal(signal.SIGINT)
+    perf.wait()
+    ns, total = on_stack_ns(pid, data, STAGES)
+    # the samples span perf's whole run (a little before and after the statement):
+    # the functions' share of them, times the CPU the statement took
+    return {"rows": rows, "seconds": seconds, "cpu_ns": cpu_ns,
+            "per_call_ns": {stage: ns[stage] / total * cpu_ns / rows if total and rows else None
+                            for stage in STAGES}}
+
+
+def tool_run(pid: int, conn, table, lead: float, workdir: Path) -> dict:
+    workload.create_target(conn, table)
+    out = Path(tempfile.mkdtemp(dir=workdir))
+    rows0 = rows_inserted(conn)
+    proc = subprocess.Popen([MYSQLPROBE, "-p", str(pid), "--insert-profile", "-o", str(out)],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    for line in proc.stderr:
+        if "Tracing PID" in line:
+            break
+    time.sleep(lead)
+    rows, seconds = workload.insert_select(conn, table)
+    proc.send_signal(signal.SIGINT)
+    proc.communicate(timeout=300)
+    server_rows = rows_inserted(conn) - rows0
+    doc = derived(out)
+    stages = {s["stage"]: s for s in doc["stages"]}
+    return {"rows": rows, "seconds": seconds, "server_rows": server_rows,
+            "window_s": doc["window"]["duration_s"], "cycles": (doc.get("sampling") or {}).get("cycles"),
+            "mean_ns": {st: stages[st]["mean_ns"] if st in stages else None for st in STAGES},
+            "estimated_calls": {st: stages[st]["estimated_calls"]["value"] if st in stages else None
+                                for st in STAGES},
+            "withheld": [f"{v['stage']} {v['figure']}" for v in doc.get("consistency") or []]}
+
+
+def bench_shape(sb, pid: int, shape: str, seconds: list[float], repeats: int, leads: list[float],
+                workdir: Path) -> list[dict]:
+    kind, parts = shape.split("-")
+    table = workload.table(kind, int(parts))
+    conn = workload.connect(sb.socket)
+    # the rate, once, on a statement of 200,003 rows
+    workload.prepare_source(conn, 200_003)
+    rows, took = run_statement(conn, table)
+    rate = rows / took
+    out = []
+    for length in seconds:
+        n = int(rate * length) | 1
+        workload.prepare_source(conn, n)
+        for r in range(repeats):
+            for lead in leads:
+                truth = truth_run(pid, conn, table, workdir)
+                tool = tool_run(pid, conn, table, lead, workdir)
+                out.append({"shape": shape, "seconds": length, "rows": n, "repeat": r + 1, "lead_s": lead,
+                            "truth": truth, "tool": tool})
+                log(f"{shape} {length}s lead {lead}s #{r + 1}: truth {fmt(truth['per_call_ns'])}, "
+                    f"tool {fmt(tool['mean_ns'])}, calls {tool['estimated_calls']} for {tool['server_rows']} rows, "
+                    f"{tool['cycles']} cycles, withheld {tool['withheld']}")
+    conn.close()
+    return out
+
+
+def fmt(d: dict) -> str:
+    return ", ".join(f"{k.split('.')[-1]} {v:.0f}ns" if v is not None else f"{k} -" for k, v in d.items())
+
+
+def errors(run: dict) -> dict:
+    out = {}
+    for stage in STAGES:
+        truth, tool = run["truth"]["per_call_ns"][stage], run["tool"]["mean_ns"][stage]
+        calls = run["tool"]["estimated_calls"][stage]
+        out[stage] = {"mean": None if truth is None or tool is None else tool / truth - 1,
+                      "calls": None if calls is None else calls / run["tool"]["server_rows"] - 1}
+    return out
+
+
+def median_error(runs: list[dict], stage: str) -> float | None:
+    """The tool's median over the truth's median: each pair's own error holds
+    the statement's run-to-run spread (its unprobed runs differ by up to a
+    third on this host), which the medians of the interleaved runs cancel."""
+    truth = [r["truth"]["per_call_ns"][stage] for r in runs if r["truth"]["per_call_ns"][stage]]
+    tool = [r["tool"]["mean_ns"][stage] for r in runs if r["tool"]["mean_ns"][stage] is not None]
+    return statistics.median(tool) / statistics.median(truth) - 1 if truth and tool else None
+
+
+def spread(xs: list[float]) -> float | None:
+    """max/min - 1 of the truth's own runs: the noise floor of any comparison."""
+    return max(xs) / min(xs) - 1 if xs and min(xs) > 0 else None
+
+
+def markdown(result: dict) -> str:
+    lines = [f"- date: {result['date']}", f"- command: `{result['command']}`", f"- commit: {result['commit']}",
+             f"- machine: {machine_line(result['machine'])}",
+             "- truth: the statement unprobed under perf record -g -F 999 -p PID; a function's share of the "
+             "server's samples on the stack x the server's CPU over the statement / rows",
+             "- tool: mysqlprobe -p PID --insert-profile (default mode), window opened `lead` seconds before "
+             "the statement, ended as it returned; mean per call and estimated calls (server: "
+             "Innodb_rows_inserted)",
+             f"- bound: the tool's median mean within {BOUND:.0%} of the truth's median, every run's calls within "
+             f"{COUNT_BOUND:.0%}; medians [min, max] over repeats and leads; 'truth spread': max/min - 1 of the "
+             "unprobed runs themselves, the noise any single pair carries; slowdown: the statement's seconds "
+             "profiled over the unprobed run's before it (perf at 999 Hz in that one)", "",
+             "| shape | load | rows | stage | truth ns/call | truth spread | tool ns/call | error of medians "
+             "| error per pair | calls error | slowdown | withheld | met |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    groups: dict[tuple, list[dict]] = {}
+    for run in result["runs"]:
+        groups.setdefault((run["shape"], run["seconds"]), []).append(run)
+    for (shape, length), runs in groups.items():
+        for stage in STAGES:
+            truth = [r["truth"]["per_call_ns"][stage] for r in runs if r["truth"]["per_call_ns"][stage]]
+            tool = [r["tool"]["mean_ns"][stage] for r in runs if r["tool"]["mean_ns"][stage] is not None]
+            errs = [errors(r)[stage]["mean"] for r in runs if errors(r)[stage]["mean"] is not None]
+            calls = [errors(r)[stage]["calls"] for r in runs if errors(r)[stage]["calls"] is not None]
+            withheld = sum(1 for r in runs for w in r["tool"]["withheld"] if w.startswith(stage))
+            both = median_error(runs, stage)
+            slow = [r["tool"]["seconds"] / r["truth"]["seconds"] for r in runs]
+            met = both is not None and abs(both) <= BOUND and all(abs(c) <= COUNT_BOUND for c in calls)
+            noise = spread(truth)
+            lines.append(f"| {shape} | {length:g}s | {runs[0]['rows']} | {stage} | {span(truth, '{:.0f}')} | "
+                         f"{'-' if noise is None else f'{noise:.0%}'} | {span(tool, '{:.0f}')} | "
+                         f"{'-' if both is None else f'{both:+.0%}'} | {span(errs, '{:+.0%}')} | "
+                         f"{span(calls, '{:+.1%}')} | {span(slow, '{:.2f}x')} | {withheld} of {len(runs)} | "
+                         f"{'yes' if met else 'NO'} |")
+    return "\n".join(lines) + "\n"
+
+
+def span(xs: list[float], f: str) -> str:
+    if not xs:
+        return "-"
+    return f"{f.format(statistics.median(xs))} [{f.format(min(xs))}, {f.format(max(xs))}]"
+
+
+def replace_section(title: str, body: str, path: Path = HERE / "RESULTS.md") -> None:
+    """RESULTS.md's section `## title` replaced (or added at the end), in place."""
+    text = path.read_text()
+    head = f"## {title}\n"
+    start = text.find(head)
+    if start < 0:
+        path.write_text(text.rstrip("\n") + "\n\n" + head + "\n" + body)
+        return
+    end = text.find("\n## ", start + len(head))
+    path.write_text(text[:start] + head + "\n" + body + (text[end:] if end >= 0 else ""))
+
+
+def main() -> int:
+    ap = bench_parser(__doc__, repeats=3)
+    ap.add_argument("--seconds", default="1,4")
+    ap.add_argument("--shapes", default="range-5,range-100,list-5,list-100,hash-5,hash-100")
+    ap.add_argument("--lead", default="0,1", help="seconds between the window's opening and the statement")
+    ap.add_argument("--render", action="store_true", help="write RESULTS.md's section again from short_load.json")
+    args = ap.parse_args()
+    if args.render:
+        replace_section(SECTION, markdown(json.loads((HERE / "short_load.json").read_text())))
+        return 0
+    sb = sandbox.Sandbox("10.2.11", instance="bench")
+    pid = sb.start(log)
+    runs = []
+    try:
+        with tempfile.TemporaryDirectory() as tmp:
+            for shape in args.shapes.split(","):
+                runs += bench_shape(sb, pid, shape, [float(s) for s in args.seconds.split(",")], args.repeats,
+                                    [float(x) for x in args.lead.split(",")], Path(tmp))
+    finally:
+        sb.stop()
+    commit = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"], capture_output=True,
+                            text=True).stdout.strip()
+    result = {"date": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"), "commit": commit,
+              "command": f"bench/short_load.py --repeats {args.repeats} --seconds {args.seconds} "
+                         f"--shapes {args.shapes} --lead {args.lead}",
+              "machine": machine(), "runs": runs}
+    (HERE / "short_load.json").write_text(json.dumps(result, indent=1) + "\n")
+    replace_section(SECTION, markdown(result))
+    log("wrote bench/short_load.json and RESULTS.md's short-load section")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
