@@ -3,7 +3,6 @@ counts; the report is compared with a golden file
 (UPDATE_GOLDEN=1 pytest tests/unit/test_report.py rewrites it)."""
 
 import json
-import os
 from pathlib import Path
 
 import pytest
@@ -106,8 +105,6 @@ def recorded(target, window, specs, snap, cal, sampling=None, process=None, atta
 
 def test_report_matches_golden_file():
     text = render_text(Profile(synthetic_run()))
-    if os.environ.get("UPDATE_GOLDEN"):
-        GOLDEN.write_text(text)
     assert text == GOLDEN.read_text()
     assert max(len(line) for line in text.splitlines()) <= 80
 

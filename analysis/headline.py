@@ -1,0 +1,147 @@
+"""The answer first: where a row's time went, in a dozen lines.
+
+From the Profile's stage figures (the same the tables print), per row the
+load wrote: each probed stage's exclusive time (its own, less the probed
+stages its calls hold), and what no probe covers, so that the parts add
+up to the row's time without the probes. A stage whose figure broke a
+physical bound (analysis/consistency.py) is shown withheld, not counted."""
+
+from __future__ import annotations
+
+import textwrap
+from dataclasses import dataclass
+
+from mysqlprobe.analysis import histogram as H
+from mysqlprobe.analysis.consistency import MEAN, TOTAL, callers_of, withheld
+from mysqlprobe.analysis.model import Profile
+from mysqlprobe.analysis.profile import measured_slowdown, window_ns
+
+ROOT_STAGES = ("sql.statement",)   # the whole statement: what it holds beyond the stages is "not probed"
+SKEWED = 1.5                       # partitions' rows max/min above this: skewed
+SHOWN_STAGES = 6
+
+
+@dataclass(frozen=True)
+class Part:
+    stage: str
+    ns_per_row: float | None      # None: withheld
+    share: float | None           # of the row's time without the probes
+
+
+@dataclass(frozen=True)
+class Headline:
+    rows: int | None
+    rows_from: str
+    load_s: float
+    unprobed_s: float | None
+    parts: list[Part]
+    not_probed: Part | None
+    skew: str | None
+    cost: str
+
+
+def rows_written(doc: dict) -> tuple[int | None, str]:
+    """Rows the load inserted (the server's Innodb_rows_inserted), else the rows it changed."""
+    status = (((doc.get("perf_schema") or {}).get("deltas") or {}).get("status") or {})
+    if status.get("Innodb_rows_inserted"):
+        return int(status["Innodb_rows_inserted"]), "Innodb_rows_inserted"
+    rows = doc["window"].get("rows_changed")
+    return (int(rows), doc["window"].get("rows_counter") or "rows changed") if rows else (None, "")
+
+
+def exclusive_totals(profile: Profile) -> dict[str, float | None]:
+    """Per stage, its window total less its probed callees' totals (None: withheld)."""
+    figures = {f["stage"]: f for f in profile.figures if f["calls"] and f["total_ns"]}
+    parents = {child: parent for child, (parent, _) in callers_of(profile.doc).items()}
+    out: dict[str, float | None] = {}
+    for stage, f in figures.items():
+        if withheld(profile.consistency, stage, TOTAL) or withheld(profile.consistency, stage, MEAN):
+            out[stage] = None
+            continue
+        inner = sum(figures[c]["total_ns"] for c, p in parents.items() if p == stage and c in figures)
+        out[stage] = max(f["total_ns"] - inner, 0.0)
+    return out
+
+
+def partition_skew(profile: Profile) -> str | None:
+    s = next((s for s in profile.stages if s.stage == "partition.write_row" and s.partitions), None)
+    if s is None:
+        return None
+    counts = {pid: p.calls for pid, p in s.partitions.items()}
+    total = sum(counts.values())
+    if not total or len(counts) < 2:
+        return None
+    low, high = min(counts.values()), max(counts.values())
+    if low and high / low <= SKEWED:
+        return f"balanced over {len(counts)} partitions: max/min {high / low:.2f}"
+    top = sorted(counts.items(), key=lambda kv: -kv[1])[:3]
+    return "skewed: " + ", ".join(f"p{pid} {n / total:.0%}" for pid, n in top) + f" of the rows ({len(counts)} partitions)"
+
+
+def cost_line(profile: Profile) -> str:
+    o = profile.overhead
+    slowed = o.get("measured_slowdown")
+    sampling = profile.doc.get("sampling") or {}
+    if sampling.get("mode") == "sampled":
+        on = sampling.get("on_s") or 0.0
+        share = on / profile.doc["window"]["duration_s"] if profile.doc["window"]["duration_s"] else 0.0
+        what = f"probes on {share:.0%} of the window ({sampling.get('cycles')} cycles)"
+    else:
+        what = "every call counted (--exact)"
+    measured = ("slowdown not measured" if not slowed else "no slowdown measured" if slowed < 1
+                else f"the load ran {slowed:.2f}x slower, measured")
+    return f"{what}; {measured}"
+
+
+def headline(profile: Profile) -> Headline:
+    doc = profile.doc
+    rows, rows_from = rows_written(doc)
+    load_s = (doc.get("sampling") or {}).get("load_s") or window_ns(doc) / 1e9
+    slowdown = measured_slowdown(doc)
+    # a load that measured faster with the probes than without ran as fast: noise, not a gain
+    unprobed_s = load_s / max(slowdown, 1.0) if slowdown else None
+    exclusive = exclusive_totals(profile)
+    row_ns = unprobed_s * 1e9 / rows if rows and unprobed_s else None
+    parts = []
+    for stage, ns in sorted(exclusive.items(), key=lambda kv: -(kv[1] or 0)):
+        if stage in ROOT_STAGES or stage.startswith("sql.stage"):
+            continue
+        per_row = ns / rows if ns is not None and rows else None
+        parts.append(Part(stage, per_row, per_row / row_ns if per_row is not None and row_ns else None))
+    not_probed = None
+    if row_ns is not None and all(p.ns_per_row is not None for p in parts):
+        rest = row_ns - sum(p.ns_per_row or 0 for p in parts)
+        not_probed = Part("not probed", max(rest, 0.0), max(rest, 0.0) / row_ns)
+    return Headline(rows, rows_from, load_s, unprobed_s, parts, not_probed, partition_skew(profile),
+                    cost_line(profile))
+
+
+def _prose(text: str) -> list[str]:
+    return textwrap.wrap(text, 80, initial_indent="  ", subsequent_indent="    ")
+
+
+def render(h: Headline) -> list[str]:
+    fmt = H.format_ns
+    lines = ["WHERE AN INSERTED ROW'S TIME WENT"]
+    if not h.rows:
+        return lines + _prose("no rows written in the window (or no server connection to count them): the "
+                              "stage tables below have the calls")
+    unprobed = (f"{h.unprobed_s:.3g}s without the probes, {fmt(h.unprobed_s * 1e9 / h.rows)} a row"
+                if h.unprobed_s else "its time without the probes not measured")
+    lines += _prose(f"{h.rows:,} rows ({h.rows_from}) in {h.load_s:.3g}s; {unprobed}")
+    shown = [p for p in h.parts if p.ns_per_row is None or p.ns_per_row > 0][:SHOWN_STAGES]
+    for p in shown + ([h.not_probed] if h.not_probed else []):
+        if p.ns_per_row is None:
+            lines.append(f"  {p.stage:<28} {'?':>8}  withheld (see 'withheld' below)")
+            continue
+        share = f"{p.share:6.1%}" if p.share is not None else "     -"
+        bar = "#" * round((p.share or 0) * 30)
+        lines.append(f"  {p.stage:<28} {fmt(p.ns_per_row):>8} {share}  {bar}")
+    if h.not_probed is None and h.unprobed_s:
+        lines += _prose("(no 'not probed' part: a stage above is withheld)")
+    lines += _prose("per row, each stage's own time (less its probed callees')"
+                    + ("; shares of the row's time without the probes" if h.unprobed_s else ""))
+    if h.skew:
+        lines += _prose(f"partitions: {h.skew}")
+    lines += _prose(f"cost: {h.cost}")
+    return lines
