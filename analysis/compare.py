@@ -17,12 +17,15 @@ import textwrap
 from collections import Counter
 
 from mysqlprobe.analysis.compare_figures import Change, Figure, figure_of, ns_text, signed_ns
+from mysqlprobe.analysis import mechanisms
+from mysqlprobe.analysis.compare_wall import unprobed_wall
 from mysqlprobe.analysis.drilldown import drilldown, drilldown_lines
 from mysqlprobe.analysis.model import Profile
 from mysqlprobe.analysis.profile import window_scale
 from mysqlprobe.analysis.ps_figures import ps_deltas
 from mysqlprobe.analysis.stage_trees import Node, stage_trees
 from mysqlprobe.flamegraphs.folded import Folded
+from mysqlprobe.flamegraphs.stacks import PROBES, fold_probe_frames
 from dataclasses import dataclass, field
 
 PS_PER_NS = 1000
@@ -114,6 +117,9 @@ class Run:
     stacks: Folded | None = None
     trees: dict[str, Node] = field(default_factory=dict)       # stage -> exclusive stage-rooted tree, per row
     cpu_waits_left_out: bool = False  # the probed calls' waits for a CPU are out of their times
+    unprobed_ns_per_row: float | None = None  # the same load timed with nothing attached (lab bench's twin)
+    settings: dict[str, str] | None = None  # the server's InnoDB and insert-path settings
+    ddl: str | None = None                  # the table's, where the load is known (lab bench, demo)
 
     @property
     def wall_ns_per_row(self) -> float:
@@ -153,13 +159,20 @@ def run_of(profile: Profile, label: str, stacks: Folded | None = None,
     if stacks is not None and perf.get("frequency_hz"):
         per_sample_ns = 1e9 / perf["frequency_hz"]
         own: Counter = Counter()
+        stacks, _ = fold_probe_frames(stacks)  # the probes' own frames are never a finding
+        run.stacks = stacks
         for stack, count in stacks.stacks.items():
             frames = stack.split(";")
-            if len(frames) > 1:
+            if len(frames) > 1 and frames[-1] != PROBES:
                 own[frames[-1]] += count
         run.cpu_self_ns = {f: n * per_sample_ns / rows for f, n in own.items()}
     if evidence:
         run.trees = stage_trees(doc, evidence, rows, exclusive=True)
+    run.settings = (doc.get("perf_schema") or {}).get("settings")
+    run.ddl = (doc.get("workload") or {}).get("ddl")
+    twin = (doc.get("workload") or {}).get("unprobed") or {}
+    if twin.get("rows") and twin.get("seconds"):
+        run.unprobed_ns_per_row = twin["seconds"] * 1e9 / twin["rows"]
     return run
 
 
@@ -188,18 +201,47 @@ def compare(a: list[Run], b: list[Run], top_functions: int = 8) -> dict:
                      | {"symbols": sorted({sym for r in runs for sym in r.stages.get(s, {}).get("symbols", [])})}
                      for side, runs in (("a", a), ("b", b))}
     ps = {kind: _changes(a, b, attr, kind)[:8] for kind, attr in (("ps_stage", "ps_stages"), ("ps_wait", "ps_waits"))}
+    paths = drilldown(a, b, wall, ranked)
+    measured = None
+    if all(r.unprobed_ns_per_row for r in a + b):
+        measured = unprobed_wall([r.unprobed_ns_per_row or 0.0 for r in a], [r.unprobed_ns_per_row or 0.0 for r in b])
     return {
         "a": _side(a), "b": _side(b),
         "wall": wall,
+        "wall_unprobed": measured,
         "ranked": ranked,
         "attributed_ns": attributed,
-        "unattributed_ns": wall.delta - attributed,
+        # what the stages do not hold of the delta the comparison explains
+        "unattributed_ns": (measured.delta if measured is not None else wall.delta) - attributed,
         "functions": fn_changes[:top_functions],
         "stages": detail,
         "perf_schema": ps,
-        "drilldown": drilldown(a, b, wall, ranked),
+        "drilldown": paths,
+        "why": why(a, b, ranked, paths),
         "caveats": caveats(a, b),
     }
+
+
+def why(a: list[Run], b: list[Run], ranked: list[Change], paths: list[dict], top: int = 3) -> list[dict]:
+    """For the stages that changed most (findings), the mechanism of the
+    deepest catalog function on the path the drill-down followed (else the
+    stage's own), what it does, and its settings that differ between A and
+    B; then the tables' DDL where it differs."""
+    out = []
+    settings_a, settings_b = a[0].settings, b[0].settings
+    for c in [c for c in ranked if c.verdict == "finding"][:top]:
+        path = next((p["path"] for p in paths if p.get("stage") == c.name), [c.name])
+        m = mechanisms.of_path(path)
+        if m is None:
+            continue
+        out.append({"stage": c.name, "path": path, "delta_ns_per_row": round(c.delta, 1), "mechanism": m.name,
+                    "what": m.what, "settings": [{"name": n, "a": va, "b": vb}
+                                                 for n, va, vb in mechanisms.differing_settings(m, settings_a,
+                                                                                                settings_b)]})
+    if a[0].ddl and b[0].ddl and a[0].ddl != b[0].ddl:
+        out.append({"stage": None, "mechanism": "table definition", "what": "the two loads' tables differ",
+                    "ddl": {"a": a[0].ddl, "b": b[0].ddl}, "settings": []})
+    return out
 
 
 def caveats(a: list[Run], b: list[Run]) -> list[str]:
@@ -220,12 +262,30 @@ def _side(runs: list[Run]) -> dict:
             "seconds_source": r.seconds_source}
 
 
+PROBED_METHOD = ("profiled runs, less the probes' calibrated cost (no unprobed runs: mysqlprobe lab bench "
+                 "times one beside each profiled run); verdict from the runs' spread")
+
+
+def wall_json(result: dict) -> dict:
+    """compare.json's wall: the unprobed runs' delta where there are any, else the profiled runs'."""
+    if result.get("wall_unprobed") is not None:
+        return result["wall_unprobed"].to_json()
+    c: Change = result["wall"]
+    side = lambda f: {"mean": round(f.median, 3), "ci95": None, "runs": f.runs}  # noqa: E731
+    return {"delta": round(c.delta, 3), "ci95": None, "verdict": c.verdict, "method": PROBED_METHOD,
+            "a": side(c.a), "b": side(c.b)}
+
+
 def to_json(result: dict) -> dict:
     out = {}
     for k, v in result.items():
-        if isinstance(v, Change):
+        if k == "wall":
+            out["wall"], out["wall_probed"] = wall_json(result), v.to_json()
+        elif k == "wall_unprobed":
+            continue
+        elif isinstance(v, Change):
             out[k] = v.to_json()
-        elif k in ("drilldown", "caveats"):
+        elif k in ("drilldown", "caveats", "why"):
             out[k] = v
         elif isinstance(v, list):
             out[k] = [c.to_json() for c in v]
@@ -236,18 +296,27 @@ def to_json(result: dict) -> dict:
     return out
 
 
+# frames of a client connection's thread: the load's, not the server's background threads
+CONNECTION_FRAMES = ("do_handle_one_connection", "handle_one_connection", "do_command", "tp_callback")
+
+
 def merged_stacks(runs: list[Run]) -> Folded:
+    """The runs' CPU stacks of the load's threads (client connections), the probes' frames folded."""
     out = Folded()
     for r in runs:
-        if r.stacks:
-            out.stacks.update(r.stacks.stacks)
+        for stack, count in (r.stacks.stacks.items() if r.stacks else ()):
+            frames = stack.split(";")
+            if "one_connection" in frames[0] or any(f in CONNECTION_FRAMES for f in frames):
+                out.stacks[stack] += count
     return out
 
 
-def _fit(name: str, width: int) -> str:
-    """A name in a column: its end kept when it is too long (two functions
-    that share a long prefix stay apart)."""
-    return name if len(name) <= width else "…" + name[-(width - 1):]
+def _row(name: str, width: int, rest: str) -> list[str]:
+    """A table row: the name whole, on a line of its own where it is wider
+    than its column (no name is cut: two that share a prefix stay apart)."""
+    if len(name) <= width:
+        return [f"  {name:<{width}}{rest}"]
+    return [f"  {name}", f"  {'':<{width}}{rest}"]
 
 
 def _fig(f: Figure) -> str:
@@ -258,18 +327,56 @@ def _mark(c: Change) -> str:
     return {"noise": "noise", "single run": "1 run", "finding": ""}[c.verdict]
 
 
+def explained_delta(result: dict) -> tuple[float, str]:
+    """The wall delta per row the stages are shares of, and where it comes from."""
+    w = result.get("wall_unprobed")
+    return (w.delta, "unprobed runs") if w is not None else (result["wall"].delta, "profiled runs")
+
+
 def _headline(result: dict, top: int = 3) -> list[str]:
-    """The largest findings (not noise) among stages, P_S waits and functions."""
-    pool = [c for c in result["ranked"] + result["perf_schema"]["ps_wait"] + result["functions"]
-            if c.verdict != "noise" and abs(c.delta) >= 1]
+    """The answer: the wall delta per row, then the probed stages that carry
+    it (findings only, the load's threads' own: P_S waits and CPU functions
+    are all threads' and stay in their sections), as shares of it."""
+    delta, source = explained_delta(result)
+    w = result.get("wall_unprobed")
+    lines = []
+    if w is not None:
+        way = "faster" if w.delta < 0 else "slower"
+        lines += textwrap.wrap(f"B is {abs(w.share):.0%} {way} per row than A without the probes: A "
+                               f"{ns_text(w.a.mean)}, B {ns_text(w.b.mean)}; B - A {signed_ns(w.delta)} (95% "
+                               f"{signed_ns(w.low)} to {signed_ns(w.high)}): {w.verdict}", 78)
+        if w.verdict == "noise":
+            return lines + ["The two sides' unprobed intervals overlap: no finding.", ""]
+    pool = [c for c in result["ranked"] if c.verdict != "noise" and abs(c.delta) >= 1]
     pool.sort(key=lambda c: -abs(c.delta))
     if not pool:
-        return ["No change beyond the runs' spread.", ""]
-    kind = {"stage": "stage", "ps_wait": "P_S wait", "function": "on CPU"}
-    lines = ["largest changes per row:"]
+        return lines + ["No stage changed beyond the runs' spread.", ""]
+    lines.append(f"of it, per row ({source}'s B - A {signed_ns(delta)}):")
+    named = {w["stage"]: w for w in result.get("why") or [] if w.get("stage")}
     for c in pool[:top]:
-        lines.append(f"  {signed_ns(c.delta):>9}  {kind.get(c.kind, c.kind)} {c.name[-55:]}")
+        share = f"{c.delta / delta:6.0%}" if delta else "     -"
+        w = named.get(c.name)
+        lines.append(f"  {signed_ns(c.delta):>9} {share}  {c.name}" + (f": {w['mechanism']}" if w else ""))
+        for s in (w or {}).get("settings", []):
+            lines.append(f"{'':22}{s['name']}: A {s['a']}, B {s['b']}")
     return lines + [""]
+
+
+def why_lines(entries: list[dict]) -> list[str]:
+    """Why, in plain words: each changed stage's mechanism and the settings that govern it."""
+    if not entries:
+        return []
+    lines = ["", "why (the mechanism on each changed path, and its settings where A and B differ):"]
+    for w in entries:
+        head = (f"{w['stage']}: {w['mechanism']}" if w.get("stage") else w["mechanism"])
+        lines += textwrap.wrap(f"{head} - {w['what']}", 78, initial_indent="  ", subsequent_indent="    ")
+        if w.get("path") and len(w["path"]) > 1:
+            lines += textwrap.wrap("path: " + " -> ".join(w["path"]), 78, initial_indent="    ",
+                                   subsequent_indent="      ")
+        lines += [f"    {s['name']}: A {s['a']}, B {s['b']}" for s in w.get("settings", [])]
+        if w.get("ddl"):
+            lines += ["    A: " + w["ddl"]["a"], "    B: " + w["ddl"]["b"]]
+    return lines
 
 
 def render_text(result: dict) -> str:
@@ -279,49 +386,52 @@ def render_text(result: dict) -> str:
     lines = [f"mysqlprobe compare, per {unit}",
              f"A  {a['server']}: {a['runs']} run(s), {a['rows']['median']:.0f} rows ({a['rows_source']})",
              f"B  {b['server']}: {b['runs']} run(s), {b['rows']['median']:.0f} rows ({b['rows_source']})",
-             f"wall time per row ({a['seconds_source']}):",
+             f"wall time per row, profiled ({a['seconds_source']}):",
              f"   A {_fig(wall.a)}, B {_fig(wall.b)}: {signed_ns(wall.delta)}"
              + (f" ({100 * wall.delta / wall.a.median:+.0f}%)" if wall.a.median else "") + f"  {_mark(wall)}",
              ""]
     lines += _headline(result)
     for c in result.get("caveats") or []:
         lines += textwrap.wrap(c, 78, initial_indent="note: ", subsequent_indent="      ")
-    if wall.verdict == "noise":
+    if wall.verdict == "noise" and result.get("wall_unprobed") is None:
         lines.append("The difference is within the runs' own spread: no finding.")
+    delta, source = explained_delta(result)
     lines += ["what changed (B - A), time per row outside nested probed stages:",
               f"  {'stage':<32}{'A':>10}{'B':>10}{'B - A':>10}  note"]
     for c in result["ranked"]:
-        lines.append(f"  {_fit(c.name, 32):<32}{ns_text(c.a.median):>10}{ns_text(c.b.median):>10}{signed_ns(c.delta):>10}  {_mark(c)}")
-    share = result["attributed_ns"] / wall.delta if wall.delta else float("nan")
-    lines.append(f"  {'in probed stages':<32}{'':>20}{signed_ns(result['attributed_ns']):>10}"
-                 + (f"  {100 * share:.0f}% of B - A" if share == share else ""))
-    lines.append(f"  {'not in probed stages':<32}{'':>20}{signed_ns(result['unattributed_ns']):>10}")
+        lines += _row(c.name, 32, f"{ns_text(c.a.median):>10}{ns_text(c.b.median):>10}{signed_ns(c.delta):>10}  "
+                                  f"{_mark(c)}")
+    attributed = result["attributed_ns"]
+    lines.append(f"  {'in probed stages':<32}{'':>20}{signed_ns(attributed):>10}"
+                 + (f"  {attributed / delta:.0%} of B - A" if delta else ""))
+    lines.append(f"  {'not attributed to a stage':<32}{'':>20}{signed_ns(delta - attributed):>10}")
     if result["functions"]:
-        lines += ["", "functions on CPU that grew or shrank most (self time per row, all threads):",
-                  f"  {'function':<42}{'A':>9}{'B':>9}{'B - A':>9}  note"]
+        lines += ["", "functions on CPU that grew or shrank most (self time per row, all threads; the",
+                  "probes' own frames left out):", f"  {'function':<42}{'A':>9}{'B':>9}{'B - A':>9}  note"]
         for c in result["functions"]:
-            lines.append(f"  {_fit(c.name, 42):<42}{ns_text(c.a.median):>9}{ns_text(c.b.median):>9}{signed_ns(c.delta):>9}"
-                         f"  {_mark(c)}")
+            lines += _row(c.name, 42, f"{ns_text(c.a.median):>9}{ns_text(c.b.median):>9}{signed_ns(c.delta):>9}"
+                                      f"  {_mark(c)}")
     lines += drilldown_lines(result.get("drilldown") or [])
+    lines += why_lines(result.get("why") or [])
     lines += ["", "stages side by side (A -> B):",
               f"  {'stage':<27}{'calls/row':>13}{'p50':>19}{'p99':>19}"]
     for s, sides in result["stages"].items():
         def pair(key, fmt):
             va, vb = sides["a"].get(key), sides["b"].get(key)
             return f"{fmt(va['median']) if va else '-'} -> {fmt(vb['median']) if vb else '-'}"
-        lines.append(f"  {_fit(s, 27):<27}{pair('calls_per_row', lambda v: f'{v:.2f}'):>13}"
-                     f"{pair('p50_ns', ns_text):>19}{pair('p99_ns', ns_text):>19}")
+        lines += _row(s, 27, f"{pair('calls_per_row', lambda v: f'{v:.2f}'):>13}"
+                             f"{pair('p50_ns', ns_text):>19}{pair('p99_ns', ns_text):>19}")
         if sides["a"]["symbols"] != sides["b"]["symbols"]:
             for side in ("a", "b"):
                 for sym in sides[side]["symbols"][:2]:
-                    lines.append(f"    {side.upper()}: {sym[:70]}")
+                    lines.append(f"    {side.upper()}: {sym}")
     for kind, title in (("ps_stage", "P_S stages"), ("ps_wait", "P_S waits (all threads)")):
         changes = [c for c in result["perf_schema"][kind] if max(abs(c.a.median), abs(c.b.median)) >= 1]
         if changes:
             lines += ["", f"{title} per row (A -> B):"]
             for c in changes[:5]:
-                lines.append(f"  {c.name[-40:]:<40} {ns_text(c.a.median):>8} -> {ns_text(c.b.median):<8}"
-                             f"{signed_ns(c.delta):>9}  {_mark(c)}")
+                lines += _row(c.name, 40, f" {ns_text(c.a.median):>8} -> {ns_text(c.b.median):<8}"
+                                          f"{signed_ns(c.delta):>9}  {_mark(c)}")
     lines += ["", "noise: a change within the two sides' run-to-run spread (half the min-max",
               "range of each, summed); 1 run: no spread known"]
-    return "\n".join(line[:80] for line in lines) + "\n"
+    return "\n".join(lines) + "\n"

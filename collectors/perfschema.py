@@ -78,6 +78,20 @@ def rows_changed(conn) -> int:
     return sum(global_status(conn, ROW_COUNTERS).values())
 
 
+# what compare sets side by side: InnoDB's settings, and the few of the SQL layer
+# the insert path's mechanisms turn on (analysis/mechanisms.py)
+SETTINGS_KEPT = ("innodb_", "sync_binlog", "log_bin", "binlog_format", "tx_isolation", "transaction_isolation",
+                 "version", "performance_schema", "autocommit", "max_allowed_packet")
+
+
+def server_settings(conn) -> dict[str, str]:
+    """SHOW GLOBAL VARIABLES, the InnoDB and insert-path ones."""
+    with conn.cursor() as cur:
+        cur.execute("SHOW GLOBAL VARIABLES")
+        return {name: value for name, value in cur.fetchall()
+                if name.startswith(SETTINGS_KEPT) and name not in ("version_compile_os",)}
+
+
 def leave_out_own_statements(conn) -> int | None:
     """Have P_S stop recording this connection's statements; its P_S thread
     id, or None where that was refused. The history tables are small shared

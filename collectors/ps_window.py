@@ -14,7 +14,8 @@ from mysqlprobe.collectors import connection
 from mysqlprobe.collectors.base import Background, Collector, Cost, Facts, Section, hold_if_asked
 from mysqlprobe.collectors.connection import ConnectOptions, pymysql
 from mysqlprobe.collectors.guard_process import GuardProcess
-from mysqlprobe.collectors.perfschema import PerfSchema, deltas, leave_out_own_statements, rows_changed
+from mysqlprobe.collectors.perfschema import (PerfSchema, deltas, leave_out_own_statements, rows_changed,
+                                              server_settings)
 from mysqlprobe.collectors.process import ServerProcess, thread_cpu_seconds
 from mysqlprobe.collectors.ps_guard import RESUME_WAIT_S
 from mysqlprobe.collectors.ps_lease import SetupLease
@@ -65,6 +66,7 @@ class PerfSchemaCollector(Collector):
         super().__init__()
         self.pid, self.opts, self.waits, self.full_sql = pid, opts, waits, full_sql
         self.server = ServerProcess.of(pid)  # paused or gone, told apart from /proc
+        self.settings: dict[str, str] = {}
         self._paused_reads = 0
         self.whole_window = whole_window  # the setup on in the quiet phases too
         self.ps: PerfSchema | None = None
@@ -137,6 +139,7 @@ class PerfSchemaCollector(Collector):
         self.conn = self.progress = conn
         self.ps = PerfSchema(conn, self.waits, full_sql=self.full_sql)
         try:
+            self.settings = server_settings(conn)  # with P_S off too: compare sets them side by side
             if not self.ps.enabled():
                 return self._give_up("off", "the server runs with performance_schema=OFF")
             self.lease = SetupLease.for_server(self.pid)
@@ -299,6 +302,8 @@ class PerfSchemaCollector(Collector):
                                       "quiet_s": round(self.quiet_s, 6)}
         if "deltas" in self.record:
             self.record["own_rows_changed"] = self._own_setup_rows()
+        if self.settings:
+            self.record["settings"] = self.settings
         if self.server_cpu_s is not None:
             cost = Cost(target_s=self.server_cpu_s, method="the server's CPU time for this collector's connections "
                                                            "in the window, from their threads; what the instruments "

@@ -116,11 +116,13 @@ def render_html(result: dict, text: str, svg: str | None, stage_svgs: list[tuple
             ".stages td{padding:2px 8px}.bars{width:640px}.bar{height:14px;margin:1px 0;font-size:11px;"
             "white-space:nowrap}.bar.a{background:#8fb3d9}.bar.b{background:#e39b7b}</style></head><body>"
             f"<h1>{html.escape(result['a']['server'])} vs {html.escape(result['b']['server'])}</h1>"
+            + "<div id=headline><pre>" + html.escape("\n".join(C._headline(result))) + "</pre></div>"
             + drilldown_html(result)
             + "<h2>Stages, per row</h2>" + stage_bars(result)
             + "".join(f"<h2>Below {html.escape(stage)}</h2>{g}" for stage, g in stage_svgs)
             + f"<h2>Report</h2><pre>{html.escape(text)}</pre>"
-            + (f"<h2>Differential flame graph, samples per row</h2>{svg}" if svg else "") + "</body></html>\n")
+            + (f"<h2>Differential flame graph of the load's threads, samples per row</h2>{svg}" if svg else "")
+            + "</body></html>\n")
 
 
 def run(args, parser) -> int:

@@ -91,4 +91,14 @@ def test_compare_lines_up_two_server_lines(benches, tmp_path):
     for side in ("a", "b"):
         assert detail["innodb.row_insert"][side]["calls_per_row"]["median"] == pytest.approx(1.0, abs=0.01)
     assert result["wall"]["a"]["runs"] == 2 and result["wall"]["verdict"] in ("finding", "noise")
+    # the wall delta is the unprobed twins', not the profiled runs' (which carry the probes' own cost)
+    assert result["wall"]["method"].startswith("unprobed runs")
+    twins = {side: [_profile(out, version, "range-5", run)["workload"]["unprobed"] for run in (1, 2)]
+             for side, version in (("a", "10.1.23"), ("b", "10.2.11"))}
+    per_row = {side: sum(t["seconds"] * 1e9 / t["rows"] for t in ts) / 2 for side, ts in twins.items()}
+    assert result["wall"]["delta"] == pytest.approx(per_row["b"] - per_row["a"], abs=0.01)
+    low, high = result["wall"]["ci95"]
+    assert low <= result["wall"]["delta"] <= high
+    assert result["wall_probed"]["delta"] != result["wall"]["delta"]
+    assert not [c for c in result["functions"] if "[mysqlprobe]" in c["name"] or "bpf_prog" in c["name"]]
     assert (tmp_path / "cmp" / "diff.svg").exists() and (tmp_path / "cmp" / "compare.html").exists()

@@ -1,6 +1,7 @@
 """The compare's drill-down on the known-cost target: the same rows twice,
 insert_row() probed, the second time each row also goes through
-extend_file() (a page written and synced). The whole difference per row
+fsp_try_extend_data_file() (a page written and synced, named as InnoDB's
+tablespace extension). The whole difference per row
 lies in that deeper path: the drill-down must name it, with most of the
 wall-time difference and the pwrite64/fdatasync calls that explain it, one
 call each per row."""
@@ -42,12 +43,17 @@ def test_the_slow_variants_deeper_path_is_found_with_its_share(known_cost, tmp_p
     wall = result["wall"]["delta"]
     assert wall == pytest.approx(b_ns - a_ns, rel=0.2)            # the fixture's own clock agrees
     top = result["drilldown"][0]
-    assert top["path"] == ["probe:insert_row", "extend_file"]
+    assert top["path"] == ["probe:insert_row", "fsp_try_extend_data_file"]
     assert 0.8 <= top["share"] <= 1.1                            # all of it is there, measured within 20%
     calls = {c["call"]: c for c in top["b"]["syscalls"]}
     assert calls["pwrite64"]["calls"] == pytest.approx(1.0) and calls["pwrite64"]["bytes"] == pytest.approx(4096)
     assert calls["fdatasync"]["calls"] == pytest.approx(1.0)
     assert top["a"]["syscalls"] == [] and top["a"]["io"]["calls"] == 0
     assert top["b"]["offcpu_ns"] > 0
+    # the path's deepest function is in the mechanism catalog: the compare says what it is
+    (why,) = [w for w in result["why"] if w["stage"] == "probe:insert_row"]
+    assert why["mechanism"] == "tablespace extension" and why["path"][-1] == "fsp_try_extend_data_file"
+    text = subprocess.run([MYSQLPROBE, "compare", str(a), str(b)], capture_output=True, text=True).stdout
+    assert "probe:insert_row: tablespace extension" in text
     page = (b / "report.html").read_text()                      # the capture's own stage-rooted graph
     assert "<summary>probe:insert_row</summary>" in page and "below probe:insert_row" in page

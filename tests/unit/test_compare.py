@@ -59,9 +59,9 @@ def make_capture(version: str, write_row_symbol: str, wall_us: float, write_row_
 
 
 A = dict(version="10.1.23", write_row_symbol="ha_partition::write_row", wall_us=10, write_row_us=6, row_insert_us=4,
-         stacks=f"conn;ha_partition::write_row;row_insert_for_mysql {2 * ROWS}\nconn;do_select;copy {3 * ROWS}")
+         stacks=f"sql/one_connection;ha_partition::write_row;row_insert_for_mysql {2 * ROWS}\nsql/one_connection;do_select;copy {3 * ROWS}")
 B = dict(version="10.2.11", write_row_symbol="ha_innopart::write_row", wall_us=6, write_row_us=3, row_insert_us=2.5,
-         stacks=f"conn;ha_innopart::write_row;row_insert_for_mysql {2 * ROWS}\nconn;do_select;copy {1 * ROWS}")
+         stacks=f"sql/one_connection;ha_innopart::write_row;row_insert_for_mysql {2 * ROWS}\nsql/one_connection;do_select;copy {1 * ROWS}")
 
 
 def run(spec, label="x", **change):

@@ -174,7 +174,10 @@ def test_a_tables_partitions_are_one_file_in_the_evidence(file, group):
     assert file_group(file) == group
 
 
-def test_long_stage_names_keep_their_ends_in_the_tables():
-    general, low = (C._fit(f"probe:fseg_alloc_free_page_{end}", 27) for end in ("general", "low"))
-    assert general != low and general.endswith("page_general") and len(general) == 27
-    assert C._fit("innodb.row_insert", 27) == "innodb.row_insert"
+def test_long_stage_names_are_never_cut_in_the_tables():
+    """A name wider than its column gets a line of its own, whole: two that
+    share a long prefix (probe:fsp_try_extend_data_f...) stay apart."""
+    general, low = (C._row(f"probe:fseg_alloc_free_page_{end}", 27, "   1us") for end in ("general", "low"))
+    assert general == ["  probe:fseg_alloc_free_page_general", f"  {'':<27}   1us"]
+    assert low[0] == "  probe:fseg_alloc_free_page_low"
+    assert C._row("innodb.row_insert", 27, "   1us") == [f"  {'innodb.row_insert':<27}   1us"]

@@ -49,7 +49,10 @@ def add_arguments(p) -> None:
     p.add_argument("--rows", type=int, default=1000003, help="rows per INSERT ... SELECT (default 1000003, a prime)")
     p.add_argument("--single-rows", type=int, default=20011,
                    help="rows the concurrent cells insert one by one (default 20011, a prime)")
-    p.add_argument("--repeats", type=int, default=3, help="runs per cell (default 3)")
+    p.add_argument("--repeats", type=int, default=5,
+                   help="runs per cell, each the load unprobed then profiled (default 5: a 95%% interval on the "
+                        "unprobed time per row of about +-5%% where runs vary by 5-10%%; the cost: twice the "
+                        "load's time per repeat, plus the profiled runs' slowdown)")
     p.add_argument("--sampled", action="store_true",
                    help="duty-cycled probes as in a production run (default: every call counted, which "
                         "gives compare exact stage times; the load then runs slower, and its time less the "
@@ -136,6 +139,13 @@ def run(args, parser) -> int:
     return 0
 
 
+def run_unprobed(conn, socket: str, cell: Cell, rows: int) -> tuple[int, float]:
+    """The cell's load with nothing attached: (rows, seconds)."""
+    if cell.clients:
+        return workload.single_row_inserts(socket, cell.table, rows, cell.clients)
+    return workload.insert_select(conn, cell.table)
+
+
 def _bench(args, cells: list[Cell], pid: int, socket: str) -> None:
     restore_format = None
     conn = workload.connect(socket)
@@ -155,8 +165,11 @@ def _bench(args, cells: list[Cell], pid: int, socket: str) -> None:
         total = len(cells) * args.repeats
         for r in range(args.repeats):  # repeats outermost: a drift of the machine spreads over every cell
             for i, cell in enumerate(cells):
-                workload.create_target(conn, cell.table)
                 rows = args.single_rows if cell.clients else args.rows
+                # the same load unprobed first: compare's wall delta comes from these twins
+                workload.create_target(conn, cell.table)
+                unprobed = run_unprobed(conn, socket, cell, rows)
+                workload.create_target(conn, cell.table)
                 if cell.clients:
                     load = lambda cell=cell, rows=rows: workload.single_row_inserts(socket, cell.table, rows,  # noqa: E731
                                                                                     cell.clients)
@@ -168,7 +181,8 @@ def _bench(args, cells: list[Cell], pid: int, socket: str) -> None:
                                                  exact=not args.sampled, verbose=args.verbose, quiet=True)
                 cap.doc["workload"] = {"cell": cell.name, "table": cell.table.name, "ddl": cell.table.ddl(),
                                    "rows": got, "seconds": round(seconds, 3), "clients": cell.clients or 1,
-                                   "statement": cell.describe()}
+                                   "statement": cell.describe(),
+                                   "unprobed": {"rows": unprobed[0], "seconds": round(unprobed[1], 4)}}
                 failure = save_capture(cap, str(out))
                 if failure:
                     raise failure
