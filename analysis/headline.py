@@ -109,9 +109,11 @@ def headline(profile: Profile) -> Headline:
         per_row = ns / rows if ns is not None and rows else None
         parts.append(Part(stage, per_row, per_row / row_ns if per_row is not None and row_ns else None))
     not_probed = None
-    if row_ns is not None and all(p.ns_per_row is not None for p in parts):
-        rest = row_ns - sum(p.ns_per_row or 0 for p in parts)
-        not_probed = Part("not probed", max(rest, 0.0), max(rest, 0.0) / row_ns)
+    if row_ns is not None and any(p.ns_per_row is not None for p in parts):
+        # what no probe covers; a withheld stage's part is in it, and the label says so
+        rest = max(row_ns - sum(p.ns_per_row or 0 for p in parts), 0.0)
+        label = "not probed" if all(p.ns_per_row is not None for p in parts) else "not probed, or withheld"
+        not_probed = Part(label, rest, rest / row_ns)
     return Headline(rows, rows_from, load_s, unprobed_s, parts, not_probed, partition_skew(profile),
                     cost_line(profile))
 
@@ -137,8 +139,6 @@ def render(h: Headline) -> list[str]:
         share = f"{p.share:6.1%}" if p.share is not None else "     -"
         bar = "#" * round((p.share or 0) * 30)
         lines.append(f"  {p.stage:<28} {fmt(p.ns_per_row):>8} {share}  {bar}")
-    if h.not_probed is None and h.unprobed_s:
-        lines += _prose("(no 'not probed' part: a stage above is withheld)")
     lines += _prose("per row, each stage's own time (less its probed callees')"
                     + ("; shares of the row's time without the probes" if h.unprobed_s else ""))
     if h.skew:

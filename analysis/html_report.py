@@ -5,11 +5,11 @@ a chart, the partitions, the flame graph and the run's metadata."""
 from __future__ import annotations
 
 import html
-import json
 
 from mysqlprobe.analysis import histogram as H
 from mysqlprobe.analysis import report as text
 from mysqlprobe.analysis.consistency import MEAN, PERCENTILES, TOTAL, report_lines, withheld
+from mysqlprobe.analysis.headline import headline
 from mysqlprobe.analysis.model import Profile
 from mysqlprobe.analysis.profile import StageSummary
 
@@ -25,6 +25,10 @@ pre{background:#f8f8f4;padding:10px;overflow-x:auto;font-size:12.5px}
 .meta td{text-align:left} .stage{display:inline-block;vertical-align:top;margin:0 18px 18px 0}
 .warn{color:#a40} .muted{color:#666} .est{color:#555;font-style:italic}
 #search{font:13px monospace;padding:3px 6px;width:260px}
+.card{border:1px solid #ddd;border-radius:6px;padding:12px 16px;background:#fcfcfa;max-width:900px}
+.card .big{font-size:20px;font-weight:600} .bar{display:flex;height:26px;margin:10px 0 6px;border:1px solid #bbb}
+.seg{height:100%} .key{display:inline-block;margin:2px 14px 2px 0} .key i{display:inline-block;width:11px;
+height:11px;margin-right:5px;vertical-align:-1px}
 """
 
 _PAGE_SCRIPT = """
@@ -123,16 +127,57 @@ def _metadata(doc: dict) -> str:
     t, w, eng = doc["target"], doc["window"], doc.get("engine", {})
     srv = t.get("server", {})
     perf = doc.get("perf") or {}
-    rows = [["command", " ".join(doc.get("argv", []))], ["mysqlprobe", doc.get("tool", {}).get("version", "?")],
-            ["host", json.dumps(doc.get("host", {}))],
-            ["server", f"{srv.get('family', '?')} {srv.get('version', '?')} ({srv.get('line', '?')})"],
-            ["binary", t.get("binary")], ["symbols", t.get("symbols")],
+    host = doc.get("host") or {}
+    sampling = doc.get("sampling") or {}
+    cal = doc.get("calibration") or {}
+    classes = cal.get("classes") or {}
+    rows = [["command", " ".join(str(a) for a in (doc.get("tool") or {}).get("command", [])) or "-"],
+            ["mysqlprobe", (doc.get("tool") or {}).get("version", "?")],
+            ["host", f"{host.get('hostname', '?')}: Linux {host.get('kernel', '?')}, {host.get('machine', '?')}, "
+                     f"{host.get('cpus', '?')} CPUs"],
+            ["server", f"{srv.get('family', '?')} {srv.get('version', '?')} ({srv.get('line', '?')}), PID {t['pid']}"],
+            ["binary", t.get("binary")], ["build-id", t.get("build_id") or "-"], ["symbols", t.get("symbols")],
             ["window", f"{w['start']}, {w['duration_s']:.2f}s, ended by {w['ended_by']}"],
             ["probes", f"{eng.get('probes_attached')} attached through {eng.get('links')} links"],
-            ["sampling", json.dumps({k: v for k, v in (doc.get("sampling") or {}).items() if k != "calls_per_cycle"})],
-            ["CPU sampling", perf.get("command") or perf.get("reason") or perf.get("status")],
-            ["calibration", json.dumps(doc.get("calibration"))]]
+            ["mode", "every call counted (--exact)" if sampling.get("mode") != "sampled" else
+             f"duty cycles: {sampling.get('cycles')} cycles, probes on {sampling.get('on_s') or 0:.3f}s, budget "
+             f"{(sampling.get('overhead_budget') or 0):.0%}"],
+            ["CPU sampling", perf.get("command") or perf.get("reason") or perf.get("status") or "-"],
+            ["probe cost per hit", ", ".join(f"{name} entry {c.get('entry_ns', 0):.0f}ns, return "
+                                             f"{c.get('return_ns', 0):.0f}ns" for name, c in classes.items()) or "-"],
+            ["in-situ factor", cal.get("in_situ_factor") if cal.get("in_situ_factor") is not None else "not measured"]]
     return _table(["", ""], rows, "meta")
+
+
+BAR_COLOURS = ("#4a78b0", "#e67e22", "#2e8b57", "#8e44ad", "#c0392b", "#16a085", "#7f8c8d")
+
+
+def summary_card(profile: Profile) -> str:
+    """The headline as a card: rows and time, a per-row stacked bar of the
+    stages' own time and what no probe covers, skew and cost."""
+    h = headline(profile)
+    if not h.rows:
+        return "<div class=card><b>No rows written in the window</b>: the stage table below has the calls.</div>"
+    parts = [p for p in h.parts if p.ns_per_row] + ([h.not_probed] if h.not_probed else [])
+    unprobed = (f"{h.unprobed_s:.3g} s without the probes, {fmt(h.unprobed_s * 1e9 / h.rows)} a row"
+                if h.unprobed_s else "time without the probes not measured")
+    segments, legend = [], []
+    for i, p in enumerate(parts):
+        colour = "#ccc" if p.stage.startswith("not probed") else BAR_COLOURS[i % len(BAR_COLOURS)]
+        label = f"{p.stage}: {fmt(p.ns_per_row)} a row" + (f", {p.share:.1%}" if p.share is not None else "")
+        if p.share:
+            segments.append(f'<div class=seg data-stage="{_e(p.stage)}" style="width:{100 * p.share:.2f}%;'
+                            f'background:{colour}" title="{_e(label)}"></div>')
+        legend.append(f'<span class=key><i style="background:{colour}"></i>{_e(label)}</span>')
+    withheld_parts = [p.stage for p in h.parts if p.ns_per_row is None]
+    return ("<div class=card id=summary>"
+            f"<div class=big>{h.rows:,} rows in {h.load_s:.3g} s</div>"
+            f"<div class=muted>{_e(h.rows_from)}; {_e(unprobed)}</div>"
+            f"<div class=bar id=per-row>{''.join(segments)}</div><div>{''.join(legend)}</div>"
+            + (f"<div class=warn>withheld: {_e(', '.join(withheld_parts))} (see Stages)</div>" if withheld_parts
+               else "")
+            + (f"<div>partitions: {_e(h.skew)}</div>" if h.skew else "")
+            + f"<div class=muted>cost: {_e(h.cost)}</div></div>")
 
 
 def render_html(profile: Profile, flamegraph_svg: str | None = None, offcpu_svg: str | None = None,
@@ -143,7 +188,8 @@ def render_html(profile: Profile, flamegraph_svg: str | None = None, offcpu_svg:
     title = f"mysqlprobe: {srv.get('family', '?')} {srv.get('version', '?')}, PID {t['pid']}"
     parts = [f"<!DOCTYPE html><html lang=en><head><meta charset=utf-8><title>{_e(title)}</title>"
              f"<style>{_CSS}</style><script>{_PAGE_SCRIPT}</script></head><body>",
-             f"<h1>{_e(title)}</h1>", _pre(text.header(profile))]
+             f"<h1>{_e(title)}</h1>", "<h2>Where an inserted row's time went</h2>", summary_card(profile),
+             "<details><summary>the run</summary>", _pre(text.header(profile)), "</details>"]
     parts += ["<h2>Stages</h2>",
               _table(STAGE_COLUMNS[:2] + (["95% interval"] if text.is_sampled(doc) else []) + STAGE_COLUMNS[2:],
                      _stage_rows(profile)),

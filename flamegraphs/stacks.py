@@ -3,6 +3,7 @@ most samples on CPU themselves (self) and under them (total)."""
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 
 from mysqlprobe.flamegraphs.folded import Folded
@@ -50,3 +51,28 @@ def stacks_summary(folded: Folded, top: int = TOP) -> dict:
     return {"threads": [{"thread": t, "samples": c} for t, c in sorted(thread_samples(folded).items(),
                                                                         key=lambda kv: (-kv[1], kv[0]))],
             "top_self": _ranked(own, total, "total", n, top), "top_total": _ranked(total, own, "self", n, top)}
+
+
+# the probes' own machinery on a stack: the int3 or uretprobe entry into the
+# kernel, the uprobe handlers and the BPF programs they run
+PROBE_FRAME = re.compile(r"uprobe|uretprobe|bpf_prog|exc_int3|asm_exc_int3|bpf_trampoline")
+PROBES = "[mysqlprobe]"
+
+
+def fold_probe_frames(folded: Folded) -> tuple[Folded, int]:
+    """The stacks with the probes' machinery as one [mysqlprobe] frame: the
+    kernel frames that end a stack, from the last user frame on, where one
+    of them is a probe's. The samples so folded are the probes' own cost,
+    never the server's work. (The stacks, and how many samples were folded.)"""
+    out, folded_samples = Folded(), 0
+    for stack, count in folded.stacks.items():
+        frames = stack.split(";")
+        user = max((i for i, f in enumerate(frames) if not f.endswith("_[k]")), default=-1)
+        tail = frames[user + 1:]
+        if tail and any(PROBE_FRAME.search(f) for f in tail):
+            frames = frames[:user + 1] + [PROBES]
+            folded_samples += count
+        key = ";".join(frames)
+        out.stacks[key] = out.stacks.get(key, 0) + count
+    out.ignored = folded.ignored
+    return out, folded_samples

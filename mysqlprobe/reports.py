@@ -11,6 +11,7 @@ from mysqlprobe.analysis.stage_trees import CPU_NS, IO_NS, OFFCPU_NS, SOURCES, r
 from mysqlprobe.capture import read_profile, read_stacks
 from mysqlprobe.errors import CaptureError
 from mysqlprobe.files import write_new
+from mysqlprobe.flamegraphs.stacks import fold_probe_frames
 from mysqlprobe.flamegraphs.svg import render
 
 FLAMEGRAPH_FILE = "flamegraph.svg"
@@ -85,7 +86,8 @@ def write_visuals(out_dir: str, profile: Profile) -> list[str]:
         section = SOURCES[kind][0]
         if not (doc.get(section) or {}).get("stacks_file") or kind not in stacks:
             return None
-        svg = render(stacks[kind], *titles(doc), **style)
+        shown, _ = fold_probe_frames(stacks[kind])  # the probes' machinery as one [mysqlprobe] frame
+        svg = render(shown, *titles(doc), **style)
         written.append(write_new(out_dir, svg_file, svg))
         return svg
 

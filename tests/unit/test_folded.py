@@ -2,6 +2,7 @@ import io
 from pathlib import Path
 
 from mysqlprobe.flamegraphs import folded
+from mysqlprobe.flamegraphs.folded import Folded
 
 GOLDEN = Path(__file__).parents[1] / "golden"
 
@@ -40,3 +41,19 @@ def test_diff_lists_every_stack_with_both_counts():
     out = io.StringIO()
     folded.write_diff(before, after, out)
     assert out.getvalue() == "a;b 3 5\na;c 1 0\na;d 0 2\n"
+
+
+def test_the_probes_machinery_folds_into_one_frame_and_never_into_user_frames():
+    from mysqlprobe.flamegraphs.stacks import PROBES, fold_probe_frames
+    f = Folded()
+    user = ["sql/one_connection", "do_command", "write_record", "ha_partition::write_row"]
+    f.add(user + ["entry_SYSCALL_64_after_hwframe_[k]", "do_syscall_64_[k]", "__x64_sys_uretprobe_[k]",
+                  "uprobe_handle_trampoline_[k]", "uprobe_prog_run_[k]", "bpf_prog_16db_probe_return_[k]"], 3)
+    f.add(user + ["asm_exc_int3_[k]", "exc_int3_[k]", "uprobe_notify_resume_[k]"], 2)
+    f.add(user + ["entry_SYSCALL_64_after_hwframe_[k]", "__x64_sys_pwrite64_[k]"], 5)   # the server's own
+    f.add(user + ["row_insert_for_mysql"], 7)
+    out, folded = fold_probe_frames(f)
+    assert folded == 5 and out.total == f.total
+    assert out.stacks[";".join(user + [PROBES])] == 5
+    assert out.stacks[";".join(user + ["entry_SYSCALL_64_after_hwframe_[k]", "__x64_sys_pwrite64_[k]"])] == 5
+    assert out.stacks[";".join(user + ["row_insert_for_mysql"])] == 7
