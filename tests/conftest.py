@@ -114,3 +114,56 @@ def dashboard_queries(instance: str = ".*", stage: str = "innodb.row_insert", ra
                 expr = expr.replace(name, value)
             queries[f"{panel['title']} / {target['refId']}"] = expr
     return queries
+
+
+def impossible_figures(capture_dir: Path) -> list[str]:
+    """What a capture's printed figures (those not withheld) break of the
+    physical bounds, checked here afresh from the saved document: no stage
+    longer than its threads x the window, percentiles not negative and in
+    order, a callee whose every call is inside its caller's no slower per call."""
+    from mysqlprobe.analysis.model import Profile
+    from mysqlprobe.capture import read_profile
+
+    try:
+        doc = read_profile(str(capture_dir))
+        profile = Profile(doc)
+    except Exception:  # noqa: BLE001 - not a capture this test left whole: its own assertions say so
+        return []
+    held = {(v.stage, v.figure) for v in profile.consistency}
+    window_ns = doc["window"]["duration_s"] * 1e9
+    threads: dict[str, set] = {}
+    parents: dict[str, set] = {}
+    stage_of = {p["id"]: p.get("stage") or f"probe:{p['name']}" for p in doc.get("probes", [])}
+    for p in doc.get("probes", []):
+        for c in p.get("callers", []):
+            threads.setdefault(stage_of[p["id"]], set()).add(c["tid"])
+            parents.setdefault(stage_of[p["id"]], set()).add(stage_of.get(c["parent"]))
+    broken = []
+    figures = {f["stage"]: f for f in profile.figures}
+    percentiles = {s.stage: [x for x in s.percentiles().values() if x is not None] for s in profile.stages}
+    for name, f in figures.items():
+        n = len(threads.get(name, ())) or (doc.get("process") or {}).get("threads") or 0
+        if (name, "total") not in held and n and f["total_ns"] > n * window_ns * 1.02:
+            broken.append(f"{name}: total {f['total_ns']:.0f}ns over {n} thread(s) x {window_ns:.0f}ns")
+        values = percentiles.get(name, [])
+        if (name, "percentiles") not in held and (any(v < 0 for v in values) or values != sorted(values)):
+            broken.append(f"{name}: percentiles {values}")
+        callers = parents.get(name) or set()
+        parent = next(iter(callers)) if len(callers) == 1 else None
+        p = figures.get(parent) if parent else None
+        if (p and (name, "mean") not in held and (parent, "mean") not in held and f["mean_ns"]
+                and p["mean_ns"] and f["calls"] >= p["calls"] * 0.98
+                and f["mean_ns"] > p["mean_ns"] * p["calls"] / f["calls"] * 1.05 + 1):
+            broken.append(f"{name}: {f['mean_ns']:.0f}ns a call inside {parent}'s {p['mean_ns']:.0f}ns")
+    return broken
+
+
+@pytest.fixture(autouse=True)
+def captures_are_physically_possible(request):
+    """Every capture a test leaves in its tmp_path keeps the bounds in what it prints."""
+    tmp = request.getfixturevalue("tmp_path") if "tmp_path" in request.fixturenames else None
+    yield
+    if tmp is None:
+        return
+    broken = [f"{p.parent}: {b}" for p in tmp.rglob("profile.json") for b in impossible_figures(p.parent)]
+    assert not broken, broken

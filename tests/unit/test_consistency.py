@@ -182,3 +182,19 @@ def test_a_callee_is_held_to_every_caller_up_the_chain():
     assert consistency.nestings(d) == [("innodb.row_insert", "partition.write_row", 1.0),
                                        ("innodb.page_compress", "innodb.row_insert", 1.0),
                                        ("innodb.page_compress", "partition.write_row", 1.0)]
+
+
+def test_the_suites_property_check_finds_what_is_not_withheld(tmp_path, monkeypatch):
+    """conftest's impossible_figures, run on every capture the integration tests
+    leave, reads the printed figures afresh: a breaking capture passes it only
+    because the Profile withheld the figure."""
+    from conftest import impossible_figures
+    from mysqlprobe.capture import Capture
+    from mysqlprobe.output import save_capture
+    d = doc()
+    d["window"]["duration_s"] = 0.010
+    assert save_capture(Capture(d), str(tmp_path)) is None
+    assert impossible_figures(tmp_path) == []
+    monkeypatch.setattr(Profile, "consistency", property(lambda self: []))
+    (broken,) = impossible_figures(tmp_path)
+    assert broken.startswith("partition.write_row: total")
