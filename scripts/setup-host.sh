@@ -1,21 +1,26 @@
 #!/usr/bin/env bash
 # Installs what mysqlprobe needs on Debian 12, as root; skips what is there.
-#   build:  clang, libbpf-dev, linux-libc-dev (uapi headers), gcc   -> probes/*.bpf.o
-#   run:    libbpf1, python3 + venv
-#   run:    linux-perf (CPU samples for flame graphs)
-#   tests:  g++/binutils (fixtures), bpftool (probe checks), maven (MariaDB jars),
-#           mariadb-server-core (Debian's stripped mariadbd), chromium (the HTML report
-#           in a real browser), inferno from crates.io (reads our folded stacks), prometheus
-#           (promtool checks the exposition), Go (go tool pprof reads our profiles), debuginfod
-#           (serves a stripped server's debug file by build-id), systemtap-sdt-dev (sys/sdt.h:
-#           USDT notes in a fixture); bench: bpftrace
+#   setup-host.sh run    the product: build and run (clang, libbpf, perf, python3)
+#   setup-host.sh demo   run, and the lab's sandbox servers (maven fetches MariaDB from Maven Central)
+#   setup-host.sh test   demo, and the tools the tests check mysqlprobe against: g++/binutils (fixtures),
+#                        bpftool, bpftrace, mariadb-server-core (Debian's stripped mariadbd), chromium (the
+#                        HTML report in a real browser), prometheus (promtool), Go (go tool pprof),
+#                        debuginfod, systemtap-sdt-dev (USDT notes), sysbench, inferno (from crates.io)
+# A database host needs `run` only: none of the test tools.
 set -euo pipefail
 
-packages=(clang libbpf-dev libbpf1 linux-libc-dev gcc g++ binutils make bpftool bpftrace linux-perf
-          python3 python3-venv python3-pip maven mariadb-server-core chromium ca-certificates sysbench
-          prometheus debuginfod systemtap-sdt-dev)
-# Go: the machines carry one in /usr/local/go; elsewhere Debian's
-command -v go >/dev/null || [ -x /usr/local/go/bin/go ] || packages+=(golang-go)
+level=${1:-run}
+run=(clang libbpf-dev libbpf1 linux-libc-dev gcc make linux-perf python3 python3-venv python3-pip ca-certificates)
+demo=(maven)
+test=(g++ binutils bpftool bpftrace mariadb-server-core chromium sysbench prometheus debuginfod systemtap-sdt-dev)
+case "$level" in
+    run) packages=("${run[@]}") ;;
+    demo) packages=("${run[@]}" "${demo[@]}") ;;
+    test) packages=("${run[@]}" "${demo[@]}" "${test[@]}")
+          # Go: the machines carry one in /usr/local/go; elsewhere Debian's
+          command -v go >/dev/null || [ -x /usr/local/go/bin/go ] || packages+=(golang-go) ;;
+    *) echo "setup-host.sh: run, demo or test, not '$level'" >&2; exit 2 ;;
+esac
 INFERNO_VERSION=0.12.8
 
 if [ "$(id -u)" != 0 ]; then
@@ -34,6 +39,8 @@ if [ ${#missing[@]} -gt 0 ]; then
     apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
 
+[ "$level" = test ] || exit 0
+
 # uprobes are created through perf events; tracefs is only looked at by the tests
 mountpoint -q /sys/kernel/tracing 2>/dev/null || mount -t tracefs nodev /sys/kernel/tracing 2>/dev/null || true
 
@@ -41,10 +48,10 @@ mountpoint -q /sys/kernel/tracing 2>/dev/null || mount -t tracefs nodev /sys/ker
 export PATH="$HOME/.cargo/bin:$PATH"
 if ! command -v inferno-flamegraph >/dev/null; then
     if ! command -v cargo >/dev/null; then
-        echo "installing: cargo (to build inferno)"
+        echo "installing: cargo (to build inferno, for the tests)"
         apt-get install -y -qq --no-install-recommends cargo >/dev/null
     fi
-    echo "building inferno $INFERNO_VERSION with cargo (a few minutes, once)"
+    echo "building inferno $INFERNO_VERSION with cargo for the tests (a few minutes, once)"
     cargo install --quiet --locked inferno --version "$INFERNO_VERSION" \
         --bin inferno-flamegraph --bin inferno-diff-folded
 fi
