@@ -223,13 +223,13 @@ def compare(a: list[Run], b: list[Run], top_functions: int = 8) -> dict:
 
 
 def why(a: list[Run], b: list[Run], ranked: list[Change], paths: list[dict], top: int = 3) -> list[dict]:
-    """For the stages that changed most (findings), the mechanism of the
+    """For the stages that changed most (not noise), the mechanism of the
     deepest catalog function on the path the drill-down followed (else the
     stage's own), what it does, and its settings that differ between A and
     B; then the tables' DDL where it differs."""
     out = []
     settings_a, settings_b = a[0].settings, b[0].settings
-    for c in [c for c in ranked if c.verdict == "finding"][:top]:
+    for c in [c for c in ranked if c.verdict != "noise" and abs(c.delta) >= 1][:top]:
         path = next((p["path"] for p in paths if p.get("stage") == c.name), [c.name])
         m = mechanisms.of_path(path)
         if m is None:

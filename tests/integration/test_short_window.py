@@ -92,7 +92,7 @@ def tool(pid: int, conn, table, out) -> tuple[dict, int]:
 
 def test_a_short_statements_figures_are_the_truths_and_its_counts_the_servers(server, tmp_path):
     sb, pid, conn, table = server
-    truths, tools = [], []
+    truths, tools, counts = [], [], []
     for i in range(PAIRS):
         truths.append(truth(pid, conn, table, tmp_path))
         doc, rows = tool(pid, conn, table, tmp_path / f"run{i}")
@@ -100,9 +100,13 @@ def test_a_short_statements_figures_are_the_truths_and_its_counts_the_servers(se
         withheld = {(v["stage"], v["figure"]) for v in doc["consistency"]}
         for stage in FUNCTIONS:
             assert (stage, "mean") not in withheld, doc["consistency"]
-            assert stages[stage]["estimated_calls"]["value"] == pytest.approx(rows, rel=0.02)
+            # one call a row: a short window's few cycles still put each run within 5%
+            assert stages[stage]["estimated_calls"]["value"] == pytest.approx(rows, rel=0.05)
+            counts.append(stages[stage]["estimated_calls"]["value"] / rows)
         assert impossible_figures(tmp_path / f"run{i}") == []
         tools.append({stage: stages[stage]["mean_ns"] for stage in FUNCTIONS})
+    # and the median run within the 2% (bench/RESULTS.md section 6: 1 run in 12 at 3.9%)
+    assert statistics.median(counts) == pytest.approx(1.0, abs=0.02)
     for stage in FUNCTIONS:
         want = statistics.median(t[stage] for t in truths)
         got = statistics.median(t[stage] for t in tools)
