@@ -353,11 +353,14 @@ class DutyCycles:
             self._burst_wanted = True
         cal = self.calibration.current()
         probe_s = sum(delta[s.index] * cal.pair_of(s) for s in self.specs) / 1e9
+        # the probes that were called only: a window of 581 probes kept every one's count per
+        # cycle, and grew by 13 KB a second; record() writes the zeros out again
         cycle = {"at_s": round(on_t0 - self.opened, 6), "on_s": round(t_on, 6), "probe_s": round(probe_s, 6),
-                 "calls": delta, "rows": difference(rows1, rows0), "row_s": round(read1 - read0, 6),
+                 "calls": {i: n for i, n in delta.items() if n}, "rows": difference(rows1, rows0),
+                 "row_s": round(read1 - read0, 6),
                  # the calls read around each rows query this far apart: the rows sit at their middle
                  "read_s": [round(width0, 6), round(width1, 6)],
-                 "row_calls": {i: calls1[i] - calls0[i] for i in now}}  # averages: may end in .5
+                 "row_calls": {i: calls1[i] - calls0[i] for i in now if calls1[i] != calls0[i]}}  # may end in .5
         self.cycles.append(cycle)
         return cycle, rows1 if ended else False
 
@@ -398,7 +401,7 @@ class DutyCycles:
     def measure_in_situ_cost(self) -> None:
         """What the on-phases show the probes cost the target, against their calibration."""
         cal = self.calibration.current()
-        factor = in_situ_factor([{**c, "row_calls": [c["row_calls"][s.index] for s in self.specs]}
+        factor = in_situ_factor([{**c, "row_calls": [c["row_calls"].get(s.index, 0) for s in self.specs]}
                                  for c in self.cycles], [cal.pair_of(s) for s in self.specs])
         if factor is not None:
             self.calibration.calibrator.in_situ = factor
@@ -429,7 +432,7 @@ class DutyCycles:
                    if self.quieted else {}),
                 **({"burst_s": round(self.burst_s, 6), "burst_rows": self.burst_rows,
                     "bursts": [c.name for c in self.bursts]} if self.bursts else {}),
-                "calls_per_cycle": [{**c, **{k: [c[k][s.index] for s in self.specs] for k in ("calls", "row_calls")}}
+                "calls_per_cycle": [{**c, **{k: [c[k].get(s.index, 0) for s in self.specs] for k in ("calls", "row_calls")}}
                                     for c in self.cycles]}
 
 
