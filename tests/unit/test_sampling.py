@@ -298,10 +298,11 @@ def test_in_situ_factor_is_the_on_phases_loss_over_the_calibrated_cost():
 
 
 class _Rows:
-    """The server's rows counter as a load that starts just after the first on-phase."""
+    """The server's rows counter at the detach, then after the speed is measured:
+    by default a load that starts just after the first on-phase."""
 
-    def __init__(self):
-        self.reads = iter([40, 3040])   # at the detach, then after the speed is measured
+    def __init__(self, reads=(40, 3040)):
+        self.reads = iter(reads)
 
     def __call__(self):
         return next(self.reads)
@@ -318,21 +319,11 @@ def test_an_on_phase_before_the_load_started_costs_no_off_phase(clock):
     assert first["lost_s"] is None and off_s < 0.01  # not 0.1 s lost: the load was getting under way
 
 
-class _StatementStart:
-    """A statement that opens its tables in the first on-phase (1 row in it)
-    and then writes 800,000 rows a second."""
-
-    def __init__(self):
-        self.reads = iter([300, 80_300])  # at the detach, then after the speed is measured
-
-    def __call__(self):
-        return next(self.reads)
-
-
 def test_an_on_phase_at_a_statements_start_costs_no_long_off_phase(clock):
     latency = SimpleNamespace(session=None, specs=[])
     window = Window(os.getpid(), 60.0, Control(stop=clock), "stopped", lambda: 0)
-    cycles = DutyCycles(latency, calibration=None, window=window, budget=0.05, rows_changed=_StatementStart())
+    # a statement that opens its tables in the first on-phase (1 row in it), then writes 800,000 rows a second
+    cycles = DutyCycles(latency, calibration=None, window=window, budget=0.05, rows_changed=_Rows((300, 80_300)))
     first = {"on_s": 0.053, "probe_s": 3e-5, "calls": {0: 13}, "rows": 1, "row_s": 0.05, "row_calls": {0: 13}}
     t0 = clock.monotonic() - 0.17       # attach, on-phase, detach: 0.17 s for 300 rows
     on_s, off_s, _, _ = cycles._pace(first, t0, 0, t0)
