@@ -141,7 +141,10 @@ def read_capture_stacks(capture_dir, doc: dict, read, kinds: tuple[str, ...] = K
     out = {}
     for kind in kinds:
         section, key = SOURCES[kind]
-        name = (doc.get(section) or {}).get(key) or (CPU_FILE if kind == CPU_NS else None)
+        # stacks.folded unnamed: a schema-1 capture, from before the field (never, in a capture
+        # of today, a file someone else left in its directory)
+        fallback = CPU_FILE if kind == CPU_NS and doc.get("schema_version") == 1 else None
+        name = (doc.get(section) or {}).get(key) or fallback
         if name and (Path(capture_dir) / name).exists():
             out[kind] = read(str(Path(capture_dir) / name))
     return out

@@ -199,8 +199,10 @@ class DutyCycles:
         the probes had too few cycles (a statement of a second gets one or
         two: their attach cost, 30 ms or so, is paid for by 1.2 s of window
         each at a 5% budget)."""
-        if not self.quieted or not self._ordinary_phases or self.ordinary_phase_s < ORDINARY_FIRST_S:
+        if not self.quieted or not self._ordinary_phases:
             return False
+        if self.load_span[0] is not None and self.ordinary_phase_s < ORDINARY_FIRST_S:
+            return False  # the load has been seen: its first half second goes to the bursts
         self.quiet_share = self._wanted_quiet_share()
         spent = self.quiet_phase_s + self.ordinary_phase_s
         return self.quiet_phase_s <= self.quiet_share * spent

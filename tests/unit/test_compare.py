@@ -124,6 +124,7 @@ def test_runs_that_differ_in_leaving_waits_for_a_cpu_out_are_flagged():
 
 def _save(tmp_path, name, spec, **change):
     doc, stacks = make_capture(**{**spec, **change})
+    doc["perf"].update(samples=stacks.total, stacks_file="stacks.folded")   # as a capture with samples names its file
     d = tmp_path / name
     capture.write_capture(str(d), capture.Capture(doc))
     with open(d / "stacks.folded", "w") as f:
