@@ -20,7 +20,7 @@ with its thread and its innermost probed caller."""
 
 from __future__ import annotations
 
-from mysqlprobe.analysis.profile import window_scale
+from mysqlprobe.analysis.profile import stage_of, window_scale
 
 PS_PER_NS = 1000
 
@@ -29,11 +29,11 @@ def stage_edges(doc: dict, calls, scale: float = 1.0) -> dict:
     """(stage, calling stage or None) -> ns and calls (times scale), from
     (probe id, probed caller's id or None, {calls, total_ns}) records. A call
     nested in a call of the same stage is inside its time already."""
-    stage_of = {p["id"]: p.get("stage") or f"probe:{p['name']}" for p in doc.get("probes", [])}
+    stages = stage_of(doc)
     out: dict = {}
     for probe, parent_probe, c in calls:
-        stage = stage_of.get(probe, f"probe {probe}")
-        parent = stage_of.get(parent_probe) if parent_probe is not None else None
+        stage = stages.get(probe, f"probe {probe}")
+        parent = stages.get(parent_probe) if parent_probe is not None else None
         if parent == stage:
             continue
         e = out.setdefault((stage, parent), {"ns": 0.0, "calls": 0.0})

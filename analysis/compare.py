@@ -21,7 +21,7 @@ from mysqlprobe.analysis import mechanisms
 from mysqlprobe.analysis.compare_wall import unprobed_wall
 from mysqlprobe.analysis.drilldown import drilldown, drilldown_lines
 from mysqlprobe.analysis.model import Profile
-from mysqlprobe.analysis.profile import window_scale
+from mysqlprobe.analysis.profile import stage_of, window_scale
 from mysqlprobe.analysis.ps_figures import ps_deltas
 from mysqlprobe.analysis.stage_trees import Node, stage_trees
 from mysqlprobe.flamegraphs.folded import Folded
@@ -84,14 +84,14 @@ def stage_exclusive_ns(doc: dict) -> dict[str, float]:
     """Per stage, corrected time in the window outside the probed stages
     nested in it (all threads), scaled to the whole window; 0 where the
     nested ones, each corrected on its own, came to more."""
-    stage_of = {p["id"]: p.get("stage") or f"probe:{p['name']}" for p in doc.get("probes", [])}
+    stages = stage_of(doc)
     scale = window_scale(doc)
     inclusive: Counter = Counter()
     nested: Counter = Counter()
     for p in doc.get("probes", []):
-        stage = stage_of[p["id"]]
+        stage = stages[p["id"]]
         for c in p.get("callers", []):
-            parent = stage_of.get(c["parent"]) if c["parent"] is not None else None
+            parent = stages.get(c["parent"]) if c["parent"] is not None else None
             if parent == stage:
                 continue  # inside its own stage's time already
             inclusive[stage] += c["total_ns"] * scale

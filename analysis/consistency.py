@@ -22,7 +22,8 @@ from dataclasses import asdict, dataclass
 
 from mysqlprobe.analysis import histogram as H
 from mysqlprobe.analysis.per_call import SAMPLED_METHODS
-from mysqlprobe.analysis.profile import MIN_PROBED_CYCLES, StageSummary, cycles_with_calls, window_ns
+from mysqlprobe.analysis.profile import (MIN_PROBED_CYCLES, StageSummary, cycles_with_calls, stage_name, stage_of,
+                                         window_ns)
 
 TOLERANCE = 0.02          # rounding, and a call begun just before the window opened
 NESTED_SHARE = 0.9        # a callee is checked against the caller that holds this share of its calls
@@ -49,21 +50,21 @@ def stage_threads(doc: dict) -> dict[str, set[int]]:
     """The threads that ran each stage, from its probes' caller edges."""
     out: dict[str, set[int]] = {}
     for p in doc.get("probes", []):
-        name = p.get("stage") or f"probe:{p['name']}"
+        name = stage_name(p)
         out.setdefault(name, set()).update(c["tid"] for c in p.get("callers", []) if c.get("tid") is not None)
     return out
 
 
 def callers_of(doc: dict) -> dict[str, tuple[str, float]]:
     """stage -> (the stage whose calls hold at least NESTED_SHARE of its calls, that share)."""
-    stage_of = {p["id"]: p.get("stage") or f"probe:{p['name']}" for p in doc.get("probes", [])}
+    stages = stage_of(doc)
     calls: dict[str, int] = {}
     inside: dict[tuple[str, str], int] = {}
     for p in doc.get("probes", []):
-        stage = stage_of[p["id"]]
+        stage = stages[p["id"]]
         for c in p.get("callers", []):
             calls[stage] = calls.get(stage, 0) + c["calls"]
-            parent = stage_of.get(c["parent"]) if c.get("parent") is not None else None
+            parent = stages.get(c["parent"]) if c.get("parent") is not None else None
             if parent and parent != stage:
                 inside[(stage, parent)] = inside.get((stage, parent), 0) + c["calls"]
     return {stage: (parent, n / calls[stage]) for (stage, parent), n in inside.items()

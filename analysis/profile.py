@@ -72,13 +72,23 @@ def _add(summary, record: dict) -> None:
     summary.raw_counts = H.merge(summary.raw_counts, H.counts_from_buckets(raw.get("histogram", [])))
 
 
+def stage_name(probe: dict) -> str:
+    """The stage a probe belongs to: its catalog stage, or probe:NAME for a --probe function."""
+    return probe.get("stage") or f"probe:{probe['name']}"
+
+
+def stage_of(doc: dict) -> dict[int, str]:
+    """Probe id -> its stage name."""
+    return {p["id"]: stage_name(p) for p in doc.get("probes", [])}
+
+
 def stage_summaries(doc: dict) -> list[StageSummary]:
     """One summary per stage that was probed, in catalog order, summing the
     stage's functions (e.g. every get_partition_id_* variant)."""
     out: dict[str, StageSummary] = {}
     cycles = sampled_cycles(doc)
     for j, p in enumerate(doc.get("probes", [])):
-        name = p.get("stage") or f"probe:{p['name']}"
+        name = stage_name(p)
         st = BY_NAME.get(name)
         s = out.get(name)
         if s is None:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from mysqlprobe.analysis.profile import stage_name
 from mysqlprobe.flamegraphs.folded import Folded
 from dataclasses import dataclass, field
 
@@ -80,7 +81,7 @@ def stage_functions(doc: dict) -> dict[str, set[str]]:
     out: dict[str, set[str]] = {}
     for p in doc.get("probes", []):
         if p.get("name"):   # a function probed outside the catalog stands for itself
-            out.setdefault(p.get("stage") or f"probe:{p['name']}", set()).add(p["name"])
+            out.setdefault(stage_name(p), set()).add(p["name"])
     return out
 
 

@@ -136,9 +136,13 @@ def _staging(out_dir: str) -> str:
     return tempfile.mkdtemp(prefix=STAGING_PREFIX, dir=out_dir)
 
 
+def _new_file(path: str):
+    """A file made new: never one that stood there, never through a symlink."""
+    return os.fdopen(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o666), "wb")
+
+
 def _create(path: str, data: bytes) -> None:
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o666)
-    with os.fdopen(fd, "wb") as f:
+    with _new_file(path) as f:
         f.write(data)
 
 
@@ -166,10 +170,8 @@ def move_in(out_dir: str, name: str, source: str) -> str:
         try:
             os.rename(source, staged)
         except OSError:
-            with open(source, "rb") as src:
-                fd = os.open(staged, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o666)
-                with os.fdopen(fd, "wb") as dst:
-                    shutil.copyfileobj(src, dst, 1 << 20)
+            with open(source, "rb") as src, _new_file(staged) as dst:
+                shutil.copyfileobj(src, dst, 1 << 20)
             os.unlink(source)
         target = os.path.join(out_dir, name)
         os.rename(staged, target)
