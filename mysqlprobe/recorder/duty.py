@@ -108,6 +108,13 @@ class DutyCycles:
             return value
         return rows
 
+    def _load_seen(self) -> bool:
+        """The row counter moved by a load's worth (min_rows), not by a few rows of
+        the server's own (10.11.5 idle changes some): an idle server's quiet
+        phases come as ever."""
+        first, last = self._span_rows
+        return first is not None and last is not None and last - first >= self.pacer.min_rows
+
     def _counts(self) -> dict[int, int]:
         return self.session.calls(self._indices)
 
@@ -201,7 +208,7 @@ class DutyCycles:
         each at a 5% budget)."""
         if not self.quieted or not self._ordinary_phases:
             return False
-        if self.load_span[0] is not None and self.ordinary_phase_s < ORDINARY_FIRST_S:
+        if self._load_seen() and self.ordinary_phase_s < ORDINARY_FIRST_S:
             return False  # the load has been seen: its first half second goes to the bursts
         self.quiet_share = self._wanted_quiet_share()
         spent = self.quiet_phase_s + self.ordinary_phase_s

@@ -344,7 +344,9 @@ def test_no_quiet_phase_before_half_a_second_of_ordinary_ones_saw_the_load(clock
     cycles = DutyCycles(latency, None, window, 0.10, lambda: 0, quieted=[_Quieted()])
     cycles._ordinary_phases = 3                 # idle ones: the server changed no row in them
     assert cycles._quiet_due()                  # an idle server: quiet phases as ever
-    cycles.load_span[0] = clock.monotonic()     # then a statement starts
+    cycles._span_rows = [1000, 1000 + 10]       # a few rows of the server's own: still idle
+    assert cycles._quiet_due()
+    cycles._span_rows = [1000, 1000 + 5000]     # then a statement starts
     assert not cycles._quiet_due()
     cycles.ordinary_phase_s = duty.ORDINARY_FIRST_S - 0.01
     assert not cycles._quiet_due()
