@@ -17,7 +17,7 @@ from collections import Counter, defaultdict
 
 from mysqlprobe import __version__
 from mysqlprobe.analysis.model import Profile
-from mysqlprobe.analysis.profile import memory_counter
+from mysqlprobe.analysis.profile import memory_counter, stage_name
 from mysqlprobe.analysis.ps_figures import ps_deltas
 
 PARTITIONS_SHOWN = 10
@@ -86,7 +86,7 @@ class Totals:
         self.profiles += 1
         self.server = doc["target"].get("server") or {}
         for p in profile.probes:
-            key = (p["stage"], p["name"])
+            key = (stage_name(p), p["name"])
             self.calls[key] += round((p.get("estimated_calls") or {}).get("value", p["calls"]))
             if p["histogram"]:
                 for b in p["histogram"]:

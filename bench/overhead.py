@@ -301,13 +301,22 @@ def machine() -> dict:
     mem = next((l.split()[1] for l in Path("/proc/meminfo").read_text().splitlines() if l.startswith("MemTotal")), "0")
     bt = subprocess.run([BPFTRACE, "--version"], capture_output=True, text=True).stdout.strip()
     return {"hostname": platform.node(), "kernel": platform.release(), "cpu": cpu, "cpus": os.cpu_count(),
-            "memory_gib": round(int(mem) / 2**20, 1), "mysqlprobe": __version__, "bpftrace": bt}
+            "memory_gib": round(int(mem) / 2**20, 1), "mysqlprobe": __version__, "bpftrace": bt,
+            "commit": commit()}
+
+
+def commit() -> str:
+    """The checkout's commit, marked when the tree had changes (the figures are then not that commit's)."""
+    def git(*args: str) -> str:
+        return subprocess.run(["git", "-C", str(HERE), *args], capture_output=True, text=True).stdout.strip()
+    head = git("rev-parse", "--short=7", "HEAD") or "unknown"
+    return head + ("+changes" if git("status", "--porcelain", "--untracked-files=no") else "")
 
 
 def machine_line(m: dict) -> str:
     """A results file's line about the machine, from machine()."""
     return (f"Machine: {m['hostname']}, {m['cpus']} CPUs ({m['cpu']}), {m['memory_gib']} GiB, Linux {m['kernel']}, "
-            f"mysqlprobe {m['mysqlprobe']}.")
+            f"mysqlprobe {m['mysqlprobe']}" + (f", commit {m['commit']}." if m.get("commit") else "."))
 
 
 def bench_parser(doc: str, **numbers: int) -> argparse.ArgumentParser:
@@ -345,7 +354,7 @@ def render(results: dict, out: Path = HERE) -> str:
              f"- date: {results['date']}",
              f"- command: `{results['command']}`",
              f"- machine: {m['cpus']} CPUs ({m['cpu']}), {m['memory_gib']} GiB, kernel {m['kernel']}",
-             f"- tools: mysqlprobe {m['mysqlprobe']}, {m['bpftrace']}",
+             f"- tools: mysqlprobe {m['mysqlprobe']}" + (f" (commit {m['commit']})" if m.get('commit') else '') + f", {m['bpftrace']}",
              f"- repeats: {results['repeats']}, each repeat runs every variant once, with an unprobed run "
              "between any two; medians, [min, max]",
              "", "## 1. Seed load slowdown", "",

@@ -13,8 +13,9 @@ every 10 s:
            high-water mark (VmHWM: the peaks inside a window the samples
            miss), and its children's (perf, the guards) summed apart
   metrics  mysqlprobe_up, mysqlprobe_windows_total,
-           mysqlprobe_window_failures_total and mysqlprobe_window_seconds_total
-           (the time its figures cover) from its /metrics
+           mysqlprobe_window_failures_total, mysqlprobe_window_seconds_total
+           (the time its figures cover) and mysqlprobe_probes (the uprobes
+           the last window attached) from its /metrics
   fds      watch's open file descriptors (/proc/PID/fd): the perf events
            and BPF objects each window opens must all be closed again
 
@@ -46,6 +47,8 @@ VERSION = "10.11.5"
 SAMPLE_S = 10
 SHAPE = Shape("oltp_write_only, 4 threads", "oltp_write_only", 4)
 LIMIT_MB = 60
+# InnoDB's row and B-tree functions beside the insert profile: 500+ uprobes a window on 10.11.5
+PROBES = ("row_*", "btr_*")
 
 
 def free_port() -> int:
@@ -89,7 +92,7 @@ def metrics(url: str) -> dict[str, float]:
     for line in text.splitlines():
         name = line.split(" ", 1)[0]
         if name in ("mysqlprobe_up", "mysqlprobe_windows_total", "mysqlprobe_window_failures_total",
-                    "mysqlprobe_window_seconds_total"):
+                    "mysqlprobe_window_seconds_total", "mysqlprobe_probes"):
             out[name] = float(line.rsplit(" ", 1)[1])
     return out
 
@@ -106,7 +109,8 @@ def main() -> None:
     samples, restarts, deaths, code_checks = [], [], [], []
     with tempfile.TemporaryDirectory() as pprof:
         watch = subprocess.Popen([MYSQLPROBE, "watch", "-p", str(sb.pid()), "--listen", f"127.0.0.1:{port}",
-                                  "--pprof-dir", pprof, "--interval", str(args.interval)],
+                                  "--pprof-dir", pprof, "--interval", str(args.interval),
+                                  *[arg for glob in PROBES for arg in ("--probe", glob)]],
                                  stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
         t0 = time.monotonic()
         next_restart = t0 + args.restart * 60
@@ -173,7 +177,7 @@ def outcome(args, restarts, samples, deaths, code, err, pprofs, code_checks) -> 
     return {"machine": machine(), "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
               "command": "sudo .venv/bin/python bench/soak.py " + " ".join(sys.argv[1:]),
               "server": f"MariaDB {VERSION}", "load": SHAPE.name, "minutes": args.minutes,
-              "interval_s": args.interval,
+              "interval_s": args.interval, "probe_globs": list(PROBES),
               "restarts": restarts, "samples": samples, "exit": code, "traceback": "Traceback" in err,
               "pprof_files": pprofs, "server_deaths": deaths, "code_checks": code_checks,
               # its lines about failures ("window failed: why"), the last 20
@@ -197,6 +201,21 @@ def covered(samples: list[dict]) -> str:
     return f"{share:.0%}"
 
 
+def rss_slope(samples: list[dict]) -> str:
+    """Watch's RSS growth in kB a minute, fitted over the samples past the
+    first 5 minutes (the first windows fill the caches)."""
+    pts = [(s["t_s"], s["rss_mb"]) for s in samples if s["t_s"] >= 300 and s["rss_mb"] is not None]
+    if len(pts) < 3:
+        return "-"
+    slope = statistics.linear_regression([t for t, _ in pts], [m for _, m in pts]).slope
+    return f"{slope * 60 * 1000:+.1f} kB/min ({slope * 1e6:+.0f} B/s)"
+
+
+def probe_range(samples: list[dict]) -> str:
+    counts = [int(s["mysqlprobe_probes"]) for s in samples if s.get("mysqlprobe_probes")]
+    return f"{min(counts)}-{max(counts)}" if counts else "not read in this run"
+
+
 def render(r: dict) -> str:
     samples = r["samples"]
     rss = [s["rss_mb"] for s in samples if s["rss_mb"] is not None]
@@ -213,7 +232,9 @@ def render(r: dict) -> str:
              f"{machine_line(r['machine'])} {r['date']}. Command: `{r['command']}`.", "",
              f"{r['server']} under sysbench {r['load']} for {r['minutes']} minutes, restarted "
              f"{len(r['restarts'])} times (stopped and started: a new PID). `mysqlprobe watch` with its 1% "
-             f"budget, {r.get('interval_s', 60)}-s windows (60 by default) and `--pprof-dir`. Every 10 s this "
+             f"budget, {r.get('interval_s', 60)}-s windows (60 by default), `--pprof-dir`"
+             + "".join(f" `--probe '{g}'`" for g in r.get("probe_globs", []))
+             + " (the insert profile and these functions). Every 10 s this "
              "script read watch's VmRSS and VmHWM from /proc, its children's RSS (perf, the guards) apart, its "
              "open file descriptors and its /metrics.", "",
              "| minutes | watch RSS, median (MB) | max (MB) | children's RSS, max (MB) | open fds, max "
@@ -235,7 +256,9 @@ def render(r: dict) -> str:
               f"| watch's high-water mark (VmHWM) | {hwm} |",
               f"| RSS, first quarter's median against the last's | {first:.1f} MB -> {last:.1f} MB "
               f"({last - first:+.1f}) |",
+              f"| RSS growth, least-squares slope after the first 5 minutes | {rss_slope(samples)} |",
               f"| open fds, first quarter's max against the last's | {fd_line} |",
+              f"| uprobes attached per window | {probe_range(samples)} |",
               "| restarts (old PID -> new PID, at minute) | "
               + ", ".join(f"{x['old_pid']} -> {x['new_pid']} at {x['t_s'] / 60:.0f}" for x in r["restarts"]) + " |",
               f"| windows profiled / failed | {int(windows)} / {int(failures)} |",

@@ -43,6 +43,12 @@ EXAMPLES = """examples:
 """
 
 
+def add_probe_argument(p) -> None:
+    p.add_argument("--probe", action="append", default=[], metavar="NAME",
+                   help="add any function: a qualified C++ name (ha_partition::write_row), a glob "
+                        "(get_partition_id_*), a full signature or a mangled name (repeatable)")
+
+
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("-p", "--pid", type=_pid, help="the mysqld / mariadbd process to probe")
     p.add_argument("--binary", help="with --list: inspect this binary instead of a process")
@@ -51,9 +57,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         + ", ".join(catalog.INSERT_PROFILE))
     p.add_argument("--stage", action="append", default=[], metavar="STAGE",
                    help="add a catalog stage (repeatable): " + ", ".join(catalog.BY_NAME))
-    p.add_argument("--probe", action="append", default=[], metavar="NAME",
-                   help="add any function: a qualified C++ name (ha_partition::write_row), a glob "
-                        "(get_partition_id_*), a full signature or a mangled name (repeatable)")
+    add_probe_argument(p)
     p.add_argument("--progress-counter", metavar="VARIABLE",
                    help="the load's progress, in place of the server's rows changed: a 4- or 8-byte integer "
                         "variable of the target read from its memory (global_query_id: one a statement), for a "

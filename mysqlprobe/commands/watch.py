@@ -28,6 +28,7 @@ from mysqlprobe.collectors.connection import ConnectOptions
 from mysqlprobe.collectors.cpu_bursts import BURST_FREQUENCY
 from mysqlprobe.collectors.perf import PerfOptions
 from mysqlprobe.collectors.symbols import resolve_target
+from mysqlprobe.commands.record import add_probe_argument
 from mysqlprobe.errors import Interrupted, MysqlprobeError, TargetError, UsageError
 from mysqlprobe.files import make_dir, write_new
 from mysqlprobe.flamegraphs import pprof
@@ -54,6 +55,7 @@ def add_arguments(p) -> None:
                    help="length of each profiled window (default 60)")
     p.add_argument("--budget", type=float, default=1.0, metavar="PCT",
                    help="slow the load down by at most PCT%% (default 1)")
+    add_probe_argument(p)
     p.add_argument("--pprof-dir", metavar="DIR", help="write each window's CPU and off-CPU profiles here (pprof)")
     p.add_argument("--sampler", choices=("auto", "bpf", "perf"), default="auto",
                    help="who takes the CPU samples, as for a recording (default auto: in BPF where the "
@@ -110,12 +112,14 @@ class Metrics:
         self.lock = threading.Lock()
         self.up = 0
         self.windows = self.failures = 0
+        self.probes = 0
         self.pid: int | None = None
 
     def add(self, profile: Profile) -> None:
         with self.lock:
             self.totals.add(profile)
             self.windows += 1
+            self.probes = len(profile.doc.get("probes") or [])
 
     def text(self) -> str:
         with self.lock:
@@ -126,6 +130,8 @@ class Metrics:
             out.sample("mysqlprobe_windows_total", self.windows)
             out.family("mysqlprobe_window_failures_total", "counter", "Windows that could not be recorded.")
             out.sample("mysqlprobe_window_failures_total", self.failures)
+            out.family("mysqlprobe_probes", "gauge", "Uprobes attached in the last window.")
+            out.sample("mysqlprobe_probes", self.probes)
             return self.totals.exposition(out)
 
 
@@ -199,8 +205,9 @@ class Watch:
         if key not in self._plans:
             stages = list(catalog.INSERT_PROFILE) + ([] if self.args.no_perf_schema else [catalog.STAGE_CHANGE])
             # weeks of windows need none of the table: read in a child, or not at all (the plan cache)
-            self._plans = {key: plan_cached(target.proc_exe, target.exe, PlanCache(), (stages, [], None),
-                                            lambda: plan_in_child(target, stages))}
+            functions = list(self.args.probe)
+            self._plans = {key: plan_cached(target.proc_exe, target.exe, PlanCache(), (stages, functions, None),
+                                            lambda: plan_in_child(target, stages, functions))}
         return self._plans[key]
 
     def one_window(self, pid: int) -> None:

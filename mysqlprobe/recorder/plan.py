@@ -105,7 +105,7 @@ def plan_cached(path: str, display_path: str, cache: PlanCache | None, parts: tu
     return binary, plan
 
 
-def plan_in_child(target: Target, stages: list[str]) -> tuple[Binary, Plan]:
+def plan_in_child(target: Target, stages: list[str], functions: list[str] | None = None) -> tuple[Binary, Plan]:
     """The target's binary read and its probes planned in a child process,
     which takes the symbol table's memory with it when it ends: read into
     the heap of a process that lives for weeks (watch), each server
@@ -118,7 +118,7 @@ def plan_in_child(target: Target, stages: list[str]) -> tuple[Binary, Plan]:
             os.close(read_end)
             try:
                 binary = load_target_binary(target)
-                plan = plan_probes(binary, stages, [])
+                plan = plan_probes(binary, stages, functions or [])
                 binary.symbols.release()
                 payload = pickle.dumps((binary, plan))
             except MysqlprobeError as e:

@@ -106,3 +106,24 @@ def test_go_tool_pprof_reads_the_cpu_profile_of_a_capture(tmp_path):
     top = subprocess.run([go, "tool", "pprof", "-top", "-nodecount=3", str(out)], capture_output=True, text=True,
                          env={**os.environ, "HOME": str(tmp_path)})
     assert re.search(r"row_insert_for_mysql\s*$", top.stdout, re.M), top.stdout
+
+
+def test_a_probe_function_without_a_stage_is_exported_under_its_probe_name():
+    doc = read_profile(str(FIXTURES / "profile_v1_exact.json"))
+    extra = dict(doc["probes"][0], id=max(p["id"] for p in doc["probes"]) + 1, stage=None, name="row_upd_step")
+    doc["probes"].append(extra)
+    text = exposition(Profile(doc))
+    check = subprocess.run([tool("promtool"), "check", "metrics"], input=text, capture_output=True, text=True)
+    assert check.returncode == 0, check.stdout + check.stderr
+    assert 'mysqlprobe_stage_calls_total{stage="probe:row_upd_step",function="row_upd_step"}' in text
+
+
+def test_watch_serves_the_probes_its_last_window_attached():
+    from mysqlprobe.commands.watch import Metrics
+    doc = read_profile(str(FIXTURES / "profile_v1_exact.json"))
+    metrics = Metrics()
+    metrics.add(Profile(doc))
+    text = metrics.text()
+    assert f"mysqlprobe_probes {len(doc['probes'])}\n" in text
+    check = subprocess.run([tool("promtool"), "check", "metrics"], input=text, capture_output=True, text=True)
+    assert check.returncode == 0, check.stdout + check.stderr
