@@ -21,7 +21,9 @@ from mysqlprobe.analysis import mechanisms
 from mysqlprobe.analysis.compare_wall import unprobed_wall
 from mysqlprobe.analysis.drilldown import drilldown, drilldown_lines
 from mysqlprobe.analysis.model import Profile
-from mysqlprobe.analysis.profile import stage_of, window_scale
+from mysqlprobe.analysis.consistency import TOLERANCE, stage_threads
+from mysqlprobe.analysis.figures import exclusive_totals
+from mysqlprobe.analysis.profile import window_scale
 from mysqlprobe.analysis.ps_figures import ps_deltas
 from mysqlprobe.analysis.stage_trees import Node, stage_trees
 from mysqlprobe.flamegraphs.folded import Folded
@@ -80,24 +82,29 @@ def probe_free_seconds(profile: Profile, seconds: float) -> float:
     return seconds - probes_s if 0 < probes_s < seconds else seconds
 
 
-def stage_exclusive_ns(doc: dict) -> dict[str, float]:
-    """Per stage, corrected time in the window outside the probed stages
-    nested in it (all threads), scaled to the whole window; 0 where the
-    nested ones, each corrected on its own, came to more."""
-    stages = stage_of(doc)
-    scale = window_scale(doc)
-    inclusive: Counter = Counter()
-    nested: Counter = Counter()
-    for p in doc.get("probes", []):
-        stage = stages[p["id"]]
-        for c in p.get("callers", []):
-            parent = stages.get(c["parent"]) if c["parent"] is not None else None
-            if parent == stage:
-                continue  # inside its own stage's time already
-            inclusive[stage] += c["total_ns"] * scale
-            if parent is not None:
-                nested[parent] += c["total_ns"] * scale
-    return {s: max(inclusive[s] - nested[s], 0.0) for s in inclusive}
+def stage_bounds(profile: Profile, rows: int, wall_ns_per_row: float) -> tuple[dict[str, float], dict[str, str]]:
+    """Per stage, its exclusive time per row (analysis/figures.py's, the
+    figures the report prints), and the stages whose figure cannot be
+    attributed, with why: a withheld figure (a physical bound broken), one
+    that is only an upper bound, or the run's stages together taking more
+    per row than the row's wall time on the threads that ran them."""
+    figures = {f["stage"]: f for f in profile.figures}
+    exclusive, withheld = {}, {}
+    for stage, ns in exclusive_totals(profile).items():
+        if ns is None:
+            bound = next((v.bound for v in profile.consistency if v.stage == stage), "a bound broken")
+            withheld[stage] = f"withheld: {bound}"
+        elif figures[stage].get("total_bound"):
+            withheld[stage] = "only an upper bound is known (too few calls timed)"
+        else:
+            exclusive[stage] = ns / rows
+    threads = max((len(t) for t in stage_threads(profile.doc).values()), default=0) or 1
+    total = sum(exclusive.values())
+    if exclusive and total > threads * wall_ns_per_row * (1 + TOLERANCE):
+        why = (f"the stages take {ns_text(total)} per row together, more than the row's "
+               f"{ns_text(wall_ns_per_row)} wall time on {threads} thread{'s' if threads > 1 else ''}")
+        return {}, {stage: why for stage in exclusive} | withheld
+    return exclusive, withheld
 
 
 @dataclass
@@ -116,6 +123,7 @@ class Run:
     cpu_self_ns: dict[str, float] = field(default_factory=dict)  # function -> CPU ns per row (samples)
     stacks: Folded | None = None
     trees: dict[str, Node] = field(default_factory=dict)       # stage -> exclusive stage-rooted tree, per row
+    withheld: dict[str, str] = field(default_factory=dict)    # stage -> why it is not attributed
     cpu_waits_left_out: bool = False  # the probed calls' waits for a CPU are out of their times
     unprobed_ns_per_row: float | None = None  # the same load timed with nothing attached (lab bench's twin)
     settings: dict[str, str] | None = None  # the server's InnoDB and insert-path settings
@@ -150,7 +158,7 @@ def run_of(profile: Profile, label: str, stacks: Folded | None = None,
         run.stages[s.stage] = {"calls_per_row": profile.estimated_calls(s).value / rows,
                                "ns_per_row": s.total_ns * scale / rows, "p50_ns": p["p50"], "p99_ns": p["p99"],
                                "symbols": s.symbols}
-    run.exclusive_ns = {k: v / rows for k, v in stage_exclusive_ns(doc).items()}
+    run.exclusive_ns, run.withheld = stage_bounds(profile, rows, run.wall_ns_per_row)
     deltas = ps_deltas(doc)
     run.ps_stages = {r["name"]: r["timer_ps"] / PS_PER_NS / rows for r in deltas.get("stages", [])}
     run.ps_waits = {r["name"]: r["timer_ps"] / PS_PER_NS / rows for r in deltas.get("waits", [])
@@ -189,7 +197,9 @@ def compare(a: list[Run], b: list[Run], top_functions: int = 8) -> dict:
     """The comparison of two sides (lists of repeats), per row."""
     wall = Change("wall time per row", "total", figure_of(a, lambda r: r.wall_ns_per_row),
                   figure_of(b, lambda r: r.wall_ns_per_row))
-    ranked = _changes(a, b, "exclusive_ns", "stage")
+    # a stage withheld on any run is left out on both sides: its absence would read as a change
+    held_back = {stage: f"{r.label}: {why}" for r in a + b for stage, why in r.withheld.items()}
+    ranked = [c for c in _changes(a, b, "exclusive_ns", "stage") if c.name not in held_back]
     attributed = sum(c.delta for c in ranked)
     # what the stages do not hold, by the functions on CPU (self time per row)
     fn_changes = _changes(a, b, "cpu_self_ns", "function")
@@ -213,6 +223,7 @@ def compare(a: list[Run], b: list[Run], top_functions: int = 8) -> dict:
         "attributed_ns": attributed,
         # what the stages do not hold of the delta the comparison explains
         "unattributed_ns": (measured.delta if measured is not None else wall.delta) - attributed,
+        "withheld": [{"stage": k, "why": v} for k, v in sorted(held_back.items())],
         "functions": fn_changes[:top_functions],
         "stages": detail,
         "perf_schema": ps,
@@ -285,7 +296,7 @@ def to_json(result: dict) -> dict:
             continue
         elif isinstance(v, Change):
             out[k] = v.to_json()
-        elif k in ("drilldown", "caveats", "why"):
+        elif k in ("drilldown", "caveats", "why", "withheld"):
             out[k] = v
         elif isinstance(v, list):
             out[k] = [c.to_json() for c in v]
@@ -405,6 +416,9 @@ def render_text(result: dict) -> str:
     lines.append(f"  {'in probed stages':<32}{'':>20}{signed_ns(attributed):>10}"
                  + (f"  {attributed / delta:.0%} of B - A" if delta else ""))
     lines.append(f"  {'not attributed to a stage':<32}{'':>20}{signed_ns(delta - attributed):>10}")
+    for w in result.get("withheld") or []:
+        lines += textwrap.wrap(f"{w['stage']}: not attributed ({w['why']})", 78, initial_indent="  ",
+                               subsequent_indent="    ")
     if result["functions"]:
         lines += ["", "functions on CPU that grew or shrank most (self time per row, all threads; the",
                   "probes' own frames left out):", f"  {'function':<42}{'A':>9}{'B':>9}{'B - A':>9}  note"]

@@ -5,10 +5,16 @@ and share, the mean per call and the percentiles. The consistency checks
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from mysqlprobe.analysis import histogram as H
+from mysqlprobe.analysis.consistency import MEAN, TOTAL, callers_of, withheld
 from mysqlprobe.analysis.per_call import PerCall, window_total
 from mysqlprobe.analysis.profile import StageSummary, estimated_calls, stage_per_call, window_ns, window_scale
 from mysqlprobe.analysis.textfit import pct
+
+if TYPE_CHECKING:
+    from mysqlprobe.analysis.model import Profile
 
 fmt = H.format_ns
 
@@ -27,6 +33,20 @@ def stage_figures(stages: list[StageSummary], doc: dict) -> list[dict]:
         out.append({"stage": s.stage, "calls": est.value, "calls_low": est.low, "calls_high": est.high,
                     "counted": s.calls, "total_ns": total, "total_bound": bound,
                     "share": total / window if window else None, **_latencies(pc, s.percentiles())})
+    return out
+
+
+def exclusive_totals(profile: "Profile") -> dict[str, float | None]:
+    """Per stage, its window total less its probed callees' totals (None: withheld)."""
+    figures = {f["stage"]: f for f in profile.figures if f["calls"] and f["total_ns"]}
+    parents = {child: parent for child, (parent, _) in callers_of(profile.doc).items()}
+    out: dict[str, float | None] = {}
+    for stage, f in figures.items():
+        if withheld(profile.consistency, stage, TOTAL) or withheld(profile.consistency, stage, MEAN):
+            out[stage] = None
+            continue
+        inner = sum(figures[c]["total_ns"] for c, p in parents.items() if p == stage and c in figures)
+        out[stage] = max(f["total_ns"] - inner, 0.0)
     return out
 
 

@@ -12,7 +12,7 @@ import textwrap
 from dataclasses import dataclass
 
 from mysqlprobe.analysis import histogram as H
-from mysqlprobe.analysis.consistency import MEAN, TOTAL, callers_of, withheld
+from mysqlprobe.analysis.figures import exclusive_totals
 from mysqlprobe.analysis.model import Profile
 from mysqlprobe.analysis.profile import measured_slowdown, window_ns
 
@@ -47,20 +47,6 @@ def rows_written(doc: dict) -> tuple[int | None, str]:
         return int(status["Innodb_rows_inserted"]), "Innodb_rows_inserted"
     rows = doc["window"].get("rows_changed")
     return (int(rows), doc["window"].get("rows_counter") or "rows changed") if rows else (None, "")
-
-
-def exclusive_totals(profile: Profile) -> dict[str, float | None]:
-    """Per stage, its window total less its probed callees' totals (None: withheld)."""
-    figures = {f["stage"]: f for f in profile.figures if f["calls"] and f["total_ns"]}
-    parents = {child: parent for child, (parent, _) in callers_of(profile.doc).items()}
-    out: dict[str, float | None] = {}
-    for stage, f in figures.items():
-        if withheld(profile.consistency, stage, TOTAL) or withheld(profile.consistency, stage, MEAN):
-            out[stage] = None
-            continue
-        inner = sum(figures[c]["total_ns"] for c, p in parents.items() if p == stage and c in figures)
-        out[stage] = max(f["total_ns"] - inner, 0.0)
-    return out
 
 
 def partition_skew(profile: Profile) -> str | None:

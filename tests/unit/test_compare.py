@@ -152,3 +152,27 @@ def test_command_rejects_what_is_not_a_capture(tmp_path):
     done = subprocess.run([MYSQLPROBE, "compare", str(tmp_path), str(tmp_path)], capture_output=True, text=True)
     assert done.returncode == 7
     assert done.stderr.count("\n") == 1 and "no capture in it" in done.stderr
+
+
+def test_a_stage_withheld_on_one_side_is_not_attributed_on_either():
+    # B's write_row: 6 us a row in a window of 5.6 us a row on one thread, more than the thread had
+    b = run(B, label="b1", wall_us=2.8, write_row_us=6, row_insert_us=2.5)
+    assert "partition.write_row" in b.withheld and "innodb.row_insert" in b.exclusive_ns
+    result = C.compare([run(A)], [b])
+    assert [c.name for c in result["ranked"]] == ["innodb.row_insert"]
+    assert result["withheld"][0]["stage"] == "partition.write_row"
+    assert "b1: withheld" in result["withheld"][0]["why"]
+    assert result["attributed_ns"] == pytest.approx(-1.5 * US)
+    text = C.render_text(result)
+    assert "partition.write_row: not attributed" in text
+    assert json.loads(json.dumps(C.to_json(result)))["withheld"] == result["withheld"]
+
+
+def test_stages_that_take_more_than_the_rows_wall_time_are_not_attributed():
+    # 6 us of stages a row on one thread, for rows that took 3.5 us each: no share of it is told
+    b = run(B, label="b1", wall_us=3.5, write_row_us=6, row_insert_us=2.5)
+    assert b.exclusive_ns == {} and set(b.withheld) == {"partition.write_row", "innodb.row_insert"}
+    assert "more than the row's 3.5us wall time on 1 thread" in b.withheld["innodb.row_insert"]
+    result = C.compare([run(A)], [b])
+    assert result["ranked"] == [] and result["attributed_ns"] == 0
+    assert result["unattributed_ns"] == pytest.approx(result["wall"].delta)
