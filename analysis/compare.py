@@ -198,7 +198,8 @@ def compare(a: list[Run], b: list[Run], top_functions: int = 8) -> dict:
     wall = Change("wall time per row", "total", figure_of(a, lambda r: r.wall_ns_per_row),
                   figure_of(b, lambda r: r.wall_ns_per_row))
     # a stage withheld on any run is left out on both sides: its absence would read as a change
-    held_back = {stage: f"{r.label}: {why}" for r in a + b for stage, why in r.withheld.items()}
+    held_back = {stage: f"{side} run {i}: {why}" for side, runs in (("A", a), ("B", b))
+                 for i, r in enumerate(runs, 1) for stage, why in r.withheld.items()}
     ranked = [c for c in _changes(a, b, "exclusive_ns", "stage") if c.name not in held_back]
     attributed = sum(c.delta for c in ranked)
     # what the stages do not hold, by the functions on CPU (self time per row)

@@ -101,6 +101,8 @@ def _stage_rows(profile: Profile) -> list[list]:
     mark = "~" if sampled else ""
     rows = []
     for f in profile.figures:
+        if not f["calls"] and not f["counted"]:
+            continue  # on one line under the table
         def shown(figure: str, *values):
             return [text.WITHHELD] * len(values) if withheld(profile.consistency, f["stage"], figure) else list(values)
         rows.append([f["stage"] + f["mark"], f"{mark}{f['calls']:,.0f}"] + ([_interval(f)] if sampled else [])
@@ -193,6 +195,7 @@ def render_html(profile: Profile, flamegraph_svg: str | None = None, offcpu_svg:
     parts += ["<h2>Stages</h2>",
               _table(STAGE_COLUMNS[:2] + (["95% interval"] if text.is_sampled(doc) else []) + STAGE_COLUMNS[2:],
                      _stage_rows(profile)),
+              "".join(f"<p class=muted>{_e(line)}</p>" for line in [" ".join(text.idle_line(profile))] if line),
               "<p class=muted>share: time in the stage / window length (above 100% with several threads)"
               + ("; ~ estimated for the whole window from the duty cycles" if text.is_sampled(doc) else "")
               + "; mean &lt;X: the probes' doubt per call outweighs the call, X bounds it"

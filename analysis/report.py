@@ -153,6 +153,8 @@ def summary_table(profile: Profile) -> list[str]:
              f"{'p50':>6} {'p90':>6} {'p99':>6}"]
     figures = profile.figures
     for f in figures:
+        if not f["calls"] and not f["counted"]:
+            continue  # on the one line below
         untimed = f["counted"] and f["p50"] == "-"  # an entry-only probe: counted, not timed
         total, share = ("-", "-") if untimed else total_text(f)
         if withheld(violations, f["stage"], TOTAL):
@@ -161,7 +163,13 @@ def summary_table(profile: Profile) -> list[str]:
                          else (f["p50"], f["p90"], f["p99"]))
         lines.append(f"{f['stage'] + f['mark']:<30}{_count(f['calls'], sampled):>7} {_rate(f['calls'], seconds):>7} "
                      f"{total:>6} {share:>6} {p50:>6} {p90:>6} {p99:>6}")
-    return lines + unresolved_note(figures) + report_lines(violations)
+    return lines + idle_line(profile) + unresolved_note(figures) + report_lines(violations)
+
+
+def idle_line(profile: Profile) -> list[str]:
+    """The stages no call reached in the window, on one line."""
+    idle = [f["stage"] for f in profile.figures if not f["calls"] and not f["counted"]]
+    return textwrap.wrap("not called in the window: " + ", ".join(idle), 80, subsequent_indent="  ") if idle else []
 
 
 def _sampling_line(doc: dict) -> list[str]:
@@ -261,8 +269,11 @@ def stage_detail(s: StageSummary, doc: dict, violations: list[Violation] | None 
     lines += [f"  {sym}" for sym in s.symbols]
     pc = stage_per_call(s, doc)
     mean = WITHHELD + " (withheld, see above)" if withheld(violations or [], s.stage, MEAN) else pc.text() + _interval(pc)
-    lines += textwrap.wrap(f"calls {s.calls}{' counted' if s.cycle_calls is not None else ''}, total "
-                           f"{fmt(s.total_ns)}, mean {mean}", 78,
+    # the total the stage table prints: one value for one figure
+    total = WITHHELD if withheld(violations or [], s.stage, TOTAL) else total_text(stage_figures([s], doc)[0])[0]
+    counted = s.cycle_calls is not None   # sampled: the calls the probes saw; the total is the window's
+    lines += textwrap.wrap(f"calls {s.calls}{' counted' if counted else ''}, total"
+                           f"{' in the window ~' if counted and total != WITHHELD else ' '}{total}, mean {mean}", 78,
                            initial_indent="  ", subsequent_indent="  ")
     if pc.method in SAMPLED_METHODS:
         lines += burst_line(s, doc, pc)
@@ -350,9 +361,6 @@ def render_text(profile: Profile) -> str:
         if s.calls:
             out += [""] + stage_detail(s, doc, profile.consistency)
     notes = []
-    idle = [s.stage for s in stages if not s.calls]
-    if idle:
-        notes.append("no calls during the window: " + ", ".join(idle))
     for u in doc.get("unavailable", []):
         notes.append(f"unavailable: {u['stage']}: {u['reason']}")
     counters = doc["engine"].get("counters", {})

@@ -14,6 +14,7 @@ calls 'Sending data' 'executing'."""
 
 from __future__ import annotations
 
+import re
 
 from mysqlprobe.collectors.connection import pymysql
 
@@ -78,18 +79,17 @@ def rows_changed(conn) -> int:
     return sum(global_status(conn, ROW_COUNTERS).values())
 
 
-# what compare sets side by side: InnoDB's settings, and the few of the SQL layer
-# the insert path's mechanisms turn on (analysis/mechanisms.py)
-SETTINGS_KEPT = ("innodb_", "sync_binlog", "log_bin", "binlog_format", "tx_isolation", "transaction_isolation",
-                 "version", "performance_schema", "autocommit", "max_allowed_packet")
+# a variable whose value may be a credential: its name is kept, its value not
+SECRET_SETTING = re.compile(r"password|passwd|_auth|secret|credential|_key$", re.I)
+NOT_KEPT = "(not kept)"
 
 
 def server_settings(conn) -> dict[str, str]:
-    """SHOW GLOBAL VARIABLES, the InnoDB and insert-path ones."""
+    """SHOW GLOBAL VARIABLES, every one (compare sets the two servers' side
+    by side); a credential's value is not kept."""
     with conn.cursor() as cur:
         cur.execute("SHOW GLOBAL VARIABLES")
-        return {name: value for name, value in cur.fetchall()
-                if name.startswith(SETTINGS_KEPT) and name not in ("version_compile_os",)}
+        return {name: NOT_KEPT if SECRET_SETTING.search(name) else value for name, value in cur.fetchall()}
 
 
 def leave_out_own_statements(conn) -> int | None:

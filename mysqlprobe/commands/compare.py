@@ -75,6 +75,43 @@ def stage_bars(result: dict) -> str:
     return "<table class=stages><tr><th>stage</th><th>per row</th><th>B - A</th></tr>" + "".join(rows) + "</table>"
 
 
+SEGMENT_COLOURS = ("#4e79a7", "#f28e2b", "#59a14f", "#e15759", "#76b7b2", "#edc948", "#b07aa1", "#9c755f")
+REST_COLOUR = "#d9d9d9"
+
+
+def row_bars(result: dict) -> str:
+    """A's and B's row, one bar each on one scale: the row's wall time
+    (unprobed where measured) split into the stages' exclusive times and
+    what no stage holds."""
+    w = result.get("wall_unprobed")
+    walls = (w.a.mean, w.b.mean) if w is not None else (result["wall"].a.median, result["wall"].b.median)
+    source = "unprobed runs" if w is not None else "profiled runs, less the probes' cost"
+    stages = [c for c in result["ranked"] if max(c.a.median, c.b.median) > 0]
+    colour = {c.name: SEGMENT_COLOURS[i % len(SEGMENT_COLOURS)] for i, c in enumerate(stages)}
+    sums = [sum(c.a.median for c in stages), sum(c.b.median for c in stages)]
+    top = max(*walls, *sums) or 1.0
+    bars, notes = [], []
+    for label, wall, total, pick in (("A", walls[0], sums[0], lambda c: c.a.median),
+                                     ("B", walls[1], sums[1], lambda c: c.b.median)):
+        parts = [(c.name, pick(c), colour[c.name]) for c in stages if pick(c) > 0]
+        if wall > total:
+            parts.append(("not attributed to a stage", wall - total, REST_COLOUR))
+        else:
+            notes.append(f"{label}'s stages add up to {C.ns_text(total)}, {C.ns_text(total - wall)} more than "
+                         f"its wall time per row ({source}): they were timed in the profiled runs")
+        segs = "".join(f'<div class=seg style="width:{100 * v / top:.2f}%;background:{c}" '
+                       f'title="{html.escape(name)}: {C.ns_text(v)} per row ({v / wall:.0%})"></div>'
+                       for name, v, c in parts if wall)
+        bars.append(f"<tr><td>{label} {html.escape(result[label.lower()]['server'])}</td>"
+                    f"<td><div class=rowbar>{segs}</div></td><td>{html.escape(C.ns_text(wall))}</td></tr>")
+    legend = "".join(f'<span class=key><i style="background:{c}"></i>{html.escape(n)}</span>'
+                     for n, c in [*colour.items(), ("not attributed to a stage", REST_COLOUR)])
+    return (f"<h2>A row, A against B</h2><p class=muted>wall time per row from the {source}; the stages' "
+            "exclusive times from the profiled runs</p><table class=rows>" + "".join(bars) + "</table>"
+            f"<div class=legend>{legend}</div>"
+            + "".join(f"<p class=muted>{html.escape(n)}</p>" for n in notes))
+
+
 def drilldown_html(result: dict) -> str:
     entries = result.get("drilldown") or []
     if not entries:
@@ -114,9 +151,13 @@ def render_html(result: dict, text: str, svg: str | None, stage_svgs: list[tuple
             "<style>body{font:14px system-ui,sans-serif;margin:24px auto;max-width:1240px}"
             "pre{background:#f8f8f4;padding:10px;font-size:12.5px}.muted{color:#666}"
             ".stages td{padding:2px 8px}.bars{width:640px}.bar{height:14px;margin:1px 0;font-size:11px;"
-            "white-space:nowrap}.bar.a{background:#8fb3d9}.bar.b{background:#e39b7b}</style></head><body>"
+            "white-space:nowrap}.bar.a{background:#8fb3d9}.bar.b{background:#e39b7b}"
+            ".rows td{padding:2px 8px;white-space:nowrap}.rowbar{width:900px;display:flex}.seg{height:22px}"
+            ".key{margin-right:14px;font-size:12px}.key i{display:inline-block;width:10px;height:10px;"
+            "margin-right:4px}</style></head><body>"
             f"<h1>{html.escape(result['a']['server'])} vs {html.escape(result['b']['server'])}</h1>"
             + "<div id=headline><pre>" + html.escape("\n".join(C._headline(result))) + "</pre></div>"
+            + row_bars(result)
             + drilldown_html(result)
             + "<h2>Stages, per row</h2>" + stage_bars(result)
             + "".join(f"<h2>Below {html.escape(stage)}</h2>{g}" for stage, g in stage_svgs)

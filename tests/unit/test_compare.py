@@ -161,7 +161,7 @@ def test_a_stage_withheld_on_one_side_is_not_attributed_on_either():
     result = C.compare([run(A)], [b])
     assert [c.name for c in result["ranked"]] == ["innodb.row_insert"]
     assert result["withheld"][0]["stage"] == "partition.write_row"
-    assert "b1: withheld" in result["withheld"][0]["why"]
+    assert result["withheld"][0]["why"].startswith("B run 1: withheld: 6.05ms in the stage, more than 1 thread")
     assert result["attributed_ns"] == pytest.approx(-1.5 * US)
     text = C.render_text(result)
     assert "partition.write_row: not attributed" in text
@@ -176,3 +176,32 @@ def test_stages_that_take_more_than_the_rows_wall_time_are_not_attributed():
     result = C.compare([run(A)], [b])
     assert result["ranked"] == [] and result["attributed_ns"] == 0
     assert result["unattributed_ns"] == pytest.approx(result["wall"].delta)
+
+
+def test_the_html_page_draws_each_sides_row_to_one_scale():
+    from html.parser import HTMLParser
+    from mysqlprobe.commands.compare import render_html
+
+    class Bars(HTMLParser):
+        def __init__(self):
+            super().__init__()
+            self.bars: list[list[tuple[float, str]]] = []
+
+        def handle_starttag(self, tag, attrs):
+            a = dict(attrs)
+            if a.get("class") == "rowbar":
+                self.bars.append([])
+            elif a.get("class") == "seg":
+                width = float(a["style"].split("width:")[1].split("%")[0])
+                self.bars[-1].append((width, a["title"]))
+
+    result = C.compare([run(A)], [run(B)])
+    page = Bars()
+    page.feed(render_html(result, C.render_text(result), None))
+    a, b = page.bars
+    # A's row is 10 us (the widest: the whole scale), B's 6 us; each split into its stages and the rest
+    assert sum(w for w, _ in a) == pytest.approx(100, abs=0.1)
+    assert sum(w for w, _ in b) == pytest.approx(60, abs=0.1)
+    assert [t.split(":")[0] for _, t in a][-1] == "not attributed to a stage"
+    assert sorted(t.split(":")[0] for _, t in a[:-1]) == ["innodb.row_insert", "partition.write_row"]
+    assert (pytest.approx(25, abs=0.01), "innodb.row_insert: 2.5us per row (42%)") in b

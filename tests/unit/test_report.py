@@ -1,6 +1,7 @@
 """Capture building and the text report, on a synthetic run with known
-counts; the report is compared with a golden file
-(UPDATE_GOLDEN=1 pytest tests/unit/test_report.py rewrites it)."""
+counts; the report is compared with a golden file, checked by eye when
+the report's format changes and rewritten then by hand, never by the run
+that checks it."""
 
 import json
 from pathlib import Path

@@ -28,7 +28,7 @@ DEFAULT_CELLS = ([f"{k}-{n}" for k in ("range", "list", "hash") for n in PARTITI
                  + ["compact", "dynamic", "compressed-8", "compressed-4", "compressed-2", "concurrent-4"])
 
 EXAMPLES = """examples:
-  mysqlprobe lab bench --server 10.2.11 --cells range-100              # one cell, 3 repeats
+  mysqlprobe lab bench --server 10.2.11 --cells range-100              # one cell, 5 repeats
   mysqlprobe lab bench --server 10.1.23 --cells range-100 -o out/bench
   mysqlprobe compare out/bench/10.1.23/range-100 out/bench/10.2.11/range-100
   mysqlprobe lab bench --server 10.11.5                                # the whole matrix

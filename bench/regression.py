@@ -1,0 +1,82 @@
+"""The regression this tool exists for, found by the tool: MariaDB 10.1.23
+(XtraDB, the MySQL 5.6 line) against 10.2.11 (the 5.7 line's InnoDB), the
+same INSERT ... SELECT into a partitioned table.
+
+    sudo .venv/bin/python bench/regression.py [--rows 300007] [--repeats 5]
+        [--cells range-100]
+
+Runs `mysqlprobe lab bench` on each server (each repeat: the load
+unprobed, then profiled) and `mysqlprobe compare` on the two, and writes
+bench/REGRESSION.md with what compare printed, word for word: the
+findings are the tool's, none is written here. bench/regression.json is
+compare.json; compare's HTML page and flame graphs stay in --keep DIR."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import subprocess
+import tempfile
+from datetime import datetime, timezone
+from pathlib import Path
+
+from overhead import MYSQLPROBE, log, machine, machine_line
+
+HERE = Path(__file__).resolve().parent
+SERVERS = ("10.1.23", "10.2.11")
+
+
+def bench(version: str, args, out: Path) -> None:
+    cmd = [MYSQLPROBE, "lab", "bench", "--server", version, "--cells", args.cells, "--rows", str(args.rows),
+           "--repeats", str(args.repeats), "-q", "-o", str(out)]
+    log(" ".join(cmd[1:]))
+    subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--rows", type=int, default=300007)
+    ap.add_argument("--repeats", type=int, default=5)
+    ap.add_argument("--cells", default="range-100")
+    ap.add_argument("--keep", help="keep the captures and compare's files here")
+    ap.add_argument("--out", default=str(HERE))
+    args = ap.parse_args()
+    work = Path(args.keep) if args.keep else Path(tempfile.mkdtemp(prefix="regression-"))
+    try:
+        for version in SERVERS:
+            bench(version, args, work / "bench")
+        cell = args.cells.split(",")[0]
+        sides = [str(work / "bench" / v / cell) for v in SERVERS]
+        shutil.rmtree(work / "compare", ignore_errors=True)
+        done = subprocess.run([MYSQLPROBE, "compare", *sides, "-o", str(work / "compare")],
+                              capture_output=True, text=True, check=True)
+        result = json.loads((work / "compare" / "compare.json").read_text())
+        command = "sudo .venv/bin/python bench/regression.py " + " ".join(
+            f"--{k} {v}" for k, v in (("rows", args.rows), ("repeats", args.repeats), ("cells", args.cells)))
+        out = Path(args.out)
+        (out / "regression.json").write_text(json.dumps(result, indent=1) + "\n")
+        (out / "REGRESSION.md").write_text(render(args, cell, command, done.stdout))
+        log(f"wrote {out / 'REGRESSION.md'}")
+    finally:
+        if not args.keep:
+            shutil.rmtree(work, ignore_errors=True)
+
+
+def render(args, cell: str, command: str, text: str) -> str:
+    date = datetime.now(timezone.utc).isoformat(timespec="seconds")
+    return "\n".join([
+        f"# Regression: MariaDB {SERVERS[0]} (5.6 line) against {SERVERS[1]} (5.7 line)", "",
+        f"{machine_line(machine())} {date}. Command: `{command}`.", "",
+        f"Each server in its sandbox; the load: cell `{cell}` of `mysqlprobe lab bench`, {args.rows:,} rows a "
+        f"run, {args.repeats} repeats a side, each the load unprobed and then profiled in the default mode. "
+        "What follows is `mysqlprobe compare` on the two, as it printed it: the wall delta from the unprobed "
+        "runs, the stages' and functions' shares from the profiled ones, and why, from the servers' own "
+        "settings and the mechanisms' catalog (analysis/mechanisms.py). The same command with `-o DIR` "
+        "writes compare.html (the headline, each side's row as a bar, the drill-down's flame graphs) and "
+        "diff.svg; compare.json is bench/regression.json.", "",
+        "```", text.rstrip("\n"), "```", ""])
+
+
+if __name__ == "__main__":
+    main()
