@@ -5,13 +5,15 @@ a chart, the partitions, the flame graph and the run's metadata."""
 from __future__ import annotations
 
 import html
+import re
 
 from mysqlprobe.analysis import histogram as H
 from mysqlprobe.analysis import report as text
 from mysqlprobe.analysis.consistency import MEAN, PERCENTILES, TOTAL, report_lines, withheld
-from mysqlprobe.analysis.headline import headline
+from mysqlprobe.analysis.headline import SKEWED, headline
 from mysqlprobe.analysis.model import Profile
 from mysqlprobe.analysis.profile import StageSummary
+from mysqlprobe.analysis.timeline import ON, QUIET, Timeline, main_stage, timeline
 
 CHART_W, CHART_H = 560, 150
 fmt = H.format_ns
@@ -24,7 +26,7 @@ th{background:#f4f4f0} td:first-child,th:first-child{text-align:left}
 pre{background:#f8f8f4;padding:10px;overflow-x:auto;font-size:12.5px}
 .meta td{text-align:left} .stage{display:inline-block;vertical-align:top;margin:0 18px 18px 0}
 .warn{color:#a40} .muted{color:#666} .est{color:#555;font-style:italic}
-#search{font:13px monospace;padding:3px 6px;width:260px}
+#search{font:13px monospace;padding:3px 6px;width:260px} tr.linked{cursor:pointer} tr.linked:hover{background:#f3f0e6}
 .card{border:1px solid #ddd;border-radius:6px;padding:12px 16px;background:#fcfcfa;max-width:900px}
 .card .big{font-size:20px;font-weight:600} .bar{display:flex;height:26px;margin:10px 0 6px;border:1px solid #bbb}
 .seg{height:100%} .key{display:inline-block;margin:2px 14px 2px 0} .key i{display:inline-block;width:11px;
@@ -46,6 +48,21 @@ document.addEventListener('DOMContentLoaded', function () {
   var m = /[#&]search=([^&]*)/.exec(window.location.hash || '');
   if (box && m) box.value = decodeURIComponent(m[1]);
   if (box) box.addEventListener('input', function () { mpFlameSearch(box.value); });
+  document.querySelectorAll('tr.linked').forEach(function (row) {
+    row.addEventListener('click', function () {
+      var q = row.getAttribute('data-search');
+      if (box) box.value = q;
+      mpFlameSearch(q);
+      var graph = document.getElementById('flamegraph');
+      if (graph && graph.scrollIntoView) graph.scrollIntoView();
+    });
+  });
+  var wanted = /[#&]stage=([^&]*)/.exec(window.location.hash || '');
+  if (wanted) {
+    document.querySelectorAll('tr.linked').forEach(function (row) {
+      if (row.cells[0].textContent.replace(/[*?]$/, '') === decodeURIComponent(wanted[1])) row.click();
+    });
+  }
   document.documentElement.setAttribute('data-loaded', '1');
 });
 """
@@ -89,6 +106,76 @@ def histogram_chart(s: StageSummary) -> str:
     return "".join(out)
 
 
+TL_W, TL_H, TL_LEFT, TL_RIGHT = 900, 170, 64, 64
+PHASE_FILL = {ON: "#fde3c8", QUIET: "#e8e8e8"}
+
+
+def timeline_chart(t: Timeline) -> str:
+    """Rows per second in each phase (a blue step), the on-phases shaded,
+    and the main stage's mean per call in each on-phase (red, right axis)."""
+    rates = [p.rows_per_s for p in t.phases if p.rows_per_s is not None]
+    if not rates or t.window_s <= 0:
+        return ""
+    top = max(rates) or 1.0
+    lat_top = max((ns for _, _, ns in t.latency), default=0.0) or 1.0
+    plot_w = TL_W - TL_LEFT - TL_RIGHT
+    x = lambda s: TL_LEFT + plot_w * min(max(s / t.window_s, 0.0), 1.0)  # noqa: E731
+    y = lambda v, m: 10 + (TL_H - 10) * (1 - v / m)  # noqa: E731
+    out = [f'<svg id=timeline width="{TL_W}" height="{TL_H + 34}" viewBox="0 0 {TL_W} {TL_H + 34}" '
+           'xmlns="http://www.w3.org/2000/svg" font-size="10" font-family="sans-serif">']
+    for p in t.phases:
+        if p.kind in PHASE_FILL:
+            rate = f"{p.rows_per_s:,.0f} rows/s" if p.rows_per_s is not None else "rows not read"
+            out.append(f'<rect class="phase {p.kind}" x="{x(p.start_s):.1f}" y="10" '
+                       f'width="{max(x(p.start_s + p.seconds) - x(p.start_s), 0.5):.1f}" height="{TL_H - 10}" '
+                       f'fill="{PHASE_FILL[p.kind]}"><title>{_e(p.kind)}-phase at {p.start_s:.3f}s for '
+                       f'{p.seconds * 1000:.1f}ms: {_e(rate)}</title></rect>')
+    for p in t.phases:
+        if p.rows_per_s is not None:
+            out.append(f'<line class=rate x1="{x(p.start_s):.1f}" x2="{x(p.start_s + p.seconds):.1f}" '
+                       f'y1="{y(p.rows_per_s, top):.1f}" y2="{y(p.rows_per_s, top):.1f}" stroke="#2f5e9e" '
+                       f'stroke-width="2"><title>{p.rows_per_s:,.0f} rows/s ({_e(p.kind)})</title></line>')
+    for start, seconds, ns in t.latency:
+        cx = (x(start) + x(start + seconds)) / 2
+        out.append(f'<circle class=latency cx="{cx:.1f}" cy="{y(ns, lat_top):.1f}" r="3" fill="#c0392b">'
+                   f'<title>{_e(t.stage)}: {_e(fmt(ns))} per call in the on-phase at {start:.3f}s</title></circle>')
+    out += [f'<line x1="{TL_LEFT}" y1="{TL_H}" x2="{TL_W - TL_RIGHT}" y2="{TL_H}" stroke="#999"/>',
+            f'<text x="{TL_LEFT - 4}" y="14" text-anchor="end" fill="#2f5e9e">{top:,.0f}</text>',
+            f'<text x="{TL_LEFT - 4}" y="{TL_H}" text-anchor="end" fill="#2f5e9e">0 rows/s</text>',
+            f'<text x="{TL_LEFT}" y="{TL_H + 14}">0s</text>',
+            f'<text x="{TL_W - TL_RIGHT}" y="{TL_H + 14}" text-anchor="end">{t.window_s:.2f}s</text>']
+    if t.latency:
+        out += [f'<text x="{TL_W - TL_RIGHT + 4}" y="14" fill="#c0392b">{_e(fmt(lat_top))}</text>',
+                f'<text x="{TL_W - TL_RIGHT + 4}" y="{TL_H}" fill="#c0392b">0</text>']
+    legend = ("blue: rows/s in each phase; shaded: probes on (orange), off with the other collectors quiet (grey)"
+              + (f"; red: {t.stage}'s mean per call in each on-phase" if t.latency else ""))
+    out.append(f'<text x="{TL_LEFT}" y="{TL_H + 28}">{_e(legend)}</text></svg>')
+    return "".join(out)
+
+
+SKEW_W = 560
+
+
+def skew_chart(s: StageSummary) -> str:
+    """Rows per partition as bars, drawn only where they are uneven
+    (max/min above headline.SKEWED)."""
+    counts = {pid: p.calls for pid, p in s.partitions.items()}
+    if len(counts) < 2 or (min(counts.values()) and max(counts.values()) / min(counts.values()) <= SKEWED):
+        return ""
+    ranked = sorted(counts.items(), key=lambda kv: -kv[1])[:40]
+    top, total = ranked[0][1] or 1, sum(counts.values())
+    row_h = 14
+    out = [f'<svg id=skew width="{SKEW_W}" height="{row_h * len(ranked) + 10}" xmlns="http://www.w3.org/2000/svg" '
+           'font-size="10" font-family="sans-serif">']
+    for i, (pid, n) in enumerate(ranked):
+        w = (SKEW_W - 120) * n / top
+        out.append(f'<text x="4" y="{i * row_h + 11}">p{pid}</text><rect x="40" y="{i * row_h + 2}" width="{w:.1f}" '
+                   f'height="{row_h - 3}" fill="#8e44ad"><title>p{pid}: {n:,} calls, {n / total:.1%}</title></rect>'
+                   f'<text x="{44 + w:.1f}" y="{i * row_h + 11}">{n / total:.1%}</text>')
+    more = f" (the top 40 of {len(counts)})" if len(counts) > 40 else ""
+    return f"<p class=muted>{_e(s.stage)}: calls per partition, uneven{more}</p>" + "".join(out) + "</svg>"
+
+
 STAGE_COLUMNS = ["stage", "calls", "counted", "mean", "p50", "p90", "p99", "total", "share"]
 
 
@@ -109,6 +196,26 @@ def _stage_rows(profile: Profile) -> list[list]:
                     + [f["counted"], *shown(MEAN, f["mean"]), *shown(PERCENTILES, f["p50"], f["p90"], f["p99"]),
                        *shown(TOTAL, *text.total_text(f))])
     return rows
+
+
+def _stage_searches(profile: Profile) -> list[str]:
+    """Per row of the stage table, a regular expression of its functions' names for the flame graph's search."""
+    symbols = {s.stage: s.symbols for s in profile.stages}
+    out = []
+    for f in profile.figures:
+        if not f["calls"] and not f["counted"]:
+            continue
+        names = sorted({re.escape(sym.split("(")[0]) for sym in symbols.get(f["stage"], [])})
+        out.append("|".join(names))
+    return out
+
+
+def _linked_table(header: list[str], rows: list[list], searches: list[str]) -> str:
+    """The stage table, each row finding its functions in the flame graph when clicked."""
+    head = "".join(f"<th>{_e(h)}</th>" for h in header)
+    body = "".join(f'<tr class=linked data-search="{_e(q)}">' + "".join(f"<td>{_e(c)}</td>" for c in row) + "</tr>"
+                   for row, q in zip(rows, searches))
+    return f'<table id=stages><tr>{head}</tr>{body}</table>'
 
 
 def _partitions(s: StageSummary, doc: dict) -> str:
@@ -182,6 +289,12 @@ def summary_card(profile: Profile) -> str:
             + f"<div class=muted>cost: {_e(h.cost)}</div></div>")
 
 
+def _timeline_section(profile: Profile) -> list[str]:
+    t = timeline(profile.doc, main_stage(profile.figures, profile.doc))
+    chart = timeline_chart(t) if t else ""
+    return ["<h2>The window as it went</h2>", chart] if chart else []
+
+
 def render_html(profile: Profile, flamegraph_svg: str | None = None, offcpu_svg: str | None = None,
                 io_svg: str | None = None, stage_svgs: list[tuple[str, str]] = ()) -> str:
     doc, stages = profile.doc, profile.stages
@@ -191,10 +304,13 @@ def render_html(profile: Profile, flamegraph_svg: str | None = None, offcpu_svg:
     parts = [f"<!DOCTYPE html><html lang=en><head><meta charset=utf-8><title>{_e(title)}</title>"
              f"<style>{_CSS}</style><script>{_PAGE_SCRIPT}</script></head><body>",
              f"<h1>{_e(title)}</h1>", "<h2>Where an inserted row's time went</h2>", summary_card(profile),
+             *[skew_chart(s) for s in stages if s.stage == "partition.write_row" and s.partitions],
+             *_timeline_section(profile),
              "<details><summary>the run</summary>", _pre(text.header(profile)), "</details>"]
     parts += ["<h2>Stages</h2>",
-              _table(STAGE_COLUMNS[:2] + (["95% interval"] if text.is_sampled(doc) else []) + STAGE_COLUMNS[2:],
-                     _stage_rows(profile)),
+              _linked_table(STAGE_COLUMNS[:2] + (["95% interval"] if text.is_sampled(doc) else []) + STAGE_COLUMNS[2:],
+                            _stage_rows(profile), _stage_searches(profile)),
+              "<p class=muted>click a stage to find its functions in the flame graph</p>",
               "".join(f"<p class=muted>{_e(line)}</p>" for line in [" ".join(text.idle_line(profile))] if line),
               "<p class=muted>share: time in the stage / window length (above 100% with several threads)"
               + ("; ~ estimated for the whole window from the duty cycles" if text.is_sampled(doc) else "")

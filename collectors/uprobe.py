@@ -361,6 +361,14 @@ class UprobeSession:
         fd = self._fds["stats"]
         return {i: value.calls if libbpf.lookup(fd, ctypes.c_uint32(i), value) else 0 for i in indices}
 
+    def calls_and_time(self, indices) -> dict[int, tuple[int, int]]:
+        """Calls and corrected ns so far per probe, in one pass: each duty
+        cycle's own figures (the report's timeline)."""
+        value = ProbeStats()
+        fd = self._fds["stats"]
+        return {i: (value.calls, value.corrected_ns) if libbpf.lookup(fd, ctypes.c_uint32(i), value) else (0, 0)
+                for i in indices}
+
     def start(self) -> None:
         """Open the window: every probe counts from now on."""
         self._set_enabled(True)

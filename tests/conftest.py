@@ -66,6 +66,16 @@ def working_dir(tmp_path_factory):
     os.chdir(before)
 
 
+# what a person looks at after the run (screenshots of the reports): kept, not in git
+ARTEFACTS = Path(os.environ.get("MYSQLPROBE_TEST_ARTEFACTS", HERE.parent / ".test-artefacts"))
+
+
+@pytest.fixture(scope="session")
+def artefacts() -> Path:
+    ARTEFACTS.mkdir(parents=True, exist_ok=True)
+    return ARTEFACTS
+
+
 @pytest.fixture(scope="session")
 def fixture_dir(tmp_path_factory) -> Path:
     return tmp_path_factory.mktemp("fixtures")

@@ -92,6 +92,7 @@ class DutyCycles:
         self._speeds: list[tuple[bool, float]] = []  # (quiet, rows/s) of each such phase, in order
         self._ordinary_phases = 0
         self._last = {s.index: 0 for s in self.specs}
+        self._last_ns = {s.index: 0 for s in self.specs}
         self._indices = [s.index for s in self.specs]
 
     def _tracking(self, read):
@@ -355,9 +356,11 @@ class DutyCycles:
         for c in self.paced:
             c.pause()
         t_on = time.monotonic() - on_t0
-        now = self._counts()
+        read = self.session.calls_and_time(self._indices)
+        now = {i: c for i, (c, _) in read.items()}
         delta = {i: now[i] - self._last[i] for i in now}
-        self._last = now
+        spent = {i: ns - self._last_ns[i] for i, (_, ns) in read.items()}
+        self._last, self._last_ns = now, {i: ns for i, (_, ns) in read.items()}
         if not self._burst_wanted and any(delta.get(i) for i in self.burst_for):
             self._burst_wanted = True
         cal = self.calibration.current()
@@ -366,6 +369,7 @@ class DutyCycles:
         # cycle, and grew by 13 KB a second; record() writes the zeros out again
         cycle = {"at_s": round(on_t0 - self.opened, 6), "on_s": round(t_on, 6), "probe_s": round(probe_s, 6),
                  "calls": {i: n for i, n in delta.items() if n}, "rows": difference(rows1, rows0),
+                 "ns": {i: spent[i] for i, n in delta.items() if n},  # their corrected time, this cycle
                  "row_s": round(read1 - read0, 6),
                  # the calls read around each rows query this far apart: the rows sit at their middle
                  "read_s": [round(width0, 6), round(width1, 6)],
@@ -441,7 +445,7 @@ class DutyCycles:
                    if self.quieted else {}),
                 **({"burst_s": round(self.burst_s, 6), "burst_rows": self.burst_rows,
                     "bursts": [c.name for c in self.bursts]} if self.bursts else {}),
-                "calls_per_cycle": [{**c, **{k: [c[k].get(s.index, 0) for s in self.specs] for k in ("calls", "row_calls")}}
+                "calls_per_cycle": [{**c, **{k: [c[k].get(s.index, 0) for s in self.specs] for k in ("calls", "row_calls", "ns")}}
                                     for c in self.cycles]}
 
 

@@ -100,7 +100,7 @@ def _share_matching(stacks: folded.Folded, needle: str) -> float:
     return sum(c for s, c in stacks.stacks.items() if any(needle in f for f in s.split(";"))) / stacks.total
 
 
-def test_report_and_flame_graph_work_in_chromium(captures, tmp_path):
+def test_report_and_flame_graph_work_in_chromium(captures, tmp_path, artefacts):
     cap = captures["range"]
     stacks = folded.parse((cap["dir"] / "stacks.folded").read_text().splitlines())
     expected = _share_matching(stacks, "row_insert")
@@ -117,9 +117,9 @@ def test_report_and_flame_graph_work_in_chromium(captures, tmp_path):
         assert graphs >= 3 and report.count('data-ready="1"') == graphs   # every graph's script ran
         dom = dom_after_load(cap["dir"] / "offcpu.svg")
         assert 'data-errors="' not in dom and 'data-ready="1"' in dom
-    png = screenshot(cap["dir"] / "report.html", tmp_path / "report.png")
+    png = screenshot(cap["dir"] / "report.html", artefacts / "report.png")
     assert png_colours(png) > 20                           # charts and frames drawn, not a blank page
-    png = screenshot(cap["dir"] / "flamegraph.svg", tmp_path / "flame.png", "1200,700")
+    png = screenshot(cap["dir"] / "flamegraph.svg", artefacts / "flamegraph.png", "1200,700")
     assert png_colours(png) > 20
 
 
@@ -135,3 +135,24 @@ def test_differential_graph_of_two_captures(captures, tmp_path):
     assert "vs before" in title and "+" in title.split(",")[-1]
     dom = dom_after_load(out, "#search=ha_partition")
     assert 'data-errors="' not in dom and float(dom.split('data-matched="')[1].split('"')[0]) > 0
+
+
+def test_the_report_page_has_its_parts_and_its_table_finds_functions(captures, artefacts):
+    """The DOM after the scripts ran: the summary card and its per-row bar,
+    the timeline (sampled mode), the stage table whose rows search the flame
+    graph, the run's metadata; a click on a row (#stage=) finds the stage's
+    functions in the CPU samples."""
+    cap = captures["range"]
+    page = cap["dir"] / "report.html"
+    dom = dom_after_load(page)
+    assert 'data-errors="' not in dom and 'data-loaded="1"' in dom
+    assert 'id="summary"' in dom and dom.count('class="seg"') >= 2          # the per-row bar, in parts
+    if (cap["doc"].get("sampling") or {}).get("calls_per_cycle"):
+        assert 'id="timeline"' in dom and 'class="phase on"' in dom
+    assert dom.count('class="linked"') >= 3 and '<table class="meta">' in dom
+    stacks = folded.parse((cap["dir"] / "stacks.folded").read_text().splitlines())
+    expected = _share_matching(stacks, "ha_partition::write_row")
+    clicked = dom_after_load(page, "#stage=partition.write_row")
+    matched = float(clicked.split('data-matched="')[1].split('"')[0])
+    assert expected > 0 and matched == pytest.approx(expected, abs=0.02)
+    assert png_colours(screenshot(page, artefacts / "report-full.png", "1280,3000")) > 20

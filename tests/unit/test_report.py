@@ -251,6 +251,45 @@ def test_sampled_run_reports_estimates():
     assert "95% interval" not in render_html(Profile(synthetic_run()))        # exact: every call counted
 
 
+def test_the_timeline_draws_each_phases_rate_and_the_main_stages_latency():
+    from html.parser import HTMLParser
+    from mysqlprobe.analysis.timeline import ON, QUIET, main_stage, timeline
+
+    # 3 cycles of 0.1 s on, each followed by 0.4 s off (the second quiet); rows read over the whole on-phase
+    cycles = [{"at_s": 0.5 * i, "on_s": 0.1, "row_s": 0.1, "rows": rows, "probe_s": 0.0,
+               "calls": [rows, rows, rows, 0], "ns": [rows * 4000, rows * 100, rows * us, 0],
+               "off": [{"at_s": 0.5 * i + 0.1, "s": 0.4, "rows": 4 * rows * 2, "quiet": i == 1}]}
+              for i, (rows, us) in enumerate(((1009, 1900), (1013, 2100), (1019, 2000)))]
+    doc = synthetic_run({"mode": "sampled", "overhead_budget": 0.1, "cycles": 3, "on_s": 0.3,
+                         "calls_per_cycle": cycles})
+    profile = Profile(doc)
+    t = timeline(doc, main_stage(profile.figures, profile.doc))
+    assert t is not None and [p.kind for p in t.phases] == [ON, "off", ON, QUIET, ON, "off"]
+    assert t.phases[0].rows_per_s == pytest.approx(10090) and t.phases[1].rows_per_s == pytest.approx(20180)
+    assert t.stage == "innodb.row_insert"   # the most time (write_row's figure is only a bound, lower)
+    assert [round(ns) for _, _, ns in t.latency] == [1900, 2100, 2000]
+
+    class Marks(HTMLParser):
+        def __init__(self):
+            super().__init__()
+            self.found: list[tuple[str, dict]] = []
+
+        def handle_starttag(self, tag, attrs):
+            a = dict(attrs)
+            if (a.get("class") or "").split(" ")[0] in ("phase", "rate", "latency"):
+                self.found.append((a["class"], a))
+
+    page = Marks()
+    page.feed(render_html(profile))
+    kinds = [c for c, _ in page.found]
+    assert kinds.count("phase on") == 3 and kinds.count("phase quiet") == 1
+    assert kinds.count("rate") == 6 and kinds.count("latency") == 3
+    rates = [float(a["y1"]) for c, a in page.found if c == "rate"]
+    assert rates[1] < rates[0]                         # the off-phase ran faster: drawn higher
+    assert "no timeline" not in render_text(profile)
+    assert timeline(synthetic_run(), None) is None      # every call counted: one phase
+
+
 def test_a_single_cycle_says_it_gives_no_interval():
     doc = synthetic_run({"mode": "sampled", "overhead_budget": 0.1, "cycles": 1, "on_s": 0.3,
                          "calls_per_cycle": [{"on_s": 0.3, "probe_s": 0.0, "calls": [ROWS, ROWS, ROWS, 0]}]})

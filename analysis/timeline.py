@@ -1,0 +1,66 @@
+"""The window as time went: the load's rows per second in each duty-cycle
+phase (probes on, off, or off with the other collectors quiet), and the
+main stage's mean per call in each on-phase. Sampled mode only: with every
+call counted there is one phase."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from mysqlprobe.analysis.consistency import callers_of
+from mysqlprobe.analysis.profile import sampled_cycles, stage_name
+
+ON, OFF, QUIET = "on", "off", "quiet"
+ROOT_PREFIX = "sql."   # the statement and its P_S stages hold the others: not the main stage
+
+
+@dataclass(frozen=True)
+class Phase:
+    start_s: float
+    seconds: float
+    rows: int | None
+    kind: str              # ON, OFF or QUIET
+
+    @property
+    def rows_per_s(self) -> float | None:
+        return self.rows / self.seconds if self.rows is not None and self.seconds > 0 else None
+
+
+@dataclass(frozen=True)
+class Timeline:
+    window_s: float
+    phases: list[Phase]
+    stage: str | None                        # whose latency is drawn
+    latency: list[tuple[float, float, float]]  # (start_s, seconds, mean ns per call) per on-phase
+
+
+def timeline(doc: dict, main_stage: str | None) -> Timeline | None:
+    """From the capture's duty cycles; None in exact mode or without cycles."""
+    cycles = sampled_cycles(doc)
+    if not cycles or not all("at_s" in c for c in cycles):   # captures from before cycles were timed
+        return None
+    phases, latency = [], []
+    probes = doc.get("probes") or []
+    columns = [j for j, p in enumerate(probes) if main_stage and stage_name(p) == main_stage]
+    for c in cycles:
+        # the rows were read over row_s inside the on-phase: their rate stands for it
+        rows = c.get("rows")
+        on_rows = round(rows * c["on_s"] / c["row_s"]) if rows is not None and c.get("row_s") else None
+        phases.append(Phase(c["at_s"], c["on_s"], on_rows, ON))
+        for off in c.get("off") or []:
+            phases.append(Phase(off["at_s"], off["s"], off.get("rows"), QUIET if off.get("quiet") else OFF))
+        if columns and "ns" in c:
+            calls = sum(c["calls"][j] for j in columns)
+            if calls:
+                latency.append((c["at_s"], c["on_s"], sum(c["ns"][j] for j in columns) / calls))
+    return Timeline(doc["window"]["duration_s"], phases, main_stage if latency else None, latency)
+
+
+def main_stage(figures: list[dict], doc: dict) -> str | None:
+    """The outermost stage below the statement (not nested in another probed
+    stage) with the most time: the row's way in, whose latency per call
+    holds the others'."""
+    nested = {child for child, (parent, _) in callers_of(doc).items() if not parent.startswith(ROOT_PREFIX)}
+    inner = [f for f in figures if f["calls"] and f["total_ns"] and not f["stage"].startswith(ROOT_PREFIX)
+             and f["stage"] not in nested]
+    return max(inner, key=lambda f: f["total_ns"])["stage"] if inner else None
