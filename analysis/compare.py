@@ -27,7 +27,7 @@ from mysqlprobe.analysis.profile import window_scale
 from mysqlprobe.analysis.ps_figures import ps_deltas
 from mysqlprobe.analysis.stage_trees import Node, stage_trees
 from mysqlprobe.flamegraphs.folded import Folded
-from mysqlprobe.flamegraphs.stacks import PROBES, fold_probe_frames
+from mysqlprobe.flamegraphs.stacks import PROBES, connection_stacks, fold_probe_frames
 from dataclasses import dataclass, field
 
 PS_PER_NS = 1000
@@ -308,18 +308,12 @@ def to_json(result: dict) -> dict:
     return out
 
 
-# frames of a client connection's thread: the load's, not the server's background threads
-CONNECTION_FRAMES = ("do_handle_one_connection", "handle_one_connection", "do_command", "tp_callback")
-
-
 def merged_stacks(runs: list[Run]) -> Folded:
     """The runs' CPU stacks of the load's threads (client connections), the probes' frames folded."""
     out = Folded()
     for r in runs:
-        for stack, count in (r.stacks.stacks.items() if r.stacks else ()):
-            frames = stack.split(";")
-            if "one_connection" in frames[0] or any(f in CONNECTION_FRAMES for f in frames):
-                out.stacks[stack] += count
+        if r.stacks:
+            out.stacks.update(connection_stacks(r.stacks).stacks)
     return out
 
 

@@ -33,7 +33,7 @@ pre{background:#f8f8f4;padding:10px;overflow-x:auto;font-size:12.5px}
 height:11px;margin-right:5px;vertical-align:-1px}
 """
 
-_PAGE_SCRIPT = """
+PAGE_SCRIPT = """
 window.mpErrors = [];
 window.addEventListener('error', function (e) {
   window.mpErrors.push(String(e.message));
@@ -296,13 +296,13 @@ def _timeline_section(profile: Profile) -> list[str]:
 
 
 def render_html(profile: Profile, flamegraph_svg: str | None = None, offcpu_svg: str | None = None,
-                io_svg: str | None = None, stage_svgs: list[tuple[str, str]] = ()) -> str:
+                io_svg: str | None = None, stage_svgs: list[tuple[str, str]] = (), all_threads: bool = False) -> str:
     doc, stages = profile.doc, profile.stages
     t = doc["target"]
     srv = t.get("server", {})
     title = f"mysqlprobe: {srv.get('family', '?')} {srv.get('version', '?')}, PID {t['pid']}"
     parts = [f"<!DOCTYPE html><html lang=en><head><meta charset=utf-8><title>{_e(title)}</title>"
-             f"<style>{_CSS}</style><script>{_PAGE_SCRIPT}</script></head><body>",
+             f"<style>{_CSS}</style><script>{PAGE_SCRIPT}</script></head><body>",
              f"<h1>{_e(title)}</h1>", "<h2>Where an inserted row's time went</h2>", summary_card(profile),
              *[skew_chart(s) for s in stages if s.stage == "partition.write_row" and s.partitions],
              *_timeline_section(profile),
@@ -348,12 +348,13 @@ def render_html(profile: Profile, flamegraph_svg: str | None = None, offcpu_svg:
             else perf.get("reason") or perf.get("status")
         parts.append(f"<p class=muted>no CPU samples: {_e(why)}</p>")
     if offcpu_svg:
-        parts += ["<h2>Off-CPU flame graph (where threads waited)</h2>",
+        parts += [f"<h2>Off-CPU flame graph (where {'threads' if all_threads else 'the load&#x27;s threads'} "
+                  "waited)</h2>",
                   '<p class=muted>widths: microseconds off CPU; the leaf is the kernel function a thread '
                   'blocked in, or [waiting for a CPU]; click a frame to zoom</p>', offcpu_svg,
                   _pre(text.off_cpu_block(doc))]
     if io_svg:
-        parts += ["<h2>I/O flame graph (system calls)</h2>",
+        parts += [f"<h2>I/O flame graph (system calls{'' if all_threads else ' of the load&#x27;s threads'})</h2>",
                   '<p class=muted>widths: microseconds in the calls; below the user frames, the system call '
                   'and the file it touched; click a frame to zoom</p>', io_svg, _pre(text.io_block(doc))]
     if stage_svgs:

@@ -68,6 +68,12 @@ def off_cpu_block(doc: dict, top: int = 8) -> list[str]:
         f"over all threads, {off['switches']} switches (window {window:.2f}s)" + _on_phases(off, doc), 80,
         subsequent_indent="  ")
     total = sum(t["us"] for t in off["threads"]) or 1
+    load = sum(t["us"] for t in off["threads"] if "one_connection" in t["thread"])
+    if load:
+        lines += textwrap.wrap(f"the load's threads (client connections): {fmt(load * 1e3)} off CPU, "
+                               f"{pct(load / total)} of it; the rest is the server's background threads, "
+                               "idle or waiting on their own (offcpu.svg shows the load's threads)", 80,
+                               initial_indent="  ", subsequent_indent="    ")
     if off["threads"]:
         lines += _threads_line(f"{t['thread']} {fmt(t['us'] * 1e3)}" for t in off["threads"][:4])
         lines.append(f"  {'time':>7} {'share':>6}  waiting in")

@@ -76,3 +76,23 @@ def fold_probe_frames(folded: Folded) -> tuple[Folded, int]:
         out.stacks[key] = out.stacks.get(key, 0) + count
     out.ignored = folded.ignored
     return out, folded_samples
+
+
+# frames of a client connection's thread: the load's, not the server's background threads
+CONNECTION_FRAMES = ("do_handle_one_connection", "handle_one_connection", "do_command", "tp_callback")
+
+
+def is_connection_stack(stack: str) -> bool:
+    """A stack of a client connection's thread (its root names it, or a frame
+    of the connection loop is on it)."""
+    frames = stack.split(";")
+    return "one_connection" in frames[0] or any(f in CONNECTION_FRAMES for f in frames)
+
+
+def connection_stacks(folded: Folded) -> Folded:
+    """The stacks of the client connections' threads only: the load's."""
+    out = Folded()
+    for stack, count in folded.stacks.items():
+        if is_connection_stack(stack):
+            out.stacks[stack] += count
+    return out

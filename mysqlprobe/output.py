@@ -40,16 +40,16 @@ def fallback_dir() -> str:
     return tempfile.mkdtemp(prefix=time.strftime("mysqlprobe-%Y%m%d-%H%M%S-"), dir=base)
 
 
-def _write(cap: Capture, out_dir: str, profile) -> None:
+def _write(cap: Capture, out_dir: str, profile, all_threads: bool = False) -> None:
     from mysqlprobe.reports import write_visuals
     # the figures withheld, and why, are kept with what was recorded
     cap.doc["consistency"] = [v.to_json() for v in profile.consistency]
     paths = write_capture(out_dir, cap)
-    paths += write_visuals(out_dir, profile)
+    paths += write_visuals(out_dir, profile, all_threads)
     print(f"wrote {', '.join(paths)}", file=sys.stderr)
 
 
-def save_capture(cap: Capture, out_dir: str, profile=None) -> OutputError | None:
+def save_capture(cap: Capture, out_dir: str, profile=None, all_threads: bool = False) -> OutputError | None:
     """Write the capture and its pictures (from profile, the capture's
     Profile, made here when not given) into out_dir, else into a fallback
     directory. After a fallback, the error for the caller to end with once
@@ -60,10 +60,10 @@ def save_capture(cap: Capture, out_dir: str, profile=None) -> OutputError | None
         from mysqlprobe.analysis.model import Profile
         profile = Profile(cap.doc)
     try:
-        _write(cap, out_dir, profile)
+        _write(cap, out_dir, profile, all_threads)
         return None
     except CaptureError as e:
         why = str(e)
     elsewhere = fallback_dir()
-    _write(cap, elsewhere, profile)
+    _write(cap, elsewhere, profile, all_threads)
     return OutputError(f"{why}; the capture was saved in {elsewhere} instead")

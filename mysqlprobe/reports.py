@@ -11,7 +11,8 @@ from mysqlprobe.analysis.stage_trees import CPU_NS, IO_NS, OFFCPU_NS, SOURCES, r
 from mysqlprobe.capture import read_profile, read_stacks
 from mysqlprobe.errors import CaptureError
 from mysqlprobe.files import write_new
-from mysqlprobe.flamegraphs.stacks import fold_probe_frames
+from mysqlprobe.flamegraphs.folded import Folded
+from mysqlprobe.flamegraphs.stacks import connection_stacks, fold_probe_frames
 from mysqlprobe.flamegraphs.svg import render
 
 FLAMEGRAPH_FILE = "flamegraph.svg"
@@ -74,10 +75,26 @@ def load_profile(path: str) -> Profile:
     return checked_profile(read_profile(path), path)
 
 
-def write_visuals(out_dir: str, profile: Profile) -> list[str]:
+LOAD_THREADS = "the load's threads (client connections)"
+
+
+def scoped(folded: Folded, all_threads: bool) -> tuple[Folded, str]:
+    """Off-CPU and I/O stacks of the load's threads (the server's idle
+    background threads would fill the picture), unless all_threads; all
+    where no stack is a client connection's. And the scope, in words."""
+    if all_threads:
+        return folded, "all threads"
+    mine = connection_stacks(folded)
+    if not mine.total:
+        return folded, "all threads (none is a client connection's)"
+    return mine, f"{LOAD_THREADS}; --all-threads for every thread"
+
+
+def write_visuals(out_dir: str, profile: Profile, all_threads: bool = False) -> list[str]:
     """DIR/flamegraph.svg, DIR/offcpu.svg and DIR/io.svg (when the capture
     has their stacks) and DIR/report.html. Each folded file is read once:
-    its own picture and the stages' are drawn from it."""
+    its own picture and the stages' are drawn from it. The off-CPU and I/O
+    pictures show the load's threads unless all_threads."""
     doc, path = profile.doc, Path(out_dir)
     written = []
     stacks = read_capture_stacks(path, doc, read_stacks, kinds=(CPU_NS, OFFCPU_NS, IO_NS))
@@ -87,7 +104,11 @@ def write_visuals(out_dir: str, profile: Profile) -> list[str]:
         if not (doc.get(section) or {}).get("stacks_file") or kind not in stacks:
             return None
         shown, _ = fold_probe_frames(stacks[kind])  # the probes' machinery as one [mysqlprobe] frame
-        svg = render(shown, *titles(doc), **style)
+        title, sub = titles(doc)
+        if kind != CPU_NS:
+            shown, scope = scoped(shown, all_threads)
+            sub = f"{sub}; {scope}"
+        svg = render(shown, title, sub, **style)
         written.append(write_new(out_dir, svg_file, svg))
         return svg
 
@@ -96,7 +117,7 @@ def write_visuals(out_dir: str, profile: Profile) -> list[str]:
         waits = picture(OFFCPU_NS, OFFCPU_SVG, offcpu_title, unit="us", element_id="offcpu")
         io = picture(IO_NS, IO_SVG, io_title, unit="us", element_id="io")
         written.append(write_new(out_dir, HTML_FILE, render_html(profile, cpu, waits, io,
-                                                                  stage_pictures(doc, stacks))))
+                                                                  stage_pictures(doc, stacks), all_threads)))
     except OSError as e:
         raise CaptureError(f"cannot write into {path}: {e.strerror}") from None
     return written

@@ -16,6 +16,7 @@ from mysqlprobe.flamegraphs.folded import Folded
 from mysqlprobe.errors import CaptureError
 from mysqlprobe.reports import checked_profile
 from mysqlprobe.files import make_dir, write_new
+from mysqlprobe.analysis.html_report import PAGE_SCRIPT
 from mysqlprobe.flamegraphs.svg import render
 
 EXAMPLES = """examples:
@@ -148,6 +149,7 @@ def stage_graphs(a: list[C.Run], b: list[C.Run], result: dict) -> list[tuple[str
 
 def render_html(result: dict, text: str, svg: str | None, stage_svgs: list[tuple[str, str]] = ()) -> str:
     return ("<!DOCTYPE html><html lang=en><head><meta charset=utf-8><title>mysqlprobe compare</title>"
+            f"<script>{PAGE_SCRIPT}</script>"
             "<style>body{font:14px system-ui,sans-serif;margin:24px auto;max-width:1240px}"
             "pre{background:#f8f8f4;padding:10px;font-size:12.5px}.muted{color:#666}"
             ".stages td{padding:2px 8px}.bars{width:640px}.bar{height:14px;margin:1px 0;font-size:11px;"

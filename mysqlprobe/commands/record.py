@@ -69,6 +69,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "mysqlprobe-YYYYmmdd-HHMMSS/ in the working directory)")
     p.add_argument("--json", action="store_true",
                    help="print the derived profile as JSON on stdout instead of the text report")
+    p.add_argument("--all-threads", action="store_true",
+                   help="off-CPU and I/O flame graphs of every thread (default: the load's, its client "
+                        "connections; the server's idle background threads would fill them)")
     p.add_argument("--debug-file", metavar="PATH", help="separate debug symbols for a stripped binary (its "
                    "build-id and layout must be the binary's)")
     p.add_argument("--force-debug-file", action="store_true", help="use a --debug-file whose build-id is missing "
@@ -221,7 +224,8 @@ def options_from(args) -> RecordOptions:
         progress_counter=args.progress_counter, start_nice=args.start_nice)
 
 
-def report(cap: Capture, out_dir: str | None, signals: RunSignals | None = None, as_json: bool = False) -> Profile:
+def report(cap: Capture, out_dir: str | None, signals: RunSignals | None = None, as_json: bool = False,
+           all_threads: bool = False) -> Profile:
     """Save the capture (if asked), then print its report: the text is made
     from the document as saved, so `mysqlprobe report DIR` prints the same."""
     # imported here, not on the path to the probes' attach (0.03-0.07 s)
@@ -230,7 +234,7 @@ def report(cap: Capture, out_dir: str | None, signals: RunSignals | None = None,
     if signals:
         signals.reached("report")
     profile = Profile(cap.doc)  # plain already; built once, for the files and the text alike
-    failure = save_capture(cap, out_dir, profile) if out_dir else None
+    failure = save_capture(cap, out_dir, profile, all_threads) if out_dir else None
     if as_json:
         json.dump(profile.to_json(), sys.stdout, indent=1)
         sys.stdout.write("\n")
@@ -294,5 +298,5 @@ def record(args, control: Control) -> int:
     if args.output:
         check_output_dir(args.output)  # before anything is attached: a typo must not cost the window
     cap = Recorder(target, binary, plan, options_from(args), control).record()
-    report(cap, args.output, control.signals, as_json=args.json)
+    report(cap, args.output, control.signals, as_json=args.json, all_threads=args.all_threads)
     return 0

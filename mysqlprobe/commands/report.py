@@ -30,6 +30,9 @@ def add_arguments(p) -> None:
                    help="print the figures in the Prometheus text exposition format")
     p.add_argument("--html", action="store_true",
                    help="write CAPTURE/report.html (and flamegraph.svg from its stacks) again")
+    p.add_argument("--all-threads", action="store_true",
+                   help="with --html: the off-CPU and I/O flame graphs of every thread (default: the load's, "
+                        "its client connections)")
 
 
 def run(args, parser) -> int:
@@ -37,7 +40,7 @@ def run(args, parser) -> int:
     if args.html:
         if not Path(args.capture).is_dir():
             raise UsageError("--html needs the capture directory, not its profile.json")
-        print(f"wrote {', '.join(write_visuals(args.capture, profile))}", file=sys.stderr)
+        print(f"wrote {', '.join(write_visuals(args.capture, profile, args.all_threads))}", file=sys.stderr)
     elif args.prometheus:
         sys.stdout.write(exposition(profile))
     elif args.json:

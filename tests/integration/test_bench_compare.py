@@ -9,6 +9,7 @@ import subprocess
 
 import pytest
 
+from browser import dom_after_load, png_colours, screenshot
 from conftest import MYSQLPROBE
 from helpers import derived
 from mysqlprobe.lab import sandbox, workload
@@ -75,7 +76,7 @@ def test_bench_runs_every_cell_and_keeps_a_capture_per_run(benches):
     assert (out / "10.2.11" / "chart.svg").read_text().count("<rect") == 4
 
 
-def test_compare_lines_up_two_server_lines(benches, tmp_path):
+def test_compare_lines_up_two_server_lines(benches, tmp_path, artefacts):
     out, _ = benches
     done = subprocess.run([MYSQLPROBE, "compare", str(out / "10.1.23" / "range-5"), str(out / "10.2.11" / "range-5"),
                            "-o", str(tmp_path / "cmp")], capture_output=True, text=True)
@@ -105,6 +106,13 @@ def test_compare_lines_up_two_server_lines(benches, tmp_path):
     assert result["wall_probed"]["delta"] != result["wall"]["delta"]
     assert not [c for c in result["functions"] if "[mysqlprobe]" in c["name"] or "bpf_prog" in c["name"]]
     assert (tmp_path / "cmp" / "diff.svg").exists() and (tmp_path / "cmp" / "compare.html").exists()
+    # the page in a browser: each side's row drawn, the flame graphs' scripts ran, nothing failed
+    page = tmp_path / "cmp" / "compare.html"
+    dom = dom_after_load(page)
+    assert 'data-errors="' not in dom
+    assert dom.count('class="rowbar"') == 2 and 'id="headline"' in dom
+    assert dom.count('class="mp-flame"') == dom.count('data-ready="1"') >= 1
+    assert png_colours(screenshot(page, artefacts / "compare.png", "1280,2400")) > 20
 
 
 def test_compares_wall_delta_holds_against_unprobed_runs_made_here(benches, tmp_path):

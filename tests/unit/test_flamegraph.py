@@ -138,3 +138,18 @@ def test_text_report_lists_the_hottest_functions(report_doc):
     assert "threads: sql/one_connection 90.0%, innodb/page_cleaner_thread 10.0%" in block
     assert re.search(r"40\.0% +40\.0%  row_insert_for_mysql", block)
     assert max(len(line) for line in text.splitlines()) <= 80
+
+
+def test_off_cpu_and_io_pictures_show_the_load_threads_unless_asked(tmp_path):
+    from mysqlprobe.flamegraphs import folded as F
+    from mysqlprobe.reports import scoped
+    stacks = F.parse(["sql/one_connection;do_command;row_insert_for_mysql;io_schedule_[k] 300",
+                      "mysqld/io_handler_thread;fil_aio_wait;io_getevents_[k] 9000",
+                      "mysqld;do_handle_one_connection;do_command;futex_wait_[k] 7"])
+    mine, scope = scoped(stacks, all_threads=False)
+    assert mine.total == 307 and "client connections" in scope
+    every, scope = scoped(stacks, all_threads=True)
+    assert every.total == 9307 and scope == "all threads"
+    background = F.parse(["mysqld/io_handler_thread;fil_aio_wait;io_getevents_[k] 9000"])
+    shown, scope = scoped(background, all_threads=False)
+    assert shown.total == 9000 and "none is a client connection's" in scope
