@@ -14,8 +14,11 @@ every 10 s:
            miss), and its children's (perf, the guards) summed apart
   metrics  mysqlprobe_up, mysqlprobe_windows_total,
            mysqlprobe_window_failures_total, mysqlprobe_window_seconds_total
-           (the time its figures cover) and mysqlprobe_probes (the uprobes
-           the last window attached) from its /metrics
+           (the time its figures cover), mysqlprobe_functions and
+           mysqlprobe_probes (what the last window probed) from its /metrics
+  uprobes  the kernel's own count: for 60 s every 10 minutes, every 5 ms,
+           the uprobe_cnt of watch's uprobe_multi links on the server's
+           binary (/proc/PID/fdinfo), the largest sum at one moment
   fds      watch's open file descriptors (/proc/PID/fd): the perf events
            and BPF objects each window opens must all be closed again
 
@@ -32,6 +35,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import urllib.request
 from datetime import datetime, timezone
@@ -47,8 +51,10 @@ VERSION = "10.11.5"
 SAMPLE_S = 10
 SHAPE = Shape("oltp_write_only, 4 threads", "oltp_write_only", 4)
 LIMIT_MB = 60
-# InnoDB's row and B-tree functions beside the insert profile: 500+ uprobes a window on 10.11.5
-PROBES = ("row_*", "btr_*")
+# InnoDB's row, B-tree and file functions beside the insert profile: 500+ functions a window on 10.11.5
+PROBES = ("row_*", "btr_*", "fil_*")
+UPROBE_POLL_S = 0.005   # how often the kernel's count is read in a burst
+UPROBE_BURST_S = 60     # one burst of reads every 10 minutes
 
 
 def free_port() -> int:
@@ -92,7 +98,7 @@ def metrics(url: str) -> dict[str, float]:
     for line in text.splitlines():
         name = line.split(" ", 1)[0]
         if name in ("mysqlprobe_up", "mysqlprobe_windows_total", "mysqlprobe_window_failures_total",
-                    "mysqlprobe_window_seconds_total", "mysqlprobe_probes"):
+                    "mysqlprobe_window_seconds_total", "mysqlprobe_probes", "mysqlprobe_functions"):
             out[name] = float(line.rsplit(" ", 1)[1])
     return out
 
@@ -114,6 +120,16 @@ def main() -> None:
                                  stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
         t0 = time.monotonic()
         next_restart = t0 + args.restart * 60
+        binary = os.readlink(f"/proc/{sb.pid()}/exe")
+        bursts: list[dict] = []
+        done = threading.Event()
+
+        def count_uprobes() -> None:
+            # at minute 5, 15, 25...: the kernel's count, apart from the RSS samples
+            while not done.wait(300 if not bursts else 600 - UPROBE_BURST_S):
+                at = round(time.monotonic() - t0, 1)
+                bursts.append({"t_s": at, "max_uprobes": kernel_uprobes(watch.pid, binary, UPROBE_BURST_S)})
+        threading.Thread(target=count_uprobes, daemon=True).start()
         try:
             while time.monotonic() - t0 < args.minutes * 60:
                 time.sleep(SAMPLE_S)
@@ -141,6 +157,7 @@ def main() -> None:
                     load.start()
                     next_restart = time.monotonic() + args.restart * 60
         finally:
+            done.set()
             watch.send_signal(signal.SIGINT)
             try:
                 code = watch.wait(timeout=120)
@@ -155,8 +172,30 @@ def main() -> None:
                                     **code_changes(server).as_dict()})
             sb.stop()
             pprofs = len(list(Path(pprof).glob("*.pb.gz")))
-            write_results(args.out, "soak", outcome(args, restarts, samples, deaths, code, err, pprofs, code_checks),
-                          render)
+            result = outcome(args, restarts, samples, deaths, code, err, pprofs, code_checks)
+            write_results(args.out, "soak", {**result, "uprobe_bursts": bursts}, render)
+
+
+def kernel_uprobes(watch_pid: int, binary: str, seconds: float) -> int:
+    """The most uprobes the kernel held at once for watch on the server's
+    binary over `seconds` (the on-phases are short: read every 5 ms)."""
+    end, best = time.monotonic() + seconds, 0
+    while time.monotonic() < end:
+        total = 0
+        try:
+            fds = os.listdir(f"/proc/{watch_pid}/fdinfo")
+        except OSError:
+            return best
+        for fd in fds:
+            try:
+                text = Path(f"/proc/{watch_pid}/fdinfo/{fd}").read_text()
+            except OSError:
+                continue
+            if "uprobe_multi" in text and binary in text:
+                total += int(text.split("uprobe_cnt:")[1].split()[0])
+        best = max(best, total)
+        time.sleep(UPROBE_POLL_S)
+    return best
 
 
 def close_quietly(load: Load) -> None:
@@ -211,8 +250,8 @@ def rss_slope(samples: list[dict]) -> str:
     return f"{slope * 60 * 1000:+.1f} kB/min ({slope * 1e6:+.0f} B/s)"
 
 
-def probe_range(samples: list[dict]) -> str:
-    counts = [int(s["mysqlprobe_probes"]) for s in samples if s.get("mysqlprobe_probes")]
+def probe_range(samples: list[dict], name: str = "mysqlprobe_probes") -> str:
+    counts = [int(s[name]) for s in samples if s.get(name)]
     return f"{min(counts)}-{max(counts)}" if counts else "not read in this run"
 
 
@@ -258,7 +297,10 @@ def render(r: dict) -> str:
               f"({last - first:+.1f}) |",
               f"| RSS growth, least-squares slope after the first 5 minutes | {rss_slope(samples)} |",
               f"| open fds, first quarter's max against the last's | {fd_line} |",
-              f"| uprobes attached per window | {probe_range(samples)} |",
+              f"| functions probed per window (watch's /metrics) | {probe_range(samples, 'mysqlprobe_functions')} |",
+              f"| probes per window, entries and returns (watch's /metrics) | {probe_range(samples)} |",
+              f"| uprobes the kernel held at once (fdinfo uprobe_cnt, 60-s bursts of 5-ms reads) | "
+              f"{', '.join(str(b['max_uprobes']) for b in r.get('uprobe_bursts', [])) or 'not read'} |",
               "| restarts (old PID -> new PID, at minute) | "
               + ", ".join(f"{x['old_pid']} -> {x['new_pid']} at {x['t_s'] / 60:.0f}" for x in r["restarts"]) + " |",
               f"| windows profiled / failed | {int(windows)} / {int(failures)} |",

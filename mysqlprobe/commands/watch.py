@@ -112,14 +112,15 @@ class Metrics:
         self.lock = threading.Lock()
         self.up = 0
         self.windows = self.failures = 0
-        self.probes = 0
+        self.probes = self.functions = 0
         self.pid: int | None = None
 
     def add(self, profile: Profile) -> None:
         with self.lock:
             self.totals.add(profile)
             self.windows += 1
-            self.probes = len(profile.doc.get("probes") or [])
+            self.probes = (profile.doc.get("engine") or {}).get("probes_attached") or 0
+            self.functions = len(profile.doc.get("probes") or [])
 
     def text(self) -> str:
         with self.lock:
@@ -130,8 +131,10 @@ class Metrics:
             out.sample("mysqlprobe_windows_total", self.windows)
             out.family("mysqlprobe_window_failures_total", "counter", "Windows that could not be recorded.")
             out.sample("mysqlprobe_window_failures_total", self.failures)
-            out.family("mysqlprobe_probes", "gauge", "Uprobes attached in the last window.")
+            out.family("mysqlprobe_probes", "gauge", "Probes (entries and returns) the last window attached.")
             out.sample("mysqlprobe_probes", self.probes)
+            out.family("mysqlprobe_functions", "gauge", "Functions the last window probed.")
+            out.sample("mysqlprobe_functions", self.functions)
             return self.totals.exposition(out)
 
 

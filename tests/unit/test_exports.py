@@ -124,6 +124,7 @@ def test_watch_serves_the_probes_its_last_window_attached():
     metrics = Metrics()
     metrics.add(Profile(doc))
     text = metrics.text()
-    assert f"mysqlprobe_probes {len(doc['probes'])}\n" in text
+    assert f"mysqlprobe_probes {doc['engine']['probes_attached']}\n" in text
+    assert f"mysqlprobe_functions {len(doc['probes'])}\n" in text
     check = subprocess.run([tool("promtool"), "check", "metrics"], input=text, capture_output=True, text=True)
     assert check.returncode == 0, check.stdout + check.stderr

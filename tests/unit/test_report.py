@@ -354,7 +354,9 @@ def test_off_cpu_block_names_where_the_threads_waited():
                       "dropped": {"stack map full": 3}, "stacks_file": "offcpu.folded"}
     block = render_text(Profile(doc)).split("\noff-CPU: ")[1].split("\n\n")[0].splitlines()
     assert block[0].startswith("blocked 2.5s, waiting for a CPU 4ms over all threads, 1201 switches")
-    assert "mysqld/srv_master_thread 2s" in block[2] and "thread/sql/one_connection 504ms" in block[2]
+    assert block[2].startswith("  the load's threads (client connections): 504ms off CPU, 20.1% of it")
+    threads = next(line for line in block if line.startswith("threads: "))
+    assert "mysqld/srv_master_thread 2s" in threads and "thread/sql/one_connection 504ms" in threads
     assert "1.5s  59.9%  do_fsync_[k]" in "\n".join(block)     # of all the time off CPU
     assert "incomplete: stack map full (3)" in block[-2]
 
