@@ -24,6 +24,7 @@ from mysqlprobe.errors import TargetError
 from dataclasses import dataclass
 
 UNKNOWN = "[unknown]"
+UPROBES = "[uprobes]"   # the kernel's page of uretprobe trampolines in every probed process
 _BINDING_RANK = {0: 2, 1: 0, 2: 1}  # STB_LOCAL, STB_GLOBAL, STB_WEAK: global first, as perf chooses
 
 
@@ -154,6 +155,17 @@ class Mapping:
     path: str
 
 
+def special_mappings(maps_text: str, name: str) -> list[tuple[int, int]]:
+    """The address ranges of a named kernel mapping ([uprobes], [vdso]) in a /proc/PID/maps text."""
+    out = []
+    for line in maps_text.splitlines():
+        parts = line.split()
+        if len(parts) == 6 and parts[5] == name:
+            lo, hi = (int(x, 16) for x in parts[0].split("-"))
+            out.append((lo, hi))
+    return out
+
+
 def file_mappings(maps_text: str, executable: bool = True) -> list[Mapping]:
     """The mappings of files in a /proc/PID/maps text; only those of code
     unless executable is False."""
@@ -186,11 +198,14 @@ def user_names(pid: int, addresses: Iterable[int], maps_text: str | None = None,
             maps_text = f.read()
     mappings = file_mappings(maps_text)
     starts = [m.start for m in mappings]
+    trampolines = special_mappings(maps_text, UPROBES)
     by_file: dict[str, list[tuple[int, Mapping]]] = {}
     out = {}
     for address in set(addresses):
         i = bisect.bisect_right(starts, address) - 1
-        if i < 0 or address >= mappings[i].end:
+        if any(lo <= address < hi for lo, hi in trampolines):
+            out[address] = UPROBES
+        elif i < 0 or address >= mappings[i].end:
             out[address] = UNKNOWN
         else:
             by_file.setdefault(mappings[i].path, []).append((address, mappings[i]))

@@ -56,20 +56,36 @@ def stacks_summary(folded: Folded, top: int = TOP) -> dict:
 # the probes' own machinery on a stack: the int3 or uretprobe entry into the
 # kernel, the uprobe handlers and the BPF programs they run
 PROBE_FRAME = re.compile(r"uprobe|uretprobe|bpf_prog|exc_int3|asm_exc_int3|bpf_trampoline")
+# of that, what runs at a probed function's breakpoint or return trampoline (the
+# trampoline page named [uprobes]), not a BPF program on a tracepoint
+BREAKPOINT_FRAME = re.compile(r"uprobe|uretprobe|exc_int3")
 PROBES = "[mysqlprobe]"
 
 
 def fold_probe_frames(folded: Folded) -> tuple[Folded, int]:
-    """The stacks with the probes' machinery as one [mysqlprobe] frame: the
-    kernel frames that end a stack, from the last user frame on, where one
-    of them is a probe's. The samples so folded are the probes' own cost,
-    never the server's work. (The stacks, and how many samples were folded.)"""
+    """The stacks with the probes' machinery as one [mysqlprobe] frame, the
+    samples so folded being the probes' own cost, never the server's work
+    (the stacks, and how many samples were folded):
+
+    - taken at a probe's breakpoint or return trampoline: the thread's root
+      and [mysqlprobe] only. There the frame-pointer chain is not whole (the
+      function's frame is not set up yet, or already gone) while its return
+      address is the trampoline's, so the kernel's fixup of pending return
+      addresses hands each trampoline on the stack the next one's caller:
+      a frame is named for a caller that never called what sits on it;
+    - ending in another BPF program (a tracepoint's): its kernel frames,
+      from the last user frame on, as [mysqlprobe]."""
     out, folded_samples = Folded(), 0
     for stack, count in folded.stacks.items():
         frames = stack.split(";")
         user = max((i for i, f in enumerate(frames) if not f.endswith("_[k]")), default=-1)
         tail = frames[user + 1:]
-        if tail and any(PROBE_FRAME.search(f) for f in tail):
+        at_breakpoint = (user >= 0 and BREAKPOINT_FRAME.search(frames[user]) and user > 0) or \
+            any(BREAKPOINT_FRAME.search(f) for f in tail)
+        if at_breakpoint:
+            frames = frames[:1] + [PROBES]
+            folded_samples += count
+        elif tail and any(PROBE_FRAME.search(f) for f in tail):
             frames = frames[:user + 1] + [PROBES]
             folded_samples += count
         key = ";".join(frames)

@@ -52,8 +52,17 @@ def test_the_probes_machinery_folds_into_one_frame_and_never_into_user_frames():
     f.add(user + ["asm_exc_int3_[k]", "exc_int3_[k]", "uprobe_notify_resume_[k]"], 2)
     f.add(user + ["entry_SYSCALL_64_after_hwframe_[k]", "__x64_sys_pwrite64_[k]"], 5)   # the server's own
     f.add(user + ["row_insert_for_mysql"], 7)
+    # at a return trampoline the kernel named do_command's slot after write_row's caller: impossible
+    wrong = ["sql/one_connection", "do_handle_one_connection", "handler::ha_write_row", "dispatch_command",
+             "mysql_parse", "write_record", "[uprobes]"]
+    f.add(wrong + ["entry_SYSCALL_64_after_hwframe_[k]", "do_syscall_64_[k]"], 4)
+    f.add(user + ["entry_SYSCALL_64_after_hwframe_[k]", "__x64_sys_write_[k]", "bpf_prog_9f_on_exit_[k]"], 1)
     out, folded = fold_probe_frames(f)
-    assert folded == 5 and out.total == f.total
-    assert out.stacks[";".join(user + [PROBES])] == 5
+    assert folded == 10 and out.total == f.total
+    # at a breakpoint or a trampoline: the thread and the probes, no frame the chain may have misnamed
+    assert out.stacks["sql/one_connection;" + PROBES] == 9
+    assert not any("handler::ha_write_row;dispatch_command" in k for k in out.stacks)
+    # a tracepoint's BPF program: the user frames are whole there, only the kernel's are folded
+    assert out.stacks[";".join(user + [PROBES])] == 1
     assert out.stacks[";".join(user + ["entry_SYSCALL_64_after_hwframe_[k]", "__x64_sys_pwrite64_[k]"])] == 5
     assert out.stacks[";".join(user + ["row_insert_for_mysql"])] == 7

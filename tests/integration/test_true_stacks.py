@@ -1,0 +1,70 @@
+"""CPU stacks on a known call chain with return probes pending: the MySQL
+5.6 stand-in built with frame pointers (so the BPF sampler walks them, as
+on the real servers), every call probed, samples at 997 Hz. In the flame
+graph's stacks no probed function sits on a frame that cannot call it: a
+return trampoline on the stack must not rename a caller. Samples taken at
+a breakpoint or a trampoline are folded to the thread and [mysqlprobe];
+those in the functions' bodies are not mended yet (strict xfail: it fails
+the day they are, so that the mark comes off)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+
+import pytest
+
+from conftest import compile_fixture
+from helpers import Profiler
+from mysqlprobe.flamegraphs import folded
+from mysqlprobe.flamegraphs.stacks import PROBES, fold_probe_frames
+
+pytestmark = pytest.mark.root
+ROWS = 300007  # prime
+
+# who may call each probed function in the stand-in (tests/fixtures/mysqld_fixture.cc, -DMYSQL_56);
+# static helpers the compiler may inline stand beside the function they are inlined into
+CALLERS = {
+    "dispatch_command": {"main", "dispatch"},
+    "handler::ha_write_row": {"run", "dispatch_command", "ha_partition::write_row"},
+    "ha_partition::write_row": {"handler::ha_write_row"},
+    "get_partition_id_range": {"ha_partition::write_row"},
+    "ha_innobase::write_row": {"handler::ha_write_row"},
+    "row_insert_for_mysql": {"ha_innobase::write_row"},
+}
+
+
+def impossible(stack: str) -> list[tuple[str, str]]:
+    frames = stack.split(";")
+    return [(caller, f) for caller, f in zip(frames, frames[1:]) if f in CALLERS and caller not in CALLERS[f]]
+
+
+@pytest.mark.xfail(strict=True, reason="samples in a probed function's body still show shifted callers: the "
+                   "kernel's fixup hands a trampoline slot the next pending return's caller when one slot is "
+                   "off the frame-pointer chain; the mend is a shadow stack of the hijacked slots in BPF")
+def test_no_flame_graph_stack_has_a_caller_that_cannot_call(fixture_dir, tmp_path):
+    binary = compile_fixture(fixture_dir, "5.6", "-fno-omit-frame-pointer", "-mno-omit-leaf-frame-pointer",
+                             name="mysqld-5.6-fp")
+    proc = subprocess.Popen([str(binary)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        assert json.loads(proc.stdout.readline())["ready"]
+        prof = Profiler(proc.pid, tmp_path, "--insert-profile", "--exact", "-F", "997", "--no-ps")
+        proc.stdin.write(f"query {ROWS} 5 INSERT INTO t SELECT * FROM s\n")
+        proc.stdin.flush()
+        assert json.loads(proc.stdout.readline())["rows"] == ROWS
+        code, _, err = prof.stop()
+        assert code == 0, err
+    finally:
+        proc.stdin.write("quit\n")
+        proc.stdin.flush()
+        proc.wait(timeout=10)
+    doc = prof.profile()
+    assert doc["perf"]["status"] == "collected" and doc["perf"].get("sampler") == "bpf"
+    raw = folded.parse((tmp_path / "stacks.folded").read_text().splitlines())
+    shown, probes = fold_probe_frames(raw)
+    assert raw.total > 500 and probes > 0            # every call probed: the probes' own samples are many
+    through = sum(n for s, n in shown.stacks.items() if "ha_partition::write_row" in s.split(";"))
+    assert through > 0                               # the chain itself is drawn (the probes' cost dwarfs it)
+    wrong = {s: n for s, n in shown.stacks.items() if impossible(s)}
+    assert not wrong, sorted(wrong.items(), key=lambda kv: -kv[1])[:5]
+    assert all(s.split(";")[-1] != PROBES or len(s.split(";")) == 2 or "bpf_prog" not in s for s in shown.stacks)
