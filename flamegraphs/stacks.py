@@ -55,10 +55,11 @@ def stacks_summary(folded: Folded, top: int = TOP) -> dict:
 
 # the probes' own machinery on a stack: the int3 or uretprobe entry into the
 # kernel, the uprobe handlers and the BPF programs they run
-PROBE_FRAME = re.compile(r"uprobe|uretprobe|bpf_prog|exc_int3|asm_exc_int3|bpf_trampoline")
-# of that, what runs at a probed function's breakpoint or return trampoline (the
-# trampoline page named [uprobes]), not a BPF program on a tracepoint
-BREAKPOINT_FRAME = re.compile(r"uprobe|uretprobe|exc_int3")
+PROBE_FRAME = re.compile(r"uprobe|uretprobe|bpf_prog|exc_int3|exc_debug|bpf_trampoline")
+# of that, what runs at a probed function's breakpoint, its single-step out of line
+# (exc_debug) or its return trampoline (the page named [uprobes]), not a BPF program
+# on a tracepoint
+BREAKPOINT_FRAME = re.compile(r"uprobe|uretprobe|exc_int3|exc_debug")
 PROBES = "[mysqlprobe]"
 
 
