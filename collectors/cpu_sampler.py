@@ -13,11 +13,12 @@ which is all they need there."""
 from __future__ import annotations
 
 import ctypes
+import os
 import re
 import time
 
 from mysqlprobe.collectors import libbpf
-from mysqlprobe.collectors.addresses import UNKNOWN
+from mysqlprobe.collectors.addresses import UNKNOWN, UPROBES, file_mappings, special_mappings
 from mysqlprobe.collectors.base import Cost, Facts, Section
 from mysqlprobe.collectors.cpu_bursts import burst_time_of
 from mysqlprobe.collectors.offcpu import PhasedBpfCollector, PhasedPrograms
@@ -52,6 +53,35 @@ class SampleRecord:
     kernel: list[int]   # leaf first; empty unless the CPU was in the kernel and its stacks are taken
     in_kernel: bool
     count: int
+    at_entry: bool = False   # at a return-probed function's first instructions: its callers unknown
+    caller: int = 0          # a frameless leaf's caller, which the frame-pointer walk skipped
+
+
+# where x86-64 puts the page of uretprobe trampolines (TASK_SIZE - PAGE_SIZE) when
+# the process's maps do not show it yet (it is made at the first probe hit)
+DEFAULT_TRAMPOLINES = 0x7FFFFFFFE000
+
+
+def binary_code(pid: int) -> tuple[int, int]:
+    """The target binary's executable mapping (its lowest and highest code
+    address), else (0, 0): where a return address on its stack points."""
+    try:
+        exe = os.readlink(f"/proc/{pid}/exe").removesuffix(" (deleted)")
+        with open(f"/proc/{pid}/maps") as f:
+            code = [m for m in file_mappings(f.read()) if m.path == exe]
+    except OSError:
+        return 0, 0
+    return (min(m.start for m in code), max(m.end for m in code)) if code else (0, 0)
+
+
+def uprobe_trampolines(pid: int) -> int:
+    """The [uprobes] page's address in the process, else where the kernel puts it."""
+    try:
+        with open(f"/proc/{pid}/maps") as f:
+            found = special_mappings(f.read(), UPROBES)
+    except OSError:
+        found = []
+    return found[0][0] if found else DEFAULT_TRAMPOLINES
 
 
 class CpuSampleSession(PhasedPrograms):
@@ -78,7 +108,7 @@ class CpuSampleSession(PhasedPrograms):
         return round(1e9 / self.frequency)
 
     def config(self):
-        return abi.SampleConfig(self.pid, self.stacks)
+        return abi.SampleConfig(self.pid, self.stacks, uprobe_trampolines(self.pid), *binary_code(self.pid))
 
     def _attach(self) -> None:
         program = self._obj.program("on_sample")
@@ -96,7 +126,8 @@ class CpuSampleSession(PhasedPrograms):
         for key in libbpf.keys(self._fds["samples"], abi.SampleKey):
             if libbpf.lookup(self._fds["samples"], key, count) and count.value:
                 user = self._stack(key.ustack) if key.ustack >= 0 else ([key.ip] if key.ip else [])
-                out.append(SampleRecord(key.tid, user, self._stack(key.kstack), bool(key.in_kernel), count.value))
+                out.append(SampleRecord(key.tid, user, self._stack(key.kstack), bool(key.in_kernel), count.value,
+                                        bool(key.at_entry), key.caller))
         return out
 
 
@@ -106,8 +137,15 @@ _CLONE_SUFFIX = re.compile(r"(\.(isra|constprop|part|cold|lto_priv)(\.\d+)?)+$")
 
 def cpu_frames(record: SampleRecord, user_name, kernel_name) -> list[str]:
     """A sample's frames, root first: its user frames, then its kernel ones
-    (marked as perf's are)."""
-    user = [user_name(a) for a in reversed(record.user)] or [UNKNOWN]
+    (marked as perf's are). A sample at a return-probed function's entry is
+    that function and [uprobes] (the probe's landing; the frames the
+    kernel gave its callers are not to be trusted there)."""
+    if record.at_entry and record.user:
+        return [user_name(record.user[0]), UPROBES]
+    addresses = list(record.user)
+    if record.caller and len(addresses) > 1 and user_name(record.caller) != user_name(addresses[1]):
+        addresses.insert(1, record.caller)   # the frameless leaf's caller, which the walk skipped
+    user = [user_name(a) for a in reversed(addresses)] or [UNKNOWN]
     return user + [_CLONE_SUFFIX.sub("", kernel_name(a) or UNKNOWN) + KERNEL_SUFFIX for a in reversed(record.kernel)]
 
 

@@ -160,12 +160,12 @@ class Path(ctypes.Structure):
 
 
 class SampleConfig(ctypes.Structure):
-    _fields_ = [("target_tgid", _u32), ("stacks", _u32)]
+    _fields_ = [("target_tgid", _u32), ("stacks", _u32), ("trampoline", _u64), ("text_lo", _u64), ("text_hi", _u64)]
 
 
 class SampleKey(ctypes.Structure):
-    _fields_ = [("tid", _u32), ("ustack", ctypes.c_int32), ("kstack", ctypes.c_int32), ("in_kernel", _u32),
-                ("ip", _u64)]
+    _fields_ = [("tid", _u32), ("ustack", ctypes.c_int32), ("kstack", ctypes.c_int32), ("in_kernel", ctypes.c_uint16),
+                ("at_entry", ctypes.c_uint16), ("ip", _u64), ("caller", _u64)]
 
 
 # per object: C struct name -> its mirror

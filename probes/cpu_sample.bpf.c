@@ -15,8 +15,11 @@
 #include <linux/bpf_perf_event.h>
 #include <bpf/bpf_helpers.h>
 
+struct task_struct;
+
 #define DROPPED_KINDS 2
 #include "tracing.h"
+#include "x86_64_regs.h"
 
 #define MAX_KEYS 65536
 #define SAMPLE_USER_STACKS 1
@@ -24,7 +27,10 @@
 
 struct sample_config {
 	__u32 target_tgid;
-	__u32 stacks;   /* SAMPLE_* bits */
+	__u32 stacks;       /* SAMPLE_* bits */
+	__u64 trampoline;   /* the page of uretprobe trampolines ([uprobes]); 0: not checked */
+	__u64 text_lo;      /* the target binary's code: where a return address */
+	__u64 text_hi;      /* at the stack's top may point */
 };
 
 const volatile struct sample_config config = {};
@@ -34,8 +40,10 @@ struct sample_key {
 	__u32 tid;
 	__s32 ustack;     /* stack ids; negative: not taken, or none */
 	__s32 kstack;
-	__u32 in_kernel;  /* the CPU was in the kernel, on the thread's behalf */
+	__u16 in_kernel;  /* the CPU was in the kernel, on the thread's behalf */
+	__u16 at_entry;   /* at a return-probed function's first instructions: see at_entry() */
 	__u64 ip;         /* the user address, when user stacks are not taken */
+	__u64 caller;     /* a frameless leaf's return address: see leaf_caller() */
 };
 
 struct {
@@ -44,6 +52,55 @@ struct {
 	__type(key, struct sample_key);
 	__type(value, __u64);
 } samples SEC(".maps");
+
+/* At a probe's breakpoint, or at a return-probed function's first
+ * instructions before `mov %rsp,%rbp`: the function's return slot (there
+ * the trampoline) is at the stack's top, not yet on the frame-pointer
+ * chain, so the walk skips its caller, and the kernel's fixup of pending
+ * returns gives each outer trampoline slot the next one's caller: the
+ * user stack names wrong callers. (Once the frame is set up the slot is
+ * at bp + 8, on the chain.) */
+static __always_inline __u16 at_entry(unsigned long ip, unsigned long sp, unsigned long bp)
+{
+	unsigned long top[2] = {};
+	__u8 insn = 0;
+
+	if (!config.trampoline)
+		return 0;
+	/* the breakpoint itself, not yet taken: the return address is at the top */
+	if (bpf_probe_read_user(&insn, 1, (const void *)ip) == 0 && insn == 0xcc)
+		return 1;
+	if (bpf_probe_read_user(top, sizeof(top), (const void *)sp) != 0)
+		return 0;
+	for (int i = 0; i < 2; i++)
+		if (top[i] >= config.trampoline && top[i] < config.trampoline + 4096 && sp + 8 * i != bp + 8)
+			return 1;
+	return 0;
+}
+
+/* The return address at the stack's top when the sampled function keeps no
+ * frame (a leaf compiled without one, libc's system call wrappers): the
+ * walk along the frame pointers starts at its caller's frame and so skips
+ * the caller itself. Taken when the word there points into the binary's
+ * code right after a call. */
+static __always_inline __u64 leaf_caller(unsigned long sp)
+{
+	unsigned long w = 0;
+	__u8 b[7] = {};
+
+	if (!config.text_hi || bpf_probe_read_user(&w, sizeof(w), (const void *)sp) != 0 ||
+	    w < config.text_lo + 7 || w >= config.text_hi || bpf_probe_read_user(b, sizeof(b), (const void *)(w - 7)) != 0)
+		return 0;
+	if (b[2] == 0xe8)                                       /* call rel32 */
+		return w;
+	if (b[5] == 0xff && ((b[6] & 0xf8) == 0xd0 || (b[6] & 0xf8) == 0x10))   /* call *%reg, *(%reg) */
+		return w;
+	if (b[4] == 0xff && (b[5] & 0xf8) == 0x50)              /* call *disp8(%reg) */
+		return w;
+	if (b[1] == 0xff && (b[2] & 0xf8) == 0x90)              /* call *disp32(%reg) */
+		return w;
+	return 0;
+}
 
 SEC("perf_event")
 int on_sample(struct bpf_perf_event_data *ctx)
@@ -58,6 +115,23 @@ int on_sample(struct bpf_perf_event_data *ctx)
 
 	/* a kernel frame exists only when the sample interrupted kernel code */
 	k.in_kernel = bpf_get_stack(ctx, &kernel_pc, sizeof(kernel_pc), 0) > 0;
+	if (config.stacks & SAMPLE_USER_STACKS) {
+		/* the thread's user registers: the sample's own, or, in the kernel, those it entered with */
+		struct x86_64_regs u = {};
+
+		if (k.in_kernel) {
+			bpf_probe_read_kernel(&u, sizeof(u), (const void *)bpf_task_pt_regs(bpf_get_current_task_btf()));
+		} else {
+			const struct x86_64_regs *r = (const void *)&ctx->regs;
+
+			u.ip = r->ip;
+			u.sp = r->sp;
+			u.bp = r->bp;
+		}
+		k.at_entry = u.sp ? at_entry(u.ip, u.sp, u.bp) : 0;
+		if (!k.at_entry && u.sp)
+			k.caller = leaf_caller(u.sp);
+	}
 	if (config.stacks & SAMPLE_USER_STACKS) {
 		k.ustack = bpf_get_stackid(ctx, &stacks, BPF_F_USER_STACK);
 		if (k.ustack < 0)

@@ -2,11 +2,8 @@
 5.6 stand-in built with frame pointers (so the BPF sampler walks them, as
 on the real servers), every call probed, samples at 997 Hz. In the flame
 graph's stacks no probed function sits on a frame that cannot call it: a
-return trampoline on the stack must not rename a caller. Samples taken at
-a breakpoint or a trampoline are folded to the thread and [mysqlprobe];
-those at a function's first instructions, before its frame is set up, are
-not mended yet (strict xfail: it fails the day they are, so that the mark
-comes off)."""
+return trampoline on the stack must not rename a caller, nor a function
+without a frame of its own drop its caller."""
 
 from __future__ import annotations
 
@@ -41,10 +38,6 @@ def impossible(stack: str) -> list[tuple[str, str]]:
     return [(caller, f) for caller, f in zip(frames, frames[1:]) if f in CALLERS and caller not in CALLERS[f]]
 
 
-@pytest.mark.xfail(strict=True, reason="samples at a probed function's first instructions (a timer interrupt held "
-                   "over its breakpoint lands right after it, before `mov %rsp,%rbp`) leave its trampoline slot off "
-                   "the frame-pointer chain, and the kernel's fixup shifts every outer slot by one: the sampler "
-                   "must fold such leaves (IP before the prologue's end) as it folds the breakpoint's own")
 def test_no_flame_graph_stack_has_a_caller_that_cannot_call(fixture_dir, tmp_path):
     binary = compile_fixture(fixture_dir, "5.6", "-fno-omit-frame-pointer", "-mno-omit-leaf-frame-pointer",
                              name="mysqld-5.6-fp")

@@ -51,6 +51,15 @@ def test_frames_run_root_first_user_then_kernel_without_clone_suffixes():
                                                 "finish_task_switch_[k]"]
     lost = SampleRecord(tid=11, user=[], kernel=[], in_kernel=False, count=1)   # no user stack taken
     assert cpu_frames(lost, user, kernel) == ["[unknown]"]
+    # at a return-probed function's entry the callers the kernel gave are not trusted: the leaf and [uprobes]
+    entry = SampleRecord(tid=11, user=[0x10, 0x20, 0x30], kernel=[], in_kernel=False, count=2, at_entry=True)
+    assert cpu_frames(entry, user, kernel) == ["leaf", "[uprobes]"]
+    # a frameless leaf: the walk skipped its caller, the word at the stack's top gives it back
+    skipped = SampleRecord(tid=11, user=[0x10, 0x30], kernel=[], in_kernel=False, count=1, caller=0x20)
+    assert cpu_frames(skipped, user, kernel) == ["[libc.so.6]", "caller", "leaf"]
+    framed = SampleRecord(tid=11, user=[0x10, 0x20, 0x30], kernel=[], in_kernel=False, count=1, caller=0x21)
+    assert cpu_frames(framed, {**{0x21: "caller"}, 0x10: "leaf", 0x20: "caller", 0x30: "[libc.so.6]"}.get,
+                      kernel) == ["[libc.so.6]", "caller", "leaf"]       # already on the chain: not twice
 
 
 def test_counted_samples_weigh_as_many_of_perfs_lines():
