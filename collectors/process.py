@@ -9,7 +9,7 @@ import os
 import time
 
 from mysqlprobe.collectors.base import Collector, Cost, CpuClock, Facts, Section
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 PAGE_SIZE = os.sysconf("SC_PAGE_SIZE")
@@ -33,6 +33,7 @@ class ProcessSnapshot:
     thread_cpu: dict[int, float]   # tid -> user + system seconds
     host: dict[str, float]         # /proc/stat's cpu line (HOST_CPU_FIELDS), seconds
     thread_names: dict[int, str]
+    thread_ctx: dict[int, tuple[int, int]] = field(default_factory=dict)  # tid -> (voluntary, involuntary)
 
 
 def _stat_times(path: str) -> tuple[float, float]:
@@ -74,7 +75,7 @@ def snapshot(pid: int, proc: str = "/proc") -> ProcessSnapshot | None:
             read_b = write_b = None
         with open(f"{base}/statm") as f:
             rss = int(f.read().split()[1]) * PAGE_SIZE
-        thread_cpu, names = {}, {}
+        thread_cpu, names, thread_ctx = {}, {}, {}
         for entry in os.listdir(f"{base}/task"):
             try:
                 times = _stat_times(f"{base}/task/{entry}/stat")
@@ -83,12 +84,30 @@ def snapshot(pid: int, proc: str = "/proc") -> ProcessSnapshot | None:
             tid = int(entry)
             thread_cpu[tid] = sum(times)
             names[tid] = thread_name(pid, tid, proc)
+            try:
+                keyed = _keyed(f"{base}/task/{entry}/status")
+                thread_ctx[tid] = (keyed.get("voluntary_ctxt_switches", 0), keyed.get("nonvoluntary_ctxt_switches", 0))
+            except OSError:
+                pass
         host = host_cpu_times(f"{proc}/stat")
     except (OSError, IndexError, ValueError):
         return None
     return ProcessSnapshot(time.monotonic(), user, system, status.get("voluntary_ctxt_switches", 0),
                            status.get("nonvoluntary_ctxt_switches", 0), read_b, write_b, rss, len(thread_cpu),
-                           thread_cpu, host, names)
+                           thread_cpu, host, names, thread_ctx)
+
+
+def context_switches(start: ProcessSnapshot, end: ProcessSnapshot) -> tuple[int, int]:
+    """Voluntary and involuntary switches of all the process's threads in
+    between (/proc/PID/status counts its first thread's only): each thread's
+    own, from 0 for one born in between; one that ended in between is lost."""
+    if not end.thread_ctx:
+        return end.ctx_voluntary - start.ctx_voluntary, end.ctx_involuntary - start.ctx_involuntary
+    vol = inv = 0
+    for tid, (v, i) in end.thread_ctx.items():
+        v0, i0 = start.thread_ctx.get(tid, (0, 0))
+        vol, inv = vol + max(v - v0, 0), inv + max(i - i0, 0)
+    return vol, inv
 
 
 def cpu_seconds(pid: int, proc: str = "/proc") -> float | None:
@@ -142,8 +161,7 @@ def window_record(start: ProcessSnapshot | None, end: ProcessSnapshot | None, to
         "cpu_user_s": round(end.user_s - start.user_s, 4),
         "cpu_system_s": round(end.system_s - start.system_s, 4),
         "cpu_cores": round((end.user_s - start.user_s + end.system_s - start.system_s) / seconds, 4),
-        "ctx_switches_voluntary": end.ctx_voluntary - start.ctx_voluntary,
-        "ctx_switches_involuntary": end.ctx_involuntary - start.ctx_involuntary,
+        **dict(zip(("ctx_switches_voluntary", "ctx_switches_involuntary"), context_switches(start, end))),
         "read_bytes": delta(start.read_bytes, end.read_bytes),
         "write_bytes": delta(start.write_bytes, end.write_bytes),
         "rss_bytes": end.rss_bytes,

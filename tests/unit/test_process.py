@@ -129,3 +129,37 @@ def test_a_thread_that_ends_between_listing_and_reading_is_left_out(tmp_path):
     assert (snap.ctx_voluntary, snap.ctx_involuntary, snap.rss_bytes) == (7, 3, 25 * P.PAGE_SIZE)
     assert snap.read_bytes is None   # no io file: not readable, not a failure
     assert snap.host["steal"] == 1 / P.CLOCK_TICKS and snap.host["idle"] == 300 / P.CLOCK_TICKS
+
+
+def test_context_switches_are_every_threads_not_the_first_ones():
+    from mysqlprobe.collectors.process import ProcessSnapshot, context_switches
+    def snap(ctx, leader):
+        return ProcessSnapshot(0.0, 0.0, 0.0, leader[0], leader[1], None, None, 0, len(ctx), {}, {}, {}, ctx)
+    start = snap({1: (10, 1), 2: (5, 0)}, (10, 1))
+    end = snap({1: (30, 2), 3: (7, 1)}, (30, 2))   # thread 2 ended, thread 3 was born in between
+    assert context_switches(start, end) == (20 + 7, 1 + 1)
+    assert context_switches(snap({}, (10, 1)), snap({}, (13, 1))) == (3, 0)   # no threads read: the first's
+
+
+def test_a_live_process_counts_its_threads_switches(tmp_path):
+    import threading
+    import time
+    from mysqlprobe.collectors.process import context_switches, snapshot
+    done, slept = threading.Event(), threading.Event()
+
+    def work():
+        for _ in range(50):
+            time.sleep(0.001)
+        slept.set()
+        done.wait()   # alive at the second snapshot: a thread that ended is not counted
+
+    start = snapshot(os.getpid())
+    worker = threading.Thread(target=work)
+    worker.start()
+    slept.wait()
+    mid = snapshot(os.getpid())
+    done.set()
+    worker.join()
+    # the sleeping thread switched out ~50 times; /proc/PID/status's count (this thread's) barely moved
+    assert context_switches(start, mid)[0] >= 40
+    assert mid.ctx_voluntary - start.ctx_voluntary < 40
