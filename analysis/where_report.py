@@ -9,15 +9,38 @@ from mysqlprobe.analysis.model import Profile
 from mysqlprobe.analysis.textfit import fit as _fit, pct
 
 fmt = H.format_ns
+BELOW_ZERO = "?"
+BELOW_ZERO_NOTE = ("? below 0 once the probes' calibrated cost was taken off: their cost outweighs these calls "
+                   "here (a busy host, or calls shorter than a probe); --raw gives the times as measured")
 
 
-def _tree_lines(nodes: list[dict], total_ns: int, depth: int) -> list[str]:
+class Figures:
+    """Times and shares as printed: a time below 0 (the probes' calibrated
+    cost taken off more than the calls took) is not a figure, shown '?'."""
+
+    def __init__(self):
+        self.below_zero = False
+
+    def time(self, ns: float | None) -> str:
+        if ns is None or ns < 0:
+            self.below_zero = self.below_zero or ns is not None
+            return BELOW_ZERO
+        return fmt(ns)
+
+    def share(self, ns: float | None, total: float) -> str:
+        return BELOW_ZERO if ns is None or ns < 0 else pct(ns / total)
+
+    def note(self) -> list[str]:
+        return [BELOW_ZERO_NOTE] if self.below_zero else []
+
+
+def _tree_lines(nodes: list[dict], total_ns: int, depth: int, f: Figures) -> list[str]:
     lines = []
     for n in nodes:
         label = "  " * depth + n["stage"]
         excess = n.get("callees_exceed_ns")
-        excl = " (self n/a)" if excess else f" (self {fmt(n['exclusive_ns'])})" if n["children"] else ""
-        lines.append(f"{label[:44]:<44} {fmt(n['inclusive_ns']):>7} {pct(n['inclusive_ns'] / total_ns):>6}{excl}")
+        excl = " (self n/a)" if excess else f" (self {f.time(n['exclusive_ns'])})" if n["children"] else ""
+        lines.append(f"{label[:44]:<44} {f.time(n['inclusive_ns']):>7} {f.share(n['inclusive_ns'], total_ns):>6}{excl}")
         if excess:
             lines.append("  " * (depth + 1) + f"(its probed callees come to {fmt(excess)} more "
                          "than it: each time is corrected for the probes on its own)")
@@ -25,7 +48,7 @@ def _tree_lines(nodes: list[dict], total_ns: int, depth: int) -> list[str]:
             parts = " ".join(f"p{p['id']} {pct(p['share'])}" for p in n["partitions"][:8])
             more = f" +{len(n['partitions']) - 8}" if len(n["partitions"]) > 8 else ""
             lines.append("  " * (depth + 1) + f"by partition: {parts}{more}")
-        lines += _tree_lines(n["children"], total_ns, depth + 1)
+        lines += _tree_lines(n["children"], total_ns, depth + 1, f)
     return lines
 
 def attribution_block(profile: Profile) -> list[str]:
@@ -35,6 +58,7 @@ def attribution_block(profile: Profile) -> list[str]:
             return ["", "Performance Schema: no statement of another session ran in the window"]
         return []
     lines = ["", "where the time went: statement -> P_S stage -> probed functions"]
+    f = Figures()
     for t in trees:
         total = max(t["in_window_ns"], 1)
         text = " ".join(t["statement"].split())
@@ -55,12 +79,12 @@ def attribution_block(profile: Profile) -> list[str]:
         shown = [st for st in t["stages"] if st["probed"] or st["ns"] >= 0.005 * total]
         for st in shown:
             lines.append(f"  {st['stage'][:42]:<42} {fmt(st['ns']):>7} {pct(st['ns'] / total):>6}")
-            lines += _tree_lines(st["probed"], total, 2)
+            lines += _tree_lines(st["probed"], total, 2, f)
             if st["probed"]:
-                lines.append(f"    {'the probes themselves (calibrated)':<40} {fmt(st['probe_cost_ns']):>7} "
-                             f"{pct(st['probe_cost_ns'] / total):>6}")
-                lines.append(f"    {'not in probed functions':<40} {fmt(st['unexplained_ns']):>7} "
-                             f"{pct(st['unexplained_ns'] / total):>6}")
+                lines.append(f"    {'the probes themselves (calibrated)':<40} {f.time(st['probe_cost_ns']):>7} "
+                             f"{f.share(st['probe_cost_ns'], total):>6}")
+                lines.append(f"    {'not in probed functions':<40} {f.time(st['unexplained_ns']):>7} "
+                             f"{f.share(st['unexplained_ns'], total):>6}")
         rest = [st for st in t["stages"] if st not in shown]
         if rest:
             ns = sum(st["ns"] for st in rest)
@@ -68,8 +92,8 @@ def attribution_block(profile: Profile) -> list[str]:
         if t["background"]:
             lines.append("  background threads' work in the window:" if t.get("background_from") == "P_S threads.TYPE"
                          else "  other threads' work in the window:")
-            lines += _tree_lines(t["background"], total, 2)
-    return _fit(lines)
+            lines += _tree_lines(t["background"], total, 2, f)
+    return _fit(lines + f.note())
 
 TOP_DIGESTS = 8
 
@@ -78,6 +102,7 @@ def digest_block(profile: Profile) -> list[str]:
     if not digests:
         return []
     lines = ["", "per statement digest, per execution: probed functions, the probes, the rest"]
+    f = Figures()
     for d in digests[:TOP_DIGESTS]:
         latency = d["raw_mean_ns"]
         probed = sum(n["inclusive_ns"] for n in d["tree"])
@@ -87,17 +112,19 @@ def digest_block(profile: Profile) -> list[str]:
         rows = f", {n:g} row{'' if n == 1 else 's'} changed each" if n is not None else ""
         p99 = f", p99 {fmt(d['p99_ns'])}" if d["p99_ns"] is not None else ""
         ps = f"; P_S's timer over all of them: {fmt(d['ps_mean_ns'])}" if d.get("ps_mean_ns") is not None else ""
-        lines.append(f"  {d['executions']} executions ({d['executions_from']}){rows}; {fmt(d['mean_ns'])} each "
+        # a 0 mean of calls that took time: the probes' cost took it all off
+        mean = f.time(-1 if d["mean_ns"] <= 0 < latency else d["mean_ns"])
+        lines.append(f"  {d['executions']} executions ({d['executions_from']}){rows}; {mean} each "
                      f"without the probes ({fmt(latency)}{p99} as measured, "
                      f"{d['executions_probed']} executions probed{ps})")
         for st in [s for s in d["stages"] if s["probed"]]:
             beside = f" (P_S: {fmt(st['ps_ns'])})" if st["ps_ns"] is not None else ""
             lines.append(f"  {st['stage'] + beside}")
-            lines += _tree_lines(st["probed"], total, 2)
-        lines.append(f"  {'the probes themselves (calibrated)':<42} {fmt(d['probe_cost_ns']):>7} "
-                     f"{pct(d['probe_cost_ns'] / total):>6}")
-        lines.append(f"  {'not in probed functions':<42} {fmt(d['unattributed_ns']):>7} "
-                     f"{pct(d['unattributed_ns'] / total):>6}")
+            lines += _tree_lines(st["probed"], total, 2, f)
+        # probes that cost more than the statement took: their calibration does not hold here
+        cost, rest = (-1, -1) if d["probe_cost_ns"] > latency else (d["probe_cost_ns"], d["unattributed_ns"])
+        lines.append(f"  {'the probes themselves (calibrated)':<42} {f.time(cost):>7} {f.share(cost, total):>6}")
+        lines.append(f"  {'not in probed functions':<42} {f.time(rest):>7} {f.share(rest, total):>6}")
         lines += [f"  ({n})" for n in d["notes"]]
         others = [s for s in d["stages"] if not s["probed"] and s["ps_ns"]]
         if others:
@@ -105,4 +132,4 @@ def digest_block(profile: Profile) -> list[str]:
             lines.append(f"  other P_S stages per execution ({d['ps_stage_executions']} in its history): {top}")
     if len(digests) > TOP_DIGESTS:
         lines.append(f"and {len(digests) - TOP_DIGESTS} more digests (report --json: attribution.by_digest)")
-    return _fit(lines)
+    return _fit(lines + f.note())

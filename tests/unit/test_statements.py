@@ -126,6 +126,19 @@ def test_a_statement_shorter_than_its_probes_cost_is_said_not_printed_negative()
     (d,) = Profile(with_statements(probed_ns=(0, 0), latency_ns=2 * US, probe_cost_ns=3 * US)).by_digest
     assert d["mean_ns"] == 0 and d["unattributed_ns"] == 0
     assert "calibrated cost exceeds the statement's measured time" in d["notes"][0]
+    text = " ".join(render_text(Profile(with_statements(probed_ns=(0, 0), latency_ns=2 * US,
+                                                        probe_cost_ns=3 * US))).split())
+    assert "0ns each without the probes" not in text and "? each without the probes" in text
+    assert "? below 0 once the probes' calibrated cost was taken off" in text
+
+
+def test_a_probed_time_below_zero_is_shown_withheld():
+    # the probes' calibrated cost taken off more than write_row took: -5 us
+    text = render_text(Profile(with_statements(probed_ns=(-5 * US, 0))))
+    block = text[text.index("per statement digest"):]
+    line = next(x for x in block.splitlines() if x.strip().startswith("partition.write_row"))
+    assert line.split()[1:3] == ["?", "?"] and "-" not in line.split()[1]
+    assert "? below 0 once the probes' calibrated cost was taken off" in " ".join(block.split())
 
 
 def test_a_thread_with_more_statements_than_the_history_kept_gets_no_probed_tree():
