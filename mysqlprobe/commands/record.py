@@ -112,9 +112,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def _sampling_arguments(g) -> None:
     g.add_argument("--no-cpu", "--no-perf", dest="no_perf", action="store_true", help="no CPU sampling")
-    g.add_argument("-F", "--frequency", "--perf-freq", dest="perf_freq", type=int, default=DEFAULT_FREQUENCY,
+    g.add_argument("-F", "--frequency", "--perf-freq", dest="perf_freq", type=int, default=None,
                    metavar="HZ",
-                   help=f"samples per second of CPU time (default {DEFAULT_FREQUENCY})")
+                   help=f"samples per second of CPU time (default {DEFAULT_FREQUENCY}; with a -d under "
+                        f"{STACKS_WANTED // DEFAULT_FREQUENCY} s, enough for {STACKS_WANTED} samples a busy "
+                        f"thread, at most {SHORT_WINDOW_MAX_HZ})")
     g.add_argument("--perf-callgraph", choices=("auto", "fp", "dwarf"), default="auto",
                    help="stack unwinding: frame pointers, DWARF, or chosen from the binary (default)")
     g.add_argument("--keep-perf-data", action="store_true", help="keep DIR/perf.data (needs -o and perf record)")
@@ -167,6 +169,22 @@ def default_output_dir() -> str:
     return time.strftime("mysqlprobe-%Y%m%d-%H%M%S")
 
 
+# a short window's flame graph wants this many samples of a busy thread; the rate
+# for it stays within the budget: ~15 us a sample (bench/SAMPLE_COST.md), 1.5% at 999 Hz
+STACKS_WANTED = 1000
+SHORT_WINDOW_MAX_HZ = 999
+
+
+def sampling_frequency(duration: float | None) -> int:
+    """The CPU sampling rate when -F is not given: the default, or for a
+    window known to be short (-d) the rate that gives STACKS_WANTED samples
+    of a thread busy all along, at most SHORT_WINDOW_MAX_HZ."""
+    if not duration or duration * DEFAULT_FREQUENCY >= STACKS_WANTED:
+        return DEFAULT_FREQUENCY
+    wanted = math.ceil(STACKS_WANTED / duration)
+    return min(wanted | 1, SHORT_WINDOW_MAX_HZ)   # odd: off the beat of round-rate timers
+
+
 def check_arguments(args, parser: argparse.ArgumentParser) -> None:
     if not (args.insert_profile or args.stage or args.probe):
         args.insert_profile = True  # what the tool is for
@@ -176,14 +194,16 @@ def check_arguments(args, parser: argparse.ArgumentParser) -> None:
         parser.error(f"invalid PID {args.pid}")
     if not 0 < args.overhead_budget <= 100:
         parser.error("--budget takes a percentage above 0 and at most 100")
+    if args.duration is not None and not (0 < args.duration < math.inf):
+        parser.error("-d/--duration must be a positive, finite number of seconds (leave it out to run until Ctrl-C)")
+    if args.perf_freq is None:
+        args.perf_freq = sampling_frequency(args.duration)
     if not 1 <= args.perf_freq <= 10000:
         parser.error("-F/--frequency takes 1 to 10000 samples per second")
     if not 0 <= args.burst_freq <= 20000:
         parser.error("--burst-freq takes 0 (none) to 20000 samples per second")
     if args.keep_perf_data and args.sampler == "bpf":
         parser.error("--keep-perf-data needs perf record: --sampler perf (or auto)")
-    if args.duration is not None and not (0 < args.duration < math.inf):
-        parser.error("-d/--duration must be a positive, finite number of seconds (leave it out to run until Ctrl-C)")
     for name in args.stage:
         if name not in catalog.BY_NAME:
             parser.error(f"unknown stage {name!r}; known: {', '.join(catalog.BY_NAME)}")

@@ -185,3 +185,16 @@ def test_a_recording_imports_no_other_command(tmp_path):
     assert done.returncode == 0, done.stderr
     out = done.stdout
     assert eval(out) == ["mysqlprobe.commands.record"]
+
+
+def test_a_short_window_samples_fast_enough_for_a_flame_graph():
+    from mysqlprobe.collectors.perf_record import DEFAULT_FREQUENCY
+    from mysqlprobe.commands.record import SHORT_WINDOW_MAX_HZ, STACKS_WANTED, sampling_frequency
+    assert sampling_frequency(None) == DEFAULT_FREQUENCY          # the load decides the window's end
+    assert sampling_frequency(60) == DEFAULT_FREQUENCY
+    assert sampling_frequency(2) == 501 and 2 * 501 >= STACKS_WANTED
+    assert sampling_frequency(0.5) == SHORT_WINDOW_MAX_HZ
+    for d in (1, 1.5, 3, 7, 10.1):
+        hz = sampling_frequency(d)
+        assert DEFAULT_FREQUENCY <= hz <= SHORT_WINDOW_MAX_HZ and (hz * d >= STACKS_WANTED or hz == SHORT_WINDOW_MAX_HZ
+                                                                     or hz == DEFAULT_FREQUENCY)
