@@ -5,7 +5,9 @@ default mode started just before it, against a truth it did not compute.
         [--shapes range-5,range-100,list-5,list-100,hash-5,hash-100] [--lead 0,1]
 
 On MariaDB 10.2.11 (sandbox). Per shape and length, the statement's rows
-are sized from the server's rate, then per repeat, interleaved:
+are sized from the server's rate (shape sysbench-8: oltp_insert from 8
+clients for the length, one row a transaction, its tables not
+partitioned: innodb.row_insert only), then per repeat, interleaved:
 
 - truth: the statement unprobed under `perf record -g -F 999 -p PID`
   (frame pointers: these builds keep them). Per call of a function: the
@@ -31,6 +33,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from continuous import rows_inserted
+from oltp import Load, Shape, sysbench_command
 from overhead import MYSQLPROBE, ROOT, bench_parser, derived, log, machine, machine_line
 from mysqlprobe.collectors.process import cpu_seconds
 from mysqlprobe.lab import sandbox, workload
@@ -40,6 +43,34 @@ HERE = Path(__file__).resolve().parent
 SECTION = "6. Short loads (bench/short_load.py)"
 TRUTH_HZ = 999
 STAGES = {"partition.write_row": "ha_partition9write_row", "innodb.row_insert": "row_insert_for_mysql"}
+SYSBENCH_SHAPE = "sysbench-8"   # oltp_insert from 8 clients: one row a transaction, tables not partitioned
+SYSBENCH = Shape("oltp_insert, 8 threads", "oltp_insert", 8)
+
+
+def stages_of(shape: str) -> dict[str, str]:
+    """The stages a shape's rows go through (sysbench's tables have no partitions)."""
+    return {"innodb.row_insert": STAGES["innodb.row_insert"]} if shape == SYSBENCH_SHAPE else STAGES
+
+
+class Statement:
+    """One run of a shape's load: (rows, seconds). A table shape: INSERT ...
+    SELECT into a new table; the sysbench shape: oltp_insert for its
+    seconds, its rows counted by the server (Innodb_rows_inserted)."""
+
+    def __init__(self, sb, conn, shape: str, table=None, seconds: float = 0.0):
+        self.sb, self.conn, self.shape, self.table, self.seconds = sb, conn, shape, table, seconds
+
+    def prepare(self) -> None:
+        if self.table is not None:
+            workload.create_target(self.conn, self.table)
+
+    def run(self) -> tuple[int, float]:
+        if self.table is not None:
+            return workload.insert_select(self.conn, self.table)
+        rows0, t0 = rows_inserted(self.conn), time.perf_counter()
+        subprocess.run(sysbench_command(self.sb.socket, SYSBENCH) + [f"--time={max(round(self.seconds), 1)}",
+                                                                       "run"], check=True, capture_output=True)
+        return rows_inserted(self.conn) - rows0, time.perf_counter() - t0
 BOUND = 0.35          # the issue's bound on a stage's mean per call, against the truth
 COUNT_BOUND = 0.02    # and on estimated calls, against the server's counter
 
@@ -49,27 +80,29 @@ def run_statement(conn, table) -> tuple[int, float]:
     return workload.insert_select(conn, table)
 
 
-def truth_run(pid: int, conn, table, workdir: Path) -> dict:
-    workload.create_target(conn, table)
+def truth_run(pid: int, load: Statement, workdir: Path) -> dict:
+    load.prepare()
     data = workdir / "truth.data"
     perf = subprocess.Popen(["perf", "record", "-q", "-g", "-e", "cpu-clock", "-F", str(TRUTH_HZ), "-p", str(pid),
                              "-o", str(data)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     time.sleep(0.3)  # perf's events open
     cpu0 = cpu_seconds(pid)
-    rows, seconds = workload.insert_select(conn, table)
+    rows, seconds = load.run()
     cpu_ns = (cpu_seconds(pid) - cpu0) * 1e9
     perf.send_signal(signal.SIGINT)
     perf.wait()
-    ns, total = on_stack_ns(pid, data, STAGES)
+    stages = stages_of(load.shape)
+    ns, total = on_stack_ns(pid, data, stages)
     # the samples span perf's whole run (a little before and after the statement):
     # the functions' share of them, times the CPU the statement took
     return {"rows": rows, "seconds": seconds, "cpu_ns": cpu_ns,
             "per_call_ns": {stage: ns[stage] / total * cpu_ns / rows if total and rows else None
-                            for stage in STAGES}}
+                            for stage in stages}}
 
 
-def tool_run(pid: int, conn, table, lead: float, workdir: Path) -> dict:
-    workload.create_target(conn, table)
+def tool_run(pid: int, load: Statement, lead: float, workdir: Path) -> dict:
+    load.prepare()
+    conn = load.conn
     out = Path(tempfile.mkdtemp(dir=workdir))
     rows0 = rows_inserted(conn)
     proc = subprocess.Popen([MYSQLPROBE, "-p", str(pid), "--insert-profile", "-o", str(out)],
@@ -78,7 +111,7 @@ def tool_run(pid: int, conn, table, lead: float, workdir: Path) -> dict:
         if "Tracing PID" in line:
             break
     time.sleep(lead)
-    rows, seconds = workload.insert_select(conn, table)
+    rows, seconds = load.run()
     proc.send_signal(signal.SIGINT)
     proc.communicate(timeout=300)
     server_rows = rows_inserted(conn) - rows0
@@ -86,31 +119,40 @@ def tool_run(pid: int, conn, table, lead: float, workdir: Path) -> dict:
     stages = {s["stage"]: s for s in doc["stages"]}
     return {"rows": rows, "seconds": seconds, "server_rows": server_rows,
             "window_s": doc["window"]["duration_s"], "cycles": (doc.get("sampling") or {}).get("cycles"),
-            "mean_ns": {st: stages[st]["mean_ns"] if st in stages else None for st in STAGES},
+            "mean_ns": {st: stages[st]["mean_ns"] if st in stages else None for st in stages_of(load.shape)},
             "estimated_calls": {st: stages[st]["estimated_calls"]["value"] if st in stages else None
-                                for st in STAGES},
+                                for st in stages_of(load.shape)},
             "withheld": [f"{v['stage']} {v['figure']}" for v in doc.get("consistency") or []]}
 
 
 def bench_shape(sb, pid: int, shape: str, seconds: list[float], repeats: int, leads: list[float],
                 workdir: Path) -> list[dict]:
-    kind, parts = shape.split("-")
-    table = workload.table(kind, int(parts))
     conn = workload.connect(sb.socket)
-    # the rate, once, on a statement of 200,003 rows
-    workload.prepare_source(conn, 200_003)
-    rows, took = run_statement(conn, table)
-    rate = rows / took
+    if shape == SYSBENCH_SHAPE:
+        prepared = Load(sb, SYSBENCH)
+        prepared.prepare()
+        prepared.conn.close()
+        sizes = {length: None for length in seconds}
+        table = None
+    else:
+        kind, parts = shape.split("-")
+        table = workload.table(kind, int(parts))
+        # the rate, once, on a statement of 200,003 rows
+        workload.prepare_source(conn, 200_003)
+        rows, took = run_statement(conn, table)
+        sizes = {length: int(rows / took * length) | 1 for length in seconds}
     out = []
     for length in seconds:
-        n = int(rate * length) | 1
-        workload.prepare_source(conn, n)
+        n = sizes[length]
+        if n is not None:
+            workload.prepare_source(conn, n)
+        load = Statement(sb, conn, shape, table, length)
         for r in range(repeats):
             for lead in leads:
-                truth = truth_run(pid, conn, table, workdir)
-                tool = tool_run(pid, conn, table, lead, workdir)
-                out.append({"shape": shape, "seconds": length, "rows": n, "repeat": r + 1, "lead_s": lead,
-                            "truth": truth, "tool": tool})
+                truth = truth_run(pid, load, workdir)
+                tool = tool_run(pid, load, lead, workdir)
+                out.append({"shape": shape, "seconds": length, "rows": n if n is not None else tool["server_rows"],
+                            "repeat": r + 1, "lead_s": lead, "truth": truth, "tool": tool})
                 log(f"{shape} {length}s lead {lead}s #{r + 1}: truth {fmt(truth['per_call_ns'])}, "
                     f"tool {fmt(tool['mean_ns'])}, calls {tool['estimated_calls']} for {tool['server_rows']} rows, "
                     f"{tool['cycles']} cycles, withheld {tool['withheld']}")
@@ -124,7 +166,7 @@ def fmt(d: dict) -> str:
 
 def errors(run: dict) -> dict:
     out = {}
-    for stage in STAGES:
+    for stage in stages_of(run["shape"]):
         truth, tool = run["truth"]["per_call_ns"][stage], run["tool"]["mean_ns"][stage]
         calls = run["tool"]["estimated_calls"][stage]
         out[stage] = {"mean": None if truth is None or tool is None else tool / truth - 1,
@@ -165,7 +207,7 @@ def markdown(result: dict) -> str:
     for run in result["runs"]:
         groups.setdefault((run["shape"], run["seconds"]), []).append(run)
     for (shape, length), runs in groups.items():
-        for stage in STAGES:
+        for stage in stages_of(shape):
             truth = [r["truth"]["per_call_ns"][stage] for r in runs if r["truth"]["per_call_ns"][stage]]
             tool = [r["tool"]["mean_ns"][stage] for r in runs if r["tool"]["mean_ns"][stage] is not None]
             errs = [errors(r)[stage]["mean"] for r in runs if errors(r)[stage]["mean"] is not None]
@@ -204,7 +246,7 @@ def replace_section(title: str, body: str, path: Path = HERE / "RESULTS.md") -> 
 def main() -> int:
     ap = bench_parser(__doc__, repeats=3)
     ap.add_argument("--seconds", default="1,4")
-    ap.add_argument("--shapes", default="range-5,range-100,list-5,list-100,hash-5,hash-100")
+    ap.add_argument("--shapes", default=f"range-5,range-100,list-5,list-100,hash-5,hash-100,{SYSBENCH_SHAPE}")
     ap.add_argument("--lead", default="0,1", help="seconds between the window's opening and the statement")
     ap.add_argument("--render", action="store_true", help="write RESULTS.md's section again from short_load.json")
     args = ap.parse_args()
