@@ -22,13 +22,14 @@ from dataclasses import asdict, dataclass
 
 from mysqlprobe.analysis import histogram as H
 from mysqlprobe.analysis.per_call import SAMPLED_METHODS
-from mysqlprobe.analysis.profile import (MIN_PROBED_CYCLES, StageSummary, cycles_with_calls, stage_name, stage_of,
-                                         window_ns)
+from mysqlprobe.analysis.profile import (MIN_CYCLE_ROWS, MIN_PROBED_CYCLES, StageSummary, cycles_with_calls,
+                                         estimate_basis, sampled_cycles, stage_name, stage_of, window_ns)
 
 TOLERANCE = 0.02          # rounding, and a call begun just before the window opened
 NESTED_SHARE = 0.9        # a callee is checked against the caller that holds this share of its calls
 MEAN_WITH_ZERO_P50_NS = 1000
-TOTAL, MEAN, PERCENTILES = "total", "mean", "percentiles"
+TOTAL, MEAN, PERCENTILES, CALLS = "total", "mean", "percentiles", "calls"
+UNREPRESENTATIVE = 0.5    # on-phases' row rate below this share of the window's: scaled by time, they mislead
 
 
 @dataclass(frozen=True)
@@ -102,6 +103,14 @@ def check(stages: list[StageSummary], figures: list[dict], doc: dict) -> list[Vi
                      f"(at least {MIN_PROBED_CYCLES} stand for it), and no CPU burst resolved it")
             out += [Violation(s.stage, figure, bound, f["mean_ns"], float(MIN_PROBED_CYCLES), needs)
                     for figure in (MEAN, TOTAL, PERCENTILES) if not withheld(out, s.stage, figure)]
+    skew = unrepresentative_phases(doc)
+    if skew:
+        for s in stages:
+            f = by_stage.get(s.stage)
+            if f and s.cycle_calls is not None and f["calls"] != f["counted"]:
+                out += [Violation(s.stage, figure, skew, f["calls"], f["counted"], "--exact (every call counted), "
+                                  "or a window the load fills") for figure in (CALLS, TOTAL)
+                        if not withheld(out, s.stage, figure)]
     for child, parent, share in nestings(doc):
         c, p = by_stage.get(child), by_stage.get(parent)
         if not c or not p or c["mean_ns"] is None or p["mean_ns"] is None or not c["calls"] or not p["calls"]:
@@ -114,6 +123,26 @@ def check(stages: list[StageSummary], figures: list[dict], doc: dict) -> list[Vi
                                  f"allows ({limit:.0f}ns: {p['mean_ns']:.0f}ns per call of the caller)",
                                  c["mean_ns"], limit, needs))
     return out
+
+
+def unrepresentative_phases(doc: dict) -> str | None:
+    """Why the window's calls cannot be scaled from the on-phases, or None:
+    scaled by time (the on-phases' rows too few to scale by), while the
+    server's counter shows the load ran at another rate in them than over
+    the window (a short load, most of it while the probes were off)."""
+    cycles = sampled_cycles(doc)
+    rows = doc["window"].get("rows_changed")
+    if not cycles or not rows or rows < MIN_CYCLE_ROWS or estimate_basis(doc) != "time":
+        return None
+    seen = [(c["rows"], c.get("row_s") or c["on_s"]) for c in cycles if c.get("rows") is not None]
+    on_s, window_s = sum(t for _, t in seen), doc["window"]["duration_s"]
+    if not seen or on_s <= 0 or window_s <= 0:
+        return None
+    on_rate, window_rate = sum(r for r, _ in seen) / on_s, rows / window_s
+    if on_rate >= UNREPRESENTATIVE * window_rate:
+        return None
+    return (f"the on-phases saw {on_rate:,.0f} rows/s, the window {window_rate:,.0f}: the load ran mostly while "
+            "the probes were off, so calls scaled by time from the on-phases miss it")
 
 
 def nestings(doc: dict) -> list[tuple[str, str, float]]:

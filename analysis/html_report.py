@@ -9,7 +9,7 @@ import re
 
 from mysqlprobe.analysis import histogram as H
 from mysqlprobe.analysis import report as text
-from mysqlprobe.analysis.consistency import MEAN, PERCENTILES, TOTAL, report_lines, withheld
+from mysqlprobe.analysis.consistency import CALLS, MEAN, PERCENTILES, TOTAL, report_lines, withheld
 from mysqlprobe.analysis.headline import SKEWED, headline
 from mysqlprobe.analysis.model import Profile
 from mysqlprobe.analysis.profile import StageSummary
@@ -192,7 +192,8 @@ def _stage_rows(profile: Profile) -> list[list]:
             continue  # on one line under the table
         def shown(figure: str, *values):
             return [text.WITHHELD] * len(values) if withheld(profile.consistency, f["stage"], figure) else list(values)
-        rows.append([f["stage"] + f["mark"], f"{mark}{f['calls']:,.0f}"] + ([_interval(f)] if sampled else [])
+        calls = [*shown(CALLS, f"{mark}{f['calls']:,.0f}")] + ([*shown(CALLS, _interval(f))] if sampled else [])
+        rows.append([f["stage"] + f["mark"], *calls]
                     + [f["counted"], *shown(MEAN, f["mean"]), *shown(PERCENTILES, f["p50"], f["p90"], f["p99"]),
                        *shown(TOTAL, *text.total_text(f))])
     return rows

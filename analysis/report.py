@@ -6,7 +6,8 @@ from __future__ import annotations
 import textwrap
 
 from mysqlprobe.analysis import histogram as H
-from mysqlprobe.analysis.consistency import MEAN, PERCENTILES, TOTAL, Violation, report_lines, withheld
+from mysqlprobe.analysis.consistency import (CALLS, MEAN, PERCENTILES, TOTAL, Violation, report_lines,
+                                             unrepresentative_phases, withheld)
 from mysqlprobe.analysis.headline import headline, render as render_headline
 from mysqlprobe.analysis.model import Profile
 from mysqlprobe.analysis.per_call import SAMPLED_METHODS, PerCall, samples_to_resolve, window_total
@@ -161,7 +162,9 @@ def summary_table(profile: Profile) -> list[str]:
             total, share = WITHHELD, WITHHELD
         p50, p90, p99 = ((WITHHELD,) * 3 if withheld(violations, f["stage"], PERCENTILES)
                          else (f["p50"], f["p90"], f["p99"]))
-        lines.append(f"{f['stage'] + f['mark']:<30}{_count(f['calls'], sampled):>7} {_rate(f['calls'], seconds):>7} "
+        calls, rate = ((WITHHELD, WITHHELD) if withheld(violations, f["stage"], CALLS)
+                       else (_count(f["calls"], sampled), _rate(f["calls"], seconds)))
+        lines.append(f"{f['stage'] + f['mark']:<30}{calls:>7} {rate:>7} "
                      f"{total:>6} {share:>6} {p50:>6} {p90:>6} {p99:>6}")
     return lines + idle_line(profile) + unresolved_note(figures) + report_lines(violations)
 
@@ -212,6 +215,8 @@ def estimate_line(s: StageSummary, doc: dict) -> list[str]:
     if s.cycle_calls is None or not s.calls:
         return []
     est = estimated_calls(s, doc)
+    if unrepresentative_phases(doc):
+        return [f"  {WITHHELD} calls in the window: withheld (see above)"]
     if est.low is None:
         return [f"  ~{est.value:,.0f} calls in the window (no interval: one cycle saw them)"]
     half = (est.high - est.low) / 2 / est.value if est.value else 0.0

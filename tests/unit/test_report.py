@@ -290,6 +290,26 @@ def test_the_timeline_draws_each_phases_rate_and_the_main_stages_latency():
     assert timeline(synthetic_run(), None) is None      # every call counted: one phase
 
 
+def test_calls_scaled_by_time_from_phases_the_load_missed_are_withheld():
+    # 1.5 s window, 50,000 rows; the three on-phases saw 10 rows each: the load ran while the probes were off
+    cycles = [{"at_s": 0.5 * i, "on_s": 0.1, "row_s": 0.1, "rows": 10, "probe_s": 0.0, "calls": [10, 10, 10, 0],
+               "row_calls": [10, 10, 10, 0]} for i in range(3)]
+    doc = synthetic_run({"mode": "sampled", "overhead_budget": 0.05, "cycles": 3, "on_s": 0.3,
+                         "calls_per_cycle": cycles})
+    doc["window"]["rows_changed"] = 50_000
+    profile = Profile(doc)
+    withheld = {(v.stage, v.figure) for v in profile.consistency}
+    assert ("innodb.row_insert", "calls") in withheld and ("innodb.row_insert", "total") in withheld
+    text = render_text(profile)
+    row = next(line for line in text.splitlines() if line.startswith("innodb.row_insert"))
+    assert row.split()[1:3] == ["?", "?"]
+    assert "the load ran mostly while the probes were off" in " ".join(text.split())
+    assert "? calls in the window: withheld" in text
+    # the same phases where the load filled the window: the counts stand
+    doc["window"]["rows_changed"] = 200   # the window's rate about the on-phases'
+    assert not any(v.figure == "calls" for v in Profile(doc).consistency)
+
+
 def test_a_single_cycle_says_it_gives_no_interval():
     doc = synthetic_run({"mode": "sampled", "overhead_budget": 0.1, "cycles": 1, "on_s": 0.3,
                          "calls_per_cycle": [{"on_s": 0.3, "probe_s": 0.0, "calls": [ROWS, ROWS, ROWS, 0]}]})
