@@ -338,7 +338,9 @@ def render_html(profile: Profile, flamegraph_svg: str | None = None, offcpu_svg:
         parts.append(f'<div class=stage><b>{_e(s.stage)}</b> <span class=muted>{_e(s.title)}</span><br>'
                      f'<span class=muted>{_e(", ".join(s.symbols))}</span><br>'
                      + (f'<span class=muted>{_e(waits)}</span><br>' if waits else "")
-                     + f"{histogram_chart(s)}{_partitions(s, doc)}</div>")
+                     + ("<p class=muted>histogram withheld with the percentiles (see the note under "
+                        "the stage table)</p>" if withheld(profile.consistency, s.stage, PERCENTILES) else histogram_chart(s))
+                     + f"{_partitions(s, doc)}</div>")
     parts.append("<h2>Flame graph (CPU samples)</h2>")
     if flamegraph_svg:
         parts += ['<p><input id=search placeholder="search functions (regular expression)"> '

@@ -284,7 +284,11 @@ def stage_detail(s: StageSummary, doc: dict, violations: list[Violation] | None 
         lines += burst_line(s, doc, pc)
     lines += cpu_wait_line(s)
     lines += estimate_line(s, doc)
-    lines += H.render_ascii(s.counts)
+    if withheld(violations or [], s.stage, PERCENTILES):
+        # the corrected latencies the percentiles came from: not a distribution to draw either
+        lines.append(f"  histogram: {WITHHELD} (withheld with the percentiles, see above)")
+    else:
+        lines += H.render_ascii(s.counts)
     lines += partition_table(s, doc)
     return lines
 
