@@ -16,6 +16,9 @@ class BuildWithProbes(build_py):
         compile_probes(os.path.join(self.build_lib, "mysqlprobe", "probes"))
 
 
+# collectors/ by concern (docs/architecture.md)
+COLLECTOR_ROOMS = ("uprobes", "cpu", "kernel", "perfschema", "safety", "target")
+
 setup(
     name="mysqlprobe",
     version="0.1.0",
@@ -24,7 +27,8 @@ setup(
     python_requires=">=3.11",
     packages=["mysqlprobe", "mysqlprobe.commands", "mysqlprobe.recorder", "mysqlprobe.probes", "mysqlprobe.lab",
               "mysqlprobe.lab.commands",
-              "mysqlprobe.collectors", "mysqlprobe.analysis", "mysqlprobe.flamegraphs"],
+              "mysqlprobe.collectors", *(f"mysqlprobe.collectors.{room}" for room in COLLECTOR_ROOMS),
+              "mysqlprobe.analysis", "mysqlprobe.flamegraphs"],
     package_dir={
         "mysqlprobe": "mysqlprobe",
         "mysqlprobe.probes": "probes",

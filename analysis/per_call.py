@@ -16,7 +16,7 @@ and where that interval is wider than the value (or reaches zero) the
 figure is an upper bound, "< high", never a negative or zero latency.
 
 Where the probes cannot resolve a function, CPU samples taken with the
-probes off can (collectors/cpu_bursts.py): the samples with the function
+probes off can (collectors/cpu/cpu_bursts.py): the samples with the function
 on the stack (where the binary keeps frame pointers), each worth its
 period, over the calls made meanwhile (the probes' calls per row times the
 rows changed). That is the function's CPU with its callees'. Without

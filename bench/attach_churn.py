@@ -40,7 +40,7 @@ from oltp import Load, Shape  # noqa: E402
 from overhead import MYSQLPROBE, bench_parser, log, machine, run_line, write_results  # noqa: E402
 from soak import close_quietly, free_port  # noqa: E402
 from mysqlprobe.lab import sandbox  # noqa: E402
-from mysqlprobe.collectors.codecheck import code_changes  # noqa: E402
+from mysqlprobe.collectors.safety.codecheck import code_changes  # noqa: E402
 
 VERSION = "10.11.5"
 SHAPE = Shape("oltp_write_only, 2 threads", "oltp_write_only", 2)

@@ -32,7 +32,7 @@ from continuous import Blocks, CounterPoll, RateLog, StatementLoop, SysbenchStre
 import overhead
 from overhead import MYSQLPROBE, Tool, bench_parser, derived, log, machine, med, spread
 from mysqlprobe.lab import sandbox, workload
-from mysqlprobe.collectors.perfschema import rows_changed
+from mysqlprobe.collectors.perfschema.perfschema import rows_changed
 
 SYSBENCH = shutil.which("sysbench") or "sysbench"
 TABLES, TABLE_SIZE = 4, 10000

@@ -54,10 +54,10 @@ from continuous import Blocks, unprobed_block
 from oltp import SHAPES, Load, quiet_rate, quiet_slowdown
 from overhead import MYSQLPROBE, Tool, bench_parser, derived, log, machine, med, run_line, write_results
 from mysqlprobe.lab import workload
-from mysqlprobe.collectors.perf_record import choose_unwinding
-from mysqlprobe.collectors.perfschema import PerfSchema, rows_changed
-from mysqlprobe.collectors.ps_threads import PROCESSLIST_TID, ThreadWatch
-from mysqlprobe.collectors.symbols import load_target_binary, resolve_target
+from mysqlprobe.collectors.cpu.perf_record import choose_unwinding
+from mysqlprobe.collectors.perfschema.perfschema import PerfSchema, rows_changed
+from mysqlprobe.collectors.perfschema.ps_threads import PROCESSLIST_TID, ThreadWatch
+from mysqlprobe.collectors.target.symbols import load_target_binary, resolve_target
 from mysqlprobe.lab import sandbox
 
 COLD_FUNCTION = "fts_savepoint_free"  # full-text search: never called by oltp_insert

@@ -42,7 +42,7 @@ from mysqlprobe import __version__, catalog
 from mysqlprobe.lab import sandbox, workload
 from mysqlprobe.analysis.model import Profile
 from mysqlprobe.capture import read_profile
-from mysqlprobe.collectors.symbols import load_target_binary, resolve_target
+from mysqlprobe.collectors.target.symbols import load_target_binary, resolve_target
 from mysqlprobe.recorder.plan import plan_probes
 
 HERE = Path(__file__).parent

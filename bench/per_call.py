@@ -36,7 +36,7 @@ from overhead import (MYSQLPROBE, ROOT, Tool, bench_parser, derived, fixture_com
 from mysqlprobe.lab import sandbox, workload
 from mysqlprobe.analysis.per_call import samples_to_resolve
 from mysqlprobe.analysis.sampling import Estimate
-from mysqlprobe.collectors.process import cpu_seconds
+from mysqlprobe.collectors.kernel.process import cpu_seconds
 
 TRUTH_HZ = 20000
 SOURCE_ROWS = 1000000

@@ -14,7 +14,7 @@ import os
 import time
 
 from mysqlprobe import cli
-from mysqlprobe.collectors import calibration
+from mysqlprobe.collectors.uprobes import calibration
 from mysqlprobe.recorder import duty
 
 _out = open(os.environ["PHASE_LOG"], "a", buffering=1)

@@ -31,7 +31,7 @@ from continuous import Blocks, CounterPoll, unprobed_block
 from oltp import SHAPES, Load
 from overhead import HERE, Tool, bench_parser, derived, log, machine, med, run_line, spread, write_results
 from mysqlprobe.lab import sandbox
-from mysqlprobe.collectors.perfschema import rows_changed
+from mysqlprobe.collectors.perfschema.perfschema import rows_changed
 
 POLL_S = 0.02
 SETTLE_S = 1.0   # after a profiled block, before the unprobed one counts

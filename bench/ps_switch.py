@@ -21,7 +21,7 @@ from datetime import datetime, timezone
 from oltp import SHAPES, Load
 from overhead import bench_parser, log, machine, run_line, write_results
 from mysqlprobe.lab import sandbox, workload
-from mysqlprobe.collectors.perfschema import PerfSchema, rows_changed
+from mysqlprobe.collectors.perfschema.perfschema import PerfSchema, rows_changed
 
 STEP_S = 0.05
 SHOWN_STEPS = 10  # the first half second after a switch

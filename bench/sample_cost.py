@@ -1,5 +1,5 @@
 """What a CPU sample costs the code it interrupts, taken in BPF
-(collectors/cpu_sampler.py, frame-pointer stacks) and by perf record -a -g,
+(collectors/cpu/cpu_sampler.py, frame-pointer stacks) and by perf record -a -g,
 at the bursts' rates and above.
 
 The known-cost fixture (tests/fixtures/known_cost.cc, frame pointers) runs
@@ -27,8 +27,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
 from overhead import ROOT, bench_parser, log, machine, med, run_line, spread, write_results  # noqa: E402
-from mysqlprobe.collectors.cpu_sampler import CpuSampleSession  # noqa: E402
-from mysqlprobe.collectors.perf_record import perf_binary  # noqa: E402
+from mysqlprobe.collectors.cpu.cpu_sampler import CpuSampleSession  # noqa: E402
+from mysqlprobe.collectors.cpu.perf_record import perf_binary  # noqa: E402
 
 LOOP_MS = 701
 BPF_RATES = (1999, 4999, 9999)

@@ -4,7 +4,7 @@ seconds (its samples of the server picked out by perf script), and the
 CPU time the kernel charged the server (/proc/PID/stat) times the rate.
 
 MariaDB 10.2.11 sandbox; for each shape, ROUNDS windows of SECONDS with
-both samplers on at once at 99 Hz (collectors/cpu_sampler.py with
+both samplers on at once at 99 Hz (collectors/cpu/cpu_sampler.py with
 frame-pointer stacks, as the default profile takes them).
 
     sudo .venv/bin/python bench/sampler_agreement.py [--rounds 3] [--seconds 8]
@@ -25,9 +25,9 @@ sys.path.insert(0, str(Path(__file__).parent))
 from oltp import SHAPES, Load  # noqa: E402
 from overhead import bench_parser, log, machine, med, run_line, spread, write_results  # noqa: E402
 from mysqlprobe.lab import sandbox  # noqa: E402
-from mysqlprobe.collectors.cpu_sampler import CpuSampleSession  # noqa: E402
-from mysqlprobe.collectors.perf_record import perf_binary  # noqa: E402
-from mysqlprobe.collectors.process import cpu_seconds  # noqa: E402
+from mysqlprobe.collectors.cpu.cpu_sampler import CpuSampleSession  # noqa: E402
+from mysqlprobe.collectors.cpu.perf_record import perf_binary  # noqa: E402
+from mysqlprobe.collectors.kernel.process import cpu_seconds  # noqa: E402
 
 HZ = 99
 SHAPE_NAMES = ("seed bulk load, 1 thread", "oltp_insert, 8 threads", "oltp_insert, 32 threads")

@@ -35,7 +35,7 @@ from pathlib import Path
 from continuous import rows_inserted
 from oltp import Load, Shape, sysbench_command
 from overhead import MYSQLPROBE, ROOT, bench_parser, derived, log, machine, machine_line
-from mysqlprobe.collectors.process import cpu_seconds
+from mysqlprobe.collectors.kernel.process import cpu_seconds
 from mysqlprobe.lab import sandbox, workload
 from per_call import on_stack_ns
 

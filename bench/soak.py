@@ -45,7 +45,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 from oltp import Load, Shape  # noqa: E402
 from overhead import MYSQLPROBE, bench_parser, log, machine, machine_line, write_results  # noqa: E402
 from mysqlprobe.lab import sandbox  # noqa: E402
-from mysqlprobe.collectors.codecheck import code_changes  # noqa: E402
+from mysqlprobe.collectors.safety.codecheck import code_changes  # noqa: E402
 
 VERSION = "10.11.5"
 SAMPLE_S = 10

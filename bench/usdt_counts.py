@@ -29,7 +29,7 @@ from pathlib import Path
 
 from overhead import MYSQLPROBE, Tool, bench_parser, derived, log, machine, machine_line, write_results
 from mysqlprobe.lab import sandbox, workload
-from mysqlprobe.collectors.perfschema import global_status
+from mysqlprobe.collectors.perfschema.perfschema import global_status
 
 SYSBENCH = shutil.which("sysbench") or "sysbench"
 VERSION, THREADS, TABLES, TABLE_SIZE = "10.11.5", 8, 4, 10000

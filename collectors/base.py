@@ -20,7 +20,7 @@ import sys
 import threading
 import time
 
-from mysqlprobe.collectors.addresses import KernelSymbols
+from mysqlprobe.collectors.target.addresses import KernelSymbols
 from dataclasses import dataclass, field
 
 

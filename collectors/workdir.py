@@ -5,7 +5,7 @@ from __future__ import annotations
 import glob
 import os
 
-from mysqlprobe.collectors.process import alive
+from mysqlprobe.collectors.kernel.process import alive
 
 
 def work_dir(kind: str) -> str:

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # the catalog is data: it needs no collector to be imported
-    from mysqlprobe.collectors.symbols import ResolvedSymbol, ServerInfo, SymbolTable
+    from mysqlprobe.collectors.target.symbols import ResolvedSymbol, ServerInfo, SymbolTable
 
 LINES = ("mysql-5.6", "mysql-5.7", "mysql-8.0", "mariadb")
 

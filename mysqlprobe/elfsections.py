@@ -1,5 +1,5 @@
 """The section headers of a 64-bit little-endian ELF file, read with
-struct: what both a server binary's reader (collectors/elf.py) and the BPF
+struct: what both a server binary's reader (collectors/target/elf.py) and the BPF
 objects' BTF reader (probes/btf.py) start from. pyelftools makes an object
 of every section where a few are wanted, and its import alone took 25-55
 ms of mysqlprobe's start."""

@@ -12,12 +12,13 @@ import time
 from mysqlprobe import catalog
 from mysqlprobe.caches import PlanCache
 from mysqlprobe.capture import Capture
-from mysqlprobe.collectors import connection, debuginfod
-from mysqlprobe.collectors.connection import ConnectOptions
-from mysqlprobe.collectors.cpu_bursts import BURST_FREQUENCY
-from mysqlprobe.collectors.perf import PerfOptions
-from mysqlprobe.collectors.perf_record import DEFAULT_FREQUENCY
-from mysqlprobe.collectors.symbols import Binary, load_binary, load_target_binary, resolve_target
+from mysqlprobe.collectors.perfschema import connection
+from mysqlprobe.collectors.target import debuginfod
+from mysqlprobe.collectors.perfschema.connection import ConnectOptions
+from mysqlprobe.collectors.cpu.cpu_bursts import BURST_FREQUENCY
+from mysqlprobe.collectors.cpu.perf import PerfOptions
+from mysqlprobe.collectors.cpu.perf_record import DEFAULT_FREQUENCY
+from mysqlprobe.collectors.target.symbols import Binary, load_binary, load_target_binary, resolve_target
 from mysqlprobe.errors import TargetError, UsageError
 from mysqlprobe.output import check_output_dir, save_capture
 from mysqlprobe.recorder.options import Control, RecordOptions

@@ -24,10 +24,10 @@ from mysqlprobe.analysis.profile import memory_counter
 from mysqlprobe.analysis.prometheus import Exposition, Totals
 from mysqlprobe.caches import PlanCache
 from mysqlprobe.capture import OFFCPU_FILE, STACKS_FILE
-from mysqlprobe.collectors.connection import ConnectOptions
-from mysqlprobe.collectors.cpu_bursts import BURST_FREQUENCY
-from mysqlprobe.collectors.perf import PerfOptions
-from mysqlprobe.collectors.symbols import resolve_target
+from mysqlprobe.collectors.perfschema.connection import ConnectOptions
+from mysqlprobe.collectors.cpu.cpu_bursts import BURST_FREQUENCY
+from mysqlprobe.collectors.cpu.perf import PerfOptions
+from mysqlprobe.collectors.target.symbols import resolve_target
 from mysqlprobe.commands.record import add_probe_argument
 from mysqlprobe.errors import Interrupted, MysqlprobeError, TargetError, UsageError
 from mysqlprobe.files import make_dir, write_new

@@ -7,8 +7,8 @@ from __future__ import annotations
 import math
 import time
 
-from mysqlprobe.collectors.calibration import CalibrationCollector
-from mysqlprobe.collectors.latency import LatencyCollector
+from mysqlprobe.collectors.uprobes.calibration import CalibrationCollector
+from mysqlprobe.collectors.uprobes.latency import LatencyCollector
 from mysqlprobe.errors import BpfError
 from mysqlprobe.recorder.pacing import Pacer, in_situ_factor, paired_lead
 from mysqlprobe.recorder.reads import rows_and_calls

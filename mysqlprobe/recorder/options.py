@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import threading
 
-from mysqlprobe.collectors.connection import ConnectOptions
-from mysqlprobe.collectors.cpu_bursts import BURST_FREQUENCY
-from mysqlprobe.collectors.perf import PerfOptions
+from mysqlprobe.collectors.perfschema.connection import ConnectOptions
+from mysqlprobe.collectors.cpu.cpu_bursts import BURST_FREQUENCY
+from mysqlprobe.collectors.cpu.perf import PerfOptions
 from mysqlprobe.recorder.priority import START_NICE
 from dataclasses import dataclass, field
 

@@ -13,11 +13,11 @@ from collections.abc import Callable
 
 from mysqlprobe import catalog
 from mysqlprobe.caches import PlanCache
-from mysqlprobe.collectors import debuginfod
-from mysqlprobe.collectors.calibration import entry_point
-from mysqlprobe.collectors.elf import read_build_id
-from mysqlprobe.collectors.symbols import Binary, Target, load_target_binary
-from mysqlprobe.collectors.uprobe import ProbeSpec, UsdtSites
+from mysqlprobe.collectors.target import debuginfod
+from mysqlprobe.collectors.uprobes.calibration import entry_point
+from mysqlprobe.collectors.target.elf import read_build_id
+from mysqlprobe.collectors.target.symbols import Binary, Target, load_target_binary
+from mysqlprobe.collectors.uprobes.uprobe import ProbeSpec, UsdtSites
 from mysqlprobe.errors import MysqlprobeError, NoSymbolsError, TargetError, UsageError
 from dataclasses import dataclass, field, replace
 

@@ -33,19 +33,19 @@ from mysqlprobe.caches import CalibrationCache
 from mysqlprobe.capture import Capture, PendingFile, as_json, new_document, now_utc
 from mysqlprobe.catalog import SHORT_STAGES
 from mysqlprobe.collectors.base import Collector, CollectorUnavailable, Facts, Section
-from mysqlprobe.collectors.calibration import COST_CLASS, CalibrationCollector
-from mysqlprobe.collectors.cpu_bursts import CpuBurstCollector, burst_stacks, burst_stages
-from mysqlprobe.collectors.latency import LatencyCollector
-from mysqlprobe.collectors.io import IoCollector
-from mysqlprobe.collectors.offcpu import OffCpuCollector
-from mysqlprobe.collectors.cpu_sampler import CpuBurstSampler, CpuProfileCollector
-from mysqlprobe.collectors.perf import PerfCollector, PerfOptions
-from mysqlprobe.collectors.perf_record import Unwinding, choose_unwinding
-from mysqlprobe.collectors.perfschema import ROW_COUNTERS
-from mysqlprobe.collectors.process import ProcessCollector
-from mysqlprobe.collectors.progress import MemoryCounter, counter_symbol
-from mysqlprobe.collectors.ps_window import PerfSchemaCollector, thread_names
-from mysqlprobe.collectors.symbols import Binary, Target
+from mysqlprobe.collectors.uprobes.calibration import COST_CLASS, CalibrationCollector
+from mysqlprobe.collectors.cpu.cpu_bursts import CpuBurstCollector, burst_stacks, burst_stages
+from mysqlprobe.collectors.uprobes.latency import LatencyCollector
+from mysqlprobe.collectors.kernel.io import IoCollector
+from mysqlprobe.collectors.kernel.offcpu import OffCpuCollector
+from mysqlprobe.collectors.cpu.cpu_sampler import CpuBurstSampler, CpuProfileCollector
+from mysqlprobe.collectors.cpu.perf import PerfCollector, PerfOptions
+from mysqlprobe.collectors.cpu.perf_record import Unwinding, choose_unwinding
+from mysqlprobe.collectors.perfschema.perfschema import ROW_COUNTERS
+from mysqlprobe.collectors.kernel.process import ProcessCollector
+from mysqlprobe.collectors.uprobes.progress import MemoryCounter, counter_symbol
+from mysqlprobe.collectors.perfschema.ps_window import PerfSchemaCollector, thread_names
+from mysqlprobe.collectors.target.symbols import Binary, Target
 from mysqlprobe.errors import PermissionProblem
 from mysqlprobe.recorder.duty import Bursts, DutyCycles, difference
 from mysqlprobe.recorder.options import Control, RecordOptions

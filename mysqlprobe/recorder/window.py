@@ -10,7 +10,7 @@ import threading
 import time
 
 from mysqlprobe.collectors.base import announce_pause, pause_asked
-from mysqlprobe.collectors.process import alive
+from mysqlprobe.collectors.kernel.process import alive
 from mysqlprobe.errors import Interrupted
 
 

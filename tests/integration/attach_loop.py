@@ -9,7 +9,7 @@ import os
 import sys
 
 from mysqlprobe.collectors import libbpf
-from mysqlprobe.collectors.breakpoints import BreakpointGuard
+from mysqlprobe.collectors.safety.breakpoints import BreakpointGuard
 
 
 def main() -> None:

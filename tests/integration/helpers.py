@@ -15,7 +15,7 @@ from conftest import MYSQLPROBE
 from mysqlprobe.analysis.model import Profile
 from mysqlprobe.lab import workload
 from mysqlprobe.capture import read_profile
-from mysqlprobe.collectors.codecheck import code_changes
+from mysqlprobe.collectors.safety.codecheck import code_changes
 
 
 class Profiler:

@@ -18,10 +18,10 @@ from pathlib import Path
 
 import pytest
 
-from mysqlprobe.collectors.breakpoint_guard import HOLDER_EXIT_WAIT_S
-from mysqlprobe.collectors.breakpoints import left_breakpoints, remove_left_breakpoints
-from mysqlprobe.collectors.elf import file_offset, read_elf
-from mysqlprobe.collectors.process import alive
+from mysqlprobe.collectors.safety.breakpoint_guard import HOLDER_EXIT_WAIT_S
+from mysqlprobe.collectors.safety.breakpoints import left_breakpoints, remove_left_breakpoints
+from mysqlprobe.collectors.target.elf import file_offset, read_elf
+from mysqlprobe.collectors.kernel.process import alive
 
 from helpers import wait_until
 
@@ -33,7 +33,7 @@ FUNCTIONS = 1500       # enough that an attach or detach takes a while
 # a mysqlprobe that starts its guard and is gone at once, before the guard's
 # interpreter has started: it prints the guard's pid
 GUARD_THEN_DIE = ("import os, sys\n"
-                  "from mysqlprobe.collectors.breakpoints import BreakpointGuard\n"
+                  "from mysqlprobe.collectors.safety.breakpoints import BreakpointGuard\n"
                   "guard = BreakpointGuard(int(sys.argv[1]), sys.argv[2], [int(sys.argv[3])])\n"
                   "print(guard.proc.pid, flush=True)\n"
                   "os._exit(0)\n")

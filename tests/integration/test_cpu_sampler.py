@@ -1,4 +1,4 @@
-"""CPU samples taken in BPF (collectors/cpu_sampler.py), on the known-cost
+"""CPU samples taken in BPF (collectors/cpu/cpu_sampler.py), on the known-cost
 target busy in one function: the count must match the CPU time the kernel
 charged the process (/proc/PID/stat) times the frequency, the stacks must
 name the function, and nothing is counted while the session is off."""
@@ -10,9 +10,9 @@ import os
 
 import pytest
 
-from mysqlprobe.collectors.addresses import user_names
-from mysqlprobe.collectors.cpu_sampler import CpuSampleSession, cpu_frames
-from mysqlprobe.collectors.process import cpu_seconds
+from mysqlprobe.collectors.target.addresses import user_names
+from mysqlprobe.collectors.cpu.cpu_sampler import CpuSampleSession, cpu_frames
+from mysqlprobe.collectors.kernel.process import cpu_seconds
 
 pytestmark = pytest.mark.root
 

@@ -14,8 +14,8 @@ import pytest
 
 from conftest import MYSQLPROBE, strip_with_debug_file
 from helpers import Profiler, code_as_in_file, kill9_leaves_no_probe, partition_calls, stage, wait_until
-from mysqlprobe.collectors.codecheck import code_changes
-from mysqlprobe.collectors.elf import entry_offset
+from mysqlprobe.collectors.safety.codecheck import code_changes
+from mysqlprobe.collectors.target.elf import entry_offset
 from mysqlprobe.recorder.priority import descendants_tasks
 
 pytestmark = pytest.mark.root

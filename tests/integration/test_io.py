@@ -95,7 +95,7 @@ def test_no_io_leaves_it_out(known_cost, tmp_path):
 def test_a_call_open_when_a_phase_ends_counts_up_to_its_end(known_cost):
     """The fixture waits for its next command in read(0): open across the
     phases' end, its later return must not add the time between phases."""
-    from mysqlprobe.collectors.io import IoSession
+    from mysqlprobe.collectors.kernel.io import IoSession
 
     with IoSession(known_cost.pid) as session:
         session.start()

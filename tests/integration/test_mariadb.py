@@ -18,7 +18,7 @@ from conftest import MYSQLPROBE
 from helpers import Profiler, kill9_leaves_no_probe, partition_calls, stage, wait_until
 from mysqlprobe import catalog, errors
 from mysqlprobe.lab import sandbox, workload
-from mysqlprobe.collectors.symbols import load_binary
+from mysqlprobe.collectors.target.symbols import load_binary
 from test_perfschema import setup_tables
 
 pytestmark = [pytest.mark.root, pytest.mark.server]

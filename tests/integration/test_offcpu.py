@@ -12,7 +12,7 @@ import time
 import pytest
 
 from helpers import Profiler
-from mysqlprobe.collectors.offcpu import OffCpuSession
+from mysqlprobe.collectors.kernel.offcpu import OffCpuSession
 from mysqlprobe.flamegraphs import folded
 
 pytestmark = pytest.mark.root

@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from mysqlprobe.collectors.perf_record import PerfRecorder, Unwinding, perf_binary
+from mysqlprobe.collectors.cpu.perf_record import PerfRecorder, Unwinding, perf_binary
 
 pytestmark = pytest.mark.root
 

@@ -21,7 +21,7 @@ import pytest
 
 from conftest import MYSQLPROBE, impossible_figures
 from helpers import derived
-from mysqlprobe.collectors.process import cpu_seconds
+from mysqlprobe.collectors.kernel.process import cpu_seconds
 from mysqlprobe.lab import sandbox, workload
 
 pytestmark = [pytest.mark.root, pytest.mark.server]

@@ -19,7 +19,7 @@ from helpers import Profiler, code_as_in_file, partition_calls, stage
 from test_usdt_server import (INSERT_SHAPE, ROWS as USDT_ROWS, SELECT_SHAPE, STATEMENT_INSERTS, STATEMENT_SELECTS,
                               insert_rows, run_statements)
 from mysqlprobe.lab import sandbox, workload
-from mysqlprobe.collectors.elf import read_elf
+from mysqlprobe.collectors.target.elf import read_elf
 
 pytestmark = [pytest.mark.root, pytest.mark.server]
 VERSION = "10.11.5"

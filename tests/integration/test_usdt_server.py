@@ -13,7 +13,7 @@ import pytest
 
 from helpers import Profiler, code_as_in_file, stage
 from mysqlprobe.lab import sandbox, workload
-from mysqlprobe.collectors.elf import read_elf
+from mysqlprobe.collectors.target.elf import read_elf
 
 pytestmark = [pytest.mark.root, pytest.mark.server]
 ROWS = 10037  # prime

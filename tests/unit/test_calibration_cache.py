@@ -12,7 +12,7 @@ import time
 import pytest
 
 from mysqlprobe.caches import CALIBRATION_MAX_AGE_S, CalibrationCache, host_key
-from mysqlprobe.collectors.calibration import (EMULATED, FIRST_BURSTS, REUSE_CHECK_S, REUSE_CHECKS, ROLLING,
+from mysqlprobe.collectors.uprobes.calibration import (EMULATED, FIRST_BURSTS, REUSE_CHECK_S, REUSE_CHECKS, ROLLING,
                                                SINGLE_STEP, CalibrationCollector, Calibrator, median)
 
 SAMPLES = {EMULATED: {"entry": [700.0] * 6, "both": [1400.0, 1390.0, 1410.0, 1405.0, 1395.0, 1400.0],

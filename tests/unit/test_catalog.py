@@ -4,7 +4,7 @@ checked in tests/integration/test_mariadb.py)."""
 import pytest
 
 from mysqlprobe import catalog
-from mysqlprobe.collectors.symbols import ServerInfo, load_binary
+from mysqlprobe.collectors.target.symbols import ServerInfo, load_binary
 
 
 def _resolved(binary, stage_name):

@@ -10,7 +10,7 @@ import pytest
 
 from conftest import MYSQLPROBE, compile_fixture, strip_with_debug_file
 from mysqlprobe import cli, errors
-from mysqlprobe.collectors.elf import read_elf
+from mysqlprobe.collectors.target.elf import read_elf
 from test_debuginfod import publish, serving
 
 
@@ -188,7 +188,7 @@ def test_a_recording_imports_no_other_command(tmp_path):
 
 
 def test_a_short_window_samples_fast_enough_for_a_flame_graph():
-    from mysqlprobe.collectors.perf_record import DEFAULT_FREQUENCY
+    from mysqlprobe.collectors.cpu.perf_record import DEFAULT_FREQUENCY
     from mysqlprobe.commands.record import SHORT_WINDOW_MAX_HZ, STACKS_WANTED, sampling_frequency
     assert sampling_frequency(None) == DEFAULT_FREQUENCY          # the load decides the window's end
     assert sampling_frequency(60) == DEFAULT_FREQUENCY

@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from mysqlprobe.collectors.codecheck import DiskReader, code_changes
-from mysqlprobe.collectors.elf import read_elf
-from mysqlprobe.collectors.symbols import SymbolTable
+from mysqlprobe.collectors.safety.codecheck import DiskReader, code_changes
+from mysqlprobe.collectors.target.elf import read_elf
+from mysqlprobe.collectors.target.symbols import SymbolTable
 
 SOURCE = r"""
 #include <fcntl.h>

@@ -12,8 +12,8 @@ from mysqlprobe import capture
 from mysqlprobe.analysis import compare as C
 from mysqlprobe.analysis.model import Profile
 from mysqlprobe.analysis import histogram as H
-from mysqlprobe.collectors.symbols import ResolvedSymbol
-from mysqlprobe.collectors.uprobe import ProbeCounts, ProbeSpec, Snapshot
+from mysqlprobe.collectors.target.symbols import ResolvedSymbol
+from mysqlprobe.collectors.uprobes.uprobe import ProbeCounts, ProbeSpec, Snapshot
 from mysqlprobe.flamegraphs import folded
 from test_report import recorded
 from conftest import MYSQLPROBE

@@ -3,7 +3,7 @@ stacks per stage with its functions anywhere on the stack."""
 
 from types import SimpleNamespace
 
-from mysqlprobe.collectors.cpu_bursts import burst_stages, burst_time, sample_stacks
+from mysqlprobe.collectors.cpu.cpu_bursts import burst_stages, burst_time, sample_stacks
 
 HASH = "_Z27get_partition_id_hash_nosubP14partition_infoPjPx"
 ROW_INSERT = "_Z20row_insert_for_mysqlPKhP14row_prebuilt_t"

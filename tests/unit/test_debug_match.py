@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from conftest import MYSQLPROBE
-from mysqlprobe.collectors import debug_match
-from mysqlprobe.collectors.elf import ElfImage, Function, read_elf
+from mysqlprobe.collectors.target import debug_match
+from mysqlprobe.collectors.target.elf import ElfImage, Function, read_elf
 from mysqlprobe.errors import EXIT_NO_SYMBOLS, NoSymbolsError
 
 PROGRAMS = {

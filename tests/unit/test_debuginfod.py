@@ -9,9 +9,9 @@ from functools import partial
 import pytest
 
 from conftest import compile_fixture, strip_with_debug_file
-from mysqlprobe.collectors import debuginfod
-from mysqlprobe.collectors import symbols as S
-from mysqlprobe.collectors.elf import read_elf
+from mysqlprobe.collectors.target import debuginfod
+from mysqlprobe.collectors.target import symbols as S
+from mysqlprobe.collectors.target.elf import read_elf
 from mysqlprobe.errors import NoSymbolsError
 from mysqlprobe.recorder.plan import check_symbols, plan_probes
 

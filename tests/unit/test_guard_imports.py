@@ -8,10 +8,10 @@ import sys
 
 import pytest
 
-from mysqlprobe.collectors.guard_process import command, encode
+from mysqlprobe.collectors.safety.guard_process import command, encode
 
-HEAVY = ("pymysql", "mysqlprobe.collectors.libbpf", "mysqlprobe.collectors.addresses",
-         "mysqlprobe.collectors.perfschema", "mysqlprobe.collectors.breakpoints", "dataclasses",
+HEAVY = ("pymysql", "mysqlprobe.collectors.libbpf", "mysqlprobe.collectors.target.addresses",
+         "mysqlprobe.collectors.perfschema.perfschema", "mysqlprobe.collectors.safety.breakpoints", "dataclasses",
          "json", "re", "runpy")   # json brings re and enum; -m brings runpy: 25-30 ms of a guard's CPU
 
 
@@ -26,8 +26,8 @@ def imported_while_waiting(module: str, state: dict, cwd) -> set[str]:
 
 
 @pytest.mark.parametrize("module, state", [
-    ("mysqlprobe.collectors.breakpoint_guard", {"pid": 1, "binary": "/bin/true", "offsets": [16], "holder": 1}),
-    ("mysqlprobe.collectors.ps_guard", {"connect": {}, "saved": {}, "lease": None}),
+    ("mysqlprobe.collectors.safety.breakpoint_guard", {"pid": 1, "binary": "/bin/true", "offsets": [16], "holder": 1}),
+    ("mysqlprobe.collectors.perfschema.ps_guard", {"connect": {}, "saved": {}, "lease": None}),
 ])
 def test_a_guard_told_done_imports_nothing_heavy(module, state, tmp_path):
     modules = imported_while_waiting(module, state, tmp_path)
@@ -39,17 +39,17 @@ def test_the_guard_without_done_imports_what_it_resets_with(tmp_path):
     """The check above can fail: told nothing (mysqlprobe gone), the guard
     goes on to the breakpoints' code, here on a process without them."""
     state = {"pid": 1, "binary": "/nonexistent", "offsets": [16], "holder": 1}
-    done = subprocess.run(command("mysqlprobe.collectors.breakpoint_guard", "-X", "importtime"),
+    done = subprocess.run(command("mysqlprobe.collectors.safety.breakpoint_guard", "-X", "importtime"),
                           input=encode(state), capture_output=True, text=True, cwd=tmp_path, timeout=60)
     assert done.returncode == 0, done.stderr
-    assert "mysqlprobe.collectors.breakpoints" in done.stderr
+    assert "mysqlprobe.collectors.safety.breakpoints" in done.stderr
 
 
 def test_the_state_line_carries_what_json_did_and_keeps_tuples():
     """The P_S guard's state as ps_window writes it: connection arguments,
     the saved setup (instrument states are tuples) and the lease."""
     import io
-    from mysqlprobe.collectors.guard_process import receive, told_done
+    from mysqlprobe.collectors.safety.guard_process import receive, told_done
     state = {"connect": {"unix_socket": "/run/mysqld/mysqld.sock", "user": "root", "ssl_disabled": True, "port": None},
              "saved": {"consumers": {"events_stages_current": "NO"},
                        "instruments": {"stage/sql/init": ("NO", "NO")}, "background_history_off": None},
@@ -64,7 +64,7 @@ def test_what_is_learnt_later_reaches_the_guard_before_done_or_the_end(tmp_path)
     """The P_S guard starts before the setup changes; the rows' old state and
     the connections follow as "+" lines, each read into the state."""
     import io
-    from mysqlprobe.collectors.guard_process import GuardProcess, receive, told_done
+    from mysqlprobe.collectors.safety.guard_process import GuardProcess, receive, told_done
     state = {"connect": {"user": "root"}, "saved": None, "lease": None, "connections": [7]}
     saved = {"consumers": {"events_stages_current": "NO"}, "instruments": {}, "background_history_off": None}
     lines = [encode(state), "+" + encode({"saved": saved}), "+" + encode({"connections": [7, 9]})]
@@ -76,7 +76,7 @@ def test_what_is_learnt_later_reaches_the_guard_before_done_or_the_end(tmp_path)
     assert told_done(done, got) and got["saved"] == saved
     # and through a real pipe: a guard that echoes its final state
     echo = GuardProcess.__new__(GuardProcess)
-    echo.proc = subprocess.Popen([sys.executable, "-I", "-c", "import sys; from mysqlprobe.collectors.guard_process "
+    echo.proc = subprocess.Popen([sys.executable, "-I", "-c", "import sys; from mysqlprobe.collectors.safety.guard_process "
                                   "import receive, told_done; s = receive(sys.stdin); told_done(sys.stdin, s); "
                                   "print(sorted(s['connections']))"],
                                  stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, cwd=tmp_path)

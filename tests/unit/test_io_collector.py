@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from mysqlprobe.collectors import io
+from mysqlprobe.collectors.kernel import io
 from mysqlprobe.flamegraphs import folded
 from mysqlprobe.probes import abi
 

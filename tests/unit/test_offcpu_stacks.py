@@ -8,9 +8,9 @@ import os
 
 import pytest
 
-from mysqlprobe.collectors import addresses
-from mysqlprobe.collectors.addresses import KernelSymbols, alias_rank, user_names
-from mysqlprobe.collectors.offcpu import (WAITING_FOR_CPU, OffCpuRecord, fold_offcpu,
+from mysqlprobe.collectors.target import addresses
+from mysqlprobe.collectors.target.addresses import KernelSymbols, alias_rank, user_names
+from mysqlprobe.collectors.kernel.offcpu import (WAITING_FOR_CPU, OffCpuRecord, fold_offcpu,
                                           kernel_frames, totals)
 
 USER = {0x401000: "clone3", 0x402000: "start_thread", 0x403000: "log_write_up_to", 0x404000: "fsync",

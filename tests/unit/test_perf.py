@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from mysqlprobe.collectors.perf import fold_script, short_frame
-from mysqlprobe.collectors.perf_record import choose_unwinding
-from mysqlprobe.collectors.ps_window import thread_names
-from mysqlprobe.collectors.elf import read_elf
+from mysqlprobe.collectors.cpu.perf import fold_script, short_frame
+from mysqlprobe.collectors.cpu.perf_record import choose_unwinding
+from mysqlprobe.collectors.perfschema.ps_window import thread_names
+from mysqlprobe.collectors.target.elf import read_elf
 from mysqlprobe.flamegraphs import folded
 
 HERE = Path(__file__).parents[1]

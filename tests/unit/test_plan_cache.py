@@ -12,8 +12,8 @@ import pytest
 
 from mysqlprobe import catalog
 from mysqlprobe.caches import PLAN_CACHE_ENTRIES, PlanCache
-from mysqlprobe.collectors.elf import read_build_id, read_elf
-from mysqlprobe.collectors.symbols import load_binary
+from mysqlprobe.collectors.target.elf import read_build_id, read_elf
+from mysqlprobe.collectors.target.symbols import load_binary
 from mysqlprobe.recorder.plan import plan_cached, plan_probes
 
 STAGES = list(catalog.INSERT_PROFILE)

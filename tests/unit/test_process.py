@@ -14,8 +14,8 @@ import time
 import psutil
 import pytest
 
-from mysqlprobe.collectors import process as P
-from mysqlprobe.collectors.process import CLOCK_TICKS, thread_cpu_seconds
+from mysqlprobe.collectors.kernel import process as P
+from mysqlprobe.collectors.kernel.process import CLOCK_TICKS, thread_cpu_seconds
 
 
 def test_a_threads_cpu_time_is_its_own_not_its_processes():
@@ -132,7 +132,7 @@ def test_a_thread_that_ends_between_listing_and_reading_is_left_out(tmp_path):
 
 
 def test_context_switches_are_every_threads_not_the_first_ones():
-    from mysqlprobe.collectors.process import ProcessSnapshot, context_switches
+    from mysqlprobe.collectors.kernel.process import ProcessSnapshot, context_switches
     def snap(ctx, leader):
         return ProcessSnapshot(0.0, 0.0, 0.0, leader[0], leader[1], None, None, 0, len(ctx), {}, {}, {}, ctx)
     start = snap({1: (10, 1), 2: (5, 0)}, (10, 1))
@@ -144,7 +144,7 @@ def test_context_switches_are_every_threads_not_the_first_ones():
 def test_a_live_process_counts_its_threads_switches(tmp_path):
     import threading
     import time
-    from mysqlprobe.collectors.process import context_switches, snapshot
+    from mysqlprobe.collectors.kernel.process import context_switches, snapshot
     done, slept = threading.Event(), threading.Event()
 
     def work():

@@ -11,8 +11,8 @@ import subprocess
 
 import pytest
 
-from mysqlprobe.collectors.elf import data_symbol, read_elf
-from mysqlprobe.collectors.progress import MemoryCounter, counter_symbol
+from mysqlprobe.collectors.target.elf import data_symbol, read_elf
+from mysqlprobe.collectors.uprobes.progress import MemoryCounter, counter_symbol
 from mysqlprobe.errors import UsageError
 from test_cli import _one_line, mysqlprobe
 

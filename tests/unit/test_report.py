@@ -18,11 +18,11 @@ from mysqlprobe.analysis.report import render_text
 from mysqlprobe.analysis.sampling import Estimate
 from mysqlprobe.catalog import PartitionSource
 from mysqlprobe.collectors.base import Cost, Section
-from mysqlprobe.collectors.calibration import Calibration, ClassCost
-from mysqlprobe.collectors.latency import probe_record
-from mysqlprobe.collectors.process import ProcessSnapshot, window_record
-from mysqlprobe.collectors.symbols import ResolvedSymbol
-from mysqlprobe.collectors.uprobe import PartCounts, ProbeCounts, ProbeSpec, Snapshot
+from mysqlprobe.collectors.uprobes.calibration import Calibration, ClassCost
+from mysqlprobe.collectors.uprobes.latency import probe_record
+from mysqlprobe.collectors.kernel.process import ProcessSnapshot, window_record
+from mysqlprobe.collectors.target.symbols import ResolvedSymbol
+from mysqlprobe.collectors.uprobes.uprobe import PartCounts, ProbeCounts, ProbeSpec, Snapshot
 from mysqlprobe.errors import CaptureError
 from mysqlprobe.recorder.recorder import assemble
 

@@ -6,12 +6,12 @@ from types import SimpleNamespace
 
 import pytest
 
-from mysqlprobe.collectors.cpu_bursts import burst_time, burst_time_of
-from mysqlprobe.collectors.cpu_sampler import (CpuBurstSampler, CpuProfileCollector, SampleRecord, cpu_frames,
+from mysqlprobe.collectors.cpu.cpu_bursts import burst_time, burst_time_of
+from mysqlprobe.collectors.cpu.cpu_sampler import (CpuBurstSampler, CpuProfileCollector, SampleRecord, cpu_frames,
                                                online_cpus)
-from mysqlprobe.collectors.cpu_bursts import CpuBurstCollector
-from mysqlprobe.collectors.perf import PerfCollector, PerfOptions
-from mysqlprobe.collectors.perf_record import Unwinding
+from mysqlprobe.collectors.cpu.cpu_bursts import CpuBurstCollector
+from mysqlprobe.collectors.cpu.perf import PerfCollector, PerfOptions
+from mysqlprobe.collectors.cpu.perf_record import Unwinding
 from mysqlprobe.errors import BpfError
 from mysqlprobe.recorder.recorder import cpu_bursts, cpu_profile
 

@@ -11,7 +11,7 @@ import sys
 from datetime import datetime, timezone
 
 from mysqlprobe import capture
-from mysqlprobe.collectors import connection
+from mysqlprobe.collectors.perfschema import connection
 
 # each was imported by the record command's modules, together 0.05-0.09 s of every start
 # (the start's whole time is bench/startup.py's to measure, not a list of banned modules)
@@ -32,7 +32,7 @@ def imported_by_record(cwd) -> set[str]:
 
 def test_the_record_command_imports_none_of_what_later_steps_need(tmp_path):
     modules = imported_by_record(tmp_path)
-    assert "mysqlprobe.recorder.recorder" in modules and "mysqlprobe.collectors.ps_window" in modules
+    assert "mysqlprobe.recorder.recorder" in modules and "mysqlprobe.collectors.perfschema.ps_window" in modules
     assert not modules & set(LATER), sorted(modules & set(LATER))
 
 

@@ -6,10 +6,10 @@ import pytest
 from elftools.elf.elffile import ELFFile
 
 from conftest import compile_fixture, strip_with_debug_file
-from mysqlprobe.collectors.addresses import FileFunctions
-from mysqlprobe.collectors import symbols as S
-from mysqlprobe.collectors.cxxnames import demangle, qualified_name
-from mysqlprobe.collectors.elf import entry_offset, read_elf
+from mysqlprobe.collectors.target.addresses import FileFunctions
+from mysqlprobe.collectors.target import symbols as S
+from mysqlprobe.collectors.target.cxxnames import demangle, qualified_name
+from mysqlprobe.collectors.target.elf import entry_offset, read_elf
 from mysqlprobe.errors import TargetError
 
 

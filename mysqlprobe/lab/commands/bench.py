@@ -15,7 +15,7 @@ from mysqlprobe.lab import sandbox, workload
 from mysqlprobe.analysis.compare import probe_free_seconds
 from mysqlprobe.analysis.model import Profile
 from mysqlprobe.capture import now_utc
-from mysqlprobe.collectors.symbols import load_target_binary, resolve_target
+from mysqlprobe.collectors.target.symbols import load_target_binary, resolve_target
 from mysqlprobe.lab.commands.profiled_load import profile_load
 from mysqlprobe.files import make_dir, write_new
 from mysqlprobe.output import check_output_dir, save_capture

@@ -8,7 +8,7 @@ from mysqlprobe import catalog
 from mysqlprobe.lab import sandbox, workload
 from mysqlprobe.analysis.model import Profile
 from mysqlprobe.analysis.report import render_text
-from mysqlprobe.collectors.symbols import load_target_binary, resolve_target
+from mysqlprobe.collectors.target.symbols import load_target_binary, resolve_target
 from mysqlprobe.lab.commands.profiled_load import profile_load
 from mysqlprobe.output import check_output_dir, save_capture
 from mysqlprobe.recorder.plan import Plan, plan_probes

@@ -8,7 +8,7 @@ import threading
 from typing import Callable
 
 from mysqlprobe.capture import Capture
-from mysqlprobe.collectors.connection import ConnectOptions
+from mysqlprobe.collectors.perfschema.connection import ConnectOptions
 from mysqlprobe.recorder.options import Control, RecordOptions
 from mysqlprobe.recorder.plan import Plan
 from mysqlprobe.recorder.recorder import Recorder

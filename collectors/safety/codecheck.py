@@ -15,7 +15,7 @@ import mmap
 import os
 from pathlib import Path
 
-from mysqlprobe.collectors.addresses import file_mappings
+from mysqlprobe.collectors.target.addresses import file_mappings
 from dataclasses import dataclass
 
 INT3 = 0xCC

@@ -24,9 +24,9 @@ import time
 
 from mysqlprobe import probes
 from mysqlprobe.collectors.base import Collector, Cost, Facts, Section
-from mysqlprobe.collectors.process import cpu_seconds
-from mysqlprobe.collectors.symbols import load_binary
-from mysqlprobe.collectors.uprobe import ProbeGroup, ProbeSpec
+from mysqlprobe.collectors.kernel.process import cpu_seconds
+from mysqlprobe.collectors.target.symbols import load_binary
+from mysqlprobe.collectors.uprobes.uprobe import ProbeGroup, ProbeSpec
 from mysqlprobe.errors import BpfError
 from dataclasses import asdict, dataclass, field
 

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import os
 
-from mysqlprobe.collectors.addresses import file_mappings
-from mysqlprobe.collectors.elf import Segment, data_symbol
+from mysqlprobe.collectors.target.addresses import file_mappings
+from mysqlprobe.collectors.target.elf import Segment, data_symbol
 from mysqlprobe.errors import TargetError, UsageError
 
 PREFIX = "memory:"  # window.rows_counter of a counter read from memory

@@ -11,9 +11,9 @@ import time
 
 from mysqlprobe import probes
 from mysqlprobe.collectors import libbpf
-from mysqlprobe.collectors.breakpoints import sentinel_offset
-from mysqlprobe.collectors.elf import UsdtArg
-from mysqlprobe.collectors.symbols import ResolvedSymbol
+from mysqlprobe.collectors.safety.breakpoints import sentinel_offset
+from mysqlprobe.collectors.target.elf import UsdtArg
+from mysqlprobe.collectors.target.symbols import ResolvedSymbol
 from mysqlprobe.errors import BpfError, UsageError
 from mysqlprobe.probes import abi
 from mysqlprobe.probes.abi import (COOKIE_ARG_SHIFT, COOKIE_CLASS_SHIFT, COOKIE_ENTRY_ONLY, COOKIE_MODE_SHIFT,
@@ -23,7 +23,7 @@ from mysqlprobe.probes.abi import (COOKIE_ARG_SHIFT, COOKIE_CLASS_SHIFT, COOKIE_
                                    STMT_TEXT_DEREF, STMT_TEXT_INDIRECT, STMT_TEXT_LEN, STMT_TEXT_USDT,
                                    STMT_USDT_FLAT, EdgeKey, EdgeStats, LatencyConfig, PartKey, PartStats, ProbeStats,
                                    StmtEdgeKey, StmtStats)
-from mysqlprobe.collectors.uprobe_counts import PartCounts, ProbeCounts, Snapshot, StatementCounts, probe_counts
+from mysqlprobe.collectors.uprobes.uprobe_counts import PartCounts, ProbeCounts, Snapshot, StatementCounts, probe_counts
 from dataclasses import dataclass
 
 from typing import TYPE_CHECKING

@@ -9,10 +9,10 @@ import time
 
 from mysqlprobe.collectors import libbpf
 from mysqlprobe.collectors.base import Background, Collector, Cost, Facts, Section
-from mysqlprobe.collectors.breakpoints import (BreakpointGuard, probed_offsets, remove_left_breakpoints,
+from mysqlprobe.collectors.safety.breakpoints import (BreakpointGuard, probed_offsets, remove_left_breakpoints,
                                                sentinel_offset)
-from mysqlprobe.collectors.calibration import Calibration, CalibrationCollector
-from mysqlprobe.collectors.uprobe import ProbeCounts, ProbeSpec, StatementCounts, UprobeSession
+from mysqlprobe.collectors.uprobes.calibration import Calibration, CalibrationCollector
+from mysqlprobe.collectors.uprobes.uprobe import ProbeCounts, ProbeSpec, StatementCounts, UprobeSession
 from mysqlprobe.probes.abi import COM_QUERY, COM_STMT_EXECUTE, STMT_KEY_NO_TEXT, slot_bounds
 from mysqlprobe.sqltext import normalized, redacted
 

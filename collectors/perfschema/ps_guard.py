@@ -7,14 +7,14 @@ of file without it means mysqlprobe is gone: the guard ends its
 connections (a statement sent before it died may still run), then puts
 the rows back, if mysqlprobe was the server's last profiler.
 
-Started by collectors/guard_process.py (not for people)."""
+Started by collectors/safety/guard_process.py (not for people)."""
 
 from __future__ import annotations
 
 import signal
 import sys
 
-from mysqlprobe.collectors.guard_process import receive, told_done
+from mysqlprobe.collectors.safety.guard_process import receive, told_done
 
 CONNECTIONS_END_S = 5.0  # for the server to end a killed mysqlprobe's connections
 RESUME_WAIT_S = 600      # how long a paused (SIGSTOPped) or hung server is waited for
@@ -31,8 +31,8 @@ def main() -> int:
     # same CPUs, and pymysql alone took 0.05 s of it
     import pymysql
 
-    from mysqlprobe.collectors.perfschema import PerfSchema
-    from mysqlprobe.collectors.ps_lease import SetupLease
+    from mysqlprobe.collectors.perfschema.perfschema import PerfSchema
+    from mysqlprobe.collectors.perfschema.ps_lease import SetupLease
 
     def restore(saved: dict) -> None:
         ps = PerfSchema(conn)

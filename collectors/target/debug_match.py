@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import struct
 
-from mysqlprobe.collectors.elf import ElfImage, elf_file
+from mysqlprobe.collectors.target.elf import ElfImage, elf_file
 from mysqlprobe.errors import NoSymbolsError
 from dataclasses import dataclass
 

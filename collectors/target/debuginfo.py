@@ -12,7 +12,7 @@ from mysqlprobe.errors import TargetError
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from mysqlprobe.collectors.elf import ElfImage
+    from mysqlprobe.collectors.target.elf import ElfImage
 
 
 def _crc32_file(path: str) -> int:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import threading
 
-from mysqlprobe.collectors.connection import pymysql
+from mysqlprobe.collectors.perfschema.connection import pymysql
 
 class ThreadWatch:
     """Watches the server's threads through the window, from a thread of this

@@ -13,8 +13,8 @@ from collections import defaultdict
 
 from mysqlprobe.collectors import libbpf
 from mysqlprobe.collectors.base import CollectorUnavailable, Facts, Section
-from mysqlprobe.collectors.offcpu import PhasedBpfCollector, PhasedPrograms
-from mysqlprobe.collectors.perf import KERNEL_SUFFIX, fold_samples
+from mysqlprobe.collectors.kernel.offcpu import PhasedBpfCollector, PhasedPrograms
+from mysqlprobe.collectors.cpu.perf import KERNEL_SUFFIX, fold_samples
 from mysqlprobe.flamegraphs.folded import Folded
 from mysqlprobe.probes import abi
 from mysqlprobe.probes.abi import InCall, IoKey, IoValue, OpenedKey, Path

@@ -14,8 +14,8 @@ import subprocess
 import time
 
 from mysqlprobe.collectors.base import Collector, CollectorUnavailable
-from mysqlprobe.collectors.elf import ElfImage
-from mysqlprobe.collectors.process import cpu_seconds
+from mysqlprobe.collectors.target.elf import ElfImage
+from mysqlprobe.collectors.kernel.process import cpu_seconds
 from dataclasses import dataclass
 
 DEFAULT_FREQUENCY = 99       # Hz: low overhead, and off the beat of 100 Hz timers

@@ -15,12 +15,12 @@ import time
 from collections import Counter
 
 from mysqlprobe.collectors.base import Cost, Facts, Section
-from mysqlprobe.collectors.perf_record import (DEFAULT_FREQUENCY, PerfProcessCollector, PerfRecorder, PerfUnavailable,
+from mysqlprobe.collectors.cpu.perf_record import (DEFAULT_FREQUENCY, PerfProcessCollector, PerfRecorder, PerfUnavailable,
                                                choose_unwinding, perf_binary)
-from mysqlprobe.collectors.process import cpu_seconds
+from mysqlprobe.collectors.kernel.process import cpu_seconds
 from mysqlprobe.collectors.workdir import work_dir
-from mysqlprobe.collectors.cxxnames import qualified_name
-from mysqlprobe.collectors.elf import ElfImage
+from mysqlprobe.collectors.target.cxxnames import qualified_name
+from mysqlprobe.collectors.target.elf import ElfImage
 from mysqlprobe.flamegraphs.folded import Folded
 from mysqlprobe.flamegraphs.stacks import stacks_summary
 from dataclasses import dataclass

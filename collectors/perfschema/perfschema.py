@@ -16,9 +16,9 @@ from __future__ import annotations
 
 import re
 
-from mysqlprobe.collectors.connection import pymysql
+from mysqlprobe.collectors.perfschema.connection import pymysql
 
-from mysqlprobe.collectors.ps_threads import (OS_THREAD_ID, PROCESSLIST_TID, list_threads,
+from mysqlprobe.collectors.perfschema.ps_threads import (OS_THREAD_ID, PROCESSLIST_TID, list_threads,
                                               quiet_background_threads)
 from dataclasses import dataclass, field
 from mysqlprobe.sqltext import normalized, redacted

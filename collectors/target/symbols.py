@@ -14,10 +14,11 @@ import re
 import time
 from pathlib import Path
 
-from mysqlprobe.collectors import debuginfo, debuginfod
-from mysqlprobe.collectors.debug_match import check_debug_file
-from mysqlprobe.collectors.cxxnames import CLONE, DEMANGLED_CLONE, clone_kind
-from mysqlprobe.collectors.elf import ElfImage, Function, file_offset, read_elf
+from mysqlprobe.collectors.target import debuginfo
+from mysqlprobe.collectors.target import debuginfod
+from mysqlprobe.collectors.target.debug_match import check_debug_file
+from mysqlprobe.collectors.target.cxxnames import CLONE, DEMANGLED_CLONE, clone_kind
+from mysqlprobe.collectors.target.elf import ElfImage, Function, file_offset, read_elf
 from mysqlprobe.errors import TargetError
 from dataclasses import dataclass
 
@@ -277,7 +278,7 @@ def load_binary(path: str, display_path: str | None = None, root: str = "/",
                 debug_file: str | None = None, debuginfod_urls: list[str] | None = None,
                 progress=None, force_debug_file: bool = False) -> Binary:
     """A binary and its symbols: from debug_file when given (it must have the
-    same build-id and layout: collectors/debug_match.py), else from .symtab, else from a debug file found for it
+    same build-id and layout: collectors/target/debug_match.py), else from .symtab, else from a debug file found for it
     on this machine, else from the debuginfod servers (DEBUGINFOD_URLS when
     debuginfod_urls is None)."""
     started = time.monotonic()

@@ -31,8 +31,8 @@ import os
 from collections import Counter
 
 from mysqlprobe.collectors.base import CollectorUnavailable, Cost, Facts, Section
-from mysqlprobe.collectors.perf import read_perf_script
-from mysqlprobe.collectors.perf_record import (PerfProcessCollector, PerfRecorder, PerfUnavailable, Unwinding,
+from mysqlprobe.collectors.cpu.perf import read_perf_script
+from mysqlprobe.collectors.cpu.perf_record import (PerfProcessCollector, PerfRecorder, PerfUnavailable, Unwinding,
                                                choose_unwinding)
 from mysqlprobe.collectors.workdir import work_dir
 from dataclasses import dataclass

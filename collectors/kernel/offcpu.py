@@ -11,8 +11,8 @@ from mysqlprobe import probes
 from mysqlprobe.collectors import libbpf
 from mysqlprobe.collectors.base import (Background, Collector, CollectorUnavailable, Cost, Facts, Section,
                                         lower_thread_priority)
-from mysqlprobe.collectors.perf import KERNEL_SUFFIX, fold_samples
-from mysqlprobe.collectors.addresses import UNKNOWN, function_name, user_names
+from mysqlprobe.collectors.cpu.perf import KERNEL_SUFFIX, fold_samples
+from mysqlprobe.collectors.target.addresses import UNKNOWN, function_name, user_names
 from mysqlprobe.errors import BpfError
 from mysqlprobe.flamegraphs.folded import Folded
 from mysqlprobe.flamegraphs.stacks import stacks_summary

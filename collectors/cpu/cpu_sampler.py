@@ -18,12 +18,12 @@ import re
 import time
 
 from mysqlprobe.collectors import libbpf
-from mysqlprobe.collectors.addresses import UNKNOWN, UPROBES, file_mappings, special_mappings
+from mysqlprobe.collectors.target.addresses import UNKNOWN, UPROBES, file_mappings, special_mappings
 from mysqlprobe.collectors.base import Cost, Facts, Section
-from mysqlprobe.collectors.cpu_bursts import burst_time_of
-from mysqlprobe.collectors.offcpu import PhasedBpfCollector, PhasedPrograms
-from mysqlprobe.collectors.perf import KERNEL_SUFFIX, STACKS_FILE, fold_samples
-from mysqlprobe.collectors.perf_record import Unwinding
+from mysqlprobe.collectors.cpu.cpu_bursts import burst_time_of
+from mysqlprobe.collectors.kernel.offcpu import PhasedBpfCollector, PhasedPrograms
+from mysqlprobe.collectors.cpu.perf import KERNEL_SUFFIX, STACKS_FILE, fold_samples
+from mysqlprobe.collectors.cpu.perf_record import Unwinding
 from mysqlprobe.errors import BpfError
 from mysqlprobe.flamegraphs.stacks import stacks_summary
 from mysqlprobe.probes import abi
@@ -240,7 +240,7 @@ class CpuProfileCollector(BpfSampling):
 
 
 class CpuBurstSampler(BpfSampling):
-    """The bursts (collectors/cpu_bursts.py) sampled in BPF: on in the
+    """The bursts (collectors/cpu/cpu_bursts.py) sampled in BPF: on in the
     ordinary off-phases the duty cycles give them, off from the start."""
 
     name = "cpu_bursts"

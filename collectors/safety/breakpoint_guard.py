@@ -1,5 +1,5 @@
-"""The breakpoint guard's process (started by collectors/guard_process.py, not
-for people): see collectors/breakpoints.py.
+"""The breakpoint guard's process (started by collectors/safety/guard_process.py, not
+for people): see collectors/safety/breakpoints.py.
 
 It starts while mysqlprobe starts, on the same CPUs, so it imports only
 what waiting needs; the code that reads and resets breakpoints is
@@ -13,7 +13,7 @@ import select
 import signal
 import sys
 
-from mysqlprobe.collectors.guard_process import receive, told_done
+from mysqlprobe.collectors.safety.guard_process import receive, told_done
 
 HOLDER_EXIT_WAIT_S = 30.0       # for the kernel to drop a killed mysqlprobe's links
 
@@ -53,7 +53,7 @@ def main() -> int:
         return 0
     if holder is not None:
         select.select([holder], [], [], HOLDER_EXIT_WAIT_S)
-    from mysqlprobe.collectors.breakpoints import remove_left_breakpoints
+    from mysqlprobe.collectors.safety.breakpoints import remove_left_breakpoints
     try:
         found, left = remove_left_breakpoints(state["pid"], state["binary"], state["offsets"])
     except OSError:  # the server is gone, and its code with it

@@ -9,7 +9,7 @@ import functools
 import re
 import struct
 
-from mysqlprobe.collectors.cxxnames import demangle, qualified_name
+from mysqlprobe.collectors.target.cxxnames import demangle, qualified_name
 from mysqlprobe.elfsections import SHT_NOBITS, ElfSections, Section, c_string
 from mysqlprobe.errors import TargetError
 from dataclasses import dataclass, field

@@ -18,8 +18,8 @@ from itertools import islice
 from collections.abc import Iterable
 
 
-from mysqlprobe.collectors.cxxnames import demangle, qualified_name
-from mysqlprobe.collectors.elf import defined_function, elf_file
+from mysqlprobe.collectors.target.cxxnames import demangle, qualified_name
+from mysqlprobe.collectors.target.elf import defined_function, elf_file
 from mysqlprobe.errors import TargetError
 from dataclasses import dataclass
 

@@ -14,7 +14,7 @@ another tool still probes keeps its breakpoint: the kernel removes one
 only when no consumer wants it). A perf event of the uprobe PMU does both
 without a BPF program.
 
-The guard (collectors/breakpoint_guard.py, started by guard_process.py)
+The guard (collectors/safety/breakpoint_guard.py, started by guard_process.py)
 is started before the first probe goes on, with the places on stdin; it
 waits for "done" on stdin, and on end of file without it (mysqlprobe
 died) waits for mysqlprobe to be gone and removes what was left."""
@@ -28,10 +28,10 @@ import threading
 from pathlib import Path
 
 from mysqlprobe.collectors import libbpf
-from mysqlprobe.collectors.addresses import file_mappings
-from mysqlprobe.collectors.codecheck import DiskReader
-from mysqlprobe.collectors.elf import entry_offset
-from mysqlprobe.collectors.guard_process import GuardProcess
+from mysqlprobe.collectors.target.addresses import file_mappings
+from mysqlprobe.collectors.safety.codecheck import DiskReader
+from mysqlprobe.collectors.target.elf import entry_offset
+from mysqlprobe.collectors.safety.guard_process import GuardProcess
 from mysqlprobe.errors import BpfError, TargetError
 
 INT3 = 0xCC
@@ -149,7 +149,7 @@ class BreakpointGuard(GuardProcess):
     """The guard process of one target's probes (see the module's text)."""
 
     def __init__(self, pid: int, binary: str, offsets: list[int]):
-        super().__init__("mysqlprobe.collectors.breakpoint_guard",
+        super().__init__("mysqlprobe.collectors.safety.breakpoint_guard",
                          {"pid": pid, "binary": binary, "offsets": offsets, "holder": os.getpid()})
 
     def done(self) -> None:
