@@ -84,19 +84,16 @@ def probe_free_seconds(profile: Profile, seconds: float) -> float:
 
 def stage_bounds(profile: Profile, rows: int, wall_ns_per_row: float) -> tuple[dict[str, float], dict[str, str]]:
     """Per stage, its exclusive time per row (analysis/figures.py's, the
-    figures the report prints), and the stages whose figure cannot be
-    attributed, with why: a withheld figure (a physical bound broken), one
-    that is only an upper bound, or the run's stages together taking more
-    per row than the row's wall time on the threads that ran them."""
-    figures = {f["stage"]: f for f in profile.figures}
+    figures the report prints; an upper bound as its value), and the stages
+    whose figure cannot be attributed, with why: a withheld figure (a
+    physical bound broken), or the run's stages together taking more per
+    row than the row's wall time on the threads that ran them."""
     exclusive, withheld = {}, {}
     for stage, ns in exclusive_totals(profile).items():
         if ns is None:
             bound = next((v.bound for v in profile.consistency if v.stage == stage), "a bound broken")
             withheld[stage] = f"withheld: {bound}"
-        elif figures[stage].get("total_bound"):
-            withheld[stage] = "only an upper bound is known (too few calls timed)"
-        else:
+        else:   # an upper bound (calls within the probes' doubt) stands as itself: a change beyond it holds
             exclusive[stage] = ns / rows
     threads = max((len(t) for t in stage_threads(profile.doc).values()), default=0) or 1
     total = sum(exclusive.values())
