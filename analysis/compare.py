@@ -88,15 +88,19 @@ def stage_bounds(profile: Profile, rows: int, wall_ns_per_row: float) -> tuple[d
     whose figure cannot be attributed, with why: a withheld figure (a
     physical bound broken), or the run's stages together taking more per
     row than the row's wall time on the threads that ran them."""
-    exclusive, withheld = {}, {}
+    exclusive, withheld, bounded = {}, {}, set()
+    figures = {f["stage"]: f for f in profile.figures}
     for stage, ns in exclusive_totals(profile).items():
         if ns is None:
             bound = next((v.bound for v in profile.consistency if v.stage == stage), "a bound broken")
             withheld[stage] = f"withheld: {bound}"
         else:   # an upper bound (calls within the probes' doubt) stands as itself: a change beyond it holds
             exclusive[stage] = ns / rows
+            if figures[stage].get("total_bound"):
+                bounded.add(stage)
     threads = max((len(t) for t in stage_threads(profile.doc).values()), default=0) or 1
-    total = sum(exclusive.values())
+    # measured figures only: an upper bound may pass the wall and still hold
+    total = sum(v for stage, v in exclusive.items() if stage not in bounded)
     if exclusive and total > threads * wall_ns_per_row * (1 + TOLERANCE):
         why = (f"the stages take {ns_text(total)} per row together, more than the row's "
                f"{ns_text(wall_ns_per_row)} wall time on {threads} thread{'s' if threads > 1 else ''}")
@@ -354,7 +358,7 @@ def _headline(result: dict, top: int = 3) -> list[str]:
     pool.sort(key=lambda c: -abs(c.delta))
     if not pool:
         return lines + ["No stage changed beyond the runs' spread.", ""]
-    lines.append(f"of it, per row ({source}'s B - A {signed_ns(delta)}):")
+    lines.append(f"of it, per row (B - A of the {source}: {signed_ns(delta)}):")
     named = {w["stage"]: w for w in result.get("why") or [] if w.get("stage")}
     for c in pool[:top]:
         share = f"{c.delta / delta:6.0%}" if delta else "     -"
