@@ -16,6 +16,7 @@ from conftest import MYSQLPROBE
 from helpers import Profiler
 from mysqlprobe.lab import sandbox, workload
 from mysqlprobe.flamegraphs import folded
+from mysqlprobe.flamegraphs.stacks import fold_probe_frames
 
 pytestmark = [pytest.mark.root, pytest.mark.server]
 ROWS = 200003  # prime
@@ -102,8 +103,8 @@ def _share_matching(stacks: folded.Folded, needle: str) -> float:
 
 def test_report_and_flame_graph_work_in_chromium(captures, tmp_path, artefacts):
     cap = captures["range"]
-    stacks = folded.parse((cap["dir"] / "stacks.folded").read_text().splitlines())
-    expected = _share_matching(stacks, "row_insert")
+    stacks, _ = fold_probe_frames(folded.parse((cap["dir"] / "stacks.folded").read_text().splitlines()))
+    expected = _share_matching(stacks, "row_insert")   # of the stacks as drawn
     for page in ("report.html", "flamegraph.svg"):
         dom = dom_after_load(cap["dir"] / page, "#search=row_insert")
         assert 'data-errors="' not in dom, dom[:2000]
@@ -150,7 +151,8 @@ def test_the_report_page_has_its_parts_and_its_table_finds_functions(captures, a
     if (cap["doc"].get("sampling") or {}).get("calls_per_cycle"):
         assert 'id="timeline"' in dom and 'class="phase on"' in dom
     assert dom.count('class="linked"') >= 3 and '<table class="meta">' in dom
-    stacks = folded.parse((cap["dir"] / "stacks.folded").read_text().splitlines())
+    # as drawn: the probes' machinery folded (a breakpoint's samples keep only the thread)
+    stacks, _ = fold_probe_frames(folded.parse((cap["dir"] / "stacks.folded").read_text().splitlines()))
     expected = _share_matching(stacks, "ha_partition::write_row")
     clicked = dom_after_load(page, "#stage=partition.write_row")
     matched = float(clicked.split('data-matched="')[1].split('"')[0])
