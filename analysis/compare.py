@@ -99,9 +99,13 @@ def stage_bounds(profile: Profile, rows: int, wall_ns_per_row: float) -> tuple[d
             if figures[stage].get("total_bound"):
                 bounded.add(stage)
     threads = max((len(t) for t in stage_threads(profile.doc).values()), default=0) or 1
-    # measured figures only: an upper bound may pass the wall and still hold
+    limit = threads * wall_ns_per_row * (1 + TOLERANCE)
+    for stage in [st for st in bounded if exclusive[st] > limit]:   # a bound that says nothing
+        withheld[stage] = (f"only an upper bound is known, {ns_text(exclusive.pop(stage))} per row, more than "
+                           f"the row's {ns_text(wall_ns_per_row)} wall time")
+    # measured figures only: an upper bound below the wall may still hold
     total = sum(v for stage, v in exclusive.items() if stage not in bounded)
-    if exclusive and total > threads * wall_ns_per_row * (1 + TOLERANCE):
+    if exclusive and total > limit:
         why = (f"the stages take {ns_text(total)} per row together, more than the row's "
                f"{ns_text(wall_ns_per_row)} wall time on {threads} thread{'s' if threads > 1 else ''}")
         return {}, {stage: why for stage in exclusive} | withheld

@@ -205,3 +205,17 @@ def test_the_html_page_draws_each_sides_row_to_one_scale():
     assert [t.split(":")[0] for _, t in a][-1] == "not attributed to a stage"
     assert sorted(t.split(":")[0] for _, t in a[:-1]) == ["innodb.row_insert", "partition.write_row"]
     assert (pytest.approx(25, abs=0.01), "innodb.row_insert: 2.5us per row (42%)") in b
+
+
+def test_an_upper_bound_above_the_rows_wall_time_is_not_attributed():
+    b = run(B, label="b1")
+    b.exclusive_ns, b.withheld = C.stage_bounds(Profile(make_capture(**B)[0]), ROWS, b.wall_ns_per_row)
+    assert "partition.write_row" in b.exclusive_ns            # measured figures below the wall stand
+    # the same run with write_row's figure only an upper bound, 10 us a row (7.5 us its own) for rows of 6 us
+    profile = Profile(make_capture(**B)[0])
+    for f in profile.figures:
+        if f["stage"] == "partition.write_row":
+            f["total_bound"], f["total_ns"] = True, 10 * US * ROWS
+    exclusive, withheld = C.stage_bounds(profile, ROWS, 6 * US)
+    assert "partition.write_row" not in exclusive and "innodb.row_insert" in exclusive
+    assert withheld["partition.write_row"].startswith("only an upper bound is known, 7.5us per row, more than")
