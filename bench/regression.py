@@ -36,7 +36,7 @@ def bench(version: str, args, out: Path) -> None:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--rows", type=int, default=300007)
+    ap.add_argument("--rows", type=int, default=1000003)
     ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--cells", default="range-100")
     ap.add_argument("--keep", help="keep the captures and compare's files here")
