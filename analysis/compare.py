@@ -100,9 +100,8 @@ def stage_bounds(profile: Profile, rows: int, wall_ns_per_row: float) -> tuple[d
                 bounded.add(stage)
     threads = max((len(t) for t in stage_threads(profile.doc).values()), default=0) or 1
     limit = threads * wall_ns_per_row * (1 + TOLERANCE)
-    for stage in [st for st in bounded if exclusive[st] > limit]:   # a bound that says nothing
-        withheld[stage] = (f"only an upper bound is known, {ns_text(exclusive.pop(stage))} per row, more than "
-                           f"the row's {ns_text(wall_ns_per_row)} wall time")
+    for stage in [st for st in bounded if exclusive[st] > limit]:
+        exclusive[stage] = limit   # an upper bound above the row's wall: the wall bounds it tighter
     # measured figures only: an upper bound below the wall may still hold
     total = sum(v for stage, v in exclusive.items() if stage not in bounded)
     if exclusive and total > limit:
