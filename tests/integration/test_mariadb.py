@@ -118,11 +118,12 @@ def test_default_mode_scales_counts_by_the_rows_the_server_changed(server, conn,
     assert all(c["rows"] is not None for c in cycles)
     # each rows query's calls read on either side, that far apart: within its on-phase's span
     assert all(len(c["read_s"]) == 2 and 0 < min(c["read_s"]) and max(c["read_s"]) < c["on_s"] for c in cycles)
-    # measured where rows changed in the on-phase, though the first opened with the
-    # window; an on-phase before the load wrote its first row costs no off-phase
-    # (a window that ends inside an on-phase leaves that last cycle unpaced)
+    # measured only where rows changed in the on-phase (an on-phase before the load wrote
+    # its first row costs no off-phase), and not where they came 20x slower than unprobed
+    # (a load getting under way: duty.MAX_PROBE_SLOWDOWN); a window that ends inside an
+    # on-phase leaves that last cycle unpaced
     assert all("lost_s" in c for c in cycles[:-1])
-    assert all((c["lost_s"] is not None) == bool(c["rows"]) for c in cycles[1:] if "lost_s" in c)
+    assert all(c["rows"] for c in cycles[1:] if c.get("lost_s") is not None)
     assert any(c.get("lost_s") is not None for c in cycles)
     assert doc["calibration"]["in_situ_factor"] != 1.0            # the on-phases measured the probes' cost
     assert "in the on-phases the probes cost the load" in out
