@@ -100,10 +100,12 @@ def stage_bounds(profile: Profile, rows: int, wall_ns_per_row: float) -> tuple[d
                 bounded.add(stage)
     threads = max((len(t) for t in stage_threads(profile.doc).values()), default=0) or 1
     limit = threads * wall_ns_per_row * (1 + TOLERANCE)
-    for stage in [st for st in bounded if exclusive[st] > limit]:
-        exclusive[stage] = limit   # an upper bound above the row's wall: the wall bounds it tighter
-    # measured figures only: an upper bound below the wall may still hold
+    # measured figures first; an upper bound then holds to what of the row's wall they leave
     total = sum(v for stage, v in exclusive.items() if stage not in bounded)
+    left = max(limit - total, 0.0)
+    for stage in sorted(bounded, key=lambda st: exclusive[st]):
+        exclusive[stage] = min(exclusive[stage], left)
+        left -= exclusive[stage]
     if exclusive and total > limit:
         why = (f"the stages take {ns_text(total)} per row together, more than the row's "
                f"{ns_text(wall_ns_per_row)} wall time on {threads} thread{'s' if threads > 1 else ''}")

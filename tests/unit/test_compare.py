@@ -217,6 +217,8 @@ def test_an_upper_bound_above_the_rows_wall_time_is_held_to_the_wall():
         if f["stage"] == "partition.write_row":
             f["total_bound"], f["total_ns"] = True, 10 * US * ROWS
     exclusive, withheld = C.stage_bounds(profile, ROWS, 6 * US)
-    # the wall bounds it tighter: at most the row's 6 us (and the 2% rounding the bounds allow)
-    assert exclusive["partition.write_row"] == pytest.approx(6 * US * 1.02) and "innodb.row_insert" in exclusive
-    assert "partition.write_row" not in withheld
+    # the wall bounds it tighter: at most what of the row's 6 us (and the 2% rounding the bounds allow)
+    # row_insert's measured 2.5 us leaves
+    assert exclusive["innodb.row_insert"] == pytest.approx(2.5 * US)
+    assert exclusive["partition.write_row"] == pytest.approx(6 * US * 1.02 - 2.5 * US)
+    assert sum(exclusive.values()) <= 6 * US * 1.02 + 1 and "partition.write_row" not in withheld
