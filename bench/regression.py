@@ -40,11 +40,15 @@ def main() -> None:
     ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--cells", default="range-100")
     ap.add_argument("--keep", help="keep the captures and compare's files here")
+    ap.add_argument("--compare-only", action="store_true",
+                    help="compare the captures already kept in --keep DIR again (after a change to compare)")
     ap.add_argument("--out", default=str(HERE))
     args = ap.parse_args()
     work = Path(args.keep) if args.keep else Path(tempfile.mkdtemp(prefix="regression-"))
+    if args.compare_only and not args.keep:
+        ap.error("--compare-only needs --keep DIR (the captures of an earlier run)")
     try:
-        for version in SERVERS:
+        for version in SERVERS if not args.compare_only else ():
             bench(version, args, work / "bench")
         cell = args.cells.split(",")[0]
         sides = [str(work / "bench" / v / cell) for v in SERVERS]
@@ -54,6 +58,10 @@ def main() -> None:
         result = json.loads((work / "compare" / "compare.json").read_text())
         command = "sudo .venv/bin/python bench/regression.py " + " ".join(
             f"--{k} {v}" for k, v in (("rows", args.rows), ("repeats", args.repeats), ("cells", args.cells)))
+        if args.compare_only:
+            taken = min(p.stat().st_mtime for p in (work / "bench").rglob("profile.json"))
+            command += (f" --keep DIR --compare-only` (compare again on captures taken "
+                        f"{datetime.fromtimestamp(taken, timezone.utc).isoformat(timespec='minutes')}) `")
         out = Path(args.out)
         (out / "regression.json").write_text(json.dumps(result, indent=1) + "\n")
         (out / "REGRESSION.md").write_text(render(args, cell, command, done.stdout))
