@@ -60,8 +60,8 @@ def main() -> None:
             f"--{k} {v}" for k, v in (("rows", args.rows), ("repeats", args.repeats), ("cells", args.cells)))
         if args.compare_only:
             taken = min(p.stat().st_mtime for p in (work / "bench").rglob("profile.json"))
-            command += (f" --keep DIR --compare-only` (compare again on captures taken "
-                        f"{datetime.fromtimestamp(taken, timezone.utc).isoformat(timespec='minutes')}) `")
+            command += (f" --keep DIR --compare-only; the captures compared again were taken "
+                        f"{datetime.fromtimestamp(taken, timezone.utc).isoformat(timespec='minutes')}")
         out = Path(args.out)
         (out / "regression.json").write_text(json.dumps(result, indent=1) + "\n")
         (out / "REGRESSION.md").write_text(render(args, cell, command, done.stdout))
