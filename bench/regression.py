@@ -44,6 +44,7 @@ def main() -> None:
                     help="compare the captures already kept in --keep DIR again (after a change to compare)")
     ap.add_argument("--out", default=str(HERE))
     args = ap.parse_args()
+    host = machine()   # before any result is written: its commit is the tree's as it ran
     work = Path(args.keep) if args.keep else Path(tempfile.mkdtemp(prefix="regression-"))
     if args.compare_only and not args.keep:
         ap.error("--compare-only needs --keep DIR (the captures of an earlier run)")
@@ -64,18 +65,18 @@ def main() -> None:
                         f"{datetime.fromtimestamp(taken, timezone.utc).isoformat(timespec='minutes')}")
         out = Path(args.out)
         (out / "regression.json").write_text(json.dumps(result, indent=1) + "\n")
-        (out / "REGRESSION.md").write_text(render(args, cell, command, done.stdout))
+        (out / "REGRESSION.md").write_text(render(args, cell, command, done.stdout, host))
         log(f"wrote {out / 'REGRESSION.md'}")
     finally:
         if not args.keep:
             shutil.rmtree(work, ignore_errors=True)
 
 
-def render(args, cell: str, command: str, text: str) -> str:
+def render(args, cell: str, command: str, text: str, host: dict) -> str:
     date = datetime.now(timezone.utc).isoformat(timespec="seconds")
     return "\n".join([
         f"# Regression: MariaDB {SERVERS[0]} (5.6 line) against {SERVERS[1]} (5.7 line)", "",
-        f"{machine_line(machine())} {date}. Command: `{command}`.", "",
+        f"{machine_line(host)} {date}. Command: `{command}`.", "",
         f"Each server in its sandbox; the load: cell `{cell}` of `mysqlprobe lab bench`, {args.rows:,} rows a "
         f"run, {args.repeats} repeats a side, each the load unprobed and then profiled in the default mode. "
         "What follows is `mysqlprobe compare` on the two, as it printed it: the wall delta from the unprobed "
