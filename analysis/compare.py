@@ -84,17 +84,18 @@ def probe_free_seconds(profile: Profile, seconds: float) -> float:
 
 def stage_bounds(profile: Profile, rows: int, wall_ns_per_row: float) -> tuple[dict[str, float], dict[str, str]]:
     """Per stage, its exclusive time per row (analysis/figures.py's, the
-    figures the report prints; an upper bound as its value), and the stages
-    whose figure cannot be attributed, with why: a withheld figure (a
-    physical bound broken), or the run's stages together taking more per
-    row than the row's wall time on the threads that ran them."""
+    figures the report prints; an upper bound held to what the measured
+    ones leave of the row's wall), and the stages whose figure cannot be
+    attributed, with why: a withheld figure (a physical bound broken), or
+    the run's measured stages together taking more per row than the row's
+    wall time on the threads that ran them."""
     exclusive, withheld, bounded = {}, {}, set()
     figures = {f["stage"]: f for f in profile.figures}
     for stage, ns in exclusive_totals(profile).items():
         if ns is None:
             bound = next((v.bound for v in profile.consistency if v.stage == stage), "a bound broken")
             withheld[stage] = f"withheld: {bound}"
-        else:   # an upper bound (calls within the probes' doubt) stands as itself: a change beyond it holds
+        else:
             exclusive[stage] = ns / rows
             if figures[stage].get("total_bound"):
                 bounded.add(stage)

@@ -49,17 +49,27 @@ def rows_written(doc: dict) -> tuple[int | None, str]:
     return (int(rows), doc["window"].get("rows_counter") or "rows changed") if rows else (None, "")
 
 
+def partition_calls(s) -> dict[int, int]:
+    """A stage's calls per partition id."""
+    return {pid: p.calls for pid, p in s.partitions.items()}
+
+
+def skewed(counts: dict[int, int]) -> bool:
+    """Calls per partition uneven: max/min above SKEWED (or a partition with none)."""
+    low, high = min(counts.values()), max(counts.values())
+    return not low or high / low > SKEWED
+
+
 def partition_skew(profile: Profile) -> str | None:
     s = next((s for s in profile.stages if s.stage == "partition.write_row" and s.partitions), None)
     if s is None:
         return None
-    counts = {pid: p.calls for pid, p in s.partitions.items()}
+    counts = partition_calls(s)
     total = sum(counts.values())
     if not total or len(counts) < 2:
         return None
-    low, high = min(counts.values()), max(counts.values())
-    if low and high / low <= SKEWED:
-        return f"balanced over {len(counts)} partitions: max/min {high / low:.2f}"
+    if not skewed(counts):
+        return f"balanced over {len(counts)} partitions: max/min {max(counts.values()) / min(counts.values()):.2f}"
     top = sorted(counts.items(), key=lambda kv: -kv[1])[:3]
     return "skewed: " + ", ".join(f"p{pid} {n / total:.0%}" for pid, n in top) + f" of the rows ({len(counts)} partitions)"
 

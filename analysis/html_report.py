@@ -10,7 +10,7 @@ import re
 from mysqlprobe.analysis import histogram as H
 from mysqlprobe.analysis import report as text
 from mysqlprobe.analysis.consistency import CALLS, MEAN, PERCENTILES, TOTAL, report_lines, withheld
-from mysqlprobe.analysis.headline import SKEWED, headline
+from mysqlprobe.analysis.headline import headline, partition_calls, skewed
 from mysqlprobe.analysis.model import Profile
 from mysqlprobe.analysis.profile import StageSummary
 from mysqlprobe.analysis.timeline import ON, QUIET, Timeline, main_stage, timeline
@@ -159,8 +159,8 @@ SKEW_W = 560
 def skew_chart(s: StageSummary) -> str:
     """Rows per partition as bars, drawn only where they are uneven
     (max/min above headline.SKEWED)."""
-    counts = {pid: p.calls for pid, p in s.partitions.items()}
-    if len(counts) < 2 or (min(counts.values()) and max(counts.values()) / min(counts.values()) <= SKEWED):
+    counts = partition_calls(s)
+    if len(counts) < 2 or not skewed(counts):
         return ""
     ranked = sorted(counts.items(), key=lambda kv: -kv[1])[:40]
     top, total = ranked[0][1] or 1, sum(counts.values())

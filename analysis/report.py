@@ -6,8 +6,7 @@ from __future__ import annotations
 import textwrap
 
 from mysqlprobe.analysis import histogram as H
-from mysqlprobe.analysis.consistency import (CALLS, MEAN, PERCENTILES, TOTAL, Violation, report_lines,
-                                             unrepresentative_phases, withheld)
+from mysqlprobe.analysis.consistency import CALLS, MEAN, PERCENTILES, TOTAL, Violation, report_lines, withheld
 from mysqlprobe.analysis.headline import headline, render as render_headline
 from mysqlprobe.analysis.model import Profile
 from mysqlprobe.analysis.per_call import SAMPLED_METHODS, PerCall, samples_to_resolve, window_total
@@ -210,12 +209,12 @@ def partition_table(s: StageSummary, doc: dict) -> list[str]:
 WIDE_INTERVAL = 0.25  # an estimate this uncertain (relative half-width) says how to do better
 
 
-def estimate_line(s: StageSummary, doc: dict) -> list[str]:
+def estimate_line(s: StageSummary, doc: dict, violations: list[Violation] | None = None) -> list[str]:
     """In sampled mode: the window's calls as estimated, with their interval."""
     if s.cycle_calls is None or not s.calls:
         return []
     est = estimated_calls(s, doc)
-    if unrepresentative_phases(doc):
+    if withheld(violations or [], s.stage, CALLS):
         return [f"  {WITHHELD} calls in the window: withheld (see above)"]
     if est.low is None:
         return [f"  ~{est.value:,.0f} calls in the window (no interval: one cycle saw them)"]
@@ -283,7 +282,7 @@ def stage_detail(s: StageSummary, doc: dict, violations: list[Violation] | None 
     if pc.method in SAMPLED_METHODS:
         lines += burst_line(s, doc, pc)
     lines += cpu_wait_line(s)
-    lines += estimate_line(s, doc)
+    lines += estimate_line(s, doc, violations)
     if withheld(violations or [], s.stage, PERCENTILES):
         # the corrected latencies the percentiles came from: not a distribution to draw either
         lines.append(f"  histogram: {WITHHELD} (withheld with the percentiles, see above)")

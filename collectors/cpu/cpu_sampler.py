@@ -62,25 +62,16 @@ class SampleRecord:
 DEFAULT_TRAMPOLINES = 0x7FFFFFFFE000
 
 
-def binary_code(pid: int) -> tuple[int, int]:
-    """The target binary's executable mapping (its lowest and highest code
-    address), else (0, 0): where a return address on its stack points."""
-    try:
-        exe = os.readlink(f"/proc/{pid}/exe").removesuffix(" (deleted)")
-        with open(f"/proc/{pid}/maps") as f:
-            code = [m for m in file_mappings(f.read()) if m.path == exe]
-    except OSError:
-        return 0, 0
+def binary_code(maps_text: str, exe: str) -> tuple[int, int]:
+    """The target binary's code in a /proc/PID/maps text (its lowest and
+    highest address), else (0, 0): where a return address on its stack points."""
+    code = [m for m in file_mappings(maps_text) if m.path == exe]
     return (min(m.start for m in code), max(m.end for m in code)) if code else (0, 0)
 
 
-def uprobe_trampolines(pid: int) -> int:
-    """The [uprobes] page's address in the process, else where the kernel puts it."""
-    try:
-        with open(f"/proc/{pid}/maps") as f:
-            found = special_mappings(f.read(), UPROBES)
-    except OSError:
-        found = []
+def uprobe_trampolines(maps_text: str) -> int:
+    """The [uprobes] page's address in a /proc/PID/maps text, else where the kernel puts it."""
+    found = special_mappings(maps_text, UPROBES)
     return found[0][0] if found else DEFAULT_TRAMPOLINES
 
 
@@ -108,7 +99,13 @@ class CpuSampleSession(PhasedPrograms):
         return round(1e9 / self.frequency)
 
     def config(self):
-        return abi.SampleConfig(self.pid, self.stacks, uprobe_trampolines(self.pid), *binary_code(self.pid))
+        try:
+            with open(f"/proc/{self.pid}/maps") as f:
+                maps = f.read()
+            exe = os.readlink(f"/proc/{self.pid}/exe").removesuffix(" (deleted)")
+        except OSError:
+            maps, exe = "", ""
+        return abi.SampleConfig(self.pid, self.stacks, uprobe_trampolines(maps), *binary_code(maps, exe))
 
     def _attach(self) -> None:
         program = self._obj.program("on_sample")
