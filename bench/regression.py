@@ -8,13 +8,13 @@ same INSERT ... SELECT into a partitioned table.
 Runs `mysqlprobe lab bench` on each server (each repeat: the load
 unprobed, then profiled) and `mysqlprobe compare` on the two, and writes
 bench/REGRESSION.md with what compare printed, word for word: the
-findings are the tool's, none is written here. bench/regression.json is
-compare.json; compare's HTML page and flame graphs stay in --keep DIR."""
+findings are the tool's, none is written here. compare.json, its HTML
+page and flame graphs stay in --keep DIR (git keeps REGRESSION.md's
+history; no other result file is written)."""
 
 from __future__ import annotations
 
 import argparse
-import json
 import shutil
 import subprocess
 import tempfile
@@ -56,7 +56,6 @@ def main() -> None:
         shutil.rmtree(work / "compare", ignore_errors=True)
         done = subprocess.run([MYSQLPROBE, "compare", *sides, "-o", str(work / "compare")],
                               capture_output=True, text=True, check=True)
-        result = json.loads((work / "compare" / "compare.json").read_text())
         command = "sudo .venv/bin/python bench/regression.py " + " ".join(
             f"--{k} {v}" for k, v in (("rows", args.rows), ("repeats", args.repeats), ("cells", args.cells)))
         if args.compare_only:
@@ -64,7 +63,6 @@ def main() -> None:
             command += (f" --keep DIR --compare-only; the captures compared again were taken "
                         f"{datetime.fromtimestamp(taken, timezone.utc).isoformat(timespec='minutes')}")
         out = Path(args.out)
-        (out / "regression.json").write_text(json.dumps(result, indent=1) + "\n")
         (out / "REGRESSION.md").write_text(render(args, cell, command, done.stdout, host))
         log(f"wrote {out / 'REGRESSION.md'}")
     finally:
@@ -83,7 +81,7 @@ def render(args, cell: str, command: str, text: str, host: dict) -> str:
         "runs, the stages' and functions' shares from the profiled ones, and why, from the servers' own "
         "settings and the mechanisms' catalog (analysis/mechanisms.py). The same command with `-o DIR` "
         "writes compare.html (the headline, each side's row as a bar, the drill-down's flame graphs) and "
-        "diff.svg; compare.json is bench/regression.json.", "",
+        "diff.svg beside compare.json.", "",
         "```", text.rstrip("\n"), "```", ""])
 
 
