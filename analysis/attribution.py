@@ -57,13 +57,36 @@ def probe_cost_ns(doc: dict, tids: set[int] | None) -> float:
                if tids is None or c["tid"] in tids)
 
 
-def probe_tree(edges: dict, partitions: dict | None = None) -> list[dict]:
+def as_printed(edges: dict, base: dict[str, float], figures: dict[str, tuple[float | None, str]]) -> dict:
+    """Edges scaled per stage so that a stage's edges over all threads come
+    to the figure the stage table prints (its total over the window: a bound
+    where its mean is one, the CPU samples' where they timed it). base:
+    stage -> its edges' ns over all threads; figures: stage -> (total, mark)."""
+    out = {}
+    for (stage, parent), v in edges.items():
+        total, _ = figures.get(stage, (None, ""))
+        factor = total / base[stage] if total is not None and base.get(stage) else 1.0
+        out[(stage, parent)] = {"ns": v["ns"] * factor, "calls": v["calls"]}
+    return out
+
+
+def stage_totals(edges: dict) -> dict[str, float]:
+    out: dict[str, float] = {}
+    for (stage, _), v in edges.items():
+        out[stage] = out.get(stage, 0.0) + v["ns"]
+    return out
+
+
+def probe_tree(edges: dict, partitions: dict | None = None, marks: dict[str, str] | None = None) -> list[dict]:
     """The probed stages as the calls nested: inclusive and exclusive time.
     Each time is corrected for the probes' cost on its own, so callees may
     come to more than their caller: its exclusive time is then 0 and the
     excess is kept as callees_exceed_ns. A stage called from several places shares its callees out in proportion.
     partitions (stage -> [{id, calls, total_ns}] of the whole window) are
-    shared out the same way to the nodes in the partitioning layer or below it."""
+    shared out the same way to the nodes in the partitioning layer or below it.
+    marks: stage -> "<" (its time an upper bound) or "?" (withheld); a
+    caller of a marked stage has no exclusive time of its own printed."""
+    marks = marks or {}
     total: dict[str, float] = {}
     children: dict = {}
     for (stage, parent), v in edges.items():
@@ -77,7 +100,9 @@ def probe_tree(edges: dict, partitions: dict | None = None) -> list[dict]:
         kids.sort(key=lambda k: -k["inclusive_ns"])
         exclusive = round(ns) - sum(k["inclusive_ns"] for k in kids)
         out = {"stage": stage, "inclusive_ns": round(ns), "calls": round(calls), "children": kids,
-               "exclusive_ns": max(exclusive, 0)}
+               "exclusive_ns": max(exclusive, 0), "mark": marks.get(stage, "")}
+        if out["mark"] or any(k["mark"] for k in kids):
+            out["exclusive_mark"] = "?"
         if exclusive < 0:  # the callees' corrected time is more than the caller's: said, not printed negative
             out["callees_exceed_ns"] = -exclusive
         # partition ids come down from the partitioning layer: a call outside it had none
@@ -141,9 +166,15 @@ def _stage_ns(ps: dict, unit: list[dict], t0: int, t1: int) -> dict[str, int]:
     return out
 
 
-def attribute(doc: dict, parts: dict[str, list[dict]], top: int = 3) -> list[dict]:
+def attribute(doc: dict, parts: dict[str, list[dict]], top: int = 3,
+              figures: dict[str, tuple[float | None, str]] | None = None) -> list[dict]:
     """The trees of the statements that ran longest in the window. parts:
-    stage -> its partitions' figures over the whole window."""
+    stage -> its partitions' figures over the whole window; figures: stage
+    -> (the window total the stage table prints, its mark: "<" a bound, "?"
+    withheld), which the trees' times are scaled to (one value a figure)."""
+    figures = figures or {}
+    base = stage_totals(_edges(doc, None))
+    marks = {stage: mark for stage, (_, mark) in figures.items() if mark}
     ps = doc.get("perf_schema") or {}
     if ps.get("status") != "collected" or not ps.get("statements"):
         return []
@@ -182,13 +213,17 @@ def attribute(doc: dict, parts: dict[str, list[dict]], top: int = 3) -> list[dic
             # neither the history nor a live thread kept its stages: the probed
             # time still goes under the statement, as one stage of its own
             stage_ns, stages_from = [(UNKNOWN_STAGE, in_window // PS_PER_NS)], "none"
-        tree = probe_tree(edges, parts)
+        # the probes' own measure decides whether the thread's history fell short and caps their cost
+        measured = sum(r["inclusive_ns"] for r in probe_tree(edges))
+        history_short = join == "thread" and measured > in_window // PS_PER_NS
+        tree = probe_tree(as_printed(edges, base, figures), parts, marks)
         probed = sum(r["inclusive_ns"] for r in tree)
-        history_short = join == "thread" and probed > in_window // PS_PER_NS
         if history_short:
-            tree, probed, cost = [], 0, 0
+            tree, probed, measured, cost = [], 0, 0, 0
         main = stage_ns[0][0] if stage_ns else None
-        cost = round(min(cost, max(stage_ns[0][1] - probed, 0))) if stage_ns else 0
+        cost = round(min(cost, max(stage_ns[0][1] - measured, 0))) if stage_ns else 0
+        # what the probed stages leave is a figure only where theirs all are
+        rest_mark = "?" if any(r["mark"] == "?" for r in tree) else ">" if any(r["mark"] for r in tree) else ""
         out.append({
             "statement": lead["sql_text"], "statements": len(unit), "thread_id": lead["thread_id"],
             "os_tid": tid, "join": join, "stages_from": stages_from,
@@ -197,8 +232,9 @@ def attribute(doc: dict, parts: dict[str, list[dict]], top: int = 3) -> list[dic
             "in_window_ns": in_window // PS_PER_NS,
             "stages": [{"stage": name, "ns": ns, "probed": tree if name == main else [],
                         "probe_cost_ns": cost if name == main else 0,
-                        "unexplained_ns": ns - probed - cost if name == main else ns}
+                        "unexplained_ns": ns - probed - cost if name == main else ns,
+                        "unexplained_mark": rest_mark if name == main else ""}
                        for name, ns in stage_ns if ns],
-            "background": probe_tree(background),
+            "background": probe_tree(as_printed(background, base, figures), marks=marks),
         })
     return out

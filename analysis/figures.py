@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from mysqlprobe.analysis import histogram as H
-from mysqlprobe.analysis.consistency import MEAN, TOTAL, callers_of, withheld
+from mysqlprobe.analysis.consistency import callers_of
 from mysqlprobe.analysis.per_call import PerCall, window_total
 from mysqlprobe.analysis.profile import StageSummary, estimated_calls, stage_per_call, window_ns, window_scale
 from mysqlprobe.analysis.textfit import pct
@@ -42,7 +42,7 @@ def exclusive_totals(profile: "Profile") -> dict[str, float | None]:
     parents = {child: parent for child, (parent, _) in callers_of(profile.doc).items()}
     out: dict[str, float | None] = {}
     for stage, f in figures.items():
-        if withheld(profile.consistency, stage, TOTAL) or withheld(profile.consistency, stage, MEAN):
+        if profile.printed_totals[stage][1] == "?":
             out[stage] = None
             continue
         inner = sum(figures[c]["total_ns"] for c, p in parents.items() if p == stage and c in figures)

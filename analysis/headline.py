@@ -19,6 +19,8 @@ from mysqlprobe.analysis.profile import measured_slowdown, window_ns
 ROOT_STAGES = ("sql.statement",)   # the whole statement: what it holds beyond the stages is "not probed"
 SKEWED = 1.5                       # partitions' rows max/min above this: skewed
 SHOWN_STAGES = 6
+TOP_DIGESTS = 3                    # digest blocks under the window's, when the load mixed statements
+MIN_PROBED = 5                     # executions probed whole before a digest's parts are shown
 
 
 @dataclass(frozen=True)
@@ -38,6 +40,46 @@ class Headline:
     not_probed: Part | None
     skew: str | None
     cost: str
+
+
+@dataclass(frozen=True)
+class DigestHeadline:
+    """One statement digest's executions, per row it wrote (per execution
+    where it wrote none): the probed functions' own time and the rest, out
+    of the statement's time less the probes' cost."""
+    text: str
+    executions: int
+    executions_from: str
+    rows_each: float | None
+    per: str                      # "row" or "execution"
+    measured_ns: float            # per execution, as timed with the probes
+    unprobed_ns: float            # per execution, the probes' calibrated cost taken off
+    parts: list[Part]
+    not_probed: Part | None       # None: the probed parts came to more than the statement (withheld)
+
+
+def digest_headlines(profile: Profile) -> list[DigestHeadline]:
+    """The digests that ran probed functions, most time first; none when
+    only one did (the window's block above is then its block)."""
+    shown = [d for d in profile.by_digest if d["functions"] and d["executions_probed"] >= MIN_PROBED
+             and d["mean_ns"] > 0]
+    if len(shown) < 2:
+        return []
+    out = []
+    for d in shown[:TOP_DIGESTS]:
+        rows = d["rows_per_execution"]
+        per_row = rows if rows and rows >= 1 else 1.0
+        own = d["mean_ns"]
+        parts = [Part(f["stage"], f["exclusive_ns"] / per_row, f["exclusive_ns"] / own)
+                 for f in sorted(d["functions"], key=lambda f: -f["exclusive_ns"]) if f["exclusive_ns"] > 0]
+        probed = sum(f["exclusive_ns"] for f in d["functions"])
+        # parts that come to more than the statement cannot all be true: the rest is not printed
+        rest = own - probed
+        not_probed = Part("not probed", rest / per_row, rest / own) if rest >= 0 else None
+        out.append(DigestHeadline(" ".join(d["digest_text"].split()), d["executions"], d["executions_from"], rows,
+                                  "row" if per_row == rows else "execution", d["raw_mean_ns"], own, parts,
+                                  not_probed))
+    return out
 
 
 def rows_written(doc: dict) -> tuple[int | None, str]:
@@ -118,26 +160,54 @@ def _prose(text: str) -> list[str]:
     return textwrap.wrap(text, 80, initial_indent="  ", subsequent_indent="    ")
 
 
-def render(h: Headline) -> list[str]:
+def _part_lines(parts: list[Part], indent: str = "  ") -> list[str]:
     fmt = H.format_ns
-    lines = ["WHERE AN INSERTED ROW'S TIME WENT"]
-    if not h.rows:
-        return lines + _prose("no rows written in the window (or no server connection to count them): the "
-                              "stage tables below have the calls")
-    unprobed = (f"{h.unprobed_s:.3g}s without the probes, {fmt(h.unprobed_s * 1e9 / h.rows)} a row"
-                if h.unprobed_s else "its time without the probes not measured")
-    lines += _prose(f"{h.rows:,} rows ({h.rows_from}) in {h.load_s:.3g}s; {unprobed}")
-    shown = [p for p in h.parts if p.ns_per_row is None or p.ns_per_row > 0][:SHOWN_STAGES]
-    for p in shown + ([h.not_probed] if h.not_probed else []):
+    lines = []
+    for p in parts:
         if p.ns_per_row is None:
-            lines.append(f"  {p.stage:<28} {'?':>8}  withheld (see 'withheld' below)")
+            lines.append(f"{indent}{p.stage:<28} {'?':>8}  withheld (see 'withheld' below)")
             continue
         share = f"{p.share:6.1%}" if p.share is not None else "     -"
         bar = "#" * round((p.share or 0) * 30)
-        lines.append(f"  {p.stage:<28} {fmt(p.ns_per_row):>8} {share}  {bar}")
+        lines.append(f"{indent}{p.stage:<28} {fmt(p.ns_per_row):>8} {share}  {bar}")
+    return lines
+
+
+def render_digest(d: DigestHeadline) -> list[str]:
+    fmt = H.format_ns
+    each = f", {d.rows_each:g} row{'' if d.rows_each == 1 else 's'} each" if d.rows_each else ""
+    lines = [f"  {d.text[:78]}"]
+    lines += _prose(f"  {d.executions:,} executions ({d.executions_from}){each}; {fmt(d.unprobed_ns)} each "
+                    f"without the probes ({fmt(d.measured_ns)} with them); per {d.per}:")
+    shown = d.parts[:SHOWN_STAGES]
+    if d.not_probed is None:
+        return lines + _prose("  its probed functions' time came to more than the statement's: not shown "
+                              "(the probes' cost inside it is known to its calibration's doubt; --exact "
+                              "or a longer window)")
+    return lines + _part_lines(shown + [d.not_probed], "    ")
+
+
+def render(h: Headline, digests: list[DigestHeadline] | None = None) -> list[str]:
+    lines = ["WHERE AN INSERTED ROW'S TIME WENT"] + _window_lines(h)
+    if digests:
+        lines.append("  per statement digest (its executions probed whole):")
+        for d in digests:
+            lines += render_digest(d)
+    return lines
+
+
+def _window_lines(h: Headline) -> list[str]:
+    fmt = H.format_ns
+    if not h.rows:
+        return _prose("no rows written in the window (or no server connection to count them): the "
+                      "stage tables below have the calls")
+    unprobed = (f"{h.unprobed_s:.3g}s without the probes, {fmt(h.unprobed_s * 1e9 / h.rows)} a row"
+                if h.unprobed_s else "its time without the probes not measured")
+    lines = _prose(f"{h.rows:,} rows ({h.rows_from}) in {h.load_s:.3g}s; {unprobed}")
+    shown = [p for p in h.parts if p.ns_per_row is None or p.ns_per_row > 0][:SHOWN_STAGES]
+    lines += _part_lines(shown + ([h.not_probed] if h.not_probed else []))
     lines += _prose("per row, each stage's own time (less its probed callees')"
                     + ("; shares of the row's time without the probes" if h.unprobed_s else ""))
     if h.skew:
         lines += _prose(f"partitions: {h.skew}")
-    lines += _prose(f"cost: {h.cost}")
-    return lines
+    return lines + _prose(f"cost: {h.cost}")

@@ -10,7 +10,7 @@ import re
 from mysqlprobe.analysis import histogram as H
 from mysqlprobe.analysis import report as text
 from mysqlprobe.analysis.consistency import CALLS, MEAN, PERCENTILES, TOTAL, report_lines, withheld
-from mysqlprobe.analysis.headline import headline, partition_calls, skewed
+from mysqlprobe.analysis.headline import DigestHeadline, digest_headlines, headline, partition_calls, skewed
 from mysqlprobe.analysis.model import Profile
 from mysqlprobe.analysis.profile import StageSummary
 from mysqlprobe.analysis.timeline import ON, QUIET, Timeline, main_stage, timeline
@@ -28,6 +28,7 @@ pre{background:#f8f8f4;padding:10px;overflow-x:auto;font-size:12.5px}
 .warn{color:#a40} .muted{color:#666} .est{color:#555;font-style:italic}
 #search{font:13px monospace;padding:3px 6px;width:260px} tr.linked{cursor:pointer} tr.linked:hover{background:#f3f0e6}
 .card{border:1px solid #ddd;border-radius:6px;padding:12px 16px;background:#fcfcfa;max-width:900px}
+.card.digest{margin-top:10px} .card code{font-size:12px;word-break:break-all}
 .card .big{font-size:20px;font-weight:600} .bar{display:flex;height:26px;margin:10px 0 6px;border:1px solid #bbb}
 .seg{height:100%} .key{display:inline-block;margin:2px 14px 2px 0} .key i{display:inline-block;width:11px;
 height:11px;margin-right:5px;vertical-align:-1px}
@@ -262,32 +263,52 @@ def _metadata(doc: dict) -> str:
 BAR_COLOURS = ("#4a78b0", "#e67e22", "#2e8b57", "#8e44ad", "#c0392b", "#16a085", "#7f8c8d")
 
 
-def summary_card(profile: Profile) -> str:
-    """The headline as a card: rows and time, a per-row stacked bar of the
-    stages' own time and what no probe covers, skew and cost."""
-    h = headline(profile)
-    if not h.rows:
-        return "<div class=card><b>No rows written in the window</b>: the stage table below has the calls.</div>"
-    parts = [p for p in h.parts if p.ns_per_row] + ([h.not_probed] if h.not_probed else [])
-    unprobed = (f"{h.unprobed_s:.3g} s without the probes, {fmt(h.unprobed_s * 1e9 / h.rows)} a row"
-                if h.unprobed_s else "time without the probes not measured")
+def _per_row_bar(parts: list, per: str = "row", bar_id: str = "") -> str:
+    """A stacked bar of a row's parts (headline.Part) and its legend."""
     segments, legend = [], []
     for i, p in enumerate(parts):
         colour = "#ccc" if p.stage.startswith("not probed") else BAR_COLOURS[i % len(BAR_COLOURS)]
-        label = f"{p.stage}: {fmt(p.ns_per_row)} a row" + (f", {p.share:.1%}" if p.share is not None else "")
+        label = f"{p.stage}: {fmt(p.ns_per_row)} a {per}" + (f", {p.share:.1%}" if p.share is not None else "")
         if p.share:
             segments.append(f'<div class=seg data-stage="{_e(p.stage)}" style="width:{100 * p.share:.2f}%;'
                             f'background:{colour}" title="{_e(label)}"></div>')
         legend.append(f'<span class=key><i style="background:{colour}"></i>{_e(label)}</span>')
+    return (f"<div class=bar{f' id={bar_id}' if bar_id else ''}>{''.join(segments)}</div>"
+            f"<div>{''.join(legend)}</div>")
+
+
+def digest_card(d: DigestHeadline) -> str:
+    each = f", {d.rows_each:g} row{'' if d.rows_each == 1 else 's'} each" if d.rows_each else ""
+    body = (_per_row_bar(d.parts + [d.not_probed], d.per) if d.not_probed is not None else
+            "<div class=warn>its probed functions' time came to more than the statement's: not shown</div>")
+    return (f"<div class='card digest'><code>{_e(d.text)}</code>"
+            f"<div class=muted>{d.executions:,} executions ({_e(d.executions_from)}){_e(each)}; "
+            f"{_e(fmt(d.unprobed_ns))} each without the probes ({_e(fmt(d.measured_ns))} with them); "
+            f"per {d.per}:</div>{body}</div>")
+
+
+def summary_card(profile: Profile) -> str:
+    """The headline as a card: rows and time, a per-row stacked bar of the
+    stages' own time and what no probe covers, skew and cost; then a card
+    per statement digest where the load mixed them."""
+    h = headline(profile)
+    digests = "".join(digest_card(d) for d in digest_headlines(profile))
+    if not h.rows:
+        return ("<div class=card><b>No rows written in the window</b>: the stage table below has the calls.</div>"
+                + digests)
+    parts = [p for p in h.parts if p.ns_per_row] + ([h.not_probed] if h.not_probed else [])
+    unprobed = (f"{h.unprobed_s:.3g} s without the probes, {fmt(h.unprobed_s * 1e9 / h.rows)} a row"
+                if h.unprobed_s else "time without the probes not measured")
     withheld_parts = [p.stage for p in h.parts if p.ns_per_row is None]
     return ("<div class=card id=summary>"
             f"<div class=big>{h.rows:,} rows in {h.load_s:.3g} s</div>"
             f"<div class=muted>{_e(h.rows_from)}; {_e(unprobed)}</div>"
-            f"<div class=bar id=per-row>{''.join(segments)}</div><div>{''.join(legend)}</div>"
+            + _per_row_bar(parts, bar_id="per-row")
             + (f"<div class=warn>withheld: {_e(', '.join(withheld_parts))} (see Stages)</div>" if withheld_parts
                else "")
             + (f"<div>partitions: {_e(h.skew)}</div>" if h.skew else "")
-            + f"<div class=muted>cost: {_e(h.cost)}</div></div>")
+            + f"<div class=muted>cost: {_e(h.cost)}</div></div>"
+            + digests)
 
 
 def _timeline_section(profile: Profile) -> list[str]:

@@ -12,7 +12,7 @@ from functools import cached_property
 
 from mysqlprobe.analysis import histogram as H
 from mysqlprobe.analysis.attribution import attribute
-from mysqlprobe.analysis.consistency import Violation, check as check_bounds
+from mysqlprobe.analysis.consistency import MEAN, TOTAL, Violation, check as check_bounds, withheld
 from mysqlprobe.analysis.figures import stage_figures
 from mysqlprobe.analysis.schema_check import check_document
 from mysqlprobe.analysis.statements import by_digest
@@ -95,7 +95,19 @@ class Profile:
     @cached_property
     def attribution(self) -> list[dict]:
         partitions = {s["stage"]: s["partitions"] for s in self.stage_records if s.get("partitions")}
-        return attribute(self.doc, partitions)
+        return attribute(self.doc, partitions, figures=self.printed_totals)
+
+    @cached_property
+    def printed_totals(self) -> dict[str, tuple[float | None, str]]:
+        """Per stage, its window total as the stage table prints it and its
+        mark: "<" an upper bound, "?" withheld (a bound broken)."""
+        out: dict[str, tuple[float | None, str]] = {}
+        for f in self.figures:
+            if withheld(self.consistency, f["stage"], TOTAL) or withheld(self.consistency, f["stage"], MEAN):
+                out[f["stage"]] = (None, "?")
+            else:
+                out[f["stage"]] = (f["total_ns"], "<" if f.get("total_bound") else "")
+        return out
 
     @cached_property
     def by_digest(self) -> list[dict]:

@@ -7,7 +7,7 @@ import textwrap
 
 from mysqlprobe.analysis import histogram as H
 from mysqlprobe.analysis.consistency import CALLS, MEAN, PERCENTILES, TOTAL, Violation, report_lines, withheld
-from mysqlprobe.analysis.headline import headline, render as render_headline
+from mysqlprobe.analysis.headline import digest_headlines, headline, render as render_headline
 from mysqlprobe.analysis.model import Profile
 from mysqlprobe.analysis.per_call import SAMPLED_METHODS, PerCall, samples_to_resolve, window_total
 from mysqlprobe.analysis.profile import (StageSummary, burst_figures, coverage, estimate_basis,
@@ -352,7 +352,7 @@ GLOSSARY = ("marks: ~ estimated for the whole window from the duty cycles; * per
 
 def render_text(profile: Profile) -> str:
     doc, stages = profile.doc, profile.stages
-    out = render_headline(headline(profile)) + [""] + header(profile) + [""]
+    out = render_headline(headline(profile), digest_headlines(profile)) + [""] + header(profile) + [""]
     out += summary_table(profile)
     out.append("share: time in the stage / window length (above 100% with several threads)")
     out += textwrap.wrap(GLOSSARY, 80, subsequent_indent="  ")

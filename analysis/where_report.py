@@ -10,6 +10,7 @@ from mysqlprobe.analysis.textfit import fit as _fit, pct
 
 fmt = H.format_ns
 BELOW_ZERO = "?"
+WITHHELD = "?"    # the stage table's figure broke a bound: not printed here either
 BELOW_ZERO_NOTE = ("? below 0 once the probes' calibrated cost was taken off: their cost outweighs these calls "
                    "here (a busy host, or calls shorter than a probe); --raw gives the times as measured")
 
@@ -21,14 +22,18 @@ class Figures:
     def __init__(self):
         self.below_zero = False
 
-    def time(self, ns: float | None) -> str:
+    def time(self, ns: float | None, mark: str = "") -> str:
+        if mark == "?":
+            return WITHHELD
         if ns is None or ns < 0:
             self.below_zero = self.below_zero or ns is not None
             return BELOW_ZERO
-        return fmt(ns)
+        return mark + (H.upper_ns(ns) if mark == "<" else fmt(ns))
 
-    def share(self, ns: float | None, total: float) -> str:
-        return BELOW_ZERO if ns is None or ns < 0 else pct(ns / total)
+    def share(self, ns: float | None, total: float, mark: str = "") -> str:
+        if mark == "?" or ns is None or ns < 0:
+            return BELOW_ZERO
+        return mark + pct(ns / total)
 
     def note(self) -> list[str]:
         return [BELOW_ZERO_NOTE] if self.below_zero else []
@@ -39,9 +44,12 @@ def _tree_lines(nodes: list[dict], total_ns: int, depth: int, f: Figures) -> lis
     for n in nodes:
         label = "  " * depth + n["stage"]
         excess = n.get("callees_exceed_ns")
-        excl = " (self n/a)" if excess else f" (self {f.time(n['exclusive_ns'])})" if n["children"] else ""
-        lines.append(f"{label[:44]:<44} {f.time(n['inclusive_ns']):>7} {f.share(n['inclusive_ns'], total_ns):>6}{excl}")
-        if excess:
+        mark = n.get("mark", "")
+        excl = (" (self n/a)" if excess else f" (self {f.time(n['exclusive_ns'], n.get('exclusive_mark', ''))})"
+                if n["children"] else "")
+        lines.append(f"{label[:44]:<44} {f.time(n['inclusive_ns'], mark):>7} "
+                     f"{f.share(n['inclusive_ns'], total_ns, mark):>6}{excl}")
+        if excess and not mark:
             lines.append("  " * (depth + 1) + f"(its probed callees come to {fmt(excess)} more "
                          "than it: each time is corrected for the probes on its own)")
         if n.get("partitions"):
@@ -83,8 +91,11 @@ def attribution_block(profile: Profile) -> list[str]:
             if st["probed"]:
                 lines.append(f"    {'the probes themselves (calibrated)':<40} {f.time(st['probe_cost_ns']):>7} "
                              f"{f.share(st['probe_cost_ns'], total):>6}")
-                lines.append(f"    {'not in probed functions':<40} {f.time(st['unexplained_ns']):>7} "
-                             f"{f.share(st['unexplained_ns'], total):>6}")
+                rest, rest_mark = st["unexplained_ns"], st.get("unexplained_mark", "")
+                if rest_mark == ">" and rest <= 0:
+                    rest_mark = "?"   # at least nothing: no figure
+                lines.append(f"    {'not in probed functions':<40} {f.time(rest, rest_mark):>7} "
+                             f"{f.share(rest, total, rest_mark):>6}")
         rest = [st for st in t["stages"] if st not in shown]
         if rest:
             ns = sum(st["ns"] for st in rest)

@@ -4,6 +4,10 @@ and the per-thread tree's honesty where P_S's history fell short."""
 
 import copy
 
+import pytest
+
+from mysqlprobe.analysis.headline import digest_headlines
+from mysqlprobe.analysis.html_report import render_html
 from mysqlprobe.analysis.model import Profile
 from mysqlprobe.analysis.report import render_text
 from mysqlprobe.analysis.statements import join_digest
@@ -162,7 +166,58 @@ def test_background_is_what_p_s_calls_background():
     for p in doc["probes"]:
         if p["stage"] == "innodb.row_insert":
             p["callers"].append({"tid": 4260, "parent": None, "calls": 3, "total_ns": 2 * MS, "raw_total_ns": 2 * MS})
+            p["total_ns"] += 2 * MS
     (tree,) = Profile(doc).attribution
     # 4250 (another connection, 5 ms) is not background; the page cleaner (2 ms) is
     assert tree["background_from"] == "P_S threads.TYPE"
     assert [(n["stage"], n["inclusive_ns"]) for n in tree["background"]] == [("innodb.row_insert", 2 * MS)]
+
+
+def two_digests(update_probed_ns=(10 * US, 4 * US)):
+    """with_statements' INSERT (2 rows each, 30 us probed of 96 us), and an
+    UPDATE of one row (write_row holding row_insert as update_probed_ns)."""
+    doc = with_statements()
+    update = copy.deepcopy(doc["statements"]["shapes"][0])
+    outer, inner = update_probed_ns
+    update.update(key="0x3", text="UPDATE t SET c = ? WHERE id = ?", total_ns=50 * US * 100)
+    update["calls"][0]["total_ns"] = update["calls"][0]["raw_total_ns"] = outer * 100
+    update["calls"][1]["total_ns"] = update["calls"][1]["raw_total_ns"] = inner * 100
+    doc["statements"]["shapes"].append(update)
+    doc["perf_schema"]["deltas"]["digests"].append(
+        {"name": "UPDATE `t` SET `c` = ? WHERE `id` = ? ", "count": 100, "timer_ps": 100 * 45 * US * 1000,
+         "rows_affected": 100, "rows_examined": 100})
+    return doc
+
+
+def test_a_mixed_load_gets_a_headline_block_per_digest_that_adds_up():
+    profile = Profile(two_digests())
+    insert, update = digest_headlines(profile)
+    assert insert.text.startswith("INSERT") and insert.per == "row" and insert.rows_each == 2.0
+    by_insert = {p.stage: p.ns_per_row for p in insert.parts}
+    # per row: the execution's exclusive times over its two rows
+    assert by_insert == {"innodb.row_insert": 10 * US, "partition.write_row": 5 * US}
+    assert update.rows_each == 1.0 and {p.stage: p.ns_per_row for p in update.parts} == {
+        "partition.write_row": 6 * US, "innodb.row_insert": 4 * US}
+    for d in (insert, update):   # the parts and the rest are the statement's time without the probes, per row
+        assert sum(p.ns_per_row for p in d.parts) + d.not_probed.ns_per_row == \
+            pytest.approx(d.unprobed_ns / d.rows_each)
+        assert sum(p.share for p in d.parts) + d.not_probed.share == pytest.approx(1.0)
+    text = render_text(profile)
+    head = text[:text.index("mysqlprobe insert profile")]
+    assert "per statement digest" in head and "UPDATE `t` SET `c` = ? WHERE `id` = ?" in head
+    assert "100 executions (P_S digest summary), 1 row each" in " ".join(head.split())
+    html = render_html(profile)
+    assert html.count("class='card digest'") == 2
+
+
+def test_one_digest_is_the_windows_block_and_gets_none_of_its_own():
+    assert digest_headlines(Profile(with_statements())) == []
+
+
+def test_a_digest_whose_parts_pass_its_time_shows_none_of_them():
+    # the UPDATE's probed functions (70 us) exceed its 50 us less the probes' cost
+    _, update = digest_headlines(Profile(two_digests(update_probed_ns=(70 * US, 4 * US))))
+    assert update.not_probed is None
+    head = render_text(Profile(two_digests(update_probed_ns=(70 * US, 4 * US))))
+    block = " ".join(head[head.index("UPDATE `t`"):head.index("mysqlprobe insert profile")].split())
+    assert "came to more than the statement's: not shown" in block and "70us" not in block
