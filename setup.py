@@ -26,7 +26,7 @@ setup(
                 "per partition, for MySQL and MariaDB",
     python_requires=">=3.11",
     packages=["mysqlprobe", "mysqlprobe.commands", "mysqlprobe.recorder", "mysqlprobe.probes", "mysqlprobe.lab",
-              "mysqlprobe.lab.commands",
+              "mysqlprobe.lab.commands", "mysqlprobe.lab.benchkit",
               "mysqlprobe.collectors", *(f"mysqlprobe.collectors.{room}" for room in COLLECTOR_ROOMS),
               "mysqlprobe.analysis", "mysqlprobe.flamegraphs"],
     package_dir={

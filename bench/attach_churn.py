@@ -23,7 +23,7 @@ kernel's lines about trapped or leaked uprobes (dmesg).
 
     sudo .venv/bin/python bench/attach_churn.py [--minutes 20]
 
-writes bench/ATTACH_CHURN.md and bench/attach_churn.json."""
+writes its section of bench/RESULTS.md (and results.json)."""
 
 from __future__ import annotations
 
@@ -35,10 +35,10 @@ import time
 from datetime import datetime, timezone
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).parent))
-from oltp import Load, Shape  # noqa: E402
-from overhead import MYSQLPROBE, bench_parser, log, machine, run_line, write_results  # noqa: E402
-from soak import close_quietly, free_port  # noqa: E402
+from mysqlprobe.lab.benchkit.loads import Load, Shape
+from mysqlprobe.lab.benchkit import MYSQLPROBE, bench_parser, log, machine, run_line, write_results
+from mysqlprobe.lab.benchkit import free_port
+from mysqlprobe.lab.benchkit.loads import close_quietly
 from mysqlprobe.lab import sandbox  # noqa: E402
 from mysqlprobe.collectors.safety.codecheck import code_changes  # noqa: E402
 

@@ -26,7 +26,7 @@ profiled blocks, tell whether the probes made each transaction dearer
 
     sudo .venv/bin/python bench/cpu_share.py [--rounds 6] [--seconds 10] [--shape 1] [--name cpu_share]
 
-writes bench/CPU_SHARE.md and bench/cpu_share.json (NAME.md, NAME.json)."""
+writes its section of bench/RESULTS.md (and results.json) (--name: a section of its own)."""
 
 from __future__ import annotations
 
@@ -40,10 +40,9 @@ from collections import Counter
 from datetime import datetime, timezone
 from pathlib import Path
 
-from continuous import Blocks, unprobed_block
-from oltp import SHAPES, Load
-from oltp_parts import Mysqlprobe
-from overhead import bench_parser, derived, log, machine, med, run_line, write_results
+from mysqlprobe.lab.benchkit.loads import Blocks, unprobed_block
+from mysqlprobe.lab.benchkit.loads import Load, SHAPES
+from mysqlprobe.lab.benchkit import Mysqlprobe, bench_parser, derived, log, machine, med, run_line, write_results
 from mysqlprobe.lab import sandbox
 
 WITNESS_HZ = 499

@@ -14,7 +14,7 @@ clients) and the seed bulk load on MariaDB 10.2.11, every call counted
 
     sudo .venv/bin/python bench/digests.py [--repeats 3] [--seconds 8]
 
-writes bench/DIGESTS.md and bench/digests.json."""
+writes its section of bench/RESULTS.md (and results.json)."""
 
 from __future__ import annotations
 
@@ -22,8 +22,8 @@ import tempfile
 from datetime import datetime, timezone
 from pathlib import Path
 
-from oltp import SHAPES, Load
-from overhead import MYSQLPROBE, Tool, bench_parser, derived, log, machine, med, run_line, write_results
+from mysqlprobe.lab.benchkit.loads import Load, SHAPES
+from mysqlprobe.lab.benchkit import MYSQLPROBE, Tool, bench_parser, derived, log, machine, med, run_line, write_results
 from mysqlprobe.lab import sandbox
 
 CASES = ((SHAPES[0], True), (SHAPES[0], False), (SHAPES[1], True), (SHAPES[1], False))

@@ -12,19 +12,18 @@ attach and after they detach). Compared:
   - fsync/fdatasync calls on InnoDB's files (log, system and table
     tablespaces) against Innodb_data_fsyncs (every fsync InnoDB makes);
   - the same on the log files against Innodb_os_log_fsyncs.
-Writes bench/IO_COUNTS.md and bench/io_counts.json."""
+Writes its section of bench/RESULTS.md (and results.json)."""
 
 from __future__ import annotations
 
-import json
 import re
 import tempfile
 import time
 from datetime import datetime, timezone
 from pathlib import Path
 
-from oltp import SHAPES, Load
-from overhead import MYSQLPROBE, Tool, bench_parser, derived, log, machine, med
+from mysqlprobe.lab.benchkit.loads import Load, SHAPES
+from mysqlprobe.lab.benchkit import MYSQLPROBE, Tool, bench_parser, derived, log, machine, med, write_results
 from mysqlprobe.lab import sandbox
 
 SHAPE_NAMES = ("seed bulk load, 1 thread", "oltp_insert, 8 threads", "oltp_insert, 8 threads, fsync per commit")
@@ -78,11 +77,7 @@ def main() -> int:
             finally:
                 load.close()
             results["shapes"].append({"shape": shape.name, "runs": runs})
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "io_counts.json").write_text(json.dumps(results, indent=1) + "\n")
-    (out / "IO_COUNTS.md").write_text(render(results))
-    log(f"wrote {out / 'IO_COUNTS.md'}")
+    write_results(args.out, "io_counts", results, render)
     return 0
 
 

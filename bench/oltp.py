@@ -5,103 +5,30 @@ server's own row counter.
 
     sudo .venv/bin/python bench/oltp.py [--repeats 10] [--seconds 8]
 
-writes bench/OLTP.md and bench/oltp.json. Shapes, on MariaDB 10.2.11:
+writes its section of bench/RESULTS.md (and results.json). Shapes, on MariaDB 10.2.11:
 the seed bulk load (1 thread, INSERT ... SELECT); sysbench oltp_insert
 at 8 and 32 threads; oltp_write_only (updates, deletes, inserts) at 8;
 oltp_insert at 8 with innodb_flush_log_at_trx_commit=1 (an fsync per
 commit). Each shape's load runs without a break while mysqlprobe profiles
-blocks of it between unprobed blocks (bench/continuous.py); each profiled
+blocks of it between unprobed blocks (mysqlprobe/lab/benchkit/loads.py); each profiled
 block is set against the unprobed blocks just before and after it, and
 the unprobed blocks against each other give the noise."""
 
 from __future__ import annotations
 
-import json
 import math
 import random
 import shlex
 import shutil
-import subprocess
 import tempfile
 import time
-from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
-from continuous import Blocks, CounterPoll, RateLog, StatementLoop, SysbenchStream, rows_inserted, unprobed_block
-import overhead
-from overhead import MYSQLPROBE, Tool, bench_parser, derived, log, machine, med, spread
-from mysqlprobe.lab import sandbox, workload
-from mysqlprobe.collectors.perfschema.perfschema import rows_changed
-
-SYSBENCH = shutil.which("sysbench") or "sysbench"
-TABLES, TABLE_SIZE = 4, 10000
-SEED_ROWS = 1000000
-
-
-@dataclass(frozen=True)
-class Shape:
-    name: str
-    test: str | None = None      # sysbench test; None: the seed load
-    threads: int = 1
-    flush: int | None = None     # innodb_flush_log_at_trx_commit for the shape
-
-
-SHAPES = (Shape("seed bulk load, 1 thread"),
-          Shape("oltp_insert, 8 threads", "oltp_insert", 8),
-          Shape("oltp_insert, 32 threads", "oltp_insert", 32),
-          Shape("oltp_write_only, 8 threads", "oltp_write_only", 8),
-          Shape("oltp_insert, 8 threads, fsync per commit", "oltp_insert", 8, flush=1))
-
-
-def sysbench_command(sock: str, shape: Shape) -> list[str]:
-    return [SYSBENCH, shape.test, "--db-driver=mysql", f"--mysql-socket={sock}", "--mysql-user=root",
-            "--mysql-db=sbtest", f"--tables={TABLES}", f"--table-size={TABLE_SIZE}", f"--threads={shape.threads}"]
-
-
-class Load:
-    """One shape on a running server: prepare() once, then start() it
-    without an end (a SysbenchStream or a StatementLoop) and stop() it."""
-
-    def __init__(self, sb: sandbox.Sandbox, shape: Shape):
-        self.sb, self.shape = sb, shape
-        self.conn = workload.connect(sb.socket)
-        self.stream: SysbenchStream | StatementLoop | None = None
-        self.rows: CounterPoll | None = None  # the server's rows changed, as mysqlprobe paces on them
-
-    def prepare(self) -> None:
-        with self.conn.cursor() as cur:
-            cur.execute("SET GLOBAL innodb_flush_log_at_trx_commit = %s", (self.shape.flush or 2,))
-            if self.shape.test:
-                cur.execute("DROP DATABASE IF EXISTS sbtest")
-                cur.execute("CREATE DATABASE sbtest")
-        if self.shape.test:
-            done = subprocess.run(sysbench_command(self.sb.socket, self.shape) + ["prepare"], capture_output=True,
-                                  text=True)
-            if done.returncode != 0:
-                raise RuntimeError(f"sysbench prepare failed: {done.stderr.strip() or done.stdout[-400:]}")
-        else:
-            workload.prepare_source(self.conn, SEED_ROWS)
-
-    def start(self) -> RateLog:
-        self.stream = (SysbenchStream(sysbench_command(self.sb.socket, self.shape)) if self.shape.test
-                       else StatementLoop(self.sb.socket, workload.table("range", 5)))
-        self.rows = CounterPoll(self.sb.socket, rows_changed)
-        return self.stream.log
-
-    def check(self) -> None:
-        if not self.stream.running():
-            tail = "".join(getattr(self.stream, "tail", [])) or getattr(self.stream, "error", "")
-            raise RuntimeError(f"the load stopped: {tail.strip()[-400:]}")
-
-    def close(self) -> None:
-        for poll in (self.stream, self.rows):
-            if poll:
-                poll.stop()
-        with self.conn.cursor() as cur:
-            cur.execute("SET GLOBAL innodb_flush_log_at_trx_commit = 2")  # the sandbox's own
-        self.conn.close()
-
+from mysqlprobe.lab.benchkit import MYSQLPROBE, Tool, bench_parser, derived, log, machine, med, spread, write_results
+from mysqlprobe.lab.benchkit.loads import (SHAPES, TABLE_SIZE, TABLES, Blocks, Load, Shape, quiet_rate, quiet_slowdown,
+                                          rows_inserted, unprobed_block)
+from mysqlprobe.lab import sandbox
 
 def profiled_block(pid: int, conn, seconds: float, blocks: Blocks, workdir: Path, extra: tuple = ()) -> dict:
     """mysqlprobe's default insert profile for `seconds` of the running load;
@@ -133,21 +60,6 @@ def figures(doc: dict, truth: int) -> dict:
             "sampling": {k: doc["sampling"].get(k) for k in ("load_s", "load_rows", "quiet_s", "quiet_rows",
                                                              "quiet_tail_s", "quiet_tail_rows", "off_s", "off_rows",
                                                              "on_s", "burst_s", "burst_rows")}}
-
-
-def quiet_rate(doc: dict) -> float | None:
-    """The server's rows changed per second in a capture's quiet phases."""
-    sampling = doc["sampling"]
-    return sampling["quiet_rows"] / sampling["quiet_s"] if sampling.get("quiet_s") else None
-
-
-def quiet_slowdown(fig: dict, rows: dict) -> float | None:
-    """The server's rows changed per second in the unprobed blocks either
-    side over its rate in the capture's quiet phases: above 1 where
-    something of mysqlprobe stays on in them."""
-    if not fig.get("quiet_rate") or not rows["before"] or not rows["after"]:
-        return None
-    return (rows["before"] + rows["after"]) / 2 / fig["quiet_rate"]
 
 
 def bench_shape(sb, pid: int, shape: Shape, repeats: int, seconds: int, workdir: Path, extra: tuple = ()) -> dict:
@@ -309,14 +221,7 @@ def main() -> int:
         log(f"captures kept in {workdir}")
     else:
         shutil.rmtree(workdir, ignore_errors=True)
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "oltp.json").write_text(json.dumps(results, indent=1) + "\n")
-    (out / "OLTP.md").write_text(render(results))
-    log(f"wrote {out / 'OLTP.md'}")
-    if (out / "results.json").exists():  # its load-shape section
-        (out / "RESULTS.md").write_text(overhead.render(json.loads((out / "results.json").read_text()), out))
-        log(f"wrote {out / 'RESULTS.md'}")
+    write_results(args.out, "oltp", results, render)
     return 0
 
 

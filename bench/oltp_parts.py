@@ -3,7 +3,7 @@ a load of bench/oltp.py (default: sysbench oltp_insert, 8 clients, MariaDB
 10.2.11) running without a break,
 each variant on for a block between unprobed blocks, in an order shuffled
 each round, set
-against the unprobed blocks on either side (bench/continuous.py):
+against the unprobed blocks on either side (mysqlprobe/lab/benchkit/loads.py):
 
   default     mysqlprobe --insert-profile (all collectors, duty cycles)
   ps_setup    the window's Performance Schema setup alone (consumers and
@@ -36,7 +36,7 @@ against the unprobed blocks on either side (bench/continuous.py):
 
     sudo .venv/bin/python bench/oltp_parts.py [--rounds 8] [--seconds 8] [--shape 1] [--variants ...]
 
-writes bench/OLTP_PARTS.md and bench/oltp_parts.json. The reported column
+writes its section of bench/RESULTS.md (and results.json). The reported column
 is mysqlprobe's overhead.measured_slowdown where it ran."""
 
 from __future__ import annotations
@@ -50,9 +50,9 @@ import time
 from datetime import datetime, timezone
 from pathlib import Path
 
-from continuous import Blocks, unprobed_block
-from oltp import SHAPES, Load, quiet_rate, quiet_slowdown
-from overhead import MYSQLPROBE, Tool, bench_parser, derived, log, machine, med, run_line, write_results
+from mysqlprobe.lab.benchkit.loads import Blocks, unprobed_block
+from mysqlprobe.lab.benchkit.loads import Load, SHAPES, quiet_slowdown
+from mysqlprobe.lab.benchkit import Mysqlprobe, bench_parser, log, machine, med, run_line, write_results
 from mysqlprobe.lab import workload
 from mysqlprobe.collectors.cpu.perf_record import choose_unwinding
 from mysqlprobe.collectors.perfschema.perfschema import PerfSchema, rows_changed
@@ -61,22 +61,6 @@ from mysqlprobe.collectors.target.symbols import load_target_binary, resolve_tar
 from mysqlprobe.lab import sandbox
 
 COLD_FUNCTION = "fts_savepoint_free"  # full-text search: never called by oltp_insert
-
-
-class Mysqlprobe:
-    def __init__(self, pid: int, workdir: Path, *args: str):
-        self.pid, self.workdir, self.args = pid, workdir, args
-
-    def start(self) -> None:
-        self.dir = Path(tempfile.mkdtemp(dir=self.workdir))
-        self.tool = Tool([MYSQLPROBE, "-p", str(self.pid), "-q", "-o", str(self.dir), *self.args], "Tracing PID",
-                         "stderr")
-
-    def stop(self) -> dict:
-        """The slowdown it reported, and the load's rate in its quiet phases."""
-        self.tool.stop()
-        doc = derived(self.dir)
-        return {"reported": doc["overhead"]["measured_slowdown"], "quiet_rate": quiet_rate(doc)}
 
 
 class PsSetup:
@@ -278,7 +262,8 @@ def _range(xs: list[float]) -> str:
 def markdown(result: dict) -> str:
     lines = ["# What each part of the default profile costs an OLTP load", "",
              run_line(result), "", f"Load: {result['shape']} on MariaDB 10.2.11, one run without a break. Each variant "
-             f"is on for a {result['seconds']} s block between unprobed blocks (in an order shuffled each round); felt = the unprobed "
+             f"is on for a {result['seconds']} s block between unprobed blocks (in an order "
+             f"{result.get('order', 'shuffled each round')}); felt = the unprobed "
              "blocks' mean rate (sysbench's per-second transactions) over the block's. Medians with min-max.", "",
              "quiet: the server's rows changed per second in the unprobed blocks either side over the rate in "
              "mysqlprobe's quiet phases (above 1 by what of it stays on there).", "",

@@ -2,7 +2,7 @@
 
     sudo .venv/bin/python bench/overhead.py [--rows 1000000] [--repeats 12]
 
-writes bench/RESULTS.md and bench/results.json. Every comparison runs its
+writes its section of bench/RESULTS.md (and results.json). Every comparison runs its
 variants interleaved (one of each per repeat) on the same server, and reports
 medians with the spread of the repeats, because this machine is shared:
 
@@ -24,80 +24,24 @@ medians with the spread of the repeats, because this machine is shared:
 from __future__ import annotations
 
 import argparse
-import json
 import os
-import platform
 import re
 import shutil
-import signal
-import statistics
 import subprocess
 import sys
 import tempfile
-import time
 from datetime import datetime, timezone
 from pathlib import Path
 
-from mysqlprobe import __version__, catalog
+from mysqlprobe import catalog
 from mysqlprobe.lab import sandbox, workload
-from mysqlprobe.analysis.model import Profile
-from mysqlprobe.capture import read_profile
+from mysqlprobe.lab.benchkit import (BPFTRACE, HERE, MYSQLPROBE, ROOT, Tool, derived, fixture_command, log, machine, med,
+                                     spread, stored, write_results)
 from mysqlprobe.collectors.target.symbols import load_target_binary, resolve_target
 from mysqlprobe.recorder.plan import plan_probes
 
-HERE = Path(__file__).parent
-ROOT = HERE.parent
-MYSQLPROBE = str(Path(sys.executable).with_name("mysqlprobe"))
-BPFTRACE = shutil.which("bpftrace") or "bpftrace"
 KNOWN_COST = {"cost_100ns": 4000, "cost_1us": 1000, "cost_10us": 200, "outer_10us": 100,
               "step_100ns": 400, "step_1us": 200, "step_10us": 100}
-
-
-def log(msg: str) -> None:
-    print(f"[{time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
-
-
-def med(xs):
-    return statistics.median(xs) if xs else None
-
-
-def spread(xs):
-    return [min(xs), max(xs)] if xs else None
-
-
-# --------------------------------------------------------------------------- tools
-
-class Tool:
-    """A probing tool running in the background, ready once its probes are attached."""
-
-    def __init__(self, cmd: list[str], ready: str, stream: str, env: dict | None = None):
-        self.started = time.monotonic()
-        self.cmd = cmd
-        self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
-        pipe = self.proc.stderr if stream == "stderr" else self.proc.stdout
-        seen = []
-        for line in pipe:
-            seen.append(line)
-            if ready in line:
-                break
-        else:
-            raise RuntimeError(f"{cmd[0]} did not get ready: {''.join(seen)}{self.proc.stderr.read()}")
-        self.ready_s = time.monotonic() - self.started
-
-    def stop(self) -> tuple[str, str]:
-        # bpftrace 0.17 now and then misses a SIGINT that comes soon after its
-        # start, and waits for ever: it gets another every 10 s
-        if self.cmd[0] != BPFTRACE:
-            self.proc.send_signal(signal.SIGINT)
-            return self.proc.communicate(timeout=600)
-        for _ in range(60):
-            self.proc.send_signal(signal.SIGINT)
-            try:
-                return self.proc.communicate(timeout=10)
-            except subprocess.TimeoutExpired:
-                continue
-        self.proc.kill()
-        return self.proc.communicate()
 
 
 def bpftrace_script(pid: int, binary: str, mangled: list[str]) -> str:
@@ -126,11 +70,6 @@ def bpftrace_totals(out: str) -> dict[int, tuple[int, int]]:
 UNPROBED = "no probes"
 NO_PROBE_HIT = "mysqlprobe, no probe hit"
 UNCALLED = "Sql_cmd_truncate_table::execute"  # probed by NO_PROBE_HIT, never called by the load
-
-
-def derived(capture_dir) -> dict:
-    """A saved capture with everything analysis derives from it."""
-    return Profile(read_profile(str(capture_dir))).to_json()
 
 
 def default_mode_estimate(doc: dict) -> dict:
@@ -217,12 +156,6 @@ def seed_load(rows: int, repeats: int, workdir: Path) -> dict:
 
 # --------------------------------------------------------------------------- 2. accuracy
 
-def fixture_command(proc, line: str) -> dict:
-    proc.stdin.write(line + "\n")
-    proc.stdin.flush()
-    return json.loads(proc.stdout.readline())
-
-
 def accuracy(repeats: int, workdir: Path) -> dict:
     exe = workdir / "known_cost"
     subprocess.run(["g++", "-O2", "-o", str(exe), str(ROOT / "tests" / "fixtures" / "known_cost.cc")], check=True)
@@ -295,69 +228,20 @@ def attach_time(repeats: int, workdir: Path) -> dict:
 
 # --------------------------------------------------------------------------- report
 
-def machine() -> dict:
-    cpu = next((l.split(":", 1)[1].strip() for l in Path("/proc/cpuinfo").read_text().splitlines()
-                if l.startswith("model name")), "?")
-    mem = next((l.split()[1] for l in Path("/proc/meminfo").read_text().splitlines() if l.startswith("MemTotal")), "0")
-    bt = subprocess.run([BPFTRACE, "--version"], capture_output=True, text=True).stdout.strip()
-    return {"hostname": platform.node(), "kernel": platform.release(), "cpu": cpu, "cpus": os.cpu_count(),
-            "memory_gib": round(int(mem) / 2**20, 1), "mysqlprobe": __version__, "bpftrace": bt,
-            "commit": commit()}
-
-
-def commit() -> str:
-    """The checkout's commit, marked when the tree had changes (the figures are then not that commit's)."""
-    def git(*args: str) -> str:
-        return subprocess.run(["git", "-C", str(HERE), *args], capture_output=True, text=True).stdout.strip()
-    head = git("rev-parse", "--short=7", "HEAD") or "unknown"
-    return head + ("+changes" if git("status", "--porcelain", "--untracked-files=no") else "")
-
-
-def machine_line(m: dict) -> str:
-    """A results file's line about the machine, from machine()."""
-    return (f"Machine: {m['hostname']}, {m['cpus']} CPUs ({m['cpu']}), {m['memory_gib']} GiB, Linux {m['kernel']}, "
-            f"mysqlprobe {m['mysqlprobe']}" + (f", commit {m['commit']}." if m.get("commit") else "."))
-
-
-def bench_parser(doc: str, **numbers: int) -> argparse.ArgumentParser:
-    """A bench script's arguments: its docstring's first paragraph, --NAME N
-    for each of `numbers` (their defaults), and --out (default bench/)."""
-    ap = argparse.ArgumentParser(description=doc.split("\n\n")[0])
-    for name, default in numbers.items():
-        ap.add_argument(f"--{name}", type=int, default=default)
-    ap.add_argument("--out", default=str(HERE))
-    return ap
-
-
-def run_line(result: dict, command: str | None = None) -> str:
-    """A results file's line about the machine, the start and the command."""
-    return (f"{machine_line(result['machine'])} Started {result['started']}. Command: "
-            f"`sudo .venv/bin/python {command or result['command']}`.")
-
-
-def write_results(out_dir: str, name: str, result: dict, markdown) -> None:
-    """bench/NAME.json (the figures) and bench/NAME.md (markdown(result)), upper-cased."""
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    (out / f"{name}.json").write_text(json.dumps(result, indent=1) + "\n")
-    (out / f"{name.upper()}.md").write_text(markdown(result))
-    log(f"wrote {out / (name.upper() + '.md')}")
-
-
 def fmt_s(x):
     return "-" if x is None else f"{x:.2f}"
 
 
-def render(results: dict, out: Path = HERE) -> str:
+def render(results: dict) -> str:
     m, load, acc, att = results["machine"], results["seed_load"], results["accuracy"], results["attach"]
-    lines = ["# Benchmark results", "",
+    lines = ["# Seed load slowdown, accuracy and attach time, against bpftrace", "",
              f"- date: {results['date']}",
              f"- command: `{results['command']}`",
              f"- machine: {m['cpus']} CPUs ({m['cpu']}), {m['memory_gib']} GiB, kernel {m['kernel']}",
              f"- tools: mysqlprobe {m['mysqlprobe']}" + (f" (commit {m['commit']})" if m.get('commit') else '') + f", {m['bpftrace']}",
              f"- repeats: {results['repeats']}, each repeat runs every variant once, with an unprobed run "
              "between any two; medians, [min, max]",
-             "", "## 1. Seed load slowdown", "",
+             "", "## Seed load slowdown", "",
              f"{load['server']}: `INSERT INTO {load['table']} SELECT * FROM emp_src`, {load['rows']} rows, "
              f"{load['probed_functions']} functions in the insert profile.", "",
              "Slowdown: each run against the mean of the unprobed runs just before and after it; for the "
@@ -383,7 +267,7 @@ def render(results: dict, out: Path = HERE) -> str:
             lines.append(f"| {i} | {e.get('cycles', '-')} | {100 * e['coverage']:.1f}% | {e['counted']} | {est:.0f} "
                          f"| {ci_text} | {100 * (est / load['rows'] - 1):+.1f}% | "
                          f"{f'{measured:.2f}x' if measured else '-'} | {f'{factor:.2f}x' if factor else '-'} |")
-    lines += ["", "## 2. Accuracy on functions of known cost", "",
+    lines += ["", "## Accuracy on functions of known cost", "",
               "Mean latency per call in ns; error = tool - truth. The truth is measured by the target on an "
               "unprobed twin in the same run. cost_* start with `push` (the kernel emulates the probed "
               "instruction), step_* with `sub` (single-stepped).", "",
@@ -394,7 +278,7 @@ def render(results: dict, out: Path = HERE) -> str:
         lines.append(f"| {n} | {a['entry_class']} | {a['truth_ns']:.0f} | {cell('bpftrace')} | {cell('raw')} | "
                      f"{cell('corrected')} |")
     s = att["seconds"]
-    lines += ["", "## 3. Start to probes attached", "",
+    lines += ["", "## Start to probes attached", "",
               f"{att['server']} ({att['binary_mb']} MB), {att['functions']} functions, {att['probes']} probes.", "",
               "| tool | seconds |", "|---|---|"]
     for k, v in s.items():
@@ -406,25 +290,7 @@ def render(results: dict, out: Path = HERE) -> str:
     lines += ["", "## Against the targets", "", "| target | figure | met |", "|---|---|---|"]
     for name, figure, met in targets(results):
         lines.append(f"| {name} | {figure} | {'yes' if met else 'no'} |")
-    return "\n".join(lines + load_shapes(out)) + "\n"
-
-
-def load_shapes(out: Path) -> list[str]:
-    """The sections of bench/oltp.py's, bench/per_call.py's and bench/short_load.py's latest
-    results, where there are any."""
-    from oltp import shapes_section  # they import this module
-    from per_call import section
-    from short_load import SECTION, markdown as short_load_section
-    lines = []
-    for name, render_section, title in (("oltp.json", shapes_section, "## 4. Load shapes (bench/OLTP.md)"),
-                                        ("per_call.json", section,
-                                         "## 5. Short functions in situ (bench/PER_CALL.md)"),
-                                        ("short_load.json", lambda r, t: [t, "", short_load_section(r)],
-                                         f"## {SECTION}")):
-        path = out / name
-        if path.exists():
-            lines += ["", *render_section(json.loads(path.read_text()), title)]
-    return lines
+    return "\n".join(lines) + "\n"
 
 
 def targets(results: dict) -> list[tuple[str, str, bool]]:
@@ -459,11 +325,10 @@ def main() -> int:
     ap.add_argument("--rows", type=int, default=1_000_000)
     ap.add_argument("--repeats", type=int, default=12)
     ap.add_argument("--out", default=str(HERE))
-    ap.add_argument("--render", metavar="RESULTS_JSON", help="only write RESULTS.md again from a results.json")
+    ap.add_argument("--render", action="store_true", help="only write its RESULTS.md section again from results.json")
     args = ap.parse_args()
     if args.render:
-        out = Path(args.out)
-        (out / "RESULTS.md").write_text(render(json.loads(Path(args.render).read_text()), out))
+        write_results(args.out, "overhead", stored("overhead", args.out), render)
         return 0
     if os.geteuid() != 0:
         print("bench/overhead.py: run as root (it attaches probes)", file=sys.stderr)
@@ -475,10 +340,7 @@ def main() -> int:
     results["seed_load"] = seed_load(args.rows, args.repeats, workdir)
     results["accuracy"] = accuracy(args.repeats, workdir)
     results["attach"] = attach_time(args.repeats, workdir)
-    out = Path(args.out)
-    (out / "results.json").write_text(json.dumps(results, indent=1) + "\n")
-    (out / "RESULTS.md").write_text(render(results, out))
-    log(f"wrote {out / 'RESULTS.md'}")
+    write_results(args.out, "overhead", results, render)
     shutil.rmtree(workdir, ignore_errors=True)
     return 0
 

@@ -1,9 +1,9 @@
 """What a short function costs per call in situ: mysqlprobe's default mode
 against the truth from CPU samples of the unprobed server.
 
-    sudo .venv/bin/python bench/per_call.py [--repeats 3] [--seconds 10]
+    sudo .venv/bin/python bench/per_call.py [--repeats 3] [--seconds 10] [--clients 8 [--flush 1]]
 
-writes bench/PER_CALL.md and bench/per_call.json. On MariaDB 10.2.11 the
+writes its section of bench/RESULTS.md (and results.json). On MariaDB 10.2.11 the
 seed load (INSERT ... SELECT of 1,000,000 rows, again and again) fills
 tables RANGE, LIST and HASH partitioned 5 and 100 ways. Per table and
 repeat: an unprobed block sampled by `perf record -F 20000 -a`, a block
@@ -16,23 +16,28 @@ sampling it: perf at 20 kHz adds its own interrupts to every function's
 time), over the function's calls per row (one partition lookup per row
 inserted; the InnoDB function's calls per row as its probe counted
 them), the mean of the two blocks around the profiled one. mysqlprobe:
-the stage's mean_ns, its interval and method."""
+the stage's mean_ns, its interval and method.
+
+With --clients N, the same measure under concurrent OLTP: N connections
+insert single rows (autocommit, innodb_flush_log_at_trx_commit=--flush,
+set back at the end) into a table RANGE partitioned 100 ways, again and
+again; the truth as above, page_cur_insert_rec_low's calls per row as its
+probe counted them. A section of its own."""
 
 from __future__ import annotations
 
 import subprocess
 import tempfile
+import threading
 import time
-from collections import Counter
 from datetime import datetime, timezone
 from pathlib import Path
 
-import json
 
-import overhead
-from continuous import StatementLoop, rows_inserted
-from overhead import (MYSQLPROBE, ROOT, Tool, bench_parser, derived, fixture_command, log, machine, med, run_line,
-                      write_results)
+from mysqlprobe.lab.benchkit.truth import on_stack_ns, record_truth
+from mysqlprobe.lab.benchkit.loads import StatementLoop, rows_inserted
+from mysqlprobe.lab.benchkit import (MYSQLPROBE, ROOT, Tool, bench_parser, derived, fixture_command, log, machine, med,
+                                     run_line, write_results)
 from mysqlprobe.lab import sandbox, workload
 from mysqlprobe.analysis.per_call import samples_to_resolve
 from mysqlprobe.analysis.sampling import Estimate
@@ -52,46 +57,6 @@ TRUTH_CALLS = 1_000_000  # per round of the fixture's own timing of the unprobed
 CLEAN_S = 3
 
 
-def record_truth(wait, workdir: Path) -> Path:
-    """`perf record -g` of every CPU for as long as wait() waits, stopped: its data file."""
-    data = workdir / "truth.data"
-    perf = subprocess.Popen(["perf", "record", "-q", "-g", "-e", "cpu-clock", "-F", str(TRUTH_HZ), "-a",
-                             "-o", str(data)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    wait()
-    perf.send_signal(2)
-    perf.wait()
-    return data
-
-
-def on_stack_ns(pid: int, data: Path, groups: dict[str, str]) -> tuple[Counter, int]:
-    """CPU ns of the unprobed server's samples with a function whose mangled
-    name holds groups[g] anywhere on the stack, per group g (each sample
-    counted once in a group), and of all its samples: the functions' CPU
-    with their callees'. Read here, not by mysqlprobe's own reader of its
-    bursts."""
-    script = subprocess.Popen(["perf", "script", "-i", str(data), "--pid", str(pid), "-F", "period,ip,sym",
-                               "--no-demangle"], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
-    ns, period, stack, total = Counter(), 0, [], 0
-
-    def count() -> None:
-        for g, part in groups.items():
-            if any(part in frame for frame in stack):
-                ns[g] += period
-
-    for line in script.stdout:
-        if line.startswith("\t"):  # a frame: address, then symbol
-            stack.append(line.split(None, 1)[-1])
-        elif line.strip().isdigit():  # a sample's period: the frames follow
-            count()
-            total += period
-            period, stack = int(line), []
-    count()
-    total += period
-    script.wait()
-    data.unlink()
-    return ns, total
-
-
 def truth_block(pid: int, conn, load, seconds: float, workdir: Path) -> dict:
     """Where the unprobed server's CPU goes, per row inserted: each function's
     share of its perf samples times its CPU per row measured with nothing
@@ -107,7 +72,7 @@ def truth_block(pid: int, conn, load, seconds: float, workdir: Path) -> dict:
     wait(CLEAN_S)
     clean_s, cpu_per_row = time.monotonic() - t0, (cpu_seconds(pid) - cpu0) * 1e9 / (rows_inserted(conn) - rows0)
     t0, rows0 = time.monotonic(), rows_inserted(conn)
-    data = record_truth(lambda: wait(seconds), workdir)
+    data = record_truth(lambda: wait(seconds), workdir, TRUTH_HZ)
     rows = rows_inserted(conn) - rows0  # while perf recorded, not while its samples are read
     sampled_s = time.monotonic() - t0
     ns, total = on_stack_ns(pid, data, {"lookup": "get_partition_id", "innodb": INNODB_FUNCTION})
@@ -251,7 +216,15 @@ def order_kept(tables: list[dict], kind: str) -> bool | None:
 def main() -> None:
     parser = bench_parser(__doc__, repeats=3, seconds=10)
     parser.add_argument("--fixture-seconds", type=int, default=6, help="each known-cost fixture window")
+    parser.add_argument("--clients", type=int, default=0,
+                        help="instead of the seed load: this many clients inserting single rows (concurrent OLTP)")
+    parser.add_argument("--flush", type=int, default=1, choices=(0, 1, 2),
+                        help="with --clients: innodb_flush_log_at_trx_commit")
+    parser.add_argument("--extra", default="", help="with --clients: more mysqlprobe options for the profiled "
+                        "blocks, e.g. '--ps-waits all' (P_S costing more: the quiet phases take more of the off-time)")
     args = parser.parse_args()
+    if args.clients:
+        return main_oltp(args)
     workdir = Path(tempfile.mkdtemp(prefix="mysqlprobe-percall-"))
     started = datetime.now(timezone.utc)
     sb = sandbox.Sandbox("10.2.11")
@@ -269,10 +242,6 @@ def main() -> None:
               "truth_hz": TRUTH_HZ, "truth_stacks": True, "truth": "cpu share, whole cycles", "truth_clean_s": CLEAN_S,
               "innodb_function": INNODB_FUNCTION, "tables": tables, "fixture": fixture}
     write_results(args.out, "per_call", result, markdown)
-    out = Path(args.out)
-    if (out / "results.json").exists():  # its section
-        (out / "RESULTS.md").write_text(overhead.render(json.loads((out / "results.json").read_text()), out))
-        log(f"wrote {out / 'RESULTS.md'}")
 
 
 def _tool(t: dict) -> str:
@@ -399,6 +368,122 @@ def fixture_lines(fixture: dict | None) -> list[str]:
     return lines + ["", f"- within max(10 ns, 35%) of the truth: {sum(every)} of {len(every)}",
                     "- 10 < 20 < 40 ns in that order, on every repeat that resolved all three: "
                     + ("- (none did)" if not resolved else "yes" if order else "NO")]
+
+
+OLTP_ROWS = 20011  # a round of single-row inserts (prime)
+FLUSH_TEXT = {0: "innodb_flush_log_at_trx_commit=0: redo written about once a second",
+              1: "innodb_flush_log_at_trx_commit=1: a redo fsync per commit",
+              2: "innodb_flush_log_at_trx_commit=2: redo written per commit, synced about once a second"}
+OLTP_KIND, OLTP_PARTS = "range", 100
+
+
+class InsertLoad:
+    """`clients` connections inserting single rows without a pause, each
+    cycling through its share of the source's ROWS rows until stopped (the
+    table has no unique key). No DDL, reconnection or read of the source
+    between rounds: the truth's CPU per row is the inserts' alone (rounds
+    that recreated the table put seconds of DDL into some of its windows)."""
+
+    def __init__(self, socket: str, clients: int):
+        conn = workload.connect(socket)
+        table = workload.table(OLTP_KIND, OLTP_PARTS)
+        workload.create_target(conn, table)
+        source = workload.source_rows(conn, OLTP_ROWS)
+        conn.close()
+        self.sql = table.insert_row_sql(workload.SCHEMA)
+        self.stop, self.error = threading.Event(), None
+        self.threads = [threading.Thread(target=self._client, args=(socket, source[i::clients]), daemon=True)
+                        for i in range(clients)]
+        for t in self.threads:
+            t.start()
+
+    def _client(self, socket: str, rows: list) -> None:
+        try:
+            conn = workload.connect(socket)
+            with conn.cursor() as cur:
+                while not self.stop.is_set():
+                    for row in rows:
+                        cur.execute(self.sql, row)
+                        if self.stop.is_set():
+                            break
+            conn.close()
+        except BaseException as e:  # noqa: BLE001 - told by the main thread
+            self.error = repr(e)
+
+    def finish(self) -> None:
+        self.stop.set()
+        for t in self.threads:
+            t.join(timeout=60)
+
+
+def main_oltp(args) -> None:
+    workdir = Path(tempfile.mkdtemp(prefix="mysqlprobe-percall-oltp-"))
+    started = datetime.now(timezone.utc)
+    sb = sandbox.Sandbox("10.2.11")
+    with sb.serving(log) as pid:
+        conn = workload.connect(sb.socket)
+        workload.prepare_source(conn, OLTP_ROWS)
+        with conn.cursor() as cur:
+            cur.execute("SELECT @@GLOBAL.innodb_flush_log_at_trx_commit")
+            (flush_before,) = cur.fetchone()
+            cur.execute("SET GLOBAL innodb_flush_log_at_trx_commit = %s", (args.flush,))
+        load = InsertLoad(sb.socket, args.clients)
+        try:
+            runs = profiled_repeats(pid, conn, load, f"{OLTP_KIND} {OLTP_PARTS}, {args.clients} clients", args.repeats,
+                                    args.seconds, workdir, tuple(args.extra.split()))
+        finally:
+            load.finish()
+            with conn.cursor() as cur:
+                cur.execute("SET GLOBAL innodb_flush_log_at_trx_commit = %s", (flush_before,))
+    result = {"machine": machine(), "started": started.isoformat(timespec="seconds"),
+              "command": f"bench/per_call.py --clients {args.clients} --repeats {args.repeats} "
+                         f"--seconds {args.seconds} --flush {args.flush}"
+                         + (f" --extra '{args.extra}'" if args.extra else ""), "clients": args.clients,
+              "flush_log_at_trx_commit": args.flush, "truth": "cpu share",
+              "truth_clean_s": CLEAN_S, "runs": runs}
+    write_results(args.out, "per_call_oltp", result, markdown_oltp)
+
+
+def markdown_oltp(result: dict) -> str:
+    lines = ["# Per-call cost under concurrent OLTP", "", run_line(result), "",
+             f"MariaDB 10.2.11, {result['clients']} clients inserting single rows (autocommit, "
+             f"{FLUSH_TEXT[result.get('flush_log_at_trx_commit', 2)]}) into a table RANGE partitioned {OLTP_PARTS} "
+             "ways. Per repeat a block profiled by the default "
+             f"`--insert-profile --probe {INNODB_FUNCTION}{extra_text(result)}` between unprobed blocks "
+             "sampled by `perf record -F 20000 -a -g`. Truth: " + truth_text({"truth_stacks": True, **result}) + " over its calls in "
+             "the unprobed blocks. ns per call.", "",
+             "| repeat | function | truth | mysqlprobe | within max(10 ns, 35%) |", "|---|---|---|---|---|"]
+    every = []
+    for i, r in enumerate(result["runs"], 1):
+        for key, name in (("lookup", f"{LOOKUP} ({OLTP_KIND} {OLTP_PARTS})"), ("innodb", INNODB_FUNCTION)):
+            ok = within(r["tool"][key], r["truth"][f"{key}_ns"])
+            every.append(ok)
+            lines.append(f"| {i} | {name} | {r['truth'][f'{key}_ns']:.1f} | {_tool(r['tool'][key])} | "
+                         f"{'yes' if ok else 'NO'} |")
+    slowdowns = [r["tool"]["slowdown"] for r in result["runs"] if r["tool"]["slowdown"]]
+    lines += ["", f"- within max(10 ns, 35%) of the truth: {sum(every)} of {len(every)}"]
+    for i, r in enumerate(result["runs"], 1):
+        lines.append(f"- repeat {i}: {phases_text(r['tool'])}")
+    if slowdowns:
+        lines.append(f"- slowdown the profiled blocks reported: {med(slowdowns):.3f} "
+                     f"({min(slowdowns):.3f} to {max(slowdowns):.3f})")
+    return "\n".join(lines) + "\n"
+
+
+def extra_text(result: dict) -> str:
+    extra = result["command"].partition(" --extra ")[2].strip("'")
+    return f" {extra}" if extra else ""
+
+
+def phases_text(tool: dict) -> str:
+    """Where the window's off-time went, and the samples the bursts took."""
+    p = tool.get("phases") or {}
+    samples = "/".join(str((tool[k].get("off_phase_cpu") or {}).get("samples", "-")) for k in ("lookup", "innodb"))
+    if p.get("burst_s") is None or p.get("off_s") is None:
+        return f"samples (lookup/InnoDB) {samples}"
+    off = p["off_s"] + (p.get("quiet_s") or 0) + p["burst_s"]
+    return (f"bursts {p['burst_s']:.1f} s of {off:.1f} s off the probes (quiet share aimed at "
+            f"{p.get('quiet_share')}), samples (lookup/InnoDB) {samples}")
 
 
 if __name__ == "__main__":

@@ -14,8 +14,7 @@ that the reported slowdown is set against.
 
 --variants: mysqlprobe's options beyond --insert-profile, one set per
 variant (`default`: none; `patch=NAME`: one of bench/phase_log.py's
-PATCHES), taken in turn, a profiled block each. Writes
-bench/PHASE_PROFILE.md and bench/phase_profile.json (--name for others)."""
+PATCHES), taken in turn, a profiled block each. Writes its section of bench/RESULTS.md (and results.json) (--name: a section of its own)."""
 
 from __future__ import annotations
 
@@ -27,9 +26,9 @@ import time
 from datetime import datetime, timezone
 from pathlib import Path
 
-from continuous import Blocks, CounterPoll, unprobed_block
-from oltp import SHAPES, Load
-from overhead import HERE, Tool, bench_parser, derived, log, machine, med, run_line, spread, write_results
+from mysqlprobe.lab.benchkit.loads import Blocks, CounterPoll, unprobed_block
+from mysqlprobe.lab.benchkit.loads import Load, SHAPES
+from mysqlprobe.lab.benchkit import HERE, Tool, bench_parser, derived, log, machine, med, run_line, spread, write_results
 from mysqlprobe.lab import sandbox
 from mysqlprobe.collectors.perfschema.perfschema import rows_changed
 

@@ -10,7 +10,7 @@ that stalled the load would show as steps well under 1 right after it.
 
     sudo .venv/bin/python bench/ps_switch.py [--switches 12] [--shape 3]
 
-writes bench/PS_SWITCH.md and bench/ps_switch.json."""
+writes its section of bench/RESULTS.md (and results.json)."""
 
 from __future__ import annotations
 
@@ -18,8 +18,8 @@ import statistics
 import time
 from datetime import datetime, timezone
 
-from oltp import SHAPES, Load
-from overhead import bench_parser, log, machine, run_line, write_results
+from mysqlprobe.lab.benchkit.loads import Load, SHAPES
+from mysqlprobe.lab.benchkit import bench_parser, log, machine, run_line, write_results
 from mysqlprobe.lab import sandbox, workload
 from mysqlprobe.collectors.perfschema.perfschema import PerfSchema, rows_changed
 

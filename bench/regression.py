@@ -7,10 +7,9 @@ same INSERT ... SELECT into a partitioned table.
 
 Runs `mysqlprobe lab bench` on each server (each repeat: the load
 unprobed, then profiled) and `mysqlprobe compare` on the two, and writes
-bench/REGRESSION.md with what compare printed, word for word: the
-findings are the tool's, none is written here. compare.json, its HTML
-page and flame graphs stay in --keep DIR (git keeps REGRESSION.md's
-history; no other result file is written)."""
+its section of bench/RESULTS.md with what compare printed, word for word:
+the findings are the tool's, none is written here. compare.json, its HTML
+page and flame graphs stay in --keep DIR (nothing goes to results.json)."""
 
 from __future__ import annotations
 
@@ -21,9 +20,8 @@ import tempfile
 from datetime import datetime, timezone
 from pathlib import Path
 
-from overhead import MYSQLPROBE, log, machine, machine_line
+from mysqlprobe.lab.benchkit import HERE, MYSQLPROBE, log, machine, machine_line, publish
 
-HERE = Path(__file__).resolve().parent
 SERVERS = ("10.1.23", "10.2.11")
 
 
@@ -62,9 +60,8 @@ def main() -> None:
             taken = min(p.stat().st_mtime for p in (work / "bench").rglob("profile.json"))
             command += (f" --keep DIR --compare-only; the captures compared again were taken "
                         f"{datetime.fromtimestamp(taken, timezone.utc).isoformat(timespec='minutes')}")
-        out = Path(args.out)
-        (out / "REGRESSION.md").write_text(render(args, cell, command, done.stdout, host))
-        log(f"wrote {out / 'REGRESSION.md'}")
+        # compare's own text is the figures: no JSON beside it (compare.json is in --keep DIR)
+        publish("regression", None, render(args, cell, command, done.stdout, host), args.out)
     finally:
         if not args.keep:
             shutil.rmtree(work, ignore_errors=True)

@@ -11,7 +11,7 @@ loss over the samples a second.
 
     sudo .venv/bin/python bench/sample_cost.py [--rounds 7]
 
-writes bench/SAMPLE_COST.md and bench/sample_cost.json."""
+writes its section of bench/RESULTS.md (and results.json)."""
 
 from __future__ import annotations
 
@@ -25,8 +25,7 @@ import time
 from datetime import datetime, timezone
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).parent))
-from overhead import ROOT, bench_parser, log, machine, med, run_line, spread, write_results  # noqa: E402
+from mysqlprobe.lab.benchkit import ROOT, bench_parser, log, machine, med, run_line, spread, write_results
 from mysqlprobe.collectors.cpu.cpu_sampler import CpuSampleSession  # noqa: E402
 from mysqlprobe.collectors.cpu.perf_record import perf_binary  # noqa: E402
 

@@ -9,7 +9,7 @@ frame-pointer stacks, as the default profile takes them).
 
     sudo .venv/bin/python bench/sampler_agreement.py [--rounds 3] [--seconds 8]
 
-writes bench/SAMPLER_AGREEMENT.md and bench/sampler_agreement.json."""
+writes its section of bench/RESULTS.md (and results.json)."""
 
 from __future__ import annotations
 
@@ -21,9 +21,8 @@ import time
 from datetime import datetime, timezone
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).parent))
-from oltp import SHAPES, Load  # noqa: E402
-from overhead import bench_parser, log, machine, med, run_line, spread, write_results  # noqa: E402
+from mysqlprobe.lab.benchkit.loads import Load, SHAPES
+from mysqlprobe.lab.benchkit import bench_parser, log, machine, med, run_line, spread, write_results
 from mysqlprobe.lab import sandbox  # noqa: E402
 from mysqlprobe.collectors.cpu.cpu_sampler import CpuSampleSession  # noqa: E402
 from mysqlprobe.collectors.cpu.perf_record import perf_binary  # noqa: E402

@@ -19,11 +19,10 @@ partitioned: innodb.row_insert only), then per repeat, interleaved:
   the statement returns. Its stages' mean per call, and its estimated
   calls against the server's Innodb_rows_inserted over the window.
 
-Writes bench/short_load.json and section "Short loads" of bench/RESULTS.md."""
+Writes its section of bench/RESULTS.md (and results.json)."""
 
 from __future__ import annotations
 
-import json
 import signal
 import statistics
 import subprocess
@@ -32,15 +31,12 @@ import time
 from datetime import datetime, timezone
 from pathlib import Path
 
-from continuous import rows_inserted
-from oltp import Load, Shape, sysbench_command
-from overhead import MYSQLPROBE, ROOT, bench_parser, derived, log, machine, machine_line
+from mysqlprobe.lab.benchkit import MYSQLPROBE, bench_parser, derived, log, machine, machine_line, stored, write_results
+from mysqlprobe.lab.benchkit.loads import Load, Shape, rows_inserted, sysbench_command
 from mysqlprobe.collectors.kernel.process import cpu_seconds
 from mysqlprobe.lab import sandbox, workload
-from per_call import on_stack_ns
+from mysqlprobe.lab.benchkit.truth import on_stack_ns
 
-HERE = Path(__file__).resolve().parent
-SECTION = "6. Short loads (bench/short_load.py)"
 TRUTH_HZ = 999
 STAGES = {"partition.write_row": "ha_partition9write_row", "innodb.row_insert": "row_insert_for_mysql"}
 SYSBENCH_SHAPE = "sysbench-8"   # oltp_insert from 8 clients: one row a transaction, tables not partitioned
@@ -171,6 +167,8 @@ def errors(run: dict) -> dict:
         calls = run["tool"]["estimated_calls"][stage]
         if f"{stage} calls" in run["tool"]["withheld"]:
             calls = None   # not printed: the tool said it could not count them
+        if f"{stage} mean" in run["tool"]["withheld"]:
+            tool = None    # not printed either
         out[stage] = {"mean": None if truth is None or tool is None else tool / truth - 1,
                       "calls": None if calls is None else calls / run["tool"]["server_rows"] - 1}
     return out
@@ -181,8 +179,19 @@ def median_error(runs: list[dict], stage: str) -> float | None:
     the statement's run-to-run spread (its unprobed runs differ by up to a
     third on this host), which the medians of the interleaved runs cancel."""
     truth = [r["truth"]["per_call_ns"][stage] for r in runs if r["truth"]["per_call_ns"][stage]]
-    tool = [r["tool"]["mean_ns"][stage] for r in runs if r["tool"]["mean_ns"][stage] is not None]
+    tool = [r["tool"]["mean_ns"][stage] for r in runs if printed_mean(r, stage) is not None]
     return statistics.median(tool) / statistics.median(truth) - 1 if truth and tool else None
+
+
+def printed_mean(run: dict, stage: str) -> float | None:
+    """The tool's mean as it printed it: none where it withheld it."""
+    return None if f"{stage} mean" in run["tool"]["withheld"] else run["tool"]["mean_ns"][stage]
+
+
+def slowdown(run: dict) -> float:
+    """The load's rate unprobed (perf at 999 Hz on it) over its rate profiled."""
+    truth, tool = run["truth"], run["tool"]
+    return (truth["rows"] / truth["seconds"]) / (tool["server_rows"] / tool["seconds"])
 
 
 def spread(xs: list[float]) -> float | None:
@@ -191,7 +200,8 @@ def spread(xs: list[float]) -> float | None:
 
 
 def markdown(result: dict) -> str:
-    lines = [f"- date: {result['date']}", f"- command: `{result['command']}`", f"- commit: {result['commit']}",
+    lines = ["# Short loads: the tool started 0-1 s before a 1-4 s statement", "",
+             f"- date: {result['date']}", f"- command: `{result['command']}`", f"- commit: {result['commit']}",
              f"- machine: {machine_line(result['machine'])}",
              "- truth: the statement unprobed under perf record -g -F 999 -p PID; a function's share of the "
              "server's samples on the stack x the server's CPU over the statement / rows",
@@ -200,8 +210,10 @@ def markdown(result: dict) -> str:
              "Innodb_rows_inserted)",
              f"- bound: the tool's median mean within {BOUND:.0%} of the truth's median, every run's calls within "
              f"{COUNT_BOUND:.0%}; medians [min, max] over repeats and leads; 'truth spread': max/min - 1 of the "
-             "unprobed runs themselves, the noise any single pair carries; slowdown: the statement's seconds "
-             "profiled over the unprobed run's before it (perf at 999 Hz in that one)", "",
+             "unprobed runs themselves, the noise any single pair carries; slowdown: the load's rows per second "
+             "unprobed (perf at 999 Hz on it) over its rows per second profiled; withheld: runs in which the tool "
+             "withheld one of the stage's figures (a bound broken: its means and counts are left out; a run "
+             "whose count was withheld has none, and the row is not met)", "",
              "| shape | load | rows | stage | truth ns/call | truth spread | tool ns/call | error of medians "
              "| error per pair | calls error (printed) | slowdown | withheld | met |",
              "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
@@ -211,12 +223,12 @@ def markdown(result: dict) -> str:
     for (shape, length), runs in groups.items():
         for stage in stages_of(shape):
             truth = [r["truth"]["per_call_ns"][stage] for r in runs if r["truth"]["per_call_ns"][stage]]
-            tool = [r["tool"]["mean_ns"][stage] for r in runs if r["tool"]["mean_ns"][stage] is not None]
+            tool = [printed_mean(r, stage) for r in runs if printed_mean(r, stage) is not None]
             errs = [errors(r)[stage]["mean"] for r in runs if errors(r)[stage]["mean"] is not None]
             calls = [errors(r)[stage]["calls"] for r in runs if errors(r)[stage]["calls"] is not None]
-            withheld = sum(1 for r in runs for w in r["tool"]["withheld"] if w.startswith(stage))
+            withheld = sum(1 for r in runs if any(w.startswith(stage + " ") for w in r["tool"]["withheld"]))
             both = median_error(runs, stage)
-            slow = [r["tool"]["seconds"] / r["truth"]["seconds"] for r in runs]
+            slow = [slowdown(r) for r in runs]
             counted = len(calls) == len(runs)   # a withheld count is no count
             met = both is not None and abs(both) <= BOUND and counted and all(abs(c) <= COUNT_BOUND for c in calls)
             noise = spread(truth)
@@ -234,27 +246,15 @@ def span(xs: list[float], f: str) -> str:
     return f"{f.format(statistics.median(xs))} [{f.format(min(xs))}, {f.format(max(xs))}]"
 
 
-def replace_section(title: str, body: str, path: Path = HERE / "RESULTS.md") -> None:
-    """RESULTS.md's section `## title` replaced (or added at the end), in place."""
-    text = path.read_text()
-    head = f"## {title}\n"
-    start = text.find(head)
-    if start < 0:
-        path.write_text(text.rstrip("\n") + "\n\n" + head + "\n" + body)
-        return
-    end = text.find("\n## ", start + len(head))
-    path.write_text(text[:start] + head + "\n" + body + (text[end:] if end >= 0 else ""))
-
-
 def main() -> int:
     ap = bench_parser(__doc__, repeats=3)
     ap.add_argument("--seconds", default="1,4")
     ap.add_argument("--shapes", default=f"range-5,range-100,list-5,list-100,hash-5,hash-100,{SYSBENCH_SHAPE}")
     ap.add_argument("--lead", default="0,1", help="seconds between the window's opening and the statement")
-    ap.add_argument("--render", action="store_true", help="write RESULTS.md's section again from short_load.json")
+    ap.add_argument("--render", action="store_true", help="write its RESULTS.md section again from results.json")
     args = ap.parse_args()
     if args.render:
-        replace_section(SECTION, markdown(json.loads((HERE / "short_load.json").read_text())))
+        write_results(args.out, "short_load", stored("short_load", args.out), markdown)
         return 0
     sb = sandbox.Sandbox("10.2.11", instance="bench")
     pid = sb.start(log)
@@ -266,15 +266,11 @@ def main() -> int:
                                     [float(x) for x in args.lead.split(",")], Path(tmp))
     finally:
         sb.stop()
-    commit = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"], capture_output=True,
-                            text=True).stdout.strip()
-    result = {"date": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"), "commit": commit,
+    result = {"date": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"), "commit": machine()["commit"],
               "command": f"bench/short_load.py --repeats {args.repeats} --seconds {args.seconds} "
                          f"--shapes {args.shapes} --lead {args.lead}",
               "machine": machine(), "runs": runs}
-    (HERE / "short_load.json").write_text(json.dumps(result, indent=1) + "\n")
-    replace_section(SECTION, markdown(result))
-    log("wrote bench/short_load.json and RESULTS.md's short-load section")
+    write_results(args.out, "short_load", result, markdown)
     return 0
 
 

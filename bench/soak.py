@@ -24,13 +24,12 @@ every 10 s:
 
     sudo .venv/bin/python bench/soak.py [--minutes 65] [--restart 20] [--interval 60]
 
-writes bench/SOAK.md and bench/soak.json."""
+writes its section of bench/RESULTS.md (and results.json)."""
 
 from __future__ import annotations
 
 import os
 import signal
-import socket
 import statistics
 import subprocess
 import sys
@@ -41,9 +40,8 @@ import urllib.request
 from datetime import datetime, timezone
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).parent))
-from oltp import Load, Shape  # noqa: E402
-from overhead import MYSQLPROBE, bench_parser, log, machine, machine_line, write_results  # noqa: E402
+from mysqlprobe.lab.benchkit.loads import Load, Shape, close_quietly
+from mysqlprobe.lab.benchkit import MYSQLPROBE, bench_parser, free_port, log, machine, machine_line, write_results
 from mysqlprobe.lab import sandbox  # noqa: E402
 from mysqlprobe.collectors.safety.codecheck import code_changes  # noqa: E402
 
@@ -55,12 +53,6 @@ LIMIT_MB = 60
 PROBES = ("row_*", "btr_*", "fil_*")
 UPROBE_POLL_S = 0.005   # how often the kernel's count is read in a burst
 UPROBE_BURST_S = 60     # one burst of reads every 10 minutes
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def rss_mb(pid: int, field: str = "VmRSS") -> float | None:
@@ -196,14 +188,6 @@ def kernel_uprobes(watch_pid: int, binary: str, seconds: float) -> int:
         best = max(best, total)
         time.sleep(UPROBE_POLL_S)
     return best
-
-
-def close_quietly(load: Load) -> None:
-    """The load's end: its connection may have died with the server."""
-    try:
-        load.close()
-    except Exception as e:  # noqa: BLE001  the figures are what matters here
-        log(f"closing the load: {e}")
 
 
 def kernel_traps() -> list[str]:

@@ -20,7 +20,7 @@ and after the stress:
 
     sudo .venv/bin/python bench/start_stop.py [--runs 100] [--seconds 30]
 
-writes bench/START_STOP.md and bench/start_stop.json."""
+writes its section of bench/RESULTS.md (and results.json)."""
 
 from __future__ import annotations
 
@@ -30,7 +30,6 @@ import random
 import signal
 import subprocess
 import sys
-import threading
 import time
 from collections import Counter
 from datetime import datetime, timezone
@@ -39,7 +38,8 @@ from pathlib import Path
 TESTS = Path(__file__).resolve().parent.parent / "tests"
 sys.path[:0] = [str(TESTS / "integration"), str(TESTS)]  # the suite's checks of the server and the kernel
 from helpers import live_bpf_ids, tracefs_uprobe_events, whole_setup  # noqa: E402
-from overhead import MYSQLPROBE, log, machine, machine_line, write_results  # noqa: E402
+from mysqlprobe.lab.benchkit import MYSQLPROBE, log, machine, machine_line, write_results  # noqa: E402
+from mysqlprobe.lab.benchkit.loads import RowInserts  # noqa: E402
 from mysqlprobe.lab import sandbox, workload  # noqa: E402
 
 HERE = Path(__file__).parent
@@ -47,50 +47,7 @@ CLIENTS = 4
 SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
 
-class Load:
-    """CLIENTS connections inserting one row at a time until stopped."""
-
-    def __init__(self, socket: str, table: workload.Table):
-        self.socket, self.table = socket, table
-        self.stop = threading.Event()
-        self.done = [0] * CLIENTS
-        self.errors: list[BaseException] = []
-        self.threads: list[threading.Thread] = []
-
-    def _client(self, i: int) -> None:
-        conn = workload.connect(self.socket, workload.SCHEMA)
-        sql = self.table.insert_row_sql()
-        n = 0
-        try:
-            with conn.cursor() as cur:
-                while not self.stop.is_set():
-                    key = 1 + i + CLIENTS * n  # each client its own ids
-                    self.done[i] += cur.execute(sql, (key, f"first{key}", f"last{key}", "2000-01-01",
-                                                      "2010-01-01", key % 17, 1 + key * 37 % workload.STORE_IDS))
-                    n += 1
-        except BaseException as e:
-            self.errors.append(e)
-        finally:
-            conn.close()
-
-    def start(self) -> None:
-        self.stop.clear()
-        self.threads = [threading.Thread(target=self._client, args=(i,)) for i in range(CLIENTS)]
-        for t in self.threads:
-            t.start()
-
-    def inserted(self) -> int:
-        return sum(self.done)
-
-    def finish(self) -> None:
-        self.stop.set()
-        for t in self.threads:
-            t.join()
-        if self.errors:
-            raise RuntimeError(f"the load failed: {self.errors[0]}")
-
-
-def rate(load: Load, seconds: float) -> float:
+def rate(load: RowInserts, seconds: float) -> float:
     """Rows per second the load made over the next `seconds`."""
     n0, t0 = load.inserted(), time.monotonic()
     time.sleep(seconds)
@@ -145,7 +102,7 @@ def main() -> int:
         workload.create_target(conn, table)
         conn.close()
         setup0, progs0, links0 = whole_setup(sb), live_bpf_ids("prog"), live_bpf_ids("link")
-        load = Load(sb.socket, table)
+        load = RowInserts(sb.socket, table)
         load.start()
         time.sleep(3)  # warm
         before = rate(load, args.seconds)
@@ -204,7 +161,7 @@ def render(r: dict) -> str:
     lines += ["The slowdown covers everything a start and a stop do to the server: reading /proc, calibration, "
               "attaching and detaching the probes, P_S setup and restore, the duty cycles of each window. "
               "One pair of unprobed phases on a shared 2-CPU machine: read it with the noise of "
-              "bench/OLTP_PARTS.md (unprobed runs against each other: 0.81-1.21).", ""]
+              "bench/RESULTS.md's OLTP parts section (unprobed runs against each other: 0.81-1.21).", ""]
     return "\n".join(lines)
 
 

@@ -15,7 +15,7 @@ The capture's own timings (symbols, calibration, attach) are shown beside.
 
     sudo .venv/bin/python bench/startup.py [--runs 7] [--seconds 3] [--idle] [--versus OTHER]
 
-writes bench/STARTUP.md and bench/startup.json."""
+writes its section of bench/RESULTS.md (and results.json)."""
 
 from __future__ import annotations
 
@@ -29,9 +29,8 @@ import time
 from datetime import datetime, timezone
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).parent))
-from overhead import MYSQLPROBE, bench_parser, log, machine, machine_line, med, spread, write_results  # noqa: E402
-from start_stop import Load  # noqa: E402
+from mysqlprobe.lab.benchkit import MYSQLPROBE, bench_parser, log, machine, machine_line, med, spread, write_results
+from mysqlprobe.lab.benchkit.loads import RowInserts
 from mysqlprobe.lab import sandbox, workload  # noqa: E402
 from mysqlprobe.caches import cache_dirs  # noqa: E402
 
@@ -75,7 +74,7 @@ def main() -> None:
     workload.prepare_source(conn, 11)
     workload.create_target(conn, table)
     conn.close()
-    load = None if args.idle else Load(sb.socket, table)
+    load = None if args.idle else RowInserts(sb.socket, table)
     if load:
         load.start()
     runs = []

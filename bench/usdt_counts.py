@@ -4,7 +4,7 @@ against the server's own counters over the same statements.
 
     sudo .venv/bin/python bench/usdt_counts.py [--repeats 3] [--events 20000]
 
-writes bench/USDT_COUNTS.md and bench/usdt_counts.json. Each repeat:
+writes its section of bench/RESULTS.md (and results.json). Each repeat:
 the server's Com_* and Handler_write are read, mysqlprobe attaches
 (--exact, no P_S connection), sysbench runs a fixed number of
 transactions from 8 clients (so every statement falls inside the
@@ -27,7 +27,7 @@ import tempfile
 from datetime import datetime, timezone
 from pathlib import Path
 
-from overhead import MYSQLPROBE, Tool, bench_parser, derived, log, machine, machine_line, write_results
+from mysqlprobe.lab.benchkit import MYSQLPROBE, Tool, bench_parser, derived, log, machine, machine_line, write_results
 from mysqlprobe.lab import sandbox, workload
 from mysqlprobe.collectors.perfschema.perfschema import global_status
 

@@ -95,7 +95,7 @@ def test_the_probes_figure_stands_where_it_resolves_the_call():
 
 
 def test_where_the_probes_correction_outweighs_the_call_resolved_samples_are_taken():
-    # rec_convert_dtuple_to_rec on 10.2.11 (bench/PER_CALL.md): the probes took 1.5 us off a 1.7-us
+    # rec_convert_dtuple_to_rec on 10.2.11 (bench/RESULTS.md section 3): the probes took 1.5 us off a 1.7-us
     # raw mean and said 210 ns [157, 263]; the samples, 37.9 [29.6, 47.7]; the truth was 40.6 ns
     mostly_correction = PerCall(210.1, 157.3, 262.8, CORRECTED, 52.0, 1490.0)
     samples = PerCall(37.9, 29.6, 47.7, SAMPLED, 52.0)
@@ -108,7 +108,7 @@ def test_where_the_probes_correction_outweighs_the_call_resolved_samples_are_tak
     # a long call keeps its probes' figure (inclusive of its callees) over its own CPU's
     long_call = PerCall(10_000.0, 9_500.0, 10_600.0, CORRECTED, 150.0, 1500.0)
     assert best_per_call(long_call, PerCall(2_000.0, 1_800.0, 2_200.0, SAMPLED, 150.0)) is long_call
-    # page_cur_insert_rec_low on 10.2.11 (bench/PER_CALL.md): a 500-ns correction left 535 ns
+    # page_cur_insert_rec_low on 10.2.11 (bench/RESULTS.md section 3): a 500-ns correction left 535 ns
     # [173, 593] against the samples' 109.6 [80.6, 153.9] and a truth of 107: within what the
     # probes' cost may be off by, so the difference is theirs
     half_correction = PerCall(534.9, 172.7, 592.9, CORRECTED, 60.0, 498.0)

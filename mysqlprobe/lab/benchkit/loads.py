@@ -1,24 +1,29 @@
-"""One load running without a break, with blocks of it profiled between
-unprobed blocks: what the load felt, measured by the load itself.
+"""The loads the bench scripts run: one load without a break, with blocks
+of it profiled between unprobed blocks (what the load felt, measured by the
+load itself), and the load shapes a production server carries.
 
-Separate runs of a load drift apart on a shared machine by up to 20%
-(bench/OLTP.md's noise column), more than the effect to be measured. Here
-the load never stops: sysbench reports its transactions every second
-(`--report-interval=1`), the seed load's rows are read from the server's
-`Innodb_rows_inserted` every second by this process. A block's rate is its
-seconds' mean; a profiled block is set against the unprobed blocks just
-before and after it, and each unprobed block against its two unprobed
+Separate runs of a load drift apart on a shared machine by up to 20% (the
+noise column of bench/RESULTS.md's load shapes), more than the effect to be
+measured. Here the load never stops: sysbench reports its transactions every
+second (`--report-interval=1`), the seed load's rows are read from the
+server's `Innodb_rows_inserted` every second by this process. A block's rate
+is its seconds' mean; a profiled block is set against the unprobed blocks
+just before and after it, and each unprobed block against its two unprobed
 neighbours gives the noise of the same measure."""
 
 from __future__ import annotations
 
+
 import re
+import shutil
 import subprocess
 import threading
 import time
 from dataclasses import dataclass, field
 
-from mysqlprobe.lab import workload
+from mysqlprobe.collectors.perfschema.perfschema import rows_changed
+from mysqlprobe.lab import sandbox, workload
+from mysqlprobe.lab.benchkit import log
 
 TPS = re.compile(r"^\[\s*\d+s\s*\].*?\btps:\s*([\d.]+)")
 
@@ -238,3 +243,138 @@ def unprobed_block(blocks: Blocks, seconds: float, settle_s: float = 1.0) -> Non
     t0 = time.monotonic()
     time.sleep(seconds)
     blocks.add("off", t0, time.monotonic())
+
+
+SYSBENCH = shutil.which("sysbench") or "sysbench"
+TABLES, TABLE_SIZE = 4, 10000
+SEED_ROWS = 1000000
+
+
+@dataclass(frozen=True)
+class Shape:
+    name: str
+    test: str | None = None      # sysbench test; None: the seed load
+    threads: int = 1
+    flush: int | None = None     # innodb_flush_log_at_trx_commit for the shape
+
+
+SHAPES = (Shape("seed bulk load, 1 thread"),
+          Shape("oltp_insert, 8 threads", "oltp_insert", 8),
+          Shape("oltp_insert, 32 threads", "oltp_insert", 32),
+          Shape("oltp_write_only, 8 threads", "oltp_write_only", 8),
+          Shape("oltp_insert, 8 threads, fsync per commit", "oltp_insert", 8, flush=1))
+
+
+def sysbench_command(sock: str, shape: Shape) -> list[str]:
+    return [SYSBENCH, shape.test, "--db-driver=mysql", f"--mysql-socket={sock}", "--mysql-user=root",
+            "--mysql-db=sbtest", f"--tables={TABLES}", f"--table-size={TABLE_SIZE}", f"--threads={shape.threads}"]
+
+
+class Load:
+    """One shape on a running server: prepare() once, then start() it
+    without an end (a SysbenchStream or a StatementLoop) and stop() it."""
+
+    def __init__(self, sb: sandbox.Sandbox, shape: Shape):
+        self.sb, self.shape = sb, shape
+        self.conn = workload.connect(sb.socket)
+        self.stream: SysbenchStream | StatementLoop | None = None
+        self.rows: CounterPoll | None = None  # the server's rows changed, as mysqlprobe paces on them
+
+    def prepare(self) -> None:
+        with self.conn.cursor() as cur:
+            cur.execute("SET GLOBAL innodb_flush_log_at_trx_commit = %s", (self.shape.flush or 2,))
+            if self.shape.test:
+                cur.execute("DROP DATABASE IF EXISTS sbtest")
+                cur.execute("CREATE DATABASE sbtest")
+        if self.shape.test:
+            done = subprocess.run(sysbench_command(self.sb.socket, self.shape) + ["prepare"], capture_output=True,
+                                  text=True)
+            if done.returncode != 0:
+                raise RuntimeError(f"sysbench prepare failed: {done.stderr.strip() or done.stdout[-400:]}")
+        else:
+            workload.prepare_source(self.conn, SEED_ROWS)
+
+    def start(self) -> RateLog:
+        self.stream = (SysbenchStream(sysbench_command(self.sb.socket, self.shape)) if self.shape.test
+                       else StatementLoop(self.sb.socket, workload.table("range", 5)))
+        self.rows = CounterPoll(self.sb.socket, rows_changed)
+        return self.stream.log
+
+    def check(self) -> None:
+        if not self.stream.running():
+            tail = "".join(getattr(self.stream, "tail", [])) or getattr(self.stream, "error", "")
+            raise RuntimeError(f"the load stopped: {tail.strip()[-400:]}")
+
+    def close(self) -> None:
+        for poll in (self.stream, self.rows):
+            if poll:
+                poll.stop()
+        with self.conn.cursor() as cur:
+            cur.execute("SET GLOBAL innodb_flush_log_at_trx_commit = 2")  # the sandbox's own
+        self.conn.close()
+
+
+def quiet_rate(doc: dict) -> float | None:
+    """The server's rows changed per second in a capture's quiet phases."""
+    sampling = doc["sampling"]
+    return sampling["quiet_rows"] / sampling["quiet_s"] if sampling.get("quiet_s") else None
+
+
+def quiet_slowdown(fig: dict, rows: dict) -> float | None:
+    """The server's rows changed per second in the unprobed blocks either
+    side over its rate in the capture's quiet phases: above 1 where
+    something of mysqlprobe stays on in them."""
+    if not fig.get("quiet_rate") or not rows["before"] or not rows["after"]:
+        return None
+    return (rows["before"] + rows["after"]) / 2 / fig["quiet_rate"]
+
+
+class RowInserts:
+    """`clients` connections inserting one row at a time until stopped, each its own ids."""
+
+    def __init__(self, socket: str, table: workload.Table, clients: int = 4):
+        self.socket, self.table, self.clients = socket, table, clients
+        self.stop = threading.Event()
+        self.done = [0] * clients
+        self.errors: list[BaseException] = []
+        self.threads: list[threading.Thread] = []
+
+    def _client(self, i: int) -> None:
+        conn = workload.connect(self.socket, workload.SCHEMA)
+        sql = self.table.insert_row_sql()
+        n = 0
+        try:
+            with conn.cursor() as cur:
+                while not self.stop.is_set():
+                    key = 1 + i + self.clients * n  # each client its own ids
+                    self.done[i] += cur.execute(sql, (key, f"first{key}", f"last{key}", "2000-01-01",
+                                                      "2010-01-01", key % 17, 1 + key * 37 % workload.STORE_IDS))
+                    n += 1
+        except BaseException as e:
+            self.errors.append(e)
+        finally:
+            conn.close()
+
+    def start(self) -> None:
+        self.stop.clear()
+        self.threads = [threading.Thread(target=self._client, args=(i,)) for i in range(self.clients)]
+        for t in self.threads:
+            t.start()
+
+    def inserted(self) -> int:
+        return sum(self.done)
+
+    def finish(self) -> None:
+        self.stop.set()
+        for t in self.threads:
+            t.join()
+        if self.errors:
+            raise RuntimeError(f"the load failed: {self.errors[0]}")
+
+
+def close_quietly(load: Load) -> None:
+    """The load's end: its connection may have died with the server."""
+    try:
+        load.close()
+    except Exception as e:  # noqa: BLE001  the figures are what matters here
+        log(f"closing the load: {e}")

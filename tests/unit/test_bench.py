@@ -1,0 +1,58 @@
+"""bench/ as a tool: every script starts (its imports resolve through the
+installed library, none through another script) and says its options; the
+one results page keeps each script's section in place and in order; the
+page and its figures file hold a section for every script."""
+
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from mysqlprobe.lab import benchkit
+
+BENCH = Path(__file__).resolve().parents[2] / "bench"
+SCRIPTS = sorted(p for p in BENCH.glob("*.py") if p.name != "phase_log.py")
+
+
+@pytest.mark.parametrize("script", SCRIPTS, ids=lambda p: p.name)
+def test_every_script_starts_and_says_its_options(script):
+    done = subprocess.run([sys.executable, str(script), "--help"], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert "usage:" in done.stdout
+
+
+def test_no_script_imports_another():
+    names = {p.stem for p in BENCH.glob("*.py")}
+    for script in SCRIPTS:
+        imported = set(re.findall(r"^\s*(?:from|import) (\w+)", script.read_text(), re.M))
+        assert not imported & names, f"{script.name} imports {imported & names}"
+
+
+def test_a_section_is_replaced_in_place_and_new_ones_keep_the_order(tmp_path):
+    benchkit.publish("per_call", {"x": 1}, "# Short functions\n\nold figures\n## a table\n", tmp_path)
+    benchkit.publish("overhead", {"x": 2}, "# Seed load\n\nfigures\n", tmp_path)
+    benchkit.publish("soak", None, "# Soak\n\nan hour\n", tmp_path)
+    benchkit.publish("per_call", {"x": 3}, "# Short functions\n\nnew figures\n", tmp_path)
+    text = (tmp_path / "RESULTS.md").read_text()
+    assert text.startswith(benchkit.RESULTS_HEAD)
+    titles = re.findall(r"^## .*$", text, re.M)
+    assert titles == ["## 1. Seed load (bench/overhead.py)", "## 3. Short functions (bench/per_call.py)",
+                      "## 19. Soak (bench/soak.py)"]
+    assert "new figures" in text and "old figures" not in text and "### a table" not in text
+    assert json.loads((tmp_path / "results.json").read_text()) == {"per_call": {"x": 3}, "overhead": {"x": 2}}
+
+
+def test_the_page_has_a_section_for_every_script_and_its_figures():
+    text = (BENCH / "RESULTS.md").read_text()
+    keys = re.findall(r"^<!-- section: (\S+) -->$", text, re.M)
+    assert keys == [k for k, _ in benchkit.SECTIONS]
+    figures = json.loads((BENCH / "results.json").read_text())
+    assert set(figures) == set(keys) - {"regression"}   # regression's section is compare's own text
+    for _key, script in benchkit.SECTIONS:
+        assert (BENCH / script.split()[0].removeprefix("bench/")).exists(), script
+    # one page: no other results file beside it
+    assert sorted(p.name for p in BENCH.iterdir() if p.suffix in (".md", ".json")) == \
+        ["README.md", "RESULTS.md", "results.json"]
