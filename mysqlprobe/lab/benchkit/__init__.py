@@ -81,6 +81,7 @@ class Tool:
         self.cmd = cmd
         self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
         pipe = self.proc.stderr if stream == "stderr" else self.proc.stdout
+        assert pipe is not None and self.proc.stderr is not None
         seen = []
         for line in pipe:
             seen.append(line)

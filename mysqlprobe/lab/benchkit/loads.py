@@ -70,6 +70,7 @@ class SysbenchStream:
         self._reader.start()
 
     def _read(self) -> None:
+        assert self.proc.stdout is not None
         for line in self.proc.stdout:
             now = time.monotonic()
             m = TPS.match(line)
@@ -229,8 +230,7 @@ class Blocks:
     def noise(self, log: RateLog) -> list[float]:
         """Each unprobed block's rate over the mean of its unprobed neighbours'."""
         rates = self.unprobed_rates(log)
-        return [rates[i] / ((rates[i - 1] + rates[i + 1]) / 2) for i in range(1, len(rates) - 1)
-                if rates[i] and rates[i - 1] and rates[i + 1]]
+        return [r / ((a + b) / 2) for a, r, b in zip(rates, rates[1:], rates[2:]) if a and r and b]
 
     def unprobed_rates(self, log: RateLog) -> list[float | None]:
         return [log.rate(t0, t1) for kind, t0, t1, _ in self.spans if kind == "off"]
@@ -266,6 +266,7 @@ SHAPES = (Shape("seed bulk load, 1 thread"),
 
 
 def sysbench_command(sock: str, shape: Shape) -> list[str]:
+    assert shape.test is not None, "the seed load is not sysbench's"
     return [SYSBENCH, shape.test, "--db-driver=mysql", f"--mysql-socket={sock}", "--mysql-user=root",
             "--mysql-db=sbtest", f"--tables={TABLES}", f"--table-size={TABLE_SIZE}", f"--threads={shape.threads}"]
 
@@ -301,7 +302,7 @@ class Load:
         return self.stream.log
 
     def check(self) -> None:
-        if not self.stream.running():
+        if self.stream is None or not self.stream.running():
             tail = "".join(getattr(self.stream, "tail", [])) or getattr(self.stream, "error", "")
             raise RuntimeError(f"the load stopped: {tail.strip()[-400:]}")
 

@@ -28,7 +28,10 @@ def on_stack_ns(pid: int, data: Path, groups: dict[str, str]) -> tuple[Counter, 
     bursts."""
     script = subprocess.Popen(["perf", "script", "-i", str(data), "--pid", str(pid), "-F", "period,ip,sym",
                                "--no-demangle"], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
-    ns, period, stack, total = Counter(), 0, [], 0
+    ns: Counter = Counter()
+    stack: list[str] = []
+    period = total = 0
+    assert script.stdout is not None
 
     def count() -> None:
         for g, part in groups.items():
