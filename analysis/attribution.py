@@ -50,9 +50,10 @@ def _edges(doc: dict, tids: set[int] | None, exclude: bool = False) -> dict:
 
 
 def probe_cost_ns(doc: dict, tids: set[int] | None) -> float:
-    """What the probes themselves added to these threads' time (calibrated)."""
-    scale = window_scale(doc)
-    return sum(c["calls"] * (p.get("entry") or {}).get("pair_cost_ns", 0) * scale
+    """What the probes themselves added to these threads' time (calibrated):
+    the calls they timed, not the window's estimate (they were off outside
+    the duty cycles' on-phases, and cost nothing there)."""
+    return sum(c["calls"] * (p.get("entry") or {}).get("pair_cost_ns", 0)
                for p in doc.get("probes", []) for c in p.get("callers", [])
                if tids is None or c["tid"] in tids)
 
@@ -67,6 +68,32 @@ def as_printed(edges: dict, base: dict[str, float], figures: dict[str, tuple[flo
         total, _ = figures.get(stage, (None, ""))
         factor = total / base[stage] if total is not None and base.get(stage) else 1.0
         out[(stage, parent)] = {"ns": v["ns"] * factor, "calls": v["calls"]}
+    return out
+
+
+def without(edges: dict, stages: set[str]) -> dict:
+    """Edges with these stages left out, their callees given to the stage's
+    own caller (the one it spent most time under): a withheld stage's time
+    is no figure, its callees' still are."""
+    caller: dict[str, str | None] = {}
+    for stage in stages:
+        above = [(v["ns"], parent) for (s, parent), v in edges.items() if s == stage]
+        caller[stage] = max(above, key=lambda a: a[0])[1] if above else None
+
+    def lifted(parent: str | None) -> str | None:
+        seen = set()
+        while parent in stages and parent not in seen:
+            seen.add(parent)
+            parent = caller.get(parent)
+        return None if parent in stages else parent
+
+    out: dict = {}
+    for (stage, parent), v in edges.items():
+        if stage in stages:
+            continue
+        e = out.setdefault((stage, lifted(parent)), {"ns": 0.0, "calls": 0.0})
+        e["ns"] += v["ns"]
+        e["calls"] += v["calls"]
     return out
 
 
@@ -173,8 +200,10 @@ def attribute(doc: dict, parts: dict[str, list[dict]], top: int = 3,
     -> (the window total the stage table prints, its mark: "<" a bound, "?"
     withheld), which the trees' times are scaled to (one value a figure)."""
     figures = figures or {}
+    withheld = {stage for stage, (_, mark) in figures.items() if mark == "?"}
     base = stage_totals(_edges(doc, None))
     marks = {stage: mark for stage, (_, mark) in figures.items() if mark}
+    measures = {stage: (total, mark) for stage, (total, mark) in figures.items() if not mark}
     ps = doc.get("perf_schema") or {}
     if ps.get("status") != "collected" or not ps.get("statements"):
         return []
@@ -204,6 +233,8 @@ def attribute(doc: dict, parts: dict[str, list[dict]], top: int = 3,
             edges, background, cost = _edges(doc, None), {}, probe_cost_ns(doc, None)
         else:
             join, edges, background, cost = "none", {}, {}, 0.0
+        left_out = sorted({s for s, _ in edges} & withheld)
+        edges, background = without(edges, withheld), without(background, withheld)
         stage_ns = sorted(_stage_ns(ps, unit, t0, t1).items(), key=lambda x: -x[1])
         stages_from = "history"
         if not stage_ns and (tid or lead is longest[lead["thread_id"]]):
@@ -213,8 +244,9 @@ def attribute(doc: dict, parts: dict[str, list[dict]], top: int = 3,
             # neither the history nor a live thread kept its stages: the probed
             # time still goes under the statement, as one stage of its own
             stage_ns, stages_from = [(UNKNOWN_STAGE, in_window // PS_PER_NS)], "none"
-        # the probes' own measure decides whether the thread's history fell short and caps their cost
-        measured = sum(r["inclusive_ns"] for r in probe_tree(edges))
+        # the figures (a bound's own measure in its place) decide whether the thread's
+        # history fell short, and cap the probes' cost
+        measured = sum(r["inclusive_ns"] for r in probe_tree(as_printed(edges, base, measures)))
         history_short = join == "thread" and measured > in_window // PS_PER_NS
         tree = probe_tree(as_printed(edges, base, figures), parts, marks)
         probed = sum(r["inclusive_ns"] for r in tree)
@@ -227,7 +259,7 @@ def attribute(doc: dict, parts: dict[str, list[dict]], top: int = 3,
         out.append({
             "statement": lead["sql_text"], "statements": len(unit), "thread_id": lead["thread_id"],
             "os_tid": tid, "join": join, "stages_from": stages_from,
-            "history_short": history_short,
+            "history_short": history_short, "withheld_left_out": left_out,
             "background_from": "P_S threads.TYPE" if typed else "all other threads",
             "in_window_ns": in_window // PS_PER_NS,
             "stages": [{"stage": name, "ns": ns, "probed": tree if name == main else [],

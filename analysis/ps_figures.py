@@ -1,7 +1,8 @@
 """The Performance Schema summaries of a capture, for the whole window.
 
-The instruments and consumers mysqlprobe turns on for a window are off again
-in the duty cycles' quiet phases (perf_schema.quieted), so that those
+The stage and wait instruments and consumers mysqlprobe turns on for a
+window are off again in the duty cycles' quiet phases (perf_schema.quieted;
+the statements' stay on, and so do their digests), so that those
 phases show the load's speed without any of mysqlprobe's cost. The
 summaries of those instruments then cover the other phases only; they are
 scaled here to the window by its rows (the server's rows changed) over the

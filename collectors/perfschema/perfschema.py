@@ -29,6 +29,8 @@ CONSUMERS = ("events_statements_current", "events_statements_history_long",
              "events_stages_current", "events_stages_history_long")
 WAIT_CONSUMERS = ("events_waits_current", "events_waits_history", "events_waits_history_long")
 INSTRUMENTS = ("statement/%", "stage/%", "wait/io/table/%", "wait/io/file/%")
+KEPT_THROUGH_QUIET = ("events_statements_current", "events_statements_history_long")
+KEPT_INSTRUMENTS = ("statement/",)
 SYNCH_INSTRUMENTS = ("wait/synch/%",)
 STATUS = ("Handler_write", "Handler_update", "Handler_delete", "Innodb_rows_inserted", "Innodb_pages_written",
           "Innodb_data_written", "Innodb_data_fsyncs", "Innodb_os_log_written", "Innodb_os_log_fsyncs",
@@ -237,9 +239,13 @@ class PerfSchema:
         zero start (the stage timer is read at its end by the class's TIMED
         then), and one started in the window keeps its whole time. An
         instrument that was already enabled, only untimed, stays as the
-        window has it for the same reason."""
-        return (sorted(self.saved_consumers),
-                sorted(n for n, (enabled, _timed) in self.saved_instruments.items() if enabled == "NO"))
+        window has it for the same reason. The statements' consumers and
+        instruments stay on: a statement that ends in a quiet phase would
+        otherwise leave P_S with no record of it (one row a statement, not
+        one a stage)."""
+        return (sorted(c for c in self.saved_consumers if c not in KEPT_THROUGH_QUIET),
+                sorted(n for n, (enabled, _timed) in self.saved_instruments.items()
+                       if enabled == "NO" and not n.startswith(KEPT_INSTRUMENTS)))
 
     def quiet(self, on: bool) -> int:
         """The window's own consumers and instruments off for a quiet phase

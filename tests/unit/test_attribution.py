@@ -189,3 +189,19 @@ def test_the_tree_prints_each_stage_as_the_stage_table_does():
     # the statement's rest is no figure under a bound either
     rest = next(line for line in tree.splitlines() if "not in probed functions" in line)
     assert rest.split()[-2:] == ["?", "?"]
+
+
+def test_a_withheld_stage_leaves_the_tree_and_its_callees_go_to_its_caller():
+    from mysqlprobe.analysis.attribution import attribute, without
+    edges = {("sql.statement", None): {"ns": 900.0, "calls": 1}, ("partition.write_row", "sql.statement"):
+             {"ns": 400.0, "calls": 10}, ("innodb.row_insert", "partition.write_row"): {"ns": 300.0, "calls": 10}}
+    assert without(edges, {"sql.statement"}) == {
+        ("partition.write_row", None): {"ns": 400.0, "calls": 10}, ("innodb.row_insert", "partition.write_row"):
+        {"ns": 300.0, "calls": 10}}
+    assert set(without(edges, {"partition.write_row"})) == {("sql.statement", None), ("innodb.row_insert", "sql.statement")}
+    # in a capture: write_row withheld, its callees under the statement's stage, said so
+    doc = Profile(capture()).doc
+    (tree,) = attribute(doc, {}, figures={"partition.write_row": (None, "?")})
+    assert tree["withheld_left_out"] == ["partition.write_row"]
+    roots = {n["stage"] for n in tree["stages"][0]["probed"]}
+    assert roots == {"innodb.row_insert", "partition.get_partition_id"}

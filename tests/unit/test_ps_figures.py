@@ -63,3 +63,17 @@ def test_nothing_quieted_leaves_the_deltas_alone():
     doc = capture(None)
     assert quiet_scale(doc) is None and ps_deltas(doc) is doc["perf_schema"]["deltas"]
     assert ps_deltas({"window": {"duration_s": 1.0}}) == {}
+
+
+def test_a_quiet_phase_keeps_the_statements_on():
+    # a statement that ends in a quiet phase must still reach the history the window reads
+    from mysqlprobe.collectors.perfschema.perfschema import PerfSchema
+    ps = PerfSchema(conn=None, saved_consumers={"events_statements_history_long": "NO",
+                                                "events_stages_history_long": "NO",
+                                                "events_stages_current": "NO"},
+                    saved_instruments={"statement/sql/insert_select": ("NO", "NO"),
+                                       "stage/sql/Sending data": ("NO", "NO"),
+                                       "stage/sql/init": ("YES", "NO")})
+    consumers, instruments = ps.quieted_setup()
+    assert consumers == ["events_stages_current", "events_stages_history_long"]
+    assert instruments == ["stage/sql/Sending data"]
