@@ -203,7 +203,7 @@ def attribute(doc: dict, parts: dict[str, list[dict]], top: int = 3,
     withheld = {stage for stage, (_, mark) in figures.items() if mark == "?"}
     base = stage_totals(_edges(doc, None))
     marks = {stage: mark for stage, (_, mark) in figures.items() if mark}
-    measures = {stage: (total, mark) for stage, (total, mark) in figures.items() if not mark}
+    measures: dict[str, tuple[float | None, str]] = {s: v for s, v in figures.items() if not v[1]}
     ps = doc.get("perf_schema") or {}
     if ps.get("status") != "collected" or not ps.get("statements"):
         return []
