@@ -9,6 +9,7 @@ import math
 
 from mysqlprobe.analysis import histogram as H
 from mysqlprobe.catalog import BY_NAME
+from mysqlprobe.probes.abi import histogram_record
 from mysqlprobe.analysis.per_call import (SAMPLED, SAMPLED_METHODS, SAMPLED_STACKS, Z95, PerCall, best_per_call,
                                           in_situ_high, per_call, sampled_per_call, samples_to_resolve)
 from mysqlprobe.analysis.sampling import Estimate, estimate_by_rows, estimate_total, misread
@@ -474,7 +475,3 @@ def stage_record(s: StageSummary, doc: dict) -> dict:
                         "raw": latency_record(p.raw_total_ns, p.calls, p.raw_counts)}
                        for _, p in sorted(s.partitions.items())],
     }
-
-
-def histogram_record(counts: list[int]) -> list[dict]:
-    return [{"low": b.low, "high": b.high, "count": b.count} for b in H.nonzero_buckets(counts)]

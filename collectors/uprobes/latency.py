@@ -13,22 +13,12 @@ from mysqlprobe.collectors.safety.breakpoints import (BreakpointGuard, probed_of
                                                sentinel_offset)
 from mysqlprobe.collectors.uprobes.calibration import Calibration, CalibrationCollector
 from mysqlprobe.collectors.uprobes.uprobe import ProbeCounts, ProbeSpec, StatementCounts, UprobeSession
-from mysqlprobe.probes.abi import COM_QUERY, COM_STMT_EXECUTE, STMT_KEY_NO_TEXT, slot_bounds
+from mysqlprobe.probes.abi import COM_QUERY, COM_STMT_EXECUTE, STMT_KEY_NO_TEXT, histogram_record
 from mysqlprobe.sqltext import normalized, redacted
 
 COMMANDS = {0: "Sleep", 1: "Quit", 2: "Init DB", 3: "Query", 4: "Field List", 9: "Statistics", 14: "Ping",
             17: "Change user", 22: "Prepare", 23: "Execute", 24: "Long Data", 25: "Close stmt",
             26: "Reset stmt", 27: "Set option", 28: "Fetch"}
-
-
-def histogram_record(counts: list[int]) -> list[dict]:
-    """Non-empty slots as {low, high, count}: low <= ns < high."""
-    out = []
-    for slot, n in enumerate(counts):
-        if n:
-            low, high = slot_bounds(slot)
-            out.append({"low": low, "high": high, "count": n})
-    return out
 
 
 def latency_fields(total_ns: int, counts: list[int]) -> dict:

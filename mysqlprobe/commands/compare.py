@@ -2,22 +2,17 @@
 
 from __future__ import annotations
 
-import html
 import json
 import sys
 from pathlib import Path
 
 from mysqlprobe.analysis import compare as C
-from mysqlprobe.analysis.drilldown import evidence_line
-
-from mysqlprobe.analysis.stage_trees import CPU_NS, OFFCPU_NS, read_capture_stacks
+from mysqlprobe.analysis.compare_html import diff_graph, render_html, stage_graphs
+from mysqlprobe.analysis.stage_trees import CPU_NS, read_capture_stacks
 from mysqlprobe.capture import PROFILE_FILE, read_profile, read_stacks
-from mysqlprobe.flamegraphs.folded import Folded
 from mysqlprobe.errors import CaptureError
-from mysqlprobe.reports import checked_profile
 from mysqlprobe.files import make_dir, write_new
-from mysqlprobe.analysis.html_report import PAGE_SCRIPT
-from mysqlprobe.flamegraphs.svg import render
+from mysqlprobe.reports import checked_profile
 
 EXAMPLES = """examples:
   mysqlprobe compare /tmp/run-10.1 /tmp/run-10.2          # two captures
@@ -60,114 +55,6 @@ def load_side(path: str) -> list[C.Run]:
     return runs
 
 
-def stage_bars(result: dict) -> str:
-    """A bar per stage: A's and B's time per row outside nested stages."""
-    changes = [c for c in result["ranked"] if max(c.a.median, c.b.median) > 0]
-    if not changes:
-        return ""
-    top = max(max(c.a.median, c.b.median) for c in changes)
-    rows = []
-    for c in changes:
-        bars = "".join(f'<div class="bar {side}" style="width:{100 * v / top:.1f}%" title="{side.upper()} '
-                       f'{C.ns_text(v)}"><span>{side.upper()} {C.ns_text(v)}</span></div>'
-                       for side, v in (("a", c.a.median), ("b", c.b.median)))
-        rows.append(f"<tr><td>{html.escape(c.name)}</td><td class=bars>{bars}</td>"
-                    f"<td>{html.escape(C.signed_ns(c.delta))}</td></tr>")
-    return "<table class=stages><tr><th>stage</th><th>per row</th><th>B - A</th></tr>" + "".join(rows) + "</table>"
-
-
-SEGMENT_COLOURS = ("#4e79a7", "#f28e2b", "#59a14f", "#e15759", "#76b7b2", "#edc948", "#b07aa1", "#9c755f")
-REST_COLOUR = "#d9d9d9"
-
-
-def row_bars(result: dict) -> str:
-    """A's and B's row, one bar each on one scale: the row's wall time
-    (unprobed where measured) split into the stages' exclusive times and
-    what no stage holds."""
-    w = result.get("wall_unprobed")
-    walls = (w.a.mean, w.b.mean) if w is not None else (result["wall"].a.median, result["wall"].b.median)
-    source = "unprobed runs" if w is not None else "profiled runs, less the probes' cost"
-    stages = [c for c in result["ranked"] if max(c.a.median, c.b.median) > 0]
-    colour = {c.name: SEGMENT_COLOURS[i % len(SEGMENT_COLOURS)] for i, c in enumerate(stages)}
-    sums = [sum(c.a.median for c in stages), sum(c.b.median for c in stages)]
-    top = max(*walls, *sums) or 1.0
-    bars, notes = [], []
-    for label, wall, total, pick in (("A", walls[0], sums[0], lambda c: c.a.median),
-                                     ("B", walls[1], sums[1], lambda c: c.b.median)):
-        parts = [(c.name, pick(c), colour[c.name]) for c in stages if pick(c) > 0]
-        if wall > total:
-            parts.append(("not attributed to a stage", wall - total, REST_COLOUR))
-        else:
-            notes.append(f"{label}'s stages add up to {C.ns_text(total)}, {C.ns_text(total - wall)} more than "
-                         f"its wall time per row ({source}): they were timed in the profiled runs")
-        segs = "".join(f'<div class=seg style="width:{100 * v / top:.2f}%;background:{c}" '
-                       f'title="{html.escape(name)}: {C.ns_text(v)} per row ({v / wall:.0%})"></div>'
-                       for name, v, c in parts if wall)
-        bars.append(f"<tr><td>{label} {html.escape(result[label.lower()]['server'])}</td>"
-                    f"<td><div class=rowbar>{segs}</div></td><td>{html.escape(C.ns_text(wall))}</td></tr>")
-    legend = "".join(f'<span class=key><i style="background:{c}"></i>{html.escape(n)}</span>'
-                     for n, c in [*colour.items(), ("not attributed to a stage", REST_COLOUR)])
-    return (f"<h2>A row, A against B</h2><p class=muted>wall time per row from the {source}; the stages' "
-            "exclusive times from the profiled runs</p><table class=rows>" + "".join(bars) + "</table>"
-            f"<div class=legend>{legend}</div>"
-            + "".join(f"<p class=muted>{html.escape(n)}</p>" for n in notes))
-
-
-def drilldown_html(result: dict) -> str:
-    entries = result.get("drilldown") or []
-    if not entries:
-        return ""
-    items = []
-    for e in entries:
-        path = " &gt; ".join(f"<code>{html.escape(f)}</code>" for f in e["path"])
-        items.append(f"<li><b>{html.escape(C.signed_ns(e['delta_ns_per_row']))}</b> per row "
-                     f"({100 * e['share']:.0f}% of the difference) {path}<br><span class=muted>"
-                     f"{html.escape(evidence_line('A', e['a']))} | {html.escape(evidence_line('B', e['b']))}"
-                     "</span></li>")
-    return "<h2>Drill-down</h2><ol>" + "".join(items) + "</ol>"
-
-
-def stage_graphs(a: list[C.Run], b: list[C.Run], result: dict) -> list[tuple[str, str]]:
-    """Differential flame graphs rooted at each stage the drill-down went
-    into: CPU and off-CPU time per row (ns), summed over each side's repeats
-    and divided by their number."""
-    out = []
-    for stage in dict.fromkeys(e["stage"] for e in result.get("drilldown") or []):
-        def side(runs: list[C.Run]) -> Folded:
-            merged = Folded()
-            for r in runs:
-                if stage in r.trees:
-                    merged.stacks.update(r.trees[stage].folded((CPU_NS, OFFCPU_NS), stage, 1 / len(runs)).stacks)
-            return merged
-        before, after = side(a), side(b)
-        if before.total and after.total:
-            out.append((stage, render(after, f"{stage}: {result['a']['server']} -> {result['b']['server']}",
-                                      "CPU and off-CPU ns per row; red grew, blue shrank", unit="ns/row",
-                                      before=before, element_id=f"stage-{len(out)}")))
-    return out
-
-
-def render_html(result: dict, text: str, svg: str | None, stage_svgs: list[tuple[str, str]] = ()) -> str:
-    return ("<!DOCTYPE html><html lang=en><head><meta charset=utf-8><title>mysqlprobe compare</title>"
-            f"<script>{PAGE_SCRIPT}</script>"
-            "<style>body{font:14px system-ui,sans-serif;margin:24px auto;max-width:1240px}"
-            "pre{background:#f8f8f4;padding:10px;font-size:12.5px}.muted{color:#666}"
-            ".stages td{padding:2px 8px}.bars{width:640px}.bar{height:14px;margin:1px 0;font-size:11px;"
-            "white-space:nowrap}.bar.a{background:#8fb3d9}.bar.b{background:#e39b7b}"
-            ".rows td{padding:2px 8px;white-space:nowrap}.rowbar{width:900px;display:flex}.seg{height:22px}"
-            ".key{margin-right:14px;font-size:12px}.key i{display:inline-block;width:10px;height:10px;"
-            "margin-right:4px}</style></head><body>"
-            f"<h1>{html.escape(result['a']['server'])} vs {html.escape(result['b']['server'])}</h1>"
-            + "<div id=headline><pre>" + html.escape("\n".join(C._headline(result))) + "</pre></div>"
-            + row_bars(result)
-            + drilldown_html(result)
-            + "<h2>Stages, per row</h2>" + stage_bars(result)
-            + "".join(f"<h2>Below {html.escape(stage)}</h2>{g}" for stage, g in stage_svgs)
-            + f"<h2>Report</h2><pre>{html.escape(text)}</pre>"
-            + (f"<h2>Differential flame graph of the load's threads, samples per row</h2>{svg}" if svg else "")
-            + "</body></html>\n")
-
-
 def run(args, parser) -> int:
     a, b = load_side(args.a), load_side(args.b)
     result = C.compare(a, b)
@@ -183,13 +70,8 @@ def run(args, parser) -> int:
         try:
             write_new(args.output, "compare.txt", text)
             write_new(args.output, "compare.json", json.dumps(C.to_json(result), indent=1) + "\n")
-            before, after = C.merged_stacks(a), C.merged_stacks(b)
-            svg = None
-            if before.total and after.total:
-                rows_a, rows_b = sum(r.rows for r in a), sum(r.rows for r in b)
-                svg = render(after, f"{result['a']['server']} -> {result['b']['server']}",
-                             "red grew, blue shrank (CPU samples per row inserted)", unit="samples/row",
-                             before=before, scale_after=1 / rows_b, scale_before=1 / rows_a)
+            svg = diff_graph(a, b, result)
+            if svg:
                 write_new(args.output, "diff.svg", svg)
             write_new(args.output, "compare.html", render_html(result, text, svg, stage_graphs(a, b, result)))
         except OSError as e:

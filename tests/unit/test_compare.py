@@ -180,7 +180,7 @@ def test_stages_that_take_more_than_the_rows_wall_time_are_not_attributed():
 
 def test_the_html_page_draws_each_sides_row_to_one_scale():
     from html.parser import HTMLParser
-    from mysqlprobe.commands.compare import render_html
+    from mysqlprobe.analysis.compare_html import render_html
 
     class Bars(HTMLParser):
         def __init__(self):
