@@ -21,7 +21,7 @@ from mysqlprobe.collectors import libbpf
 from mysqlprobe.collectors.target.addresses import UNKNOWN, UPROBES, file_mappings, special_mappings
 from mysqlprobe.collectors.base import Cost, Facts, Section
 from mysqlprobe.collectors.cpu.cpu_bursts import burst_time_of
-from mysqlprobe.collectors.kernel.offcpu import PhasedBpfCollector, PhasedPrograms
+from mysqlprobe.collectors.kernel.phased import PhasedBpfCollector, PhasedPrograms
 from mysqlprobe.collectors.cpu.perf import KERNEL_SUFFIX, STACKS_FILE, fold_samples
 from mysqlprobe.collectors.cpu.perf_record import Unwinding
 from mysqlprobe.errors import BpfError

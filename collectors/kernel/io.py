@@ -13,7 +13,7 @@ from collections import defaultdict
 
 from mysqlprobe.collectors import libbpf
 from mysqlprobe.collectors.base import CollectorUnavailable, Facts, Section
-from mysqlprobe.collectors.kernel.offcpu import PhasedBpfCollector, PhasedPrograms
+from mysqlprobe.collectors.kernel.phased import PhasedBpfCollector, PhasedPrograms
 from mysqlprobe.collectors.cpu.perf import KERNEL_SUFFIX, fold_samples
 from mysqlprobe.flamegraphs.folded import Folded
 from mysqlprobe.probes import abi
