@@ -1,6 +1,6 @@
 """mysqlprobe with the times of its duty cycles' phases written, one JSON
 line each, to the file $PHASE_LOG (monotonic clock, as any other process
-on the host reads it): for bench/phase_profile.py, which sets them against
+on the host reads it): for bench/phases.py profile, which sets them against
 the load's speed it polls from outside. Nothing else changes, unless
 $PHASE_LOG_PATCH names one of PATCHES: an experiment on what stays on in
 the quiet phases.

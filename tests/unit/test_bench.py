@@ -17,11 +17,28 @@ BENCH = Path(__file__).resolve().parents[2] / "bench"
 SCRIPTS = sorted(p for p in BENCH.glob("*.py") if p.name != "phase_log.py")
 
 
+def subcommands(help_text: str) -> list[str]:
+    """The subcommands a script's --help lists (none: a script of one measurement)."""
+    listed = help_text.partition("\nsubcommands:\n")[2]
+    return re.findall(r"^  ([a-z][a-z-]*) ", listed, re.M)
+
+
 @pytest.mark.parametrize("script", SCRIPTS, ids=lambda p: p.name)
 def test_every_script_starts_and_says_its_options(script):
     done = subprocess.run([sys.executable, str(script), "--help"], capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
     assert "usage:" in done.stdout
+    for sub in subcommands(done.stdout):     # and each measurement a script holds
+        each = subprocess.run([sys.executable, str(script), sub, "--help"], capture_output=True, text=True,
+                              timeout=60)
+        assert each.returncode == 0 and f"{script.name} {sub}" in each.stdout, (sub, each.stderr)
+
+
+def test_about_ten_scripts_each_a_question():
+    # the measurements of one kind are one script's subcommands; phase_log.py is a helper phases.py runs
+    assert len(SCRIPTS) <= 11, [p.name for p in SCRIPTS]
+    listed = (BENCH / "README.md").read_text()
+    assert all(f"| {p.name} |" in listed for p in SCRIPTS)
 
 
 def test_no_script_imports_another():
@@ -40,7 +57,7 @@ def test_a_section_is_replaced_in_place_and_new_ones_keep_the_order(tmp_path):
     assert text.startswith(benchkit.RESULTS_HEAD)
     titles = re.findall(r"^## .*$", text, re.M)
     assert titles == ["## 1. Seed load (bench/overhead.py)", "## 3. Short functions (bench/per_call.py)",
-                      "## 19. Soak (bench/soak.py)"]
+                      "## 19. Soak (bench/lifecycle.py soak)"]
     assert "new figures" in text and "old figures" not in text and "### a table" not in text
     assert json.loads((tmp_path / "results.json").read_text()) == {"per_call": {"x": 3}, "overhead": {"x": 2}}
 
@@ -52,7 +69,8 @@ def test_the_page_has_a_section_for_every_script_and_its_figures():
     figures = json.loads((BENCH / "results.json").read_text())
     assert set(figures) == set(keys) - {"regression"}   # regression's section is compare's own text
     for _key, script in benchkit.SECTIONS:
-        assert (BENCH / script.split()[0].removeprefix("bench/")).exists(), script
+        path, *sub = script.split()
+        assert (BENCH / path.removeprefix("bench/")).exists(), script
     # one page: no other results file beside it
     assert sorted(p.name for p in BENCH.iterdir() if p.suffix in (".md", ".json")) == \
         ["README.md", "RESULTS.md", "results.json"]

@@ -42,13 +42,13 @@ BPFTRACE = shutil.which("bpftrace") or "bpftrace"
 # (results key, script and options that write it), in RESULTS.md's order
 SECTIONS = (("overhead", "bench/overhead.py"), ("oltp", "bench/oltp.py"), ("per_call", "bench/per_call.py"),
             ("short_load", "bench/short_load.py"), ("per_call_oltp", "bench/per_call.py --clients N"),
-            ("regression", "bench/regression.py"), ("oltp_parts", "bench/oltp_parts.py"),
-            ("cpu_share", "bench/cpu_share.py"), ("phase_profile", "bench/phase_profile.py"),
-            ("ps_switch", "bench/ps_switch.py"), ("sampler_agreement", "bench/sampler_agreement.py"),
-            ("sample_cost", "bench/sample_cost.py"), ("digests", "bench/digests.py"),
-            ("io_counts", "bench/io_counts.py"), ("usdt_counts", "bench/usdt_counts.py"),
-            ("startup", "bench/startup.py"), ("start_stop", "bench/start_stop.py"),
-            ("attach_churn", "bench/attach_churn.py"), ("soak", "bench/soak.py"))
+            ("regression", "bench/regression.py"), ("oltp_parts", "bench/costs.py parts"),
+            ("cpu_share", "bench/costs.py cpu-share"), ("phase_profile", "bench/phases.py profile"),
+            ("ps_switch", "bench/phases.py ps-switch"), ("sampler_agreement", "bench/cpu_sampler.py agreement"),
+            ("sample_cost", "bench/cpu_sampler.py cost"), ("digests", "bench/counts.py digests"),
+            ("io_counts", "bench/counts.py io"), ("usdt_counts", "bench/counts.py usdt"),
+            ("startup", "bench/startup.py"), ("start_stop", "bench/lifecycle.py start-stop"),
+            ("attach_churn", "bench/lifecycle.py churn"), ("soak", "bench/lifecycle.py soak"))
 MARKER = "<!-- section: {} -->"
 RESULTS_HEAD = """# Benchmark results
 

@@ -1,4 +1,38 @@
-"""The load's speed through mysqlprobe's duty cycles, seen from outside:
+"""The duty cycles seen from outside: the load's speed through each phase, and whether switching P_S for the quiet phases stalls it.
+
+    sudo .venv/bin/python bench/phases.py profile [--help]
+    sudo .venv/bin/python bench/phases.py ps-switch [--help]
+
+profile: The load's speed through mysqlprobe's duty cycles, seen from outside:
+the server's rows changed (Handler_write + _update + _delete) polled about
+50 times a second on a connection of its own, set against the times of
+each phase that the mysqlprobe process logs (bench/phase_log.py wraps its
+duty cycles and changes nothing else), and against unprobed blocks
+between the profiled ones.
+
+ps-switch: Does switching the quiet phases' Performance Schema setup stall the load?"""
+
+from __future__ import annotations
+
+import json
+import os
+import statistics
+import sys
+import tempfile
+import textwrap
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+
+from mysqlprobe.collectors.perfschema.perfschema import PerfSchema, rows_changed
+
+from mysqlprobe.lab import sandbox, workload
+from mysqlprobe.lab.benchkit import HERE, Tool, bench_parser, derived, log, machine, med, run_line, spread, write_results
+from mysqlprobe.lab.benchkit.loads import SHAPES, Blocks, CounterPoll, Load, unprobed_block
+
+# --------------------------------------------------------------------------- profile
+
+DOC_PROFILE = """The load's speed through mysqlprobe's duty cycles, seen from outside:
 the server's rows changed (Handler_write + _update + _delete) polled about
 50 times a second on a connection of its own, set against the times of
 each phase that the mysqlprobe process logs (bench/phase_log.py wraps its
@@ -9,28 +43,12 @@ It shows where a quiet phase's speed stands against the load unprobed,
 and how it changes with the time since the probes came off: the reference
 that the reported slowdown is set against.
 
-    sudo .venv/bin/python bench/phase_profile.py [--rounds 6] [--seconds 16] [--shape 0]
+    sudo .venv/bin/python bench/phases.py profile [--rounds 6] [--seconds 16] [--shape 0]
         [--variants 'default;--no-perf-schema']
 
 --variants: mysqlprobe's options beyond --insert-profile, one set per
 variant (`default`: none; `patch=NAME`: one of bench/phase_log.py's
 PATCHES), taken in turn, a profiled block each. Writes its section of bench/RESULTS.md (and results.json) (--name: a section of its own)."""
-
-from __future__ import annotations
-
-import json
-import os
-import sys
-import tempfile
-import time
-from datetime import datetime, timezone
-from pathlib import Path
-
-from mysqlprobe.lab.benchkit.loads import Blocks, CounterPoll, unprobed_block
-from mysqlprobe.lab.benchkit.loads import Load, SHAPES
-from mysqlprobe.lab.benchkit import HERE, Tool, bench_parser, derived, log, machine, med, run_line, spread, write_results
-from mysqlprobe.lab import sandbox
-from mysqlprobe.collectors.perfschema.perfschema import rows_changed
 
 POLL_S = 0.02
 SETTLE_S = 1.0   # after a profiled block, before the unprobed one counts
@@ -149,7 +167,7 @@ def run(args) -> dict:
     workdir = Path(tempfile.mkdtemp(prefix="mysqlprobe-phases-"))
     sb = sandbox.Sandbox("10.2.11")
     result = {"started": datetime.now(timezone.utc).isoformat(timespec="seconds"), "machine": machine(),
-              "command": f"bench/phase_profile.py --rounds {args.rounds} --seconds {args.seconds} --shape {args.shape}"
+              "command": f"bench/phases.py profile --rounds {args.rounds} --seconds {args.seconds} --shape {args.shape}"
                          + (f" --variants '{args.variants}'" if args.variants != "default" else ""),
               "shape": shape.name, "poll_s": POLL_S, "blocks": []}
     with sb.serving(log) as pid:
@@ -210,8 +228,8 @@ def render(result: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
-def main() -> int:
-    ap = bench_parser(__doc__, rounds=6, seconds=16, shape=0)
+def main_profile() -> int:
+    ap = bench_parser(DOC_PROFILE, rounds=6, seconds=16, shape=0)
     ap.add_argument("--variants", default="default")
     ap.add_argument("--name", default="phase_profile")
     ap.add_argument("--note")
@@ -221,6 +239,111 @@ def main() -> int:
         result["note"] = args.note
     write_results(args.out, args.name, result, render)
     return 0
+
+
+
+# --------------------------------------------------------------------------- ps-switch
+
+DOC_PS_SWITCH = """Does switching the quiet phases' Performance Schema setup stall the load?
+
+Under a load of bench/oltp.py (default: oltp_write_only, 8 clients,
+MariaDB 10.2.11), the window's setup on (PerfSchema.enable); then, again
+and again: a second of the load as it is, the quiet phases' part switched
+off (PerfSchema.quiet(True)), a second, switched back on, a second. The
+server's rows changed are read every 50 ms throughout; each step after a
+switch is set against the median step of the steady seconds. A switch
+that stalled the load would show as steps well under 1 right after it.
+
+    sudo .venv/bin/python bench/phases.py ps-switch [--switches 12] [--shape 3]
+
+writes its section of bench/RESULTS.md (and results.json)."""
+
+STEP_S = 0.05
+SHOWN_STEPS = 10  # the first half second after a switch
+
+
+def steps(conn, seconds: float) -> list[int]:
+    """Rows changed in each STEP_S for `seconds`."""
+    out, end, prev = [], time.monotonic() + seconds, rows_changed(conn)
+    while time.monotonic() < end:
+        time.sleep(STEP_S)
+        now = rows_changed(conn)
+        out.append(now - prev)
+        prev = now
+    return out
+
+
+def main_ps_switch() -> None:
+    ap = bench_parser(DOC_PS_SWITCH, switches=12, shape=3)
+    args = ap.parse_args()
+    shape, sb = SHAPES[args.shape], sandbox.Sandbox("10.2.11")
+    started = datetime.now(timezone.utc)
+    steady, after_off, after_on, took = [], [], [], []
+    with sb.serving(log):
+        load = Load(sb, shape)
+        load.prepare()
+        load.start()
+        ps = None
+        try:
+            time.sleep(4.0)  # past the load's start
+            conn = workload.connect(sb.socket)
+            ps = PerfSchema(workload.connect(sb.socket))
+            ps.enable()
+            for _ in range(args.switches):
+                steady += steps(conn, 1.0)
+                for on, into in ((True, after_off), (False, after_on)):
+                    t0 = time.monotonic()
+                    ps.quiet(on)
+                    took.append(time.monotonic() - t0)
+                    into.append(steps(conn, 1.0))
+        finally:
+            if ps:
+                ps.restore()
+            load.close()
+    base = statistics.median(steady)
+
+    def shares(runs: list[list[int]]) -> list[float]:
+        return [round(statistics.median(step) / base, 3) for step in list(zip(*runs))[:SHOWN_STEPS]]
+
+    result = {"machine": machine(), "started": started.isoformat(timespec="seconds"), "shape": shape.name,
+              "command": f"bench/phases.py ps-switch --switches {args.switches} --shape {args.shape}",
+              "rows_per_step": base, "switch_ms": [round(t * 1000, 1) for t in took],
+              "after_off": shares(after_off), "after_on": shares(after_on)}
+    write_results(args.out, "ps_switch", result, markdown)
+
+
+def markdown(r: dict) -> str:
+    ms = r["switch_ms"]
+    return "\n".join([
+        "# Does switching the quiet phases' P_S setup stall the load?", "",
+        run_line(r), "",
+        f"Load: {r['shape']} on MariaDB 10.2.11, the window's Performance Schema setup on. The server's rows changed "
+        f"read every {int(STEP_S * 1000)} ms; each step after a switch over the median step of the steady seconds "
+        f"({r['rows_per_step']} rows), median over the {len(ms) // 2} switches each way. Under 1: the load slower "
+        "than with the setup steadily on.", "",
+        "| after | " + " | ".join(f"+{(i + 1) * int(STEP_S * 1000)} ms" for i in range(len(r["after_off"]))) + " |",
+        "|---|" + "---|" * len(r["after_off"]),
+        "| switched off (quiet) | " + " | ".join(f"{x:.2f}" for x in r["after_off"]) + " |",
+        "| switched on again | " + " | ".join(f"{x:.2f}" for x in r["after_on"]) + " |", "",
+        f"- the switch's statements took {statistics.median(ms):.1f} ms (median; {min(ms):.1f}-{max(ms):.1f})", ""])
+
+
+SUBCOMMANDS = {"profile": (main_profile, DOC_PROFILE), "ps-switch": (main_ps_switch, DOC_PS_SWITCH)}
+
+
+def main():
+    """The subcommand named first, with the rest of the command line."""
+    if len(sys.argv) < 2 or sys.argv[1] not in SUBCOMMANDS:
+        print(f"usage: {sys.argv[0]} {{{','.join(SUBCOMMANDS)}}} [options]\n\n" + __doc__.split("\n\n", 1)[0]
+              + "\n\nsubcommands:\n" + "\n".join(textwrap.fill(doc.split("\n\n")[0].replace("\n", " "), 79,
+                                                                initial_indent=f"  {name:<12} ", subsequent_indent=" " * 15)
+                                                  for name, (_, doc) in SUBCOMMANDS.items()),
+              file=sys.stdout if "--help" in sys.argv or "-h" in sys.argv else sys.stderr)
+        return 0 if "--help" in sys.argv or "-h" in sys.argv else 2
+    name = sys.argv.pop(1)
+    run, _ = SUBCOMMANDS[name]
+    sys.argv[0] = f"{sys.argv[0]} {name}"   # argparse's usage line names the subcommand
+    return run()
 
 
 if __name__ == "__main__":
