@@ -73,8 +73,7 @@ def as_printed(edges: dict, base: dict[str, float], figures: dict[str, tuple[flo
 
 def without(edges: dict, stages: set[str]) -> dict:
     """Edges with these stages left out, their callees given to the stage's
-    own caller (the one it spent most time under): a withheld stage's time
-    is no figure, its callees' still are."""
+    own caller (the one it spent most time under)."""
     caller: dict[str, str | None] = {}
     for stage in stages:
         above = [(v["ns"], parent) for (s, parent), v in edges.items() if s == stage]
@@ -145,6 +144,7 @@ def probe_tree(edges: dict, partitions: dict | None = None, marks: dict[str, str
 
 
 UNKNOWN_STAGE = "(stages not kept by P_S)"
+STATEMENT_STAGES = {"sql.statement"}   # the catalog's stage of a whole client command
 PARTITION_LAYER = "partition."  # the catalog's stages of the partitioning layer
 WRITES = ("statement/sql/insert", "statement/sql/replace", "statement/sql/load", "statement/sql/update",
           "statement/sql/delete")
@@ -200,7 +200,6 @@ def attribute(doc: dict, parts: dict[str, list[dict]], top: int = 3,
     -> (the window total the stage table prints, its mark: "<" a bound, "?"
     withheld), which the trees' times are scaled to (one value a figure)."""
     figures = figures or {}
-    withheld = {stage for stage, (_, mark) in figures.items() if mark == "?"}
     base = stage_totals(_edges(doc, None))
     marks = {stage: mark for stage, (_, mark) in figures.items() if mark}
     measures: dict[str, tuple[float | None, str]] = {s: v for s, v in figures.items() if not v[1]}
@@ -233,8 +232,8 @@ def attribute(doc: dict, parts: dict[str, list[dict]], top: int = 3,
             edges, background, cost = _edges(doc, None), {}, probe_cost_ns(doc, None)
         else:
             join, edges, background, cost = "none", {}, {}, 0.0
-        left_out = sorted({s for s, _ in edges} & withheld)
-        edges, background = without(edges, withheld), without(background, withheld)
+        # the statement probe's calls are the statement itself, the tree's top line
+        edges, background = without(edges, STATEMENT_STAGES), without(background, STATEMENT_STAGES)
         stage_ns = sorted(_stage_ns(ps, unit, t0, t1).items(), key=lambda x: -x[1])
         stages_from = "history"
         if not stage_ns and (tid or lead is longest[lead["thread_id"]]):
@@ -259,7 +258,7 @@ def attribute(doc: dict, parts: dict[str, list[dict]], top: int = 3,
         out.append({
             "statement": lead["sql_text"], "statements": len(unit), "thread_id": lead["thread_id"],
             "os_tid": tid, "join": join, "stages_from": stages_from,
-            "history_short": history_short, "withheld_left_out": left_out,
+            "history_short": history_short,
             "background_from": "P_S threads.TYPE" if typed else "all other threads",
             "in_window_ns": in_window // PS_PER_NS,
             "stages": [{"stage": name, "ns": ns, "probed": tree if name == main else [],

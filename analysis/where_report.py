@@ -76,9 +76,6 @@ def attribution_block(profile: Profile) -> list[str]:
             lines.append(f"  (and {others} other statement{'s' if others > 1 else ''} of its thread in the window: "
                          "the probes count per thread)")
         lines.append(f"  (probe time joined by {t['join']})")
-        if t.get("withheld_left_out"):
-            lines.append(f"  (withheld in the stage table, so left out here, their callees under their caller: "
-                         f"{', '.join(t['withheld_left_out'])})")
         if t.get("history_short"):
             lines.append("  (its thread ran more statements than P_S's history kept: their probe time "
                          "is shown per digest, not here)")

@@ -191,17 +191,22 @@ def test_the_tree_prints_each_stage_as_the_stage_table_does():
     assert rest.split()[-2:] == ["?", "?"]
 
 
-def test_a_withheld_stage_leaves_the_tree_and_its_callees_go_to_its_caller():
-    from mysqlprobe.analysis.attribution import attribute, without
+def test_the_statement_probe_leaves_the_tree_and_its_callees_go_to_its_caller():
+    from mysqlprobe.analysis.attribution import without
     edges = {("sql.statement", None): {"ns": 900.0, "calls": 1}, ("partition.write_row", "sql.statement"):
              {"ns": 400.0, "calls": 10}, ("innodb.row_insert", "partition.write_row"): {"ns": 300.0, "calls": 10}}
     assert without(edges, {"sql.statement"}) == {
         ("partition.write_row", None): {"ns": 400.0, "calls": 10}, ("innodb.row_insert", "partition.write_row"):
         {"ns": 300.0, "calls": 10}}
     assert set(without(edges, {"partition.write_row"})) == {("sql.statement", None), ("innodb.row_insert", "sql.statement")}
-    # in a capture: write_row withheld, its callees under the statement's stage, said so
+
+
+def test_a_withheld_stage_stays_in_the_tree_with_its_calls_and_no_time():
+    from mysqlprobe.analysis.attribution import attribute
     doc = Profile(capture()).doc
     (tree,) = attribute(doc, {}, figures={"partition.write_row": (None, "?")})
-    assert tree["withheld_left_out"] == ["partition.write_row"]
-    roots = {n["stage"] for n in tree["stages"][0]["probed"]}
-    assert roots == {"innodb.row_insert", "partition.get_partition_id"}
+    (root,) = tree["stages"][0]["probed"]
+    assert root["stage"] == "partition.write_row" and root["mark"] == "?" and root["calls"] == 10007
+    assert tree["stages"][0]["unexplained_mark"] == "?"
+    text = render_text(Profile(capture()))
+    assert "partition.write_row" in text
