@@ -66,13 +66,12 @@ def off_cpu_block(doc: dict, top: int = 8) -> list[str]:
     total = sum(t["us"] for t in off["threads"]) or 1
     load = sum(t["us"] for t in off["threads"] if "one_connection" in t["thread"])
     # the load's threads first: the background threads' idle waits are no part of the statements' time
-    lead = (f"off-CPU of the load's threads (client connections): {fmt(load * 1e3)}; " if load
-            else "off-CPU: no client connection's thread waited; ")
-    lines = [""] + textwrap.wrap(
-        lead + f"all threads: blocked {fmt(off['blocked_s'] * 1e9)}, waiting for a CPU "
-        f"{fmt(off['waiting_for_cpu_s'] * 1e9)}, {off['switches']} switches (window {window:.2f}s), the rest "
-        "the server's background threads, idle or waiting on their own (offcpu.svg shows the load's threads)"
-        + _on_phases(off, doc), 80, subsequent_indent="  ")
+    every = (f"blocked {fmt(off['blocked_s'] * 1e9)}, waiting for a CPU {fmt(off['waiting_for_cpu_s'] * 1e9)}"
+             f"{'' if load else ' over all threads'}, {off['switches']} switches (window {window:.2f}s)")
+    text = (f"off-CPU of the load's threads (client connections): {fmt(load * 1e3)}; all threads: {every}, the "
+            "rest the server's background threads, idle or waiting on their own (offcpu.svg shows the load's "
+            "threads)" if load else f"off-CPU: {every}")
+    lines = [""] + textwrap.wrap(text + _on_phases(off, doc), 80, subsequent_indent="  ")
     if off["threads"]:
         lines += _threads_line(f"{t['thread']} {fmt(t['us'] * 1e3)}" for t in off["threads"][:4])
         lines.append(f"  {'time':>7} {'share':>6}  waiting in (all threads)")
