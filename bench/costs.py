@@ -20,9 +20,7 @@ import re
 import signal
 import statistics
 import subprocess
-import sys
 import tempfile
-import textwrap
 import threading
 import time
 from collections import Counter
@@ -35,7 +33,7 @@ from mysqlprobe.collectors.perfschema.ps_threads import PROCESSLIST_TID, ThreadW
 from mysqlprobe.collectors.target.symbols import load_target_binary, resolve_target
 
 from mysqlprobe.lab import sandbox, workload
-from mysqlprobe.lab.benchkit import Mysqlprobe, bench_parser, derived, log, machine, med, run_line, write_results
+from mysqlprobe.lab.benchkit import Mysqlprobe, bench_parser, derived, log, machine, med, run_line, run_subcommand, write_results
 from mysqlprobe.lab.benchkit.loads import SHAPES, Blocks, Load, quiet_slowdown, unprobed_block
 
 # --------------------------------------------------------------------------- parts
@@ -569,20 +567,5 @@ def markdown_cpu_share(result: dict) -> str:
 SUBCOMMANDS = {"parts": (main_parts, DOC_PARTS), "cpu-share": (main_cpu_share, DOC_CPU_SHARE)}
 
 
-def main():
-    """The subcommand named first, with the rest of the command line."""
-    if len(sys.argv) < 2 or sys.argv[1] not in SUBCOMMANDS:
-        print(f"usage: {sys.argv[0]} {{{','.join(SUBCOMMANDS)}}} [options]\n\n" + __doc__.split("\n\n", 1)[0]
-              + "\n\nsubcommands:\n" + "\n".join(textwrap.fill(doc.split("\n\n")[0].replace("\n", " "), 79,
-                                                                initial_indent=f"  {name:<12} ", subsequent_indent=" " * 15)
-                                                  for name, (_, doc) in SUBCOMMANDS.items()),
-              file=sys.stdout if "--help" in sys.argv or "-h" in sys.argv else sys.stderr)
-        return 0 if "--help" in sys.argv or "-h" in sys.argv else 2
-    name = sys.argv.pop(1)
-    run, _ = SUBCOMMANDS[name]
-    sys.argv[0] = f"{sys.argv[0]} {name}"   # argparse's usage line names the subcommand
-    return run()
-
-
 if __name__ == "__main__":
-    raise SystemExit(main())
+    raise SystemExit(run_subcommand(__doc__, SUBCOMMANDS))

@@ -21,9 +21,7 @@ from __future__ import annotations
 import re
 import shutil
 import subprocess
-import sys
 import tempfile
-import textwrap
 import time
 from datetime import datetime, timezone
 from pathlib import Path
@@ -31,7 +29,8 @@ from pathlib import Path
 from mysqlprobe.collectors.perfschema.perfschema import global_status
 
 from mysqlprobe.lab import sandbox, workload
-from mysqlprobe.lab.benchkit import MYSQLPROBE, Tool, bench_parser, derived, log, machine, machine_line, med, run_line, write_results
+from mysqlprobe.lab.benchkit import (MYSQLPROBE, Tool, bench_parser, derived, log, machine, machine_line, med,
+                                     run_line, run_subcommand, write_results)
 from mysqlprobe.lab.benchkit.loads import SHAPES, Load
 
 # --------------------------------------------------------------------------- io
@@ -381,20 +380,5 @@ def markdown(result: dict) -> str:
 SUBCOMMANDS = {"io": (main_io, DOC_IO), "usdt": (main_usdt, DOC_USDT), "digests": (main_digests, DOC_DIGESTS)}
 
 
-def main():
-    """The subcommand named first, with the rest of the command line."""
-    if len(sys.argv) < 2 or sys.argv[1] not in SUBCOMMANDS:
-        print(f"usage: {sys.argv[0]} {{{','.join(SUBCOMMANDS)}}} [options]\n\n" + __doc__.split("\n\n", 1)[0]
-              + "\n\nsubcommands:\n" + "\n".join(textwrap.fill(doc.split("\n\n")[0].replace("\n", " "), 79,
-                                                                initial_indent=f"  {name:<12} ", subsequent_indent=" " * 15)
-                                                  for name, (_, doc) in SUBCOMMANDS.items()),
-              file=sys.stdout if "--help" in sys.argv or "-h" in sys.argv else sys.stderr)
-        return 0 if "--help" in sys.argv or "-h" in sys.argv else 2
-    name = sys.argv.pop(1)
-    run, _ = SUBCOMMANDS[name]
-    sys.argv[0] = f"{sys.argv[0]} {name}"   # argparse's usage line names the subcommand
-    return run()
-
-
 if __name__ == "__main__":
-    raise SystemExit(main())
+    raise SystemExit(run_subcommand(__doc__, SUBCOMMANDS))

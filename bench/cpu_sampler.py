@@ -20,7 +20,6 @@ import signal
 import subprocess
 import sys
 import tempfile
-import textwrap
 import time
 from datetime import datetime, timezone
 from pathlib import Path
@@ -30,7 +29,7 @@ from mysqlprobe.collectors.cpu.perf_record import perf_binary
 from mysqlprobe.collectors.kernel.process import cpu_seconds
 
 from mysqlprobe.lab import sandbox
-from mysqlprobe.lab.benchkit import ROOT, bench_parser, log, machine, med, run_line, spread, write_results
+from mysqlprobe.lab.benchkit import ROOT, bench_parser, log, machine, med, run_line, run_subcommand, spread, write_results
 from mysqlprobe.lab.benchkit.loads import SHAPES, Load
 
 # --------------------------------------------------------------------------- agreement
@@ -236,20 +235,5 @@ def render_cost(r: dict) -> str:
 SUBCOMMANDS = {"agreement": (main_agreement, DOC_AGREEMENT), "cost": (main_cost, DOC_COST)}
 
 
-def main():
-    """The subcommand named first, with the rest of the command line."""
-    if len(sys.argv) < 2 or sys.argv[1] not in SUBCOMMANDS:
-        print(f"usage: {sys.argv[0]} {{{','.join(SUBCOMMANDS)}}} [options]\n\n" + __doc__.split("\n\n", 1)[0]
-              + "\n\nsubcommands:\n" + "\n".join(textwrap.fill(doc.split("\n\n")[0].replace("\n", " "), 79,
-                                                                initial_indent=f"  {name:<12} ", subsequent_indent=" " * 15)
-                                                  for name, (_, doc) in SUBCOMMANDS.items()),
-              file=sys.stdout if "--help" in sys.argv or "-h" in sys.argv else sys.stderr)
-        return 0 if "--help" in sys.argv or "-h" in sys.argv else 2
-    name = sys.argv.pop(1)
-    run, _ = SUBCOMMANDS[name]
-    sys.argv[0] = f"{sys.argv[0]} {name}"   # argparse's usage line names the subcommand
-    return run()
-
-
 if __name__ == "__main__":
-    raise SystemExit(main())
+    raise SystemExit(run_subcommand(__doc__, SUBCOMMANDS))

@@ -25,7 +25,6 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import textwrap
 import threading
 import time
 import urllib.request
@@ -36,7 +35,7 @@ from pathlib import Path
 from mysqlprobe.collectors.safety.codecheck import code_changes
 
 from mysqlprobe.lab import sandbox, workload
-from mysqlprobe.lab.benchkit import MYSQLPROBE, bench_parser, free_port, log, machine, machine_line, run_line, write_results
+from mysqlprobe.lab.benchkit import MYSQLPROBE, bench_parser, free_port, log, machine, machine_line, run_line, run_subcommand, write_results
 from mysqlprobe.lab.benchkit.loads import Load, RowInserts, Shape, close_quietly
 
 # --------------------------------------------------------------------------- start-stop
@@ -612,20 +611,5 @@ def code_lines(checks: list[dict] | None) -> list[str]:
 SUBCOMMANDS = {"start-stop": (main_start_stop, DOC_START_STOP), "churn": (main_churn, DOC_CHURN), "soak": (main_soak, DOC_SOAK)}
 
 
-def main():
-    """The subcommand named first, with the rest of the command line."""
-    if len(sys.argv) < 2 or sys.argv[1] not in SUBCOMMANDS:
-        print(f"usage: {sys.argv[0]} {{{','.join(SUBCOMMANDS)}}} [options]\n\n" + __doc__.split("\n\n", 1)[0]
-              + "\n\nsubcommands:\n" + "\n".join(textwrap.fill(doc.split("\n\n")[0].replace("\n", " "), 79,
-                                                                initial_indent=f"  {name:<12} ", subsequent_indent=" " * 15)
-                                                  for name, (_, doc) in SUBCOMMANDS.items()),
-              file=sys.stdout if "--help" in sys.argv or "-h" in sys.argv else sys.stderr)
-        return 0 if "--help" in sys.argv or "-h" in sys.argv else 2
-    name = sys.argv.pop(1)
-    run, _ = SUBCOMMANDS[name]
-    sys.argv[0] = f"{sys.argv[0]} {name}"   # argparse's usage line names the subcommand
-    return run()
-
-
 if __name__ == "__main__":
-    raise SystemExit(main())
+    raise SystemExit(run_subcommand(__doc__, SUBCOMMANDS))

@@ -19,7 +19,6 @@ import os
 import statistics
 import sys
 import tempfile
-import textwrap
 import time
 from datetime import datetime, timezone
 from pathlib import Path
@@ -27,7 +26,7 @@ from pathlib import Path
 from mysqlprobe.collectors.perfschema.perfschema import PerfSchema, rows_changed
 
 from mysqlprobe.lab import sandbox, workload
-from mysqlprobe.lab.benchkit import HERE, Tool, bench_parser, derived, log, machine, med, run_line, spread, write_results
+from mysqlprobe.lab.benchkit import HERE, Tool, bench_parser, derived, log, machine, med, run_line, run_subcommand, spread, write_results
 from mysqlprobe.lab.benchkit.loads import SHAPES, Blocks, CounterPoll, Load, unprobed_block
 
 # --------------------------------------------------------------------------- profile
@@ -331,20 +330,5 @@ def markdown(r: dict) -> str:
 SUBCOMMANDS = {"profile": (main_profile, DOC_PROFILE), "ps-switch": (main_ps_switch, DOC_PS_SWITCH)}
 
 
-def main():
-    """The subcommand named first, with the rest of the command line."""
-    if len(sys.argv) < 2 or sys.argv[1] not in SUBCOMMANDS:
-        print(f"usage: {sys.argv[0]} {{{','.join(SUBCOMMANDS)}}} [options]\n\n" + __doc__.split("\n\n", 1)[0]
-              + "\n\nsubcommands:\n" + "\n".join(textwrap.fill(doc.split("\n\n")[0].replace("\n", " "), 79,
-                                                                initial_indent=f"  {name:<12} ", subsequent_indent=" " * 15)
-                                                  for name, (_, doc) in SUBCOMMANDS.items()),
-              file=sys.stdout if "--help" in sys.argv or "-h" in sys.argv else sys.stderr)
-        return 0 if "--help" in sys.argv or "-h" in sys.argv else 2
-    name = sys.argv.pop(1)
-    run, _ = SUBCOMMANDS[name]
-    sys.argv[0] = f"{sys.argv[0]} {name}"   # argparse's usage line names the subcommand
-    return run()
-
-
 if __name__ == "__main__":
-    raise SystemExit(main())
+    raise SystemExit(run_subcommand(__doc__, SUBCOMMANDS))

@@ -21,6 +21,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import textwrap
 import time
 from pathlib import Path
 from typing import Callable
@@ -237,6 +238,24 @@ def publish(key: str, result: dict | None, markdown: str, out_dir: str | Path = 
     md.write_text(replace_section(text, key, section_text(key, markdown)))
     log(f"wrote section '{key}' of {md}")
     return md
+
+
+def run_subcommand(doc: str, subcommands: dict[str, tuple[Callable[[], object], str]]) -> int:
+    """A script of several measurements: the one named first runs with the
+    rest of the command line; none, or --help: the list of them."""
+    if len(sys.argv) < 2 or sys.argv[1] not in subcommands:
+        asked = "--help" in sys.argv or "-h" in sys.argv
+        listed = "\n".join(textwrap.fill(text.split("\n\n")[0].replace("\n", " "), 79,
+                                         initial_indent=f"  {name:<12} ", subsequent_indent=" " * 15)
+                           for name, (_, text) in subcommands.items())
+        print(f"usage: {sys.argv[0]} {{{','.join(subcommands)}}} [options]\n\n{doc.split(chr(10) * 2, 1)[0]}"
+              f"\n\nsubcommands:\n{listed}", file=sys.stdout if asked else sys.stderr)
+        return 0 if asked else 2
+    name = sys.argv.pop(1)
+    run, _ = subcommands[name]
+    sys.argv[0] = f"{sys.argv[0]} {name}"   # argparse's usage line names the subcommand
+    run()
+    return 0
 
 
 def write_results(out_dir: str, name: str, result: dict, markdown: Callable[[dict], str]) -> None:
