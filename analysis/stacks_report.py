@@ -85,23 +85,29 @@ def off_cpu_block(doc: dict, top: int = 8) -> list[str]:
 
 
 def io_block(doc: dict, top: int = 8) -> list[str]:
-    """The I/O system calls: how many, how much and how long, per call and
-    for the files that took the most time."""
+    """The I/O system calls of the load's threads (the client connections),
+    where the capture holds them apart: how many, how much and how long, per
+    call and for the files that took the most time; all threads' totals beside."""
     io = doc.get("io") or {}
     if io.get("status") != "collected":
         return []
-    waits = [f for f in io["by_file"] if f["file"] == ASYNC_COMPLETIONS]
+    scoped = io.get("load")
+    shown = scoped if scoped is not None else io
+    waits = [f for f in shown["by_file"] if f["file"] == ASYNC_COMPLETIONS]
     waited = f" ({fmt(waits[0]['s'] * 1e9)} of it waiting for async completions)" if waits else ""
+    whose = "of the load's threads (client connections)" if scoped is not None else "over all threads"
     lines = [""] + textwrap.wrap(
-        f"I/O system calls: {io['calls']} calls, {size(io['bytes'])}, {fmt(io['s'] * 1e9)} in them over all "
-        f"threads{waited}" + (f", {io['errors']} failed" if io["errors"] else "") + _on_phases(io, doc), 80,
-        subsequent_indent="  ")
-    if io["by_call"]:
+        f"I/O system calls {whose}: {shown['calls']} calls, {size(shown['bytes'])}, {fmt(shown['s'] * 1e9)} in "
+        f"them{waited}" + (f", {shown['errors']} failed" if shown["errors"] else "")
+        + (f"; all threads: {io['calls']} calls, {size(io['bytes'])}, {fmt(io['s'] * 1e9)}, the rest the server's "
+           "background threads (io.svg shows the load's threads)" if scoped is not None else "")
+        + _on_phases(io, doc), 80, subsequent_indent="  ")
+    if shown["by_call"]:
         lines += textwrap.wrap("calls: " + ", ".join(
             f"{c['call']} {c['calls']}" + (f" {size(c['bytes'])}" if c["bytes"] else "") + f" {fmt(c['s'] * 1e9)}"
-            for c in io["by_call"][:6]), 80, initial_indent="  ", subsequent_indent="    ")
+            for c in shown["by_call"][:6]), 80, initial_indent="  ", subsequent_indent="    ")
         lines.append(f"  {'time':>7} {'calls':>8} {'read':>9} {'written':>9} {'syncs':>6}  file")
-        for f in [f for f in io["by_file"] if f["file"] != ASYNC_COMPLETIONS][:top]:
+        for f in [f for f in shown["by_file"] if f["file"] != ASYNC_COMPLETIONS][:top]:
             lines.append(f"  {fmt(f['s'] * 1e9):>7} {f['calls']:>8} {size(f['read_bytes']):>9} "
                          f"{size(f['write_bytes']):>9} {f['syncs']:>6}  {_clip(f['file'], 36)}")
     if io.get("dropped"):

@@ -16,6 +16,7 @@ from mysqlprobe.collectors.base import CollectorUnavailable, Facts, Section
 from mysqlprobe.collectors.kernel.phased import PhasedBpfCollector, PhasedPrograms
 from mysqlprobe.collectors.cpu.perf import KERNEL_SUFFIX, fold_samples
 from mysqlprobe.flamegraphs.folded import Folded
+from mysqlprobe.flamegraphs.stacks import is_connection_stack
 from mysqlprobe.probes import abi
 from mysqlprobe.probes.abi import InCall, IoKey, IoValue, OpenedKey, Path
 from dataclasses import dataclass
@@ -196,6 +197,13 @@ def fold_io(records: list[IoRecord], user_name, labels, comms: dict[int, str], p
     return {file: fold_samples(s, thread_names) for file, s in samples.items()}
 
 
+def connection_records(records: list[IoRecord], user_name, thread_names: dict[int, str], comms: dict[int, str],
+                       process_comm: str) -> list[IoRecord]:
+    """The client connections' calls: the load's, not the background threads' own."""
+    return [r for r in records if is_connection_stack(";".join(
+        [thread_names.get(r.tid) or comms.get(r.tid, process_comm)] + [user_name(a) for a in reversed(r.user)]))]
+
+
 def summarize(records: list[IoRecord], labels) -> dict:
     """Totals, per call and per file (the top ones by time)."""
     totals = {"calls": 0, "bytes": 0, "ns": 0, "errors": 0}
@@ -262,7 +270,9 @@ class IoCollector(PhasedBpfCollector):
         records = self.session.records()
         user = self._user_names((a for r in records for a in r.user), facts)
         folded = fold_io(records, user, self.fds.label, facts.comms, facts.process_comm, facts.thread_names)
+        load = connection_records(records, user, facts.thread_names, facts.comms, facts.process_comm)
         record = {"status": "collected", **summarize(records, self.fds.label),
+                  "load": summarize(load, self.fds.label),
                   "dropped": self.session.dropped(abi.IO_DROPPED),
                   **({"on_s": round(self.on_s, 6)} if self.paced else {})}
         fields = {IO_FILE: "stacks_file", IO_BYTES_FILE: "bytes_file", IO_CALLS_FILE: "calls_file"}

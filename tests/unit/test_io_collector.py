@@ -144,3 +144,18 @@ def test_the_report_keeps_async_waits_apart_from_the_files():
     assert "(7ms of it waiting for async completions)" in " ".join(text.split())
     files = [line.split()[-1] for line in lines if line.endswith((".ibd", "ibdata1", "completions)"))]
     assert files == ["test/t1.ibd", "d/ibdata1"] and "io_getevents 3" in text
+
+
+def test_the_report_leads_with_the_load_threads_io():
+    from mysqlprobe.analysis.stacks_report import io_block
+
+    records = _records()
+    names = {0x10: "main", 0x20: "row_ins", 0x30: "os_file_write", 0x40: "buf_read"}
+    load = io.connection_records(records, names.get, {11: "thread/sql/one_connection",
+                                                       12: "thread/innodb/io_read_thread"}, {}, "mysqld")
+    assert [r.tid for r in load] == [11, 11]          # the io thread's reads and waits are not the load's
+    section = {"status": "collected", **io.summarize(records, _labels), "load": io.summarize(load, _labels),
+               "dropped": {}}
+    text = " ".join("\n".join(io_block({"io": section, "window": {"duration_s": 2.0}})).split())
+    assert text.startswith("I/O system calls of the load's threads (client connections): 15 calls, 208.0KiB")
+    assert "all threads: 23 calls" in text and "d/ibdata1" not in text
