@@ -91,14 +91,15 @@ def io_block(doc: dict, top: int = 8) -> list[str]:
     io = doc.get("io") or {}
     if io.get("status") != "collected":
         return []
-    scoped = io.get("load")
+    scoped = io.get("load") if (io.get("load") or {}).get("calls") else None   # none: all threads, as before
     shown = scoped if scoped is not None else io
     waits = [f for f in shown["by_file"] if f["file"] == ASYNC_COMPLETIONS]
     waited = f" ({fmt(waits[0]['s'] * 1e9)} of it waiting for async completions)" if waits else ""
-    whose = "of the load's threads (client connections)" if scoped is not None else "over all threads"
+    whose = "of the load's threads (client connections)" if scoped is not None else ""
     lines = [""] + textwrap.wrap(
-        f"I/O system calls {whose}: {shown['calls']} calls, {size(shown['bytes'])}, {fmt(shown['s'] * 1e9)} in "
-        f"them{waited}" + (f", {shown['errors']} failed" if shown["errors"] else "")
+        f"I/O system calls{' ' + whose if whose else ''}: {shown['calls']} calls, {size(shown['bytes'])}, "
+        f"{fmt(shown['s'] * 1e9)} in them{'' if whose else ' over all threads'}{waited}"
+        + (f", {shown['errors']} failed" if shown["errors"] else "")
         + (f"; all threads: {io['calls']} calls, {size(io['bytes'])}, {fmt(io['s'] * 1e9)}, the rest the server's "
            "background threads (io.svg shows the load's threads)" if scoped is not None else "")
         + _on_phases(io, doc), 80, subsequent_indent="  ")
