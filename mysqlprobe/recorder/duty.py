@@ -140,8 +140,9 @@ class DutyCycles:
                 self._ordinary_phases += 1
             burst = not quiet and self._burst_due() and self._burst(True)
             ended = False
-            if burst and off_s - (time.monotonic() - off_t0) > BURST_MAX_S:
-                ended, speed_from = self._burst_for(BURST_MAX_S, speed_from)
+            cap = BURST_MAX_S if self._burst_wanted else max(ORDINARY_FIRST_S - self.burst_s, 0.0)
+            if burst and off_s - (time.monotonic() - off_t0) > cap:
+                ended, speed_from = self._burst_for(cap, speed_from)
                 burst = False
             tail, compared = None, True
             if not ended and quiet:
@@ -224,7 +225,10 @@ class DutyCycles:
         costs this kind of host about 20 us (4999 Hz slowed one thread
         1.12x), so burst phases are no speed to pace against."""
         if not self._burst_wanted:
-            return False
+            # whatever the probes saw called, the first half second of ordinary
+            # off-time bursts: a window of a second or two has no other off-time,
+            # and its figures per call rest on the bursts where its cycles are few
+            return self.burst_s < ORDINARY_FIRST_S and self.ordinary_phase_s < ORDINARY_FIRST_S
         if self.burst_rows is None:
             return self.burst_s <= self.ordinary_phase_s - self.burst_s
         return self.burst_rows <= self.off_rows

@@ -685,12 +685,18 @@ def test_without_a_row_counter_bursts_keep_their_seconds(clock):
     assert sum(burst.switches) >= 2
 
 
-def test_no_burst_while_no_short_function_was_called(clock):
+def test_while_no_short_function_was_called_the_bursts_take_the_first_half_second_only(clock):
+    # a window of a second or two rests its figures per call on them; a long one pays no more
+    from mysqlprobe.recorder.duty import ORDINARY_FIRST_S
     t0 = clock.monotonic()
     rows = lambda: int((clock.monotonic() - t0) * 20_000)  # noqa: E731
-    cycles, burst, _ = bursting_cycles(rows, clock, burst_for={7})   # probe 7 (a partition lookup) never called
+    cycles, burst, _ = bursting_cycles(rows, clock, burst_for={7}, seconds=6.0)   # probe 7 never called
     cycles.run((t0, rows()))
-    assert burst.switches == [] and cycles.record(0.10)["burst_s"] == 0
+    record = cycles.record(0.10)
+    assert 0 < record["burst_s"] <= ORDINARY_FIRST_S + 0.05 and not burst.on
+    offs = [o for c in cycles.cycles for o in c.get("off", [])]
+    assert offs[0].get("burst") or offs[1].get("burst")          # from the first off-phase on
+    assert sum(o["s"] for o in offs if not o.get("burst")) > 4 * record["burst_s"]
 
 
 class _SlowedLoad:
