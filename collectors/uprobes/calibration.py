@@ -355,6 +355,12 @@ class CalibrationCollector(Collector):
         self.session = session
         return self.calibrator.calibrate(session, self.earlier)
 
+    def record_in_situ(self, factor: float | None) -> None:
+        """What the on-phases showed the probes cost in the target against
+        their calibration (None: not measured), for the capture."""
+        if factor is not None and self.calibrator is not None:
+            self.calibrator.in_situ = factor
+
     def kept(self) -> dict:
         """The bursts to keep for the next run (after stop())."""
         return self.calibrator.kept() if self.calibrator else {}

@@ -415,13 +415,12 @@ class DutyCycles:
                                              elapsed_s=off_t0 - window_t0, signed_lost_s=signed, in_phase=in_phase)
         return on_s, off_s, off_t0, speed_from
 
-    def measure_in_situ_cost(self) -> None:
-        """What the on-phases show the probes cost the target, against their calibration."""
+    def in_situ_factor(self) -> float | None:
+        """What the on-phases show the probes cost the target, against their
+        calibration (None: the cycles cannot tell)."""
         cal = self.calibration.current()
-        factor = in_situ_factor([{**c, "row_calls": [c["row_calls"].get(s.index, 0) for s in self.specs]}
-                                 for c in self.cycles], [cal.pair_of(s) for s in self.specs])
-        if factor is not None:
-            self.calibration.calibrator.in_situ = factor
+        return in_situ_factor([{**c, "row_calls": [c["row_calls"].get(s.index, 0) for s in self.specs]}
+                               for c in self.cycles], [cal.pair_of(s) for s in self.specs])
 
     def _gap_s(self, quiet: bool) -> float:
         """Zero-row off-phases of a kind inside the load's span: gaps in

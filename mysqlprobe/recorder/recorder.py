@@ -248,7 +248,7 @@ class Recorder:
                                               {s.index for s in latency.specs
                                                if s.stage is None or s.stage in SHORT_STAGES}))
             rows_at_end = cycles.run(started)
-            cycles.measure_in_situ_cost()
+            self.collectors["calibration"].record_in_situ(cycles.in_situ_factor())
             sampling = cycles.record(o.budget)
         elapsed, own_cpu = win.elapsed(), own_cpu_seconds() - own_cpu0
         if self.control.signals:
