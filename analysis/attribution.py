@@ -97,6 +97,7 @@ def without(edges: dict, stages: set[str]) -> dict:
 
 
 def stage_totals(edges: dict) -> dict[str, float]:
+    """Per stage, its edges' ns summed over its callers."""
     out: dict[str, float] = {}
     for (stage, _), v in edges.items():
         out[stage] = out.get(stage, 0.0) + v["ns"]
@@ -113,10 +114,9 @@ def probe_tree(edges: dict, partitions: dict | None = None, marks: dict[str, str
     marks: stage -> "<" (its time an upper bound) or "?" (withheld); a
     caller of a marked stage has no exclusive time of its own printed."""
     marks = marks or {}
-    total: dict[str, float] = {}
+    total = stage_totals(edges)
     children: dict = {}
     for (stage, parent), v in edges.items():
-        total[stage] = total.get(stage, 0.0) + v["ns"]
         children.setdefault(parent, []).append((stage, v))
 
     def node(stage: str, ns: float, calls: float, path: frozenset) -> dict:
@@ -245,7 +245,8 @@ def attribute(doc: dict, parts: dict[str, list[dict]], top: int = 3,
             stage_ns, stages_from = [(UNKNOWN_STAGE, in_window // PS_PER_NS)], "none"
         # the figures (a bound's own measure in its place) decide whether the thread's
         # history fell short, and cap the probes' cost
-        measured = sum(r["inclusive_ns"] for r in probe_tree(as_printed(edges, base, measures)))
+        measured = sum(round(v["ns"]) for (_, parent), v in as_printed(edges, base, measures).items()
+                       if parent is None)   # the tree's roots
         history_short = join == "thread" and measured > in_window // PS_PER_NS
         tree = probe_tree(as_printed(edges, base, figures), parts, marks)
         probed = sum(r["inclusive_ns"] for r in tree)
