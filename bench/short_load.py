@@ -256,6 +256,7 @@ def main() -> int:
     if args.render:
         write_results(args.out, "short_load", stored("short_load", args.out), markdown)
         return 0
+    host = machine()   # once, before the runs: its commit is the tree's as it ran
     sb = sandbox.Sandbox("10.2.11", instance="bench")
     pid = sb.start(log)
     runs = []
@@ -266,10 +267,10 @@ def main() -> int:
                                     [float(x) for x in args.lead.split(",")], Path(tmp))
     finally:
         sb.stop()
-    result = {"date": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"), "commit": machine()["commit"],
+    result = {"date": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"), "commit": host["commit"],
               "command": f"bench/short_load.py --repeats {args.repeats} --seconds {args.seconds} "
                          f"--shapes {args.shapes} --lead {args.lead}",
-              "machine": machine(), "runs": runs}
+              "machine": host, "runs": runs}
     write_results(args.out, "short_load", result, markdown)
     return 0
 
