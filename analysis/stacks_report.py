@@ -64,7 +64,9 @@ def off_cpu_block(doc: dict, top: int = 8) -> list[str]:
         return []
     window = doc["window"]["duration_s"]
     total = sum(t["us"] for t in off["threads"]) or 1
-    load = sum(t["us"] for t in off["threads"] if "one_connection" in t["thread"])
+    load = off.get("load_us")
+    if load is None:   # a capture from before load_us: the connection threads by name
+        load = sum(t["us"] for t in off["threads"] if "one_connection" in t["thread"])
     # the load's threads first: the background threads' idle waits are no part of the statements' time
     every = (f"blocked {fmt(off['blocked_s'] * 1e9)}, waiting for a CPU {fmt(off['waiting_for_cpu_s'] * 1e9)}"
              f"{'' if load else ' over all threads'}, {off['switches']} switches (window {window:.2f}s)")

@@ -13,7 +13,7 @@ from mysqlprobe.collectors.kernel.phased import PhasedBpfCollector, PhasedProgra
 from mysqlprobe.collectors.cpu.perf import KERNEL_SUFFIX, fold_samples
 from mysqlprobe.collectors.target.addresses import UNKNOWN
 from mysqlprobe.flamegraphs.folded import Folded
-from mysqlprobe.flamegraphs.stacks import stacks_summary
+from mysqlprobe.flamegraphs.stacks import connection_stacks, stacks_summary
 from mysqlprobe.probes import abi
 from mysqlprobe.probes.abi import Away, OffCpuKey, OffCpuValue
 from dataclasses import dataclass
@@ -133,6 +133,8 @@ class OffCpuCollector(PhasedBpfCollector):
                   "threads": [{"thread": t["thread"], "us": t["samples"]} for t in summary["threads"]],
                   "top_self": [{"function": f["function"], "us": f["samples"], "share": f["share"]}
                                for f in summary["top_self"]],
+                  # the client connections' time, picked as offcpu.svg picks them
+                  "load_us": connection_stacks(folded).total,
                   "dropped": self.session.dropped(abi.OFFCPU_DROPPED),
                   **({"on_s": round(self.on_s, 6)} if self.paced else {})}
         return Section(self.name, {self.name: record}, list(self.notes), self._cost(),

@@ -382,6 +382,11 @@ def test_off_cpu_block_names_where_the_threads_waited():
     assert "mysqld/srv_master_thread 2s" in threads and "thread/sql/one_connection 504ms" in threads
     assert "1.5s  59.9%  do_fsync_[k]" in "\n".join(block)     # of all the time off CPU
     assert "incomplete: stack map full (3)" in block[-2]
+    # the capture's own pick of the connections (their stacks, as offcpu.svg's) over the thread names:
+    # a thread pool's workers are not named one_connection
+    doc["off_cpu"]["load_us"] = 731_000
+    head = " ".join(render_text(Profile(doc)).split("\noff-CPU of ")[1].split())
+    assert head.startswith("the load's threads (client connections): 731ms; all threads")
 
 
 def test_overhead_line_gives_the_measured_slowdown_and_each_collectors_cost():
