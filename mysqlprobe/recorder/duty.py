@@ -38,6 +38,13 @@ MAX_QUIET_SHARE = 0.9
 # and a figure 1.7x the truth): the rest at the start of quiet phases
 BURST_FLOOR_SHARE = 0.2
 MIN_QUIET_ROWS = 200  # rows in quiet and ordinary off-phases before their speeds are compared
+# an on-phase the load started in is held on this much longer, while the on-phases
+# have counted fewer than HOLD_ROWS: its calls per row then span more than the
+# load's first moments. A 1-s statement's one on-phase caught its first 1 ms, and
+# a row read off by tens of us put calls per row 3% out (the count with it)
+HOLD_S = 0.03
+HOLD_ROWS = 2000
+MAX_HOLDS = 2
 
 
 def difference(after: int | None, before: int | None) -> int | None:
@@ -80,6 +87,7 @@ class DutyCycles:
         self._idle_phases: list[tuple[float, float, bool]] = []  # zero-row off-phases: (end, seconds, quiet)
         self.pacer = Pacer(budget, on_s=ON_PHASE_S, min_on_s=MIN_ON_S, max_off_s=MAX_OFF_S)
         self.cycles: list[dict] = []
+        self.holds = 0  # on-phases held on (HOLD_S) for their rows
         self.opened = time.monotonic()  # the window's opening (run() is given it): phases are timed from it
         self.off_rows, self.off_s = 0, 0.0  # every clean off-phase, summed: the load's speed unprobed
         self.quiet_rows, self.quiet_s = 0, 0.0  # the quiet ones, summed: its speed with nothing of ours on
@@ -115,6 +123,13 @@ class DutyCycles:
         phases come as ever."""
         first, last = self._span_rows
         return first is not None and last is not None and last - first >= self.pacer.min_rows
+
+    def _hold_wanted(self, rows: int | None) -> bool:
+        """Whether an on-phase that counted `rows` stays on HOLD_S longer:
+        the load moved in it, and the on-phases so far counted too few rows
+        for calls per row to stand on."""
+        counted = sum(c["rows"] or 0 for c in self.cycles)
+        return bool(rows) and self.holds < MAX_HOLDS and counted + rows < HOLD_ROWS
 
     def _counts(self) -> dict[int, int]:
         return self.session.calls(self._indices)
@@ -356,6 +371,11 @@ class DutyCycles:
         calls0, rows0, read0, width0 = rows_and_calls(self.rows_changed, self._counts)
         ended = self.window.wait(on_s)
         calls1, rows1, read1, width1 = rows_and_calls(self.rows_changed, self._counts)
+        held = not ended and self._hold_wanted(difference(rows1, rows0))
+        if held:
+            self.holds += 1
+            ended = self.window.wait(HOLD_S)
+            calls1, rows1, read1, width1 = rows_and_calls(self.rows_changed, self._counts)
         self.session.stop()
         for c in self.paced:
             c.pause()
@@ -377,7 +397,8 @@ class DutyCycles:
                  "row_s": round(read1 - read0, 6),
                  # the calls read around each rows query this far apart: the rows sit at their middle
                  "read_s": [round(width0, 6), round(width1, 6)],
-                 "row_calls": {i: calls1[i] - calls0[i] for i in now if calls1[i] != calls0[i]}}  # may end in .5
+                 "row_calls": {i: calls1[i] - calls0[i] for i in now if calls1[i] != calls0[i]},  # may end in .5
+                 **({"held_s": HOLD_S} if held else {})}
         self.cycles.append(cycle)
         return cycle, rows1 if ended else False
 

@@ -773,3 +773,36 @@ def test_the_first_cycles_attach_is_repaid_once_not_pooled():
     blind.off_phase(12_500, 1.0)
     blind.next_phases(0.02, 0.03, 0.060, 0.0, elapsed_s=0.03, signed_lost_s=0.060)
     assert blind.lost_per_on_s == pytest.approx(3.0)
+
+
+def _held_cycles(clock, starts_after_s: float | None) -> list[dict]:
+    """A 1.5-s window's cycles over a load of 200,000 rows/s that starts
+    starts_after_s into the first on-phase (None: no load at all)."""
+    latency = SimpleNamespace(session=_Session(), specs=[])
+    window = Window(os.getpid(), 1.5, Control(stop=clock), "stopped", lambda: 0)
+    calibration = SimpleNamespace(current=lambda: SimpleNamespace(classes={}, pair_of=lambda s: 0.0))
+    t0 = clock.monotonic()
+
+    def rows() -> int:
+        if starts_after_s is None:
+            return 0
+        return int(max(clock.monotonic() - t0 - starts_after_s, 0.0) * 200_000)
+    cycles = DutyCycles(latency, calibration, window, 0.10, rows)
+    cycles.run((t0, rows()))
+    return cycles.cycles
+
+
+def test_an_on_phase_the_load_started_in_is_held_for_its_rows(clock):
+    # the load starts 5 ms before the first on-phase would end: 1,000 rows in it
+    cycles = _held_cycles(clock, 0.015)
+    first = cycles[0]
+    assert first["held_s"] == duty.HOLD_S
+    assert first["rows"] >= 200_000 * duty.HOLD_S     # calls per row over 35 ms of the load, not 5
+    assert first["on_s"] >= 0.02 + duty.HOLD_S
+    # once the on-phases have counted HOLD_ROWS, none is held again
+    assert not any("held_s" in c for c in cycles[1:])
+
+
+def test_no_on_phase_is_held_without_a_load(clock):
+    cycles = _held_cycles(clock, None)
+    assert len(cycles) > 3 and not any("held_s" in c for c in cycles)
