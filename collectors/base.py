@@ -151,6 +151,19 @@ def lower_thread_priority(by: int) -> None:
         pass
 
 
+@dataclass(frozen=True)
+class Phases:
+    """Where a collector comes in each of the recorder's phases, lower
+    first: begin (its slow part set going), prepare, start and collect; stop
+    and close go in the reverse of start. Each collector declares its own,
+    with the reason beside it, and the recorder sorts by them."""
+
+    begin: int
+    prepare: int
+    start: int
+    collect: int
+
+
 class Collector:
     """Base of every collector; subclasses override what they need.
 
@@ -170,6 +183,7 @@ class Collector:
     turning it on and off; the quiet phases stay clean of it."""
 
     name = "collector"
+    phases = Phases(begin=50, prepare=50, start=50, collect=50)
     can_pace = False
     can_quiet = False
     can_burst = False

@@ -30,7 +30,7 @@ from __future__ import annotations
 import os
 from collections import Counter
 
-from mysqlprobe.collectors.base import CollectorUnavailable, Cost, Facts, Section
+from mysqlprobe.collectors.base import CollectorUnavailable, Cost, Facts, Phases, Section
 from mysqlprobe.collectors.cpu.perf import read_perf_script
 from mysqlprobe.collectors.cpu.perf_record import (PerfProcessCollector, PerfRecorder, PerfUnavailable, Unwinding,
                                                choose_unwinding)
@@ -131,6 +131,9 @@ class CpuBurstCollector(PerfProcessCollector):
     the ordinary off-phases only (resume() and pause() from the duty cycles)."""
 
     name = "cpu_bursts"
+    # its perf begins before the window's and is collected after it: each perf's
+    # CPU (its children's between its start and end) then leaves the other's out
+    phases = Phases(begin=0, prepare=20, start=40, collect=90)
     can_burst = True
     unavailable_note = "CPU bursts: {error}; short functions' costs come from the probes alone"
 

@@ -19,7 +19,7 @@ import time
 
 from mysqlprobe.collectors import libbpf
 from mysqlprobe.collectors.target.addresses import UNKNOWN, UPROBES, file_mappings, special_mappings
-from mysqlprobe.collectors.base import Cost, Facts, Section
+from mysqlprobe.collectors.base import Cost, Facts, Phases, Section
 from mysqlprobe.collectors.cpu.cpu_bursts import burst_time_of
 from mysqlprobe.collectors.kernel.phased import PhasedBpfCollector, PhasedPrograms
 from mysqlprobe.collectors.cpu.perf import KERNEL_SUFFIX, STACKS_FILE, fold_samples
@@ -194,6 +194,7 @@ class CpuProfileCollector(BpfSampling):
     sampler took them), on all window but in the quiet phases."""
 
     name = "perf"
+    phases = Phases(begin=10, prepare=30, start=45, collect=60)  # as perf record's (collectors/cpu/perf.py)
     can_quiet = True
     label, lacks = "CPU sampling in BPF", "CPU stacks (--sampler perf samples with the perf tool)"
 
@@ -241,6 +242,7 @@ class CpuBurstSampler(BpfSampling):
     ordinary off-phases the duty cycles give them, off from the start."""
 
     name = "cpu_bursts"
+    phases = Phases(begin=0, prepare=20, start=40, collect=90)  # as perf's bursts (collectors/cpu/cpu_bursts.py)
     can_burst = True
     label, lacks = "CPU bursts in BPF", "CPU bursts (short functions' costs come from the probes alone)"
 

@@ -14,7 +14,7 @@ import subprocess
 import time
 from collections import Counter
 
-from mysqlprobe.collectors.base import Cost, Facts, Section
+from mysqlprobe.collectors.base import Cost, Facts, Phases, Section
 from mysqlprobe.collectors.cpu.perf_record import (DEFAULT_FREQUENCY, PerfProcessCollector, PerfRecorder, PerfUnavailable,
                                                choose_unwinding, perf_binary)
 from mysqlprobe.collectors.kernel.process import cpu_seconds
@@ -151,6 +151,9 @@ class PerfCollector(PerfProcessCollector):
     collector makes after it should see the conditions of the window."""
 
     name = "perf"
+    # perf record starts early (reading the kernel's symbols takes 0.1-0.5 s under
+    # load) and before the calibration, which should see the probes' cost with it on
+    phases = Phases(begin=10, prepare=30, start=45, collect=60)
     can_quiet = True
     unavailable_note = "CPU sampling: {error}; the report has no stacks"
 

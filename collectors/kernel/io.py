@@ -12,7 +12,7 @@ import time
 from collections import defaultdict
 
 from mysqlprobe.collectors import libbpf
-from mysqlprobe.collectors.base import CollectorUnavailable, Facts, Section
+from mysqlprobe.collectors.base import CollectorUnavailable, Facts, Phases, Section
 from mysqlprobe.collectors.kernel.phased import PhasedBpfCollector, PhasedPrograms
 from mysqlprobe.collectors.cpu.perf import KERNEL_SUFFIX, fold_samples
 from mysqlprobe.flamegraphs.folded import Folded
@@ -242,6 +242,8 @@ class IoCollector(PhasedBpfCollector):
     paced: each call costs the two programs' runs)."""
 
     name = "io"
+    # its BPF object loads first in prepare, while a perf record starts
+    phases = Phases(begin=60, prepare=10, start=55, collect=80)
     session_type = IoSession
     label, lacks = "I/O system calls", "I/O stacks"
 

@@ -8,7 +8,7 @@ import ctypes
 import time
 
 from mysqlprobe.collectors import libbpf
-from mysqlprobe.collectors.base import Facts, Section
+from mysqlprobe.collectors.base import Facts, Phases, Section
 from mysqlprobe.collectors.kernel.phased import PhasedBpfCollector, PhasedPrograms
 from mysqlprobe.collectors.cpu.perf import KERNEL_SUFFIX, fold_samples
 from mysqlprobe.collectors.target.addresses import UNKNOWN
@@ -119,6 +119,8 @@ class OffCpuCollector(PhasedBpfCollector):
     it."""
 
     name = "off_cpu"
+    # its BPF object loads first in prepare, while a perf record starts
+    phases = Phases(begin=50, prepare=0, start=50, collect=70)
     session_type = OffCpuSession
     label, lacks = "off-CPU time", "off-CPU stacks"
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 import os
 import time
 
-from mysqlprobe.collectors.base import Collector, Cost, CpuClock, Facts, Section
+from mysqlprobe.collectors.base import Collector, Cost, CpuClock, Facts, Phases, Section
 from dataclasses import dataclass, field
 
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
@@ -176,6 +176,9 @@ class ProcessCollector(Collector):
     """mysqld and the host over the window: two snapshots."""
 
     name = "process"
+    # its first snapshot close to the window's opening; collected early, the
+    # threads' comms name the stacks collected after it
+    phases = Phases(begin=70, prepare=70, start=20, collect=10)
 
     def __init__(self, pid: int):
         super().__init__()

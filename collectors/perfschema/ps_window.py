@@ -11,7 +11,7 @@ from __future__ import annotations
 import time
 
 from mysqlprobe.collectors.perfschema import connection
-from mysqlprobe.collectors.base import Background, Collector, Cost, Facts, Section, hold_if_asked
+from mysqlprobe.collectors.base import Background, Collector, Cost, Facts, Phases, Section, hold_if_asked
 from mysqlprobe.collectors.perfschema.connection import ConnectOptions, pymysql
 from mysqlprobe.collectors.safety.guard_process import GuardProcess
 from mysqlprobe.collectors.perfschema.perfschema import (PerfSchema, deltas, leave_out_own_statements, rows_changed,
@@ -60,6 +60,9 @@ def thread_names(record: dict | None) -> dict[int, str]:
 
 class PerfSchemaCollector(Collector):
     name = "perf_schema"
+    # started before the samplers (its setup queries are not the window's);
+    # collected first, its thread names name the stacks collected after it
+    phases = Phases(begin=40, prepare=60, start=10, collect=0)
 
     def __init__(self, pid: int, opts: ConnectOptions, waits: str = "io", full_sql: bool = False,
                  whole_window: bool = False):

@@ -23,7 +23,7 @@ import threading
 import time
 
 from mysqlprobe import probes
-from mysqlprobe.collectors.base import Collector, Cost, Facts, Section
+from mysqlprobe.collectors.base import Collector, Cost, Facts, Phases, Section
 from mysqlprobe.collectors.kernel.process import cpu_seconds
 from mysqlprobe.collectors.target.symbols import load_binary
 from mysqlprobe.collectors.uprobes.uprobe import ProbeGroup, ProbeSpec
@@ -328,6 +328,9 @@ class CalibrationCollector(Collector):
     against, and its cost would go unseen."""
 
     name = "calibration"
+    # prepared once the samplers run (the probes' cost measured as in the window),
+    # before the probes it calibrates; started first, its helper's bursts go on
+    phases = Phases(begin=20, prepare=40, start=0, collect=30)
     can_quiet = True
 
     def __init__(self, first_index: int, earlier: dict | None = None):

@@ -8,7 +8,7 @@ from __future__ import annotations
 import time
 
 from mysqlprobe.collectors import libbpf
-from mysqlprobe.collectors.base import Background, Collector, Cost, Facts, Section
+from mysqlprobe.collectors.base import Background, Collector, Cost, Facts, Phases, Section
 from mysqlprobe.collectors.safety.breakpoints import (BreakpointGuard, probed_offsets, remove_left_breakpoints,
                                                sentinel_offset)
 from mysqlprobe.collectors.uprobes.calibration import Calibration, CalibrationCollector
@@ -99,6 +99,10 @@ class LatencyCollector(Collector):
     and takes the target's probes off; the helper's stay until close()."""
 
     name = "uprobe"
+    # its BPF object begins loading early (the attach waits for it, not for the
+    # others'); prepared after the calibration it needs; started last: its attach
+    # opens the window
+    phases = Phases(begin=30, prepare=50, start=100, collect=20)
 
     def __init__(self, pid: int, exe: str, specs: list[ProbeSpec], calibration: CalibrationCollector,
                  corrected: bool = True, verbose: bool = False, full_sql: bool = False):
@@ -161,6 +165,23 @@ class LatencyCollector(Collector):
     def can_duty_cycle(self) -> bool:
         """Attaching and detaching take one system call each (uprobe_multi links)."""
         return self.session.link_kind == "uprobe_multi"
+
+    @property
+    def probes(self) -> UprobeSession:
+        """The attached probes, for the duty cycles to drive (recorder/duty.py Probes)."""
+        assert self.session is not None, "prepare() first"
+        return self.session
+
+    def keep_statements_out(self, tids) -> None:
+        """Statements of these threads (mysqlprobe's own connections) are not kept."""
+        self.probes.keep_statements_out(tids)
+
+    def total_calls(self) -> int:
+        return self.probes.total_calls()
+
+    @property
+    def attached_count(self) -> int:
+        return self.probes.attached_count
 
     def start(self) -> None:
         self.switches.start()

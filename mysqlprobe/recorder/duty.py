@@ -8,12 +8,12 @@ import math
 import time
 
 from mysqlprobe.collectors.uprobes.calibration import CalibrationCollector
-from mysqlprobe.collectors.uprobes.latency import LatencyCollector
 from mysqlprobe.errors import BpfError
 from mysqlprobe.recorder.pacing import Pacer, in_situ_factor, paired_lead
 from mysqlprobe.recorder.reads import rows_and_calls
 from mysqlprobe.recorder.window import Window, alive
 from dataclasses import dataclass
+from typing import Protocol, Sequence
 
 ON_PHASE_S = 0.05    # probes on, per duty cycle
 MAX_OFF_S = 2.0      # longest gap between two on-phases
@@ -51,6 +51,24 @@ def difference(after: int | None, before: int | None) -> int | None:
     return None if after is None or before is None else after - before
 
 
+class Probes(Protocol):
+    """What the duty cycles drive of the probes (collectors/uprobes/uprobe.py's
+    session): attach and detach them, count with them on or off, read their
+    calls and corrected time."""
+
+    def attach_target(self) -> None: ...
+
+    def detach_target(self) -> None: ...
+
+    def start(self) -> None: ...
+
+    def stop(self) -> None: ...
+
+    def calls(self, indices) -> dict[int, int]: ...
+
+    def calls_and_time(self, indices) -> dict[int, tuple[int, int]]: ...
+
+
 @dataclass
 class Bursts:
     """Collectors on in every other ordinary off-phase (they sample the code
@@ -66,10 +84,10 @@ class DutyCycles:
     when run() is called. cycles: per cycle its on-time, calls per probe,
     the rows the server changed and the time the load lost."""
 
-    def __init__(self, latency: LatencyCollector, calibration: CalibrationCollector, window: Window,
+    def __init__(self, probes: Probes, specs: Sequence, calibration: CalibrationCollector, window: Window,
                  budget: float, rows_changed, paced: list | None = None, quieted: list | None = None,
                  bursts: Bursts | None = None):
-        self.session, self.specs = latency.session, latency.specs
+        self.probes, self.specs = probes, specs
         self.paced = paced or []  # on with the probes, so their cost is in what each cycle measures
         # on all along but off in every other off-phase (quiet), whose speed is the load's own
         self.quieted = quieted or []
@@ -132,7 +150,7 @@ class DutyCycles:
         return bool(rows) and self.holds < MAX_HOLDS and counted + rows < HOLD_ROWS
 
     def _counts(self) -> dict[int, int]:
-        return self.session.calls(self._indices)
+        return self.probes.calls(self._indices)
 
     def run(self, started: tuple[float, int | None]) -> int | None:
         """Until the window ends; the server's rows counter then."""
@@ -145,7 +163,7 @@ class DutyCycles:
             cycle, rows_at_end = self._on_phase(on_s, on_t0)
             if rows_at_end is not False:
                 return rows_at_end
-            self.session.detach_target()
+            self.probes.detach_target()
             phases = self._pace(cycle, cycle_t0, cycle_rows0, started[0])
             if phases is None:
                 return self.rows_changed()
@@ -180,7 +198,7 @@ class DutyCycles:
             for c in self.paced:
                 c.resume()
             on_t0 = time.monotonic()
-            self.session.start()
+            self.probes.start()
 
     def _quiet_tail(self, off_s: float, off_t0: float, speed_from: tuple) -> tuple[bool, tuple | None, tuple, bool]:
         """Wait out a quiet phase, reading the rows at its middle: its second
@@ -280,7 +298,7 @@ class DutyCycles:
         """Attach the probes for the next on-phase; False if the target has
         exited meanwhile (the window ends there, as it would have seen)."""
         try:
-            self.session.attach_target()
+            self.probes.attach_target()
             return True
         except BpfError:
             if alive(self.window.pid):
@@ -376,11 +394,11 @@ class DutyCycles:
             self.holds += 1
             ended = self.window.wait(HOLD_S)
             calls1, rows1, read1, width1 = rows_and_calls(self.rows_changed, self._counts)
-        self.session.stop()
+        self.probes.stop()
         for c in self.paced:
             c.pause()
         t_on = time.monotonic() - on_t0
-        read = self.session.calls_and_time(self._indices)
+        read = self.probes.calls_and_time(self._indices)
         now = {i: c for i, (c, _) in read.items()}
         delta = {i: now[i] - self._last[i] for i in now}
         spent = {i: ns - self._last_ns[i] for i, (_, ns) in read.items()}

@@ -54,17 +54,7 @@ from mysqlprobe.recorder.priority import START_PRIORITY
 from mysqlprobe.recorder.window import Window
 from dataclasses import replace
 
-# the bursts' perf outlives perf: perf's own CPU (its children's usage
-# between its start and its end) does not take in the other's
-# the probes' load (and the calibration helper it needs) before the other BPF
-# objects: the attach waits for it, not for them
-BEGIN = ("cpu_bursts", "perf", "calibration", "uprobe", "perf_schema", "off_cpu", "io", "process")
-# the BPF objects load while a perf record starts (0.1-0.5 s under load, most
-# of it perf reading the kernel's symbols); the calibration waits for it, so
-# that it sees the probe hits' cost with perf running, as in the window
-PREPARE = ("off_cpu", "io", "cpu_bursts", "perf", "calibration", "uprobe", "perf_schema", "process")
-START = ("calibration", "perf_schema", "process", "cpu_bursts", "perf", "off_cpu", "io", "uprobe")
-COLLECT = ("perf_schema", "process", "uprobe", "calibration", "perf", "off_cpu", "io", "cpu_bursts")
+# the sections of the collectors a run may leave out: "not requested" where it did
 NOT_REQUESTED = ("perf", "off_cpu", "io", "perf_schema", "cpu_bursts")
 
 
@@ -132,8 +122,12 @@ class Recorder:
                 c.pace()
         return out
 
-    def _running(self, order) -> list[Collector]:
-        return [self.collectors[n] for n in order if n in self.collectors and n not in self.unavailable]
+    def _ordered(self, phase: str) -> list[str]:
+        """The collectors' names in the order they take `phase` (collectors/base.py Phases)."""
+        return sorted(self.collectors, key=lambda n: getattr(self.collectors[n].phases, phase))
+
+    def _running(self, phase: str) -> list[Collector]:
+        return [self.collectors[n] for n in self._ordered(phase) if n not in self.unavailable]
 
     def record(self) -> Capture:
         """Calibrate, attach, keep the window open (all along, or in duty
@@ -151,14 +145,12 @@ class Recorder:
             self.counter = self._progress_counter()
             if self.counter:
                 stack.callback(self.counter.close)
-            for name in BEGIN:
-                if name in self.collectors:
-                    stack.callback(self.collectors[name].close)
-            for name in BEGIN:  # what is slow starts side by side: perf's spawns, the BPF load
-                if name in self.collectors:
-                    self._prepare(name, begin=True)
-            for name in PREPARE:
-                if name in self.collectors and name not in self.unavailable:
+            for name in self._ordered("begin"):
+                stack.callback(self.collectors[name].close)
+            for name in self._ordered("begin"):  # what is slow starts side by side: perf's spawns, the BPF load
+                self._prepare(name, begin=True)
+            for name in self._ordered("prepare"):
+                if name not in self.unavailable:
                     if name == "calibration":
                         self._reached("calibration")
                     self._prepare(name)
@@ -198,7 +190,7 @@ class Recorder:
     def _keep_own_statements_out(self) -> None:
         ps = self.collectors.get("perf_schema")
         if ps and "perf_schema" not in self.unavailable and "uprobe" in self.collectors:
-            self.collectors["uprobe"].session.keep_statements_out(ps.own_os_threads())
+            self.collectors["uprobe"].keep_statements_out(ps.own_os_threads())
 
     def _window(self) -> tuple[dict, dict, int | None]:
         """Open the window, keep it open until it ends, close it."""
@@ -212,7 +204,7 @@ class Recorder:
         elif not exact and not latency.can_duty_cycle:
             self.notes.append("duty cycles need uprobe_multi links (Linux 6.6+): every call was counted")
             exact = True
-        for c in self._running([n for n in START if n != "uprobe"]):
+        for c in [c for c in self._running("start") if c is not latency]:
             t0 = time.monotonic()
             c.start()
             self.timings.setdefault("start_s", {})[c.name] = round(time.monotonic() - t0, 3)
@@ -229,10 +221,10 @@ class Recorder:
             latency.start()  # before the announcement: a load started on it is counted from its first call
         self.timings["process_start_to_window_s"] = since_process_start()
         win = Window(self.target.pid, o.duration, self.control, o.stop_reason,
-                     latency.session.total_calls if latency else (lambda: 0))
+                     latency.total_calls if latency else (lambda: 0))
         if self.control.status:
             self.control.status.started(self.target.pid, len(self.plan.specs),
-                                        latency.session.attached_count if latency else 0, exact, o.budget)
+                                        latency.attached_count if latency else 0, exact, o.budget)
         self.timings["start_nice"] = START_PRIORITY.applied
         START_PRIORITY.settle()  # the window at the caller's niceness: what the load feels from here is measured
         if exact:
@@ -240,8 +232,8 @@ class Recorder:
                 pass
             rows_at_end, sampling = rows_changed(), {"mode": "exact"}
         else:
-            running = self._running(START)
-            cycles = DutyCycles(latency, self.collectors["calibration"], win, o.budget, rows_changed,
+            running = self._running("start")
+            cycles = DutyCycles(latency.probes, latency.specs, self.collectors["calibration"], win, o.budget, rows_changed,
                                 paced=[c for c in running if c.paced],
                                 quieted=[c for c in running if c.can_quiet and not c.paced],
                                 bursts=Bursts([c for c in running if c.can_burst],
@@ -253,7 +245,7 @@ class Recorder:
         elapsed, own_cpu = win.elapsed(), own_cpu_seconds() - own_cpu0
         if self.control.signals:
             self.control.signals.window_closed()  # the probes come off, the capture is written
-        for c in reversed(self._running(START)):
+        for c in reversed(self._running("start")):
             c.stop()
         window = {"start": start_wall, "duration_s": round(elapsed, 6), "requested_s": o.duration,
                   "ended_by": win.ended_by, "rows_changed": difference(rows_at_end, started[1]),
@@ -280,7 +272,7 @@ class Recorder:
         comms go to the folded stacks of those collected after them."""
         facts = Facts(process_comm=self.target.comm)
         sections = []
-        for c in self._running(COLLECT):
+        for c in self._running("collect"):
             sections.append(c.collect(facts))
             if c.name == "perf_schema":
                 facts.thread_names = thread_names(sections[-1].fields.get("perf_schema"))
@@ -291,7 +283,8 @@ class Recorder:
     def _capture(self, window: dict, sampling: dict, rows, sections: list[Section]) -> Capture:
         head = {"target": target_record(self.target, self.binary), "window": window, "sampling": sampling,
                 "unavailable": self.plan.unavailable}
-        cap = assemble(self.options.argv, head, sections, self.unavailable, list(self.plan.warnings) + self.notes)
+        cap = assemble(self.options.argv, head, sections, self.unavailable, list(self.plan.warnings) + self.notes,
+                       self._ordered("begin"))
         cap.doc["engine"]["timings"] = {"symbols_s": round(self.plan.seconds, 3), "plan_cached": self.plan.cached,
                                         **cap.doc["engine"]["timings"], **self.timings}
         return cap
@@ -329,7 +322,7 @@ HISTOGRAM_SCHEME = {"name": "log2-4sub", "unit": "ns",
 
 
 def assemble(argv, head: dict, sections: list[Section], unavailable: dict[str, CollectorUnavailable],
-             warnings: list[str]) -> Capture:
+             warnings: list[str], order: list[str] | None = None) -> Capture:
     """One capture from the window's head (target, window, sampling, the
     stages the plan could not probe) and the collectors' sections: their
     fields, notes (after `warnings`), costs and files."""
@@ -339,7 +332,7 @@ def assemble(argv, head: dict, sections: list[Section], unavailable: dict[str, C
         doc[name] = {"status": "not requested"}
     files, notes, collectors = [], [], {}
     by_name = {s.name: s for s in sections}
-    for name in BEGIN:
+    for name in order or [*by_name, *unavailable]:  # the collectors' begin order
         if name in unavailable:
             e = unavailable[name]
             doc[name] = {"status": e.status, "reason": e.reason}

@@ -309,9 +309,8 @@ class _Rows:
 
 
 def test_an_on_phase_before_the_load_started_costs_no_off_phase(clock):
-    latency = SimpleNamespace(session=None, specs=[])
     window = Window(os.getpid(), 60.0, Control(stop=clock), "stopped", lambda: 0)
-    cycles = DutyCycles(latency, calibration=None, window=window, budget=0.10, rows_changed=_Rows())
+    cycles = DutyCycles(None, [], calibration=None, window=window, budget=0.10, rows_changed=_Rows())
     # the server's own threads hit a probe or two; no row changed
     first = {"on_s": 0.02, "probe_s": 3e-5, "calls": {0: 0, 1: 11}, "rows": 0, "row_s": 0.02, "row_calls": {0: 0}}
     t0 = clock.monotonic() - 0.1                        # attach, on-phase, detach: 0.1 s for 40 rows
@@ -320,10 +319,9 @@ def test_an_on_phase_before_the_load_started_costs_no_off_phase(clock):
 
 
 def test_an_on_phase_at_a_statements_start_costs_no_long_off_phase(clock):
-    latency = SimpleNamespace(session=None, specs=[])
     window = Window(os.getpid(), 60.0, Control(stop=clock), "stopped", lambda: 0)
     # a statement that opens its tables in the first on-phase (1 row in it), then writes 800,000 rows a second
-    cycles = DutyCycles(latency, calibration=None, window=window, budget=0.05, rows_changed=_Rows((300, 80_300)))
+    cycles = DutyCycles(None, [], calibration=None, window=window, budget=0.05, rows_changed=_Rows((300, 80_300)))
     first = {"on_s": 0.053, "probe_s": 3e-5, "calls": {0: 13}, "rows": 1, "row_s": 0.05, "row_calls": {0: 13}}
     t0 = clock.monotonic() - 0.17       # attach, on-phase, detach: 0.17 s for 300 rows
     on_s, off_s, _, _ = cycles._pace(first, t0, 0, t0)
@@ -339,9 +337,8 @@ def test_an_on_phase_at_a_statements_start_costs_no_long_off_phase(clock):
 
 
 def test_no_quiet_phase_before_half_a_second_of_ordinary_ones_saw_the_load(clock):
-    latency = SimpleNamespace(session=_Session(), specs=[])
     window = Window(os.getpid(), 60.0, Control(stop=clock), "stopped", lambda: 0)
-    cycles = DutyCycles(latency, None, window, 0.10, lambda: 0, quieted=[_Quieted()])
+    cycles = DutyCycles(_Session(), [], None, window, 0.10, lambda: 0, quieted=[_Quieted()])
     cycles._ordinary_phases = 3                 # idle ones: the server changed no row in them
     assert cycles._quiet_due()                  # an idle server: quiet phases as ever
     cycles._span_rows = [1000, 1000 + 10]       # a few rows of the server's own: still idle
@@ -394,13 +391,12 @@ class _Quieted:
 
 
 def test_every_other_off_phase_is_quiet_and_its_rows_are_kept_apart(clock):
-    latency = SimpleNamespace(session=_Session(), specs=[])
     window = Window(os.getpid(), 1.5, Control(stop=clock), "stopped", lambda: 0)
     calibration = SimpleNamespace(current=lambda: SimpleNamespace(classes={}, pair_of=lambda s: 0.0))
     t0 = clock.monotonic()
     rows = lambda: int((clock.monotonic() - t0) * 20_000)  # noqa: E731  a steady 20,000 rows/s
     quieted = _Quieted()
-    cycles = DutyCycles(latency, calibration, window, 0.10, rows, quieted=[quieted])
+    cycles = DutyCycles(_Session(), [], calibration, window, 0.10, rows, quieted=[quieted])
     cycles.run((t0, rows()))
     offs = [o for c in cycles.cycles for o in c.get("off", [])]
     assert len(offs) >= 4
@@ -424,7 +420,7 @@ def test_the_quiet_half_the_load_ended_in_is_left_out():
     """Its rows over its seconds would be the load's speed and idle time
     together: the reference would come out slow, the slowdown below 1."""
     window = Window(os.getpid(), 1.0, Control(), "stopped", lambda: 0)
-    cycles = DutyCycles(SimpleNamespace(session=_Session(), specs=[]), None, window, 0.10, lambda: 0,
+    cycles = DutyCycles(_Session(), [], None, window, 0.10, lambda: 0,
                         quieted=[_Quieted()])
     cycles._tails = [(10.0, 0.2, 4000), (11.0, 0.2, 4100), (12.0, 0.2, 900)]  # (end, seconds, rows)
     cycles.load_span[:] = [9.0, 11.9]    # the last row moved inside the third
@@ -432,7 +428,6 @@ def test_the_quiet_half_the_load_ended_in_is_left_out():
 
 
 def test_what_stays_on_costing_more_than_its_part_of_the_budget_gets_more_quiet_phases(clock):
-    latency = SimpleNamespace(session=_Session(), specs=[])
     # 4 s: enough quiet phases paired with ordinary ones that one odd first phase cannot hide the lead
     window = Window(os.getpid(), 4.0, Control(stop=clock), "stopped", lambda: 0)
     calibration = SimpleNamespace(current=lambda: SimpleNamespace(classes={}, pair_of=lambda s: 0.0))
@@ -445,7 +440,7 @@ def test_what_stays_on_costing_more_than_its_part_of_the_budget_gets_more_quiet_
         last[0] = now
         return int(count[0])
 
-    cycles = DutyCycles(latency, calibration, window, 0.10, rows, quieted=[quieted])
+    cycles = DutyCycles(_Session(), [], calibration, window, 0.10, rows, quieted=[quieted])
     cycles.run((clock.monotonic(), rows()))
     record = cycles.record(0.10)
     # on in the ordinary phases they cost 25%: within the 5% left them only on a fifth of the off-time
@@ -458,10 +453,9 @@ def test_what_stays_on_costing_more_than_its_part_of_the_budget_gets_more_quiet_
 def _share_for(phases, phase_s=0.1):
     """The quiet share wanted after off-phases of these speeds, in order:
     ("q" or "o", rows/s), each phase_s long."""
-    latency = SimpleNamespace(session=_Session(), specs=[])
     window = Window(os.getpid(), 1.0, Control(), "stopped", lambda: 0)
     calibration = SimpleNamespace(current=lambda: SimpleNamespace(classes={}, pair_of=lambda s: 0.0))
-    cycles = DutyCycles(latency, calibration, window, 0.10, lambda: 0, quieted=[_Quieted()])
+    cycles = DutyCycles(_Session(), [], calibration, window, 0.10, lambda: 0, quieted=[_Quieted()])
     for kind, speed in phases:
         cycles._off_phase(int(speed * phase_s), phase_s, quiet=kind == "q")
     return cycles._wanted_quiet_share()
@@ -496,7 +490,6 @@ def test_the_time_before_the_load_starts_and_after_it_ends_is_no_load_time(clock
     with a gap of 0.2 s in the middle: the span the load ran is what the
     window's rate is taken over; idle off-phases before and after it count
     in neither speed, the gap's do."""
-    latency = SimpleNamespace(session=_Session(), specs=[])
     window = Window(os.getpid(), 2.2, Control(stop=clock), "stopped", lambda: 0)
     calibration = SimpleNamespace(current=lambda: SimpleNamespace(classes={}, pair_of=lambda s: 0.0))
     t0 = clock.monotonic()
@@ -506,7 +499,7 @@ def test_the_time_before_the_load_starts_and_after_it_ends_is_no_load_time(clock
         ran = max(0.0, min(t, 1.0) - 0.5) + max(0.0, min(t, 1.7) - 1.2)
         return int(ran * 20_000)
 
-    cycles = DutyCycles(latency, calibration, window, 0.10, rows, quieted=[_Quieted()])
+    cycles = DutyCycles(_Session(), [], calibration, window, 0.10, rows, quieted=[_Quieted()])
     cycles.run((t0, rows()))
     record = cycles.record(0.10)
     assert 1.0 <= record["load_s"] <= 1.6                         # 1.2 s, to a phase either side
@@ -533,11 +526,10 @@ class _Burst:
 
 
 def bursting_cycles(rows, clock, burst_for=None, budget=0.10, seconds=1.5) -> tuple[DutyCycles, _Burst, _Quieted]:
-    latency = SimpleNamespace(session=_Session(), specs=[])
     window = Window(os.getpid(), seconds, Control(stop=clock), "stopped", lambda: 0)
     calibration = SimpleNamespace(current=lambda: SimpleNamespace(classes={}, pair_of=lambda s: 0.0))
     burst, quieted = _Burst(), _Quieted()
-    cycles = DutyCycles(latency, calibration, window, budget, rows, quieted=[quieted],
+    cycles = DutyCycles(_Session(), [], calibration, window, budget, rows, quieted=[quieted],
                         bursts=Bursts([burst], burst_for))
     return cycles, burst, quieted
 
@@ -638,7 +630,7 @@ def test_where_quiet_phases_take_most_of_the_off_time_some_open_with_a_burst(clo
 
 def test_a_quiet_phases_burst_counts_as_quiet_rows_and_never_as_a_quiet_speed():
     window = Window(os.getpid(), 1.0, Control(), "stopped", lambda: 0)
-    cycles = DutyCycles(SimpleNamespace(session=_Session(), specs=[]), None, window, 0.10, lambda: 0,
+    cycles = DutyCycles(_Session(), [], None, window, 0.10, lambda: 0,
                         quieted=[_Quieted()], bursts=Bursts([_Burst()], None))
     cycles._off_phase(0, 0.2, quiet=True, burst=True)      # the load idle: like any quiet phase without rows
     assert cycles.quiet_s == 0 and cycles._idle_phases[-1][1:] == (0.2, True) and cycles.burst_s == 0.2
@@ -718,7 +710,7 @@ def test_a_burst_samples_at_most_a_second_of_a_long_off_phase(clock):
     whose speed the pacer then has."""
     load = _SlowedLoad(clock)
     cycles, burst, _ = bursting_cycles(load, clock, budget=0.01, seconds=30.0)
-    load.session = cycles.session
+    load.session = cycles.probes
     cycles.run((clock.monotonic(), load()))
     offs = [c.get("off", []) for c in cycles.cycles]
     bursting = [phase for phase in offs if any(o.get("burst") for o in phase)]
@@ -778,7 +770,6 @@ def test_the_first_cycles_attach_is_repaid_once_not_pooled():
 def _held_cycles(clock, starts_after_s: float | None) -> list[dict]:
     """A 1.5-s window's cycles over a load of 200,000 rows/s that starts
     starts_after_s into the first on-phase (None: no load at all)."""
-    latency = SimpleNamespace(session=_Session(), specs=[])
     window = Window(os.getpid(), 1.5, Control(stop=clock), "stopped", lambda: 0)
     calibration = SimpleNamespace(current=lambda: SimpleNamespace(classes={}, pair_of=lambda s: 0.0))
     t0 = clock.monotonic()
@@ -787,7 +778,7 @@ def _held_cycles(clock, starts_after_s: float | None) -> list[dict]:
         if starts_after_s is None:
             return 0
         return int(max(clock.monotonic() - t0 - starts_after_s, 0.0) * 200_000)
-    cycles = DutyCycles(latency, calibration, window, 0.10, rows)
+    cycles = DutyCycles(_Session(), [], calibration, window, 0.10, rows)
     cycles.run((t0, rows()))
     return cycles.cycles
 
