@@ -170,7 +170,7 @@ def run_of(profile: Profile, label: str, stacks: Folded | None = None,
     run.ps_stages = {r["name"]: r["timer_ps"] / PS_PER_NS / rows for r in deltas.get("stages", [])}
     run.ps_waits = {r["name"]: r["timer_ps"] / PS_PER_NS / rows for r in deltas.get("waits", [])
                     if not r["name"].startswith("idle")}
-    perf = doc.get("perf") or {}
+    perf = doc.get("cpu_profile") or {}
     if stacks is not None and perf.get("frequency_hz"):
         per_sample_ns = 1e9 / perf["frequency_hz"]
         own: Counter = Counter()

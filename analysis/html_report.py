@@ -237,7 +237,7 @@ def _pre(lines: list[str]) -> str:
 def _metadata(doc: dict) -> str:
     t, w, eng = doc["target"], doc["window"], doc.get("engine", {})
     srv = t.get("server", {})
-    perf = doc.get("perf") or {}
+    perf = doc.get("cpu_profile") or {}
     host = doc.get("host") or {}
     sampling = doc.get("sampling") or {}
     cal = doc.get("calibration") or {}
@@ -367,7 +367,7 @@ def render_html(profile: Profile, flamegraph_svg: str | None = None, offcpu_svg:
         parts += ['<p><input id=search placeholder="search functions (regular expression)"> '
                   '<span class=muted>click a frame to zoom</span></p>', flamegraph_svg, _pre(text.samples_block(doc))]
     else:
-        perf = doc.get("perf") or {}
+        perf = doc.get("cpu_profile") or {}
         why = "perf took none: the server used no CPU in the window" if perf.get("status") == "collected" \
             else perf.get("reason") or perf.get("status")
         parts.append(f"<p class=muted>no CPU samples: {_e(why)}</p>")

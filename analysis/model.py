@@ -14,7 +14,7 @@ from mysqlprobe.analysis import histogram as H
 from mysqlprobe.analysis.attribution import attribute
 from mysqlprobe.analysis.consistency import MEAN, TOTAL, Violation, check as check_bounds, withheld
 from mysqlprobe.analysis.figures import stage_figures
-from mysqlprobe.analysis.schema_check import check_document
+from mysqlprobe.analysis.schema_check import check_document, upgraded
 from mysqlprobe.analysis.statements import by_digest
 from mysqlprobe.analysis.profile import (StageSummary, always_on_slowdown, calibrated_slowdown, estimated_calls,
                                          measured_slowdown, phase_slowdown, probe_estimate, slowdown_reference,
@@ -59,6 +59,7 @@ def probe_view(p: dict) -> dict:
 
 class Profile:
     def __init__(self, doc: dict):
+        doc = upgraded(doc)
         check_document(doc)  # a field of the wrong shape: one CaptureError here, not a KeyError in a reporter
         self.recorded = {k: v for k, v in doc.items() if k not in DERIVED_IN_SCHEMA_1}
         # the document the analysis functions read: recorded fields, probes with their figures

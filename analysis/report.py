@@ -82,7 +82,7 @@ def _slowdown_basis(doc: dict, o: dict) -> str:
     """What the measured slowdown compares: the load's row rate in the
     window against its rate in the quiet off-phases (nothing of ours on but
     the P_S setup) or, without them, in every off-phase."""
-    sampled = (doc.get("perf") or {}).get("status") == "collected"
+    sampled = (doc.get("cpu_profile") or {}).get("status") == "collected"
     if o["measured_against"] in ("quiet", "quiet_tail"):
         alone = o["always_on_slowdown"]
         halves = " (their second halves)" if o["measured_against"] == "quiet_tail" else ""

@@ -18,9 +18,11 @@ PROBE: dict = {"id": int, "calls": int, "total_ns": NUMBER, "histogram": list,
                "raw": {"total_ns": NUMBER, "histogram": list}}
 BUCKET: dict = {"low": NUMBER, "high": NUMBER, "count": int}
 # sections that may be missing (or null), but are of this type when present
-OPTIONAL: dict = {name: dict for name in ("tool", "host", "sampling", "calibration", "engine", "process", "perf",
+OPTIONAL: dict = {name: dict for name in ("tool", "host", "sampling", "calibration", "engine", "process", "cpu_profile",
                                           "off_cpu", "io", "perf_schema", "statements", "collectors", "cpu_bursts")}
 OPTIONAL.update(warnings=list, unavailable=list)
+# collector (and section) names of schemas 1 and 2 -> schema 3's
+RENAMED_IN_SCHEMA_3 = {"perf": "cpu_profile", "uprobe": "latency"}
 
 
 def _type_name(kind) -> str:
@@ -59,3 +61,19 @@ def check_document(doc: dict) -> None:
         _check(probe, PROBE, f"probes[{i}]")
         for j, bucket in enumerate(probe["histogram"]):
             _check(bucket, BUCKET, f"probes[{i}].histogram[{j}]")
+
+
+def upgraded(doc: dict) -> dict:
+    """A document of an older schema with schema 3's collector names (the
+    same document where it has them already)."""
+    if not isinstance(doc.get("schema_version"), int) or doc["schema_version"] >= 3:
+        return doc
+    name = lambda n: RENAMED_IN_SCHEMA_3.get(n, n)  # noqa: E731
+    out = {name(k) if k == "perf" else k: v for k, v in doc.items()}
+    out["schema_version"] = 3
+    if isinstance(doc.get("collectors"), dict):
+        out["collectors"] = {name(k): v for k, v in doc["collectors"].items()}
+    sampling = doc.get("sampling")
+    if isinstance(sampling, dict) and isinstance(sampling.get("quieted"), list):
+        out["sampling"] = {**sampling, "quieted": [name(n) for n in sampling["quieted"]]}
+    return out

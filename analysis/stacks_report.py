@@ -21,7 +21,7 @@ def _sampler(perf: dict) -> str:
 def samples_block(doc: dict, top: int = 10) -> list[str]:
     """Where the CPU went by perf's samples: per thread, and the functions
     most often on CPU themselves (self) or below on the stack (total)."""
-    perf = doc.get("perf") or {}
+    perf = doc.get("cpu_profile") or {}
     if perf.get("status") != "collected":
         return []
     n = perf["samples"]

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 CPU_NS, OFFCPU_NS, IO_NS, IO_BYTES, IO_CALLS = "cpu_ns", "offcpu_ns", "io_ns", "io_bytes", "io_calls"
 KINDS = (CPU_NS, OFFCPU_NS, IO_NS, IO_BYTES, IO_CALLS)
 # the capture's folded files behind each kind: (section, its field naming the file)
-SOURCES = {CPU_NS: ("perf", "stacks_file"), OFFCPU_NS: ("off_cpu", "stacks_file"), IO_NS: ("io", "stacks_file"),
+SOURCES = {CPU_NS: ("cpu_profile", "stacks_file"), OFFCPU_NS: ("off_cpu", "stacks_file"), IO_NS: ("io", "stacks_file"),
            IO_BYTES: ("io", "bytes_file"), IO_CALLS: ("io", "calls_file")}
 
 CPU_FILE = "stacks.folded"   # read where the capture does not name it (made by hand, or older)
@@ -100,7 +100,7 @@ def collector_scale(doc: dict, section: str) -> float:
 def unit_ns(doc: dict, kind: str) -> float | None:
     """What one unit of a folded file's weight is worth in the kind's unit."""
     if kind == CPU_NS:
-        hz = (doc.get("perf") or {}).get("frequency_hz")
+        hz = (doc.get("cpu_profile") or {}).get("frequency_hz")
         return 1e9 / hz if hz else None
     return 1000.0 if kind in (OFFCPU_NS, IO_NS) else 1.0
 

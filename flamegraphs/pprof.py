@@ -35,7 +35,7 @@ DEFAULT_HZ = 99  # perf's rate where a capture does not say (mysqlprobe's defaul
 
 def capture_kind(doc: dict, off_cpu: bool) -> SampleKind:
     """What a capture's folded counts stand for: off-CPU microseconds, or CPU samples at its perf rate."""
-    return OFF_CPU_US if off_cpu else CPU((doc.get("perf") or {}).get("frequency_hz") or DEFAULT_HZ)
+    return OFF_CPU_US if off_cpu else CPU((doc.get("cpu_profile") or {}).get("frequency_hz") or DEFAULT_HZ)
 
 
 def _varint(n: int) -> bytes:

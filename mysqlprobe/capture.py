@@ -3,7 +3,11 @@ and the files beside it (folded stacks). Reports are made from it by
 analysis/ (see docs/profile-schema.md for the fields).
 
 Schema 2 holds only what the collectors recorded; schema 1 also stored
-derived stages, attribution and estimates, which readers now recompute."""
+derived stages, attribution and estimates, which readers now recompute.
+Schema 3 names two collectors after what they collect: the CPU profile's
+section is `cpu_profile` (was `perf`, whichever sampler took it), the
+probes' latency collector `latency` (was `uprobe`); older captures are
+read with their names upgraded (analysis/schema_check.py upgraded)."""
 
 from __future__ import annotations
 
@@ -22,8 +26,8 @@ from mysqlprobe.flamegraphs.folded import Folded
 from dataclasses import dataclass, field
 
 SCHEMA = "mysqlprobe.profile"
-SCHEMA_VERSION = 2
-READABLE_VERSIONS = (1, 2)
+SCHEMA_VERSION = 3
+READABLE_VERSIONS = (1, 2, 3)
 PROFILE_FILE = "profile.json"
 STACKS_FILE = "stacks.folded"
 OFFCPU_FILE = "offcpu.folded"
@@ -148,6 +152,7 @@ def read_profile(path: str) -> dict:
         raise CaptureError(f"{p}: schema version {doc.get('schema_version')}; this mysqlprobe reads "
                            f"versions {', '.join(map(str, READABLE_VERSIONS))}")
     return doc
+
 
 
 def read_stacks(path: str) -> Folded:

@@ -27,7 +27,7 @@ def _server(doc: dict) -> str:
 
 
 def flamegraph_title(doc: dict) -> tuple[str, str]:
-    perf = doc.get("perf") or {}
+    perf = doc.get("cpu_profile") or {}
     sub = (f"PID {doc['target']['pid']}, {doc['window']['start']}, {perf.get('samples', '?')} samples "
            f"({perf.get('event', '?')} {perf.get('frequency_hz', '?')} Hz, "
            f"{(perf.get('unwinding') or {}).get('describe', '?')})")

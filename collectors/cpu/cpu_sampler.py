@@ -193,7 +193,7 @@ class CpuProfileCollector(BpfSampling):
     """The window's CPU samples (the capture's `perf` section, whichever
     sampler took them), on all window but in the quiet phases."""
 
-    name = "perf"
+    name = "cpu_profile"
     phases = Phases(begin=10, prepare=30, start=45, collect=60)  # as perf record's (collectors/cpu/perf.py)
     can_quiet = True
     label, lacks = "CPU sampling in BPF", "CPU stacks (--sampler perf samples with the perf tool)"

@@ -150,7 +150,7 @@ class PerfCollector(PerfProcessCollector):
     process pays more per probe hit, and the calibration that the latency
     collector makes after it should see the conditions of the window."""
 
-    name = "perf"
+    name = "cpu_profile"
     # perf record starts early (reading the kernel's symbols takes 0.1-0.5 s under
     # load) and before the calibration, which should see the probes' cost with it on
     phases = Phases(begin=10, prepare=30, start=45, collect=60)

@@ -98,7 +98,7 @@ class LatencyCollector(Collector):
     probe that does not count. start() opens the window, stop() closes it
     and takes the target's probes off; the helper's stay until close()."""
 
-    name = "uprobe"
+    name = "latency"
     # its BPF object begins loading early (the attach waits for it, not for the
     # others'); prepared after the calibration it needs; started last: its attach
     # opens the window

@@ -55,7 +55,7 @@ from mysqlprobe.recorder.window import Window
 from dataclasses import replace
 
 # the sections of the collectors a run may leave out: "not requested" where it did
-NOT_REQUESTED = ("perf", "off_cpu", "io", "perf_schema", "cpu_bursts")
+NOT_REQUESTED = ("cpu_profile", "off_cpu", "io", "perf_schema", "cpu_bursts")
 
 
 def cpu_profile(pid: int, image, perf: PerfOptions, sampler: str, verbose: bool = False) -> Collector:
@@ -101,7 +101,7 @@ class Recorder:
         calibration = CalibrationCollector(len(specs), self.calibration_cache.load() if self.calibration_cache else None)
         out: dict[str, Collector] = {}
         if o.perf:
-            out["perf"] = cpu_profile(pid, self.binary.image, o.perf, o.sampler, o.verbose)
+            out["cpu_profile"] = cpu_profile(pid, self.binary.image, o.perf, o.sampler, o.verbose)
         if o.off_cpu:
             out["off_cpu"] = OffCpuCollector(pid, o.verbose)
         if o.io:
@@ -111,7 +111,7 @@ class Recorder:
                 out["cpu_bursts"] = cpu_bursts(pid, burst_stages(specs), o.burst_freq,
                                                burst_stacks(self.binary.image), o.sampler, o.verbose)
             out["calibration"] = calibration
-            out["uprobe"] = LatencyCollector(pid, self.target.proc_exe, specs, calibration, o.correct, o.verbose,
+            out["latency"] = LatencyCollector(pid, self.target.proc_exe, specs, calibration, o.correct, o.verbose,
                                               o.full_sql)
         if o.connect is not None:
             out["perf_schema"] = PerfSchemaCollector(pid, o.connect, o.ps_waits, o.full_sql,
@@ -189,12 +189,12 @@ class Recorder:
 
     def _keep_own_statements_out(self) -> None:
         ps = self.collectors.get("perf_schema")
-        if ps and "perf_schema" not in self.unavailable and "uprobe" in self.collectors:
-            self.collectors["uprobe"].keep_statements_out(ps.own_os_threads())
+        if ps and "perf_schema" not in self.unavailable and "latency" in self.collectors:
+            self.collectors["latency"].keep_statements_out(ps.own_os_threads())
 
     def _window(self) -> tuple[dict, dict, int | None]:
         """Open the window, keep it open until it ends, close it."""
-        o, latency = self.options, self.collectors.get("uprobe")
+        o, latency = self.options, self.collectors.get("latency")
         exact = o.exact
         if latency is None:
             if not exact:
@@ -346,7 +346,7 @@ def assemble(argv, head: dict, sections: list[Section], unavailable: dict[str, C
             files += [PendingFile(name, fld, fname, content) for fname, (fld, content) in s.files.items()]
     doc["warnings"] = warnings + notes
     doc["collectors"] = collectors
-    if "uprobe" not in by_name:   # nothing was probed: the fields the probes give, empty
+    if "latency" not in by_name:   # nothing was probed: the fields the probes give, empty
         doc.setdefault("probes", [])
         doc.setdefault("engine", {"probes_attached": 0, "links": None, "counters": {}, "timings": {}})
         doc.setdefault("latencies", "corrected")

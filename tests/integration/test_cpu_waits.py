@@ -61,7 +61,7 @@ def test_waits_for_a_cpu_are_left_out_of_the_call(sharing_a_cpu, tmp_path):
     assert abs(probe["raw"]["total_ns"] + probe["cpu_waits"]["total_ns"] - wall_ns) < 0.02 * wall_ns
     assert "waited for a CPU" in out                    # and the report says so
     # the sched_switch program's kernel run time is in the probes' measured cost
-    cost = doc["collectors"]["uprobe"]["cost"]
+    cost = doc["collectors"]["latency"]["cost"]
     runs = re.search(r"sched_switch program .*\((\d+) runs", cost["method"])
     assert runs and int(runs.group(1)) >= 2 * CALLS and cost["target_s"] > 0, cost
 

@@ -54,7 +54,7 @@ def captures(server, tmp_path_factory):
 
 def test_samples_fold_into_named_threads(captures):
     cap = captures["range"]
-    perf = cap["doc"]["perf"]
+    perf = cap["doc"]["cpu_profile"]
     assert perf["status"] == "collected" and perf["samples"] > 0
     assert perf["unwinding"]["mode"] == "fp"        # these builds keep frame pointers: no DWARF copies needed
     stacks = folded.parse((cap["dir"] / "stacks.folded").read_text().splitlines())

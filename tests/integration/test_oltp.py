@@ -82,20 +82,20 @@ def test_default_mode_says_what_it_cost(server, tmp_path):
     slowdown = doc["overhead"]["measured_slowdown"]
     assert slowdown is not None and 0.7 < slowdown < 3.0, slowdown  # below 1: the load's own variation
     costs = doc["overhead"]["by_collector"]
-    assert set(costs) == {"perf", "off_cpu", "io", "calibration", "uprobe", "perf_schema", "process", "cpu_bursts"}
+    assert set(costs) == {"cpu_profile", "off_cpu", "io", "calibration", "latency", "perf_schema", "process", "cpu_bursts"}
     # sysbench's tables are not partitioned: no short function ran, so the bursts took the first
     # half second of ordinary off-time (what a short window's means rest on) and no more
     assert 0 < doc["sampling"]["burst_s"] <= ORDINARY_FIRST_S + 0.05, doc["sampling"]
     assert 0 < doc["cpu_bursts"]["on_s"] <= ORDINARY_FIRST_S + 0.05
     assert all(c["method"] for c in costs.values())
-    assert costs["uprobe"]["target_s"] > 0
+    assert costs["latency"]["target_s"] > 0
     # the CPU samples in BPF (the binary keeps frame pointers): the kernel timed their program's runs
-    assert doc["perf"]["sampler"] == "bpf" and costs["perf"]["target_s"] > 0
-    assert "timer interrupts" in costs["perf"]["method"]
+    assert doc["cpu_profile"]["sampler"] == "bpf" and costs["cpu_profile"]["target_s"] > 0
+    assert "timer interrupts" in costs["cpu_profile"]["method"]
     # off-CPU and I/O ran with the probes, in the on-phases only; CPU samples are taken all window
     assert 0 < doc["off_cpu"]["on_s"] < doc["window"]["duration_s"]
     assert 0 < doc["io"]["on_s"] < doc["window"]["duration_s"] and costs["io"]["target_s"] > 0
-    assert "on_s" not in doc["perf"] and doc["perf"]["samples"] > 0
+    assert "on_s" not in doc["cpu_profile"] and doc["cpu_profile"]["samples"] > 0
     estimate = stage(doc, "innodb.row_insert")["estimated_calls"]["value"]
     assert abs(estimate - truth) / truth < 0.10, (estimate, truth)
     said = f"load slowed {slowdown:.2f}x" if slowdown >= 1 else f"load not measurably slowed ({slowdown:.2f}x)"
@@ -120,7 +120,7 @@ def quiet_phases_leave_nothing_on(doc: dict, before: tuple, after: tuple) -> Non
     the summaries scaled back to the window agree with the server's own
     counters, and its setup updates are not counted as the load's rows."""
     ps, sampling = doc["perf_schema"], doc["sampling"]
-    assert set(sampling["quieted"]) == {"calibration", "perf", "perf_schema"} and 0.5 <= sampling["quiet_share"] <= 0.9
+    assert set(sampling["quieted"]) == {"calibration", "cpu_profile", "perf_schema"} and 0.5 <= sampling["quiet_share"] <= 0.9
     quieted = ps["quieted"]
     assert "events_stages_history_long" in quieted["consumers"]
     assert "stage/sql/closing tables" in quieted["instruments"]

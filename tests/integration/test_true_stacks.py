@@ -57,7 +57,7 @@ def test_no_flame_graph_stack_has_a_caller_that_cannot_call(fixture_dir, tmp_pat
         proc.stdin.flush()
         proc.wait(timeout=10)
     doc = prof.profile()
-    assert doc["perf"]["status"] == "collected" and doc["perf"].get("sampler") == "bpf"
+    assert doc["cpu_profile"]["status"] == "collected" and doc["cpu_profile"].get("sampler") == "bpf"
     raw = folded.parse((tmp_path / "stacks.folded").read_text().splitlines())
     shown, probes = fold_probe_frames(raw)
     assert raw.total > 500 and probes > 0            # every call probed: the probes' own samples are many

@@ -54,7 +54,7 @@ def make_capture(version: str, write_row_symbol: str, wall_us: float, write_row_
                      "waits": []}}
     perf = {"status": "collected", "frequency_hz": 1000, "samples": 0}
     doc = recorded(target, window, specs, snap, cal=None, attached=4)
-    doc.update({"perf_schema": ps, "perf": perf, "unavailable": []})
+    doc.update({"perf_schema": ps, "cpu_profile": perf, "unavailable": []})
     return doc, folded.parse(stacks.split("\n")) if stacks else None
 
 
@@ -124,7 +124,7 @@ def test_runs_that_differ_in_leaving_waits_for_a_cpu_out_are_flagged():
 
 def _save(tmp_path, name, spec, **change):
     doc, stacks = make_capture(**{**spec, **change})
-    doc["perf"].update(samples=stacks.total, stacks_file="stacks.folded")   # as a capture with samples names its file
+    doc["cpu_profile"].update(samples=stacks.total, stacks_file="stacks.folded")   # as a capture with samples names its file
     d = tmp_path / name
     capture.write_capture(str(d), capture.Capture(doc))
     with open(d / "stacks.folded", "w") as f:

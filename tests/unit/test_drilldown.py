@@ -27,7 +27,7 @@ EXTEND = f"{INSERT};fil_extend;os_file_write"
 def _side(version, write_row, wall_us, write_row_us, row_insert_us, cpu, offcpu="", io_us="", io_bytes="",
           io_calls=""):
     doc, stacks = make_capture(version, write_row, wall_us, write_row_us, row_insert_us, cpu)
-    doc["perf"].update(frequency_hz=HZ, samples=stacks.total)
+    doc["cpu_profile"].update(frequency_hz=HZ, samples=stacks.total)
     evidence = {T.CPU_NS: stacks}
     for kind, text, section in ((T.OFFCPU_NS, offcpu, "off_cpu"), (T.IO_NS, io_us, "io"),
                                 (T.IO_BYTES, io_bytes, "io"), (T.IO_CALLS, io_calls, "io")):
@@ -123,7 +123,7 @@ def test_no_difference_no_drilldown():
 def _save(tmp_path, name, side):
     doc, evidence = side
     d = tmp_path / name
-    files = {T.CPU_NS: ("perf", "stacks_file", "stacks.folded"), T.OFFCPU_NS: ("off_cpu", "stacks_file", "offcpu.folded"),
+    files = {T.CPU_NS: ("cpu_profile", "stacks_file", "stacks.folded"), T.OFFCPU_NS: ("off_cpu", "stacks_file", "offcpu.folded"),
              T.IO_NS: ("io", "stacks_file", "io.folded"), T.IO_BYTES: ("io", "bytes_file", "io_bytes.folded"),
              T.IO_CALLS: ("io", "calls_file", "io_calls.folded")}
     for kind in evidence:

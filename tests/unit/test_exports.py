@@ -30,7 +30,7 @@ def capture_with_stacks(tmp_path: Path) -> Path:
     """The exact fixture capture with the golden CPU stacks (99 Hz) beside it."""
     tmp_path.mkdir()
     doc = json.loads((FIXTURES / "profile_v1_exact.json").read_text())
-    doc["perf"] = {"status": "collected", "frequency_hz": 99, "stacks_file": "stacks.folded"}
+    doc["cpu_profile"] = {"status": "collected", "frequency_hz": 99, "stacks_file": "stacks.folded"}
     doc["target"]["build_id"] = "0123456789abcdef0123456789abcdef01234567"
     (tmp_path / "profile.json").write_text(json.dumps(doc))
     shutil.copy(GOLDEN / "stacks.folded", tmp_path / "stacks.folded")

@@ -118,14 +118,14 @@ def test_html_report_is_one_file_with_every_part(report_doc):
                  'class="hist"', "per partition", "partition.write_row"):
         assert part in page, part
     assert p.tags.count("svg") >= 2
-    without = render_html(Profile({**report_doc, "perf": {"status": "unavailable", "reason": "no perf here"}}), None)
+    without = render_html(Profile({**report_doc, "cpu_profile": {"status": "unavailable", "reason": "no perf here"}}), None)
     assert "no CPU samples: no perf here" in without
 
 
 @pytest.fixture
 def report_doc():
     doc = synthetic_run()
-    doc["perf"] = {"status": "collected", "event": "cpu-clock", "frequency_hz": 99, "samples": AFTER.total,
+    doc["cpu_profile"] = {"status": "collected", "event": "cpu-clock", "frequency_hz": 99, "samples": AFTER.total,
                    "unwinding": {"mode": "dwarf", "describe": "DWARF (8192-byte stacks)", "reason": "test"},
                    "perf_cpu_share": 0.012, "stacks_file": "stacks.folded", **stacks_summary(AFTER)}
     return doc

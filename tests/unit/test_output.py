@@ -34,11 +34,11 @@ def test_a_capture_that_cannot_go_where_asked_is_saved_elsewhere(tmp_path, monke
     blocker.write_text("")          # the output turned into a file during the window
     stacks = Folded()
     stacks.add(["sql/one_connection", "row_insert_for_mysql"], 3)
-    cap = capture.Capture(synthetic_run(), [capture.PendingFile("perf", "stacks_file", "stacks.folded", stacks)])
+    cap = capture.Capture(synthetic_run(), [capture.PendingFile("cpu_profile", "stacks_file", "stacks.folded", stacks)])
     failure = save_capture(cap, str(blocker / "run"))
     assert isinstance(failure, OutputError) and f"cannot write into {blocker / 'run'}" in str(failure)
     saved = str(failure).rsplit("saved in ", 1)[1].split(" instead")[0]
     doc = capture.read_profile(saved)
-    assert doc["perf"]["stacks_file"] == "stacks.folded"
+    assert doc["cpu_profile"]["stacks_file"] == "stacks.folded"
     assert capture.read_stacks(saved).total == 3 and os.path.exists(os.path.join(saved, "report.html"))
     assert capsys.readouterr().err.startswith(f"wrote {saved}/profile.json")

@@ -43,8 +43,8 @@ def test_names_are_collected_before_the_stacks_they_name():
 
 def test_the_bursts_perf_outlives_the_windows():
     for classes in (CLASSES, [CpuBurstCollector, PerfCollector]):
-        assert before(order("begin", classes), "cpu_bursts", "perf")
-        assert before(order("collect", classes), "perf", "cpu_bursts")
+        assert before(order("begin", classes), "cpu_bursts", "cpu_profile")
+        assert before(order("collect", classes), "cpu_profile", "cpu_bursts")
 
 
 def test_either_sampler_takes_the_same_places():

@@ -94,7 +94,7 @@ def recorded(target, window, specs, snap, cal, sampling=None, process=None, atta
     """The document the recorder assembles from these collectors' sections."""
     probes = [probe_record(s, snap.probes.get(s.index), cal, True) for s in specs]
     engine = {"probes_attached": attached, "links": "perf_event", "counters": snap.counters, "timings": {}}
-    sections = [Section("uprobe", {"probes": probes, "engine": engine, "latencies": "corrected" if cal else "raw"},
+    sections = [Section("latency", {"probes": probes, "engine": engine, "latencies": "corrected" if cal else "raw"},
                         cost=Cost(target_s=0.054, method="probe hits x their calibrated cost per hit")),
                 Section("process", {"process": process or process_window()})]
     if cal:
@@ -112,11 +112,11 @@ def test_report_matches_golden_file():
 
 def test_profile_document_fields():
     doc = synthetic_run()
-    assert doc["schema"] == "mysqlprobe.profile" and doc["schema_version"] == 2
+    assert doc["schema"] == "mysqlprobe.profile" and doc["schema_version"] == 3
     # what was recorded, nothing derived from it
     assert not {"stages", "attribution", "overhead"} & set(doc)
     assert not {"mean_ns", "percentiles_ns", "overhead_ns", "threads"} & set(doc["probes"][0])
-    assert doc["collectors"]["uprobe"]["cost"]["target_s"] == 0.054
+    assert doc["collectors"]["latency"]["cost"]["target_s"] == 0.054
     profile = Profile(doc)
     wr = profile.probes[0]
     assert wr["symbol"] == "ha_partition::write_row(unsigned char*)" and wr["calls"] == ROWS
@@ -127,7 +127,7 @@ def test_profile_document_fields():
     assert wr["mean_ns"] == 4000 and wr["raw"]["mean_ns"] > 9000
     assert wr["overhead_ns"] == ROWS * 1800
     assert profile.overhead["estimated_ns"] == 3 * ROWS * 1800
-    assert profile.overhead["by_collector"]["uprobe"]["target_s"] == 0.054
+    assert profile.overhead["by_collector"]["latency"]["target_s"] == 0.054
     assert doc["calibration"]["classes"]["single-step"]["entry_ns"] == 10000
     stages = {s["stage"]: s for s in profile.stage_records}
     assert stages["partition.get_partition_id"]["partition_source"] == "*argument 1 at return"
@@ -395,12 +395,12 @@ def test_overhead_line_gives_the_measured_slowdown_and_each_collectors_cost():
     doc = synthetic_run({"mode": "sampled", "overhead_budget": 0.1, "cycles": 3, "on_s": 0.3, "lost_s": 0.03,
                          "cost_uncertainty": 0.1, "calls_per_cycle": cycles})
     doc["window"]["rows_changed"] = 50021
-    doc["collectors"]["perf"] = {"status": "collected", "cost": {"target_s": None, "cpu_s": 0.21, "method": "m"}}
+    doc["collectors"]["cpu_profile"] = {"status": "collected", "cost": {"target_s": None, "cpu_s": 0.21, "method": "m"}}
     profile = Profile(doc)
     assert profile.overhead["measured_slowdown"] == pytest.approx(1.5 / 1.47)
     text = " ".join(render_text(profile).split())
     assert "overhead load slowed 1.02x (its row rate with the collectors on and off)" in text
-    assert "in the target: uprobe 54ms; CPU of their own: perf 210ms" in text
+    assert "in the target: latency 54ms; CPU of their own: cpu_profile 210ms" in text
     assert "budget 10.0%, load slowed" not in text                    # said once, on the overhead line
     doc["sampling"]["lost_s"] = None                                  # no row counter
     text = " ".join(render_text(Profile(doc)).split())
@@ -497,8 +497,8 @@ def test_the_quiet_phases_second_halves_are_the_reference_where_they_have_enough
 
 
 def test_measured_slowdown_is_set_against_the_quiet_off_phases_where_there_are_enough():
-    doc = sampled_with_off_phases(quiet_s=0.5, quiet_rows=20000, quieted=["perf"])
-    doc["perf"] = {"status": "collected", "samples": 0, "event": "cpu-clock", "frequency_hz": 99,
+    doc = sampled_with_off_phases(quiet_s=0.5, quiet_rows=20000, quieted=["cpu_profile"])
+    doc["cpu_profile"] = {"status": "collected", "samples": 0, "event": "cpu-clock", "frequency_hz": 99,
                    "unwinding": {"describe": "frame pointers"}, "quiet_s": 0.5}
     window_rate = 50000 / doc["window"]["duration_s"]
     o = Profile(doc).overhead

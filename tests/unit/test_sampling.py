@@ -379,7 +379,7 @@ class _Session:
 
 
 class _Quieted:
-    name = "perf"
+    name = "cpu_profile"
 
     def __init__(self):
         self.quiet_now, self.switches = False, []
@@ -407,7 +407,7 @@ def test_every_other_off_phase_is_quiet_and_its_rows_are_kept_apart(clock):
     assert 0.35 < quiet_s / sum(o["s"] for o in offs) < 0.65
     assert quieted.switches == [True, False] * sum(o["quiet"] for o in offs) and not quieted.quiet_now
     record = cycles.record(0.10)
-    assert record["quieted"] == ["perf"] and record["quiet_rows"] > 0
+    assert record["quieted"] == ["cpu_profile"] and record["quiet_rows"] > 0
     assert record["quiet_rows"] / record["quiet_s"] == pytest.approx(20_000, rel=0.1)
     assert record["off_rows"] == sum(o["rows"] for o in offs if not o["quiet"])
     assert record["quiet_share"] == 0.5

@@ -25,7 +25,7 @@ BREAKS = {
     "raw missing": (lambda d: d["probes"][1].pop("raw"), "field probes[1].raw is missing"),
     "bucket count a bool": (lambda d: d["probes"][0]["histogram"][0].__setitem__("count", True),
                             "field probes[0].histogram[0].count is bool, not an integer"),
-    "perf a string": (lambda d: d.__setitem__("perf", "collected"), "field perf is str, not an object"),
+    "perf a string": (lambda d: d.__setitem__("cpu_profile", "collected"), "field cpu_profile is str, not an object"),
 }
 
 
@@ -54,3 +54,17 @@ def test_report_and_compare_exit_7_on_a_wrong_field(tmp_path, command):
     p = subprocess.run([MYSQLPROBE, command, *args], capture_output=True, text=True)
     assert p.returncode == EXIT_CAPTURE, p.stderr
     assert p.stderr == f"mysqlprobe: {tmp_path}: field target is missing\n"
+
+
+def test_a_schema_2_capture_is_read_with_the_collectors_renamed():
+    doc = synthetic_run()
+    old = {**{k: v for k, v in doc.items() if k != "cpu_profile"}, "schema_version": 2,
+           "perf": {"status": "collected", "frequency_hz": 99, "samples": 7},
+           "collectors": {"perf": {"status": "collected"}, "uprobe": {"status": "collected"}},
+           "sampling": {**(doc.get("sampling") or {}), "quieted": ["calibration", "perf"]}}
+    profile = Profile(old)
+    assert profile.doc["schema_version"] == 3 and "perf" not in profile.doc
+    assert profile.doc["cpu_profile"]["samples"] == 7
+    assert set(profile.doc["collectors"]) == {"cpu_profile", "latency"}
+    assert profile.doc["sampling"]["quieted"] == ["calibration", "cpu_profile"]
+    assert old["perf"]["samples"] == 7 and "cpu_profile" not in old   # the document read is left as it was
