@@ -28,8 +28,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from mysqlprobe.collectors.cpu.perf_record import choose_unwinding
-from mysqlprobe.collectors.perfschema.perfschema import PerfSchema, rows_changed
-from mysqlprobe.collectors.perfschema.ps_threads import PROCESSLIST_TID, ThreadWatch
+from mysqlprobe.collectors.perfschema.settings import PerfSchema, rows_changed
+from mysqlprobe.collectors.perfschema.threads import PROCESSLIST_TID, ThreadWatch
 from mysqlprobe.collectors.target.symbols import load_target_binary, resolve_target
 
 from mysqlprobe.lab import sandbox, workload

@@ -26,7 +26,7 @@ import time
 from datetime import datetime, timezone
 from pathlib import Path
 
-from mysqlprobe.collectors.perfschema.perfschema import global_status
+from mysqlprobe.collectors.perfschema.settings import global_status
 
 from mysqlprobe.lab import sandbox, workload
 from mysqlprobe.lab.benchkit import (MYSQLPROBE, Tool, bench_parser, derived, log, machine, machine_line, med,

@@ -23,7 +23,7 @@ import time
 from datetime import datetime, timezone
 from pathlib import Path
 
-from mysqlprobe.collectors.perfschema.perfschema import PerfSchema, rows_changed
+from mysqlprobe.collectors.perfschema.settings import PerfSchema, rows_changed
 
 from mysqlprobe.lab import sandbox, workload
 from mysqlprobe.lab.benchkit import HERE, Tool, bench_parser, derived, log, machine, med, run_line, run_subcommand, spread, write_results

@@ -114,8 +114,8 @@ class CalibrationCache:
 PLAN_CACHE_ENTRIES = 32  # plan files kept, the newest
 # what a plan is made by: a change to any of them makes earlier plans unused
 PLANNING_MODULES = ("mysqlprobe.catalog", "mysqlprobe.recorder.plan", "mysqlprobe.collectors.target.symbols",
-                    "mysqlprobe.collectors.target.elf", "mysqlprobe.collectors.uprobes.uprobe", "mysqlprobe.collectors.uprobes.calibration",
-                    "mysqlprobe.collectors.target.debuginfo")
+                    "mysqlprobe.collectors.target.elf", "mysqlprobe.collectors.uprobes.session",
+                    "mysqlprobe.collectors.uprobes.calibration", "mysqlprobe.collectors.target.debuginfo")
 
 
 def planning_code() -> str:

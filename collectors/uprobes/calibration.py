@@ -26,7 +26,7 @@ from mysqlprobe import probes
 from mysqlprobe.collectors.base import Collector, Cost, Facts, Phases, Section
 from mysqlprobe.collectors.kernel.process import cpu_seconds
 from mysqlprobe.collectors.target.symbols import load_binary
-from mysqlprobe.collectors.uprobes.uprobe import ProbeGroup, ProbeSpec
+from mysqlprobe.collectors.uprobes.session import ProbeGroup, ProbeSpec
 from mysqlprobe.errors import BpfError
 from dataclasses import asdict, dataclass, field
 

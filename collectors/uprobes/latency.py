@@ -12,7 +12,7 @@ from mysqlprobe.collectors.base import Background, Collector, Cost, Facts, Phase
 from mysqlprobe.collectors.safety.breakpoints import (BreakpointGuard, probed_offsets, remove_left_breakpoints,
                                                sentinel_offset)
 from mysqlprobe.collectors.uprobes.calibration import Calibration, CalibrationCollector
-from mysqlprobe.collectors.uprobes.uprobe import ProbeCounts, ProbeSpec, StatementCounts, UprobeSession
+from mysqlprobe.collectors.uprobes.session import ProbeCounts, ProbeSpec, StatementCounts, UprobeSession
 from mysqlprobe.probes.abi import COM_QUERY, COM_STMT_EXECUTE, STMT_KEY_NO_TEXT, histogram_record
 from mysqlprobe.sqltext import normalized, redacted
 

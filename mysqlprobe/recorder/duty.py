@@ -52,7 +52,7 @@ def difference(after: int | None, before: int | None) -> int | None:
 
 
 class Probes(Protocol):
-    """What the duty cycles drive of the probes (collectors/uprobes/uprobe.py's
+    """What the duty cycles drive of the probes (collectors/uprobes/session.py's
     session): attach and detach them, count with them on or off, read their
     calls and corrected time."""
 

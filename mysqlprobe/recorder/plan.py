@@ -17,7 +17,7 @@ from mysqlprobe.collectors.target import debuginfod
 from mysqlprobe.collectors.uprobes.calibration import entry_point
 from mysqlprobe.collectors.target.elf import read_build_id
 from mysqlprobe.collectors.target.symbols import Binary, Target, load_target_binary
-from mysqlprobe.collectors.uprobes.uprobe import ProbeSpec, UsdtSites
+from mysqlprobe.collectors.uprobes.session import ProbeSpec, UsdtSites
 from mysqlprobe.errors import MysqlprobeError, NoSymbolsError, TargetError, UsageError
 from dataclasses import dataclass, field, replace
 

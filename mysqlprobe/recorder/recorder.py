@@ -41,10 +41,10 @@ from mysqlprobe.collectors.kernel.offcpu import OffCpuCollector
 from mysqlprobe.collectors.cpu.cpu_sampler import CpuBurstSampler, CpuProfileCollector
 from mysqlprobe.collectors.cpu.perf import PerfCollector, PerfOptions
 from mysqlprobe.collectors.cpu.perf_record import Unwinding, choose_unwinding
-from mysqlprobe.collectors.perfschema.perfschema import ROW_COUNTERS
+from mysqlprobe.collectors.perfschema.settings import ROW_COUNTERS
 from mysqlprobe.collectors.kernel.process import ProcessCollector
 from mysqlprobe.collectors.uprobes.progress import MemoryCounter, counter_symbol
-from mysqlprobe.collectors.perfschema.ps_window import PerfSchemaCollector, thread_names
+from mysqlprobe.collectors.perfschema.collector import PerfSchemaCollector, thread_names
 from mysqlprobe.collectors.target.symbols import Binary, Target
 from mysqlprobe.errors import PermissionProblem
 from mysqlprobe.recorder.duty import Bursts, DutyCycles, difference

@@ -17,7 +17,7 @@ import pytest
 
 from helpers import Profiler, stage
 from mysqlprobe.lab import sandbox, workload
-from mysqlprobe.collectors.perfschema.perfschema import INSTRUMENTS
+from mysqlprobe.collectors.perfschema.settings import INSTRUMENTS
 
 pytestmark = [pytest.mark.root, pytest.mark.server]
 ROWS = 10007

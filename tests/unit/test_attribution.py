@@ -7,7 +7,7 @@ import pytest
 from mysqlprobe.analysis.attribution import probe_tree
 from mysqlprobe.analysis.model import Profile
 from mysqlprobe.analysis.report import render_text
-from mysqlprobe.collectors.perfschema.ps_threads import merge_threads
+from mysqlprobe.collectors.perfschema.threads import merge_threads
 from test_report import synthetic_run
 
 MS = 1_000_000

@@ -13,7 +13,7 @@ from mysqlprobe.analysis import compare as C
 from mysqlprobe.analysis.model import Profile
 from mysqlprobe.analysis import histogram as H
 from mysqlprobe.collectors.target.symbols import ResolvedSymbol
-from mysqlprobe.collectors.uprobes.uprobe import ProbeCounts, ProbeSpec, Snapshot
+from mysqlprobe.collectors.uprobes.session import ProbeCounts, ProbeSpec, Snapshot
 from mysqlprobe.flamegraphs import folded
 from test_report import recorded
 from conftest import MYSQLPROBE

@@ -2,7 +2,7 @@ import os
 import socket
 
 from mysqlprobe.collectors.perfschema import connection
-from mysqlprobe.collectors.perfschema.perfschema import deltas
+from mysqlprobe.collectors.perfschema.settings import deltas
 
 
 def test_listening_unix_socket_of_a_process_is_found(tmp_path):

@@ -11,7 +11,7 @@ import pytest
 from mysqlprobe.collectors.safety.guard_process import command, encode
 
 HEAVY = ("pymysql", "mysqlprobe.collectors.libbpf", "mysqlprobe.collectors.target.addresses",
-         "mysqlprobe.collectors.perfschema.perfschema", "mysqlprobe.collectors.safety.breakpoints", "dataclasses",
+         "mysqlprobe.collectors.perfschema.settings", "mysqlprobe.collectors.safety.breakpoints", "dataclasses",
          "json", "re", "runpy")   # json brings re and enum; -m brings runpy: 25-30 ms of a guard's CPU
 
 
@@ -27,7 +27,7 @@ def imported_while_waiting(module: str, state: dict, cwd) -> set[str]:
 
 @pytest.mark.parametrize("module, state", [
     ("mysqlprobe.collectors.safety.breakpoint_guard", {"pid": 1, "binary": "/bin/true", "offsets": [16], "holder": 1}),
-    ("mysqlprobe.collectors.perfschema.ps_guard", {"connect": {}, "saved": {}, "lease": None}),
+    ("mysqlprobe.collectors.perfschema.guard", {"connect": {}, "saved": {}, "lease": None}),
 ])
 def test_a_guard_told_done_imports_nothing_heavy(module, state, tmp_path):
     modules = imported_while_waiting(module, state, tmp_path)
@@ -46,7 +46,7 @@ def test_the_guard_without_done_imports_what_it_resets_with(tmp_path):
 
 
 def test_the_state_line_carries_what_json_did_and_keeps_tuples():
-    """The P_S guard's state as ps_window writes it: connection arguments,
+    """The P_S guard's state as collector.py writes it: connection arguments,
     the saved setup (instrument states are tuples) and the lease."""
     import io
     from mysqlprobe.collectors.safety.guard_process import receive, told_done

@@ -10,7 +10,7 @@ import pytest
 
 from mysqlprobe.collectors.cpu.perf import fold_script, short_frame
 from mysqlprobe.collectors.cpu.perf_record import choose_unwinding
-from mysqlprobe.collectors.perfschema.ps_window import thread_names
+from mysqlprobe.collectors.perfschema.collector import thread_names
 from mysqlprobe.collectors.target.elf import read_elf
 from mysqlprobe.flamegraphs import folded
 

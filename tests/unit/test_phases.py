@@ -7,7 +7,7 @@ from mysqlprobe.collectors.cpu.perf import PerfCollector
 from mysqlprobe.collectors.kernel.io import IoCollector
 from mysqlprobe.collectors.kernel.offcpu import OffCpuCollector
 from mysqlprobe.collectors.kernel.process import ProcessCollector
-from mysqlprobe.collectors.perfschema.ps_window import PerfSchemaCollector
+from mysqlprobe.collectors.perfschema.collector import PerfSchemaCollector
 from mysqlprobe.collectors.uprobes.calibration import CalibrationCollector
 from mysqlprobe.collectors.uprobes.latency import LatencyCollector
 

@@ -9,7 +9,7 @@ import pytest
 
 from conftest import MYSQLPROBE
 from test_compare import A, B, _save
-from mysqlprobe.collectors.perfschema.perfschema import PerfSchema
+from mysqlprobe.collectors.perfschema.settings import PerfSchema
 from mysqlprobe.sqltext import normalized
 
 FIXTURES = Path(__file__).parent.parent / "fixtures"

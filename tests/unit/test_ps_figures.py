@@ -67,7 +67,7 @@ def test_nothing_quieted_leaves_the_deltas_alone():
 
 def test_a_quiet_phase_keeps_the_statements_on():
     # a statement that ends in a quiet phase must still reach the history the window reads
-    from mysqlprobe.collectors.perfschema.perfschema import PerfSchema
+    from mysqlprobe.collectors.perfschema.settings import PerfSchema
     ps = PerfSchema(conn=None, saved_consumers={"events_statements_history_long": "NO",
                                                 "events_stages_history_long": "NO",
                                                 "events_stages_current": "NO"},

@@ -7,7 +7,7 @@ import subprocess
 import sys
 import time
 
-from mysqlprobe.collectors.perfschema.ps_lease import SetupLease, _alive, merge, start_time
+from mysqlprobe.collectors.perfschema.lease import SetupLease, _alive, merge, start_time
 
 
 def test_the_earliest_record_of_a_row_wins():

@@ -22,7 +22,7 @@ from mysqlprobe.collectors.uprobes.calibration import Calibration, ClassCost
 from mysqlprobe.collectors.uprobes.latency import probe_record
 from mysqlprobe.collectors.kernel.process import ProcessSnapshot, window_record
 from mysqlprobe.collectors.target.symbols import ResolvedSymbol
-from mysqlprobe.collectors.uprobes.uprobe import PartCounts, ProbeCounts, ProbeSpec, Snapshot
+from mysqlprobe.collectors.uprobes.session import PartCounts, ProbeCounts, ProbeSpec, Snapshot
 from mysqlprobe.errors import CaptureError
 from mysqlprobe.recorder.recorder import assemble
 

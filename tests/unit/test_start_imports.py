@@ -32,7 +32,7 @@ def imported_by_record(cwd) -> set[str]:
 
 def test_the_record_command_imports_none_of_what_later_steps_need(tmp_path):
     modules = imported_by_record(tmp_path)
-    assert "mysqlprobe.recorder.recorder" in modules and "mysqlprobe.collectors.perfschema.ps_window" in modules
+    assert "mysqlprobe.recorder.recorder" in modules and "mysqlprobe.collectors.perfschema.collector" in modules
     assert not modules & set(LATER), sorted(modules & set(LATER))
 
 

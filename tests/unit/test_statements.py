@@ -12,7 +12,7 @@ from mysqlprobe.analysis.model import Profile
 from mysqlprobe.analysis.report import render_text
 from mysqlprobe.analysis.statements import join_digest
 from mysqlprobe.collectors.uprobes.latency import statement_text
-from mysqlprobe.collectors.uprobes.uprobe import StatementCounts
+from mysqlprobe.collectors.uprobes.session import StatementCounts
 from mysqlprobe.probes.abi import COM_QUERY, COM_STMT_EXECUTE, STMT_KEY_NO_TEXT
 from mysqlprobe.sqltext import join_key
 from test_attribution import MS, capture

@@ -11,7 +11,7 @@ from conftest import compile_fixture, strip_with_debug_file
 from mysqlprobe import catalog
 from mysqlprobe.collectors.target import symbols as S
 from mysqlprobe.collectors.target.elf import UsdtArg, file_offset, parse_usdt_args, read_elf
-from mysqlprobe.collectors.uprobes.uprobe import usdt_text_operand
+from mysqlprobe.collectors.uprobes.session import usdt_text_operand
 from mysqlprobe.probes import abi
 from mysqlprobe.errors import TargetError
 from dataclasses import replace

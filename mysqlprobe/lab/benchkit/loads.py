@@ -21,7 +21,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 
-from mysqlprobe.collectors.perfschema.perfschema import rows_changed
+from mysqlprobe.collectors.perfschema.settings import rows_changed
 from mysqlprobe.lab import sandbox, workload
 from mysqlprobe.lab.benchkit import log
 

@@ -14,12 +14,12 @@ from mysqlprobe.collectors.perfschema import connection
 from mysqlprobe.collectors.base import Background, Collector, Cost, Facts, Phases, Section, hold_if_asked
 from mysqlprobe.collectors.perfschema.connection import ConnectOptions, pymysql
 from mysqlprobe.collectors.safety.guard_process import GuardProcess
-from mysqlprobe.collectors.perfschema.perfschema import (PerfSchema, deltas, leave_out_own_statements, rows_changed,
+from mysqlprobe.collectors.perfschema.settings import (PerfSchema, deltas, leave_out_own_statements, rows_changed,
                                               server_settings)
 from mysqlprobe.collectors.kernel.process import ServerProcess, thread_cpu_seconds
-from mysqlprobe.collectors.perfschema.ps_guard import RESUME_WAIT_S
-from mysqlprobe.collectors.perfschema.ps_lease import SetupLease
-from mysqlprobe.collectors.perfschema.ps_threads import ThreadWatch, merge_threads
+from mysqlprobe.collectors.perfschema.guard import RESUME_WAIT_S
+from mysqlprobe.collectors.perfschema.lease import SetupLease
+from mysqlprobe.collectors.perfschema.threads import ThreadWatch, merge_threads
 
 
 def _why(e: pymysql.err.MySQLError) -> str:
@@ -322,7 +322,7 @@ class PerfSchemaCollector(Collector):
         state = {"connect": connect_args, "saved": None, "lease": self.lease.to_json() if self.lease else None,
                  "connections": self._connection_ids(),
                  "server": {"pid": self.server.pid, "start_ticks": self.server.start_ticks}}
-        self.guard = GuardProcess("mysqlprobe.collectors.perfschema.ps_guard", state)
+        self.guard = GuardProcess("mysqlprobe.collectors.perfschema.guard", state)
 
     def _change_setup(self) -> int:
         """The window's setup on; the rows' old state is in the lease's record

@@ -31,8 +31,8 @@ def main() -> int:
     # same CPUs, and pymysql alone took 0.05 s of it
     import pymysql
 
-    from mysqlprobe.collectors.perfschema.perfschema import PerfSchema
-    from mysqlprobe.collectors.perfschema.ps_lease import SetupLease
+    from mysqlprobe.collectors.perfschema.settings import PerfSchema
+    from mysqlprobe.collectors.perfschema.lease import SetupLease
 
     def restore(saved: dict) -> None:
         ps = PerfSchema(conn)

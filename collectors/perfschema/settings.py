@@ -1,4 +1,4 @@
-"""Performance Schema collector: statements, stages and waits of the window.
+"""What the Performance Schema collector changes for the window, and reads.
 
 For the window only, it enables the consumers and instruments the analysis
 needs, and puts back exactly what it changed afterwards (restore() is
@@ -18,7 +18,7 @@ import re
 
 from mysqlprobe.collectors.perfschema.connection import pymysql
 
-from mysqlprobe.collectors.perfschema.ps_threads import (OS_THREAD_ID, PROCESSLIST_TID, list_threads,
+from mysqlprobe.collectors.perfschema.threads import (OS_THREAD_ID, PROCESSLIST_TID, list_threads,
                                               quiet_background_threads)
 from dataclasses import dataclass, field
 from mysqlprobe.sqltext import normalized, redacted

@@ -23,7 +23,7 @@ from mysqlprobe.probes.abi import (COOKIE_ARG_SHIFT, COOKIE_CLASS_SHIFT, COOKIE_
                                    STMT_TEXT_DEREF, STMT_TEXT_INDIRECT, STMT_TEXT_LEN, STMT_TEXT_USDT,
                                    STMT_USDT_FLAT, EdgeKey, EdgeStats, LatencyConfig, PartKey, PartStats, ProbeStats,
                                    StmtEdgeKey, StmtStats)
-from mysqlprobe.collectors.uprobes.uprobe_counts import PartCounts, ProbeCounts, Snapshot, StatementCounts, probe_counts
+from mysqlprobe.collectors.uprobes.counts import PartCounts, ProbeCounts, Snapshot, StatementCounts, probe_counts
 from dataclasses import dataclass
 
 from typing import TYPE_CHECKING
