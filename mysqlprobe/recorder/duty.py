@@ -39,9 +39,9 @@ MAX_QUIET_SHARE = 0.9
 BURST_FLOOR_SHARE = 0.2
 MIN_QUIET_ROWS = 200  # rows in quiet and ordinary off-phases before their speeds are compared
 # an on-phase the load started in is held on this much longer, while the on-phases
-# have counted fewer than HOLD_ROWS: its calls per row then span more than the
-# load's first moments. A 1-s statement's one on-phase caught its first 1 ms, and
-# a row read off by tens of us put calls per row 3% out (the count with it)
+# have counted fewer than HOLD_ROWS, and its calls per row taken over the hold: a
+# 1-s statement's one on-phase caught its first 1 ms, and a row read off by tens of
+# us put calls per row 3% out (the count with it)
 HOLD_S = 0.03
 HOLD_ROWS = 2000
 MAX_HOLDS = 2
@@ -391,7 +391,12 @@ class DutyCycles:
         calls1, rows1, read1, width1 = rows_and_calls(self.rows_changed, self._counts)
         held = not ended and self._hold_wanted(difference(rows1, rows0))
         if held:
+            # the load started in this on-phase: its calls per row (and what it cost)
+            # are taken over the hold, the load running through it. Set against a
+            # read made before the load, one read's offset from its calls is no
+            # longer one both reads share, and put calls per row 2-3% out
             self.holds += 1
+            calls0, rows0, read0, width0 = calls1, rows1, read1, width1
             ended = self.window.wait(HOLD_S)
             calls1, rows1, read1, width1 = rows_and_calls(self.rows_changed, self._counts)
         self.probes.stop()
@@ -416,7 +421,7 @@ class DutyCycles:
                  # the calls read around each rows query this far apart: the rows sit at their middle
                  "read_s": [round(width0, 6), round(width1, 6)],
                  "row_calls": {i: calls1[i] - calls0[i] for i in now if calls1[i] != calls0[i]},  # may end in .5
-                 **({"held_s": HOLD_S} if held else {})}
+                 **({"held": True} if held else {})}
         self.cycles.append(cycle)
         return cycle, rows1 if ended else False
 
@@ -437,7 +442,12 @@ class DutyCycles:
             self._off_phase(difference(speed_from[1], off_rows0), speed_from[0] - off_t0, ended=speed_from[0])
             lost = self.pacer.lost(cycle_s, cycle_rows)
         speed = self.pacer.speed()
-        if cycle["rows"] == 0 or (speed and cycle["rows"] is not None and cycle["row_s"] > 0
+        held = cycle.get("held") and cycle["rows"] and cycle["row_s"] > 0
+        if lost is not None and held:
+            # held in a load that started in it: the cycle's rows before the hold were
+            # the statement getting under way, so its loss per second is the hold's
+            lost = max(self.pacer.lost(cycle["row_s"], cycle["rows"], signed=True) / cycle["row_s"], 0.0) * cycle_s
+        if cycle["rows"] == 0 or (speed and cycle["rows"] is not None and cycle["row_s"] > 0 and not held
                                   and cycle["rows"] / cycle["row_s"] * MAX_PROBE_SLOWDOWN < speed):
             # (next to) no row changed while the probes were on (a load that starts
             # with the window, or a statement opening its tables): rows of the attach
@@ -450,6 +460,8 @@ class DutyCycles:
         signed = None if lost is None else self.pacer.lost(cycle_s, cycle_rows, signed=True)
         in_phase = None if lost is None or not cycle["rows"] else (
             self.pacer.lost(cycle["row_s"], cycle["rows"], signed=True), cycle["row_s"])
+        if lost is not None and held:
+            signed = lost
         on_s, off_s = self.pacer.next_phases(cycle["on_s"], cycle_s, lost, cycle["probe_s"],
                                              elapsed_s=off_t0 - window_t0, signed_lost_s=signed, in_phase=in_phase)
         return on_s, off_s, off_t0, speed_from

@@ -336,6 +336,20 @@ def test_an_on_phase_at_a_statements_start_costs_no_long_off_phase(clock):
     assert second["lost_s"] is not None and second["lost_s"] > 0
 
 
+def test_a_held_on_phase_is_paced_on_its_hold_not_on_the_statements_start(clock):
+    window = Window(os.getpid(), 60.0, Control(stop=clock), "stopped", lambda: 0)
+    # 800,000 rows a second unprobed: the statement opened its tables for 20 ms of the
+    # on-phase (100 rows), then ran at 400,000 a second through the 30-ms hold
+    cycles = DutyCycles(None, [], calibration=None, window=window, budget=0.05, rows_changed=_Rows((12_100, 92_100)))
+    first = {"on_s": 0.053, "probe_s": 1e-3, "calls": {0: 6_000}, "rows": 12_000, "row_s": 0.03,
+             "row_calls": {0: 6_000}, "held": True}
+    t0 = clock.monotonic() - 0.09          # attach, on-phase, detach
+    cycles._pace(first, t0, 0, t0)
+    # the hold lost half its time: 0.045 s of the 0.09-s cycle; paced on the cycle's
+    # rows (12,100 in 0.09 s) it would have been 0.075 s, the tables' opening counted
+    assert first["lost_s"] == pytest.approx(0.045, rel=0.01)
+
+
 def test_no_quiet_phase_before_half_a_second_of_ordinary_ones_saw_the_load(clock):
     window = Window(os.getpid(), 60.0, Control(stop=clock), "stopped", lambda: 0)
     cycles = DutyCycles(_Session(), [], None, window, 0.10, lambda: 0, quieted=[_Quieted()])
@@ -787,13 +801,14 @@ def test_an_on_phase_the_load_started_in_is_held_for_its_rows(clock):
     # the load starts 5 ms before the first on-phase would end: 1,000 rows in it
     cycles = _held_cycles(clock, 0.015)
     first = cycles[0]
-    assert first["held_s"] == duty.HOLD_S
-    assert first["rows"] >= 200_000 * duty.HOLD_S     # calls per row over 35 ms of the load, not 5
+    assert first["held"] and first["row_s"] == pytest.approx(duty.HOLD_S, abs=0.005)
+    # calls per row over the hold's 30 ms of the load, not over the 5 ms before it
+    assert first["rows"] == pytest.approx(200_000 * duty.HOLD_S, rel=0.1)
     assert first["on_s"] >= 0.02 + duty.HOLD_S
     # once the on-phases have counted HOLD_ROWS, none is held again
-    assert not any("held_s" in c for c in cycles[1:])
+    assert not any("held" in c for c in cycles[1:])
 
 
 def test_no_on_phase_is_held_without_a_load(clock):
     cycles = _held_cycles(clock, None)
-    assert len(cycles) > 3 and not any("held_s" in c for c in cycles)
+    assert len(cycles) > 3 and not any("held" in c for c in cycles)
