@@ -1,9 +1,11 @@
 """The one Python side of the BPF programs' ABI: the constants and ctypes
-structures of uprobe_latency.h, offcpu.bpf.c, io.bpf.c and cpu_sample.bpf.c, the histogram slots, and
-the checks that hold them to the compiled objects.
+structures of the probes' headers (uprobe_latency.h, histogram.h, tracing.h,
+offcpu.h, io.h, cpu_sample.h), the histogram slots, and the checks that hold
+them to the compiled objects.
 
-check_object() compares every mirrored structure (size, member offsets and
-sizes) with the BTF clang wrote into the object, and the ABI version
+checked_object() compares every mirrored structure (size, member offsets and
+sizes) and every enum of the headers (each program names their types in
+its `abi_enums` variable) with the BTF clang wrote into the object, and the ABI version
 compiled into uprobe_latency's .rodata with UPROBE_LATENCY_ABI here: the
 collectors call it before loading, tests/unit/test_abi.py at build."""
 
@@ -18,36 +20,75 @@ from mysqlprobe.probes.btf import Btf
 
 UPROBE_LATENCY_ABI = 9
 
-# uprobe_latency.h
-MAX_PROBES = 1024
-HIST_SUB_BITS = 2
-MAX_SLOTS = 160
-MAX_COST_CLASSES = 4
+# uprobe_latency.h (and histogram.h)
+MAX_PROBES, STMT_TEXT_LEN, MAX_COST_CLASSES, NO_PARENT = 1024, 128, 4, 0xFFFF
+HIST_SUB_BITS, MAX_SLOTS = 2, 160
 PART_NONE, PART_ARG_VALUE, PART_ARG_OUT_PTR = 0, 1, 2
-COOKIE_MODE_SHIFT, COOKIE_ARG_SHIFT, COOKIE_CLASS_SHIFT = 16, 24, 32
-COOKIE_ENTRY_ONLY = 1 << 31
-NO_PARENT = 0xFFFF
-STMT_CMD_ARG_SHIFT, STMT_TEXT_ARG_SHIFT, STMT_TEXT_INDIRECT, STMT_LEN_ARG_SHIFT = 16, 24, 1 << 31, 40
+COOKIE_PROBE_MASK, COOKIE_MODE_SHIFT, COOKIE_ARG_SHIFT, COOKIE_CLASS_SHIFT = 0xFFFF, 16, 24, 32
+COOKIE_ENTRY_ONLY_BIT = 31
+COOKIE_ENTRY_ONLY = 1 << COOKIE_ENTRY_ONLY_BIT
+STMT_CMD_ARG_SHIFT, STMT_TEXT_ARG_SHIFT, STMT_TEXT_INDIRECT_BIT, STMT_LEN_ARG_SHIFT = 16, 24, 31, 40
+STMT_TEXT_INDIRECT = 1 << STMT_TEXT_INDIRECT_BIT
 # a USDT site's text operand, in its own cookie (uprobe_latency.h)
 STMT_CMD_QUERY, STMT_TEXT_USDT, STMT_TEXT_DEREF, STMT_REG_MASK, STMT_REG_NONE = 0xFF, 0x40, 0x20, 0x1F, 0x1F
-STMT_LEN_NONE, STMT_DISP_SHIFT, STMT_USDT_FLAT = 0xFF, 48, 1 << 31
-STMT_TEXT_LEN = 128
-STMT_KEY_NO_TEXT = 1 << 63
+STMT_LEN_NONE, STMT_DISP_SHIFT, STMT_USDT_FLAT_BIT, STMT_KEY_NO_TEXT_BIT = 0xFF, 48, 31, 63
+STMT_USDT_FLAT, STMT_KEY_NO_TEXT = 1 << STMT_USDT_FLAT_BIT, 1 << STMT_KEY_NO_TEXT_BIT
 COM_QUERY, COM_STMT_EXECUTE = 3, 23
-COUNTERS = ("entries", "returns", "unmatched_returns", "lost_frames", "depth_overflow",
-            "no_stack", "partition_read_errors")
-# offcpu.bpf.c
-STACK_DEPTH = 127
-OFFCPU_DROPPED = ("thread map full", "stack map full")
-# io.bpf.c
-IOCB_OP_BASE = 1000
-MAX_IOCBS = 8
-PATH_LEN = 256
-IO_DROPPED = ("thread map full", "call map full", f"io_submit calls of more than {MAX_IOCBS} iocbs",
-              "opened-file map full")
-# cpu_sample.bpf.c
+# enum counter_id: the C name of each of the engine's counters -> the capture's
+COUNTER_IDS = {"CNT_ENTRIES": "entries", "CNT_RETURNS": "returns", "CNT_UNMATCHED_RETURNS": "unmatched_returns",
+               "CNT_LOST_FRAMES": "lost_frames", "CNT_DEPTH_OVERFLOW": "depth_overflow", "CNT_NO_STACK": "no_stack",
+               "CNT_PART_READ_ERRORS": "partition_read_errors"}
+COUNTERS = tuple(COUNTER_IDS.values())
+# tracing.h
+MAX_STACKS, STACK_DEPTH = 16384, 127
+# offcpu.h: each kind of drop's C name -> the capture's
+OFFCPU_DROPS = {"OFFCPU_THREAD_MAP_FULL": "thread map full", "OFFCPU_STACK_MAP_FULL": "stack map full"}
+# io.h
+MAX_IOCBS, IOCB_OP_BASE, PATH_LEN = 8, 1000, 256
+IO_DROPS = {"IO_THREAD_MAP_FULL": "thread map full", "IO_CALL_MAP_FULL": "call map full",
+            "IO_IOCBS_LEFT_OUT": f"io_submit calls of more than {MAX_IOCBS} iocbs",
+            "IO_OPENED_MAP_FULL": "opened-file map full"}
+# cpu_sample.h
 SAMPLE_USER_STACKS, SAMPLE_KERNEL_STACKS = 1, 2
-SAMPLE_DROPPED = ("sample map full", "stacks not taken")
+SAMPLE_DROPS = {"SAMPLE_MAP_FULL": "sample map full", "SAMPLE_STACKS_NOT_TAKEN": "stacks not taken"}
+OFFCPU_DROPPED, IO_DROPPED, SAMPLE_DROPPED = (tuple(d.values()) for d in (OFFCPU_DROPS, IO_DROPS, SAMPLE_DROPS))
+
+
+def _numbered(names, count: str) -> dict[str, int]:
+    """An enum of names numbered from 0, ending in their count."""
+    return {**{n: i for i, n in enumerate(names)}, count: len(names)}
+
+
+TRACING_LIMITS = {"MAX_STACKS": MAX_STACKS, "STACK_DEPTH": STACK_DEPTH}
+# per object: each enum of its header (as the object's BTF carries it) -> its constants
+ENUMS = {
+    "uprobe_latency": {
+        "latency_limits": {"MAX_PROBES": MAX_PROBES, "STMT_TEXT_LEN": STMT_TEXT_LEN,
+                           "MAX_COST_CLASSES": MAX_COST_CLASSES, "NO_PARENT": NO_PARENT},
+        "histogram_layout": {"HIST_SUB_BITS": HIST_SUB_BITS, "MAX_SLOTS": MAX_SLOTS},
+        "probe_cookie": {"COOKIE_PROBE_MASK": COOKIE_PROBE_MASK, "COOKIE_MODE_SHIFT": COOKIE_MODE_SHIFT,
+                         "COOKIE_ARG_SHIFT": COOKIE_ARG_SHIFT, "COOKIE_ENTRY_ONLY_BIT": COOKIE_ENTRY_ONLY_BIT,
+                         "COOKIE_CLASS_SHIFT": COOKIE_CLASS_SHIFT},
+        "part_mode": {"PART_NONE": PART_NONE, "PART_ARG_VALUE": PART_ARG_VALUE, "PART_ARG_OUT_PTR": PART_ARG_OUT_PTR},
+        "stmt_cookie": {"STMT_CMD_ARG_SHIFT": STMT_CMD_ARG_SHIFT, "STMT_TEXT_ARG_SHIFT": STMT_TEXT_ARG_SHIFT,
+                        "STMT_TEXT_INDIRECT_BIT": STMT_TEXT_INDIRECT_BIT, "STMT_LEN_ARG_SHIFT": STMT_LEN_ARG_SHIFT,
+                        "STMT_CMD_QUERY": STMT_CMD_QUERY, "STMT_TEXT_USDT": STMT_TEXT_USDT,
+                        "STMT_TEXT_DEREF": STMT_TEXT_DEREF, "STMT_REG_MASK": STMT_REG_MASK,
+                        "STMT_REG_NONE": STMT_REG_NONE, "STMT_LEN_NONE": STMT_LEN_NONE,
+                        "STMT_DISP_SHIFT": STMT_DISP_SHIFT, "STMT_USDT_FLAT_BIT": STMT_USDT_FLAT_BIT,
+                        "STMT_KEY_NO_TEXT_BIT": STMT_KEY_NO_TEXT_BIT},
+        "server_command": {"COM_QUERY": COM_QUERY, "COM_STMT_EXECUTE": COM_STMT_EXECUTE},
+        "counter_id": _numbered(COUNTER_IDS, "CNT_MAX"),
+    },
+    "offcpu": {"tracing_limits": TRACING_LIMITS, "offcpu_dropped": _numbered(OFFCPU_DROPS, "OFFCPU_DROPPED_KINDS")},
+    "io": {"tracing_limits": TRACING_LIMITS,
+           "io_limits": {"MAX_IOCBS": MAX_IOCBS, "IOCB_OP_BASE": IOCB_OP_BASE, "PATH_LEN": PATH_LEN},
+           "io_dropped": _numbered(IO_DROPS, "IO_DROPPED_KINDS")},
+    "cpu_sample": {"tracing_limits": TRACING_LIMITS,
+                   "sample_stacks": {"SAMPLE_USER_STACKS": SAMPLE_USER_STACKS,
+                                     "SAMPLE_KERNEL_STACKS": SAMPLE_KERNEL_STACKS},
+                   "sample_dropped": _numbered(SAMPLE_DROPS, "SAMPLE_DROPPED_KINDS")},
+}
 
 _u32, _u64, _s64 = ctypes.c_uint32, ctypes.c_uint64, ctypes.c_int64
 
@@ -208,6 +249,20 @@ def layout_mismatches(btf: Btf, mirrors: dict[str, type]) -> list[str]:
     return out
 
 
+def enum_mismatches(btf: Btf, enums: dict[str, dict[str, int]]) -> list[str]:
+    """How the headers' enums in the object differ from ENUMS (none: they agree)."""
+    out = []
+    for name, ours in enums.items():
+        try:
+            theirs = btf.enum(name)
+        except BpfError:
+            out.append(f"enum {name}: not in the object")
+            continue
+        if theirs != ours:
+            out.append(f"enum {name}: {theirs} in the object, {ours} in abi.py")
+    return out
+
+
 def compiled_abi(btf: Btf) -> int:
     """UPROBE_LATENCY_ABI as compiled into the object's .rodata."""
     offset, size = btf.variable(".rodata", "config")
@@ -218,7 +273,7 @@ def compiled_abi(btf: Btf) -> int:
 def checked_object(name: str) -> Btf:
     """The object's BTF once its layout and ABI version agree with this module."""
     btf = Btf.of_object(object_path(name))
-    problems = layout_mismatches(btf, MIRRORS[name])
+    problems = layout_mismatches(btf, MIRRORS[name]) + enum_mismatches(btf, ENUMS[name])
     if name == "uprobe_latency" and compiled_abi(btf) != UPROBE_LATENCY_ABI:
         problems.append(f"ABI {compiled_abi(btf)} compiled in, {UPROBE_LATENCY_ABI} expected")
     if problems:

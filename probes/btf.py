@@ -1,6 +1,6 @@
 """A reader for the BTF of a compiled BPF object: enough to check that the
-ctypes mirrors in abi.py lay structures out as clang did, and to find where
-a global variable sits in .rodata. BTF's format: linux/Documentation/bpf/btf.rst."""
+ctypes mirrors in abi.py lay structures out as clang did and hold the
+headers' enum constants, and to find where a global variable sits in .rodata. BTF's format: linux/Documentation/bpf/btf.rst."""
 
 from __future__ import annotations
 
@@ -89,6 +89,10 @@ class Btf:
         t = self._named(_KIND_STRUCT, name)
         return t.size_or_type, [Member(n, bits // 8, self.size(tid)) for n, tid, bits in t.items]
 
+    def enum(self, name: str) -> dict[str, int]:
+        """An enum's constants, by name."""
+        return dict(self._named(_KIND_ENUM, name).items)
+
     def variable(self, section: str, name: str) -> tuple[int, int]:
         """(offset, size) of a global variable in a data section (.rodata, .bss)."""
         sec = self._named(_KIND_DATASEC, section)
@@ -124,6 +128,10 @@ def _parse(data: bytes) -> list[BtfType | None]:
             t.items = [struct.unpack_from("<III", data, pos + 12 * i) for i in range(vlen)]
         elif kind == _KIND_ARRAY:
             t.extra = struct.unpack_from("<III", data, pos)
+        elif kind == _KIND_ENUM:
+            signed = "i" if kind_flag else "I"
+            t.items = [(name(n), v) for n, v in (struct.unpack_from(f"<I{signed}", data, pos + 8 * i)
+                                                 for i in range(vlen))]
         pos += _EXTRA_FIXED.get(kind, 0) + _EXTRA_PER_ITEM.get(kind, 0) * vlen
         types.append(t)
     return types

@@ -17,34 +17,21 @@
 
 struct task_struct;
 
-#define DROPPED_KINDS 2
+#include "cpu_sample.h"
+#define DROPPED_KINDS SAMPLE_DROPPED_KINDS
 #include "tracing.h"
 #include "x86_64_regs.h"
 
 #define MAX_KEYS 65536
-#define SAMPLE_USER_STACKS 1
-#define SAMPLE_KERNEL_STACKS 2
-
-struct sample_config {
-	__u32 target_tgid;
-	__u32 stacks;       /* SAMPLE_* bits */
-	__u64 trampoline;   /* the page of uretprobe trampolines ([uprobes]); 0: not checked */
-	__u64 text_lo;      /* the target binary's code: where a return address */
-	__u64 text_hi;      /* at the stack's top may point */
-};
 
 const volatile struct sample_config config = {};
 __u32 enabled = 0;   /* samples are counted */
-
-struct sample_key {
-	__u32 tid;
-	__s32 ustack;     /* stack ids; negative: not taken, or none */
-	__s32 kstack;
-	__u16 in_kernel;  /* the CPU was in the kernel, on the thread's behalf */
-	__u16 at_entry;   /* at a return-probed function's first instructions: see at_entry() */
-	__u64 ip;         /* the user address, when user stacks are not taken */
-	__u64 caller;     /* a frameless leaf's return address: see leaf_caller() */
-};
+/* the constants probes/abi.py checks: their enums' names in BTF */
+const volatile struct {
+	enum tracing_limits tracing;
+	enum sample_stacks stacks;
+	enum sample_dropped dropped;
+} abi_enums = {};
 
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
@@ -135,14 +122,14 @@ int on_sample(struct bpf_perf_event_data *ctx)
 	if (config.stacks & SAMPLE_USER_STACKS) {
 		k.ustack = bpf_get_stackid(ctx, &stacks, BPF_F_USER_STACK);
 		if (k.ustack < 0)
-			count_drop(1);   /* its bucket held another stack, or none could be walked */
+			count_drop(SAMPLE_STACKS_NOT_TAKEN);   /* its bucket held another stack, or none could be walked */
 	} else {
 		bpf_get_stack(ctx, &k.ip, sizeof(k.ip), BPF_F_USER_STACK);
 	}
 	if ((config.stacks & SAMPLE_KERNEL_STACKS) && k.in_kernel) {
 		k.kstack = bpf_get_stackid(ctx, &stacks, 0);
 		if (k.kstack < 0)
-			count_drop(1);
+			count_drop(SAMPLE_STACKS_NOT_TAKEN);
 	}
 
 	n = bpf_map_lookup_elem(&samples, &k);
@@ -156,7 +143,7 @@ int on_sample(struct bpf_perf_event_data *ctx)
 			if (n)
 				__sync_fetch_and_add(n, 1);
 			else
-				count_drop(0);   /* the map is full */
+				count_drop(SAMPLE_MAP_FULL);   /* the map is full */
 		}
 	}
 	return 0;

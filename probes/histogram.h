@@ -10,8 +10,10 @@
 
 #include <linux/types.h>
 
-#define HIST_SUB_BITS 2
-#define MAX_SLOTS 160
+enum histogram_layout {
+	HIST_SUB_BITS = 2,
+	MAX_SLOTS = 160,
+};
 
 #ifndef __always_inline
 #define __always_inline inline __attribute__((always_inline))

@@ -27,67 +27,29 @@
 #include <linux/bpf.h>
 #include <bpf/bpf_helpers.h>
 
-#define DROPPED_KINDS 4
+#include "io.h"
+#define DROPPED_KINDS IO_DROPPED_KINDS
 #include "tracing.h"
 
 #define MAX_THREADS 16384
 #define MAX_KEYS 65536
-#define MAX_IOCBS 8
-#define IOCB_OP_BASE 1000   /* io_key.call of a submitted iocb: this + its aio_lio_opcode */
 #define MAX_OPENED 4096
-#define PATH_LEN 256
 
 #include "x86_64_regs.h"
 
 const volatile __u32 target_tgid = 0;
 __u32 enabled = 0;   /* calls are taken */
+/* the constants probes/abi.py checks: their enums' names in BTF */
+const volatile struct {
+	enum tracing_limits tracing;
+	enum io_limits limits;
+	enum io_dropped dropped;
+} abi_enums = {};
 
 /* the uapi struct iocb fields read, at their offsets */
 #define IOCB_OPCODE 16
 #define IOCB_FILDES 20
 #define IOCB_NBYTES 32
-
-struct iocb_seen {
-	__s32 fd;
-	__u32 op;
-	__u32 gen;
-	__u32 pad;
-	__u64 bytes;
-};
-
-struct in_call {
-	__u64 ts;
-	__s32 ustack;
-	__u32 call;
-	__s32 fd;
-	__u32 gen;
-	__u32 iocbs;
-	struct iocb_seen iocb[MAX_IOCBS];
-};
-
-struct io_key {
-	__u32 tid;
-	__s32 ustack;   /* negative: the stack could not be taken */
-	__u32 call;     /* syscall number, or IOCB_OP_BASE + opcode */
-	__s32 fd;       /* -1: none (io_getevents) */
-	__u32 gen;      /* the fd's open generation: 0, opened before the phase */
-};
-
-struct opened_key {
-	__s32 fd;
-	__u32 gen;
-};
-
-struct path {
-	char name[PATH_LEN];
-};
-
-struct io_value {
-	__u64 calls;
-	__u64 bytes;
-	__u64 ns;
-	__u64 errors;
-};
 
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
@@ -190,7 +152,7 @@ static __always_inline void add(struct io_key *k, __u64 bytes, __u64 ns, __u64 e
 		bpf_map_update_elem(&io, k, &zero, BPF_NOEXIST);
 		v = bpf_map_lookup_elem(&io, k);
 		if (!v) {
-			count_drop(1);
+			count_drop(IO_CALL_MAP_FULL);
 			return;
 		}
 	}
@@ -222,7 +184,7 @@ static __always_inline void keep_path(__u32 tid, unsigned long user_path)
 	if (bpf_probe_read_user_str(p->name, sizeof(p->name), (void *)user_path) < 0)
 		return;
 	if (bpf_map_update_elem(&opening, &tid, p, BPF_ANY) != 0)
-		count_drop(3);
+		count_drop(IO_OPENED_MAP_FULL);
 }
 
 /* an open returned fd: a new generation with the path kept at entry */
@@ -237,7 +199,7 @@ static __always_inline void name_fd(__u32 tid, __s32 fd)
 	k.gen = ++last_gen;
 	if (bpf_map_update_elem(&opened, &k, p, BPF_ANY) != 0 ||
 	    bpf_map_update_elem(&fd_gen, &fd, &k.gen, BPF_ANY) != 0)
-		count_drop(3);
+		count_drop(IO_OPENED_MAP_FULL);
 	bpf_map_delete_elem(&opening, &tid);
 }
 
@@ -302,7 +264,7 @@ int on_enter(__u64 *ctx)
 	else
 		c->ustack = bpf_get_stackid(ctx, &stacks, BPF_F_USER_STACK);
 	if (bpf_map_update_elem(&in_calls, &tid, c, BPF_ANY) != 0)
-		count_drop(0);
+		count_drop(IO_THREAD_MAP_FULL);
 	return 0;
 }
 
@@ -345,7 +307,7 @@ int on_exit(__u64 *ctx)
 				break;
 		}
 		if (c->iocbs == MAX_IOCBS && ret > MAX_IOCBS)
-			count_drop(2);
+			count_drop(IO_IOCBS_LEFT_OUT);
 	} else {
 		struct io_key k = { .tid = tid, .ustack = c->ustack, .call = c->call, .fd = c->fd, .gen = c->gen };
 		__u64 bytes = 0;

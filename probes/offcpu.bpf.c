@@ -15,7 +15,8 @@
 #include <linux/bpf.h>
 #include <bpf/bpf_helpers.h>
 
-#define DROPPED_KINDS 2
+#include "offcpu.h"
+#define DROPPED_KINDS OFFCPU_DROPPED_KINDS
 #include "tracing.h"
 
 #define MAX_THREADS 16384
@@ -25,26 +26,11 @@
 
 const volatile __u32 target_tgid = 0;
 __u32 enabled = 0;   /* switch-outs are taken */
-
-struct away {
-	__u64 ts;
-	__s32 ustack;
-	__s32 kstack;
-	__u32 preempted;
-	__u32 tid;
-};
-
-struct offcpu_key {
-	__u32 tid;
-	__s32 ustack;   /* stack ids; negative: the stack could not be taken */
-	__s32 kstack;
-	__u32 preempted;
-};
-
-struct offcpu_value {
-	__u64 ns;
-	__u64 count;
-};
+/* the constants probes/abi.py checks: their enums' names in BTF */
+const volatile struct {
+	enum tracing_limits tracing;
+	enum offcpu_dropped dropped;
+} abi_enums = {};
 
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
@@ -89,7 +75,7 @@ int on_switch(__u64 *ctx)
 
 			task = ctx[1];
 			if (bpf_map_update_elem(&aways, &task, &out, BPF_ANY) != 0)
-				count_drop(0);
+				count_drop(OFFCPU_THREAD_MAP_FULL);
 		}
 	}
 	/* the thread switched in: one of the target's if its switch-out was kept */
@@ -115,7 +101,7 @@ int on_switch(__u64 *ctx)
 					__sync_fetch_and_add(&v->ns, now - a->ts);
 					__sync_fetch_and_add(&v->count, 1);
 				} else {
-					count_drop(1);
+					count_drop(OFFCPU_STACK_MAP_FULL);
 				}
 			}
 		}

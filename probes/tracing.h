@@ -1,10 +1,13 @@
 /* What the tracepoint programs (offcpu.bpf.c, io.bpf.c) share: a map of
  * user and kernel stacks, and counters of the events their maps' limits
  * cost, read back to say so in the capture. Include after bpf_helpers.h,
- * with DROPPED_KINDS defined to how many kinds of drop the program counts. */
+ * with DROPPED_KINDS defined to how many kinds of drop the program counts
+ * (its header's enum of them ends in that count). */
 
-#define MAX_STACKS 16384
-#define STACK_DEPTH 127
+enum tracing_limits {
+	MAX_STACKS = 16384,
+	STACK_DEPTH = 127,   /* frames of a stack */
+};
 
 struct {
 	__uint(type, BPF_MAP_TYPE_STACK_TRACE);

@@ -21,6 +21,16 @@ char LICENSE[] SEC("license") = "GPL";
 /* set before loading (see struct latency_config); the ABI version is
  * compiled in, and user space checks it against its own before loading */
 const volatile struct latency_config config = { .abi = UPROBE_LATENCY_ABI };
+/* the constants probes/abi.py checks: their enums' names in BTF */
+const volatile struct {
+	enum latency_limits limits;
+	enum histogram_layout histogram;
+	enum probe_cookie cookie;
+	enum part_mode part_mode;
+	enum stmt_cookie stmt_cookie;
+	enum server_command command;
+	enum counter_id counter;
+} abi_enums = {};
 
 /* Set by user space once every probe is attached, cleared before any is
  * detached: all functions share one window, whatever the attach order.

@@ -9,13 +9,18 @@
 
 #define UPROBE_LATENCY_ABI 9
 
-#define MAX_PROBES 1024
+enum latency_limits {
+	MAX_PROBES = 1024,
+	STMT_TEXT_LEN = 128,     /* bytes of a statement's text read at its start */
+	MAX_COST_CLASSES = 4,
+	NO_PARENT = 0xffff,      /* edge_key.parent of a call with no probed caller */
+};
+
 #define MAX_DEPTH 32      /* nesting of probed functions tracked per thread */
 #define MAX_THREADS 8192
 #define MAX_PART_KEYS 16384
 #define MAX_EDGE_KEYS 65536
 #define MAX_STATEMENT_KEYS 4096  /* statement shapes (texts up to their literals) */
-#define STMT_TEXT_LEN 128        /* bytes of a statement's text read at its start */
 
 /* The statement probes (stmt_entry/stmt_return, on the server's command
  * dispatcher) mark where each thread's statements begin and end, so probed
@@ -26,10 +31,6 @@
  * Text through a pointer: the text argument points to a structure whose
  * first two members are the text and its length (MySQL 5.7+'s COM_DATA),
  * else it is the text and the length argument gives its length. */
-#define STMT_CMD_ARG_SHIFT 16
-#define STMT_TEXT_ARG_SHIFT 24
-#define STMT_TEXT_INDIRECT (1ULL << 31)
-#define STMT_LEN_ARG_SHIFT 40
 /* On a USDT site (query__start, whose operands differ from site to site:
  * 8@%r13, 8@%rdx, 8@104(%rbx)) each site has its own cookie: the command
  * is STMT_CMD_QUERY (the site marks a query), the text argument is
@@ -39,24 +40,35 @@
  * STMT_LEN_NONE: the text ends at its NUL. STMT_USDT_FLAT (the bit that
  * is STMT_TEXT_INDIRECT elsewhere): the sites do not nest (query__start),
  * so a start ends a statement whose done never came. */
-#define STMT_CMD_QUERY 0xff
-#define STMT_TEXT_USDT 0x40
-#define STMT_TEXT_DEREF 0x20
-#define STMT_REG_MASK 0x1f
-#define STMT_REG_NONE 0x1f
-#define STMT_LEN_NONE 0xff
-#define STMT_DISP_SHIFT 48
-#define STMT_USDT_FLAT (1ULL << 31)
+enum stmt_cookie {
+	STMT_CMD_ARG_SHIFT = 16,
+	STMT_TEXT_ARG_SHIFT = 24,
+	STMT_TEXT_INDIRECT_BIT = 31,
+	STMT_LEN_ARG_SHIFT = 40,
+	STMT_CMD_QUERY = 0xff,
+	STMT_TEXT_USDT = 0x40,
+	STMT_TEXT_DEREF = 0x20,
+	STMT_REG_MASK = 0x1f,
+	STMT_REG_NONE = 0x1f,
+	STMT_LEN_NONE = 0xff,
+	STMT_DISP_SHIFT = 48,
+	STMT_USDT_FLAT_BIT = 31,
+	STMT_KEY_NO_TEXT_BIT = 63,
+};
+#define STMT_TEXT_INDIRECT (1ULL << STMT_TEXT_INDIRECT_BIT)
+#define STMT_USDT_FLAT (1ULL << STMT_USDT_FLAT_BIT)
 /* The stage probe (stage_entry, entry only, on P_S's start_stage) keeps
  * the stage key (its first argument) each thread is in, so the probed calls
  * of a statement are kept by the stage they began in; 0: not known (no
  * stage began since the statement did). Its cookie: 16 probe index | ... |
  * 8 cost class. Being entry only, it is taken to cost half its class's pair. */
-#define COM_QUERY 3
-#define COM_STMT_EXECUTE 23
+enum server_command {
+	COM_QUERY = 3,
+	COM_STMT_EXECUTE = 23,
+};
 /* keys of commands that carry no text: the high bit, the command, and for
  * an execute the prepared statement's id */
-#define STMT_KEY_NO_TEXT (1ULL << 63)
+#define STMT_KEY_NO_TEXT (1ULL << STMT_KEY_NO_TEXT_BIT)
 
 /* bpf cookie, from the low bits:
  *   16 probe index | 8 partition mode | 7 argument index | 1 entry only |
@@ -64,12 +76,14 @@
  * The costs map holds, per class of probed first instruction, what a probe
  * costs (see struct probe_cost); user space keeps it calibrated while the
  * window is open. */
-#define COOKIE_PROBE_MASK 0xffff
-#define COOKIE_MODE_SHIFT 16
-#define COOKIE_ARG_SHIFT 24
-#define COOKIE_ENTRY_ONLY (1ULL << 31) /* no return probe: count, push nothing */
-#define COOKIE_CLASS_SHIFT 32
-#define MAX_COST_CLASSES 4
+enum probe_cookie {
+	COOKIE_PROBE_MASK = 0xffff,
+	COOKIE_MODE_SHIFT = 16,
+	COOKIE_ARG_SHIFT = 24,
+	COOKIE_ENTRY_ONLY_BIT = 31,   /* no return probe: count, push nothing */
+	COOKIE_CLASS_SHIFT = 32,
+};
+#define COOKIE_ENTRY_ONLY (1ULL << COOKIE_ENTRY_ONLY_BIT)
 
 /* .rodata: set by user space before loading */
 struct latency_config {
@@ -129,7 +143,6 @@ struct part_stats {
 
 /* one edge of the dynamic call tree of probed functions, per thread:
  * probe called while parent (NO_PARENT: no probed caller) was open */
-#define NO_PARENT 0xffff
 struct edge_key {
 	__u32 tid;
 	__u16 probe;

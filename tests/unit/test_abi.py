@@ -72,9 +72,7 @@ def test_the_c_histogram_slots_are_the_python_ones(tmp_path):
                      *((1 << e) + (1 << max(e - 2, 0)) for e in range(2, 62)), 10**6, 10**9 + 7, 2**40 - 1, 2**41})
     out = subprocess.run([str(tmp_path / "slots")], input="\n".join(map(str, values)), capture_output=True,
                          text=True, check=True).stdout.split()
-    assert [int(x) for x in out] == [abi.slot_of(v) for v in values]
-    header = (PROBES / "histogram.h").read_text()
-    assert f"#define MAX_SLOTS {abi.MAX_SLOTS}\n" in header and f"#define HIST_SUB_BITS {abi.HIST_SUB_BITS}\n" in header
+    assert [int(x) for x in out] == [abi.slot_of(v) for v in values]   # MAX_SLOTS, HIST_SUB_BITS: through BTF
 
 
 @pytest.mark.skipif(not Path("/sys/kernel/btf/vmlinux").exists(), reason="the kernel exports no BTF")
@@ -98,23 +96,31 @@ def test_the_registers_header_lays_out_pt_regs_as_the_kernel():
     assert {name: at.get(name) for name in read} == {name: 8 * i for i, name in enumerate(read)}
 
 
-def _header_constants(text: str) -> dict[str, int]:
-    """The #defines of a header whose value is a number or a shifted one."""
-    out = {}
-    for name, value in re.findall(r"^#define (\w+) (.+?)\s*(?:/\*.*)?$", text, re.M):
-        m = re.fullmatch(r"\(1ULL << (\d+)\)", value)
-        if m:
-            out[name] = 1 << int(m.group(1))
-        elif re.fullmatch(r"0x[0-9a-fA-F]+|\d+", value):
-            out[name] = int(value, 0)
-    return out
+@pytest.mark.parametrize("name", sorted(abi.ENUMS))
+def test_the_headers_enums_are_abi_pys_constants(name):
+    # the C constants Python uses come out of the object's BTF, not its source text
+    assert abi.enum_mismatches(Btf.of_object(object_path(name)), abi.ENUMS[name]) == []
 
 
-def test_every_constant_both_sides_name_has_one_value():
-    header = _header_constants((PROBES / "uprobe_latency.h").read_text() + (PROBES / "histogram.h").read_text())
-    shared = {n: v for n, v in header.items() if hasattr(abi, n)}
-    assert {"STMT_CMD_QUERY", "STMT_TEXT_USDT", "STMT_DISP_SHIFT", "STMT_TEXT_INDIRECT", "COM_QUERY"} <= set(shared)
-    assert {n: getattr(abi, n) for n in shared} == shared
+def test_an_enum_change_is_caught(monkeypatch):
+    btf = Btf.of_object(object_path("io"))
+    changed = {**abi.ENUMS["io"], "io_limits": {**abi.ENUMS["io"]["io_limits"], "MAX_IOCBS": 16}}
+    assert abi.enum_mismatches(btf, changed) == [
+        "enum io_limits: {'MAX_IOCBS': 8, 'IOCB_OP_BASE': 1000, 'PATH_LEN': 256} in the object, "
+        "{'MAX_IOCBS': 16, 'IOCB_OP_BASE': 1000, 'PATH_LEN': 256} in abi.py"]
+    assert abi.enum_mismatches(btf, {"io_gone": {}}) == ["enum io_gone: not in the object"]
+    abi.checked_object.cache_clear()
+    monkeypatch.setitem(abi.ENUMS, "io", changed)
+    with pytest.raises(BpfError, match="enum io_limits"):
+        abi.checked_object("io")
+    abi.checked_object.cache_clear()
+
+
+def test_each_drop_kind_the_programs_count_has_a_name():
+    for enums, drops in ((abi.ENUMS["offcpu"]["offcpu_dropped"], abi.OFFCPU_DROPPED),
+                         (abi.ENUMS["io"]["io_dropped"], abi.IO_DROPPED),
+                         (abi.ENUMS["cpu_sample"]["sample_dropped"], abi.SAMPLE_DROPPED)):
+        assert max(enums.values()) == len(drops)   # the count that sizes the `dropped` map
 
 
 @pytest.mark.parametrize("name", sorted(abi.MIRRORS))
