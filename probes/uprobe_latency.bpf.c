@@ -7,7 +7,11 @@
  * calls are timed separately, and each call knows how many probe hits
  * happened inside it; per thread, calls are kept by their probed caller
  * (the edges of the call tree). A partition id, when known, is carried down the stack
- * so callees are attributed to the partition their caller chose. */
+ * so callees are attributed to the partition their caller chose.
+ *
+ * This file is the core; the same object's statement keying, stage tracking
+ * and waits for a CPU are in latency_statements.bpf.h, latency_stages.bpf.h
+ * and latency_cpu_waits.bpf.h, included below. */
 #include <stdbool.h>
 #include <linux/types.h>
 #include <linux/bpf.h>
@@ -85,61 +89,11 @@ struct {
 } empty_part SEC(".maps");
 
 struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, MAX_STATEMENT_KEYS);
-	__uint(map_flags, BPF_F_NO_PREALLOC);
-	__type(key, __u64);
-	__type(value, struct stmt_stats);
-} statements SEC(".maps");
-
-struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, MAX_EDGE_KEYS);
-	__uint(map_flags, BPF_F_NO_PREALLOC);
-	__type(key, struct stmt_edge_key);
-	__type(value, struct edge_stats);
-} stmt_edges SEC(".maps");
-
-/* threads whose statements are not kept: mysqlprobe's own connections */
-struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, 64);
-	__type(key, __u32);
-	__type(value, __u8);
-} quiet_threads SEC(".maps");
-
-/* a statement's first bytes, read at its start; its counters stay 0, so it
- * is also the first value of a new shape */
-struct {
-	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-	__uint(max_entries, 1);
-	__type(key, __u32);
-	__type(value, struct stmt_stats);
-} stmt_scratch SEC(".maps");
-
-struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
 	__uint(max_entries, MAX_COST_CLASSES);
 	__type(key, __u32);
 	__type(value, struct probe_cost);
 } costs SEC(".maps");
-
-/* the target's threads switched out runnable with probed calls open (see
- * on_switch), and how many there are: a switch-in looks for itself only
- * when some are */
-struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, MAX_THREADS);
-	__type(key, __u64);
-	__type(value, struct preempted);
-} preempted_threads SEC(".maps");
-
-struct {
-	__uint(type, BPF_MAP_TYPE_ARRAY);
-	__uint(max_entries, 1);
-	__type(key, __u32);
-	__type(value, __u64);
-} preempted_open SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
@@ -191,39 +145,6 @@ static __always_inline unsigned long arg_value(struct x86_64_regs *regs, __u32 i
 	if (index == 4)
 		return a4;
 	return index == 5 ? a5 : 0;
-}
-
-/* any general register by its index in struct x86_64_regs (a USDT
- * operand's); all are loaded first, as arg_value does */
-static __always_inline unsigned long reg_value(struct x86_64_regs *r, __u32 index)
-{
-	unsigned long v[] = { r->r15, r->r14, r->r13, r->r12, r->bp, r->bx, r->r11, r->r10,
-			      r->r9, r->r8, r->ax, r->cx, r->dx, r->si, r->di, r->orig_ax,
-			      r->ip, r->cs, r->flags, r->sp };
-
-	return index < sizeof(v) / sizeof(v[0]) ? v[index] : 0;
-}
-
-/* a statement probe's text argument: an index, or a USDT operand */
-static __always_inline __u32 text_arg_of(__u64 cookie)
-{
-	return (cookie >> STMT_TEXT_ARG_SHIFT) & 0x7f;
-}
-
-/* a USDT site's text operand (see STMT_TEXT_USDT): a register, or the
- * 8 bytes at a register plus the displacement */
-static __always_inline unsigned long usdt_text(struct x86_64_regs *ctx, __u64 cookie)
-{
-	__u32 field = text_arg_of(cookie), reg = field & STMT_REG_MASK;
-	unsigned long base, value = 0;
-
-	if (reg == STMT_REG_NONE)
-		return 0;
-	base = reg_value(ctx, reg);
-	if (!(field & STMT_TEXT_DEREF))
-		return base;
-	bpf_probe_read_user(&value, sizeof(value), (void *)(base + (__s16)(cookie >> STMT_DISP_SHIFT)));
-	return value;
 }
 
 static __always_inline struct thread_stack *thread_stack(__u32 tid, bool create, int who)
@@ -319,30 +240,6 @@ __noinline int record_edge(__u32 tid, __u32 probe, __u32 parent, __u64 delta, __
 	return 0;
 }
 
-__noinline int record_stmt_edge(struct stmt_edge_key *key, __u64 delta, __s64 corrected)
-{
-	struct stmt_edge_key k;
-	struct edge_stats *es;
-
-	if (!key)
-		return 0;
-	k = *key;
-	es = bpf_map_lookup_elem(&stmt_edges, &k);
-	if (!es) {
-		struct edge_stats first = {};
-
-		bpf_map_update_elem(&stmt_edges, &k, &first, BPF_NOEXIST);
-		es = bpf_map_lookup_elem(&stmt_edges, &k);
-	}
-	if (es) {
-		/* many threads run one statement shape */
-		__sync_fetch_and_add(&es->calls, 1);
-		__sync_fetch_and_add(&es->total_ns, delta);
-		__sync_fetch_and_add(&es->corrected_ns, corrected);
-	}
-	return 0;
-}
-
 /* hist_slot() as a global function: the verifier checks its branches once,
  * on their own, and its callers see one unknown number to bound; inlined,
  * its five-step binary search multiplied their paths (record() called it
@@ -398,17 +295,8 @@ __noinline int record(__u32 probe, __u64 delta, __s64 corrected, __u64 nested, _
 	return 0;
 }
 
-/* a global function: its map lookup stays out of probe_return's verification */
-__noinline int count_preempted(__u32 probe, __u64 waited)
-{
-	struct probe_stats *ps = bpf_map_lookup_elem(&stats, &probe);
-
-	if (ps) {
-		__sync_fetch_and_add(&ps->preempted_ns, waited);
-		__sync_fetch_and_add(&ps->preempted_calls, 1);
-	}
-	return 0;
-}
+#include "latency_cpu_waits.bpf.h"
+#include "latency_statements.bpf.h"
 
 SEC("uretprobe")
 int probe_return(struct x86_64_regs *ctx)
@@ -511,212 +399,6 @@ int probe_return(struct x86_64_regs *ctx)
 	return 0;
 }
 
-/* ---- statement boundaries ---- */
-
-struct norm_ctx {
-	__u64 hash;
-	__u32 quote;  /* the quote of the string being skipped; 0: none */
-	__u32 escape; /* the previous character was a backslash inside it */
-	__u32 prev;   /* what came before: 0 space or start, 1 word, 2 number, 3 other */
-	__u32 len;
-};
-
-static __always_inline void mix(struct norm_ctx *c, char ch)
-{
-	c->hash = (c->hash ^ (__u8)ch) * 0x100000001b3ULL; /* FNV-1a */
-}
-
-/* One character of the text: strings and numbers hash as '?', runs of
- * space as one. Texts that differ only in their literals then share a key;
- * user space merges further (value lists of any length) when it normalizes
- * the kept text, so the kernel's keys only ever split a digest, never merge two. */
-static long normalize_step(__u32 i, struct norm_ctx *c)
-{
-	__u32 zero = 0;
-	struct stmt_stats *s = bpf_map_lookup_elem(&stmt_scratch, &zero);
-	__u64 at = i;
-	char ch;
-	bool digit, word;
-
-	/* checked on the register that indexes (see record()) */
-	asm volatile("" : "+r"(at));
-	if (!s || at >= c->len || at >= STMT_TEXT_LEN)
-		return 1;
-	ch = s->text[at];
-	if (c->quote) {
-		if (c->escape)
-			c->escape = 0;
-		else if (ch == '\\')
-			c->escape = 1;
-		else if (ch == (char)c->quote)
-			c->quote = 0;
-		return 0;
-	}
-	digit = ch >= '0' && ch <= '9';
-	word = (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || ch == '_' || ch == '$';
-	if (ch == '\'' || ch == '"') {
-		c->quote = ch;
-		mix(c, '?');
-		c->prev = 3;
-	} else if (c->prev == 2 && (digit || word || ch == '.')) {
-		/* the rest of a number: 1.5, 1e3, 0x1f */
-	} else if (digit && c->prev != 1) {
-		mix(c, '?');
-		c->prev = 2;
-	} else if (ch == ' ' || ch == '\t' || ch == '\n' || ch == '\r') {
-		if (c->prev != 0)
-			mix(c, ' ');
-		c->prev = 0;
-	} else {
-		mix(c, ch);
-		c->prev = word || digit ? 1 : 3;
-	}
-	return 0;
-}
-
-#define TEXT_UNTIL_NUL 0xffffffffU /* a length not known: the text ends at its NUL */
-
-/* where the statement's text is, and its length; p: the text argument */
-static __always_inline unsigned long stmt_text(struct x86_64_regs *ctx, __u64 cookie, unsigned long p, __u32 *len)
-{
-	struct { unsigned long text; __u32 len; } data = {};
-
-	if ((cookie & STMT_TEXT_INDIRECT) && !(text_arg_of(cookie) & STMT_TEXT_USDT)) {
-		bpf_probe_read_user(&data, sizeof(data), (void *)p);
-		*len = data.len;
-		return data.text;
-	}
-	if (((cookie >> STMT_LEN_ARG_SHIFT) & 0xff) == STMT_LEN_NONE) {
-		*len = TEXT_UNTIL_NUL;
-		return p;
-	}
-	*len = (__u32)arg_value(ctx, (cookie >> STMT_LEN_ARG_SHIFT) & 0xff);
-	return p;
-}
-
-/* the shape key of the statement starting; its text in the scratch value */
-static __always_inline __u64 stmt_key(struct x86_64_regs *ctx, __u64 cookie, __u32 command,
-				      struct stmt_stats *scratch)
-{
-	__u32 text_arg = text_arg_of(cookie);
-	unsigned long data = text_arg & STMT_TEXT_USDT ? usdt_text(ctx, cookie) : arg_value(ctx, text_arg);
-	struct norm_ctx c = { .hash = 0xcbf29ce484222325ULL };
-	__u64 no_text = STMT_KEY_NO_TEXT | ((__u64)command << 32);
-	__u32 id = 0, len = 0;
-	unsigned long text;
-	long n;
-
-	scratch->command = command;
-	scratch->text_len = 0;
-	if (command == COM_STMT_EXECUTE) {
-		/* the statement id: the packet's first 4 bytes, or COM_DATA's first member */
-		bpf_probe_read_user(&id, sizeof(id), (void *)data);
-		return no_text | id;
-	}
-	if (command != COM_QUERY)
-		return no_text;
-	text = stmt_text(ctx, cookie, data, &len);
-	if (!len)
-		return no_text;
-	/* a packet need not end where its text does: the length bounds it */
-	n = bpf_probe_read_user_str(scratch->text, STMT_TEXT_LEN, (void *)text);
-	if (n <= 1)
-		return no_text;
-	c.len = n - 1 < len ? n - 1 : len;
-	if (len == TEXT_UNTIL_NUL) /* whole if it ended inside the buffer, else cut */
-		len = n < STMT_TEXT_LEN ? n - 1 : STMT_TEXT_LEN;
-	scratch->text_len = len; /* the whole text's: longer than the kept prefix, it was cut */
-	bpf_loop(STMT_TEXT_LEN, normalize_step, &c, 0);
-	return c.hash & ~STMT_KEY_NO_TEXT;
-}
-
-/* a statement of the target's that is kept: not one of mysqlprobe's own
- * connections; entry and return ask alike, so the engine's counters pair */
-static __always_inline bool kept_statement(__u64 pid_tgid)
-{
-	__u32 tid = (__u32)pid_tgid;
-
-	return wanted(pid_tgid) == TARGET && !bpf_map_lookup_elem(&quiet_threads, &tid);
-}
-
-SEC("uprobe")
-int stmt_entry(struct x86_64_regs *ctx)
-{
-	__u64 pid_tgid = bpf_get_current_pid_tgid();
-	__u64 cookie = bpf_get_attach_cookie(ctx);
-	__u32 tid = (__u32)pid_tgid, zero = 0, command;
-	struct stmt_stats *scratch;
-	struct thread_stack *st;
-	__u64 key;
-
-	if (!kept_statement(pid_tgid))
-		return 0;
-	count(CNT_ENTRIES);
-	st = thread_stack(tid, true, TARGET);
-	if (!st)
-		return 0;
-	/* USDT query sites that do not nest: a start without its done (an
-	 * exit path without the probe) ends with the next start */
-	if ((text_arg_of(cookie) & STMT_TEXT_USDT) && (cookie & STMT_USDT_FLAT))
-		st->stmt_depth = 0;
-	if (st->stmt_depth++ > 0)
-		return 0; /* a command run inside another (COM_MULTI) */
-	scratch = bpf_map_lookup_elem(&stmt_scratch, &zero);
-	if (!scratch)
-		return 0;
-	command = ((cookie >> STMT_CMD_ARG_SHIFT) & 0xff) == STMT_CMD_QUERY
-			  ? COM_QUERY : (__u32)arg_value(ctx, (cookie >> STMT_CMD_ARG_SHIFT) & 0xff);
-	key = stmt_key(ctx, cookie, command, scratch);
-	if (!bpf_map_lookup_elem(&statements, &key))
-		bpf_map_update_elem(&statements, &key, scratch, BPF_NOEXIST);
-	st->stmt_key = key;
-	st->stmt_window = st->window;
-	st->stage = 0;
-	st->stmt_hits_at_entry = st->hits;
-	st->stmt_cost_at_entry = st->cost_ns;
-	st->stmt_ts = bpf_ktime_get_ns();
-	return 0;
-}
-
-SEC("uretprobe")
-int stmt_return(struct x86_64_regs *ctx)
-{
-	__u64 now = bpf_ktime_get_ns();
-	__u64 pid_tgid = bpf_get_current_pid_tgid();
-	__u64 cookie = bpf_get_attach_cookie(ctx);
-	__u32 tid = (__u32)pid_tgid, cls = (cookie >> COOKIE_CLASS_SHIFT) & 0xff;
-	struct probe_cost *cost = bpf_map_lookup_elem(&costs, &cls);
-	struct thread_stack *st;
-	struct stmt_stats *s;
-	__u64 delta, slot, hits, inner_cost;
-
-	if (!kept_statement(pid_tgid))
-		return 0;
-	count(CNT_RETURNS);
-	st = thread_stack(tid, false, TARGET);
-	if (!st || !st->stmt_depth)
-		return 0; /* began before the window opened */
-	if (--st->stmt_depth > 0 || st->stmt_window != st->window)
-		return 0;
-	s = bpf_map_lookup_elem(&statements, &st->stmt_key);
-	if (!s)
-		return 0;
-	delta = now - st->stmt_ts;
-	hits = st->hits - st->stmt_hits_at_entry;
-	inner_cost = (cost ? cost->own_ns : 0) + (st->cost_ns - st->stmt_cost_at_entry);
-	record(cookie & COOKIE_PROBE_MASK, delta, (__s64)(delta - inner_cost), hits, -1);
-	slot = slot_of(delta);
-	asm volatile("" : "+r"(slot));
-	if (slot >= MAX_SLOTS)
-		return 0;
-	__sync_fetch_and_add(&s->executions, 1);
-	__sync_fetch_and_add(&s->total_ns, delta);
-	__sync_fetch_and_add(&s->probe_hits, hits);
-	__sync_fetch_and_add(&s->probe_cost_ns, inner_cost);
-	__sync_fetch_and_add(&s->hist[slot], 1);
-	return 0;
-}
-
 /* ---- the sentinel ----
  * Attached for the whole session at the target's entry point, which a
  * running process never executes: it keeps the kernel's mark that the
@@ -729,84 +411,4 @@ int sentinel(void *ctx)
 	return 0;
 }
 
-/* ---- stage changes ---- */
-
-SEC("uprobe")
-int stage_entry(struct x86_64_regs *ctx)
-{
-	__u64 pid_tgid = bpf_get_current_pid_tgid();
-	__u64 cookie = bpf_get_attach_cookie(ctx);
-	__u32 tid = (__u32)pid_tgid, probe = cookie & COOKIE_PROBE_MASK;
-	__u32 cls = (cookie >> COOKIE_CLASS_SHIFT) & 0xff;
-	struct probe_cost *cost = bpf_map_lookup_elem(&costs, &cls);
-	struct probe_stats *ps;
-	struct thread_stack *st;
-
-	if (wanted(pid_tgid) != TARGET)
-		return 0;
-	count(CNT_ENTRIES);
-	ps = bpf_map_lookup_elem(&stats, &probe);
-	if (ps)
-		__sync_fetch_and_add(&ps->calls, 1);
-	st = thread_stack(tid, false, TARGET);
-	if (!st)
-		return 0;
-	/* a hit inside the open probed calls: their corrections count it */
-	st->hits++;
-	st->cost_ns += cost ? cost->pair_ns / 2 : 0;
-	if (st->stmt_depth)
-		st->stage = (__u32)ctx->di;
-	return 0;
-}
-
-/* ---- waits for a CPU ----
- * raw_tp/sched_switch(bool preempt, struct task_struct *prev,
- *                     struct task_struct *next, unsigned int prev_state)
- * A thread of the target switched out still runnable (preempted in the
- * kernel, or its time slice ended) while probed calls are open on it waits
- * for a CPU until it is switched back in: that time is added to its
- * preempted_ns, and probe_return leaves it out of the calls it spans. Under
- * more runnable threads than CPUs such waits made a 285-ns call average
- * 2.7 us. Blocking (a lock, I/O) is the function's own wait and stays in.
- * prev is the current task here; next is known by its task_struct's
- * address, as offcpu.bpf.c does. */
-SEC("raw_tp/sched_switch")
-int on_switch(__u64 *ctx)
-{
-	__u64 now, task, *open;
-	__u32 zero = 0;
-	struct preempted *p;
-	struct thread_stack *st;
-
-	open = bpf_map_lookup_elem(&preempted_open, &zero);
-	if (!open)
-		return 0;
-	if (enabled && ((ctx[0] & 1) || (__u32)ctx[3] == 0)) {
-		__u64 pid_tgid = bpf_get_current_pid_tgid();
-		__u32 tid = (__u32)pid_tgid;
-
-		if ((pid_tgid >> 32) == config.targ_tgid) {
-			st = bpf_map_lookup_elem(&stacks, &tid);
-			if (st && st->depth && st->window == enabled) {
-				struct preempted out = { .ts = bpf_ktime_get_ns(), .tid = tid };
-
-				task = ctx[1];
-				if (bpf_map_update_elem(&preempted_threads, &task, &out, BPF_NOEXIST) == 0)
-					__sync_fetch_and_add(open, 1);
-			}
-		}
-	}
-	if (!*open)
-		return 0;
-	task = ctx[2];
-	p = bpf_map_lookup_elem(&preempted_threads, &task);
-	if (!p)
-		return 0;
-	now = bpf_ktime_get_ns();  /* only for a switch that ends a wait: not on every switch */
-	st = bpf_map_lookup_elem(&stacks, &p->tid);
-	if (st && now > p->ts)
-		st->preempted_ns += now - p->ts;
-	if (bpf_map_delete_elem(&preempted_threads, &task) == 0)
-		__sync_fetch_and_sub(open, 1);
-	return 0;
-}
+#include "latency_stages.bpf.h"
