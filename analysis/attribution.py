@@ -20,17 +20,19 @@ with its thread and its innermost probed caller."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from mysqlprobe.analysis.profile import stage_of, window_scale
 
 PS_PER_NS = 1000
 
 
-def stage_edges(doc: dict, calls, scale: float = 1.0) -> dict:
+def stage_edges(doc: dict[str, Any], calls, scale: float = 1.0) -> dict[Any, Any]:
     """(stage, calling stage or None) -> ns and calls (times scale), from
     (probe id, probed caller's id or None, {calls, total_ns}) records. A call
     nested in a call of the same stage is inside its time already."""
     stages = stage_of(doc)
-    out: dict = {}
+    out: dict[tuple[str, str | None], dict[str, float]] = {}
     for probe, parent_probe, c in calls:
         stage = stages.get(probe, f"probe {probe}")
         parent = stages.get(parent_probe) if parent_probe is not None else None
@@ -42,14 +44,14 @@ def stage_edges(doc: dict, calls, scale: float = 1.0) -> dict:
     return out
 
 
-def _edges(doc: dict, tids: set[int] | None, exclude: bool = False) -> dict:
+def _edges(doc: dict[str, Any], tids: set[int] | None, exclude: bool = False) -> dict[Any, Any]:
     """stage_edges of the probes' per-thread caller edges of some threads
     (None: all; exclude: all but those), scaled to the window."""
     return stage_edges(doc, ((p["id"], c["parent"], c) for p in doc.get("probes", []) for c in p.get("callers", [])
                              if tids is None or (c["tid"] in tids) != exclude), window_scale(doc))
 
 
-def probe_cost_ns(doc: dict, tids: set[int] | None) -> float:
+def probe_cost_ns(doc: dict[str, Any], tids: set[int] | None) -> float:
     """What the probes themselves added to these threads' time (calibrated):
     the calls they timed, not the window's estimate (they were off outside
     the duty cycles' on-phases, and cost nothing there)."""
@@ -58,7 +60,7 @@ def probe_cost_ns(doc: dict, tids: set[int] | None) -> float:
                if tids is None or c["tid"] in tids)
 
 
-def as_printed(edges: dict, base: dict[str, float], figures: dict[str, tuple[float | None, str]]) -> dict:
+def as_printed(edges: dict[Any, Any], base: dict[str, float], figures: dict[str, tuple[float | None, str]]) -> dict[Any, Any]:
     """Edges scaled per stage so that a stage's edges over all threads come
     to the figure the stage table prints (its total over the window: a bound
     where its mean is one, the CPU samples' where they timed it). base:
@@ -71,7 +73,7 @@ def as_printed(edges: dict, base: dict[str, float], figures: dict[str, tuple[flo
     return out
 
 
-def without(edges: dict, stages: set[str]) -> dict:
+def without(edges: dict[Any, Any], stages: set[str]) -> dict[Any, Any]:
     """Edges with these stages left out, their callees given to the stage's
     own caller (the one it spent most time under)."""
     caller: dict[str, str | None] = {}
@@ -86,7 +88,7 @@ def without(edges: dict, stages: set[str]) -> dict:
             parent = caller.get(parent)
         return None if parent in stages else parent
 
-    out: dict = {}
+    out: dict[tuple[str, str | None], dict[str, float]] = {}
     for (stage, parent), v in edges.items():
         if stage in stages:
             continue
@@ -96,7 +98,7 @@ def without(edges: dict, stages: set[str]) -> dict:
     return out
 
 
-def stage_totals(edges: dict) -> dict[str, float]:
+def stage_totals(edges: dict[Any, Any]) -> dict[str, float]:
     """Per stage, its edges' ns summed over its callers."""
     out: dict[str, float] = {}
     for (stage, _), v in edges.items():
@@ -104,7 +106,7 @@ def stage_totals(edges: dict) -> dict[str, float]:
     return out
 
 
-def probe_tree(edges: dict, partitions: dict | None = None, marks: dict[str, str] | None = None) -> list[dict]:
+def probe_tree(edges: dict[Any, Any], partitions: dict[str, Any] | None = None, marks: dict[str, str] | None = None) -> list[dict]:
     """The probed stages as the calls nested: inclusive and exclusive time.
     Each time is corrected for the probes' cost on its own, so callees may
     come to more than their caller: its exclusive time is then 0 and the
@@ -115,11 +117,11 @@ def probe_tree(edges: dict, partitions: dict | None = None, marks: dict[str, str
     caller of a marked stage has no exclusive time of its own printed."""
     marks = marks or {}
     total = stage_totals(edges)
-    children: dict = {}
+    children: dict[str | None, list[tuple[str, dict[str, float]]]] = {}
     for (stage, parent), v in edges.items():
         children.setdefault(parent, []).append((stage, v))
 
-    def node(stage: str, ns: float, calls: float, path: frozenset) -> dict:
+    def node(stage: str, ns: float, calls: float, path: frozenset[Any]) -> dict[str, Any]:
         share = ns / total[stage] if total.get(stage) else 0.0
         kids = [node(c, v["ns"] * share, v["calls"] * share, path | {c})
                 for c, v in children.get(stage, []) if c not in path]
@@ -156,7 +158,7 @@ def _clip(start, end, t0, t1) -> int:
     return max(min(end, t1) - max(start or t0, t0), 0)
 
 
-def _thread_stages(ps: dict, thread_id: int) -> list[tuple[str, int]]:
+def _thread_stages(ps: dict[str, Any], thread_id: int) -> list[tuple[str, int]]:
     """A thread's stage time in the window from the per-thread summaries,
     for a statement whose stage events the history no longer held."""
     prefix = f"{thread_id} "
@@ -165,12 +167,12 @@ def _thread_stages(ps: dict, thread_id: int) -> list[tuple[str, int]]:
     return sorted(rows, key=lambda x: -x[1])
 
 
-def _units(ps: dict, window, os_tid: dict) -> list[list[dict]]:
+def _units(ps: dict[str, Any], window, os_tid: dict[str, Any]) -> list[list[dict]]:
     """What the probe time can be joined to: all the statements in the
     window of a thread whose Linux thread id is known (the probes count per
     thread, not per statement), else single statements; most time first."""
-    units: list[list[dict]] = []
-    by_thread: dict[int, list[dict]] = {}
+    units: list[list[dict[str, Any]]] = []
+    by_thread: dict[int, list[dict[str, Any]]] = {}
     for st in ps["statements"]:
         if not window(st):
             continue
@@ -182,7 +184,7 @@ def _units(ps: dict, window, os_tid: dict) -> list[list[dict]]:
     return sorted(units, key=lambda u: -sum(window(st) for st in u))
 
 
-def _stage_ns(ps: dict, unit: list[dict], t0: int, t1: int) -> dict[str, int]:
+def _stage_ns(ps: dict[str, Any], unit: list[dict[str, Any]], t0: int, t1: int) -> dict[str, int]:
     """Stage name -> ns in the window, over the statements of a unit, from the stage history."""
     keys = {(st["thread_id"], st["event_id"]) for st in unit}
     out: dict[str, int] = {}
@@ -193,8 +195,8 @@ def _stage_ns(ps: dict, unit: list[dict], t0: int, t1: int) -> dict[str, int]:
     return out
 
 
-def attribute(doc: dict, parts: dict[str, list[dict]], top: int = 3,
-              figures: dict[str, tuple[float | None, str]] | None = None) -> list[dict]:
+def attribute(doc: dict[str, Any], parts: dict[str, list[dict[str, Any]]], top: int = 3,
+              figures: dict[str, tuple[float | None, str]] | None = None) -> list[dict[str, Any]]:
     """The trees of the statements that ran longest in the window. parts:
     stage -> its partitions' figures over the whole window; figures: stage
     -> (the window total the stage table prints, its mark: "<" a bound, "?"
@@ -214,7 +216,7 @@ def attribute(doc: dict, parts: dict[str, list[dict]], top: int = 3,
     # without a thread id the probes' time goes to the longest writing statement
     writes = [st for st in ps["statements"] if (st.get("event_name") or "").startswith(WRITES)]
     by_time = sorted(writes or ps["statements"], key=lambda st: -window(st))
-    longest: dict[int, dict] = {}  # per thread, its statement longest in the window
+    longest: dict[int, dict[str, Any]] = {}  # per thread, its statement longest in the window
     for st in sorted(ps["statements"], key=window):
         longest[st["thread_id"]] = st
     out = []

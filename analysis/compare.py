@@ -13,6 +13,8 @@ run-to-run spread is marked as noise, not reported as a finding."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import textwrap
 from collections import Counter
 
@@ -34,7 +36,7 @@ PS_PER_NS = 1000
 WRITE_EVENTS = ("statement/sql/insert", "statement/sql/replace", "statement/sql/load")
 
 
-def rows_of(doc: dict) -> tuple[int | None, str, dict | None]:
+def rows_of(doc: dict[str, Any]) -> tuple[int | None, str, dict[str, Any] | None]:
     """Rows the load inserted in the window, where the figure comes from,
     and the probe whose calls stand for rows where no server counts them."""
     status = ((doc.get("perf_schema") or {}).get("deltas") or {}).get("status") or {}
@@ -50,7 +52,7 @@ def rows_of(doc: dict) -> tuple[int | None, str, dict | None]:
     return None, "unknown", None
 
 
-def outermost_probe(doc: dict) -> dict | None:
+def outermost_probe(doc: dict[str, Any]) -> dict[str, Any] | None:
     """The probed function whose calls are all at the top of the probed
     tree, the one with most time (the load's own entry, as probed)."""
     tops = [p for p in doc.get("probes", []) if p.get("calls") and p.get("callers")
@@ -58,7 +60,7 @@ def outermost_probe(doc: dict) -> dict | None:
     return max(tops, key=lambda p: p["total_ns"], default=None)
 
 
-def load_seconds(doc: dict, unit_probe: dict | None = None) -> tuple[float, str, bool]:
+def load_seconds(doc: dict[str, Any], unit_probe: dict[str, Any] | None = None) -> tuple[float, str, bool]:
     """The load's wall time: the load driver's own timing (bench, demo), else
     the longest write statement P_S saw, else the time in the probe whose
     calls are the unit, else the window; and whether it is a probe's time,
@@ -123,7 +125,7 @@ class Run:
     rows_source: str
     seconds: float
     seconds_source: str
-    stages: dict[str, dict] = field(default_factory=dict)      # stage -> per-row figures
+    stages: dict[str, dict[str, Any]] = field(default_factory=dict)      # stage -> per-row figures
     exclusive_ns: dict[str, float] = field(default_factory=dict)  # stage -> ns per row
     ps_stages: dict[str, float] = field(default_factory=dict)  # P_S stage -> ns per row
     ps_waits: dict[str, float] = field(default_factory=dict)
@@ -173,7 +175,7 @@ def run_of(profile: Profile, label: str, stacks: Folded | None = None,
     perf = doc.get("cpu_profile") or {}
     if stacks is not None and perf.get("frequency_hz"):
         per_sample_ns = 1e9 / perf["frequency_hz"]
-        own: Counter = Counter()
+        own: Counter[Any] = Counter()
         stacks, _ = fold_probe_frames(stacks)  # the probes' own frames are never a finding
         run.stacks = stacks
         for stack, count in stacks.stacks.items():
@@ -200,7 +202,7 @@ def _changes(a: list[Run], b: list[Run], attr: str, kind: str) -> list[Change]:
     return sorted(changes, key=lambda c: -abs(c.delta))
 
 
-def compare(a: list[Run], b: list[Run], top_functions: int = 8) -> dict:
+def compare(a: list[Run], b: list[Run], top_functions: int = 8) -> dict[str, Any]:
     """The comparison of two sides (lists of repeats), per row."""
     wall = Change("wall time per row", "total", figure_of(a, lambda r: r.wall_ns_per_row),
                   figure_of(b, lambda r: r.wall_ns_per_row))
@@ -241,7 +243,7 @@ def compare(a: list[Run], b: list[Run], top_functions: int = 8) -> dict:
     }
 
 
-def why(a: list[Run], b: list[Run], ranked: list[Change], paths: list[dict], top: int = 3) -> list[dict]:
+def why(a: list[Run], b: list[Run], ranked: list[Change], paths: list[dict[str, Any]], top: int = 3) -> list[dict[str, Any]]:
     """For the stages that changed most (not noise), the mechanism of the
     deepest catalog function on the path the drill-down followed (else the
     stage's own), what it does, and its settings that differ between A and
@@ -274,7 +276,7 @@ def caveats(a: list[Run], b: list[Run]) -> list[str]:
     return out
 
 
-def _side(runs: list[Run]) -> dict:
+def _side(runs: list[Run]) -> dict[str, Any]:
     r = runs[0]
     return {"labels": [x.label for x in runs], "server": r.server, "runs": len(runs),
             "rows": figure_of(runs, lambda x: x.rows).to_json(), "rows_source": r.rows_source,
@@ -285,7 +287,7 @@ PROBED_METHOD = ("profiled runs, less the probes' calibrated cost (no unprobed r
                  "times one beside each profiled run); verdict from the runs' spread")
 
 
-def wall_json(result: dict) -> dict:
+def wall_json(result: dict[str, Any]) -> dict[str, Any]:
     """compare.json's wall: the unprobed runs' delta where there are any, else the profiled runs'."""
     if result.get("wall_unprobed") is not None:
         return result["wall_unprobed"].to_json()
@@ -295,7 +297,7 @@ def wall_json(result: dict) -> dict:
             "a": side(c.a), "b": side(c.b)}
 
 
-def to_json(result: dict) -> dict:
+def to_json(result: dict[str, Any]) -> dict[str, Any]:
     out = {}
     for k, v in result.items():
         if k == "wall":
@@ -340,13 +342,13 @@ def _mark(c: Change) -> str:
     return {"noise": "noise", "single run": "1 run", "finding": ""}[c.verdict]
 
 
-def explained_delta(result: dict) -> tuple[float, str]:
+def explained_delta(result: dict[str, Any]) -> tuple[float, str]:
     """The wall delta per row the stages are shares of, and where it comes from."""
     w = result.get("wall_unprobed")
     return (w.delta, "unprobed runs") if w is not None else (result["wall"].delta, "profiled runs")
 
 
-def _headline(result: dict, top: int = 3) -> list[str]:
+def _headline(result: dict[str, Any], top: int = 3) -> list[str]:
     """The answer: the wall delta per row, then the probed stages that carry
     it (findings only, the load's threads' own: P_S waits and CPU functions
     are all threads' and stay in their sections), as shares of it."""
@@ -375,7 +377,7 @@ def _headline(result: dict, top: int = 3) -> list[str]:
     return lines + [""]
 
 
-def why_lines(entries: list[dict]) -> list[str]:
+def why_lines(entries: list[dict[str, Any]]) -> list[str]:
     """Why, in plain words: each changed stage's mechanism and the settings that govern it."""
     if not entries:
         return []
@@ -392,7 +394,7 @@ def why_lines(entries: list[dict]) -> list[str]:
     return lines
 
 
-def render_text(result: dict) -> str:
+def render_text(result: dict[str, Any]) -> str:
     a, b, wall = result["a"], result["b"], result["wall"]
     unit = a["rows_source"].replace("calls of", "call of", 1) if a["rows_source"].startswith("calls of") \
         else "row inserted"

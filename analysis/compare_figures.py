@@ -3,6 +3,8 @@ the terms compare and its drill-down share."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from statistics import median
 
 from mysqlprobe.analysis.histogram import format_ns
@@ -20,11 +22,11 @@ class Figure:
     def of(cls, values: list[float]) -> "Figure":
         return cls(median(values), (max(values) - min(values)) / 2 if len(values) > 1 else 0.0, len(values))
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         return {"median": round(self.median, 3), "spread": round(self.spread, 3), "runs": self.runs}
 
 
-def figure_of(runs: list, get) -> Figure:
+def figure_of(runs: list[Any], get) -> Figure:
     return Figure.of([get(r) for r in runs])
 
 
@@ -53,7 +55,7 @@ class Change:
             return "single run"
         return "noise" if abs(self.delta) <= n else "finding"
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         return {"name": self.name, "kind": self.kind, "a": self.a.to_json(), "b": self.b.to_json(),
                 "delta": round(self.delta, 3), "verdict": self.verdict}
 

@@ -5,6 +5,8 @@ the load's threads and below each stage the drill-down went into."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import html
 
 from mysqlprobe.analysis import compare as C
@@ -15,7 +17,7 @@ from mysqlprobe.flamegraphs.folded import Folded
 from mysqlprobe.flamegraphs.svg import render
 
 
-def stage_bars(result: dict) -> str:
+def stage_bars(result: dict[str, Any]) -> str:
     """A bar per stage: A's and B's time per row outside nested stages."""
     changes = [c for c in result["ranked"] if max(c.a.median, c.b.median) > 0]
     if not changes:
@@ -35,7 +37,7 @@ SEGMENT_COLOURS = ("#4e79a7", "#f28e2b", "#59a14f", "#e15759", "#76b7b2", "#edc9
 REST_COLOUR = "#d9d9d9"
 
 
-def row_bars(result: dict) -> str:
+def row_bars(result: dict[str, Any]) -> str:
     """A's and B's row, one bar each on one scale: the row's wall time
     (unprobed where measured) split into the stages' exclusive times and
     what no stage holds."""
@@ -68,7 +70,7 @@ def row_bars(result: dict) -> str:
             + "".join(f"<p class=muted>{html.escape(n)}</p>" for n in notes))
 
 
-def drilldown_html(result: dict) -> str:
+def drilldown_html(result: dict[str, Any]) -> str:
     entries = result.get("drilldown") or []
     if not entries:
         return ""
@@ -82,7 +84,7 @@ def drilldown_html(result: dict) -> str:
     return "<h2>Drill-down</h2><ol>" + "".join(items) + "</ol>"
 
 
-def stage_graphs(a: list[C.Run], b: list[C.Run], result: dict) -> list[tuple[str, str]]:
+def stage_graphs(a: list[C.Run], b: list[C.Run], result: dict[str, Any]) -> list[tuple[str, str]]:
     """Differential flame graphs rooted at each stage the drill-down went
     into: CPU and off-CPU time per row (ns), summed over each side's repeats
     and divided by their number."""
@@ -102,7 +104,8 @@ def stage_graphs(a: list[C.Run], b: list[C.Run], result: dict) -> list[tuple[str
     return out
 
 
-def render_html(result: dict, text: str, svg: str | None, stage_svgs: tuple[tuple[str, str], ...] | list[tuple[str, str]] = ()) -> str:
+def render_html(result: dict[str, Any], text: str, svg: str | None,
+                stage_svgs: tuple[tuple[str, str], ...] | list[tuple[str, str]] = ()) -> str:
     return ("<!DOCTYPE html><html lang=en><head><meta charset=utf-8><title>mysqlprobe compare</title>"
             f"<script>{PAGE_SCRIPT}</script>"
             "<style>body{font:14px system-ui,sans-serif;margin:24px auto;max-width:1240px}"
@@ -123,7 +126,7 @@ def render_html(result: dict, text: str, svg: str | None, stage_svgs: tuple[tupl
             + "</body></html>\n")
 
 
-def diff_graph(a: list[C.Run], b: list[C.Run], result: dict) -> str | None:
+def diff_graph(a: list[C.Run], b: list[C.Run], result: dict[str, Any]) -> str | None:
     """The load's threads' CPU samples per row inserted, B against A; None
     where a side has none."""
     before, after = C.merged_stacks(a), C.merged_stacks(b)

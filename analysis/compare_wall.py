@@ -12,6 +12,8 @@ overlap and the delta's interval holds zero."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import math
 import statistics
 from dataclasses import dataclass
@@ -35,7 +37,7 @@ class Side:
         half = t95(len(values) - 1) * statistics.stdev(values) / math.sqrt(len(values))
         return cls(m, m - half, m + half, len(values))
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         return {"mean": round(self.mean, 3), "ci95": [round(self.low, 3), round(self.high, 3)], "runs": self.runs}
 
 
@@ -57,7 +59,7 @@ class Wall:
         """The delta over A's time per row."""
         return self.delta / self.a.mean if self.a.mean else float("nan")
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         return {"delta": round(self.delta, 3), "ci95": [round(self.low, 3), round(self.high, 3)],
                 "verdict": self.verdict, "method": METHOD, "a": self.a.to_json(), "b": self.b.to_json()}
 

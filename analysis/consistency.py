@@ -18,6 +18,8 @@ bound and what the run would need instead.
 
 from __future__ import annotations
 
+from typing import Any
+
 from dataclasses import asdict, dataclass
 
 from mysqlprobe.analysis import histogram as H
@@ -43,11 +45,11 @@ class Violation:
     limit: float
     needs: str            # what the run would need for the figure
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         return asdict(self)
 
 
-def stage_threads(doc: dict) -> dict[str, set[int]]:
+def stage_threads(doc: dict[str, Any]) -> dict[str, set[int]]:
     """The threads that ran each stage, from its probes' caller edges."""
     out: dict[str, set[int]] = {}
     for p in doc.get("probes", []):
@@ -56,7 +58,7 @@ def stage_threads(doc: dict) -> dict[str, set[int]]:
     return out
 
 
-def callers_of(doc: dict) -> dict[str, tuple[str, float]]:
+def callers_of(doc: dict[str, Any]) -> dict[str, tuple[str, float]]:
     """stage -> (the stage whose calls hold at least NESTED_SHARE of its calls, that share)."""
     stages = stage_of(doc)
     calls: dict[str, int] = {}
@@ -72,13 +74,13 @@ def callers_of(doc: dict) -> dict[str, tuple[str, float]]:
             if calls[stage] and n >= NESTED_SHARE * calls[stage]}
 
 
-def _needs(doc: dict) -> str:
+def _needs(doc: dict[str, Any]) -> str:
     if (doc.get("sampling") or {}).get("mode") == "sampled":
         return "a window of more duty cycles (a longer -d, or the tool started well before the load), or --exact"
     return "a longer window"
 
 
-def check(stages: list[StageSummary], figures: list[dict], doc: dict) -> list[Violation]:
+def check(stages: list[StageSummary], figures: list[dict[str, Any]], doc: dict[str, Any]) -> list[Violation]:
     """The bounds the printed figures break, none where all hold."""
     window = window_ns(doc)
     needs = _needs(doc)
@@ -125,7 +127,7 @@ def check(stages: list[StageSummary], figures: list[dict], doc: dict) -> list[Vi
     return out
 
 
-def unrepresentative_phases(doc: dict) -> str | None:
+def unrepresentative_phases(doc: dict[str, Any]) -> str | None:
     """Why the window's calls cannot be scaled from the on-phases, or None:
     scaled by time (the on-phases' rows too few to scale by), while the
     server's counter shows the load ran at another rate in them than over
@@ -145,7 +147,7 @@ def unrepresentative_phases(doc: dict) -> str | None:
             "the probes were off, so calls scaled by time from the on-phases miss it")
 
 
-def nestings(doc: dict) -> list[tuple[str, str, float]]:
+def nestings(doc: dict[str, Any]) -> list[tuple[str, str, float]]:
     """(callee, caller, share of the callee's calls inside it) for every caller up
     the chain: a call inside write_row's innodb.write_row is inside write_row too."""
     direct = callers_of(doc)
@@ -161,7 +163,7 @@ def nestings(doc: dict) -> list[tuple[str, str, float]]:
     return out
 
 
-def _percentile_violations(s: StageSummary, f: dict, needs: str) -> list[Violation]:
+def _percentile_violations(s: StageSummary, f: dict[str, Any], needs: str) -> list[Violation]:
     values = s.percentiles()
     shown = [(k, v) for k, v in values.items() if v is not None]
     for k, v in shown:

@@ -6,6 +6,8 @@ files, bytes and time, per row on both sides."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import re
 import textwrap
 from collections import Counter
@@ -25,21 +27,21 @@ def _node(run, stage: str, path: list[str]) -> Node | None:
     return tree.at(path) if tree else None
 
 
-def _path_change(a: list, b: list, stage: str, path: list[str]) -> Change:
+def _path_change(a: list[Any], b: list[Any], stage: str, path: list[str]) -> Change:
     def wall(r) -> float:
         n = _node(r, stage, path)
         return n.wall_ns if n else 0.0
     return Change(";".join([stage] + path), "path", figure_of(a, wall), figure_of(b, wall))
 
 
-def _children(runs: list, stage: str, path: list[str]) -> set[str]:
+def _children(runs: list[Any], stage: str, path: list[str]) -> set[str]:
     """The user functions below a path: kernel frames, files and nested
     stages are the evidence of a path, not places to go."""
     return {c for r in runs for n in [_node(r, stage, path)] if n for c in n.children
             if not c.endswith("_[k]") and not c.startswith("[")}
 
 
-def _walk(a: list, b: list, stage: str, path: list[str], here: Change, floor: float, found: list) -> None:
+def _walk(a: list[Any], b: list[Any], stage: str, path: list[str], here: Change, floor: float, found: list) -> None:
     """Down the stage's tree while one child holds most of the difference;
     where none does, the path (whose change is `here`) is a finding. The
     children that hold enough on their own are walked too, beside the one
@@ -54,7 +56,7 @@ def _walk(a: list, b: list, stage: str, path: list[str], here: Change, floor: fl
             _walk(a, b, stage, path + [name], change, floor, found)
 
 
-def _evidence(runs: list, stage: str, path: list[str]) -> dict:
+def _evidence(runs: list[Any], stage: str, path: list[str]) -> dict[str, Any]:
     """Per row, medians over the repeats: CPU, off-CPU, the I/O calls and
     the system calls below the path (call and file)."""
     nodes = [_node(r, stage, path) for r in runs]
@@ -62,7 +64,7 @@ def _evidence(runs: list, stage: str, path: list[str]) -> dict:
     def med(kind: str) -> float:
         return median([n.get(kind) if n else 0.0 for n in nodes]) if nodes else 0.0
 
-    calls: Counter = Counter()
+    calls: Counter[Any] = Counter()
     for n in nodes:
         for key, figures in (_syscalls(n) if n else {}).items():
             for kind, v in figures.items():
@@ -100,20 +102,20 @@ def _syscalls(node: Node) -> dict[tuple[str, str], dict[str, float]]:
     return out
 
 
-def _nearest_below(change: Change, found: list) -> list[Change]:
+def _nearest_below(change: Change, found: list[Any]) -> list[Change]:
     """The reported paths below change's path, none reported between them and it."""
     below = [c for _, c in found if c.name.startswith(change.name + ";")]
     return [c for c in below if not any(c.name.startswith(q.name + ";") for q in below)]
 
 
-def drilldown(a: list, b: list, wall: Change, ranked: list[Change]) -> list[dict]:
+def drilldown(a: list[Any], b: list[Any], wall: Change, ranked: list[Change]) -> list[dict[str, Any]]:
     """Below the stages that hold the difference, the deepest paths where
     it concentrates, most first: each with its share of the wall-time
     difference per row and, per side, the evidence."""
     if not wall.delta or not any(r.trees for r in a + b):
         return []
     floor = MIN_SHARE * abs(wall.delta)
-    found: list = []
+    found: list[Any] = []
     for stage_change in ranked:
         if abs(stage_change.delta) >= floor and stage_change.verdict != "noise":
             _walk(a, b, stage_change.name, [], _path_change(a, b, stage_change.name, []), floor, found)
@@ -134,7 +136,7 @@ def drilldown(a: list, b: list, wall: Change, ranked: list[Change]) -> list[dict
     return entries
 
 
-def evidence_line(side: str, e: dict) -> str:
+def evidence_line(side: str, e: dict[str, Any]) -> str:
     io = e["io"]
     line = f"{side}: cpu {ns_text(e['cpu_ns'])}, off-CPU {ns_text(e['offcpu_ns'])}"
     if io["calls"]:
@@ -142,7 +144,7 @@ def evidence_line(side: str, e: dict) -> str:
     return line
 
 
-def drilldown_lines(entries: list[dict], top: int = 5) -> list[str]:
+def drilldown_lines(entries: list[dict[str, Any]], top: int = 5) -> list[str]:
     """Each path whole (wrapped, never cut), then per side the evidence and
     the system calls below it."""
     if not entries:

@@ -5,7 +5,7 @@ and share, the mean per call and the percentiles. The consistency checks
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import Any, TYPE_CHECKING
 
 from mysqlprobe.analysis import histogram as H
 from mysqlprobe.analysis.consistency import callers_of
@@ -19,7 +19,7 @@ if TYPE_CHECKING:
 fmt = H.format_ns
 
 
-def stage_figures(stages: list[StageSummary], doc: dict) -> list[dict]:
+def stage_figures(stages: list[StageSummary], doc: dict[str, Any]) -> list[dict[str, Any]]:
     """Per stage, what the text and HTML reports show: calls, total and share
     stand for the whole window (in sampled mode, estimates from the duty
     cycles); percentiles are of the calls timed."""
@@ -50,7 +50,7 @@ def exclusive_totals(profile: "Profile") -> dict[str, float | None]:
     return out
 
 
-def total_text(f: dict) -> tuple[str, str]:
+def total_text(f: dict[str, Any]) -> tuple[str, str]:
     """A figure's total and share as printed; a bound as '<' and two
     significant digits, rounded up."""
     if not f.get("total_bound"):
@@ -58,7 +58,7 @@ def total_text(f: dict) -> tuple[str, str]:
     return "<" + H.upper_ns(f["total_ns"]), "<" + pct(f["share"])
 
 
-def _latencies(pc: PerCall, percentiles: dict) -> dict:
+def _latencies(pc: PerCall, percentiles: dict[str, Any]) -> dict[str, Any]:
     """The mean as its interval allows ("<X" where it is a bound), and the
     percentiles, starred where the probes' doubt per call outweighs the
     histogram's resolution."""
@@ -71,7 +71,7 @@ def _latencies(pc: PerCall, percentiles: dict) -> dict:
 UNRESOLVED = "*"
 
 
-def unresolved_note(figures: list[dict], indent: str = "") -> list[str]:
+def unresolved_note(figures: list[dict[str, Any]], indent: str = "") -> list[str]:
     if not any(f["mark"] for f in figures):
         return []
     return [f"{indent}{UNRESOLVED} percentiles within the probes' doubt per call: not measurements"]

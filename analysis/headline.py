@@ -8,6 +8,8 @@ physical bound (analysis/consistency.py) is shown withheld, not counted."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import textwrap
 from dataclasses import dataclass
 
@@ -82,7 +84,7 @@ def digest_headlines(profile: Profile) -> list[DigestHeadline]:
     return out
 
 
-def rows_written(doc: dict) -> tuple[int | None, str]:
+def rows_written(doc: dict[str, Any]) -> tuple[int | None, str]:
     """Rows the load inserted (the server's Innodb_rows_inserted), else the rows it changed."""
     status = (((doc.get("perf_schema") or {}).get("deltas") or {}).get("status") or {})
     if status.get("Innodb_rows_inserted"):

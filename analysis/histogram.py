@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 
-from typing import Iterable, Sequence
+from typing import Any, Iterable, Sequence
 
 from mysqlprobe.probes.abi import HIST_SUB_BITS as SUB_BITS
 from mysqlprobe.probes.abi import MAX_SLOTS as NUM_SLOTS
@@ -32,7 +32,7 @@ def nonzero_buckets(counts: Sequence[int]) -> list[Bucket]:
     return [Bucket(*slot_bounds(s), c) for s, c in enumerate(counts) if c]
 
 
-def counts_from_buckets(buckets: Iterable[dict | Bucket]) -> list[int]:
+def counts_from_buckets(buckets: Iterable[dict[str, Any] | Bucket]) -> list[int]:
     counts = [0] * NUM_SLOTS
     for b in buckets:
         low, count = (b["low"], b["count"]) if isinstance(b, dict) else (b.low, b.count)

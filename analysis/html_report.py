@@ -4,6 +4,8 @@ a chart, the partitions, the flame graph and the run's metadata."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import html
 import re
 
@@ -73,7 +75,7 @@ def _e(value) -> str:
     return html.escape(str(value))
 
 
-def _table(header: list[str], rows: list[list], cls: str = "") -> str:
+def _table(header: list[str], rows: list[list[Any]], cls: str = "") -> str:
     head = "".join(f"<th>{_e(h)}</th>" for h in header)
     body = "".join("<tr>" + "".join(f"<td>{_e(c)}</td>" for c in row) + "</tr>" for row in rows)
     return f'<table class="{cls}"><tr>{head}</tr>{body}</table>'
@@ -180,11 +182,11 @@ def skew_chart(s: StageSummary) -> str:
 STAGE_COLUMNS = ["stage", "calls", "counted", "mean", "p50", "p90", "p99", "total", "share"]
 
 
-def _interval(f: dict) -> str:
+def _interval(f: dict[str, Any]) -> str:
     return "-" if f["calls_low"] is None else f"{f['calls_low']:,.0f} to {f['calls_high']:,.0f}"
 
 
-def _stage_rows(profile: Profile) -> list[list]:
+def _stage_rows(profile: Profile) -> list[list[Any]]:
     sampled = text.is_sampled(profile.doc)
     mark = "~" if sampled else ""
     rows = []
@@ -212,7 +214,7 @@ def _stage_searches(profile: Profile) -> list[str]:
     return out
 
 
-def _linked_table(header: list[str], rows: list[list], searches: list[str]) -> str:
+def _linked_table(header: list[str], rows: list[list[Any]], searches: list[str]) -> str:
     """The stage table, each row finding its functions in the flame graph when clicked."""
     head = "".join(f"<th>{_e(h)}</th>" for h in header)
     body = "".join(f'<tr class=linked data-search="{_e(q)}">' + "".join(f"<td>{_e(c)}</td>" for c in row) + "</tr>"
@@ -220,7 +222,7 @@ def _linked_table(header: list[str], rows: list[list], searches: list[str]) -> s
     return f'<table id=stages><tr>{head}</tr>{body}</table>'
 
 
-def _partitions(s: StageSummary, doc: dict) -> str:
+def _partitions(s: StageSummary, doc: dict[str, Any]) -> str:
     if not s.partitions:
         return ""
     rows = [[f"{f['id']}{f['mark']}", f["calls"], text.pct(f["share"]), text.total_text(f)[0], f["mean"], f["p50"], f["p99"]]
@@ -234,7 +236,7 @@ def _pre(lines: list[str]) -> str:
     return f"<pre>{_e(chr(10).join(lines))}</pre>" if lines else ""
 
 
-def _metadata(doc: dict) -> str:
+def _metadata(doc: dict[str, Any]) -> str:
     t, w, eng = doc["target"], doc["window"], doc.get("engine", {})
     srv = t.get("server", {})
     perf = doc.get("cpu_profile") or {}
@@ -263,7 +265,7 @@ def _metadata(doc: dict) -> str:
 BAR_COLOURS = ("#4a78b0", "#e67e22", "#2e8b57", "#8e44ad", "#c0392b", "#16a085", "#7f8c8d")
 
 
-def _per_row_bar(parts: list, per: str = "row", bar_id: str = "") -> str:
+def _per_row_bar(parts: list[Any], per: str = "row", bar_id: str = "") -> str:
     """A stacked bar of a row's parts (headline.Part) and its legend."""
     segments, legend = [], []
     for i, p in enumerate(parts):

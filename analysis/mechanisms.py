@@ -8,6 +8,8 @@ between the two sides."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import fnmatch
 from dataclasses import dataclass
 
@@ -100,7 +102,7 @@ def of_path(path: list[str]) -> Mechanism | None:
     return None
 
 
-def differing_settings(m: Mechanism, a: dict | None, b: dict | None) -> list[tuple[str, str, str]]:
+def differing_settings(m: Mechanism, a: dict[str, Any] | None, b: dict[str, Any] | None) -> list[tuple[str, str, str]]:
     """(setting, A's value, B's value) for the mechanism's settings that differ; '-' where a side lacks it."""
     if a is None or b is None:
         return []

@@ -8,6 +8,8 @@ overhead, per-probe estimates): they are left out and derived again."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from functools import cached_property
 
 from mysqlprobe.analysis import histogram as H
@@ -25,13 +27,13 @@ DERIVED_IN_SCHEMA_1 = ("stages", "attribution", "overhead", "consistency")
 DERIVED_PROBE_FIELDS = ("estimated_calls", "mean_ns", "percentiles_ns", "overhead_ns", "threads")
 
 
-def _latency_view(record: dict, calls: int) -> dict:
+def _latency_view(record: dict[str, Any], calls: int) -> dict[str, Any]:
     counts = H.counts_from_buckets(record.get("histogram", []))
     return {**record, "mean_ns": record["total_ns"] / calls if calls else None,
             "percentiles_ns": H.percentiles(counts)}
 
 
-def thread_totals(callers: list[dict]) -> list[dict]:
+def thread_totals(callers: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Per thread: the caller edges summed over the callers, largest first."""
     per: dict[int, list[int]] = {}
     for c in callers:
@@ -43,7 +45,7 @@ def thread_totals(callers: list[dict]) -> list[dict]:
             for tid, (n, raw, total) in sorted(per.items(), key=lambda kv: -kv[1][2])]
 
 
-def probe_view(p: dict) -> dict:
+def probe_view(p: dict[str, Any]) -> dict[str, Any]:
     """A recorded probe with its derived figures: means, percentiles, the
     probes' own cost (calls x calibrated cost of a call's probes), per thread."""
     calls = p["calls"]
@@ -58,7 +60,7 @@ def probe_view(p: dict) -> dict:
 
 
 class Profile:
-    def __init__(self, doc: dict):
+    def __init__(self, doc: dict[str, Any]):
         doc = upgraded(doc)
         check_document(doc)  # a field of the wrong shape: one CaptureError here, not a KeyError in a reporter
         self.recorded = {k: v for k, v in doc.items() if k not in DERIVED_IN_SCHEMA_1}
@@ -70,7 +72,7 @@ class Profile:
         return stage_summaries(self.doc)
 
     @cached_property
-    def figures(self) -> list[dict]:
+    def figures(self) -> list[dict[str, Any]]:
         """Per stage, the figures the reporters print (analysis/figures.py)."""
         return stage_figures(self.stages, self.doc)
 
@@ -80,11 +82,11 @@ class Profile:
         return check_bounds(self.stages, self.figures, self.doc)
 
     @cached_property
-    def stage_records(self) -> list[dict]:
+    def stage_records(self) -> list[dict[str, Any]]:
         return [stage_record(s, self.doc) for s in self.stages]
 
     @cached_property
-    def probes(self) -> list[dict]:
+    def probes(self) -> list[dict[str, Any]]:
         """Recorded probes with their derived figures (and, sampled, their estimate)."""
         return [{**p, **({"estimated_calls": probe_estimate(self.doc, j).to_json()} if self.sampled else {})}
                 for j, p in enumerate(self.doc["probes"])]
@@ -94,7 +96,7 @@ class Profile:
         return (self.doc.get("sampling") or {}).get("mode") == "sampled"
 
     @cached_property
-    def attribution(self) -> list[dict]:
+    def attribution(self) -> list[dict[str, Any]]:
         partitions = {s["stage"]: s["partitions"] for s in self.stage_records if s.get("partitions")}
         return attribute(self.doc, partitions, figures=self.printed_totals)
 
@@ -111,11 +113,11 @@ class Profile:
         return out
 
     @cached_property
-    def by_digest(self) -> list[dict]:
+    def by_digest(self) -> list[dict[str, Any]]:
         return by_digest(self.doc)
 
     @cached_property
-    def overhead(self) -> dict:
+    def overhead(self) -> dict[str, Any]:
         """The probes' calibrated cost, the slowdown the duty cycles measured,
         and what each collector measured itself to cost."""
         estimated = sum(p["overhead_ns"] for p in self.doc["probes"])
@@ -135,7 +137,7 @@ class Profile:
     def estimated_calls(self, s: StageSummary):
         return estimated_calls(s, self.doc)
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         """The document with everything derived from it: `report --json`."""
         return {**self.recorded, "probes": self.probes, "stages": self.stage_records,
                 "attribution": {"by_thread": self.attribution, "by_digest": self.by_digest},

@@ -28,6 +28,8 @@ and the probes differ by no more than the probes' cost may be off by
 
 from __future__ import annotations
 
+from typing import Any
+
 import math
 
 from mysqlprobe.analysis import histogram as H
@@ -72,7 +74,7 @@ class PerCall:
         below the histogram's resolution there (a quarter octave)."""
         return value_ns is not None and self.probe_noise_ns < value_ns * (2 ** (1 / H.SUB) - 1)
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         r = lambda v: None if v is None else round(v, 1)  # noqa: E731
         return {"mean_ns": r(self.mean_ns),
                 "mean_ns_ci95": None if self.low_ns is None else [r(self.low_ns), r(self.high_ns)],
@@ -91,7 +93,7 @@ def _spread_se(counts: list[int], calls: int) -> float:
     return math.sqrt(var / calls)
 
 
-def cost_doubt(doc: dict, classes: set[str]) -> float:
+def cost_doubt(doc: dict[str, Any], classes: set[str]) -> float:
     """Relative doubt on the probes' calibrated cost for these entry classes."""
     cal = (doc.get("calibration") or {}).get("classes") or {}
     rel = []
@@ -103,7 +105,7 @@ def cost_doubt(doc: dict, classes: set[str]) -> float:
     return max([MIN_COST_DOUBT] + rel)
 
 
-def in_situ_high(doc: dict) -> float:
+def in_situ_high(doc: dict[str, Any]) -> float:
     """How much more than calibrated a probe hit may cost in the server."""
     if (doc.get("sampling") or {}).get("mode") == "sampled":
         factor = (doc.get("calibration") or {}).get("in_situ_factor")
@@ -112,7 +114,7 @@ def in_situ_high(doc: dict) -> float:
     return UNMEASURED_IN_SITU
 
 
-def per_call(calls: int, total_ns: float, raw_total_ns: float, raw_counts: list[int], doc: dict,
+def per_call(calls: int, total_ns: float, raw_total_ns: float, raw_counts: list[int], doc: dict[str, Any],
              classes: set[str]) -> PerCall:
     """The mean cost of a call, its 95% interval and how it was made."""
     if not calls:

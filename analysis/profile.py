@@ -4,6 +4,8 @@ later, without root, as the live run did."""
 
 from __future__ import annotations
 
+from typing import Any
+
 
 import math
 
@@ -63,7 +65,7 @@ class StageSummary:
         return H.percentiles(self.counts)
 
 
-def _add(summary, record: dict) -> None:
+def _add(summary, record: dict[str, Any]) -> None:
     """Add a probe's or a partition's latencies (corrected and raw) into a summary."""
     summary.calls += record["calls"]
     summary.total_ns += record["total_ns"]
@@ -73,17 +75,17 @@ def _add(summary, record: dict) -> None:
     summary.raw_counts = H.merge(summary.raw_counts, H.counts_from_buckets(raw.get("histogram", [])))
 
 
-def stage_name(probe: dict) -> str:
+def stage_name(probe: dict[str, Any]) -> str:
     """The stage a probe belongs to: its catalog stage, or probe:NAME for a --probe function."""
     return probe.get("stage") or f"probe:{probe['name']}"
 
 
-def stage_of(doc: dict) -> dict[int, str]:
+def stage_of(doc: dict[str, Any]) -> dict[int, str]:
     """Probe id -> its stage name."""
     return {p["id"]: stage_name(p) for p in doc.get("probes", [])}
 
 
-def stage_summaries(doc: dict) -> list[StageSummary]:
+def stage_summaries(doc: dict[str, Any]) -> list[StageSummary]:
     """One summary per stage that was probed, in catalog order, summing the
     stage's functions (e.g. every get_partition_id_* variant)."""
     out: dict[str, StageSummary] = {}
@@ -120,12 +122,12 @@ def _add_per_cycle(acc: list[int] | None, per: list[int]) -> list[int]:
     return per if acc is None else [a + b for a, b in zip(acc, per)]
 
 
-def sampled_cycles(doc: dict) -> list[dict] | None:
+def sampled_cycles(doc: dict[str, Any]) -> list[dict[str, Any]] | None:
     sampling = doc.get("sampling") or {}
     return sampling.get("calls_per_cycle") if sampling.get("mode") == "sampled" else None
 
 
-def coverage(doc: dict) -> float:
+def coverage(doc: dict[str, Any]) -> float:
     """Fraction of the window the probes were on (1 when every call was counted)."""
     cycles = sampled_cycles(doc)
     if cycles is None:
@@ -134,7 +136,7 @@ def coverage(doc: dict) -> float:
     return min(sum(c["on_s"] for c in cycles) / window, 1.0) if window else 1.0
 
 
-def window_scale(doc: dict) -> float:
+def window_scale(doc: dict[str, Any]) -> float:
     """What counted figures are multiplied by to stand for the whole window:
     the window's rows over the on-phases' rows, or else the inverse of the
     share of time the probes were on (1 when every call was counted)."""
@@ -148,7 +150,7 @@ def window_scale(doc: dict) -> float:
     return 1 / cover if cover > 0 else 1.0
 
 
-def estimated_calls(s: StageSummary, doc: dict) -> Estimate:
+def estimated_calls(s: StageSummary, doc: dict[str, Any]) -> Estimate:
     cycles = sampled_cycles(doc)
     if cycles is None or s.cycle_calls is None:
         return Estimate(float(s.calls), float(s.calls), float(s.calls))
@@ -160,7 +162,7 @@ def estimated_calls(s: StageSummary, doc: dict) -> Estimate:
 MEMORY_COUNTER = "memory:"  # window.rows_counter: a variable read from the target (--progress-counter)
 
 
-def memory_counter(window: dict) -> str | None:
+def memory_counter(window: dict[str, Any]) -> str | None:
     """The variable of the target read as its progress in place of the
     server's rows (--progress-counter), or None."""
     counter = window.get("rows_counter") or ""
@@ -172,18 +174,18 @@ def memory_counter(window: dict) -> str | None:
 MIN_CYCLE_ROWS = 200
 
 
-def row_cycles(doc: dict) -> list[dict]:
+def row_cycles(doc: dict[str, Any]) -> list[dict[str, Any]]:
     """The cycles calls per row is taken from: those whose row counter was
     read close enough to their calls (not misread)."""
     return [c for c in sampled_cycles(doc) or [] if not misread(c)]
 
 
-def row_pairs(doc: dict, s: StageSummary) -> list[tuple[int, int]]:
+def row_pairs(doc: dict[str, Any], s: StageSummary) -> list[tuple[int, int]]:
     """(rows, the stage's calls while they were counted) of those cycles."""
     return [(c["rows"], n) for c, n in zip(sampled_cycles(doc), s.cycle_row_calls) if not misread(c)]
 
 
-def estimate_basis(doc: dict) -> str | None:
+def estimate_basis(doc: dict[str, Any]) -> str | None:
     """What sampled counts were scaled by: the server's rows or the time
     (also where every cycle's rows were misread)."""
     cycles = sampled_cycles(doc)
@@ -194,13 +196,13 @@ def estimate_basis(doc: dict) -> str | None:
     return "rows" if known and sum(c["rows"] for c in row_cycles(doc)) >= MIN_CYCLE_ROWS else "time"
 
 
-def probe_estimate(doc: dict, j: int) -> Estimate:
+def probe_estimate(doc: dict[str, Any], j: int) -> Estimate:
     """Sampled mode: the window's calls of the j-th probe, from its calls per
     unprobed second in the on-phases."""
     return _by_time([(c["on_s"], c["probe_s"], c["calls"][j]) for c in doc["sampling"]["calls_per_cycle"]], doc)
 
 
-def _by_time(cycles: list[tuple[float, float, int]], doc: dict) -> Estimate:
+def _by_time(cycles: list[tuple[float, float, int]], doc: dict[str, Any]) -> Estimate:
     """The window's calls from (on_s, probe_s, calls) per cycle, with the
     capture's doubt on the probes' cost."""
     return estimate_total(cycles, doc["window"]["duration_s"], doc["sampling"].get("cost_uncertainty", 0.0),
@@ -210,7 +212,7 @@ def _by_time(cycles: list[tuple[float, float, int]], doc: dict) -> Estimate:
 MIN_OFF_ROWS = 200  # rows in the off-phases before their speed stands for the unprobed load's
 
 
-def measured_slowdown(doc: dict) -> float | None:
+def measured_slowdown(doc: dict[str, Any]) -> float | None:
     """How much mysqlprobe slowed the load down: what the phases show
     (phase_slowdown) times what they cannot (standing_slowdown, where the
     capture has it). None when it was not measured."""
@@ -221,7 +223,7 @@ def measured_slowdown(doc: dict) -> float | None:
     return round(phases * standing, 4) if standing else phases
 
 
-def phase_slowdown(doc: dict) -> float | None:
+def phase_slowdown(doc: dict[str, Any]) -> float | None:
     """How much the collectors slowed the load down, from the server's own
     progress: its row rate with nothing of mysqlprobe on (the quiet
     off-phases; in captures without them, every off-phase, where what stays
@@ -247,7 +249,7 @@ def phase_slowdown(doc: dict) -> float | None:
     return duration / (duration - lost) if lost is not None and 0 <= lost < duration else None
 
 
-def standing_cpu_s(doc: dict) -> float | None:
+def standing_cpu_s(doc: dict[str, Any]) -> float | None:
     """CPU seconds mysqlprobe took in every phase, the quiet ones too: its
     own process, its calibration helper, the server's threads serving its
     connections (progress reads, the thread watch), and the kernel's run
@@ -262,7 +264,7 @@ def standing_cpu_s(doc: dict) -> float | None:
     return own + helper + server + switches
 
 
-def standing_slowdown(doc: dict) -> float | None:
+def standing_slowdown(doc: dict[str, Any]) -> float | None:
     """What the CPU mysqlprobe took in every phase cost the load, which no
     comparison of phases can show. A CPU second taken from a host whose
     CPUs were all busy is one the others lost; from an idle host, nobody's:
@@ -282,7 +284,7 @@ def standing_slowdown(doc: dict) -> float | None:
 MIN_TAIL_S = 1.0  # of quiet halves: a load's speed varies more than that over shorter spans
 
 
-def _phase_rate(sampling: dict, kind: str) -> float | None:
+def _phase_rate(sampling: dict[str, Any], kind: str) -> float | None:
     """Rows per second in the off-phases of a kind (one of REFERENCES),
     summed; None with too few rows (or halves too short) to trust."""
     rows, seconds = sampling.get(f"{kind}_rows"), sampling.get(f"{kind}_s")
@@ -298,23 +300,23 @@ def _phase_rate(sampling: dict, kind: str) -> float | None:
 REFERENCES = ("quiet_tail", "quiet", "off")
 
 
-def _reference(sampling: dict) -> tuple[str, float] | None:
+def _reference(sampling: dict[str, Any]) -> tuple[str, float] | None:
     """The best of REFERENCES with enough rows, and its rows per second."""
     return next(((kind, rate) for kind in REFERENCES if (rate := _phase_rate(sampling, kind))), None)
 
 
-def unprobed_rate(sampling: dict) -> float | None:
+def unprobed_rate(sampling: dict[str, Any]) -> float | None:
     ref = _reference(sampling)
     return ref[1] if ref else None
 
 
-def slowdown_reference(doc: dict) -> str | None:
+def slowdown_reference(doc: dict[str, Any]) -> str | None:
     """What the measured slowdown is set against: one of REFERENCES, or None."""
     ref = _reference(doc.get("sampling") or {})
     return ref[0] if ref else None
 
 
-def always_on_slowdown(doc: dict) -> float | None:
+def always_on_slowdown(doc: dict[str, Any]) -> float | None:
     """What the collectors that stay on all window (CPU sampling) cost the
     load: its rate in the quiet off-phases over its rate in the others."""
     sampling = doc.get("sampling") or {}
@@ -322,7 +324,7 @@ def always_on_slowdown(doc: dict) -> float | None:
     return round(quiet / ordinary, 4) if quiet and ordinary else None
 
 
-def calibrated_slowdown(doc: dict) -> float | None:
+def calibrated_slowdown(doc: dict[str, Any]) -> float | None:
     """Sampled mode: the slowdown the duty cycles' probes would cause by
     their calibrated cost alone (the estimate where none was measured)."""
     cycles = sampled_cycles(doc)
@@ -332,11 +334,11 @@ def calibrated_slowdown(doc: dict) -> float | None:
     return round(window / (window - probe_s), 4) if 0 <= probe_s < window else None
 
 
-def window_ns(doc: dict) -> int:
+def window_ns(doc: dict[str, Any]) -> int:
     return int(doc["window"]["duration_s"] * 1e9)
 
 
-def latency_record(total: int, calls: int, counts: list[int]) -> dict:
+def latency_record(total: int, calls: int, counts: list[int]) -> dict[str, Any]:
     return {"total_ns": total, "mean_ns": total / calls if calls else None,
             "percentiles_ns": H.percentiles(counts), "histogram": histogram_record(counts)}
 
@@ -352,7 +354,7 @@ def cycles_with_calls(s: StageSummary) -> int | None:
     return None if s.cycle_calls is None else sum(1 for n in s.cycle_calls if n)
 
 
-def stage_per_call(s: StageSummary, doc: dict) -> PerCall:
+def stage_per_call(s: StageSummary, doc: dict[str, Any]) -> PerCall:
     """A call's mean cost: the probes' where they resolve it, else the CPU
     bursts'. Without their stacks (own CPU only) not for a stage with
     probed callees: it spends its time mostly in those, which its own CPU
@@ -382,7 +384,7 @@ class BurstFigures:
     callees: bool  # samples with the stage's functions on the stack; else in their own code
 
 
-def burst_figures(s: StageSummary, doc: dict) -> BurstFigures | None:
+def burst_figures(s: StageSummary, doc: dict[str, Any]) -> BurstFigures | None:
     """The CPU bursts' samples in the stage's functions and the stage's calls
     in the off-phases they ran in (calls per row times their rows; without a
     row counter, the window's estimate times their share of it); None where
@@ -420,7 +422,7 @@ def single_cycle_interval(calls: Estimate, counted: int) -> Estimate:
     return Estimate(calls.value, max(calls.value - half, 0.0), calls.value + half)
 
 
-def burst_per_call(figures: BurstFigures | None, doc: dict, probe_noise_ns: float = 0.0) -> PerCall | None:
+def burst_per_call(figures: BurstFigures | None, doc: dict[str, Any], probe_noise_ns: float = 0.0) -> PerCall | None:
     if figures is None:
         return None
     period = 1e9 / doc["cpu_bursts"]["frequency_hz"]
@@ -428,7 +430,7 @@ def burst_per_call(figures: BurstFigures | None, doc: dict, probe_noise_ns: floa
                             SAMPLED_STACKS if figures.callees else SAMPLED)
 
 
-def burst_record(s: StageSummary, doc: dict, mean: PerCall) -> dict | None:
+def burst_record(s: StageSummary, doc: dict[str, Any], mean: PerCall) -> dict[str, Any] | None:
     """What profile.json keeps of the bursts' figure for a stage whose mean is `mean`."""
     figures = burst_figures(s, doc)
     if figures is None:
@@ -442,11 +444,11 @@ def burst_record(s: StageSummary, doc: dict, mean: PerCall) -> dict | None:
             **({} if pc is None or pc.resolved else {"samples_to_resolve": samples_to_resolve(figures.calls)})}
 
 
-def partition_per_call(p: PartitionSummary, s: StageSummary, doc: dict) -> PerCall:
+def partition_per_call(p: PartitionSummary, s: StageSummary, doc: dict[str, Any]) -> PerCall:
     return per_call(p.calls, p.total_ns, p.raw_total_ns, p.raw_counts, doc, s.classes)
 
 
-def stage_record(s: StageSummary, doc: dict) -> dict:
+def stage_record(s: StageSummary, doc: dict[str, Any]) -> dict[str, Any]:
     """A stage summary as it is stored in profile.json. In sampled mode calls
     are those counted; estimated_calls, calls_per_s and share_of_window stand
     for the whole window."""

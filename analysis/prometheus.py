@@ -12,6 +12,8 @@ not make 8,192 series."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import math
 from collections import Counter, defaultdict
 
@@ -56,7 +58,7 @@ class Exposition:
         return "\n".join(self.lines) + "\n"
 
 
-def _top_partitions(calls: Counter) -> list[tuple[str, float]]:
+def _top_partitions(calls: Counter[Any]) -> list[tuple[str, float]]:
     ranked = sorted(calls.items(), key=lambda kv: (-kv[1], kv[0]))
     shown = [(f"p{pid}", n) for pid, n in ranked[:PARTITIONS_SHOWN]]
     rest = sum(n for _, n in ranked[PARTITIONS_SHOWN:])
@@ -67,16 +69,16 @@ class Totals:
     """Profiles added up: what the exposition shows."""
 
     def __init__(self):
-        self.calls: Counter = Counter()                  # (stage, function) -> calls
-        self.buckets: dict = defaultdict(Counter)        # (stage, function) -> upper bound ns -> calls
-        self.latency_ns: Counter = Counter()             # (stage, function) -> corrected ns
-        self.cpu_wait_ns: Counter = Counter()            # (stage, function) -> waits for a CPU, left out
-        self.partitions: dict = defaultdict(Counter)     # stage -> partition id -> calls
-        self.ps_stage_s: Counter = Counter()
-        self.progress: Counter = Counter()  # --progress-counter's variable: its change
+        self.calls: Counter[Any] = Counter()                  # (stage, function) -> calls
+        self.buckets: dict[tuple[str, str], Counter[float]] = defaultdict(Counter)        # (stage, function) -> upper bound ns -> calls
+        self.latency_ns: Counter[Any] = Counter()             # (stage, function) -> corrected ns
+        self.cpu_wait_ns: Counter[Any] = Counter()            # (stage, function) -> waits for a CPU, left out
+        self.partitions: dict[str, Counter[Any]] = defaultdict(Counter)     # stage -> partition id -> calls
+        self.ps_stage_s: Counter[Any] = Counter()
+        self.progress: Counter[Any] = Counter()  # --progress-counter's variable: its change
         self.rows = self.window_s = self.on_s = 0.0
         self.with_rows = False
-        self.server: dict = {}
+        self.server: dict[str, Any] = {}
         self.slowdown: float | None = None               # the last profile's
         self.budget: float | None = None
         self.profiles = 0

@@ -12,11 +12,13 @@ along and are left as they are."""
 
 from __future__ import annotations
 
+from typing import Any
+
 SCALED_COLUMNS = ("count", "timer_ps", "bytes_read", "bytes_written", "writes", "write_timer_ps",
                   "rows_affected", "rows_examined")
 
 
-def quiet_scale(doc: dict) -> float | None:
+def quiet_scale(doc: dict[str, Any]) -> float | None:
     """What the summaries of quieted instruments are multiplied by to stand
     for the whole window; None where nothing was quieted."""
     quieted = ((doc.get("perf_schema") or {}).get("quieted")) or {}
@@ -30,7 +32,7 @@ def quiet_scale(doc: dict) -> float | None:
     return seconds / (seconds - quiet_s) if 0 <= quiet_s < seconds else None
 
 
-def summaries_rows(doc: dict) -> int | None:
+def summaries_rows(doc: dict[str, Any]) -> int | None:
     """The rows the server changed while the summaries were read: from
     before the window opened to after it closed, a little longer than the
     window, less the setup rows mysqlprobe itself changed (the window's own
@@ -56,7 +58,7 @@ def _quieted(kind: str, key: str, instruments: set[str], prefixes: set[str]) -> 
     return False
 
 
-def ps_deltas(doc: dict) -> dict:
+def ps_deltas(doc: dict[str, Any]) -> dict[str, Any]:
     """perf_schema.deltas with the quieted instruments' rows scaled to the
     whole window (each such row gains `scaled_by`)."""
     ps = doc.get("perf_schema") or {}

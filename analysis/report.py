@@ -3,6 +3,8 @@ under 80 columns."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import textwrap
 
 from mysqlprobe.analysis import histogram as H
@@ -48,7 +50,7 @@ def header(profile: Profile) -> list[str]:
     return lines
 
 
-def _costs(by_collector: dict) -> str:
+def _costs(by_collector: dict[str, Any]) -> str:
     """What each collector measured itself to cost: in the target, and CPU of its own."""
     target = [f"{n} {fmt(c['target_s'] * 1e9)}" for n, c in by_collector.items() if c.get("target_s")]
     cpu = [f"{n} {fmt(c['cpu_s'] * 1e9)}" for n, c in by_collector.items() if c.get("cpu_s")]
@@ -78,7 +80,7 @@ def _overhead_lines(profile: Profile) -> list[str]:
     return _fit([f"overhead {first}"] + ([f"         {costs}"] if costs else []), indent=9)
 
 
-def _slowdown_basis(doc: dict, o: dict) -> str:
+def _slowdown_basis(doc: dict[str, Any], o: dict[str, Any]) -> str:
     """What the measured slowdown compares: the load's row rate in the
     window against its rate in the quiet off-phases (nothing of ours on but
     the P_S setup) or, without them, in every off-phase."""
@@ -102,14 +104,14 @@ def _slowdown_basis(doc: dict, o: dict) -> str:
     return f" ({basis})"
 
 
-def _overhead(o: dict) -> str:
+def _overhead(o: dict[str, Any]) -> str:
     if not o.get("estimated_ns"):
         return ""
     share = o.get("share_of_window")
     return f"; cost ~{fmt(o['estimated_ns'])}" + (f" ({pct(share)} of window)" if share is not None else "")
 
 
-def _latency_basis(doc: dict) -> list[str]:
+def _latency_basis(doc: dict[str, Any]) -> list[str]:
     cal = doc.get("calibration")
     if not cal or doc.get("latencies") == "raw":
         return ["latency  raw: includes the probes' own cost (run without --raw to correct)"]
@@ -130,7 +132,7 @@ def _count(n: float, estimated: bool) -> str:
     return "~" + text
 
 
-def partition_figures(s: StageSummary, doc: dict) -> list[dict]:
+def partition_figures(s: StageSummary, doc: dict[str, Any]) -> list[dict[str, Any]]:
     total = sum(p.calls for p in s.partitions.values()) or 1
     out = []
     for pid, p in sorted(s.partitions.items()):
@@ -141,7 +143,7 @@ def partition_figures(s: StageSummary, doc: dict) -> list[dict]:
     return out
 
 
-def is_sampled(doc: dict) -> bool:
+def is_sampled(doc: dict[str, Any]) -> bool:
     return (doc.get("sampling") or {}).get("mode") == "sampled"
 
 
@@ -174,7 +176,7 @@ def idle_line(profile: Profile) -> list[str]:
     return textwrap.wrap("not called in the window: " + ", ".join(idle), 80, subsequent_indent="  ") if idle else []
 
 
-def _sampling_line(doc: dict) -> list[str]:
+def _sampling_line(doc: dict[str, Any]) -> list[str]:
     sampling = doc.get("sampling") or {}
     if sampling.get("mode") != "sampled":
         return []
@@ -193,7 +195,7 @@ def _sampling_line(doc: dict) -> list[str]:
             f"         ~ = estimate scaled {basis}; {interval}"] + left_out
 
 
-def partition_table(s: StageSummary, doc: dict) -> list[str]:
+def partition_table(s: StageSummary, doc: dict[str, Any]) -> list[str]:
     if not s.partitions:
         return []
     source = f"read at {s.partition_source}" if s.partition_source else "from the probed call chain"
@@ -209,7 +211,7 @@ def partition_table(s: StageSummary, doc: dict) -> list[str]:
 WIDE_INTERVAL = 0.25  # an estimate this uncertain (relative half-width) says how to do better
 
 
-def estimate_line(s: StageSummary, doc: dict, violations: list[Violation] | None = None) -> list[str]:
+def estimate_line(s: StageSummary, doc: dict[str, Any], violations: list[Violation] | None = None) -> list[str]:
     """In sampled mode: the window's calls as estimated, with their interval."""
     if s.cycle_calls is None or not s.calls:
         return []
@@ -228,7 +230,7 @@ def estimate_line(s: StageSummary, doc: dict, violations: list[Violation] | None
     return lines
 
 
-def burst_line(s: StageSummary, doc: dict, pc: PerCall) -> list[str]:
+def burst_line(s: StageSummary, doc: dict[str, Any], pc: PerCall) -> list[str]:
     """Where a mean came from CPU samples: how many, over how many calls;
     for a bound, how much longer a window would give a mean."""
     figures = burst_figures(s, doc)
@@ -268,7 +270,7 @@ def _interval(pc: PerCall) -> str:
     return f" (95% interval {fmt(pc.low_ns)} to {fmt(pc.high_ns)})"
 
 
-def stage_detail(s: StageSummary, doc: dict, violations: list[Violation] | None = None) -> list[str]:
+def stage_detail(s: StageSummary, doc: dict[str, Any], violations: list[Violation] | None = None) -> list[str]:
     lines = _fit([f"{s.stage}: {s.title}"])
     lines += [f"  {sym}" for sym in s.symbols]
     pc = stage_per_call(s, doc)
@@ -301,7 +303,7 @@ def _bytes(n: int | None) -> str:
     return f"{n}B"
 
 
-def process_block(doc: dict) -> list[str]:
+def process_block(doc: dict[str, Any]) -> list[str]:
     """mysqld and the host over the window (/proc)."""
     p = doc.get("process")
     if not p:
@@ -322,7 +324,7 @@ def process_block(doc: dict) -> list[str]:
     return _fit(lines, indent=9)
 
 
-def perf_schema_block(doc: dict) -> list[str]:
+def perf_schema_block(doc: dict[str, Any]) -> list[str]:
     ps = doc.get("perf_schema") or {}
     if ps.get("status") != "collected":
         return []

@@ -10,6 +10,8 @@ interval comes from how much the per-cycle rates vary."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import math
 
 from dataclasses import dataclass
@@ -30,7 +32,7 @@ class Estimate:
     low: float | None   # 95% interval; None with fewer than 2 cycles
     high: float | None
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         r = lambda x: None if x is None else round(x, 1)  # noqa: E731
         return {"value": r(self.value), "ci95": None if self.low is None else [r(self.low), r(self.high)]}
 
@@ -87,7 +89,7 @@ def estimate_total(cycles: list[tuple[float, float, int]], window_s: float,
 MAX_READ_SHARE = 0.25
 
 
-def misread(cycle: dict) -> bool:
+def misread(cycle: dict[str, Any]) -> bool:
     """Whether a cycle's rows may be set against calls of another part of
     it: the row counter is read between two reads of the calls, and a read
     that took long (the query held up, this process preempted) leaves the

@@ -5,20 +5,22 @@ reporter's KeyError later."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from mysqlprobe.errors import CaptureError
 
 NUMBER = (int, float)
 # field -> the type it must have; a dict is a nested section checked the same way
-REQUIRED: dict = {
+REQUIRED: dict[str, Any] = {
     "target": {"pid": int, "binary": str, "server": dict},
     "window": {"duration_s": NUMBER},
     "probes": list,
 }
-PROBE: dict = {"id": int, "calls": int, "total_ns": NUMBER, "histogram": list,
+PROBE: dict[str, Any] = {"id": int, "calls": int, "total_ns": NUMBER, "histogram": list,
                "raw": {"total_ns": NUMBER, "histogram": list}}
-BUCKET: dict = {"low": NUMBER, "high": NUMBER, "count": int}
+BUCKET: dict[str, Any] = {"low": NUMBER, "high": NUMBER, "count": int}
 # sections that may be missing (or null), but are of this type when present
-OPTIONAL: dict = {name: dict for name in ("tool", "host", "sampling", "calibration", "engine", "process", "cpu_profile",
+OPTIONAL: dict[str, Any] = {name: dict for name in ("tool", "host", "sampling", "calibration", "engine", "process", "cpu_profile",
                                           "off_cpu", "io", "perf_schema", "statements", "collectors", "cpu_bursts")}
 OPTIONAL.update(warnings=list, unavailable=list)
 # collector (and section) names of schemas 1 and 2 -> schema 3's
@@ -48,7 +50,7 @@ def _shown(value) -> str:
     return "null" if value is None else type(value).__name__
 
 
-def check_document(doc: dict) -> None:
+def check_document(doc: dict[str, Any]) -> None:
     """Raise CaptureError for the first field a reader cannot use."""
     for key, spec in REQUIRED.items():
         if key not in doc:
@@ -63,12 +65,13 @@ def check_document(doc: dict) -> None:
             _check(bucket, BUCKET, f"probes[{i}].histogram[{j}]")
 
 
-def upgraded(doc: dict) -> dict:
+def upgraded(doc: dict[str, Any]) -> dict[str, Any]:
     """A document of an older schema with schema 3's collector names (the
     same document where it has them already)."""
     if not isinstance(doc.get("schema_version"), int) or doc["schema_version"] >= 3:
         return doc
-    name = lambda n: RENAMED_IN_SCHEMA_3.get(n, n)  # noqa: E731
+    def name(n: str) -> str:
+        return RENAMED_IN_SCHEMA_3.get(n, n)
     out = {name(k) if k == "perf" else k: v for k, v in doc.items()}
     out["schema_version"] = 3
     if isinstance(doc.get("collectors"), dict):

@@ -3,6 +3,8 @@ where the threads waited (off-CPU) and the I/O system calls."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import textwrap
 
 from mysqlprobe.analysis.histogram import format_ns as fmt
@@ -14,11 +16,11 @@ def _clip(text: str, width: int) -> str:
     return text if len(text) <= width else text[:width - 1] + "~"
 
 
-def _sampler(perf: dict) -> str:
+def _sampler(perf: dict[str, Any]) -> str:
     return "its BPF program" if perf.get("sampler") == "bpf" else "perf"
 
 
-def samples_block(doc: dict, top: int = 10) -> list[str]:
+def samples_block(doc: dict[str, Any], top: int = 10) -> list[str]:
     """Where the CPU went by perf's samples: per thread, and the functions
     most often on CPU themselves (self) or below on the stack (total)."""
     perf = doc.get("cpu_profile") or {}
@@ -41,7 +43,7 @@ def samples_block(doc: dict, top: int = 10) -> list[str]:
     return lines
 
 
-def _on_phases(section: dict, doc: dict) -> str:
+def _on_phases(section: dict[str, Any], doc: dict[str, Any]) -> str:
     """Sampled mode: a collector that ran with the probes saw the on-phases
     only; one quieted saw all but the quiet phases."""
     on, quiet, window = section.get("on_s"), section.get("quiet_s"), doc["window"]["duration_s"]
@@ -56,7 +58,7 @@ def _threads_line(items) -> list[str]:
     return textwrap.wrap("threads: " + ", ".join(items), 80, subsequent_indent="  ")
 
 
-def off_cpu_block(doc: dict, top: int = 8) -> list[str]:
+def off_cpu_block(doc: dict[str, Any], top: int = 8) -> list[str]:
     """Where the threads waited: blocked (I/O, locks, sleeps) and runnable
     without a CPU, per thread, and the functions they waited in."""
     off = doc.get("off_cpu") or {}
@@ -86,7 +88,7 @@ def off_cpu_block(doc: dict, top: int = 8) -> list[str]:
     return lines
 
 
-def io_block(doc: dict, top: int = 8) -> list[str]:
+def io_block(doc: dict[str, Any], top: int = 8) -> list[str]:
     """The I/O system calls of the load's threads (the client connections),
     where the capture holds them apart: how many, how much and how long, per
     call and for the files that took the most time; all threads' totals beside."""

@@ -11,6 +11,8 @@ in part of it (on-phases, outside quiet phases) is scaled up to it."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from pathlib import Path
 
 from mysqlprobe.analysis.profile import stage_name
@@ -75,7 +77,7 @@ class Node:
         return out
 
 
-def stage_functions(doc: dict) -> dict[str, set[str]]:
+def stage_functions(doc: dict[str, Any]) -> dict[str, set[str]]:
     """Each probed stage's function names, as the stacks name them
     (probe:NAME for a --probe function, as compare names it)."""
     out: dict[str, set[str]] = {}
@@ -85,7 +87,7 @@ def stage_functions(doc: dict) -> dict[str, set[str]]:
     return out
 
 
-def collector_scale(doc: dict, section: str) -> float:
+def collector_scale(doc: dict[str, Any], section: str) -> float:
     """What the window holds over what the collector saw of it."""
     sec, window = doc.get(section) or {}, doc["window"]["duration_s"]
     if not window:
@@ -97,7 +99,7 @@ def collector_scale(doc: dict, section: str) -> float:
     return 1.0
 
 
-def unit_ns(doc: dict, kind: str) -> float | None:
+def unit_ns(doc: dict[str, Any], kind: str) -> float | None:
     """What one unit of a folded file's weight is worth in the kind's unit."""
     if kind == CPU_NS:
         hz = (doc.get("cpu_profile") or {}).get("frequency_hz")
@@ -110,7 +112,7 @@ def nested_stage(stage: str) -> str:
     return f"[stage {stage}]"
 
 
-def stage_trees(doc: dict, stacks: dict[str, Folded], rows: int, exclusive: bool = False) -> dict[str, Node]:
+def stage_trees(doc: dict[str, Any], stacks: dict[str, Folded], rows: int, exclusive: bool = False) -> dict[str, Node]:
     """Per stage, its tree: `stacks` are the capture's folded files by kind.
     Exclusive: a stack that goes on into another stage's function ends
     there, in a frame naming that stage (its own tree holds the rest)."""
@@ -137,7 +139,7 @@ def stage_trees(doc: dict, stacks: dict[str, Folded], rows: int, exclusive: bool
     return {s: t for s, t in trees.items() if t.values}
 
 
-def read_capture_stacks(capture_dir, doc: dict, read, kinds: tuple[str, ...] = KINDS) -> dict[str, Folded]:
+def read_capture_stacks(capture_dir, doc: dict[str, Any], read, kinds: tuple[str, ...] = KINDS) -> dict[str, Folded]:
     """The capture's folded files of those kinds (those it has); `read` parses a path."""
     out = {}
     for kind in kinds:

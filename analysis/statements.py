@@ -16,6 +16,8 @@ else from the counted ones scaled to the window."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from mysqlprobe.analysis import histogram as H
 from mysqlprobe.analysis.attribution import PS_PER_NS, probe_tree, stage_edges
 from mysqlprobe.analysis.profile import window_scale
@@ -25,12 +27,12 @@ from mysqlprobe.sqltext import TRUNCATED, join_key, normalized
 UNKNOWN_STAGE = "stage unknown"
 
 
-def _digest_rows(doc: dict) -> list[dict]:
+def _digest_rows(doc: dict[str, Any]) -> list[dict[str, Any]]:
     ps = doc.get("perf_schema") or {}
     return (ps_deltas(doc).get("digests") or []) if ps.get("status") == "collected" else []
 
 
-def join_digest(text: str, rows: list[dict]) -> dict | None:
+def join_digest(text: str, rows: list[dict[str, Any]]) -> dict[str, Any] | None:
     """The P_S digest row of a normalized text (a prefix of it where the
     text was cut): the one that matches, None if none or several do."""
     key = join_key(text)
@@ -41,35 +43,35 @@ def join_digest(text: str, rows: list[dict]) -> dict | None:
     return found[0] if len(found) == 1 else None
 
 
-def _groups(doc: dict) -> dict[str, list[dict]]:
+def _groups(doc: dict[str, Any]) -> dict[str, list[dict[str, Any]]]:
     """Shapes by normalized text (the kernel splits a digest by the length of its value lists)."""
     st = doc["statements"]
-    out: dict[str, list[dict]] = {}
+    out: dict[str, list[dict[str, Any]]] = {}
     for shape in st.get("shapes", []):
         text = shape["text"] if st.get("text") == "normalized" else normalized(shape["text"])
         out.setdefault(text, []).append(shape)
     return out
 
 
-def _edges(doc: dict, shapes: list[dict], ps_stage: int | None | bool = False) -> dict:
+def _edges(doc: dict[str, Any], shapes: list[dict[str, Any]], ps_stage: int | None | bool = False) -> dict:
     """stage_edges of the calls inside the shapes' executions: of the calls
     that began in one P_S stage key (None: not known), or all (False)."""
     return stage_edges(doc, ((c["probe"], c["parent"], c) for s in shapes for c in s["calls"]
                              if ps_stage is False or c.get("stage") == ps_stage))
 
 
-def _per_execution(nodes: list[dict], executions: int) -> list[dict]:
+def _per_execution(nodes: list[dict[str, Any]], executions: int) -> list[dict[str, Any]]:
     return [{**n, "inclusive_ns": round(n["inclusive_ns"] / executions), "calls": round(n["calls"] / executions, 3),
              "exclusive_ns": round(n["exclusive_ns"] / executions),
              **({"callees_exceed_ns": round(n["callees_exceed_ns"] / executions)} if "callees_exceed_ns" in n else {}),
              "children": _per_execution(n["children"], executions)} for n in nodes]
 
 
-def _flat(nodes: list[dict]) -> list[dict]:
+def _flat(nodes: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """stage -> inclusive and exclusive ns per execution, summed where a stage shows up in several places."""
-    out: dict[str, dict] = {}
+    out: dict[str, dict[str, Any]] = {}
 
-    def walk(ns: list[dict]) -> None:
+    def walk(ns: list[dict[str, Any]]) -> None:
         for n in ns:
             f = out.setdefault(n["stage"], {"stage": n["stage"], "inclusive_ns": 0, "exclusive_ns": 0, "calls": 0.0})
             f["inclusive_ns"] += n["inclusive_ns"]
@@ -80,13 +82,13 @@ def _flat(nodes: list[dict]) -> list[dict]:
     return sorted(out.values(), key=lambda f: -f["inclusive_ns"])
 
 
-def _by_stage(doc: dict, shapes: list[dict], executions: int, ps_stages: list[dict]) -> list[dict]:
+def _by_stage(doc: dict[str, Any], shapes: list[dict[str, Any]], executions: int, ps_stages: list[dict]) -> list[dict]:
     """Per P_S stage: its time per execution (from the history) and the
     probed calls that began in it; longest first, the unknown stage last."""
     names = (doc.get("perf_schema") or {}).get("stage_names") or []
     keys = {c.get("stage") for s in shapes for c in s["calls"]}
     ps_ns = {s["stage"]: s["ns"] for s in ps_stages}
-    out: dict[str, dict] = {}
+    out: dict[str, dict[str, Any]] = {}
     for key in keys:
         name = UNKNOWN_STAGE if key is None else names[key - 1] if 0 < key <= len(names) else f"stage #{key}"
         tree = _per_execution(probe_tree(_edges(doc, shapes, key)), executions)
@@ -97,7 +99,7 @@ def _by_stage(doc: dict, shapes: list[dict], executions: int, ps_stages: list[di
     return sorted(out.values(), key=lambda s: (s["stage"] == UNKNOWN_STAGE, -max(s["ps_ns"] or 0, s["probed_ns"])))
 
 
-def _ps_stages(ps: dict, digest_text: str) -> tuple[list[dict], int]:
+def _ps_stages(ps: dict[str, Any], digest_text: str) -> tuple[list[dict[str, Any]], int]:
     """P_S stage time per execution of a digest, from the executions whose
     stages its history kept (statements whose text is the digest's; the stage
     history holds fewer statements than the statement history): stages, executions."""
@@ -105,7 +107,7 @@ def _ps_stages(ps: dict, digest_text: str) -> tuple[list[dict], int]:
                   and join_key(s.get("sql_text") or "") == join_key(digest_text)]
     keys = {(s["thread_id"], s["event_id"]) for s in statements}
     per: dict[str, int] = {}
-    kept: set = set()
+    kept: set[Any] = set()
     for s in ps.get("stages", []):
         key = (s["thread_id"], s["statement_event_id"])
         if key in keys and s.get("timer_wait") is not None:
@@ -117,7 +119,7 @@ def _ps_stages(ps: dict, digest_text: str) -> tuple[list[dict], int]:
     return [{"stage": k, "ns": round(v / PS_PER_NS / n)} for k, v in sorted(per.items(), key=lambda kv: -kv[1])], n
 
 
-def by_digest(doc: dict) -> list[dict]:
+def by_digest(doc: dict[str, Any]) -> list[dict[str, Any]]:
     """The digests, the one that took most time in the window first."""
     st = doc.get("statements")
     if not st or not st.get("shapes"):

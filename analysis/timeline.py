@@ -5,6 +5,8 @@ call counted there is one phase."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from dataclasses import dataclass
 
 from mysqlprobe.analysis.consistency import callers_of
@@ -34,7 +36,7 @@ class Timeline:
     latency: list[tuple[float, float, float]]  # (start_s, seconds, mean ns per call) per on-phase
 
 
-def timeline(doc: dict, main_stage: str | None) -> Timeline | None:
+def timeline(doc: dict[str, Any], main_stage: str | None) -> Timeline | None:
     """From the capture's duty cycles; None in exact mode or without cycles."""
     cycles = sampled_cycles(doc)
     if not cycles or not all("at_s" in c for c in cycles):   # captures from before cycles were timed
@@ -56,7 +58,7 @@ def timeline(doc: dict, main_stage: str | None) -> Timeline | None:
     return Timeline(doc["window"]["duration_s"], phases, main_stage if latency else None, latency)
 
 
-def main_stage(figures: list[dict], doc: dict) -> str | None:
+def main_stage(figures: list[dict[str, Any]], doc: dict[str, Any]) -> str | None:
     """The outermost stage below the statement (not nested in another probed
     stage) with the most time: the row's way in, whose latency per call
     holds the others'."""

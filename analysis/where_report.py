@@ -4,6 +4,8 @@ digest (per execution: probed functions, the probes, the rest)."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from mysqlprobe.analysis import histogram as H
 from mysqlprobe.analysis.model import Profile
 from mysqlprobe.analysis.textfit import fit as _fit, pct
@@ -39,7 +41,7 @@ class Figures:
         return [BELOW_ZERO_NOTE] if self.below_zero else []
 
 
-def _tree_lines(nodes: list[dict], total_ns: int, depth: int, f: Figures) -> list[str]:
+def _tree_lines(nodes: list[dict[str, Any]], total_ns: int, depth: int, f: Figures) -> list[str]:
     lines = []
     for n in nodes:
         label = "  " * depth + n["stage"]

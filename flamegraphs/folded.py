@@ -12,7 +12,7 @@ from collections.abc import Iterable
 
 from dataclasses import dataclass, field
 
-from typing import TYPE_CHECKING
+from typing import Any, TYPE_CHECKING
 if TYPE_CHECKING:
     from typing import TextIO
 
@@ -21,7 +21,7 @@ if TYPE_CHECKING:
 class Folded:
     """Folded stacks ("a;b;c" -> count), as FlameGraph and inferno read them."""
 
-    stacks: Counter = field(default_factory=Counter)  # "a;b;c" -> count
+    stacks: Counter[Any] = field(default_factory=Counter)  # "a;b;c" -> count
     ignored: int = 0                                  # malformed lines read
 
     @property

@@ -10,6 +10,8 @@ so (has_functions), so no reader tries to symbolize them again."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import gzip
 
 from mysqlprobe.flamegraphs.folded import Folded
@@ -33,7 +35,7 @@ OFF_CPU_US = SampleKind("off_cpu", 1000, False)
 DEFAULT_HZ = 99  # perf's rate where a capture does not say (mysqlprobe's default)
 
 
-def capture_kind(doc: dict, off_cpu: bool) -> SampleKind:
+def capture_kind(doc: dict[str, Any], off_cpu: bool) -> SampleKind:
     """What a capture's folded counts stand for: off-CPU microseconds, or CPU samples at its perf rate."""
     return OFF_CPU_US if off_cpu else CPU((doc.get("cpu_profile") or {}).get("frequency_hz") or DEFAULT_HZ)
 

@@ -3,6 +3,8 @@ most samples on CPU themselves (self) and under them (total)."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import re
 from collections import Counter
 
@@ -11,11 +13,11 @@ from mysqlprobe.flamegraphs.folded import Folded
 TOP = 15
 
 
-def function_samples(folded: Folded) -> tuple[Counter, Counter]:
+def function_samples(folded: Folded) -> tuple[Counter[Any], Counter[Any]]:
     """(self, total) samples per function; the root frame (the thread) is
     not a function, and a recursive function counts once per stack."""
-    own: Counter = Counter()
-    total: Counter = Counter()
+    own: Counter[Any] = Counter()
+    total: Counter[Any] = Counter()
     for stack, count in folded.stacks.items():
         frames = stack.split(";")[1:]
         if not frames:
@@ -26,8 +28,8 @@ def function_samples(folded: Folded) -> tuple[Counter, Counter]:
     return own, total
 
 
-def thread_samples(folded: Folded) -> Counter:
-    out: Counter = Counter()
+def thread_samples(folded: Folded) -> Counter[Any]:
+    out: Counter[Any] = Counter()
     for stack, count in folded.stacks.items():
         out[stack.split(";", 1)[0]] += count
     return out
@@ -37,13 +39,13 @@ def _share(n: int, all_samples: int) -> float:
     return round(n / all_samples, 4) if all_samples else 0.0
 
 
-def _ranked(counter: Counter, other: Counter, other_name: str, all_samples: int, top: int) -> list[dict]:
+def _ranked(counter: Counter[Any], other: Counter[Any], other_name: str, all_samples: int, top: int) -> list[dict[str, Any]]:
     rows = sorted(counter.items(), key=lambda kv: (-kv[1], kv[0]))[:top]
     return [{"function": f, "samples": n, "share": _share(n, all_samples),
              f"{other_name}_samples": other[f], f"{other_name}_share": _share(other[f], all_samples)} for f, n in rows]
 
 
-def stacks_summary(folded: Folded, top: int = TOP) -> dict:
+def stacks_summary(folded: Folded, top: int = TOP) -> dict[str, Any]:
     """Samples per thread, and the top functions by self and by total
     samples (each row with the other measure too)."""
     own, total = function_samples(folded)
