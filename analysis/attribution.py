@@ -20,14 +20,15 @@ with its thread and its innermost probed caller."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Callable, Iterable
 
 from mysqlprobe.analysis.profile import stage_of, window_scale
 
 PS_PER_NS = 1000
 
 
-def stage_edges(doc: dict[str, Any], calls, scale: float = 1.0) -> dict[Any, Any]:
+def stage_edges(doc: dict[str, Any], calls: Iterable[tuple[int, int | None, dict[str, Any]]],
+                scale: float = 1.0) -> dict[Any, Any]:
     """(stage, calling stage or None) -> ns and calls (times scale), from
     (probe id, probed caller's id or None, {calls, total_ns}) records. A call
     nested in a call of the same stage is inside its time already."""
@@ -55,9 +56,9 @@ def probe_cost_ns(doc: dict[str, Any], tids: set[int] | None) -> float:
     """What the probes themselves added to these threads' time (calibrated):
     the calls they timed, not the window's estimate (they were off outside
     the duty cycles' on-phases, and cost nothing there)."""
-    return sum(c["calls"] * (p.get("entry") or {}).get("pair_cost_ns", 0)
-               for p in doc.get("probes", []) for c in p.get("callers", [])
-               if tids is None or c["tid"] in tids)
+    return float(sum(c["calls"] * (p.get("entry") or {}).get("pair_cost_ns", 0)
+                     for p in doc.get("probes", []) for c in p.get("callers", [])
+                     if tids is None or c["tid"] in tids))
 
 
 def as_printed(edges: dict[Any, Any], base: dict[str, float], figures: dict[str, tuple[float | None, str]]) -> dict[Any, Any]:
@@ -106,7 +107,8 @@ def stage_totals(edges: dict[Any, Any]) -> dict[str, float]:
     return out
 
 
-def probe_tree(edges: dict[Any, Any], partitions: dict[str, Any] | None = None, marks: dict[str, str] | None = None) -> list[dict]:
+def probe_tree(edges: dict[Any, Any], partitions: dict[str, Any] | None = None,
+               marks: dict[str, str] | None = None) -> list[dict[str, Any]]:
     """The probed stages as the calls nested: inclusive and exclusive time.
     Each time is corrected for the probes' cost on its own, so callees may
     come to more than their caller: its exclusive time is then 0 and the
@@ -152,7 +154,7 @@ WRITES = ("statement/sql/insert", "statement/sql/replace", "statement/sql/load",
           "statement/sql/delete")
 
 
-def _clip(start, end, t0, t1) -> int:
+def _clip(start: int | None, end: int | None, t0: int, t1: int) -> int:
     """Picoseconds of [start, end] inside [t0, t1] (end None: still running)."""
     end = t1 if end is None else end
     return max(min(end, t1) - max(start or t0, t0), 0)
@@ -167,7 +169,8 @@ def _thread_stages(ps: dict[str, Any], thread_id: int) -> list[tuple[str, int]]:
     return sorted(rows, key=lambda x: -x[1])
 
 
-def _units(ps: dict[str, Any], window, os_tid: dict[str, Any]) -> list[list[dict]]:
+def _units(ps: dict[str, Any], window: Callable[[dict[str, Any]], int],
+           os_tid: dict[int, int | None]) -> list[list[dict[str, Any]]]:
     """What the probe time can be joined to: all the statements in the
     window of a thread whose Linux thread id is known (the probes count per
     thread, not per statement), else single statements; most time first."""
@@ -212,7 +215,8 @@ def attribute(doc: dict[str, Any], parts: dict[str, list[dict[str, Any]]], top: 
     os_tid = {t["thread_id"]: t.get("os_tid") for t in ps.get("threads", [])}
     typed = [t for t in ps.get("threads", []) if t.get("type") and t.get("os_tid")]
     background_tids = {t["os_tid"] for t in typed if t["type"] == "BACKGROUND"}
-    window = lambda st: _clip(st["timer_start"], st["timer_end"], t0, t1)  # noqa: E731
+    def window(st: dict[str, Any]) -> int:
+        return _clip(st["timer_start"], st["timer_end"], t0, t1)
     # without a thread id the probes' time goes to the longest writing statement
     writes = [st for st in ps["statements"] if (st.get("event_name") or "").startswith(WRITES)]
     by_time = sorted(writes or ps["statements"], key=lambda st: -window(st))

@@ -13,7 +13,7 @@ run-to-run spread is marked as noise, not reported as a finding."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Callable
 
 import textwrap
 from collections import Counter
@@ -290,9 +290,11 @@ PROBED_METHOD = ("profiled runs, less the probes' calibrated cost (no unprobed r
 def wall_json(result: dict[str, Any]) -> dict[str, Any]:
     """compare.json's wall: the unprobed runs' delta where there are any, else the profiled runs'."""
     if result.get("wall_unprobed") is not None:
-        return result["wall_unprobed"].to_json()
+        out: dict[str, Any] = result["wall_unprobed"].to_json()
+        return out
     c: Change = result["wall"]
-    side = lambda f: {"mean": round(f.median, 3), "ci95": None, "runs": f.runs}  # noqa: E731
+    def side(f: Figure) -> dict[str, Any]:
+        return {"mean": round(f.median, 3), "ci95": None, "runs": f.runs}
     return {"delta": round(c.delta, 3), "ci95": None, "verdict": c.verdict, "method": PROBED_METHOD,
             "a": side(c.a), "b": side(c.b)}
 
@@ -434,7 +436,7 @@ def render_text(result: dict[str, Any]) -> str:
     lines += ["", "stages side by side (A -> B):",
               f"  {'stage':<27}{'calls/row':>13}{'p50':>19}{'p99':>19}"]
     for s, sides in result["stages"].items():
-        def pair(key, fmt):
+        def pair(key: str, fmt: Callable[[float], str]) -> str:
             va, vb = sides["a"].get(key), sides["b"].get(key)
             return f"{fmt(va['median']) if va else '-'} -> {fmt(vb['median']) if vb else '-'}"
         lines += _row(s, 27, f"{pair('calls_per_row', lambda v: f'{v:.2f}'):>13}"

@@ -3,7 +3,7 @@ the terms compare and its drill-down share."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Callable
 
 from statistics import median
 
@@ -26,7 +26,7 @@ class Figure:
         return {"median": round(self.median, 3), "spread": round(self.spread, 3), "runs": self.runs}
 
 
-def figure_of(runs: list[Any], get) -> Figure:
+def figure_of(runs: list[Any], get: Callable[[Any], float]) -> Figure:
     return Figure.of([get(r) for r in runs])
 
 

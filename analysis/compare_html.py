@@ -5,11 +5,13 @@ the load's threads and below each stage the drill-down went into."""
 
 from __future__ import annotations
 
+from operator import attrgetter
 from typing import Any
 
 import html
 
 from mysqlprobe.analysis import compare as C
+from mysqlprobe.analysis.compare_figures import ns_text, signed_ns
 from mysqlprobe.analysis.drilldown import evidence_line
 from mysqlprobe.analysis.html_report import PAGE_SCRIPT
 from mysqlprobe.analysis.stage_trees import CPU_NS, OFFCPU_NS
@@ -26,10 +28,10 @@ def stage_bars(result: dict[str, Any]) -> str:
     rows = []
     for c in changes:
         bars = "".join(f'<div class="bar {side}" style="width:{100 * v / top:.1f}%" title="{side.upper()} '
-                       f'{C.ns_text(v)}"><span>{side.upper()} {C.ns_text(v)}</span></div>'
+                       f'{ns_text(v)}"><span>{side.upper()} {ns_text(v)}</span></div>'
                        for side, v in (("a", c.a.median), ("b", c.b.median)))
         rows.append(f"<tr><td>{html.escape(c.name)}</td><td class=bars>{bars}</td>"
-                    f"<td>{html.escape(C.signed_ns(c.delta))}</td></tr>")
+                    f"<td>{html.escape(signed_ns(c.delta))}</td></tr>")
     return "<table class=stages><tr><th>stage</th><th>per row</th><th>B - A</th></tr>" + "".join(rows) + "</table>"
 
 
@@ -49,19 +51,19 @@ def row_bars(result: dict[str, Any]) -> str:
     sums = [sum(c.a.median for c in stages), sum(c.b.median for c in stages)]
     top = max(*walls, *sums) or 1.0
     bars, notes = [], []
-    for label, wall, total, pick in (("A", walls[0], sums[0], lambda c: c.a.median),
-                                     ("B", walls[1], sums[1], lambda c: c.b.median)):
+    for label, wall, total, pick in (("A", walls[0], sums[0], attrgetter("a.median")),
+                                     ("B", walls[1], sums[1], attrgetter("b.median"))):
         parts = [(c.name, pick(c), colour[c.name]) for c in stages if pick(c) > 0]
         if wall > total:
             parts.append(("not attributed to a stage", wall - total, REST_COLOUR))
         else:
-            notes.append(f"{label}'s stages add up to {C.ns_text(total)}, {C.ns_text(total - wall)} more than "
+            notes.append(f"{label}'s stages add up to {ns_text(total)}, {ns_text(total - wall)} more than "
                          f"its wall time per row ({source}): they were timed in the profiled runs")
         segs = "".join(f'<div class=seg style="width:{100 * v / top:.2f}%;background:{c}" '
-                       f'title="{html.escape(name)}: {C.ns_text(v)} per row ({v / wall:.0%})"></div>'
+                       f'title="{html.escape(name)}: {ns_text(v)} per row ({v / wall:.0%})"></div>'
                        for name, v, c in parts if wall)
         bars.append(f"<tr><td>{label} {html.escape(result[label.lower()]['server'])}</td>"
-                    f"<td><div class=rowbar>{segs}</div></td><td>{html.escape(C.ns_text(wall))}</td></tr>")
+                    f"<td><div class=rowbar>{segs}</div></td><td>{html.escape(ns_text(wall))}</td></tr>")
     legend = "".join(f'<span class=key><i style="background:{c}"></i>{html.escape(n)}</span>'
                      for n, c in [*colour.items(), ("not attributed to a stage", REST_COLOUR)])
     return (f"<h2>A row, A against B</h2><p class=muted>wall time per row from the {source}; the stages' "
@@ -77,7 +79,7 @@ def drilldown_html(result: dict[str, Any]) -> str:
     items = []
     for e in entries:
         path = " &gt; ".join(f"<code>{html.escape(f)}</code>" for f in e["path"])
-        items.append(f"<li><b>{html.escape(C.signed_ns(e['delta_ns_per_row']))}</b> per row "
+        items.append(f"<li><b>{html.escape(signed_ns(e['delta_ns_per_row']))}</b> per row "
                      f"({100 * e['share']:.0f}% of the difference) {path}<br><span class=muted>"
                      f"{html.escape(evidence_line('A', e['a']))} | {html.escape(evidence_line('B', e['b']))}"
                      "</span></li>")

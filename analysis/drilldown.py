@@ -22,13 +22,14 @@ MIN_SHARE = 0.1   # paths holding less of the wall-time difference per row are n
 TOP_CALLS = 4
 
 
-def _node(run, stage: str, path: list[str]) -> Node | None:
+def _node(run: Any, stage: str, path: list[str]) -> Node | None:
+    """run: a compare.Run (its stage trees)."""
     tree = run.trees.get(stage)
     return tree.at(path) if tree else None
 
 
 def _path_change(a: list[Any], b: list[Any], stage: str, path: list[str]) -> Change:
-    def wall(r) -> float:
+    def wall(r: Any) -> float:
         n = _node(r, stage, path)
         return n.wall_ns if n else 0.0
     return Change(";".join([stage] + path), "path", figure_of(a, wall), figure_of(b, wall))
@@ -41,7 +42,7 @@ def _children(runs: list[Any], stage: str, path: list[str]) -> set[str]:
             if not c.endswith("_[k]") and not c.startswith("[")}
 
 
-def _walk(a: list[Any], b: list[Any], stage: str, path: list[str], here: Change, floor: float, found: list) -> None:
+def _walk(a: list[Any], b: list[Any], stage: str, path: list[str], here: Change, floor: float, found: list[Any]) -> None:
     """Down the stage's tree while one child holds most of the difference;
     where none does, the path (whose change is `here`) is a finding. The
     children that hold enough on their own are walked too, beside the one

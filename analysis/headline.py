@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from mysqlprobe.analysis import histogram as H
 from mysqlprobe.analysis.figures import exclusive_totals
 from mysqlprobe.analysis.model import Profile
-from mysqlprobe.analysis.profile import measured_slowdown, window_ns
+from mysqlprobe.analysis.profile import StageSummary, measured_slowdown, window_ns
 
 ROOT_STAGES = ("sql.statement",)   # the whole statement: what it holds beyond the stages is "not probed"
 SKEWED = 1.5                       # partitions' rows max/min above this: skewed
@@ -93,7 +93,7 @@ def rows_written(doc: dict[str, Any]) -> tuple[int | None, str]:
     return (int(rows), doc["window"].get("rows_counter") or "rows changed") if rows else (None, "")
 
 
-def partition_calls(s) -> dict[int, int]:
+def partition_calls(s: StageSummary) -> dict[int, int]:
     """A stage's calls per partition id."""
     return {pid: p.calls for pid, p in s.partitions.items()}
 

@@ -11,6 +11,10 @@ import re
 
 from mysqlprobe.analysis import histogram as H
 from mysqlprobe.analysis import report as text
+from mysqlprobe.analysis.figures import total_text, unresolved_note
+from mysqlprobe.analysis.stacks_report import io_block, off_cpu_block, samples_block
+from mysqlprobe.analysis.textfit import pct
+from mysqlprobe.analysis.where_report import attribution_block, digest_block
 from mysqlprobe.analysis.consistency import CALLS, MEAN, PERCENTILES, TOTAL, report_lines, withheld
 from mysqlprobe.analysis.headline import DigestHeadline, digest_headlines, headline, partition_calls, skewed
 from mysqlprobe.analysis.model import Profile
@@ -71,7 +75,7 @@ document.addEventListener('DOMContentLoaded', function () {
 """
 
 
-def _e(value) -> str:
+def _e(value: object) -> str:
     return html.escape(str(value))
 
 
@@ -122,8 +126,11 @@ def timeline_chart(t: Timeline) -> str:
     top = max(rates) or 1.0
     lat_top = max((ns for _, _, ns in t.latency), default=0.0) or 1.0
     plot_w = TL_W - TL_LEFT - TL_RIGHT
-    x = lambda s: TL_LEFT + plot_w * min(max(s / t.window_s, 0.0), 1.0)  # noqa: E731
-    y = lambda v, m: 10 + (TL_H - 10) * (1 - v / m)  # noqa: E731
+    def x(s: float) -> float:
+        return TL_LEFT + plot_w * min(max(s / t.window_s, 0.0), 1.0)
+
+    def y(v: float, m: float) -> float:
+        return 10 + (TL_H - 10) * (1 - v / m)
     out = [f'<svg id=timeline width="{TL_W}" height="{TL_H + 34}" viewBox="0 0 {TL_W} {TL_H + 34}" '
            'xmlns="http://www.w3.org/2000/svg" font-size="10" font-family="sans-serif">']
     for p in t.phases:
@@ -193,12 +200,12 @@ def _stage_rows(profile: Profile) -> list[list[Any]]:
     for f in profile.figures:
         if not f["calls"] and not f["counted"]:
             continue  # on one line under the table
-        def shown(figure: str, *values):
+        def shown(figure: str, *values: str) -> list[str]:
             return [text.WITHHELD] * len(values) if withheld(profile.consistency, f["stage"], figure) else list(values)
         calls = [*shown(CALLS, f"{mark}{f['calls']:,.0f}")] + ([*shown(CALLS, _interval(f))] if sampled else [])
         rows.append([f["stage"] + f["mark"], *calls]
                     + [f["counted"], *shown(MEAN, f["mean"]), *shown(PERCENTILES, f["p50"], f["p90"], f["p99"]),
-                       *shown(TOTAL, *text.total_text(f))])
+                       *shown(TOTAL, *total_text(f))])
     return rows
 
 
@@ -225,7 +232,7 @@ def _linked_table(header: list[str], rows: list[list[Any]], searches: list[str])
 def _partitions(s: StageSummary, doc: dict[str, Any]) -> str:
     if not s.partitions:
         return ""
-    rows = [[f"{f['id']}{f['mark']}", f["calls"], text.pct(f["share"]), text.total_text(f)[0], f["mean"], f["p50"], f["p99"]]
+    rows = [[f"{f['id']}{f['mark']}", f["calls"], pct(f["share"]), total_text(f)[0], f["mean"], f["p50"], f["p99"]]
             for f in text.partition_figures(s, doc)]
     return "<p class=muted>per partition</p>" + _table(["partition", "calls", "share", "total", "mean", "p50", "p99"],
                                                        rows)
@@ -339,15 +346,15 @@ def render_html(profile: Profile, flamegraph_svg: str | None = None, offcpu_svg:
               "<p class=muted>share: time in the stage / window length (above 100% with several threads)"
               + ("; ~ estimated for the whole window from the duty cycles" if text.is_sampled(doc) else "")
               + "; mean &lt;X: the probes' doubt per call outweighs the call, X bounds it"
-              + "".join(f"; {_e(line)}" for line in text.unresolved_note(profile.figures))
+              + "".join(f"; {_e(line)}" for line in unresolved_note(profile.figures))
               + "</p>"]
     withheld_lines = report_lines(profile.consistency)
     if withheld_lines:
         parts.append(_pre(withheld_lines))
-    tree = text.attribution_block(profile)
+    tree = attribution_block(profile)
     if tree:
         parts += ["<h2>Where the time went</h2>", _pre(tree)]
-    digests = text.digest_block(profile)
+    digests = digest_block(profile)
     if digests:
         parts += ["<h2>Per statement digest</h2>", _pre(digests[1:])]
     context = text.process_block(doc) + text.perf_schema_block(doc)
@@ -367,7 +374,7 @@ def render_html(profile: Profile, flamegraph_svg: str | None = None, offcpu_svg:
     parts.append("<h2>Flame graph (CPU samples)</h2>")
     if flamegraph_svg:
         parts += ['<p><input id=search placeholder="search functions (regular expression)"> '
-                  '<span class=muted>click a frame to zoom</span></p>', flamegraph_svg, _pre(text.samples_block(doc))]
+                  '<span class=muted>click a frame to zoom</span></p>', flamegraph_svg, _pre(samples_block(doc))]
     else:
         perf = doc.get("cpu_profile") or {}
         why = "perf took none: the server used no CPU in the window" if perf.get("status") == "collected" \
@@ -378,11 +385,11 @@ def render_html(profile: Profile, flamegraph_svg: str | None = None, offcpu_svg:
                   "waited)</h2>",
                   '<p class=muted>widths: microseconds off CPU; the leaf is the kernel function a thread '
                   'blocked in, or [waiting for a CPU]; click a frame to zoom</p>', offcpu_svg,
-                  _pre(text.off_cpu_block(doc))]
+                  _pre(off_cpu_block(doc))]
     if io_svg:
         parts += [f"<h2>I/O flame graph (system calls{'' if all_threads else ' of the load&#x27;s threads'})</h2>",
                   '<p class=muted>widths: microseconds in the calls; below the user frames, the system call '
-                  'and the file it touched; click a frame to zoom</p>', io_svg, _pre(text.io_block(doc))]
+                  'and the file it touched; click a frame to zoom</p>', io_svg, _pre(io_block(doc))]
     if stage_svgs:
         parts += ["<h2>Below each stage</h2>",
                   '<p class=muted>the CPU samples and off-CPU time whose stacks pass through the stage\'s '

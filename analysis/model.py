@@ -16,6 +16,7 @@ from mysqlprobe.analysis import histogram as H
 from mysqlprobe.analysis.attribution import attribute
 from mysqlprobe.analysis.consistency import MEAN, TOTAL, Violation, check as check_bounds, withheld
 from mysqlprobe.analysis.figures import stage_figures
+from mysqlprobe.analysis.sampling import Estimate
 from mysqlprobe.analysis.schema_check import check_document, upgraded
 from mysqlprobe.analysis.statements import by_digest
 from mysqlprobe.analysis.profile import (StageSummary, always_on_slowdown, calibrated_slowdown, estimated_calls,
@@ -134,7 +135,7 @@ class Profile:
                 "by_collector": {name: c.get("cost") for name, c in (self.doc.get("collectors") or {}).items()
                                  if c.get("cost")}}
 
-    def estimated_calls(self, s: StageSummary):
+    def estimated_calls(self, s: StageSummary) -> Estimate:
         return estimated_calls(s, self.doc)
 
     def to_json(self) -> dict[str, Any]:

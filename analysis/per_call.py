@@ -33,6 +33,7 @@ from typing import Any
 import math
 
 from mysqlprobe.analysis import histogram as H
+from mysqlprobe.analysis.sampling import Estimate, rounded
 from dataclasses import dataclass
 
 Z95 = 1.96
@@ -75,9 +76,8 @@ class PerCall:
         return value_ns is not None and self.probe_noise_ns < value_ns * (2 ** (1 / H.SUB) - 1)
 
     def to_json(self) -> dict[str, Any]:
-        r = lambda v: None if v is None else round(v, 1)  # noqa: E731
-        return {"mean_ns": r(self.mean_ns),
-                "mean_ns_ci95": None if self.low_ns is None else [r(self.low_ns), r(self.high_ns)],
+        return {"mean_ns": rounded(self.mean_ns),
+                "mean_ns_ci95": None if self.low_ns is None else [rounded(self.low_ns), rounded(self.high_ns)],
                 "mean_method": self.method, "mean_resolved": self.resolved}
 
 
@@ -102,7 +102,7 @@ def cost_doubt(doc: dict[str, Any], classes: set[str]) -> float:
         pair = (c.get("entry_ns") or 0) + (c.get("return_ns") or 0)
         if pair > 0 and c.get("spread_ns") is not None:
             rel.append(c["spread_ns"] / pair)
-    return max([MIN_COST_DOUBT] + rel)
+    return float(max([MIN_COST_DOUBT] + rel))
 
 
 def in_situ_high(doc: dict[str, Any]) -> float:
@@ -110,7 +110,7 @@ def in_situ_high(doc: dict[str, Any]) -> float:
     if (doc.get("sampling") or {}).get("mode") == "sampled":
         factor = (doc.get("calibration") or {}).get("in_situ_factor")
         if factor:
-            return max(factor, 1.0)
+            return float(max(factor, 1.0))
     return UNMEASURED_IN_SITU
 
 
@@ -143,7 +143,7 @@ def poisson95(n: int) -> tuple[float, float]:
     return (max(math.sqrt(n) - half, 0.0) ** 2 if n else 0.0), (math.sqrt(n + 1) + half) ** 2
 
 
-def sampled_per_call(cpu_ns: float, samples: int, period_ns: float, calls, probe_noise_ns: float = 0.0,
+def sampled_per_call(cpu_ns: float, samples: int, period_ns: float, calls: Estimate, probe_noise_ns: float = 0.0,
                      method: str = SAMPLED) -> PerCall | None:
     """The mean CPU of a call from `samples` CPU samples (cpu_ns in all,
     period_ns each) over `calls` (an Estimate with its interval); None
@@ -159,7 +159,7 @@ def sampled_per_call(cpu_ns: float, samples: int, period_ns: float, calls, probe
 MAX_SAMPLES_TO_RESOLVE = 100_000
 
 
-def samples_to_resolve(calls) -> int | None:
+def samples_to_resolve(calls: Estimate) -> int | None:
     """The fewest CPU samples that would make the samples' figure a mean,
     not a bound (its 95% interval narrower than itself and above zero),
     with these calls' doubt (an Estimate); None where no count would (the

@@ -11,15 +11,15 @@ import math
 
 from mysqlprobe.analysis import histogram as H
 from mysqlprobe.catalog import BY_NAME
-from mysqlprobe.probes.abi import histogram_record
+from mysqlprobe.probes.abi import MAX_SLOTS, histogram_record
 from mysqlprobe.analysis.per_call import (SAMPLED, SAMPLED_METHODS, SAMPLED_STACKS, Z95, PerCall, best_per_call,
                                           in_situ_high, per_call, sampled_per_call, samples_to_resolve)
-from mysqlprobe.analysis.sampling import Estimate, estimate_by_rows, estimate_total, misread
+from mysqlprobe.analysis.sampling import Estimate, estimate_by_rows, estimate_total, misread, rounded
 from dataclasses import dataclass, field
 
 
 def _zeros() -> list[int]:
-    return [0] * H.NUM_SLOTS
+    return [0] * MAX_SLOTS
 
 
 @dataclass
@@ -65,7 +65,7 @@ class StageSummary:
         return H.percentiles(self.counts)
 
 
-def _add(summary, record: dict[str, Any]) -> None:
+def _add(summary: StageSummary | PartitionSummary, record: dict[str, Any]) -> None:
     """Add a probe's or a partition's latencies (corrected and raw) into a summary."""
     summary.calls += record["calls"]
     summary.total_ns += record["total_ns"]
@@ -240,7 +240,7 @@ def phase_slowdown(doc: dict[str, Any]) -> float | None:
     else:
         seconds = window["duration_s"]
     if unprobed and rows:
-        return round(unprobed / (rows / seconds), 4)
+        return round(float(unprobed / (rows / seconds)), 4)
     off_rows = sampling.get("off_rows")
     if off_rows is not None:
         return None
@@ -261,7 +261,7 @@ def standing_cpu_s(doc: dict[str, Any]) -> float | None:
     helper = (((doc.get("collectors") or {}).get("calibration") or {}).get("cost") or {}).get("cpu_s") or 0.0
     server = (doc.get("perf_schema") or {}).get("own_connections_cpu_s") or 0.0
     switches = ((doc.get("engine") or {}).get("switch_program") or {}).get("s") or 0.0
-    return own + helper + server + switches
+    return float(own + helper + server + switches)
 
 
 def standing_slowdown(doc: dict[str, Any]) -> float | None:
@@ -436,10 +436,9 @@ def burst_record(s: StageSummary, doc: dict[str, Any], mean: PerCall) -> dict[st
     if figures is None:
         return None
     pc = burst_per_call(figures, doc)
-    r = lambda v: None if v is None else round(v, 1)  # noqa: E731
     return {"samples": figures.samples, "cpu_ns": figures.cpu_ns, "callees_included": figures.callees,
-            "calls": figures.calls.to_json(), "mean_ns": r(pc.mean_ns) if pc else None,
-            "mean_ns_ci95": [r(pc.low_ns), r(pc.high_ns)] if pc else None,
+            "calls": figures.calls.to_json(), "mean_ns": rounded(pc.mean_ns) if pc else None,
+            "mean_ns_ci95": [rounded(pc.low_ns), rounded(pc.high_ns)] if pc else None,
             "resolved": pc.resolved if pc else False, "used": mean.method in SAMPLED_METHODS,
             **({} if pc is None or pc.resolved else {"samples_to_resolve": samples_to_resolve(figures.calls)})}
 

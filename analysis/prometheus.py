@@ -28,11 +28,11 @@ PARTITIONS_SHOWN = 10
 LADDER_NS = [2 ** k for k in range(4, 35)]
 
 
-def _label_value(v) -> str:
+def _label_value(v: object) -> str:
     return str(v).replace("\\", "\\\\").replace("\n", "\\n").replace('"', '\\"')
 
 
-def _labels(**labels) -> str:
+def _labels(**labels: object) -> str:
     if not labels:
         return ""
     return "{" + ",".join(f'{k}="{_label_value(v)}"' for k, v in labels.items()) + "}"
@@ -45,13 +45,13 @@ def _number(x: float) -> str:
 
 
 class Exposition:
-    def __init__(self):
+    def __init__(self) -> None:
         self.lines: list[str] = []
 
     def family(self, name: str, kind: str, help_text: str) -> None:
         self.lines += [f"# HELP {name} {help_text}", f"# TYPE {name} {kind}"]
 
-    def sample(self, name: str, value: float, **labels) -> None:
+    def sample(self, name: str, value: float, **labels: object) -> None:
         self.lines.append(f"{name}{_labels(**labels)} {_number(value)}")
 
     def text(self) -> str:
@@ -68,7 +68,7 @@ def _top_partitions(calls: Counter[Any]) -> list[tuple[str, float]]:
 class Totals:
     """Profiles added up: what the exposition shows."""
 
-    def __init__(self):
+    def __init__(self) -> None:
         self.calls: Counter[Any] = Counter()                  # (stage, function) -> calls
         self.buckets: dict[tuple[str, str], Counter[float]] = defaultdict(Counter)        # (stage, function) -> upper bound ns -> calls
         self.latency_ns: Counter[Any] = Counter()             # (stage, function) -> corrected ns

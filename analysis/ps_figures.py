@@ -27,7 +27,7 @@ def quiet_scale(doc: dict[str, Any]) -> float | None:
     sampling, window = doc.get("sampling") or {}, doc["window"]
     rows, quiet_rows = summaries_rows(doc), sampling.get("quiet_rows")
     if rows and quiet_rows is not None and 0 <= quiet_rows < rows:
-        return rows / (rows - quiet_rows)
+        return float(rows / (rows - quiet_rows))
     seconds, quiet_s = window["duration_s"], quieted.get("quiet_s") or 0.0
     return seconds / (seconds - quiet_s) if 0 <= quiet_s < seconds else None
 
@@ -41,8 +41,9 @@ def summaries_rows(doc: dict[str, Any]) -> int | None:
     status = (ps.get("deltas") or {}).get("status") or {}
     counters = (doc["window"].get("rows_counter") or "").split("+")  # as the duty cycles count rows
     if all(status.get(n) is not None for n in counters):
-        return sum(status[n] for n in counters) - (ps.get("own_rows_changed") or 0)
-    return doc["window"].get("rows_changed")
+        return int(sum(status[n] for n in counters) - (ps.get("own_rows_changed") or 0))
+    rows: int | None = doc["window"].get("rows_changed")
+    return rows
 
 
 def _quieted(kind: str, key: str, instruments: set[str], prefixes: set[str]) -> bool:

@@ -16,11 +16,10 @@ from mysqlprobe.analysis.profile import (StageSummary, burst_figures, coverage, 
                                          estimated_calls, measured_slowdown, memory_counter, partition_per_call,
                                          row_cycles, stage_per_call, window_ns)
 from mysqlprobe.analysis.ps_figures import ps_deltas, quiet_scale
-from mysqlprobe.analysis.textfit import fit as _fit, pct  # noqa: F401 (pct: html_report)
-from mysqlprobe.analysis.stacks_report import io_block, off_cpu_block, samples_block  # noqa: F401 (html_report)
-from mysqlprobe.analysis.where_report import attribution_block, digest_block  # noqa: F401 (html_report)
-from mysqlprobe.analysis.figures import (UNRESOLVED, _latencies, stage_figures, total_text,  # noqa: F401 (html_report)
-                                         unresolved_note)
+from mysqlprobe.analysis.textfit import fit as _fit, pct
+from mysqlprobe.analysis.stacks_report import io_block, off_cpu_block, samples_block
+from mysqlprobe.analysis.where_report import attribution_block, digest_block
+from mysqlprobe.analysis.figures import _latencies, stage_figures, total_text, unresolved_note
 
 fmt = H.format_ns
 WITHHELD = "?"
@@ -309,7 +308,8 @@ def process_block(doc: dict[str, Any]) -> list[str]:
     if not p:
         return []
     host = p.get("host_cpu_share") or {}
-    share = lambda k: pct(host.get(k)) if host.get(k) is not None else "-"  # noqa: E731
+    def share(k: str) -> str:
+        return pct(host.get(k)) if host.get(k) is not None else "-"
     lines = [f"process  CPU user {p['cpu_user_s']:.2f}s system {p['cpu_system_s']:.2f}s "
              f"({p['cpu_cores']:.2f} cores); {p['threads']} threads, RSS {_bytes(p['rss_bytes'])}",
              f"         context switches {p['ctx_switches_voluntary']} voluntary, "

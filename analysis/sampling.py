@@ -16,6 +16,12 @@ import math
 
 from dataclasses import dataclass
 
+
+def rounded(value: float | None, digits: int = 1) -> float | None:
+    """A figure as a capture or report keeps it: rounded, None kept."""
+    return None if value is None else round(value, digits)
+
+
 # two-sided 95% quantiles of Student's t for 1..30 degrees of freedom
 _T95 = (12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179, 2.160,
         2.145, 2.131, 2.120, 2.110, 2.101, 2.093, 2.086, 2.080, 2.074, 2.069, 2.064, 2.060, 2.056,
@@ -33,8 +39,7 @@ class Estimate:
     high: float | None
 
     def to_json(self) -> dict[str, Any]:
-        r = lambda x: None if x is None else round(x, 1)  # noqa: E731
-        return {"value": r(self.value), "ci95": None if self.low is None else [r(self.low), r(self.high)]}
+        return {"value": rounded(self.value), "ci95": None if self.low is None else [rounded(self.low), rounded(self.high)]}
 
 
 # the least unprobed share of an on-phase an estimate takes; for the interval's
@@ -45,7 +50,7 @@ FREE_FLOOR, FREE_FLOOR_HIGH = 0.05, 0.001
 
 
 def _point(cycles: list[tuple[float, float, int]], window_s: float, cost_scale: float,
-           floor: float = FREE_FLOOR):
+           floor: float = FREE_FLOOR) -> tuple[float, list[tuple[float, int]], float]:
     """(estimate, per-cycle (free seconds, calls), unprobed seconds) with probe_s scaled."""
     counted = sum(c for _, _, c in cycles)
     on = sum(s for s, _, _ in cycles)

@@ -27,13 +27,14 @@ OPTIONAL.update(warnings=list, unavailable=list)
 RENAMED_IN_SCHEMA_3 = {"perf": "cpu_profile", "uprobe": "latency"}
 
 
-def _type_name(kind) -> str:
+def _type_name(kind: Any) -> str:
     if isinstance(kind, tuple):
         return "a number"
-    return {dict: "an object", list: "a list", str: "a string", int: "an integer"}.get(kind, kind.__name__)
+    names: dict[Any, str] = {dict: "an object", list: "a list", str: "a string", int: "an integer"}
+    return names.get(kind) or str(kind.__name__)
 
 
-def _check(value, spec, where: str) -> None:
+def _check(value: Any, spec: Any, where: str) -> None:
     if isinstance(spec, dict):
         if not isinstance(value, dict):
             raise CaptureError(f"field {where} is {_shown(value)}, not an object")
@@ -46,7 +47,7 @@ def _check(value, spec, where: str) -> None:
         raise CaptureError(f"field {where} is {_shown(value)}, not {_type_name(spec)}")
 
 
-def _shown(value) -> str:
+def _shown(value: Any) -> str:
     return "null" if value is None else type(value).__name__
 
 

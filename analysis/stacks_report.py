@@ -3,7 +3,7 @@ where the threads waited (off-CPU) and the I/O system calls."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Iterable
 
 import textwrap
 
@@ -54,7 +54,7 @@ def _on_phases(section: dict[str, Any], doc: dict[str, Any]) -> str:
     return f", off in the quiet phases ({pct(quiet / window)} of the window)" if quiet else ""
 
 
-def _threads_line(items) -> list[str]:
+def _threads_line(items: Iterable[str]) -> list[str]:
     return textwrap.wrap("threads: " + ", ".join(items), 80, subsequent_indent="  ")
 
 

@@ -11,7 +11,7 @@ in part of it (on-phases, outside quiet phases) is scaled up to it."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Callable
 
 from pathlib import Path
 
@@ -93,9 +93,9 @@ def collector_scale(doc: dict[str, Any], section: str) -> float:
     if not window:
         return 1.0
     if sec.get("on_s"):
-        return window / sec["on_s"]
+        return float(window / sec["on_s"])
     if sec.get("quiet_s") and window > sec["quiet_s"]:
-        return window / (window - sec["quiet_s"])
+        return float(window / (window - sec["quiet_s"]))
     return 1.0
 
 
@@ -139,7 +139,8 @@ def stage_trees(doc: dict[str, Any], stacks: dict[str, Folded], rows: int, exclu
     return {s: t for s, t in trees.items() if t.values}
 
 
-def read_capture_stacks(capture_dir, doc: dict[str, Any], read, kinds: tuple[str, ...] = KINDS) -> dict[str, Folded]:
+def read_capture_stacks(capture_dir: str | Path, doc: dict[str, Any], read: Callable[[str], Folded],
+                        kinds: tuple[str, ...] = KINDS) -> dict[str, Folded]:
     """The capture's folded files of those kinds (those it has); `read` parses a path."""
     out = {}
     for kind in kinds:

@@ -53,7 +53,7 @@ def _groups(doc: dict[str, Any]) -> dict[str, list[dict[str, Any]]]:
     return out
 
 
-def _edges(doc: dict[str, Any], shapes: list[dict[str, Any]], ps_stage: int | None | bool = False) -> dict:
+def _edges(doc: dict[str, Any], shapes: list[dict[str, Any]], ps_stage: int | None | bool = False) -> dict[Any, Any]:
     """stage_edges of the calls inside the shapes' executions: of the calls
     that began in one P_S stage key (None: not known), or all (False)."""
     return stage_edges(doc, ((c["probe"], c["parent"], c) for s in shapes for c in s["calls"]
@@ -82,7 +82,7 @@ def _flat(nodes: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return sorted(out.values(), key=lambda f: -f["inclusive_ns"])
 
 
-def _by_stage(doc: dict[str, Any], shapes: list[dict[str, Any]], executions: int, ps_stages: list[dict]) -> list[dict]:
+def _by_stage(doc: dict[str, Any], shapes: list[dict[str, Any]], executions: int, ps_stages: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Per P_S stage: its time per execution (from the history) and the
     probed calls that began in it; longest first, the unknown stage last."""
     names = (doc.get("perf_schema") or {}).get("stage_names") or []

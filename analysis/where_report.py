@@ -21,7 +21,7 @@ class Figures:
     """Times and shares as printed: a time below 0 (the probes' calibrated
     cost taken off more than the calls took) is not a figure, shown '?'."""
 
-    def __init__(self):
+    def __init__(self) -> None:
         self.below_zero = False
 
     def time(self, ns: float | None, mark: str = "") -> str:

@@ -30,14 +30,18 @@ class SampleKind:
     counted: bool       # also give the count itself (CPU samples), as pprof's CPU profiles do
 
 
-CPU = lambda frequency_hz: SampleKind("cpu", round(1e9 / frequency_hz), True)  # noqa: E731
+def cpu_kind(frequency_hz: float) -> SampleKind:
+    """CPU samples at a rate: each worth its period in ns, and counted too."""
+    return SampleKind("cpu", round(1e9 / frequency_hz), True)
+
+
 OFF_CPU_US = SampleKind("off_cpu", 1000, False)
 DEFAULT_HZ = 99  # perf's rate where a capture does not say (mysqlprobe's default)
 
 
 def capture_kind(doc: dict[str, Any], off_cpu: bool) -> SampleKind:
     """What a capture's folded counts stand for: off-CPU microseconds, or CPU samples at its perf rate."""
-    return OFF_CPU_US if off_cpu else CPU((doc.get("cpu_profile") or {}).get("frequency_hz") or DEFAULT_HZ)
+    return OFF_CPU_US if off_cpu else cpu_kind((doc.get("cpu_profile") or {}).get("frequency_hz") or DEFAULT_HZ)
 
 
 def _varint(n: int) -> bytes:
@@ -55,7 +59,7 @@ def _varint(n: int) -> bytes:
 class _Message:
     """A protobuf message being written: varint and length-delimited fields."""
 
-    def __init__(self):
+    def __init__(self) -> None:
         self.buf = bytearray()
 
     def int(self, field: int, value: int) -> "_Message":
@@ -75,7 +79,7 @@ class _Message:
 
 
 class _Strings:
-    def __init__(self):
+    def __init__(self) -> None:
         self.index: dict[str, int] = {"": 0}
 
     def __call__(self, s: str) -> int:
