@@ -80,7 +80,7 @@ def load_seconds(doc: dict[str, Any], unit_probe: dict[str, Any] | None = None) 
 def probe_free_seconds(profile: Profile, seconds: float) -> float:
     """The wall time a load would have taken without the probes: less what
     they added as calibrated, when that is less than the whole."""
-    probes_s = (profile.overhead.get("estimated_ns") or 0) / 1e9
+    probes_s = profile.overhead.estimated_ns / 1e9
     return seconds - probes_s if 0 < probes_s < seconds else seconds
 
 

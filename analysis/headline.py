@@ -120,11 +120,11 @@ def partition_skew(profile: Profile) -> str | None:
 
 def cost_line(profile: Profile) -> str:
     o = profile.overhead
-    slowed = o.get("measured_slowdown")
+    slowed = o.measured_slowdown
     sampling = profile.doc.get("sampling") or {}
     if sampling.get("mode") == "sampled":
         on = sampling.get("on_s") or 0.0
-        share = on / profile.doc["window"]["duration_s"] if profile.doc["window"]["duration_s"] else 0.0
+        share = on / profile.window.duration_s if profile.window.duration_s else 0.0
         what = f"probes on {share:.0%} of the window ({sampling.get('cycles')} cycles)"
     else:
         what = "every call counted (--exact)"

@@ -329,9 +329,7 @@ def _timeline_section(profile: Profile) -> list[str]:
 def render_html(profile: Profile, flamegraph_svg: str | None = None, offcpu_svg: str | None = None,
                 io_svg: str | None = None, stage_svgs: list[tuple[str, str]] = (), all_threads: bool = False) -> str:
     doc, stages = profile.doc, profile.stages
-    t = doc["target"]
-    srv = t.get("server", {})
-    title = f"mysqlprobe: {srv.get('family', '?')} {srv.get('version', '?')}, PID {t['pid']}"
+    title = f"mysqlprobe: {profile.target.server}, PID {profile.target.pid}"
     parts = [f"<!DOCTYPE html><html lang=en><head><meta charset=utf-8><title>{_e(title)}</title>"
              f"<style>{_CSS}</style><script>{PAGE_SCRIPT}</script></head><body>",
              f"<h1>{_e(title)}</h1>", "<h2>Where an inserted row's time went</h2>", summary_card(profile),

@@ -19,6 +19,7 @@ from mysqlprobe.analysis.figures import stage_figures
 from mysqlprobe.analysis.sampling import Estimate
 from mysqlprobe.analysis.schema_check import check_document, upgraded
 from mysqlprobe.analysis.statements import by_digest
+from mysqlprobe.analysis.views import Overhead, Target, Window
 from mysqlprobe.analysis.profile import (StageSummary, always_on_slowdown, calibrated_slowdown, estimated_calls,
                                          measured_slowdown, phase_slowdown, probe_estimate, slowdown_reference,
                                          stage_record, stage_summaries, standing_cpu_s, standing_slowdown,
@@ -118,22 +119,29 @@ class Profile:
         return by_digest(self.doc)
 
     @cached_property
-    def overhead(self) -> dict[str, Any]:
+    def target(self) -> Target:
+        return Target.of(self.doc["target"])
+
+    @cached_property
+    def window(self) -> Window:
+        return Window.of(self.doc["window"])
+
+    @cached_property
+    def overhead(self) -> Overhead:
         """The probes' calibrated cost, the slowdown the duty cycles measured,
         and what each collector measured itself to cost."""
         estimated = sum(p["overhead_ns"] for p in self.doc["probes"])
         window = window_ns(self.doc)
-        return {"estimated_ns": estimated, "share_of_window": round(estimated / window, 6) if window else None,
-                "note": "probe hits x calibrated cost per hit: thread time the probes added",
-                "measured_slowdown": measured_slowdown(self.doc),
-                "measured_against": slowdown_reference(self.doc),
-                "phase_slowdown": phase_slowdown(self.doc),
-                "standing_slowdown": standing_slowdown(self.doc),
-                "standing_cpu_s": standing_cpu_s(self.doc),
-                "always_on_slowdown": always_on_slowdown(self.doc),
-                "estimated_slowdown": calibrated_slowdown(self.doc),
-                "by_collector": {name: c.get("cost") for name, c in (self.doc.get("collectors") or {}).items()
-                                 if c.get("cost")}}
+        return Overhead(estimated_ns=estimated, share_of_window=round(estimated / window, 6) if window else None,
+                        measured_slowdown=measured_slowdown(self.doc),
+                        measured_against=slowdown_reference(self.doc),
+                        phase_slowdown=phase_slowdown(self.doc),
+                        standing_slowdown=standing_slowdown(self.doc),
+                        standing_cpu_s=standing_cpu_s(self.doc),
+                        always_on_slowdown=always_on_slowdown(self.doc),
+                        estimated_slowdown=calibrated_slowdown(self.doc),
+                        by_collector={name: c["cost"] for name, c in (self.doc.get("collectors") or {}).items()
+                                      if c.get("cost")})
 
     def estimated_calls(self, s: StageSummary) -> Estimate:
         return estimated_calls(s, self.doc)
@@ -142,4 +150,4 @@ class Profile:
         """The document with everything derived from it: `report --json`."""
         return {**self.recorded, "probes": self.probes, "stages": self.stage_records,
                 "attribution": {"by_thread": self.attribution, "by_digest": self.by_digest},
-                "overhead": self.overhead, "consistency": [v.to_json() for v in self.consistency]}
+                "overhead": self.overhead.to_json(), "consistency": [v.to_json() for v in self.consistency]}

@@ -21,6 +21,7 @@ from mysqlprobe import __version__
 from mysqlprobe.analysis.model import Profile
 from mysqlprobe.analysis.profile import memory_counter, stage_name
 from mysqlprobe.analysis.ps_figures import ps_deltas
+from mysqlprobe.analysis.views import Target
 
 PARTITIONS_SHOWN = 10
 # the histograms' bounds: one per octave, 16 ns to 17 s, the same in every scrape
@@ -78,7 +79,7 @@ class Totals:
         self.progress: Counter[Any] = Counter()  # --progress-counter's variable: its change
         self.rows = self.window_s = self.on_s = 0.0
         self.with_rows = False
-        self.server: dict[str, Any] = {}
+        self.target: Target | None = None
         self.slowdown: float | None = None               # the last profile's
         self.budget: float | None = None
         self.profiles = 0
@@ -86,7 +87,7 @@ class Totals:
     def add(self, profile: Profile) -> "Totals":
         doc = profile.doc
         self.profiles += 1
-        self.server = doc["target"].get("server") or {}
+        self.target = profile.target
         for p in profile.probes:
             key = (stage_name(p), p["name"])
             self.calls[key] += round((p.get("estimated_calls") or {}).get("value", p["calls"]))
@@ -109,7 +110,7 @@ class Totals:
             self.with_rows = True
         self.window_s += window["duration_s"]
         self.on_s += sampling["on_s"] if sampling.get("mode") == "sampled" else window["duration_s"]
-        slowdown = profile.overhead.get("measured_slowdown")
+        slowdown = profile.overhead.measured_slowdown
         self.slowdown = slowdown if slowdown is not None and math.isfinite(slowdown) else None
         self.budget = sampling.get("overhead_budget")
         return self
@@ -117,8 +118,9 @@ class Totals:
     def exposition(self, out: Exposition | None = None) -> str:
         out = out or Exposition()
         out.family("mysqlprobe_build_info", "gauge", "mysqlprobe's version and the server it profiled.")
-        out.sample("mysqlprobe_build_info", 1, version=__version__, server_family=self.server.get("family", ""),
-                   server_version=self.server.get("version", ""))
+        t = self.target
+        out.sample("mysqlprobe_build_info", 1, version=__version__, server_family=(t and t.family) or "",
+                   server_version=(t and t.version) or "")
         out.family("mysqlprobe_window_seconds_total", "counter", "Time profiled, over every window.")
         out.sample("mysqlprobe_window_seconds_total", round(self.window_s, 6))
         out.family("mysqlprobe_stage_calls_total", "counter",

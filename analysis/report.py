@@ -11,6 +11,7 @@ from mysqlprobe.analysis import histogram as H
 from mysqlprobe.analysis.consistency import CALLS, MEAN, PERCENTILES, TOTAL, Violation, report_lines, withheld
 from mysqlprobe.analysis.headline import digest_headlines, headline, render as render_headline
 from mysqlprobe.analysis.model import Profile
+from mysqlprobe.analysis.views import Overhead
 from mysqlprobe.analysis.per_call import SAMPLED_METHODS, PerCall, samples_to_resolve, window_total
 from mysqlprobe.analysis.profile import (StageSummary, burst_figures, coverage, estimate_basis,
                                          estimated_calls, measured_slowdown, memory_counter, partition_per_call,
@@ -33,16 +34,12 @@ def _rate(calls: float, seconds: float) -> str:
 
 
 def header(profile: Profile) -> list[str]:
-    doc = profile.doc
-    t = doc["target"]
-    srv = t.get("server", {})
-    w = doc["window"]
-    name = {"mysql": "MySQL", "mariadb": "MariaDB"}.get(srv.get("family"), "unknown server")
+    doc, t, w = profile.doc, profile.target, profile.window
     lines = [
-        f"mysqlprobe insert profile: {name} {srv.get('version') or '?'}, PID {t['pid']}",
-        f"binary   {t['binary']}",
-        f"symbols  {t.get('symbols', '?')}",
-        f"window   {w['start']}, {w['duration_s']:.2f}s (ended by {w['ended_by']})",
+        f"mysqlprobe insert profile: {t.server}, PID {t.pid}",
+        f"binary   {t.binary}",
+        f"symbols  {t.symbols}",
+        f"window   {w.start}, {w.duration_s:.2f}s (ended by {w.ended_by})",
         f"probes   {doc['engine']['probes_attached']} attached on {len(doc['probes'])} functions"
         + _overhead(profile.overhead),
     ] + _overhead_lines(profile) + _latency_basis(doc) + _sampling_line(doc)
@@ -64,7 +61,7 @@ def _overhead_lines(profile: Profile) -> list[str]:
     doc, o = profile.doc, profile.overhead
     if "collectors" not in doc:
         return []
-    slowdown = o["measured_slowdown"]
+    slowdown = o.measured_slowdown
     if slowdown is not None:
         # below 1: the load's own variation outweighed what the collectors cost it
         first = (f"load slowed {slowdown:.2f}x" if slowdown >= 1 else f"load not measurably slowed ({slowdown:.2f}x)")
@@ -72,21 +69,21 @@ def _overhead_lines(profile: Profile) -> list[str]:
     elif not profile.sampled:
         first = "slowdown not measured: every call counted (--exact)"
     else:
-        estimate = o["estimated_slowdown"]
+        estimate = o.estimated_slowdown
         first = ("slowdown not measured (no row counter from the server)"
                  + (f"; the probes' calibrated cost alone: ~{estimate:.2f}x" if estimate else ""))
-    costs = _costs(o["by_collector"])
+    costs = _costs(o.by_collector)
     return _fit([f"overhead {first}"] + ([f"         {costs}"] if costs else []), indent=9)
 
 
-def _slowdown_basis(doc: dict[str, Any], o: dict[str, Any]) -> str:
+def _slowdown_basis(doc: dict[str, Any], o: Overhead) -> str:
     """What the measured slowdown compares: the load's row rate in the
     window against its rate in the quiet off-phases (nothing of ours on but
     the P_S setup) or, without them, in every off-phase."""
     sampled = (doc.get("cpu_profile") or {}).get("status") == "collected"
-    if o["measured_against"] in ("quiet", "quiet_tail"):
-        alone = o["always_on_slowdown"]
-        halves = " (their second halves)" if o["measured_against"] == "quiet_tail" else ""
+    if o.measured_against in ("quiet", "quiet_tail"):
+        alone = o.always_on_slowdown
+        halves = " (their second halves)" if o.measured_against == "quiet_tail" else ""
         ps_on = (doc.get("perf_schema", {}).get("status") == "collected"
                  and "perf_schema" not in (doc.get("sampling") or {}).get("quieted", []))
         basis = (f"its row rate in the window against its rate with the collectors off{halves}"
@@ -96,18 +93,17 @@ def _slowdown_basis(doc: dict[str, Any], o: dict[str, Any]) -> str:
         basis = "its row rate with the probes on and off; CPU sampling ran all along and is not in this figure"
     else:
         basis = "its row rate with the collectors on and off"
-    standing = o.get("standing_slowdown")
-    if standing:
-        basis += (f"; {o['phase_slowdown']:.2f}x from that, {standing:.3f}x for the "
-                  f"{fmt(o['standing_cpu_s'] * 1e9)} of CPU mysqlprobe took in every phase")
+    if o.standing_slowdown and o.phase_slowdown and o.standing_cpu_s is not None:
+        basis += (f"; {o.phase_slowdown:.2f}x from that, {o.standing_slowdown:.3f}x for the "
+                  f"{fmt(o.standing_cpu_s * 1e9)} of CPU mysqlprobe took in every phase")
     return f" ({basis})"
 
 
-def _overhead(o: dict[str, Any]) -> str:
-    if not o.get("estimated_ns"):
+def _overhead(o: Overhead) -> str:
+    if not o.estimated_ns:
         return ""
-    share = o.get("share_of_window")
-    return f"; cost ~{fmt(o['estimated_ns'])}" + (f" ({pct(share)} of window)" if share is not None else "")
+    share = o.share_of_window
+    return f"; cost ~{fmt(o.estimated_ns)}" + (f" ({pct(share)} of window)" if share is not None else "")
 
 
 def _latency_basis(doc: dict[str, Any]) -> list[str]:

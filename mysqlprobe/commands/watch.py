@@ -227,11 +227,11 @@ class Watch:
         self.metrics.add(profile)
         if self.args.pprof_dir:
             write_profiles(self.args.pprof_dir, cap, profile)
-        w = profile.doc["window"]
-        counter = memory_counter(w)
+        w = profile.window
+        counter = memory_counter(profile.doc["window"])
         unit = f"of {counter}" if counter else "rows"
-        self.log(f"PID {pid}: window of {w['duration_s']:.1f}s ended by {w['ended_by']}, "
-                 f"{w.get('rows_changed') or 0} {unit}; slowdown {profile.overhead.get('measured_slowdown')}")
+        self.log(f"PID {pid}: window of {w.duration_s:.1f}s ended by {w.ended_by}, "
+                 f"{w.rows_changed or 0} {unit}; slowdown {profile.overhead.measured_slowdown}")
 
     def run(self) -> int:
         host, port = parse_listen(self.args.listen)

@@ -126,8 +126,8 @@ def test_profile_document_fields():
     assert wr["threads"] == [{"tid": 4242, "calls": ROWS, "total_ns": ROWS * 4000, "raw_total_ns": ROWS * 9000}]
     assert wr["mean_ns"] == 4000 and wr["raw"]["mean_ns"] > 9000
     assert wr["overhead_ns"] == ROWS * 1800
-    assert profile.overhead["estimated_ns"] == 3 * ROWS * 1800
-    assert profile.overhead["by_collector"]["latency"]["target_s"] == 0.054
+    assert profile.overhead.estimated_ns == 3 * ROWS * 1800
+    assert profile.overhead.by_collector["latency"]["target_s"] == 0.054
     assert doc["calibration"]["classes"]["single-step"]["entry_ns"] == 10000
     stages = {s["stage"]: s for s in profile.stage_records}
     assert stages["partition.get_partition_id"]["partition_source"] == "*argument 1 at return"
@@ -397,7 +397,7 @@ def test_overhead_line_gives_the_measured_slowdown_and_each_collectors_cost():
     doc["window"]["rows_changed"] = 50021
     doc["collectors"]["cpu_profile"] = {"status": "collected", "cost": {"target_s": None, "cpu_s": 0.21, "method": "m"}}
     profile = Profile(doc)
-    assert profile.overhead["measured_slowdown"] == pytest.approx(1.5 / 1.47)
+    assert profile.overhead.measured_slowdown == pytest.approx(1.5 / 1.47)
     text = " ".join(render_text(profile).split())
     assert "overhead load slowed 1.02x (its row rate with the collectors on and off)" in text
     assert "in the target: latency 54ms; CPU of their own: cpu_profile 210ms" in text
@@ -424,29 +424,29 @@ def test_measured_slowdown_is_the_off_phase_row_rate_over_the_windows():
     doc = sampled_with_off_phases()
     window_rate = 50000 / doc["window"]["duration_s"]
     # the whole window, transitions included, not the cycles' clamped losses (0 here)
-    assert Profile(doc).overhead["measured_slowdown"] == pytest.approx(36000 / window_rate, abs=1e-4)
+    assert Profile(doc).overhead.measured_slowdown == pytest.approx(36000 / window_rate, abs=1e-4)
     doc["sampling"]["off_rows"] = 30000
     text = " ".join(render_text(Profile(doc)).split())
     assert "overhead load not measurably slowed (0.90x) (its row rate" in text
     doc["sampling"]["off_rows"] = 150                                 # too few rows to know the speed
-    assert Profile(doc).overhead["measured_slowdown"] is None
+    assert Profile(doc).overhead.measured_slowdown is None
 
 
 def test_the_window_rate_is_taken_over_the_span_the_load_ran():
     """A window opened well before the load: its idle lead-in is no slowdown."""
     doc = sampled_with_off_phases()
-    idle = Profile(doc).overhead["measured_slowdown"]
+    idle = Profile(doc).overhead.measured_slowdown
     doc["sampling"]["load_s"] = doc["window"]["duration_s"] / 2
     doc["sampling"]["load_rows"] = 50000
-    assert Profile(doc).overhead["measured_slowdown"] == pytest.approx(idle / 2, abs=1e-4)
+    assert Profile(doc).overhead.measured_slowdown == pytest.approx(idle / 2, abs=1e-4)
     doc["sampling"]["load_s"] = doc["sampling"]["load_rows"] = None     # no change seen: the whole window
-    assert Profile(doc).overhead["measured_slowdown"] == pytest.approx(idle, abs=1e-4)
+    assert Profile(doc).overhead.measured_slowdown == pytest.approx(idle, abs=1e-4)
 
 
 def test_cpu_mysqlprobe_takes_in_every_phase_counts_by_how_busy_the_host_was():
     doc = sampled_with_off_phases()
     phases = 36000 / (50000 / doc["window"]["duration_s"])
-    assert Profile(doc).overhead["standing_slowdown"] is None        # an older capture: the phases alone
+    assert Profile(doc).overhead.standing_slowdown is None        # an older capture: the phases alone
     doc["host"]["cpus"] = 2
     doc["window"]["own_cpu_s"] = 0.1
     doc["collectors"]["calibration"] = {"status": "collected", "cost": {"target_s": None, "cpu_s": 0.02}}
@@ -455,24 +455,24 @@ def test_cpu_mysqlprobe_takes_in_every_phase_counts_by_how_busy_the_host_was():
     # every CPU busy: the 0.15 s mysqlprobe took are what the others lost
     doc["process"]["host_cpu_share"] = {"user": 0.6, "system": 0.4, "idle": 0.0, "iowait": 0.0, "steal": 0.0}
     o = Profile(doc).overhead
-    assert o["standing_cpu_s"] == pytest.approx(0.15)
+    assert o.standing_cpu_s == pytest.approx(0.15)
     # the sched_switch program runs in every phase too, in the threads that switch
     engine = doc["engine"]
     doc["engine"] = {**engine, "switch_program": {"s": 0.02, "runs": 100000}}
-    assert Profile(doc).overhead["standing_cpu_s"] == pytest.approx(0.17)
+    assert Profile(doc).overhead.standing_cpu_s == pytest.approx(0.17)
     doc["engine"] = engine
-    assert o["standing_slowdown"] == pytest.approx(1 + 0.15 / (capacity - 0.15), abs=1e-4)
-    assert o["phase_slowdown"] == pytest.approx(phases, abs=1e-4)
-    assert o["measured_slowdown"] == pytest.approx(phases * o["standing_slowdown"], abs=1e-3)
+    assert o.standing_slowdown == pytest.approx(1 + 0.15 / (capacity - 0.15), abs=1e-4)
+    assert o.phase_slowdown == pytest.approx(phases, abs=1e-4)
+    assert o.measured_slowdown == pytest.approx(phases * o.standing_slowdown, abs=1e-3)
     text = " ".join(render_text(Profile(doc)).split())
-    assert f"{phases:.2f}x from that, {o['standing_slowdown']:.3f}x for the 150ms of CPU mysqlprobe took" in text
+    assert f"{phases:.2f}x from that, {o.standing_slowdown:.3f}x for the 150ms of CPU mysqlprobe took" in text
     # half the host idle: half of it was anyone's to lose; steal is nobody's
     doc["process"]["host_cpu_share"] = {"user": 0.3, "system": 0.1, "idle": 0.4, "iowait": 0.0, "steal": 0.2}
     busy = 0.5 * capacity * 0.8
-    assert Profile(doc).overhead["standing_slowdown"] == pytest.approx(1 + 0.15 * 0.5 / (busy - 0.15), abs=1e-4)
+    assert Profile(doc).overhead.standing_slowdown == pytest.approx(1 + 0.15 * 0.5 / (busy - 0.15), abs=1e-4)
     doc["process"]["host_cpu_share"] = {"user": 0.0, "system": 0.0, "idle": 1.0, "iowait": 0.0, "steal": 0.0}
-    assert Profile(doc).overhead["standing_slowdown"] is None        # nothing else ran: nothing to lose
-    assert Profile(doc).overhead["measured_slowdown"] == pytest.approx(phases, abs=1e-4)
+    assert Profile(doc).overhead.standing_slowdown is None        # nothing else ran: nothing to lose
+    assert Profile(doc).overhead.measured_slowdown == pytest.approx(phases, abs=1e-4)
 
 
 def test_the_quiet_phases_second_halves_are_the_reference_where_they_have_enough_rows():
@@ -483,17 +483,17 @@ def test_the_quiet_phases_second_halves_are_the_reference_where_they_have_enough
                                   quieted=["perf", "perf_schema"])
     window_rate = 50000 / doc["window"]["duration_s"]
     o = Profile(doc).overhead
-    assert o["measured_against"] == "quiet_tail"
-    assert o["measured_slowdown"] == pytest.approx(42000 / window_rate, abs=1e-4)
-    assert o["always_on_slowdown"] == pytest.approx(40000 / 36000, abs=1e-4)  # whole phases against whole
+    assert o.measured_against == "quiet_tail"
+    assert o.measured_slowdown == pytest.approx(42000 / window_rate, abs=1e-4)
+    assert o.always_on_slowdown == pytest.approx(40000 / 36000, abs=1e-4)  # whole phases against whole
     doc["sampling"].update(quiet_tail_s=0.9, quiet_tail_rows=37800)           # under a second: the whole phases
-    assert Profile(doc).overhead["measured_against"] == "quiet"
+    assert Profile(doc).overhead.measured_against == "quiet"
     doc["sampling"].update(quiet_tail_s=1.25, quiet_tail_rows=52500)
     text = " ".join(render_text(Profile(doc)).split())
     assert "against its rate with the collectors off (their second halves)" in text
-    assert o["measured_slowdown"] == pytest.approx(42000 / window_rate, abs=1e-4)
+    assert o.measured_slowdown == pytest.approx(42000 / window_rate, abs=1e-4)
     doc["sampling"]["quiet_tail_rows"] = 150                                  # too few rows: the same
-    assert Profile(doc).overhead["measured_against"] == "quiet"
+    assert Profile(doc).overhead.measured_against == "quiet"
 
 
 def test_measured_slowdown_is_set_against_the_quiet_off_phases_where_there_are_enough():
@@ -503,17 +503,17 @@ def test_measured_slowdown_is_set_against_the_quiet_off_phases_where_there_are_e
     window_rate = 50000 / doc["window"]["duration_s"]
     o = Profile(doc).overhead
     # nothing of mysqlprobe on (40,000 rows/s), not the off-phases with CPU sampling on (36,000)
-    assert o["measured_slowdown"] == pytest.approx(40000 / window_rate, abs=1e-4)
-    assert o["measured_against"] == "quiet"
-    assert o["always_on_slowdown"] == pytest.approx(40000 / 36000, abs=1e-4)
+    assert o.measured_slowdown == pytest.approx(40000 / window_rate, abs=1e-4)
+    assert o.measured_against == "quiet"
+    assert o.always_on_slowdown == pytest.approx(40000 / 36000, abs=1e-4)
     text = " ".join(render_text(Profile(doc)).split())
     assert "load slowed 1.20x (its row rate in the window against its rate with the collectors off; CPU " \
            "sampling alone 1.11x" in text
     assert "CPU samples: 0 (cpu-clock 99 Hz, frame pointers), off in the quiet phases (33.3% of the window)" in text
     doc["sampling"]["quiet_rows"] = 150                               # too few rows: the ordinary ones stand in
     o = Profile(doc).overhead
-    assert o["measured_slowdown"] == pytest.approx(36000 / window_rate, abs=1e-4)
-    assert o["measured_against"] == "off" and o["always_on_slowdown"] is None
+    assert o.measured_slowdown == pytest.approx(36000 / window_rate, abs=1e-4)
+    assert o.measured_against == "off" and o.always_on_slowdown is None
     text = " ".join(render_text(Profile(doc)).split())
     assert "CPU sampling ran all along and is not in this figure" in text
 

@@ -1,0 +1,77 @@
+"""Typed views of a capture's parts, as the Profile gives them to the
+reporters (analysis/model.py): the target, the window and what the
+collectors cost. A reporter reads these, not the document's dicts."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+SERVER_NAMES = {"mysql": "MySQL", "mariadb": "MariaDB"}
+
+
+@dataclass(frozen=True, slots=True)
+class Target:
+    """The server the capture was taken of."""
+
+    pid: int
+    binary: str
+    symbols: str
+    family: str | None
+    version: str | None
+
+    @classmethod
+    def of(cls, target: dict[str, Any]) -> Target:
+        server = target.get("server") or {}
+        return cls(target["pid"], target["binary"], target.get("symbols") or "?", server.get("family"),
+                   server.get("version"))
+
+    @property
+    def server(self) -> str:
+        """'MariaDB 10.2.11', as the reports name it."""
+        return f"{SERVER_NAMES.get(self.family or '', 'unknown server')} {self.version or '?'}"
+
+
+@dataclass(frozen=True, slots=True)
+class Window:
+    """When the probes were on the target, and what the server did meanwhile."""
+
+    start: str
+    duration_s: float
+    ended_by: str
+    requested_s: float | None = None
+    rows_changed: int | None = None     # the server's rows written, updated or deleted
+    rows_counter: str | None = None     # what rows_changed sums (or memory:VARIABLE)
+    own_cpu_s: float | None = None      # mysqlprobe's own process over the window
+
+    @classmethod
+    def of(cls, window: dict[str, Any]) -> Window:
+        return cls(window.get("start") or "?", window["duration_s"], window.get("ended_by") or "?",
+                   window.get("requested_s"), window.get("rows_changed"), window.get("rows_counter"),
+                   window.get("own_cpu_s"))
+
+    @property
+    def duration_ns(self) -> float:
+        return self.duration_s * 1e9
+
+
+@dataclass(frozen=True, slots=True)
+class Overhead:
+    """What the collectors cost the load: the probes' calibrated cost, the
+    slowdown the duty cycles measured (None: not measured) and what each
+    collector measured itself to cost."""
+
+    estimated_ns: float
+    share_of_window: float | None
+    measured_slowdown: float | None
+    measured_against: str | None       # "quiet", "quiet_tail", "off" or None
+    phase_slowdown: float | None
+    standing_slowdown: float | None
+    standing_cpu_s: float | None
+    always_on_slowdown: float | None
+    estimated_slowdown: float | None
+    by_collector: dict[str, dict[str, Any]] = field(default_factory=dict)
+    note: str = "probe hits x calibrated cost per hit: thread time the probes added"
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
