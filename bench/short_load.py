@@ -96,10 +96,10 @@ def truth_run(pid: int, load: Statement, workdir: Path) -> dict:
                             for stage in stages}}
 
 
-def tool_run(pid: int, load: Statement, lead: float, workdir: Path) -> dict:
+def tool_run(pid: int, load: Statement, lead: float, workdir: Path, keep: Path | None = None) -> dict:
     load.prepare()
     conn = load.conn
-    out = Path(tempfile.mkdtemp(dir=workdir))
+    out = keep if keep is not None else Path(tempfile.mkdtemp(dir=workdir))
     rows0 = rows_inserted(conn)
     proc = subprocess.Popen([MYSQLPROBE, "-p", str(pid), "--insert-profile", "-o", str(out)],
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
@@ -122,7 +122,7 @@ def tool_run(pid: int, load: Statement, lead: float, workdir: Path) -> dict:
 
 
 def bench_shape(sb, pid: int, shape: str, seconds: list[float], repeats: int, leads: list[float],
-                workdir: Path) -> list[dict]:
+                workdir: Path, keep: Path | None = None) -> list[dict]:
     conn = workload.connect(sb.socket)
     if shape == SYSBENCH_SHAPE:
         prepared = Load(sb, SYSBENCH)
@@ -146,7 +146,10 @@ def bench_shape(sb, pid: int, shape: str, seconds: list[float], repeats: int, le
         for r in range(repeats):
             for lead in leads:
                 truth = truth_run(pid, load, workdir)
-                tool = tool_run(pid, load, lead, workdir)
+                kept = keep / f"{shape}-{length:g}s-lead{lead:g}-{r + 1}" if keep else None
+                if kept:
+                    kept.mkdir(parents=True)
+                tool = tool_run(pid, load, lead, workdir, kept)
                 out.append({"shape": shape, "seconds": length, "rows": n if n is not None else tool["server_rows"],
                             "repeat": r + 1, "lead_s": lead, "truth": truth, "tool": tool})
                 log(f"{shape} {length}s lead {lead}s #{r + 1}: truth {fmt(truth['per_call_ns'])}, "
@@ -252,6 +255,7 @@ def main() -> int:
     ap.add_argument("--shapes", default=f"range-5,range-100,list-5,list-100,hash-5,hash-100,{SYSBENCH_SHAPE}")
     ap.add_argument("--lead", default="0,1", help="seconds between the window's opening and the statement")
     ap.add_argument("--render", action="store_true", help="write its RESULTS.md section again from results.json")
+    ap.add_argument("--keep-captures", metavar="DIR", help="keep each profiled run's capture under DIR")
     args = ap.parse_args()
     if args.render:
         write_results(args.out, "short_load", stored("short_load", args.out), markdown)
@@ -264,7 +268,8 @@ def main() -> int:
         with tempfile.TemporaryDirectory() as tmp:
             for shape in args.shapes.split(","):
                 runs += bench_shape(sb, pid, shape, [float(s) for s in args.seconds.split(",")], args.repeats,
-                                    [float(x) for x in args.lead.split(",")], Path(tmp))
+                                    [float(x) for x in args.lead.split(",")], Path(tmp),
+                                    Path(args.keep_captures) if args.keep_captures else None)
     finally:
         sb.stop()
     result = {"date": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"), "commit": host["commit"],

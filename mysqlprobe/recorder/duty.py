@@ -45,6 +45,8 @@ MIN_QUIET_ROWS = 200  # rows in quiet and ordinary off-phases before their speed
 HOLD_S = 0.03
 HOLD_ROWS = 2000
 MAX_HOLDS = 2
+HOLD_READ_SHARE = 0.04   # the reads' mean width over the hold's span, at most (else held on)
+MAX_HOLD_S = 0.15
 
 
 def difference(after: int | None, before: int | None) -> int | None:
@@ -399,6 +401,12 @@ class DutyCycles:
             calls0, rows0, read0, width0 = calls1, rows1, read1, width1
             ended = self.window.wait(HOLD_S)
             calls1, rows1, read1, width1 = rows_and_calls(self.rows_changed, self._counts)
+            # the rows sit somewhere in each read: held until that doubt is a small share
+            # of the span (a read 6 ms wide in a 30-ms hold could put calls per row 10% out)
+            while (not ended and (width0 + width1) / 2 > HOLD_READ_SHARE * (read1 - read0)
+                   and read1 - read0 < MAX_HOLD_S):
+                ended = self.window.wait(HOLD_S)
+                calls1, rows1, read1, width1 = rows_and_calls(self.rows_changed, self._counts)
         self.probes.stop()
         for c in self.paced:
             c.pause()

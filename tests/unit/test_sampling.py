@@ -781,14 +781,16 @@ def test_the_first_cycles_attach_is_repaid_once_not_pooled():
     assert blind.lost_per_on_s == pytest.approx(3.0)
 
 
-def _held_cycles(clock, starts_after_s: float | None) -> list[dict]:
+def _held_cycles(clock, starts_after_s: float | None, read_s: float = 0.0) -> list[dict]:
     """A 1.5-s window's cycles over a load of 200,000 rows/s that starts
-    starts_after_s into the first on-phase (None: no load at all)."""
+    starts_after_s into the first on-phase (None: no load at all); each
+    read of the rows takes read_s."""
     window = Window(os.getpid(), 1.5, Control(stop=clock), "stopped", lambda: 0)
     calibration = SimpleNamespace(current=lambda: SimpleNamespace(classes={}, pair_of=lambda s: 0.0))
     t0 = clock.monotonic()
 
     def rows() -> int:
+        clock.sleep(read_s)
         if starts_after_s is None:
             return 0
         return int(max(clock.monotonic() - t0 - starts_after_s, 0.0) * 200_000)
@@ -807,6 +809,15 @@ def test_an_on_phase_the_load_started_in_is_held_for_its_rows(clock):
     assert first["on_s"] >= 0.02 + duty.HOLD_S
     # once the on-phases have counted HOLD_ROWS, none is held again
     assert not any("held" in c for c in cycles[1:])
+
+
+def test_a_hold_lasts_until_its_reads_are_narrow_against_it(clock):
+    # reads 4 ms wide: 30 ms of hold would leave the rows anywhere in an eighth of it
+    first = _held_cycles(clock, 0.034, read_s=0.004)[0]
+    assert first["held"] and first["row_s"] >= 0.004 / duty.HOLD_READ_SHARE   # 0.1 s at least
+    # and no longer than MAX_HOLD_S, however wide
+    first = _held_cycles(clock, 0.07, read_s=0.012)[0]
+    assert first["held"] and first["row_s"] <= duty.MAX_HOLD_S + duty.HOLD_S + 0.012 * reads.READ_TRIES
 
 
 def test_no_on_phase_is_held_without_a_load(clock):
