@@ -5,6 +5,7 @@ collectors cost. A reporter reads these, not the document's dicts."""
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
+from datetime import datetime
 from typing import Any
 
 SERVER_NAMES = {"mysql": "MySQL", "mariadb": "MariaDB"}
@@ -19,12 +20,13 @@ class Target:
     symbols: str
     family: str | None
     version: str | None
+    build_id: str | None = None
 
     @classmethod
     def of(cls, target: dict[str, Any]) -> Target:
         server = target.get("server") or {}
         return cls(target["pid"], target["binary"], target.get("symbols") or "?", server.get("family"),
-                   server.get("version"))
+                   server.get("version"), target.get("build_id"))
 
     @property
     def server(self) -> str:
@@ -53,6 +55,14 @@ class Window:
     @property
     def duration_ns(self) -> float:
         return self.duration_s * 1e9
+
+    @property
+    def start_ns(self) -> int:
+        """The window's opening, ns since the epoch (0: not known)."""
+        try:
+            return int(datetime.fromisoformat(self.start.replace("Z", "+00:00")).timestamp() * 1e9)
+        except ValueError:
+            return 0
 
 
 @dataclass(frozen=True, slots=True)

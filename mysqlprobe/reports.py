@@ -13,6 +13,7 @@ from mysqlprobe.errors import CaptureError
 from mysqlprobe.files import write_new
 from mysqlprobe.flamegraphs.folded import Folded
 from mysqlprobe.flamegraphs.stacks import connection_stacks, fold_probe_frames
+from mysqlprobe.flamegraphs import pprof
 from mysqlprobe.flamegraphs.svg import render
 
 FLAMEGRAPH_FILE = "flamegraph.svg"
@@ -60,6 +61,14 @@ def stage_pictures(doc: dict, stacks: dict) -> list[tuple[str, str]]:
                                       "CPU and off-CPU time of the stacks through it (us, whole window)",
                                       unit="us", element_id=f"stage-{len(out)}")))
     return out
+
+
+def pprof_of(profile: Profile, stacks: Folded, off_cpu: bool, comments: tuple[str, ...] = ()) -> bytes:
+    """A capture's CPU (or off-CPU) stacks as a gzipped pprof profile,
+    stamped with its binary and its window."""
+    t, w = profile.target, profile.window
+    return pprof.encode(stacks, pprof.capture_kind(profile.doc, off_cpu), t.binary, t.build_id,
+                        time_ns=w.start_ns, duration_ns=int(w.duration_ns), comments=comments)
 
 
 def checked_profile(doc: dict, where: str) -> Profile:

@@ -3,15 +3,13 @@
 from __future__ import annotations
 
 import sys
-from datetime import datetime
 from pathlib import Path
 
 from mysqlprobe.capture import OFFCPU_FILE, PROFILE_FILE, STACKS_FILE, read_stacks
 from mysqlprobe.errors import UsageError
 from mysqlprobe.files import write_output_file
-from mysqlprobe.flamegraphs import pprof
 from mysqlprobe.flamegraphs.svg import render
-from mysqlprobe.reports import flamegraph_title, load_profile
+from mysqlprobe.reports import flamegraph_title, load_profile, pprof_of
 
 EXAMPLES = """examples:
   mysqlprobe flamegraph /tmp/run1 -o run1.svg          # a capture's stacks.folded
@@ -54,16 +52,10 @@ def write_pprof(args) -> int:
     if len(args.stacks) != 1 or not (Path(args.stacks[0]) / PROFILE_FILE).exists():
         raise UsageError("--pprof takes one capture directory")
     capture = Path(args.stacks[0])
-    doc = load_profile(str(capture)).recorded
+    profile = load_profile(str(capture))
     stacks = read_stacks(str(capture / (OFFCPU_FILE if args.off_cpu else STACKS_FILE)))
-    kind = pprof.capture_kind(doc, args.off_cpu)
-    target = doc["target"]
-    window = doc["window"]
-    start = datetime.fromisoformat(window["start"].replace("Z", "+00:00")) if window.get("start") else None
-    data = pprof.encode(stacks, kind, target["binary"], target.get("build_id"),
-                        time_ns=int(start.timestamp() * 1e9) if start else 0,
-                        duration_ns=int(window["duration_s"] * 1e9),
-                        comments=(f"mysqlprobe capture {capture.resolve()}", f"PID {target['pid']}"))
+    data = pprof_of(profile, stacks, args.off_cpu,
+                    comments=(f"mysqlprobe capture {capture.resolve()}", f"PID {profile.target.pid}"))
     if not args.output:
         sys.stdout.buffer.write(data)
         return 0

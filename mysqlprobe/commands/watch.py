@@ -31,7 +31,7 @@ from mysqlprobe.collectors.target.symbols import resolve_target
 from mysqlprobe.commands.record import add_probe_argument
 from mysqlprobe.errors import Interrupted, MysqlprobeError, TargetError, UsageError
 from mysqlprobe.files import make_dir, write_new
-from mysqlprobe.flamegraphs import pprof
+from mysqlprobe.reports import pprof_of
 from mysqlprobe.recorder.options import Control, RecordOptions
 from mysqlprobe.recorder.plan import plan_cached, plan_in_child
 from mysqlprobe.recorder.priority import add_start_nice
@@ -164,15 +164,12 @@ def serve(metrics: Metrics, host: str, port: int) -> ThreadingHTTPServer:
 
 def write_profiles(directory: str, cap, profile: Profile) -> None:
     """The window's CPU and off-CPU stacks as pprof files, named by the window's start."""
-    doc, stamp = profile.doc, profile.doc["window"]["start"].replace(":", "")
-    kinds = {STACKS_FILE: ("cpu", pprof.capture_kind(doc, off_cpu=False)),
-             OFFCPU_FILE: ("offcpu", pprof.capture_kind(doc, off_cpu=True))}
+    stamp = profile.window.start.replace(":", "")
+    kinds = {STACKS_FILE: ("cpu", False), OFFCPU_FILE: ("offcpu", True)}
     for f in cap.files:
         if f.name in kinds and not isinstance(f.content, str):
-            name, kind = kinds[f.name]
-            data = pprof.encode(f.content, kind, doc["target"]["binary"], doc["target"].get("build_id"),
-                                duration_ns=int(doc["window"]["duration_s"] * 1e9))
-            write_new(directory, f"{name}-{stamp}.pb.gz", data)
+            name, off_cpu = kinds[f.name]
+            write_new(directory, f"{name}-{stamp}.pb.gz", pprof_of(profile, f.content, off_cpu))
 
 
 class Watch:
