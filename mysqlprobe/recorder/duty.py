@@ -144,12 +144,13 @@ class DutyCycles:
         first, last = self._span_rows
         return first is not None and last is not None and last - first >= self.pacer.min_rows
 
-    def _hold_wanted(self, rows: int | None) -> bool:
+    def _hold_wanted(self, rows: int | None, started_in_it: bool) -> bool:
         """Whether an on-phase that counted `rows` stays on HOLD_S longer:
-        the load moved in it, and the on-phases so far counted too few rows
-        for calls per row to stand on."""
+        the load moved in it, and either it started in it (its first read
+        saw none of it) or the on-phases so far counted too few rows for
+        calls per row to stand on."""
         counted = sum(c["rows"] or 0 for c in self.cycles)
-        return bool(rows) and self.holds < MAX_HOLDS and counted + rows < HOLD_ROWS
+        return bool(rows) and self.holds < MAX_HOLDS and (started_in_it or counted + rows < HOLD_ROWS)
 
     def _counts(self) -> dict[int, int]:
         return self.probes.calls(self._indices)
@@ -389,9 +390,11 @@ class DutyCycles:
         # a switch and a status query would be at unprobed speed); the calls
         # on either side of the query, averaged, are those as it read the rows
         calls0, rows0, read0, width0 = rows_and_calls(self.rows_changed, self._counts)
+        load_seen = self.load_span[0] is not None
         ended = self.window.wait(on_s)
         calls1, rows1, read1, width1 = rows_and_calls(self.rows_changed, self._counts)
-        held = not ended and self._hold_wanted(difference(rows1, rows0))
+        started_in_it = not load_seen and self.load_span[0] is not None
+        held = not ended and self._hold_wanted(difference(rows1, rows0), started_in_it)
         if held:
             # the load started in this on-phase: its calls per row (and what it cost)
             # are taken over the hold, the load running through it. Set against a

@@ -811,6 +811,14 @@ def test_an_on_phase_the_load_started_in_is_held_for_its_rows(clock):
     assert not any("held" in c for c in cycles[1:])
 
 
+def test_an_on_phase_the_load_started_in_is_held_however_many_rows_it_saw(clock):
+    # the load starts 5 ms into the first on-phase: 3,000 rows by its end, past
+    # HOLD_ROWS, but its first read saw none of them, so the two reads do not share
+    # their offset from the calls
+    first = _held_cycles(clock, 0.005)[0]
+    assert first["held"] and first["row_s"] == pytest.approx(duty.HOLD_S, abs=0.005)
+
+
 def test_a_hold_lasts_until_its_reads_are_narrow_against_it(clock):
     # reads 4 ms wide: 30 ms of hold would leave the rows anywhere in an eighth of it
     first = _held_cycles(clock, 0.034, read_s=0.004)[0]
