@@ -10,7 +10,7 @@ import time
 from mysqlprobe.collectors.uprobes.calibration import CalibrationCollector
 from mysqlprobe.errors import BpfError
 from mysqlprobe.recorder.pacing import Pacer, in_situ_factor, paired_lead
-from mysqlprobe.recorder.reads import rows_and_calls
+from mysqlprobe.recorder.reads import TIGHT_READ_S, rows_and_calls
 from mysqlprobe.recorder.window import Window, alive
 from dataclasses import dataclass
 from typing import Protocol, Sequence
@@ -144,13 +144,14 @@ class DutyCycles:
         first, last = self._span_rows
         return first is not None and last is not None and last - first >= self.pacer.min_rows
 
-    def _hold_wanted(self, rows: int | None, started_in_it: bool) -> bool:
+    def _hold_wanted(self, rows: int | None) -> bool:
         """Whether an on-phase that counted `rows` stays on HOLD_S longer:
-        the load moved in it, and either it started in it (its first read
-        saw none of it) or the on-phases so far counted too few rows for
-        calls per row to stand on."""
+        the load moved in it, and it is the first to see the load (which
+        started in it, or a moment before: its first read saw the rows at
+        another rate than its second) or the on-phases so far counted too
+        few rows for calls per row to stand on."""
         counted = sum(c["rows"] or 0 for c in self.cycles)
-        return bool(rows) and self.holds < MAX_HOLDS and (started_in_it or counted + rows < HOLD_ROWS)
+        return bool(rows) and self.holds < MAX_HOLDS and (not counted or counted + rows < HOLD_ROWS)
 
     def _counts(self) -> dict[int, int]:
         return self.probes.calls(self._indices)
@@ -390,24 +391,26 @@ class DutyCycles:
         # a switch and a status query would be at unprobed speed); the calls
         # on either side of the query, averaged, are those as it read the rows
         calls0, rows0, read0, width0 = rows_and_calls(self.rows_changed, self._counts)
-        load_seen = self.load_span[0] is not None
         ended = self.window.wait(on_s)
         calls1, rows1, read1, width1 = rows_and_calls(self.rows_changed, self._counts)
-        started_in_it = not load_seen and self.load_span[0] is not None
-        held = not ended and self._hold_wanted(difference(rows1, rows0), started_in_it)
+        held = not ended and self._hold_wanted(difference(rows1, rows0))
         if held:
             # the load started in this on-phase: its calls per row (and what it cost)
             # are taken over the hold, the load running through it. Set against a
             # read made before the load, one read's offset from its calls is no
             # longer one both reads share, and put calls per row 2-3% out
             self.holds += 1
+            hold_t0 = time.monotonic()
             calls0, rows0, read0, width0 = calls1, rows1, read1, width1
             ended = self.window.wait(HOLD_S)
             calls1, rows1, read1, width1 = rows_and_calls(self.rows_changed, self._counts)
             # the rows sit somewhere in each read: held until that doubt is a small share
-            # of the span (a read 6 ms wide in a 30-ms hold could put calls per row 10% out)
+            # of the span (a read 6 ms wide in a 30-ms hold could put calls per row 10% out);
+            # a wide first read (13 ms, as 8 clients connected) is dropped for a narrower later one
             while (not ended and (width0 + width1) / 2 > HOLD_READ_SHARE * (read1 - read0)
-                   and read1 - read0 < MAX_HOLD_S):
+                   and time.monotonic() - hold_t0 < MAX_HOLD_S):
+                if width0 > max(width1, TIGHT_READ_S):
+                    calls0, rows0, read0, width0 = calls1, rows1, read1, width1
                 ended = self.window.wait(HOLD_S)
                 calls1, rows1, read1, width1 = rows_and_calls(self.rows_changed, self._counts)
         self.probes.stop()

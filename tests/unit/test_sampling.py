@@ -811,12 +811,13 @@ def test_an_on_phase_the_load_started_in_is_held_for_its_rows(clock):
     assert not any("held" in c for c in cycles[1:])
 
 
-def test_an_on_phase_the_load_started_in_is_held_however_many_rows_it_saw(clock):
-    # the load starts 5 ms into the first on-phase: 3,000 rows by its end, past
-    # HOLD_ROWS, but its first read saw none of them, so the two reads do not share
-    # their offset from the calls
-    first = _held_cycles(clock, 0.005)[0]
-    assert first["held"] and first["row_s"] == pytest.approx(duty.HOLD_S, abs=0.005)
+def test_the_first_on_phase_to_see_the_load_is_held_however_many_rows_it_saw(clock):
+    # the load starts 5 ms into the first on-phase (3,000 rows by its end, past
+    # HOLD_ROWS) or just before it: its first read saw the load starting, its second
+    # at speed, and the two do not share their offset from the calls
+    for start in (0.005, -0.001):
+        first = _held_cycles(clock, start)[0]
+        assert first["held"] and first["row_s"] == pytest.approx(duty.HOLD_S, abs=0.005)
 
 
 def test_a_hold_lasts_until_its_reads_are_narrow_against_it(clock):
@@ -826,6 +827,24 @@ def test_a_hold_lasts_until_its_reads_are_narrow_against_it(clock):
     # and no longer than MAX_HOLD_S, however wide
     first = _held_cycles(clock, 0.07, read_s=0.012)[0]
     assert first["held"] and first["row_s"] <= duty.MAX_HOLD_S + duty.HOLD_S + 0.012 * reads.READ_TRIES
+
+
+def test_a_wide_read_at_a_holds_start_gives_way_to_a_narrower_one(clock):
+    # the read that opens the hold takes 13 ms (the server busy with clients
+    # connecting), every later one 1 ms: the hold's span starts at a later read
+    latency_reads = iter([0.001] * 2 + [0.013] * reads.READ_TRIES + [0.001] * 1000)
+    window = Window(os.getpid(), 1.5, Control(stop=clock), "stopped", lambda: 0)
+    calibration = SimpleNamespace(current=lambda: SimpleNamespace(classes={}, pair_of=lambda s: 0.0))
+    t0 = clock.monotonic()
+
+    def rows() -> int:
+        clock.sleep(next(latency_reads))
+        return int(max(clock.monotonic() - t0 - 0.01, 0.0) * 200_000)
+    cycles = DutyCycles(_Session(), [], calibration, window, 0.10, rows)
+    cycles.run((t0, rows()))
+    first = cycles.cycles[0]
+    assert first["held"] and max(first["read_s"]) <= 0.002
+    assert first["row_s"] < duty.MAX_HOLD_S
 
 
 def test_no_on_phase_is_held_without_a_load(clock):
