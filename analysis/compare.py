@@ -92,14 +92,14 @@ def stage_bounds(profile: Profile, rows: int, wall_ns_per_row: float) -> tuple[d
     the run's measured stages together taking more per row than the row's
     wall time on the threads that ran them."""
     exclusive, withheld, bounded = {}, {}, set()
-    figures = {f["stage"]: f for f in profile.figures}
+    figures = {f.stage: f for f in profile.figures}
     for stage, ns in exclusive_totals(profile).items():
         if ns is None:
             bound = next((v.bound for v in profile.consistency if v.stage == stage), "a bound broken")
             withheld[stage] = f"withheld: {bound}"
         else:
             exclusive[stage] = ns / rows
-            if figures[stage].get("total_bound"):
+            if figures[stage].total_bound:
                 bounded.add(stage)
     threads = max((len(t) for t in stage_threads(profile.doc).values()), default=0) or 1
     limit = threads * wall_ns_per_row * (1 + TOLERANCE)

@@ -24,6 +24,7 @@ from dataclasses import asdict, dataclass
 
 from mysqlprobe.analysis import histogram as H
 from mysqlprobe.analysis.per_call import SAMPLED_METHODS
+from mysqlprobe.analysis.views import StageFigure
 from mysqlprobe.analysis.profile import (MIN_CYCLE_ROWS, MIN_PROBED_CYCLES, StageSummary, cycles_with_calls,
                                          estimate_basis, sampled_cycles, stage_name, stage_of, window_ns)
 
@@ -80,11 +81,11 @@ def _needs(doc: dict[str, Any]) -> str:
     return "a longer window"
 
 
-def check(stages: list[StageSummary], figures: list[dict[str, Any]], doc: dict[str, Any]) -> list[Violation]:
+def check(stages: list[StageSummary], figures: list[StageFigure], doc: dict[str, Any]) -> list[Violation]:
     """The bounds the printed figures break, none where all hold."""
     window = window_ns(doc)
     needs = _needs(doc)
-    by_stage = {f["stage"]: f for f in figures}
+    by_stage = {f.stage: f for f in figures}
     threads = stage_threads(doc)
     out: list[Violation] = []
     for s in stages:
@@ -93,37 +94,37 @@ def check(stages: list[StageSummary], figures: list[dict[str, Any]], doc: dict[s
             continue
         # the threads its calls ran on; without caller edges, every thread of the process
         n = len(threads.get(s.stage) or ()) or (doc.get("process") or {}).get("threads") or 0
-        if n and window and f["total_ns"] and f["total_ns"] > n * window * (1 + TOLERANCE):
-            out.append(Violation(s.stage, TOTAL, f"{H.format_ns(f['total_ns'])} in the stage, more than {n} "
+        if n and window and f.total_ns and f.total_ns > n * window * (1 + TOLERANCE):
+            out.append(Violation(s.stage, TOTAL, f"{H.format_ns(f.total_ns)} in the stage, more than {n} "
                                  f"thread{'s' if n > 1 else ''} x the {H.format_ns(window)} window",
-                                 f["total_ns"], n * window, needs))
+                                 f.total_ns, n * window, needs))
         out += _percentile_violations(s, f, needs)
         few = cycles_with_calls(s)
-        if few is not None and few < MIN_PROBED_CYCLES and f["per_call"].method not in SAMPLED_METHODS \
-                and f["mean_ns"] is not None:
+        if few is not None and few < MIN_PROBED_CYCLES and f.per_call.method not in SAMPLED_METHODS \
+                and f.mean_ns is not None:
             bound = (f"its calls come from {few} duty cycle{'s' if few != 1 else ''}, a moment of the window "
                      f"(at least {MIN_PROBED_CYCLES} stand for it), and no CPU burst resolved it")
-            out += [Violation(s.stage, figure, bound, f["mean_ns"], float(MIN_PROBED_CYCLES), needs)
+            out += [Violation(s.stage, figure, bound, f.mean_ns, float(MIN_PROBED_CYCLES), needs)
                     for figure in (MEAN, TOTAL, PERCENTILES) if not withheld(out, s.stage, figure)]
     skew = unrepresentative_phases(doc)
     if skew:
         for s in stages:
             f = by_stage.get(s.stage)
-            if f and s.cycle_calls is not None and f["calls"] != f["counted"]:
-                out += [Violation(s.stage, figure, skew, f["calls"], f["counted"], "--exact (every call counted), "
+            if f and s.cycle_calls is not None and f.calls != f.counted:
+                out += [Violation(s.stage, figure, skew, f.calls, f.counted, "--exact (every call counted), "
                                   "or a window the load fills") for figure in (CALLS, TOTAL)
                         if not withheld(out, s.stage, figure)]
     for child, parent, share in nestings(doc):
         c, p = by_stage.get(child), by_stage.get(parent)
-        if not c or not p or c["mean_ns"] is None or p["mean_ns"] is None or not c["calls"] or not p["calls"]:
+        if not c or not p or c.mean_ns is None or p.mean_ns is None or not c.calls or not p.calls:
             continue
         # the callee's time inside the caller's calls is at most theirs: per call, with a
         # call of it in each of the caller's, at most the caller's time per call
-        limit = p["mean_ns"] * p["calls"] / (c["calls"] * share)
-        if c["mean_ns"] > limit * (1 + TOLERANCE) + 1 and not withheld(out, child, MEAN):
-            out.append(Violation(child, MEAN, f"{c['mean_ns']:.0f}ns per call, more than its caller {parent} "
-                                 f"allows ({limit:.0f}ns: {p['mean_ns']:.0f}ns per call of the caller)",
-                                 c["mean_ns"], limit, needs))
+        limit = p.mean_ns * p.calls / (c.calls * share)
+        if c.mean_ns > limit * (1 + TOLERANCE) + 1 and not withheld(out, child, MEAN):
+            out.append(Violation(child, MEAN, f"{c.mean_ns:.0f}ns per call, more than its caller {parent} "
+                                 f"allows ({limit:.0f}ns: {p.mean_ns:.0f}ns per call of the caller)",
+                                 c.mean_ns, limit, needs))
     return out
 
 
@@ -163,7 +164,7 @@ def nestings(doc: dict[str, Any]) -> list[tuple[str, str, float]]:
     return out
 
 
-def _percentile_violations(s: StageSummary, f: dict[str, Any], needs: str) -> list[Violation]:
+def _percentile_violations(s: StageSummary, f: StageFigure, needs: str) -> list[Violation]:
     values = s.percentiles()
     shown = [(k, v) for k, v in values.items() if v is not None]
     for k, v in shown:
@@ -172,7 +173,7 @@ def _percentile_violations(s: StageSummary, f: dict[str, Any], needs: str) -> li
     for (k1, v1), (k2, v2) in zip(shown, shown[1:]):
         if v1 > v2:
             return [Violation(s.stage, PERCENTILES, f"{k1} {v1:.0f}ns is above {k2} {v2:.0f}ns", v1, v2, needs)]
-    p50, mean = values.get("p50"), f.get("mean_ns")
+    p50, mean = values.get("p50"), f.mean_ns
     if p50 == 0 and mean is not None and mean >= MEAN_WITH_ZERO_P50_NS:
         return [Violation(s.stage, PERCENTILES, f"p50 0ns under a mean of {mean:.0f}ns: half the calls fell below "
                           "the probes' resolution once their cost was taken off", 0.0, mean,

@@ -5,13 +5,14 @@ and share, the mean per call and the percentiles. The consistency checks
 
 from __future__ import annotations
 
-from typing import Any, TYPE_CHECKING
+from typing import Any, Iterable, TYPE_CHECKING
 
 from mysqlprobe.analysis import histogram as H
 from mysqlprobe.analysis.consistency import callers_of
 from mysqlprobe.analysis.per_call import PerCall, window_total
 from mysqlprobe.analysis.profile import StageSummary, estimated_calls, stage_per_call, window_ns, window_scale
 from mysqlprobe.analysis.textfit import pct
+from mysqlprobe.analysis.views import StageFigure
 
 if TYPE_CHECKING:
     from mysqlprobe.analysis.model import Profile
@@ -19,7 +20,7 @@ if TYPE_CHECKING:
 fmt = H.format_ns
 
 
-def stage_figures(stages: list[StageSummary], doc: dict[str, Any]) -> list[dict[str, Any]]:
+def stage_figures(stages: list[StageSummary], doc: dict[str, Any]) -> list[StageFigure]:
     """Per stage, what the text and HTML reports show: calls, total and share
     stand for the whole window (in sampled mode, estimates from the duty
     cycles); percentiles are of the calls timed."""
@@ -30,32 +31,32 @@ def stage_figures(stages: list[StageSummary], doc: dict[str, Any]) -> list[dict[
         est = estimated_calls(s, doc)
         pc = stage_per_call(s, doc)
         total, bound = window_total(s.total_ns * scale, pc, est.value)
-        out.append({"stage": s.stage, "calls": est.value, "calls_low": est.low, "calls_high": est.high,
-                    "counted": s.calls, "total_ns": total, "total_bound": bound,
-                    "share": total / window if window else None, **_latencies(pc, s.percentiles())})
+        out.append(StageFigure(stage=s.stage, calls=est.value, calls_low=est.low, calls_high=est.high,
+                               counted=s.calls, total_ns=total, total_bound=bound,
+                               share=total / window if window else None, **_latencies(pc, s.percentiles())))
     return out
 
 
 def exclusive_totals(profile: "Profile") -> dict[str, float | None]:
     """Per stage, its window total less its probed callees' totals (None: withheld)."""
-    figures = {f["stage"]: f for f in profile.figures if f["calls"] and f["total_ns"]}
+    figures = {f.stage: f for f in profile.figures if f.calls and f.total_ns}
     parents = {child: parent for child, (parent, _) in callers_of(profile.doc).items()}
     out: dict[str, float | None] = {}
     for stage, f in figures.items():
         if profile.printed_totals[stage][1] == "?":
             out[stage] = None
             continue
-        inner = sum(figures[c]["total_ns"] for c, p in parents.items() if p == stage and c in figures)
-        out[stage] = max(f["total_ns"] - inner, 0.0)
+        inner = sum(figures[c].total_ns for c, p in parents.items() if p == stage and c in figures)
+        out[stage] = max(f.total_ns - inner, 0.0)
     return out
 
 
-def total_text(f: dict[str, Any]) -> tuple[str, str]:
+def total_text(total_ns: float, share: float | None, bound: bool = False) -> tuple[str, str]:
     """A figure's total and share as printed; a bound as '<' and two
     significant digits, rounded up."""
-    if not f.get("total_bound"):
-        return fmt(f["total_ns"]), pct(f["share"])
-    return "<" + H.upper_ns(f["total_ns"]), "<" + pct(f["share"])
+    if not bound:
+        return fmt(total_ns), pct(share)
+    return "<" + H.upper_ns(total_ns), "<" + pct(share)
 
 
 def _latencies(pc: PerCall, percentiles: dict[str, Any]) -> dict[str, Any]:
@@ -71,7 +72,8 @@ def _latencies(pc: PerCall, percentiles: dict[str, Any]) -> dict[str, Any]:
 UNRESOLVED = "*"
 
 
-def unresolved_note(figures: list[dict[str, Any]], indent: str = "") -> list[str]:
-    if not any(f["mark"] for f in figures):
+def unresolved_note(marks: Iterable[str], indent: str = "") -> list[str]:
+    """The line that says what a '*' on percentiles means, where one is."""
+    if not any(marks):
         return []
     return [f"{indent}{UNRESOLVED} percentiles within the probes' doubt per call: not measurements"]

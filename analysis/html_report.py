@@ -14,6 +14,7 @@ from mysqlprobe.analysis import report as text
 from mysqlprobe.analysis.figures import total_text, unresolved_note
 from mysqlprobe.analysis.stacks_report import io_block, off_cpu_block, samples_block
 from mysqlprobe.analysis.textfit import pct
+from mysqlprobe.analysis.views import StageFigure
 from mysqlprobe.analysis.where_report import attribution_block, digest_block
 from mysqlprobe.analysis.consistency import CALLS, MEAN, PERCENTILES, TOTAL, report_lines, withheld
 from mysqlprobe.analysis.headline import DigestHeadline, digest_headlines, headline, partition_calls, skewed
@@ -189,8 +190,8 @@ def skew_chart(s: StageSummary) -> str:
 STAGE_COLUMNS = ["stage", "calls", "counted", "mean", "p50", "p90", "p99", "total", "share"]
 
 
-def _interval(f: dict[str, Any]) -> str:
-    return "-" if f["calls_low"] is None else f"{f['calls_low']:,.0f} to {f['calls_high']:,.0f}"
+def _interval(f: StageFigure) -> str:
+    return "-" if f.calls_low is None else f"{f.calls_low:,.0f} to {f.calls_high:,.0f}"
 
 
 def _stage_rows(profile: Profile) -> list[list[Any]]:
@@ -198,14 +199,14 @@ def _stage_rows(profile: Profile) -> list[list[Any]]:
     mark = "~" if sampled else ""
     rows = []
     for f in profile.figures:
-        if not f["calls"] and not f["counted"]:
+        if not f.calls and not f.counted:
             continue  # on one line under the table
         def shown(figure: str, *values: str) -> list[str]:
-            return [text.WITHHELD] * len(values) if withheld(profile.consistency, f["stage"], figure) else list(values)
-        calls = [*shown(CALLS, f"{mark}{f['calls']:,.0f}")] + ([*shown(CALLS, _interval(f))] if sampled else [])
-        rows.append([f["stage"] + f["mark"], *calls]
-                    + [f["counted"], *shown(MEAN, f["mean"]), *shown(PERCENTILES, f["p50"], f["p90"], f["p99"]),
-                       *shown(TOTAL, *total_text(f))])
+            return [text.WITHHELD] * len(values) if withheld(profile.consistency, f.stage, figure) else list(values)
+        calls = [*shown(CALLS, f"{mark}{f.calls:,.0f}")] + ([*shown(CALLS, _interval(f))] if sampled else [])
+        rows.append([f.stage + f.mark, *calls]
+                    + [f.counted, *shown(MEAN, f.mean), *shown(PERCENTILES, f.p50, f.p90, f.p99),
+                       *shown(TOTAL, *total_text(f.total_ns, f.share, f.total_bound))])
     return rows
 
 
@@ -214,9 +215,9 @@ def _stage_searches(profile: Profile) -> list[str]:
     symbols = {s.stage: s.symbols for s in profile.stages}
     out = []
     for f in profile.figures:
-        if not f["calls"] and not f["counted"]:
+        if not f.calls and not f.counted:
             continue
-        names = sorted({re.escape(sym.split("(")[0]) for sym in symbols.get(f["stage"], [])})
+        names = sorted({re.escape(sym.split("(")[0]) for sym in symbols.get(f.stage, [])})
         out.append("|".join(names))
     return out
 
@@ -232,7 +233,8 @@ def _linked_table(header: list[str], rows: list[list[Any]], searches: list[str])
 def _partitions(s: StageSummary, doc: dict[str, Any]) -> str:
     if not s.partitions:
         return ""
-    rows = [[f"{f['id']}{f['mark']}", f["calls"], pct(f["share"]), total_text(f)[0], f["mean"], f["p50"], f["p99"]]
+    rows = [[f"{f['id']}{f['mark']}", f["calls"], pct(f["share"]), total_text(f["total_ns"], f["share"], f["total_bound"])[0],
+             f["mean"], f["p50"], f["p99"]]
             for f in text.partition_figures(s, doc)]
     return "<p class=muted>per partition</p>" + _table(["partition", "calls", "share", "total", "mean", "p50", "p99"],
                                                        rows)
@@ -344,7 +346,7 @@ def render_html(profile: Profile, flamegraph_svg: str | None = None, offcpu_svg:
               "<p class=muted>share: time in the stage / window length (above 100% with several threads)"
               + ("; ~ estimated for the whole window from the duty cycles" if text.is_sampled(doc) else "")
               + "; mean &lt;X: the probes' doubt per call outweighs the call, X bounds it"
-              + "".join(f"; {_e(line)}" for line in unresolved_note(profile.figures))
+              + "".join(f"; {_e(line)}" for line in unresolved_note(f.mark for f in profile.figures))
               + "</p>"]
     withheld_lines = report_lines(profile.consistency)
     if withheld_lines:

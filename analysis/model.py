@@ -19,7 +19,7 @@ from mysqlprobe.analysis.figures import stage_figures
 from mysqlprobe.analysis.sampling import Estimate
 from mysqlprobe.analysis.schema_check import check_document, upgraded
 from mysqlprobe.analysis.statements import by_digest
-from mysqlprobe.analysis.views import Overhead, Target, Window
+from mysqlprobe.analysis.views import Overhead, StageFigure, Target, Window
 from mysqlprobe.analysis.profile import (StageSummary, always_on_slowdown, calibrated_slowdown, estimated_calls,
                                          measured_slowdown, phase_slowdown, probe_estimate, slowdown_reference,
                                          stage_record, stage_summaries, standing_cpu_s, standing_slowdown,
@@ -74,7 +74,7 @@ class Profile:
         return stage_summaries(self.doc)
 
     @cached_property
-    def figures(self) -> list[dict[str, Any]]:
+    def figures(self) -> list[StageFigure]:
         """Per stage, the figures the reporters print (analysis/figures.py)."""
         return stage_figures(self.stages, self.doc)
 
@@ -108,10 +108,10 @@ class Profile:
         mark: "<" an upper bound, "?" withheld (a bound broken)."""
         out: dict[str, tuple[float | None, str]] = {}
         for f in self.figures:
-            if withheld(self.consistency, f["stage"], TOTAL) or withheld(self.consistency, f["stage"], MEAN):
-                out[f["stage"]] = (None, "?")
+            if withheld(self.consistency, f.stage, TOTAL) or withheld(self.consistency, f.stage, MEAN):
+                out[f.stage] = (None, "?")
             else:
-                out[f["stage"]] = (f["total_ns"], "<" if f.get("total_bound") else "")
+                out[f.stage] = (f.total_ns, "<" if f.total_bound else "")
         return out
 
     @cached_property

@@ -11,7 +11,7 @@ from mysqlprobe.analysis import histogram as H
 from mysqlprobe.analysis.consistency import CALLS, MEAN, PERCENTILES, TOTAL, Violation, report_lines, withheld
 from mysqlprobe.analysis.headline import digest_headlines, headline, render as render_headline
 from mysqlprobe.analysis.model import Profile
-from mysqlprobe.analysis.views import Overhead
+from mysqlprobe.analysis.views import Overhead, StageFigure
 from mysqlprobe.analysis.per_call import SAMPLED_METHODS, PerCall, samples_to_resolve, window_total
 from mysqlprobe.analysis.profile import (StageSummary, burst_figures, coverage, estimate_basis,
                                          estimated_calls, measured_slowdown, memory_counter, partition_per_call,
@@ -150,24 +150,24 @@ def summary_table(profile: Profile) -> list[str]:
              f"{'p50':>6} {'p90':>6} {'p99':>6}"]
     figures = profile.figures
     for f in figures:
-        if not f["calls"] and not f["counted"]:
+        if not f.calls and not f.counted:
             continue  # on the one line below
-        untimed = f["counted"] and f["p50"] == "-"  # an entry-only probe: counted, not timed
-        total, share = ("-", "-") if untimed else total_text(f)
-        if withheld(violations, f["stage"], TOTAL):
+        untimed = f.counted and f.p50 == "-"  # an entry-only probe: counted, not timed
+        total, share = ("-", "-") if untimed else total_text(f.total_ns, f.share, f.total_bound)
+        if withheld(violations, f.stage, TOTAL):
             total, share = WITHHELD, WITHHELD
-        p50, p90, p99 = ((WITHHELD,) * 3 if withheld(violations, f["stage"], PERCENTILES)
-                         else (f["p50"], f["p90"], f["p99"]))
-        calls, rate = ((WITHHELD, WITHHELD) if withheld(violations, f["stage"], CALLS)
-                       else (_count(f["calls"], sampled), _rate(f["calls"], seconds)))
-        lines.append(f"{f['stage'] + f['mark']:<30}{calls:>7} {rate:>7} "
+        p50, p90, p99 = ((WITHHELD,) * 3 if withheld(violations, f.stage, PERCENTILES)
+                         else (f.p50, f.p90, f.p99))
+        calls, rate = ((WITHHELD, WITHHELD) if withheld(violations, f.stage, CALLS)
+                       else (_count(f.calls, sampled), _rate(f.calls, seconds)))
+        lines.append(f"{f.stage + f.mark:<30}{calls:>7} {rate:>7} "
                      f"{total:>6} {share:>6} {p50:>6} {p90:>6} {p99:>6}")
-    return lines + idle_line(profile) + unresolved_note(figures) + report_lines(violations)
+    return lines + idle_line(profile) + unresolved_note(f.mark for f in figures) + report_lines(violations)
 
 
 def idle_line(profile: Profile) -> list[str]:
     """The stages no call reached in the window, on one line."""
-    idle = [f["stage"] for f in profile.figures if not f["calls"] and not f["counted"]]
+    idle = [f.stage for f in profile.figures if not f.calls and not f.counted]
     return textwrap.wrap("not called in the window: " + ", ".join(idle), 80, subsequent_indent="  ") if idle else []
 
 
@@ -198,9 +198,9 @@ def partition_table(s: StageSummary, doc: dict[str, Any]) -> list[str]:
              f"  {'partition':>9}{'calls':>10}{'share':>8}{'total':>9}{'mean':>8}{'p50':>8}{'p99':>8}"]
     figures = partition_figures(s, doc)
     for f in figures:
-        lines.append(f"  {str(f['id']) + f['mark']:>9}{f['calls']:>10}{pct(f['share']):>8}{total_text(f)[0]:>9}"
+        lines.append(f"  {str(f['id']) + f['mark']:>9}{f['calls']:>10}{pct(f['share']):>8}{_part_total(f):>9}"
                      f"{f['mean']:>8}{f['p50']:>8}{f['p99']:>8}")
-    return lines + unresolved_note(figures, "  ")
+    return lines + unresolved_note((f["mark"] for f in figures), "  ")
 
 
 WIDE_INTERVAL = 0.25  # an estimate this uncertain (relative half-width) says how to do better
@@ -265,13 +265,21 @@ def _interval(pc: PerCall) -> str:
     return f" (95% interval {fmt(pc.low_ns)} to {fmt(pc.high_ns)})"
 
 
+def _part_total(f: dict[str, Any]) -> str:
+    return total_text(f["total_ns"], f["share"], f["total_bound"])[0]
+
+
+def _total(f: StageFigure) -> str:
+    return total_text(f.total_ns, f.share, f.total_bound)[0]
+
+
 def stage_detail(s: StageSummary, doc: dict[str, Any], violations: list[Violation] | None = None) -> list[str]:
     lines = _fit([f"{s.stage}: {s.title}"])
     lines += [f"  {sym}" for sym in s.symbols]
     pc = stage_per_call(s, doc)
     mean = WITHHELD + " (withheld, see above)" if withheld(violations or [], s.stage, MEAN) else pc.text() + _interval(pc)
     # the total the stage table prints: one value for one figure
-    total = WITHHELD if withheld(violations or [], s.stage, TOTAL) else total_text(stage_figures([s], doc)[0])[0]
+    total = WITHHELD if withheld(violations or [], s.stage, TOTAL) else _total(stage_figures([s], doc)[0])
     counted = s.cycle_calls is not None   # sampled: the calls the probes saw; the total is the window's
     lines += textwrap.wrap(f"calls {s.calls}{' counted' if counted else ''}, total"
                            f"{' in the window ~' if counted and total != WITHHELD else ' '}{total}, mean {mean}", 78,

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 from mysqlprobe.analysis.consistency import callers_of
 from mysqlprobe.analysis.profile import sampled_cycles, stage_name
+from mysqlprobe.analysis.views import StageFigure
 
 ON, OFF, QUIET = "on", "off", "quiet"
 ROOT_PREFIX = "sql."   # the statement and its P_S stages hold the others: not the main stage
@@ -58,11 +59,11 @@ def timeline(doc: dict[str, Any], main_stage: str | None) -> Timeline | None:
     return Timeline(doc["window"]["duration_s"], phases, main_stage if latency else None, latency)
 
 
-def main_stage(figures: list[dict[str, Any]], doc: dict[str, Any]) -> str | None:
+def main_stage(figures: list[StageFigure], doc: dict[str, Any]) -> str | None:
     """The outermost stage below the statement (not nested in another probed
     stage) with the most time: the row's way in, whose latency per call
     holds the others'."""
     nested = {child for child, (parent, _) in callers_of(doc).items() if not parent.startswith(ROOT_PREFIX)}
-    inner = [f for f in figures if f["calls"] and f["total_ns"] and not f["stage"].startswith(ROOT_PREFIX)
-             and f["stage"] not in nested]
-    return max(inner, key=lambda f: f["total_ns"])["stage"] if inner else None
+    inner = [f for f in figures if f.calls and f.total_ns and not f.stage.startswith(ROOT_PREFIX)
+             and f.stage not in nested]
+    return max(inner, key=lambda f: f.total_ns).stage if inner else None

@@ -8,6 +8,8 @@ from dataclasses import asdict, dataclass, field
 from datetime import datetime
 from typing import Any
 
+from mysqlprobe.analysis.per_call import PerCall
+
 SERVER_NAMES = {"mysql": "MySQL", "mariadb": "MariaDB"}
 
 
@@ -85,3 +87,28 @@ class Overhead:
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
+
+
+@dataclass(frozen=True, slots=True)
+class StageFigure:
+    """What every reporter prints of a stage (analysis/figures.py): calls
+    (estimated in sampled mode, with their interval), those the probes
+    counted, the window's total and share, the mean per call as its
+    interval allows ("<X": a bound) and the percentiles of the calls timed
+    ("-": none), mark "*" where they are within the probes' doubt."""
+
+    stage: str
+    calls: float
+    calls_low: float | None
+    calls_high: float | None
+    counted: int
+    total_ns: float
+    total_bound: bool
+    share: float | None
+    mean_ns: float | None
+    mean: str
+    per_call: PerCall
+    mark: str
+    p50: str
+    p90: str
+    p99: str

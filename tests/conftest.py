@@ -149,22 +149,22 @@ def impossible_figures(capture_dir: Path) -> list[str]:
             threads.setdefault(stage_of[p["id"]], set()).add(c["tid"])
             parents.setdefault(stage_of[p["id"]], set()).add(stage_of.get(c["parent"]))
     broken = []
-    figures = {f["stage"]: f for f in profile.figures}
+    figures = {f.stage: f for f in profile.figures}
     percentiles = {s.stage: [x for x in s.percentiles().values() if x is not None] for s in profile.stages}
     for name, f in figures.items():
         n = len(threads.get(name, ())) or (doc.get("process") or {}).get("threads") or 0
-        if (name, "total") not in held and n and f["total_ns"] > n * window_ns * 1.02:
-            broken.append(f"{name}: total {f['total_ns']:.0f}ns over {n} thread(s) x {window_ns:.0f}ns")
+        if (name, "total") not in held and n and f.total_ns > n * window_ns * 1.02:
+            broken.append(f"{name}: total {f.total_ns:.0f}ns over {n} thread(s) x {window_ns:.0f}ns")
         values = percentiles.get(name, [])
         if (name, "percentiles") not in held and (any(v < 0 for v in values) or values != sorted(values)):
             broken.append(f"{name}: percentiles {values}")
         callers = parents.get(name) or set()
         parent = next(iter(callers)) if len(callers) == 1 else None
         p = figures.get(parent) if parent else None
-        if (p and (name, "mean") not in held and (parent, "mean") not in held and f["mean_ns"]
-                and p["mean_ns"] and f["calls"] >= p["calls"] * 0.98
-                and f["mean_ns"] > p["mean_ns"] * p["calls"] / f["calls"] * 1.05 + 1):
-            broken.append(f"{name}: {f['mean_ns']:.0f}ns a call inside {parent}'s {p['mean_ns']:.0f}ns")
+        if (p and (name, "mean") not in held and (parent, "mean") not in held and f.mean_ns
+                and p.mean_ns and f.calls >= p.calls * 0.98
+                and f.mean_ns > p.mean_ns * p.calls / f.calls * 1.05 + 1):
+            broken.append(f"{name}: {f.mean_ns:.0f}ns a call inside {parent}'s {p.mean_ns:.0f}ns")
     return broken
 
 

@@ -49,7 +49,7 @@ def capture(thread_os_id=True):
 
 def printed(doc: dict, stage: str) -> int:
     """The stage table's total of a stage, as the reports print it."""
-    return round(next(f["total_ns"] for f in Profile(doc).figures if f["stage"] == stage))
+    return round(next(f.total_ns for f in Profile(doc).figures if f.stage == stage))
 
 
 def test_tree_follows_the_recorded_nesting():

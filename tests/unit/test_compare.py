@@ -4,6 +4,7 @@ difference per row is shared out to stages, functions and a remainder, and
 differences within the run-to-run spread are called noise."""
 
 import json
+from dataclasses import replace
 import subprocess
 
 import pytest
@@ -213,9 +214,9 @@ def test_an_upper_bound_above_the_rows_wall_time_is_held_to_the_wall():
     assert "partition.write_row" in b.exclusive_ns            # measured figures below the wall stand
     # the same run with write_row's figure only an upper bound, 10 us a row (7.5 us its own) for rows of 6 us
     profile = Profile(make_capture(**B)[0])
-    for f in profile.figures:
-        if f["stage"] == "partition.write_row":
-            f["total_bound"], f["total_ns"] = True, 10 * US * ROWS
+    for i, f in enumerate(profile.figures):
+        if f.stage == "partition.write_row":
+            profile.figures[i] = replace(f, total_bound=True, total_ns=10 * US * ROWS)
     exclusive, withheld = C.stage_bounds(profile, ROWS, 6 * US)
     # the wall bounds it tighter: at most what of the row's 6 us (and the 2% rounding the bounds allow)
     # row_insert's measured 2.5 us leaves
