@@ -121,11 +121,10 @@ def partition_skew(profile: Profile) -> str | None:
 def cost_line(profile: Profile) -> str:
     o = profile.overhead
     slowed = o.measured_slowdown
-    sampling = profile.doc.get("sampling") or {}
-    if sampling.get("mode") == "sampled":
-        on = sampling.get("on_s") or 0.0
-        share = on / profile.window.duration_s if profile.window.duration_s else 0.0
-        what = f"probes on {share:.0%} of the window ({sampling.get('cycles')} cycles)"
+    sampling = profile.sampling
+    if sampling.sampled:
+        share = sampling.on_s / profile.window.duration_s if profile.window.duration_s else 0.0
+        what = f"probes on {share:.0%} of the window ({sampling.cycles} cycles)"
     else:
         what = "every call counted (--exact)"
     measured = ("slowdown not measured" if not slowed else "no slowdown measured" if slowed < 1
@@ -136,7 +135,7 @@ def cost_line(profile: Profile) -> str:
 def headline(profile: Profile) -> Headline:
     doc = profile.doc
     rows, rows_from = rows_written(doc)
-    load_s = (doc.get("sampling") or {}).get("load_s") or window_ns(doc) / 1e9
+    load_s = profile.sampling.load_s or window_ns(doc) / 1e9
     slowdown = measured_slowdown(doc)
     # a load that measured faster with the probes than without ran as fast: noise, not a gain
     unprobed_s = load_s / max(slowdown, 1.0) if slowdown else None

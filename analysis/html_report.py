@@ -245,12 +245,12 @@ def _pre(lines: list[str]) -> str:
     return f"<pre>{_e(chr(10).join(lines))}</pre>" if lines else ""
 
 
-def _metadata(doc: dict[str, Any]) -> str:
-    t, w, eng = doc["target"], doc["window"], doc.get("engine", {})
+def _metadata(profile: Profile) -> str:
+    doc, w, sampling = profile.doc, profile.window, profile.sampling
+    t, eng = doc["target"], doc.get("engine", {})
     srv = t.get("server", {})
     perf = doc.get("cpu_profile") or {}
     host = doc.get("host") or {}
-    sampling = doc.get("sampling") or {}
     cal = doc.get("calibration") or {}
     classes = cal.get("classes") or {}
     rows = [["command", " ".join(str(a) for a in (doc.get("tool") or {}).get("command", [])) or "-"],
@@ -259,11 +259,11 @@ def _metadata(doc: dict[str, Any]) -> str:
                      f"{host.get('cpus', '?')} CPUs"],
             ["server", f"{srv.get('family', '?')} {srv.get('version', '?')} ({srv.get('line', '?')}), PID {t['pid']}"],
             ["binary", t.get("binary")], ["build-id", t.get("build_id") or "-"], ["symbols", t.get("symbols")],
-            ["window", f"{w['start']}, {w['duration_s']:.2f}s, ended by {w['ended_by']}"],
+            ["window", f"{w.start}, {w.duration_s:.2f}s, ended by {w.ended_by}"],
             ["probes", f"{eng.get('probes_attached')} attached through {eng.get('links')} links"],
-            ["mode", "every call counted (--exact)" if sampling.get("mode") != "sampled" else
-             f"duty cycles: {sampling.get('cycles')} cycles, probes on {sampling.get('on_s') or 0:.3f}s, budget "
-             f"{(sampling.get('overhead_budget') or 0):.0%}"],
+            ["mode", "every call counted (--exact)" if not sampling.sampled else
+             f"duty cycles: {sampling.cycles} cycles, probes on {sampling.on_s:.3f}s, budget "
+             f"{(sampling.overhead_budget or 0):.0%}"],
             ["CPU sampling", perf.get("command") or perf.get("reason") or perf.get("status") or "-"],
             ["probe cost per hit", ", ".join(f"{name} entry {c.get('entry_ns', 0):.0f}ns, return "
                                              f"{c.get('return_ns', 0):.0f}ns" for name, c in classes.items()) or "-"],
@@ -398,5 +398,5 @@ def render_html(profile: Profile, flamegraph_svg: str | None = None, offcpu_svg:
     warnings = doc.get("warnings") or []
     if warnings:
         parts += ["<h2>Warnings</h2>"] + [f"<p class=warn>{_e(w)}</p>" for w in warnings]
-    parts += ["<h2>Run</h2>", _metadata(doc), "</body></html>"]
+    parts += ["<h2>Run</h2>", _metadata(profile), "</body></html>"]
     return "\n".join(parts) + "\n"

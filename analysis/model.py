@@ -19,7 +19,7 @@ from mysqlprobe.analysis.figures import stage_figures
 from mysqlprobe.analysis.sampling import Estimate
 from mysqlprobe.analysis.schema_check import check_document, upgraded
 from mysqlprobe.analysis.statements import by_digest
-from mysqlprobe.analysis.views import Overhead, StageFigure, Target, Window
+from mysqlprobe.analysis.views import Overhead, Sampling, StageFigure, Target, Window
 from mysqlprobe.analysis.profile import (StageSummary, always_on_slowdown, calibrated_slowdown, estimated_calls,
                                          measured_slowdown, phase_slowdown, probe_estimate, slowdown_reference,
                                          stage_record, stage_summaries, standing_cpu_s, standing_slowdown,
@@ -93,9 +93,13 @@ class Profile:
         return [{**p, **({"estimated_calls": probe_estimate(self.doc, j).to_json()} if self.sampled else {})}
                 for j, p in enumerate(self.doc["probes"])]
 
+    @cached_property
+    def sampling(self) -> Sampling:
+        return Sampling.of(self.doc.get("sampling"))
+
     @property
     def sampled(self) -> bool:
-        return (self.doc.get("sampling") or {}).get("mode") == "sampled"
+        return self.sampling.sampled
 
     @cached_property
     def attribution(self) -> list[dict[str, Any]]:

@@ -101,7 +101,7 @@ class Totals:
                 self.partitions[s["stage"]][part["id"]] += part["calls"]
         for st in ps_deltas(doc).get("stages") or []:
             self.ps_stage_s[st["name"]] += st["timer_ps"] / 1e12
-        window, sampling = doc["window"], doc.get("sampling") or {}
+        window, sampling = doc["window"], profile.sampling
         changed, counter = window.get("rows_changed"), memory_counter(window)
         if changed is not None and counter:
             self.progress[counter] += changed
@@ -109,10 +109,10 @@ class Totals:
             self.rows += changed
             self.with_rows = True
         self.window_s += window["duration_s"]
-        self.on_s += sampling["on_s"] if sampling.get("mode") == "sampled" else window["duration_s"]
+        self.on_s += sampling.on_s if sampling.sampled else window["duration_s"]
         slowdown = profile.overhead.measured_slowdown
         self.slowdown = slowdown if slowdown is not None and math.isfinite(slowdown) else None
-        self.budget = sampling.get("overhead_budget")
+        self.budget = sampling.overhead_budget
         return self
 
     def exposition(self, out: Exposition | None = None) -> str:

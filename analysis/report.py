@@ -42,7 +42,7 @@ def header(profile: Profile) -> list[str]:
         f"window   {w.start}, {w.duration_s:.2f}s (ended by {w.ended_by})",
         f"probes   {doc['engine']['probes_attached']} attached on {len(doc['probes'])} functions"
         + _overhead(profile.overhead),
-    ] + _overhead_lines(profile) + _latency_basis(doc) + _sampling_line(doc)
+    ] + _overhead_lines(profile) + _latency_basis(doc) + _sampling_line(profile)
     return lines
 
 
@@ -171,9 +171,9 @@ def idle_line(profile: Profile) -> list[str]:
     return textwrap.wrap("not called in the window: " + ", ".join(idle), 80, subsequent_indent="  ") if idle else []
 
 
-def _sampling_line(doc: dict[str, Any]) -> list[str]:
-    sampling = doc.get("sampling") or {}
-    if sampling.get("mode") != "sampled":
+def _sampling_line(profile: Profile) -> list[str]:
+    doc, sampling = profile.doc, profile.sampling
+    if not sampling.sampled:
         return []
     counter = memory_counter(doc["window"])
     rows = f"by the counter {counter} in its memory" if counter else "by the server's rows changed"
@@ -181,12 +181,12 @@ def _sampling_line(doc: dict[str, Any]) -> list[str]:
     slowdown = measured_slowdown(doc) if "collectors" not in doc else None  # else on the overhead line
     measured = f", load slowed {slowdown:.2f}x" if slowdown is not None else ""
     # an interval comes from how calls vary between cycles: one cycle gives none
-    interval = "95% intervals below" if sampling["cycles"] >= 2 else "one cycle, so no interval (a longer window)"
-    misread = sampling["cycles"] - len(row_cycles(doc))
-    left_out = ([f"         {misread} of {sampling['cycles']} cycles left out of calls per row: the server's "
+    interval = "95% intervals below" if sampling.cycles >= 2 else "one cycle, so no interval (a longer window)"
+    misread = sampling.cycles - len(row_cycles(doc))
+    left_out = ([f"         {misread} of {sampling.cycles} cycles left out of calls per row: the server's "
                  "row counter was read too far from their calls"] if misread else [])
-    return [f"sampling probes on {pct(coverage(doc))} of the window ({sampling['cycles']} cycles, budget "
-            f"{pct(sampling['overhead_budget'])}{measured})",
+    return [f"sampling probes on {pct(coverage(doc))} of the window ({sampling.cycles} cycles, budget "
+            f"{pct(sampling.overhead_budget)}{measured})",
             f"         ~ = estimate scaled {basis}; {interval}"] + left_out
 
 

@@ -68,6 +68,33 @@ class Window:
 
 
 @dataclass(frozen=True, slots=True)
+class Sampling:
+    """How the probes ran: every call counted ("exact"), or duty cycles
+    ("sampled": the cycles, their on-time, the budget they kept to, the
+    span the load ran in and the collectors quieted in the quiet phases)."""
+
+    mode: str
+    cycles: int = 0
+    on_s: float = 0.0
+    overhead_budget: float | None = None
+    load_s: float | None = None         # from the row counter's first move to its last
+    load_rows: int | None = None
+    quieted: tuple[str, ...] = ()
+
+    @classmethod
+    def of(cls, sampling: dict[str, Any] | None) -> Sampling:
+        s = sampling or {}
+        if s.get("mode") != "sampled":
+            return cls("exact")
+        return cls("sampled", s.get("cycles") or 0, s.get("on_s") or 0.0, s.get("overhead_budget"),
+                   s.get("load_s"), s.get("load_rows"), tuple(s.get("quieted") or ()))
+
+    @property
+    def sampled(self) -> bool:
+        return self.mode == "sampled"
+
+
+@dataclass(frozen=True, slots=True)
 class Overhead:
     """What the collectors cost the load: the probes' calibrated cost, the
     slowdown the duty cycles measured (None: not measured) and what each
