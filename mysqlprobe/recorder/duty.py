@@ -24,6 +24,7 @@ MEASURE_OFF_S = 0.1  # probes off, to learn the load's speed before pacing on it
 # first cycle slowed by its attach once asked for 5.6 s off, all of it sampled)
 BURST_MAX_S = 1.0
 ORDINARY_FIRST_S = 0.5  # seconds of ordinary off-phases the load ran in, before any quiet one
+MIN_SPLIT_S = 0.25      # the least of each part of an ordinary off-phase split into ordinary and quiet
 # probes slow a load down a few times at most (--exact: 4.5x on the seed load); an
 # on-phase whose rows came this many times slower than the off-phase's was a load
 # getting under way (a statement opening its tables), not one the probes held up
@@ -185,7 +186,7 @@ class DutyCycles:
             if not ended and quiet:
                 ended, tail, speed_from, compared = self._quiet_tail(off_s, off_t0, speed_from)
             elif not ended:
-                ended = self.window.wait(max(off_s - (time.monotonic() - off_t0), 0.0))
+                ended, quiet, speed_from, tail, compared = self._ordinary(off_s, off_t0, speed_from, burst)
             cycle_t0, cycle_rows0 = time.monotonic(), self.rows_changed()
             if tail is not None:
                 self._tail(tail, cycle_t0, cycle_rows0)
@@ -203,6 +204,29 @@ class DutyCycles:
                 c.resume()
             on_t0 = time.monotonic()
             self.probes.start()
+
+    def _ordinary(self, off_s: float, off_t0: float, speed_from: tuple,
+                  burst: bool) -> tuple[bool, bool, tuple, tuple | None, bool]:
+        """Wait out an ordinary off-phase. One long enough (a short window's,
+        its one or two cycles having paid for most of it) is ordinary for
+        its first part only, then quiet for the rest where a quiet phase is
+        due: else a window of a few seconds had no quiet phase to set the
+        load's speed against. (Whether the window ended, whether the phase
+        ended quiet, where its speed is measured from, its second half's
+        start, whether it is compared: as _quiet_tail.)"""
+        remaining = off_s - (time.monotonic() - off_t0)
+        first = max(ORDINARY_FIRST_S - self.ordinary_phase_s, MIN_SPLIT_S)
+        if burst or not self.quieted or not self._load_seen() or remaining < first + 2 * MIN_SPLIT_S:
+            return self.window.wait(max(remaining, 0.0)), False, speed_from, None, True
+        if self.window.wait(first):
+            return True, False, speed_from, None, True
+        now, rows = time.monotonic(), self.rows_changed()
+        self._off_phase(difference(rows, speed_from[1]), now - speed_from[0], ended=now)
+        speed_from = (now, rows)
+        if not (self._quiet_due() and self._quiet(True)):
+            return self.window.wait(max(off_s - (now - off_t0), 0.0)), False, speed_from, None, True
+        ended, tail, speed_from, compared = self._quiet_tail(off_s, off_t0, speed_from)
+        return ended, True, speed_from, tail, compared
 
     def _quiet_tail(self, off_s: float, off_t0: float, speed_from: tuple) -> tuple[bool, tuple | None, tuple, bool]:
         """Wait out a quiet phase, reading the rows at its middle: its second

@@ -847,6 +847,24 @@ def test_a_wide_read_at_a_holds_start_gives_way_to_a_narrower_one(clock):
     assert first["row_s"] < duty.MAX_HOLD_S
 
 
+def test_a_long_ordinary_off_phase_goes_quiet_for_its_rest(clock):
+    # a short window's first off-phase, 2 s (its one cycle paid for most of it): its
+    # first half second ordinary, then quiet, so the window has a quiet phase at all
+    window = Window(os.getpid(), 60.0, Control(stop=clock), "stopped", lambda: 0)
+    t0 = clock.monotonic()
+    rows = lambda: int((clock.monotonic() - t0) * 20_000)  # noqa: E731
+    quieted = _Quieted()
+    cycles = DutyCycles(_Session(), [], None, window, 0.10, rows, quieted=[quieted])
+    cycles._ordinary_phases, cycles._span_rows = 1, [0, 10_000]   # the load seen
+    ended, quiet, _, tail, _ = cycles._ordinary(2.0, clock.monotonic(), (clock.monotonic(), rows()), burst=False)
+    assert not ended and quiet and quieted.switches == [True] and tail is not None
+    assert cycles.ordinary_phase_s == pytest.approx(duty.ORDINARY_FIRST_S)
+    # a short one stays ordinary
+    cycles = DutyCycles(_Session(), [], None, window, 0.10, rows, quieted=[_Quieted()])
+    cycles._ordinary_phases, cycles._span_rows = 1, [0, 10_000]
+    assert not cycles._ordinary(0.6, clock.monotonic(), (clock.monotonic(), rows()), burst=False)[1]
+
+
 def test_no_on_phase_is_held_without_a_load(clock):
     cycles = _held_cycles(clock, None)
     assert len(cycles) > 3 and not any("held" in c for c in cycles)
