@@ -65,7 +65,7 @@ def _overhead_lines(profile: Profile) -> list[str]:
     if slowdown is not None:
         # below 1: the load's own variation outweighed what the collectors cost it
         first = (f"load slowed {slowdown:.2f}x" if slowdown >= 1 else f"load not measurably slowed ({slowdown:.2f}x)")
-        first += _slowdown_basis(doc, o)
+        first += _slowdown_basis(profile)
     elif not profile.sampled:
         first = "slowdown not measured: every call counted (--exact)"
     else:
@@ -76,16 +76,17 @@ def _overhead_lines(profile: Profile) -> list[str]:
     return _fit([f"overhead {first}"] + ([f"         {costs}"] if costs else []), indent=9)
 
 
-def _slowdown_basis(doc: dict[str, Any], o: Overhead) -> str:
+def _slowdown_basis(profile: Profile) -> str:
     """What the measured slowdown compares: the load's row rate in the
     window against its rate in the quiet off-phases (nothing of ours on but
     the P_S setup) or, without them, in every off-phase."""
+    doc, o = profile.doc, profile.overhead
     sampled = (doc.get("cpu_profile") or {}).get("status") == "collected"
     if o.measured_against in ("quiet", "quiet_tail"):
         alone = o.always_on_slowdown
         halves = " (their second halves)" if o.measured_against == "quiet_tail" else ""
         ps_on = (doc.get("perf_schema", {}).get("status") == "collected"
-                 and "perf_schema" not in (doc.get("sampling") or {}).get("quieted", []))
+                 and "perf_schema" not in profile.sampling.quieted)
         basis = (f"its row rate in the window against its rate with the collectors off{halves}"
                  + (f"; CPU sampling alone {alone:.2f}x" if alone and alone >= 1 else "")
                  + (": the Performance Schema setup stays on" if ps_on else ""))

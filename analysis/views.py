@@ -9,8 +9,7 @@ from datetime import datetime
 from typing import Any
 
 from mysqlprobe.analysis.per_call import PerCall
-
-SERVER_NAMES = {"mysql": "MySQL", "mariadb": "MariaDB"}
+from mysqlprobe.catalog import family_name
 
 
 @dataclass(frozen=True, slots=True)
@@ -33,7 +32,7 @@ class Target:
     @property
     def server(self) -> str:
         """'MariaDB 10.2.11', as the reports name it."""
-        return f"{SERVER_NAMES.get(self.family or '', 'unknown server')} {self.version or '?'}"
+        return f"{family_name(self.family)} {self.version or '?'}"
 
 
 @dataclass(frozen=True, slots=True)

@@ -21,6 +21,12 @@ if TYPE_CHECKING:  # the catalog is data: it needs no collector to be imported
     from mysqlprobe.collectors.target.symbols import ResolvedSymbol, ServerInfo, SymbolTable
 
 LINES = ("mysql-5.6", "mysql-5.7", "mysql-8.0", "mariadb")
+FAMILY_NAMES = {"mysql": "MySQL", "mariadb": "MariaDB"}
+
+
+def family_name(family: str | None) -> str:
+    """A server family as the reports name it."""
+    return FAMILY_NAMES.get(family or "", "unknown server")
 
 
 @dataclass(frozen=True)

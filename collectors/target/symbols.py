@@ -14,6 +14,7 @@ import re
 import time
 from pathlib import Path
 
+from mysqlprobe.catalog import family_name
 from mysqlprobe.collectors.target import debuginfo
 from mysqlprobe.collectors.target import debuginfod
 from mysqlprobe.collectors.target.debug_match import check_debug_file
@@ -42,8 +43,7 @@ class ServerInfo:
         return tuple(int(x) for x in self.version.split(".")) if self.version else ()
 
     def describe(self) -> str:
-        name = {"mysql": "MySQL", "mariadb": "MariaDB"}.get(self.family, "unknown server")
-        return f"{name} {self.version or '(version unknown)'}"
+        return f"{family_name(self.family)} {self.version or '(version unknown)'}"
 
 
 _MARIADB_VERSION = re.compile(rb"(?<![\d.])(\d{1,2}\.\d{1,2}\.\d{1,3})-MariaDB")

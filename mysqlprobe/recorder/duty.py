@@ -39,10 +39,10 @@ MAX_QUIET_SHARE = 0.9
 # and a figure 1.7x the truth): the rest at the start of quiet phases
 BURST_FLOOR_SHARE = 0.2
 MIN_QUIET_ROWS = 200  # rows in quiet and ordinary off-phases before their speeds are compared
-# an on-phase the load started in is held on this much longer, while the on-phases
-# have counted fewer than HOLD_ROWS, and its calls per row taken over the hold: a
-# 1-s statement's one on-phase caught its first 1 ms, and a row read off by tens of
-# us put calls per row 3% out (the count with it)
+# the first on-phase that sees the load, and any while the on-phases have counted
+# fewer than HOLD_ROWS, is held on HOLD_S at a time and its calls per row taken over
+# the hold: a 1-s statement's one on-phase caught its first 1 ms, and a row read off
+# by tens of us put calls per row 3% out (the count with it)
 HOLD_S = 0.03
 HOLD_ROWS = 2000
 MAX_HOLDS = 2
@@ -220,11 +220,9 @@ class DutyCycles:
             return self.window.wait(max(remaining, 0.0)), False, speed_from, None, True
         if self.window.wait(first):
             return True, False, speed_from, None, True
-        now, rows = time.monotonic(), self.rows_changed()
-        self._off_phase(difference(rows, speed_from[1]), now - speed_from[0], ended=now)
-        speed_from = (now, rows)
+        speed_from = self._part_ended(speed_from)
         if not (self._quiet_due() and self._quiet(True)):
-            return self.window.wait(max(off_s - (now - off_t0), 0.0)), False, speed_from, None, True
+            return self.window.wait(max(off_s - (speed_from[0] - off_t0), 0.0)), False, speed_from, None, True
         ended, tail, speed_from, compared = self._quiet_tail(off_s, off_t0, speed_from)
         return ended, True, speed_from, tail, compared
 
@@ -358,10 +356,16 @@ class DutyCycles:
         burst phase of its own, the rest an ordinary (or quiet) one. (Whether
         the window ended, where the rest's speed is measured from.)"""
         ended = self.window.wait(seconds)
-        now, rows = time.monotonic(), self.rows_changed()
+        speed_from = self._part_ended(speed_from, quiet=quiet, burst=True)
         self._burst(False)
-        self._off_phase(difference(rows, speed_from[1]), now - speed_from[0], quiet=quiet, burst=True, ended=now)
-        return ended, (now, rows)
+        return ended, speed_from
+
+    def _part_ended(self, since: tuple, quiet: bool = False, burst: bool = False) -> tuple[float, int | None]:
+        """Account the part of an off-phase since `since` (when, rows) as an
+        off-phase of its own, ending now; where the next part is measured from."""
+        now, rows = time.monotonic(), self.rows_changed()
+        self._off_phase(difference(rows, since[1]), now - since[0], quiet=quiet, burst=burst, ended=now)
+        return now, rows
 
     def _off_phase(self, rows: int | None, seconds: float, quiet: bool = False, burst: bool = False,
                    compared: bool = True, ended: float | None = None) -> None:
@@ -426,17 +430,17 @@ class DutyCycles:
             self.holds += 1
             hold_t0 = time.monotonic()
             calls0, rows0, read0, width0 = calls1, rows1, read1, width1
-            ended = self.window.wait(HOLD_S)
-            calls1, rows1, read1, width1 = rows_and_calls(self.rows_changed, self._counts)
             # the rows sit somewhere in each read: held until that doubt is a small share
             # of the span (a read 6 ms wide in a 30-ms hold could put calls per row 10% out);
             # a wide first read (13 ms, as 8 clients connected) is dropped for a narrower later one
-            while (not ended and (width0 + width1) / 2 > HOLD_READ_SHARE * (read1 - read0)
-                   and time.monotonic() - hold_t0 < MAX_HOLD_S):
-                if width0 > max(width1, TIGHT_READ_S):
-                    calls0, rows0, read0, width0 = calls1, rows1, read1, width1
+            while True:
                 ended = self.window.wait(HOLD_S)
                 calls1, rows1, read1, width1 = rows_and_calls(self.rows_changed, self._counts)
+                if (ended or (width0 + width1) / 2 <= HOLD_READ_SHARE * (read1 - read0)
+                        or time.monotonic() - hold_t0 >= MAX_HOLD_S):
+                    break
+                if width0 > max(width1, TIGHT_READ_S):
+                    calls0, rows0, read0, width0 = calls1, rows1, read1, width1
         self.probes.stop()
         for c in self.paced:
             c.pause()
@@ -476,8 +480,7 @@ class DutyCycles:
             # measure it before pacing on a guess
             if self.window.wait(MEASURE_OFF_S):
                 return None
-            speed_from = (time.monotonic(), self.rows_changed())
-            self._off_phase(difference(speed_from[1], off_rows0), speed_from[0] - off_t0, ended=speed_from[0])
+            speed_from = self._part_ended(speed_from)
             lost = self.pacer.lost(cycle_s, cycle_rows)
         speed = self.pacer.speed()
         held = cycle.get("held") and cycle["rows"] and cycle["row_s"] > 0
@@ -495,11 +498,10 @@ class DutyCycles:
             lost = None
         cycle["lost_s"] = None if lost is None else round(lost, 6)
         cycle["unprobed_rows_per_s"] = None if lost is None else round(self.pacer.speed(), 1)
-        signed = None if lost is None else self.pacer.lost(cycle_s, cycle_rows, signed=True)
+        # a held cycle's loss is its hold's already (see above), and kept as it is
+        signed = None if lost is None else lost if held else self.pacer.lost(cycle_s, cycle_rows, signed=True)
         in_phase = None if lost is None or not cycle["rows"] else (
             self.pacer.lost(cycle["row_s"], cycle["rows"], signed=True), cycle["row_s"])
-        if lost is not None and held:
-            signed = lost
         on_s, off_s = self.pacer.next_phases(cycle["on_s"], cycle_s, lost, cycle["probe_s"],
                                              elapsed_s=off_t0 - window_t0, signed_lost_s=signed, in_phase=in_phase)
         return on_s, off_s, off_t0, speed_from

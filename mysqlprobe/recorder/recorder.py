@@ -145,9 +145,10 @@ class Recorder:
             self.counter = self._progress_counter()
             if self.counter:
                 stack.callback(self.counter.close)
-            for name in self._ordered("begin"):
+            begin = self._ordered("begin")
+            for name in begin:
                 stack.callback(self.collectors[name].close)
-            for name in self._ordered("begin"):  # what is slow starts side by side: perf's spawns, the BPF load
+            for name in begin:  # what is slow starts side by side: perf's spawns, the BPF load
                 self._prepare(name, begin=True)
             for name in self._ordered("prepare"):
                 if name not in self.unavailable:
