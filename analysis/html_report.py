@@ -89,7 +89,7 @@ def _table(header: list[str], rows: list[list[Any]], cls: str = "") -> str:
 def histogram_chart(s: StageSummary) -> str:
     """Calls per latency bucket, log-spaced buckets left to right, p50 and
     p99 marked; an inline SVG."""
-    buckets = H.nonzero_buckets(s.counts)
+    buckets = s.histogram.buckets()
     if not buckets:
         return ""
     pct = s.percentiles()

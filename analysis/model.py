@@ -12,13 +12,13 @@ from typing import Any
 
 from functools import cached_property
 
-from mysqlprobe.analysis import histogram as H
 from mysqlprobe.analysis.attribution import attribute
 from mysqlprobe.analysis.consistency import MEAN, TOTAL, Violation, check as check_bounds, withheld
 from mysqlprobe.analysis.figures import stage_figures
 from mysqlprobe.analysis.sampling import Estimate
 from mysqlprobe.analysis.schema_check import check_document, upgraded
 from mysqlprobe.analysis.statements import by_digest
+from mysqlprobe.probes.histogram import Histogram
 from mysqlprobe.analysis.views import Overhead, Sampling, StageFigure, Target, Window
 from mysqlprobe.analysis.profile import (StageSummary, always_on_slowdown, calibrated_slowdown, estimated_calls,
                                          measured_slowdown, phase_slowdown, probe_estimate, slowdown_reference,
@@ -30,9 +30,9 @@ DERIVED_PROBE_FIELDS = ("estimated_calls", "mean_ns", "percentiles_ns", "overhea
 
 
 def _latency_view(record: dict[str, Any], calls: int) -> dict[str, Any]:
-    counts = H.counts_from_buckets(record.get("histogram", []))
+    histogram = Histogram.of_record(record.get("histogram", []))
     return {**record, "mean_ns": record["total_ns"] / calls if calls else None,
-            "percentiles_ns": H.percentiles(counts)}
+            "percentiles_ns": histogram.percentiles()}
 
 
 def thread_totals(callers: list[dict[str, Any]]) -> list[dict[str, Any]]:

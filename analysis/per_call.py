@@ -33,6 +33,7 @@ from typing import Any
 import math
 
 from mysqlprobe.analysis import histogram as H
+from mysqlprobe.probes.histogram import SUB, Histogram
 from mysqlprobe.analysis.sampling import Estimate, rounded
 from dataclasses import dataclass
 
@@ -73,7 +74,7 @@ class PerCall:
     def percentile_resolved(self, value_ns: float | None) -> bool:
         """A percentile means something where the probes' doubt per call is
         below the histogram's resolution there (a quarter octave)."""
-        return value_ns is not None and self.probe_noise_ns < value_ns * (2 ** (1 / H.SUB) - 1)
+        return value_ns is not None and self.probe_noise_ns < value_ns * (2 ** (1 / SUB) - 1)
 
     def to_json(self) -> dict[str, Any]:
         return {"mean_ns": rounded(self.mean_ns),
@@ -81,9 +82,9 @@ class PerCall:
                 "mean_method": self.method, "mean_resolved": self.resolved}
 
 
-def _spread_se(counts: list[int], calls: int) -> float:
+def _spread_se(histogram: Histogram, calls: int) -> float:
     """Standard error of the mean, from the histogram (each call at its bucket's middle)."""
-    buckets = H.nonzero_buckets(counts)
+    buckets = histogram.buckets()
     n = sum(b.count for b in buckets)
     if n < 2 or not calls:
         return 0.0
@@ -114,13 +115,13 @@ def in_situ_high(doc: dict[str, Any]) -> float:
     return UNMEASURED_IN_SITU
 
 
-def per_call(calls: int, total_ns: float, raw_total_ns: float, raw_counts: list[int], doc: dict[str, Any],
+def per_call(calls: int, total_ns: float, raw_total_ns: float, raw_histogram: Histogram, doc: dict[str, Any],
              classes: set[str]) -> PerCall:
     """The mean cost of a call, its 95% interval and how it was made."""
     if not calls:
         return PerCall(None, None, None, CORRECTED, 0.0)
     raw_mean = raw_total_ns / calls
-    stat = Z95 * _spread_se(raw_counts, calls)
+    stat = Z95 * _spread_se(raw_histogram, calls)
     if doc.get("latencies") == "raw" or not doc.get("calibration"):
         return PerCall(raw_mean, max(raw_mean - stat, 0.0), raw_mean + stat, RAW, 0.0)
     corrected = total_ns / calls

@@ -9,17 +9,12 @@ from typing import Any
 
 import math
 
-from mysqlprobe.analysis import histogram as H
 from mysqlprobe.catalog import BY_NAME
-from mysqlprobe.probes.abi import MAX_SLOTS, histogram_record
+from mysqlprobe.probes.histogram import Histogram
 from mysqlprobe.analysis.per_call import (SAMPLED, SAMPLED_METHODS, SAMPLED_STACKS, Z95, PerCall, best_per_call,
                                           in_situ_high, per_call, sampled_per_call, samples_to_resolve)
 from mysqlprobe.analysis.sampling import Estimate, estimate_by_rows, estimate_total, misread, rounded
 from dataclasses import dataclass, field
-
-
-def _zeros() -> list[int]:
-    return [0] * MAX_SLOTS
 
 
 @dataclass
@@ -27,9 +22,9 @@ class PartitionSummary:
     id: int
     calls: int = 0
     total_ns: int = 0
-    counts: list[int] = field(default_factory=_zeros)
+    histogram: Histogram = Histogram()
     raw_total_ns: int = 0
-    raw_counts: list[int] = field(default_factory=_zeros)
+    raw_histogram: Histogram = Histogram()
 
     @property
     def mean_ns(self) -> float | None:
@@ -45,9 +40,9 @@ class StageSummary:
     nested_probe_hits: int = 0  # other probes' hits inside its calls: it has probed callees
     calls: int = 0
     total_ns: int = 0
-    counts: list[int] = field(default_factory=_zeros)
+    histogram: Histogram = Histogram()
     raw_total_ns: int = 0
-    raw_counts: list[int] = field(default_factory=_zeros)
+    raw_histogram: Histogram = Histogram()
     overhead_ns: int = 0
     partitions: dict[int, PartitionSummary] = field(default_factory=dict)
     partition_source: str | None = None
@@ -62,17 +57,17 @@ class StageSummary:
         return self.total_ns / self.calls if self.calls else None
 
     def percentiles(self) -> dict[str, float | None]:
-        return H.percentiles(self.counts)
+        return self.histogram.percentiles()
 
 
 def _add(summary: StageSummary | PartitionSummary, record: dict[str, Any]) -> None:
     """Add a probe's or a partition's latencies (corrected and raw) into a summary."""
     summary.calls += record["calls"]
     summary.total_ns += record["total_ns"]
-    summary.counts = H.merge(summary.counts, H.counts_from_buckets(record.get("histogram", [])))
+    summary.histogram += Histogram.of_record(record.get("histogram", []))
     raw = record.get("raw", record)
     summary.raw_total_ns += raw["total_ns"]
-    summary.raw_counts = H.merge(summary.raw_counts, H.counts_from_buckets(raw.get("histogram", [])))
+    summary.raw_histogram += Histogram.of_record(raw.get("histogram", []))
 
 
 def stage_name(probe: dict[str, Any]) -> str:
@@ -338,9 +333,9 @@ def window_ns(doc: dict[str, Any]) -> int:
     return int(doc["window"]["duration_s"] * 1e9)
 
 
-def latency_record(total: int, calls: int, counts: list[int]) -> dict[str, Any]:
+def latency_record(total: int, calls: int, histogram: Histogram) -> dict[str, Any]:
     return {"total_ns": total, "mean_ns": total / calls if calls else None,
-            "percentiles_ns": H.percentiles(counts), "histogram": histogram_record(counts)}
+            "percentiles_ns": histogram.percentiles(), "histogram": histogram.to_record()}
 
 
 # cycles with calls before the probes' mean per call stands for a window: the first
@@ -365,7 +360,7 @@ def stage_per_call(s: StageSummary, doc: dict[str, Any]) -> PerCall:
     often its start (tables opened, pages read in: several times a steady
     call's cost): the bursts', spread over the off-phases, stand for the
     window instead wherever they resolve the mean."""
-    probed = per_call(s.calls, s.total_ns, s.raw_total_ns, s.raw_counts, doc, s.classes)
+    probed = per_call(s.calls, s.total_ns, s.raw_total_ns, s.raw_histogram, doc, s.classes)
     figures = burst_figures(s, doc)
     if not s.raw_total_ns or (s.nested_probe_hits and not (figures and figures.callees)):
         return probed
@@ -444,7 +439,7 @@ def burst_record(s: StageSummary, doc: dict[str, Any], mean: PerCall) -> dict[st
 
 
 def partition_per_call(p: PartitionSummary, s: StageSummary, doc: dict[str, Any]) -> PerCall:
-    return per_call(p.calls, p.total_ns, p.raw_total_ns, p.raw_counts, doc, s.classes)
+    return per_call(p.calls, p.total_ns, p.raw_total_ns, p.raw_histogram, doc, s.classes)
 
 
 def stage_record(s: StageSummary, doc: dict[str, Any]) -> dict[str, Any]:
@@ -463,16 +458,16 @@ def stage_record(s: StageSummary, doc: dict[str, Any]) -> dict[str, Any]:
         "calls": s.calls,
         "estimated_calls": est.to_json(),
         "calls_per_s": round(est.value / seconds, 3) if seconds else None,
-        **latency_record(s.total_ns, s.calls, s.counts),
+        **latency_record(s.total_ns, s.calls, s.histogram),
         **mean.to_json(),
         "off_phase_cpu": burst_record(s, doc, mean),
         "share_of_window": round(share, 6) if share is not None else None,
-        "raw": latency_record(s.raw_total_ns, s.calls, s.raw_counts),
+        "raw": latency_record(s.raw_total_ns, s.calls, s.raw_histogram),
         "overhead_ns": s.overhead_ns,
         "cpu_waits": {"calls": s.cpu_wait_calls, "total_ns": s.cpu_wait_ns},
         "partition_source": s.partition_source,
-        "partitions": [{"id": p.id, "calls": p.calls, **latency_record(p.total_ns, p.calls, p.counts),
+        "partitions": [{"id": p.id, "calls": p.calls, **latency_record(p.total_ns, p.calls, p.histogram),
                         **partition_per_call(p, s, doc).to_json(),
-                        "raw": latency_record(p.raw_total_ns, p.calls, p.raw_counts)}
+                        "raw": latency_record(p.raw_total_ns, p.calls, p.raw_histogram)}
                        for _, p in sorted(s.partitions.items())],
     }

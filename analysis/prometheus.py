@@ -22,6 +22,7 @@ from mysqlprobe.analysis.model import Profile
 from mysqlprobe.analysis.profile import memory_counter, stage_name
 from mysqlprobe.analysis.ps_figures import ps_deltas
 from mysqlprobe.analysis.views import Target
+from mysqlprobe.probes.histogram import Histogram
 
 PARTITIONS_SHOWN = 10
 # the histograms' bounds: one per octave, 16 ns to 17 s, the same in every scrape
@@ -71,7 +72,7 @@ class Totals:
 
     def __init__(self) -> None:
         self.calls: Counter[Any] = Counter()                  # (stage, function) -> calls
-        self.buckets: dict[tuple[str, str], Counter[float]] = defaultdict(Counter)        # (stage, function) -> upper bound ns -> calls
+        self.histograms: dict[tuple[str, str], Histogram] = defaultdict(Histogram)  # (stage, function) -> its calls
         self.latency_ns: Counter[Any] = Counter()             # (stage, function) -> corrected ns
         self.cpu_wait_ns: Counter[Any] = Counter()            # (stage, function) -> waits for a CPU, left out
         self.partitions: dict[str, Counter[Any]] = defaultdict(Counter)     # stage -> partition id -> calls
@@ -92,8 +93,7 @@ class Totals:
             key = (stage_name(p), p["name"])
             self.calls[key] += round((p.get("estimated_calls") or {}).get("value", p["calls"]))
             if p["histogram"]:
-                for b in p["histogram"]:
-                    self.buckets[key][b["high"]] += b["count"]
+                self.histograms[key] += Histogram.of_record(p["histogram"])
                 self.latency_ns[key] += max(p["total_ns"], 0)
                 self.cpu_wait_ns[key] += (p.get("cpu_waits") or {}).get("total_ns") or 0
         for s in profile.stage_records:
@@ -129,11 +129,11 @@ class Totals:
             out.sample("mysqlprobe_stage_calls_total", n, stage=stage, function=function)
         out.family("mysqlprobe_stage_latency_seconds", "histogram",
                    "Latency of the calls the probes timed, their own cost taken off.")
-        for key in sorted(self.buckets):
+        for key in sorted(self.histograms):
             self._histogram(out, key)
         out.family("mysqlprobe_stage_cpu_wait_seconds_total", "counter",
                    "Time the timed calls waited for a CPU (runnable, switched out): not in their latency.")
-        for (stage, function) in sorted(self.buckets):
+        for (stage, function) in sorted(self.histograms):
             out.sample("mysqlprobe_stage_cpu_wait_seconds_total", round(self.cpu_wait_ns[(stage, function)] / 1e9, 9),
                        stage=stage, function=function)
         if self.partitions:
@@ -169,11 +169,11 @@ class Totals:
 
     def _histogram(self, out: Exposition, key: tuple[str, str]) -> None:
         name, (stage, function) = "mysqlprobe_stage_latency_seconds", key
-        counts = sorted(self.buckets[key].items())
+        buckets = self.histograms[key].buckets()
         for le in LADDER_NS:
-            below = sum(n for high, n in counts if high <= le)
+            below = sum(b.count for b in buckets if b.high <= le)
             out.sample(f"{name}_bucket", below, stage=stage, function=function, le=_number(le / 1e9))
-        cumulative = sum(n for _, n in counts)
+        cumulative = self.histograms[key].calls
         out.sample(f"{name}_bucket", cumulative, stage=stage, function=function, le="+Inf")
         out.sample(f"{name}_sum", round(self.latency_ns[key] / 1e9, 12), stage=stage, function=function)
         out.sample(f"{name}_count", cumulative, stage=stage, function=function)

@@ -135,7 +135,7 @@ def partition_figures(s: StageSummary, doc: dict[str, Any]) -> list[dict[str, An
         pc = partition_per_call(p, s, doc)
         time_ns, bound = window_total(p.total_ns, pc, p.calls)
         out.append({"id": pid, "calls": p.calls, "share": p.calls / total, "total_ns": time_ns, "total_bound": bound,
-                    **_latencies(pc, H.percentiles(p.counts))})
+                    **_latencies(pc, p.histogram.percentiles())})
     return out
 
 
@@ -293,7 +293,7 @@ def stage_detail(s: StageSummary, doc: dict[str, Any], violations: list[Violatio
         # the corrected latencies the percentiles came from: not a distribution to draw either
         lines.append(f"  histogram: {WITHHELD} (withheld with the percentiles, see above)")
     else:
-        lines += H.render_ascii(s.counts)
+        lines += H.render_ascii(s.histogram)
     lines += partition_table(s, doc)
     return lines
 

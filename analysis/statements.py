@@ -23,6 +23,7 @@ from mysqlprobe.analysis.attribution import PS_PER_NS, probe_tree, stage_edges
 from mysqlprobe.analysis.profile import window_scale
 from mysqlprobe.analysis.ps_figures import ps_deltas
 from mysqlprobe.sqltext import TRUNCATED, join_key, normalized
+from mysqlprobe.probes.histogram import Histogram
 
 UNKNOWN_STAGE = "stage unknown"
 
@@ -131,7 +132,7 @@ def by_digest(doc: dict[str, Any]) -> list[dict[str, Any]]:
     out = []
     for text, shapes in _groups(doc).items():
         seen = sum(s["executions"] for s in shapes)
-        counts = H.merge(*(H.counts_from_buckets(s["histogram"]) for s in shapes))
+        histogram = Histogram.total(Histogram.of_record(s["histogram"]) for s in shapes)
         latency = sum(s["total_ns"] for s in shapes) / seen
         probe_cost = sum(s["probe_cost_ns"] for s in shapes) / seen
         tree = _per_execution(probe_tree(_edges(doc, shapes)), seen)
@@ -162,7 +163,7 @@ def by_digest(doc: dict[str, Any]) -> list[dict[str, Any]]:
             "mean_ns": round(own), "raw_mean_ns": round(latency),
             # the server's own timer over every execution of the window, probed or not
             "ps_mean_ns": round(row["timer_ps"] / PS_PER_NS / row["count"]) if row and row["count"] else None,
-            "p99_ns": H.percentile(counts, 0.99),
+            "p99_ns": histogram.percentile(0.99),
             "functions": _flat(tree), "tree": tree,
             "probe_cost_ns": round(probe_cost + own_ns), "unattributed_ns": round(unattributed),
             "stages": _by_stage(doc, shapes, seen, ps_stages), "ps_stage_executions": stage_sample,

@@ -114,16 +114,6 @@ def slot_bounds(slot: int) -> tuple[int, int]:
     return low, low + width
 
 
-def histogram_record(counts: list[int]) -> list[dict]:
-    """A histogram's non-empty slots as a capture keeps them: {low, high, count}, low <= ns < high."""
-    out = []
-    for slot, n in enumerate(counts):
-        if n:
-            low, high = slot_bounds(slot)
-            out.append({"low": low, "high": high, "count": n})
-    return out
-
-
 class LatencyConfig(ctypes.Structure):
     _fields_ = [("abi", _u32), ("targ_tgid", _u32), ("calib_tgid", _u32)]
 

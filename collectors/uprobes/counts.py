@@ -4,13 +4,10 @@ and per statement shape."""
 
 from __future__ import annotations
 
-from mysqlprobe.probes.abi import MAX_SLOTS, ProbeStats
 from dataclasses import dataclass, field
 
-
-def _zeros() -> list[int]:
-    return [0] * MAX_SLOTS
-
+from mysqlprobe.probes.abi import ProbeStats
+from mysqlprobe.probes.histogram import Histogram
 
 @dataclass
 class PartCounts:
@@ -18,9 +15,9 @@ class PartCounts:
 
     calls: int
     total_ns: int
-    hist: list[int]
+    hist: Histogram
     corrected_ns: int = 0
-    chist: list[int] = field(default_factory=_zeros)
+    chist: Histogram = Histogram()
 
 
 @dataclass
@@ -30,9 +27,9 @@ class ProbeCounts:
     calls: int = 0
     total_ns: int = 0
     nested_hits: int = 0
-    hist: list[int] = field(default_factory=_zeros)
+    hist: Histogram = Histogram()
     corrected_ns: int = 0
-    chist: list[int] = field(default_factory=_zeros)
+    chist: Histogram = Histogram()
     partitions: dict[int, PartCounts] = field(default_factory=dict)
     # (tid, probed caller's index or None) -> (calls, total_ns, corrected_ns)
     callers: dict[tuple[int, int | None], tuple[int, int, int]] = field(default_factory=dict)
@@ -41,8 +38,9 @@ class ProbeCounts:
 
 
 def probe_counts(value: ProbeStats) -> ProbeCounts:
-    return ProbeCounts(value.calls, value.total_ns, value.nested_hits, list(value.hist), value.corrected_ns,
-                       list(value.chist), preempted_ns=value.preempted_ns, preempted_calls=value.preempted_calls)
+    return ProbeCounts(value.calls, value.total_ns, value.nested_hits, Histogram.of_slots(value.hist),
+                       value.corrected_ns, Histogram.of_slots(value.chist),
+                       preempted_ns=value.preempted_ns, preempted_calls=value.preempted_calls)
 
 
 @dataclass
@@ -56,7 +54,7 @@ class StatementCounts:
     text_complete: bool
     executions: int
     total_ns: int
-    hist: list[int]
+    hist: Histogram
     probe_hits: int
     probe_cost_ns: int
     # (probe, probed caller or None, P_S stage key or None) -> (calls, total_ns, corrected_ns)

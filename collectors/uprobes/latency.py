@@ -13,7 +13,8 @@ from mysqlprobe.collectors.safety.breakpoints import (BreakpointGuard, probed_of
                                                sentinel_offset)
 from mysqlprobe.collectors.uprobes.calibration import Calibration, CalibrationCollector
 from mysqlprobe.collectors.uprobes.session import ProbeCounts, ProbeSpec, StatementCounts, UprobeSession
-from mysqlprobe.probes.abi import COM_QUERY, COM_STMT_EXECUTE, STMT_KEY_NO_TEXT, histogram_record
+from mysqlprobe.probes.abi import COM_QUERY, COM_STMT_EXECUTE, STMT_KEY_NO_TEXT
+from mysqlprobe.probes.histogram import Histogram
 from mysqlprobe.sqltext import normalized, redacted
 
 COMMANDS = {0: "Sleep", 1: "Quit", 2: "Init DB", 3: "Query", 4: "Field List", 9: "Statistics", 14: "Ping",
@@ -21,8 +22,8 @@ COMMANDS = {0: "Sleep", 1: "Quit", 2: "Init DB", 3: "Query", 4: "Field List", 9:
             26: "Reset stmt", 27: "Set option", 28: "Fetch"}
 
 
-def latency_fields(total_ns: int, counts: list[int]) -> dict:
-    return {"total_ns": total_ns, "histogram": histogram_record(counts)}
+def latency_fields(total_ns: int, histogram: Histogram) -> dict:
+    return {"total_ns": total_ns, "histogram": histogram.to_record()}
 
 
 def probe_record(spec: ProbeSpec, counts: ProbeCounts | None, calibration: Calibration | None,

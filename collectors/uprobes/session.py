@@ -16,6 +16,7 @@ from mysqlprobe.collectors.target.elf import UsdtArg
 from mysqlprobe.collectors.target.symbols import ResolvedSymbol
 from mysqlprobe.errors import BpfError, UsageError
 from mysqlprobe.probes import abi
+from mysqlprobe.probes.histogram import Histogram
 from mysqlprobe.probes.abi import (COOKIE_ARG_SHIFT, COOKIE_CLASS_SHIFT, COOKIE_ENTRY_ONLY, COOKIE_MODE_SHIFT,
                                    COUNTERS, MAX_PROBES, NO_PARENT, PART_ARG_OUT_PTR, PART_ARG_VALUE,
                                    PART_NONE, STMT_CMD_ARG_SHIFT, STMT_CMD_QUERY, STMT_DISP_SHIFT,
@@ -412,8 +413,8 @@ class UprobeSession:
         part = PartStats()
         for key in libbpf.keys(self._fds["part_stats"], PartKey):
             if key.probe in out and libbpf.lookup(self._fds["part_stats"], key, part):
-                out[key.probe].partitions[key.part] = PartCounts(part.calls, part.total_ns, list(part.hist),
-                                                                 part.corrected_ns, list(part.chist))
+                out[key.probe].partitions[key.part] = PartCounts(part.calls, part.total_ns, Histogram.of_slots(part.hist),
+                                                                 part.corrected_ns, Histogram.of_slots(part.chist))
         edge = EdgeStats()
         for key in libbpf.keys(self._fds["edges"], EdgeKey):
             if key.probe in out and libbpf.lookup(self._fds["edges"], key, edge):
@@ -432,7 +433,7 @@ class UprobeSession:
             if libbpf.lookup(self._fds["statements"], key, value) and value.executions:
                 text = value.text[:value.text_len]  # (ctypes stops at the NUL)
                 out[key.value] = StatementCounts(value.command, text, value.text_len < STMT_TEXT_LEN,
-                                                 value.executions, value.total_ns, list(value.hist),
+                                                 value.executions, value.total_ns, Histogram.of_slots(value.hist),
                                                  value.probe_hits, value.probe_cost_ns)
         edge = EdgeStats()
         for key in libbpf.keys(self._fds["stmt_edges"], StmtEdgeKey):

@@ -29,6 +29,7 @@ import time
 from contextlib import ExitStack
 
 from mysqlprobe import probes
+from mysqlprobe.probes import histogram
 from mysqlprobe.caches import CalibrationCache
 from mysqlprobe.capture import Capture, PendingFile, as_json, new_document, now_utc
 from mysqlprobe.catalog import SHORT_STAGES
@@ -318,17 +319,13 @@ def own_cpu_seconds() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
-HISTOGRAM_SCHEME = {"name": "log2-4sub", "unit": "ns",
-                    "note": "buckets are [low, high) ns; percentiles interpolate inside a bucket"}
-
-
 def assemble(argv, head: dict, sections: list[Section], unavailable: dict[str, CollectorUnavailable],
              warnings: list[str], order: list[str] | None = None) -> Capture:
     """One capture from the window's head (target, window, sampling, the
     stages the plan could not probe) and the collectors' sections: their
     fields, notes (after `warnings`), costs and files."""
     doc = new_document(argv)
-    doc.update({"histogram_scheme": HISTOGRAM_SCHEME, **head})
+    doc.update({"histogram_scheme": histogram.SCHEME, **head})
     for name in NOT_REQUESTED:
         doc[name] = {"status": "not requested"}
     files, notes, collectors = [], [], {}

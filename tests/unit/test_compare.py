@@ -12,7 +12,7 @@ import pytest
 from mysqlprobe import capture
 from mysqlprobe.analysis import compare as C
 from mysqlprobe.analysis.model import Profile
-from mysqlprobe.analysis import histogram as H
+from mysqlprobe.probes.histogram import Histogram
 from mysqlprobe.collectors.target.symbols import ResolvedSymbol
 from mysqlprobe.collectors.uprobes.session import ProbeCounts, ProbeSpec, Snapshot
 from mysqlprobe.flamegraphs import folded
@@ -35,8 +35,7 @@ def make_capture(version: str, write_row_symbol: str, wall_us: float, write_row_
 
     def counts(per_row_us, parent):
         total = int(per_row_us * US * ROWS)
-        hist = [0] * H.NUM_SLOTS
-        hist[H.slot_of(int(per_row_us * US))] = ROWS
+        hist = Histogram.of_values([int(per_row_us * US)] * ROWS)
         return ProbeCounts(calls=ROWS, total_ns=total, hist=hist, corrected_ns=total, chist=hist,
                            callers={(7, parent): (ROWS, total, total)})
     snap = Snapshot({0: counts(write_row_us, None), 1: counts(row_insert_us, 0)},

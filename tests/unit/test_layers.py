@@ -28,7 +28,7 @@ ALLOWED = {
                                      "mysqlprobe.elfsections",
                                      "mysqlprobe.flamegraphs.folded", "mysqlprobe.flamegraphs.stacks"),
     "mysqlprobe.analysis": BASE + ("mysqlprobe.analysis", "mysqlprobe.flamegraphs", "mysqlprobe.catalog", "mysqlprobe.sqltext",
-                                   "mysqlprobe.probes.abi"),
+                                   "mysqlprobe.probes.abi", "mysqlprobe.probes.histogram"),
     "mysqlprobe.capture": BASE + ("mysqlprobe.flamegraphs.folded",),
     "mysqlprobe.recorder": BASE + ("mysqlprobe.recorder", "mysqlprobe.collectors", "mysqlprobe.probes",
                                    "mysqlprobe.catalog", "mysqlprobe.capture", "mysqlprobe.caches"),

@@ -4,6 +4,7 @@ never negative or zero, an upper bound where the doubt outweighs the call."""
 import pytest
 
 from mysqlprobe.analysis import histogram as H
+from mysqlprobe.probes.histogram import Histogram
 from mysqlprobe.analysis.per_call import (CORRECTED, RAW, SAMPLED, SAMPLED_STACKS, UNMEASURED_IN_SITU, PerCall,
                                           best_per_call, per_call, poisson95, sampled_per_call, samples_to_resolve,
                                           window_total)
@@ -12,10 +13,8 @@ from mysqlprobe.analysis.sampling import Estimate
 CAL = {"classes": {"emulated": {"entry_ns": 1000.0, "return_ns": 500.0, "spread_ns": 75.0}}}
 
 
-def counts(ns: float, calls: int) -> list[int]:
-    c = [0] * H.NUM_SLOTS
-    c[H.slot_of(int(ns))] = calls
-    return c
+def counts(ns: float, calls: int) -> Histogram:
+    return Histogram.of_values([int(ns)] * calls)
 
 
 def sampled(in_situ: float) -> dict:
@@ -62,7 +61,7 @@ def test_percentiles_are_resolved_only_above_the_probes_doubt():
 
 
 def test_no_calls_no_mean():
-    pc = per_call(0, 0, 0, [0] * H.NUM_SLOTS, sampled(1.0), set())
+    pc = per_call(0, 0, 0, Histogram(), sampled(1.0), set())
     assert pc.mean_ns is None and pc.text() == "-"
 
 

@@ -10,6 +10,7 @@ import pytest
 
 from mysqlprobe import capture
 from mysqlprobe.analysis import histogram as H
+from mysqlprobe.probes.histogram import Histogram
 from mysqlprobe.analysis.html_report import render_html
 from mysqlprobe.analysis.model import Profile
 from mysqlprobe.analysis.prometheus import exposition
@@ -31,10 +32,7 @@ ROWS = 10007
 
 
 def _hist(*values_counts):
-    counts = [0] * H.NUM_SLOTS
-    for v, n in values_counts:
-        counts[H.slot_of(v)] += n
-    return counts
+    return Histogram.of_values([v for v, n in values_counts for _ in range(n)])
 
 
 def _sym(name, sig, addr):
