@@ -20,45 +20,51 @@ with its thread and its innermost probed caller."""
 
 from __future__ import annotations
 
-from typing import Any, Callable, Iterable
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any, Callable, Iterable
 
-from mysqlprobe.analysis.profile import stage_of, window_scale
+from mysqlprobe.analysis.profile import window_scale
+from mysqlprobe.analysis.views import Probe
+
+if TYPE_CHECKING:   # the Profile is made of these figures
+    from mysqlprobe.analysis.model import Profile
 
 PS_PER_NS = 1000
 
 
-def stage_edges(doc: dict[str, Any], calls: Iterable[tuple[int, int | None, dict[str, Any]]],
-                scale: float = 1.0) -> dict[Any, Any]:
-    """(stage, calling stage or None) -> ns and calls (times scale), from
-    (probe id, probed caller's id or None, {calls, total_ns}) records. A call
-    nested in a call of the same stage is inside its time already."""
-    stages = stage_of(doc)
+# a probe's calls under one caller: (probe id, probed caller's id or None, calls, ns)
+Calls = tuple[int, int | None, int, float]
+
+
+def stage_edges(stages: dict[int, str], calls: Iterable[Calls], scale: float = 1.0) -> dict[Any, Any]:
+    """(stage, calling stage or None) -> ns and calls (times scale); stages:
+    probe id -> its stage. A call nested in a call of the same stage is
+    inside its time already."""
     out: dict[tuple[str, str | None], dict[str, float]] = {}
-    for probe, parent_probe, c in calls:
+    for probe, parent_probe, n, ns in calls:
         stage = stages.get(probe, f"probe {probe}")
         parent = stages.get(parent_probe) if parent_probe is not None else None
         if parent == stage:
             continue
         e = out.setdefault((stage, parent), {"ns": 0.0, "calls": 0.0})
-        e["ns"] += c["total_ns"] * scale
-        e["calls"] += c["calls"] * scale
+        e["ns"] += ns * scale
+        e["calls"] += n * scale
     return out
 
 
-def _edges(doc: dict[str, Any], tids: set[int] | None, exclude: bool = False) -> dict[Any, Any]:
+def _edges(profile: Profile, tids: set[int] | None, exclude: bool = False) -> dict[Any, Any]:
     """stage_edges of the probes' per-thread caller edges of some threads
     (None: all; exclude: all but those), scaled to the window."""
-    return stage_edges(doc, ((p["id"], c["parent"], c) for p in doc.get("probes", []) for c in p.get("callers", [])
-                             if tids is None or (c["tid"] in tids) != exclude), window_scale(doc))
+    return stage_edges(profile.stage_of, ((p.id, c.parent, c.calls, c.total_ns) for p in profile.probes
+                                          for c in p.callers if tids is None or (c.tid in tids) != exclude),
+                       window_scale(profile.doc))
 
 
-def probe_cost_ns(doc: dict[str, Any], tids: set[int] | None) -> float:
+def probe_cost_ns(probes: Sequence[Probe], tids: set[int] | None) -> float:
     """What the probes themselves added to these threads' time (calibrated):
     the calls they timed, not the window's estimate (they were off outside
     the duty cycles' on-phases, and cost nothing there)."""
-    return float(sum(c["calls"] * (p.get("entry") or {}).get("pair_cost_ns", 0)
-                     for p in doc.get("probes", []) for c in p.get("callers", [])
-                     if tids is None or c["tid"] in tids))
+    return float(sum(c.calls * p.pair_cost_ns for p in probes for c in p.callers if tids is None or c.tid in tids))
 
 
 def as_printed(edges: dict[Any, Any], base: dict[str, float], figures: dict[str, tuple[float | None, str]]) -> dict[Any, Any]:
@@ -198,14 +204,14 @@ def _stage_ns(ps: dict[str, Any], unit: list[dict[str, Any]], t0: int, t1: int) 
     return out
 
 
-def attribute(doc: dict[str, Any], parts: dict[str, list[dict[str, Any]]], top: int = 3,
+def attribute(profile: Profile, parts: dict[str, list[dict[str, Any]]], top: int = 3,
               figures: dict[str, tuple[float | None, str]] | None = None) -> list[dict[str, Any]]:
     """The trees of the statements that ran longest in the window. parts:
     stage -> its partitions' figures over the whole window; figures: stage
     -> (the window total the stage table prints, its mark: "<" a bound, "?"
     withheld), which the trees' times are scaled to (one value a figure)."""
-    figures = figures or {}
-    base = stage_totals(_edges(doc, None))
+    doc, figures = profile.doc, figures or {}
+    base = stage_totals(_edges(profile, None))
     marks = {stage: mark for stage, (_, mark) in figures.items() if mark}
     measures: dict[str, tuple[float | None, str]] = {s: v for s, v in figures.items() if not v[1]}
     ps = doc.get("perf_schema") or {}
@@ -229,13 +235,13 @@ def attribute(doc: dict[str, Any], parts: dict[str, list[dict[str, Any]]], top: 
         in_window = sum(window(st) for st in unit)
         tid = os_tid.get(lead["thread_id"])
         if tid:
-            join, edges = "thread", _edges(doc, {tid})
-            background = _edges(doc, background_tids) if typed else _edges(doc, {tid}, exclude=True)
-            cost = probe_cost_ns(doc, {tid})
+            join, edges = "thread", _edges(profile, {tid})
+            background = _edges(profile, background_tids) if typed else _edges(profile, {tid}, exclude=True)
+            cost = probe_cost_ns(profile.probes, {tid})
         elif lead is by_time[0]:
             join = (f"time window (no Linux thread id): the probes of every thread in the "
                     f"{(t1 - t0) / PS_PER_NS / 1e9:.2f}s window, given to the longest write")
-            edges, background, cost = _edges(doc, None), {}, probe_cost_ns(doc, None)
+            edges, background, cost = _edges(profile, None), {}, probe_cost_ns(profile.probes, None)
         else:
             join, edges, background, cost = "none", {}, {}, 0.0
         # the statement probe's calls are the statement itself, the tree's top line

@@ -13,6 +13,7 @@ run-to-run spread is marked as noise, not reported as a finding."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any, Callable
 
 import textwrap
@@ -28,6 +29,7 @@ from mysqlprobe.analysis.figures import exclusive_totals
 from mysqlprobe.analysis.profile import window_scale
 from mysqlprobe.analysis.ps_figures import ps_deltas
 from mysqlprobe.analysis.stage_trees import Node, stage_trees
+from mysqlprobe.analysis.views import Probe
 from mysqlprobe.flamegraphs.folded import Folded
 from mysqlprobe.flamegraphs.stacks import PROBES, connection_stacks, fold_probe_frames
 from dataclasses import dataclass, field
@@ -36,9 +38,10 @@ PS_PER_NS = 1000
 WRITE_EVENTS = ("statement/sql/insert", "statement/sql/replace", "statement/sql/load")
 
 
-def rows_of(doc: dict[str, Any]) -> tuple[int | None, str, dict[str, Any] | None]:
+def rows_of(profile: Profile) -> tuple[int | None, str, Probe | None]:
     """Rows the load inserted in the window, where the figure comes from,
     and the probe whose calls stand for rows where no server counts them."""
+    doc = profile.doc
     status = ((doc.get("perf_schema") or {}).get("deltas") or {}).get("status") or {}
     if status.get("Innodb_rows_inserted"):
         return status["Innodb_rows_inserted"], "Innodb_rows_inserted", None
@@ -46,21 +49,19 @@ def rows_of(doc: dict[str, Any]) -> tuple[int | None, str, dict[str, Any] | None
         return doc["workload"]["rows"], "the load's rows", None
     if doc["window"].get("rows_changed"):
         return doc["window"]["rows_changed"], "rows changed (Handler_write...)", None
-    top = outermost_probe(doc)
+    top = outermost_probe(profile.probes)
     if top:   # no server counter: a call of the function the others run inside is the unit
-        return round(top["calls"] * window_scale(doc)), f"calls of {top['name']}", top
+        return round(top.calls * window_scale(doc)), f"calls of {top.name}", top
     return None, "unknown", None
 
 
-def outermost_probe(doc: dict[str, Any]) -> dict[str, Any] | None:
+def outermost_probe(probes: Sequence[Probe]) -> Probe | None:
     """The probed function whose calls are all at the top of the probed
     tree, the one with most time (the load's own entry, as probed)."""
-    tops = [p for p in doc.get("probes", []) if p.get("calls") and p.get("callers")
-            and all(c["parent"] is None for c in p["callers"])]
-    return max(tops, key=lambda p: p["total_ns"], default=None)
+    return max((p for p in probes if p.top_level), key=lambda p: p.total_ns, default=None)
 
 
-def load_seconds(doc: dict[str, Any], unit_probe: dict[str, Any] | None = None) -> tuple[float, str, bool]:
+def load_seconds(doc: dict[str, Any], unit_probe: Probe | None = None) -> tuple[float, str, bool]:
     """The load's wall time: the load driver's own timing (bench, demo), else
     the longest write statement P_S saw, else the time in the probe whose
     calls are the unit, else the window; and whether it is a probe's time,
@@ -73,7 +74,7 @@ def load_seconds(doc: dict[str, Any], unit_probe: dict[str, Any] | None = None) 
     if writes:
         return max(s["timer_wait"] for s in writes) / 1e12, "P_S statement time", False
     if unit_probe:
-        return unit_probe["total_ns"] * window_scale(doc) / 1e9, f"the time in {unit_probe['name']}", True
+        return unit_probe.total_ns * window_scale(doc) / 1e9, f"the time in {unit_probe.name}", True
     return doc["window"]["duration_s"], "the window", False
 
 
@@ -101,7 +102,7 @@ def stage_bounds(profile: Profile, rows: int, wall_ns_per_row: float) -> tuple[d
             exclusive[stage] = ns / rows
             if figures[stage].total_bound:
                 bounded.add(stage)
-    threads = max((len(t) for t in stage_threads(profile.doc).values()), default=0) or 1
+    threads = max((len(t) for t in stage_threads(profile.probes).values()), default=0) or 1
     limit = threads * wall_ns_per_row * (1 + TOLERANCE)
     # measured figures first; an upper bound then holds to what of the row's wall they leave
     total = sum(v for stage, v in exclusive.items() if stage not in bounded)
@@ -148,15 +149,14 @@ def run_of(profile: Profile, label: str, stacks: Folded | None = None,
     """evidence: the capture's folded files by kind (stage_trees.SOURCES),
     for the drill-down below the stages."""
     doc = profile.doc
-    rows, rows_source, unit_probe = rows_of(doc)
+    rows, rows_source, unit_probe = rows_of(profile)
     if not rows:
         raise ValueError(f"{label}: the capture does not tell how many rows were inserted")
     seconds, seconds_source, corrected = load_seconds(doc, unit_probe)
     free = seconds if corrected else probe_free_seconds(profile, seconds)
     if free < seconds:
         seconds, seconds_source = free, seconds_source + ", less the probes' calibrated cost"
-    srv = doc["target"].get("server", {})
-    run = Run(label, f"{srv.get('family', '?')} {srv.get('version', '?')}", rows, rows_source, seconds,
+    run = Run(label, profile.target.server, rows, rows_source, seconds,
               seconds_source, stacks=stacks,
               cpu_waits_left_out=bool((doc.get("engine") or {}).get("cpu_waits_left_out")))
     scale = window_scale(doc)
@@ -184,7 +184,7 @@ def run_of(profile: Profile, label: str, stacks: Folded | None = None,
                 own[frames[-1]] += count
         run.cpu_self_ns = {f: n * per_sample_ns / rows for f, n in own.items()}
     if evidence:
-        run.trees = stage_trees(doc, evidence, rows, exclusive=True)
+        run.trees = stage_trees(profile, evidence, rows, exclusive=True)
     run.settings = (doc.get("perf_schema") or {}).get("settings")
     run.ddl = (doc.get("workload") or {}).get("ddl")
     twin = (doc.get("workload") or {}).get("unprobed") or {}

@@ -18,15 +18,16 @@ bound and what the run would need instead.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from dataclasses import asdict, dataclass
 
 from mysqlprobe.analysis import histogram as H
 from mysqlprobe.analysis.per_call import SAMPLED_METHODS
-from mysqlprobe.analysis.views import StageFigure
+from mysqlprobe.analysis.views import Probe, StageFigure
 from mysqlprobe.analysis.profile import (MIN_CYCLE_ROWS, MIN_PROBED_CYCLES, StageSummary, cycles_with_calls,
-                                         estimate_basis, sampled_cycles, stage_name, stage_of, window_ns)
+                                         estimate_basis, sampled_cycles, stage_of, window_ns)
 
 TOLERANCE = 0.02          # rounding, and a call begun just before the window opened
 NESTED_SHARE = 0.9        # a callee is checked against the caller that holds this share of its calls
@@ -50,27 +51,25 @@ class Violation:
         return asdict(self)
 
 
-def stage_threads(doc: dict[str, Any]) -> dict[str, set[int]]:
+def stage_threads(probes: Sequence[Probe]) -> dict[str, set[int]]:
     """The threads that ran each stage, from its probes' caller edges."""
     out: dict[str, set[int]] = {}
-    for p in doc.get("probes", []):
-        name = stage_name(p)
-        out.setdefault(name, set()).update(c["tid"] for c in p.get("callers", []) if c.get("tid") is not None)
+    for p in probes:
+        out.setdefault(p.stage, set()).update(c.tid for c in p.callers if c.tid is not None)
     return out
 
 
-def callers_of(doc: dict[str, Any]) -> dict[str, tuple[str, float]]:
+def callers_of(probes: Sequence[Probe]) -> dict[str, tuple[str, float]]:
     """stage -> (the stage whose calls hold at least NESTED_SHARE of its calls, that share)."""
-    stages = stage_of(doc)
+    stages = stage_of(probes)
     calls: dict[str, int] = {}
     inside: dict[tuple[str, str], int] = {}
-    for p in doc.get("probes", []):
-        stage = stages[p["id"]]
-        for c in p.get("callers", []):
-            calls[stage] = calls.get(stage, 0) + c["calls"]
-            parent = stages.get(c["parent"]) if c.get("parent") is not None else None
-            if parent and parent != stage:
-                inside[(stage, parent)] = inside.get((stage, parent), 0) + c["calls"]
+    for p in probes:
+        for c in p.callers:
+            calls[p.stage] = calls.get(p.stage, 0) + c.calls
+            parent = stages.get(c.parent) if c.parent is not None else None
+            if parent and parent != p.stage:
+                inside[(p.stage, parent)] = inside.get((p.stage, parent), 0) + c.calls
     return {stage: (parent, n / calls[stage]) for (stage, parent), n in inside.items()
             if calls[stage] and n >= NESTED_SHARE * calls[stage]}
 
@@ -81,12 +80,13 @@ def _needs(doc: dict[str, Any]) -> str:
     return "a longer window"
 
 
-def check(stages: list[StageSummary], figures: list[StageFigure], doc: dict[str, Any]) -> list[Violation]:
+def check(stages: list[StageSummary], figures: list[StageFigure], probes: Sequence[Probe],
+          doc: dict[str, Any]) -> list[Violation]:
     """The bounds the printed figures break, none where all hold."""
     window = window_ns(doc)
     needs = _needs(doc)
     by_stage = {f.stage: f for f in figures}
-    threads = stage_threads(doc)
+    threads = stage_threads(probes)
     out: list[Violation] = []
     for s in stages:
         f = by_stage.get(s.stage)
@@ -114,7 +114,7 @@ def check(stages: list[StageSummary], figures: list[StageFigure], doc: dict[str,
                 out += [Violation(s.stage, figure, skew, f.calls, f.counted, "--exact (every call counted), "
                                   "or a window the load fills") for figure in (CALLS, TOTAL)
                         if not withheld(out, s.stage, figure)]
-    for child, parent, share in nestings(doc):
+    for child, parent, share in nestings(probes):
         c, p = by_stage.get(child), by_stage.get(parent)
         if not c or not p or c.mean_ns is None or p.mean_ns is None or not c.calls or not p.calls:
             continue
@@ -148,10 +148,10 @@ def unrepresentative_phases(doc: dict[str, Any]) -> str | None:
             "the probes were off, so calls scaled by time from the on-phases miss it")
 
 
-def nestings(doc: dict[str, Any]) -> list[tuple[str, str, float]]:
+def nestings(probes: Sequence[Probe]) -> list[tuple[str, str, float]]:
     """(callee, caller, share of the callee's calls inside it) for every caller up
     the chain: a call inside write_row's innodb.write_row is inside write_row too."""
-    direct = callers_of(doc)
+    direct = callers_of(probes)
     out = []
     for child in direct:
         parent, share, seen = direct[child][0], direct[child][1], {child}

@@ -40,7 +40,7 @@ def stage_figures(stages: list[StageSummary], doc: dict[str, Any]) -> list[Stage
 def exclusive_totals(profile: "Profile") -> dict[str, float | None]:
     """Per stage, its window total less its probed callees' totals (None: withheld)."""
     figures = {f.stage: f for f in profile.figures if f.calls and f.total_ns}
-    parents = {child: parent for child, (parent, _) in callers_of(profile.doc).items()}
+    parents = {child: parent for child, (parent, _) in callers_of(profile.probes).items()}
     out: dict[str, float | None] = {}
     for stage, f in figures.items():
         if profile.printed_totals[stage][1] == "?":

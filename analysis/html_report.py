@@ -20,7 +20,7 @@ from mysqlprobe.analysis.consistency import CALLS, MEAN, PERCENTILES, TOTAL, rep
 from mysqlprobe.analysis.headline import DigestHeadline, digest_headlines, headline, partition_calls, skewed
 from mysqlprobe.analysis.model import Profile
 from mysqlprobe.analysis.profile import StageSummary
-from mysqlprobe.analysis.timeline import ON, QUIET, Timeline, main_stage, timeline
+from mysqlprobe.analysis.timeline import ON, QUIET, Timeline, timeline
 
 CHART_W, CHART_H = 560, 150
 fmt = H.format_ns
@@ -247,8 +247,7 @@ def _pre(lines: list[str]) -> str:
 
 def _metadata(profile: Profile) -> str:
     doc, w, sampling = profile.doc, profile.window, profile.sampling
-    t, eng = doc["target"], doc.get("engine", {})
-    srv = t.get("server", {})
+    target, eng = profile.target, doc.get("engine", {})
     perf = doc.get("cpu_profile") or {}
     host = doc.get("host") or {}
     cal = doc.get("calibration") or {}
@@ -257,8 +256,8 @@ def _metadata(profile: Profile) -> str:
             ["mysqlprobe", (doc.get("tool") or {}).get("version", "?")],
             ["host", f"{host.get('hostname', '?')}: Linux {host.get('kernel', '?')}, {host.get('machine', '?')}, "
                      f"{host.get('cpus', '?')} CPUs"],
-            ["server", f"{srv.get('family', '?')} {srv.get('version', '?')} ({srv.get('line', '?')}), PID {t['pid']}"],
-            ["binary", t.get("binary")], ["build-id", t.get("build_id") or "-"], ["symbols", t.get("symbols")],
+            ["server", f"{target.server} ({target.line or '?'}), PID {target.pid}"],
+            ["binary", target.binary], ["build-id", target.build_id or "-"], ["symbols", target.symbols],
             ["window", f"{w.start}, {w.duration_s:.2f}s, ended by {w.ended_by}"],
             ["probes", f"{eng.get('probes_attached')} attached through {eng.get('links')} links"],
             ["mode", "every call counted (--exact)" if not sampling.sampled else
@@ -323,7 +322,7 @@ def summary_card(profile: Profile) -> str:
 
 
 def _timeline_section(profile: Profile) -> list[str]:
-    t = timeline(profile.doc, main_stage(profile.figures, profile.doc))
+    t = timeline(profile)
     chart = timeline_chart(t) if t else ""
     return ["<h2>The window as it went</h2>", chart] if chart else []
 

@@ -18,47 +18,13 @@ from mysqlprobe.analysis.figures import stage_figures
 from mysqlprobe.analysis.sampling import Estimate
 from mysqlprobe.analysis.schema_check import check_document, upgraded
 from mysqlprobe.analysis.statements import by_digest
-from mysqlprobe.probes.histogram import Histogram
-from mysqlprobe.analysis.views import Overhead, Sampling, StageFigure, Target, Window
+from mysqlprobe.analysis.views import Overhead, Probe, Sampling, StageFigure, Target, Window
 from mysqlprobe.analysis.profile import (StageSummary, always_on_slowdown, calibrated_slowdown, estimated_calls,
                                          measured_slowdown, phase_slowdown, probe_estimate, slowdown_reference,
-                                         stage_record, stage_summaries, standing_cpu_s, standing_slowdown,
+                                         sampled_cycles, stage_record, stage_summaries, standing_cpu_s, standing_slowdown,
                                          window_ns)
 
 DERIVED_IN_SCHEMA_1 = ("stages", "attribution", "overhead", "consistency")
-DERIVED_PROBE_FIELDS = ("estimated_calls", "mean_ns", "percentiles_ns", "overhead_ns", "threads")
-
-
-def _latency_view(record: dict[str, Any], calls: int) -> dict[str, Any]:
-    histogram = Histogram.of_record(record.get("histogram", []))
-    return {**record, "mean_ns": record["total_ns"] / calls if calls else None,
-            "percentiles_ns": histogram.percentiles()}
-
-
-def thread_totals(callers: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Per thread: the caller edges summed over the callers, largest first."""
-    per: dict[int, list[int]] = {}
-    for c in callers:
-        t = per.setdefault(c["tid"], [0, 0, 0])
-        t[0] += c["calls"]
-        t[1] += c["raw_total_ns"]
-        t[2] += c["total_ns"]
-    return [{"tid": tid, "calls": n, "total_ns": total, "raw_total_ns": raw}
-            for tid, (n, raw, total) in sorted(per.items(), key=lambda kv: -kv[1][2])]
-
-
-def probe_view(p: dict[str, Any]) -> dict[str, Any]:
-    """A recorded probe with its derived figures: means, percentiles, the
-    probes' own cost (calls x calibrated cost of a call's probes), per thread."""
-    calls = p["calls"]
-    raw = {k: v for k, v in p.items() if k not in DERIVED_PROBE_FIELDS}
-    overhead = p.get("overhead_ns")  # schema 1 kept it unrounded
-    if overhead is None:
-        overhead = round(calls * (p.get("entry") or {}).get("pair_cost_ns", 0))
-    return {**_latency_view(raw, calls), "raw": _latency_view(p["raw"], calls), "overhead_ns": overhead,
-            "partitions": [{**_latency_view(part, part["calls"]), "raw": _latency_view(part["raw"], part["calls"])}
-                           for part in p.get("partitions", [])],
-            "threads": thread_totals(p.get("callers", []))}
 
 
 class Profile:
@@ -66,12 +32,13 @@ class Profile:
         doc = upgraded(doc)
         check_document(doc)  # a field of the wrong shape: one CaptureError here, not a KeyError in a reporter
         self.recorded = {k: v for k, v in doc.items() if k not in DERIVED_IN_SCHEMA_1}
-        # the document the analysis functions read: recorded fields, probes with their figures
-        self.doc = {**self.recorded, "probes": [probe_view(p) for p in doc.get("probes", [])]}
+        self.probes = tuple(Probe.of(p) for p in doc.get("probes", []))
+        # the recorded sections the analysis functions still read as they are (the probes are typed)
+        self.doc = {k: v for k, v in self.recorded.items() if k != "probes"}
 
     @cached_property
     def stages(self) -> list[StageSummary]:
-        return stage_summaries(self.doc)
+        return stage_summaries(self.probes, sampled_cycles(self.doc))
 
     @cached_property
     def figures(self) -> list[StageFigure]:
@@ -81,17 +48,28 @@ class Profile:
     @cached_property
     def consistency(self) -> list[Violation]:
         """The printed figures that break a physical bound (analysis/consistency.py)."""
-        return check_bounds(self.stages, self.figures, self.doc)
+        return check_bounds(self.stages, self.figures, self.probes, self.doc)
 
     @cached_property
     def stage_records(self) -> list[dict[str, Any]]:
         return [stage_record(s, self.doc) for s in self.stages]
 
     @cached_property
-    def probes(self) -> list[dict[str, Any]]:
+    def stage_of(self) -> dict[int, str]:
+        """Probe id -> its stage."""
+        return {p.id: p.stage for p in self.probes}
+
+    def probe_calls(self, j: int) -> Estimate:
+        """The window's calls of the j-th probe: those counted, or in sampled mode the estimate."""
+        if self.sampled:
+            return probe_estimate(self.doc, j)
+        n = float(self.probes[j].calls)
+        return Estimate(n, n, n)
+
+    def probe_records(self) -> list[dict[str, Any]]:
         """Recorded probes with their derived figures (and, sampled, their estimate)."""
-        return [{**p, **({"estimated_calls": probe_estimate(self.doc, j).to_json()} if self.sampled else {})}
-                for j, p in enumerate(self.doc["probes"])]
+        return [{**p.to_json(), **({"estimated_calls": probe_estimate(self.doc, j).to_json()} if self.sampled else {})}
+                for j, p in enumerate(self.probes)]
 
     @cached_property
     def sampling(self) -> Sampling:
@@ -104,7 +82,7 @@ class Profile:
     @cached_property
     def attribution(self) -> list[dict[str, Any]]:
         partitions = {s["stage"]: s["partitions"] for s in self.stage_records if s.get("partitions")}
-        return attribute(self.doc, partitions, figures=self.printed_totals)
+        return attribute(self, partitions, figures=self.printed_totals)
 
     @cached_property
     def printed_totals(self) -> dict[str, tuple[float | None, str]]:
@@ -120,7 +98,7 @@ class Profile:
 
     @cached_property
     def by_digest(self) -> list[dict[str, Any]]:
-        return by_digest(self.doc)
+        return by_digest(self)
 
     @cached_property
     def target(self) -> Target:
@@ -134,7 +112,7 @@ class Profile:
     def overhead(self) -> Overhead:
         """The probes' calibrated cost, the slowdown the duty cycles measured,
         and what each collector measured itself to cost."""
-        estimated = sum(p["overhead_ns"] for p in self.doc["probes"])
+        estimated = sum(p.overhead_ns for p in self.probes)
         window = window_ns(self.doc)
         return Overhead(estimated_ns=estimated, share_of_window=round(estimated / window, 6) if window else None,
                         measured_slowdown=measured_slowdown(self.doc),
@@ -152,6 +130,6 @@ class Profile:
 
     def to_json(self) -> dict[str, Any]:
         """The document with everything derived from it: `report --json`."""
-        return {**self.recorded, "probes": self.probes, "stages": self.stage_records,
+        return {**self.recorded, "probes": self.probe_records(), "stages": self.stage_records,
                 "attribution": {"by_thread": self.attribution, "by_digest": self.by_digest},
                 "overhead": self.overhead.to_json(), "consistency": [v.to_json() for v in self.consistency]}

@@ -4,6 +4,7 @@ later, without root, as the live run did."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 
@@ -11,6 +12,7 @@ import math
 
 from mysqlprobe.catalog import BY_NAME
 from mysqlprobe.probes.histogram import Histogram
+from mysqlprobe.analysis.views import Latency, Probe
 from mysqlprobe.analysis.per_call import (SAMPLED, SAMPLED_METHODS, SAMPLED_STACKS, Z95, PerCall, best_per_call,
                                           in_situ_high, per_call, sampled_per_call, samples_to_resolve)
 from mysqlprobe.analysis.sampling import Estimate, estimate_by_rows, estimate_total, misread, rounded
@@ -43,7 +45,7 @@ class StageSummary:
     histogram: Histogram = Histogram()
     raw_total_ns: int = 0
     raw_histogram: Histogram = Histogram()
-    overhead_ns: int = 0
+    overhead_ns: float = 0
     partitions: dict[int, PartitionSummary] = field(default_factory=dict)
     partition_source: str | None = None
     cycle_calls: list[int] | None = None      # sampled mode: calls counted per duty cycle
@@ -60,55 +62,47 @@ class StageSummary:
         return self.histogram.percentiles()
 
 
-def _add(summary: StageSummary | PartitionSummary, record: dict[str, Any]) -> None:
+def _add(summary: StageSummary | PartitionSummary, calls: int, latency: Latency, raw: Latency) -> None:
     """Add a probe's or a partition's latencies (corrected and raw) into a summary."""
-    summary.calls += record["calls"]
-    summary.total_ns += record["total_ns"]
-    summary.histogram += Histogram.of_record(record.get("histogram", []))
-    raw = record.get("raw", record)
-    summary.raw_total_ns += raw["total_ns"]
-    summary.raw_histogram += Histogram.of_record(raw.get("histogram", []))
+    summary.calls += calls
+    summary.total_ns += latency.total_ns
+    summary.histogram += latency.histogram
+    summary.raw_total_ns += raw.total_ns
+    summary.raw_histogram += raw.histogram
 
 
-def stage_name(probe: dict[str, Any]) -> str:
-    """The stage a probe belongs to: its catalog stage, or probe:NAME for a --probe function."""
-    return probe.get("stage") or f"probe:{probe['name']}"
-
-
-def stage_of(doc: dict[str, Any]) -> dict[int, str]:
+def stage_of(probes: Sequence[Probe]) -> dict[int, str]:
     """Probe id -> its stage name."""
-    return {p["id"]: stage_name(p) for p in doc.get("probes", [])}
+    return {p.id: p.stage for p in probes}
 
 
-def stage_summaries(doc: dict[str, Any]) -> list[StageSummary]:
+def stage_summaries(probes: Sequence[Probe], cycles: list[dict[str, Any]] | None) -> list[StageSummary]:
     """One summary per stage that was probed, in catalog order, summing the
-    stage's functions (e.g. every get_partition_id_* variant)."""
+    stage's functions (e.g. every get_partition_id_* variant); `cycles`:
+    the duty cycles' counts in sampled mode."""
     out: dict[str, StageSummary] = {}
-    cycles = sampled_cycles(doc)
-    for j, p in enumerate(doc.get("probes", [])):
-        name = stage_name(p)
-        st = BY_NAME.get(name)
-        s = out.get(name)
+    for j, p in enumerate(probes):
+        st = BY_NAME.get(p.stage)
+        s = out.get(p.stage)
         if s is None:
-            s = out[name] = StageSummary(name, st.title if st else p["symbol"], [])
-        s.symbols.append(p["symbol"])
-        s.mangled.append(p.get("mangled") or p["symbol"])
-        s.nested_probe_hits += p.get("nested_probe_hits") or 0
-        waits = p.get("cpu_waits") or {}
-        s.cpu_wait_calls += waits.get("calls") or 0
-        s.cpu_wait_ns += waits.get("total_ns") or 0
-        if (p.get("entry") or {}).get("class"):
-            s.classes.add(p["entry"]["class"])
-        _add(s, p)
+            s = out[p.stage] = StageSummary(p.stage, st.title if st else p.symbol, [])
+        s.symbols.append(p.symbol)
+        s.mangled.append(p.mangled)
+        s.nested_probe_hits += p.nested_probe_hits
+        s.cpu_wait_calls += p.cpu_wait_calls
+        s.cpu_wait_ns += p.cpu_wait_ns
+        if p.entry_class:
+            s.classes.add(p.entry_class)
+        _add(s, p.calls, p.latency, p.raw)
         if cycles is not None:
             s.cycle_calls = _add_per_cycle(s.cycle_calls, [c["calls"][j] for c in cycles])
             s.cycle_row_calls = _add_per_cycle(s.cycle_row_calls, [(c.get("row_calls") or [0] * (j + 1))[j]
                                                                    for c in cycles])
-        s.overhead_ns += p.get("overhead_ns", 0)
-        if p.get("partition_source"):
-            s.partition_source = p["partition_source"]
-        for part in p.get("partitions", []):
-            _add(s.partitions.setdefault(part["id"], PartitionSummary(part["id"])), part)
+        s.overhead_ns += p.overhead_ns
+        if p.partition_source:
+            s.partition_source = p.partition_source
+        for part in p.partitions:
+            _add(s.partitions.setdefault(part.id, PartitionSummary(part.id)), part.calls, part.latency, part.raw)
     order = {n: i for i, n in enumerate(BY_NAME)}
     return sorted(out.values(), key=lambda s: (order.get(s.stage, len(order)), s.stage))
 

@@ -19,7 +19,7 @@ from collections import Counter, defaultdict
 
 from mysqlprobe import __version__
 from mysqlprobe.analysis.model import Profile
-from mysqlprobe.analysis.profile import memory_counter, stage_name
+from mysqlprobe.analysis.profile import memory_counter
 from mysqlprobe.analysis.ps_figures import ps_deltas
 from mysqlprobe.analysis.views import Target
 from mysqlprobe.probes.histogram import Histogram
@@ -89,13 +89,13 @@ class Totals:
         doc = profile.doc
         self.profiles += 1
         self.target = profile.target
-        for p in profile.probes:
-            key = (stage_name(p), p["name"])
-            self.calls[key] += round((p.get("estimated_calls") or {}).get("value", p["calls"]))
-            if p["histogram"]:
-                self.histograms[key] += Histogram.of_record(p["histogram"])
-                self.latency_ns[key] += max(p["total_ns"], 0)
-                self.cpu_wait_ns[key] += (p.get("cpu_waits") or {}).get("total_ns") or 0
+        for j, p in enumerate(profile.probes):
+            key = (p.stage, p.name)
+            self.calls[key] += round(profile.probe_calls(j).value)
+            if p.latency.histogram.calls:
+                self.histograms[key] += p.latency.histogram
+                self.latency_ns[key] += max(p.total_ns, 0)
+                self.cpu_wait_ns[key] += p.cpu_wait_ns
         for s in profile.stage_records:
             for part in s.get("partitions") or []:
                 self.partitions[s["stage"]][part["id"]] += part["calls"]

@@ -40,7 +40,7 @@ def header(profile: Profile) -> list[str]:
         f"binary   {t.binary}",
         f"symbols  {t.symbols}",
         f"window   {w.start}, {w.duration_s:.2f}s (ended by {w.ended_by})",
-        f"probes   {doc['engine']['probes_attached']} attached on {len(doc['probes'])} functions"
+        f"probes   {doc['engine']['probes_attached']} attached on {len(profile.probes)} functions"
         + _overhead(profile.overhead),
     ] + _overhead_lines(profile) + _latency_basis(doc) + _sampling_line(profile)
     return lines

@@ -11,11 +11,13 @@ in part of it (on-phases, outside quiet phases) is scaled up to it."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any, Callable
 
 from pathlib import Path
 
-from mysqlprobe.analysis.profile import stage_name
+from mysqlprobe.analysis.model import Profile
+from mysqlprobe.analysis.views import Probe
 from mysqlprobe.flamegraphs.folded import Folded
 from dataclasses import dataclass, field
 
@@ -77,13 +79,13 @@ class Node:
         return out
 
 
-def stage_functions(doc: dict[str, Any]) -> dict[str, set[str]]:
+def stage_functions(probes: Sequence[Probe]) -> dict[str, set[str]]:
     """Each probed stage's function names, as the stacks name them
     (probe:NAME for a --probe function, as compare names it)."""
     out: dict[str, set[str]] = {}
-    for p in doc.get("probes", []):
-        if p.get("name"):   # a function probed outside the catalog stands for itself
-            out.setdefault(stage_name(p), set()).add(p["name"])
+    for p in probes:
+        if p.name:   # a function probed outside the catalog stands for itself
+            out.setdefault(p.stage, set()).add(p.name)
     return out
 
 
@@ -112,11 +114,11 @@ def nested_stage(stage: str) -> str:
     return f"[stage {stage}]"
 
 
-def stage_trees(doc: dict[str, Any], stacks: dict[str, Folded], rows: int, exclusive: bool = False) -> dict[str, Node]:
+def stage_trees(profile: Profile, stacks: dict[str, Folded], rows: int, exclusive: bool = False) -> dict[str, Node]:
     """Per stage, its tree: `stacks` are the capture's folded files by kind.
     Exclusive: a stack that goes on into another stage's function ends
     there, in a frame naming that stage (its own tree holds the rest)."""
-    functions = stage_functions(doc)
+    doc, functions = profile.doc, stage_functions(profile.probes)
     stage_of = {name: stage for stage, names in functions.items() for name in names}
     trees = {stage: Node() for stage in functions}
     for kind, folded in stacks.items():

@@ -16,7 +16,7 @@ else from the counted ones scaled to the window."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from mysqlprobe.analysis import histogram as H
 from mysqlprobe.analysis.attribution import PS_PER_NS, probe_tree, stage_edges
@@ -24,6 +24,9 @@ from mysqlprobe.analysis.profile import window_scale
 from mysqlprobe.analysis.ps_figures import ps_deltas
 from mysqlprobe.sqltext import TRUNCATED, join_key, normalized
 from mysqlprobe.probes.histogram import Histogram
+
+if TYPE_CHECKING:   # the Profile is made of these figures
+    from mysqlprobe.analysis.model import Profile
 
 UNKNOWN_STAGE = "stage unknown"
 
@@ -54,11 +57,11 @@ def _groups(doc: dict[str, Any]) -> dict[str, list[dict[str, Any]]]:
     return out
 
 
-def _edges(doc: dict[str, Any], shapes: list[dict[str, Any]], ps_stage: int | None | bool = False) -> dict[Any, Any]:
+def _edges(stages: dict[int, str], shapes: list[dict[str, Any]], ps_stage: int | None | bool = False) -> dict[Any, Any]:
     """stage_edges of the calls inside the shapes' executions: of the calls
     that began in one P_S stage key (None: not known), or all (False)."""
-    return stage_edges(doc, ((c["probe"], c["parent"], c) for s in shapes for c in s["calls"]
-                             if ps_stage is False or c.get("stage") == ps_stage))
+    return stage_edges(stages, ((c["probe"], c["parent"], c["calls"], c["total_ns"]) for s in shapes for c in s["calls"]
+                                if ps_stage is False or c.get("stage") == ps_stage))
 
 
 def _per_execution(nodes: list[dict[str, Any]], executions: int) -> list[dict[str, Any]]:
@@ -83,16 +86,17 @@ def _flat(nodes: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return sorted(out.values(), key=lambda f: -f["inclusive_ns"])
 
 
-def _by_stage(doc: dict[str, Any], shapes: list[dict[str, Any]], executions: int, ps_stages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def _by_stage(profile: Profile, shapes: list[dict[str, Any]], executions: int,
+              ps_stages: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Per P_S stage: its time per execution (from the history) and the
     probed calls that began in it; longest first, the unknown stage last."""
-    names = (doc.get("perf_schema") or {}).get("stage_names") or []
+    names = (profile.doc.get("perf_schema") or {}).get("stage_names") or []
     keys = {c.get("stage") for s in shapes for c in s["calls"]}
     ps_ns = {s["stage"]: s["ns"] for s in ps_stages}
     out: dict[str, dict[str, Any]] = {}
     for key in keys:
         name = UNKNOWN_STAGE if key is None else names[key - 1] if 0 < key <= len(names) else f"stage #{key}"
-        tree = _per_execution(probe_tree(_edges(doc, shapes, key)), executions)
+        tree = _per_execution(probe_tree(_edges(profile.stage_of, shapes, key)), executions)
         out[name] = {"stage": name, "ps_ns": ps_ns.get(name), "probed": tree,
                      "probed_ns": sum(n["inclusive_ns"] for n in tree)}
     for name, ns in ps_ns.items():
@@ -120,14 +124,14 @@ def _ps_stages(ps: dict[str, Any], digest_text: str) -> tuple[list[dict[str, Any
     return [{"stage": k, "ns": round(v / PS_PER_NS / n)} for k, v in sorted(per.items(), key=lambda kv: -kv[1])], n
 
 
-def by_digest(doc: dict[str, Any]) -> list[dict[str, Any]]:
+def by_digest(profile: Profile) -> list[dict[str, Any]]:
     """The digests, the one that took most time in the window first."""
+    doc = profile.doc
     st = doc.get("statements")
     if not st or not st.get("shapes"):
         return []
     rows = _digest_rows(doc)
-    probes = {p["id"]: p for p in doc.get("probes", [])}
-    own_ns = ((probes.get(st["probe"]) or {}).get("entry") or {}).get("own_cost_ns", 0)
+    own_ns = next((p.own_cost_ns for p in profile.probes if p.id == st["probe"]), 0.0)
     scale = window_scale(doc)
     out = []
     for text, shapes in _groups(doc).items():
@@ -135,7 +139,7 @@ def by_digest(doc: dict[str, Any]) -> list[dict[str, Any]]:
         histogram = Histogram.total(Histogram.of_record(s["histogram"]) for s in shapes)
         latency = sum(s["total_ns"] for s in shapes) / seen
         probe_cost = sum(s["probe_cost_ns"] for s in shapes) / seen
-        tree = _per_execution(probe_tree(_edges(doc, shapes)), seen)
+        tree = _per_execution(probe_tree(_edges(profile.stage_of, shapes)), seen)
         probed = sum(n["inclusive_ns"] for n in tree)
         # the statement's own time: the latency less what the probes added to it
         own = latency - probe_cost - own_ns
@@ -166,7 +170,7 @@ def by_digest(doc: dict[str, Any]) -> list[dict[str, Any]]:
             "p99_ns": histogram.percentile(0.99),
             "functions": _flat(tree), "tree": tree,
             "probe_cost_ns": round(probe_cost + own_ns), "unattributed_ns": round(unattributed),
-            "stages": _by_stage(doc, shapes, seen, ps_stages), "ps_stage_executions": stage_sample,
+            "stages": _by_stage(profile, shapes, seen, ps_stages), "ps_stage_executions": stage_sample,
             "total_ns": round(own * executions), "notes": notes,
         })
     out.sort(key=lambda d: -d["total_ns"])

@@ -5,13 +5,11 @@ call counted there is one phase."""
 
 from __future__ import annotations
 
-from typing import Any
-
 from dataclasses import dataclass
 
 from mysqlprobe.analysis.consistency import callers_of
-from mysqlprobe.analysis.profile import sampled_cycles, stage_name
-from mysqlprobe.analysis.views import StageFigure
+from mysqlprobe.analysis.model import Profile
+from mysqlprobe.analysis.profile import sampled_cycles
 
 ON, OFF, QUIET = "on", "off", "quiet"
 ROOT_PREFIX = "sql."   # the statement and its P_S stages hold the others: not the main stage
@@ -37,14 +35,14 @@ class Timeline:
     latency: list[tuple[float, float, float]]  # (start_s, seconds, mean ns per call) per on-phase
 
 
-def timeline(doc: dict[str, Any], main_stage: str | None) -> Timeline | None:
+def timeline(profile: Profile) -> Timeline | None:
     """From the capture's duty cycles; None in exact mode or without cycles."""
+    doc, stage = profile.doc, main_stage(profile)
     cycles = sampled_cycles(doc)
     if not cycles or not all("at_s" in c for c in cycles):   # captures from before cycles were timed
         return None
     phases, latency = [], []
-    probes = doc.get("probes") or []
-    columns = [j for j, p in enumerate(probes) if main_stage and stage_name(p) == main_stage]
+    columns = [j for j, p in enumerate(profile.probes) if stage and p.stage == stage]
     for c in cycles:
         # the rows were read over row_s inside the on-phase: their rate stands for it
         rows = c.get("rows")
@@ -56,14 +54,14 @@ def timeline(doc: dict[str, Any], main_stage: str | None) -> Timeline | None:
             calls = sum(c["calls"][j] for j in columns)
             if calls:
                 latency.append((c["at_s"], c["on_s"], sum(c["ns"][j] for j in columns) / calls))
-    return Timeline(doc["window"]["duration_s"], phases, main_stage if latency else None, latency)
+    return Timeline(doc["window"]["duration_s"], phases, stage if latency else None, latency)
 
 
-def main_stage(figures: list[StageFigure], doc: dict[str, Any]) -> str | None:
+def main_stage(profile: Profile) -> str | None:
     """The outermost stage below the statement (not nested in another probed
     stage) with the most time: the row's way in, whose latency per call
     holds the others'."""
-    nested = {child for child, (parent, _) in callers_of(doc).items() if not parent.startswith(ROOT_PREFIX)}
-    inner = [f for f in figures if f.calls and f.total_ns and not f.stage.startswith(ROOT_PREFIX)
+    nested = {child for child, (parent, _) in callers_of(profile.probes).items() if not parent.startswith(ROOT_PREFIX)}
+    inner = [f for f in profile.figures if f.calls and f.total_ns and not f.stage.startswith(ROOT_PREFIX)
              and f.stage not in nested]
     return max(inner, key=lambda f: f.total_ns).stage if inner else None

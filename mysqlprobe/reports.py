@@ -22,42 +22,40 @@ IO_SVG = "io.svg"
 HTML_FILE = "report.html"
 
 
-def _server(doc: dict) -> str:
-    srv = doc["target"].get("server", {})
-    return f"{srv.get('family', '?')} {srv.get('version', '?')}"
+def _head(profile: Profile) -> str:
+    return f"PID {profile.target.pid}, {profile.window.start}"
 
 
-def flamegraph_title(doc: dict) -> tuple[str, str]:
-    perf = doc.get("cpu_profile") or {}
-    sub = (f"PID {doc['target']['pid']}, {doc['window']['start']}, {perf.get('samples', '?')} samples "
+def flamegraph_title(profile: Profile) -> tuple[str, str]:
+    perf = profile.doc.get("cpu_profile") or {}
+    sub = (f"{_head(profile)}, {perf.get('samples', '?')} samples "
            f"({perf.get('event', '?')} {perf.get('frequency_hz', '?')} Hz, "
            f"{(perf.get('unwinding') or {}).get('describe', '?')})")
-    return f"{_server(doc)}: CPU flame graph", sub
+    return f"{profile.target.server}: CPU flame graph", sub
 
 
-def offcpu_title(doc: dict) -> tuple[str, str]:
-    off = doc["off_cpu"]
-    sub = (f"PID {doc['target']['pid']}, {doc['window']['start']}: blocked {off['blocked_s']:.3f}s, "
+def offcpu_title(profile: Profile) -> tuple[str, str]:
+    off = profile.doc["off_cpu"]
+    sub = (f"{_head(profile)}: blocked {off['blocked_s']:.3f}s, "
            f"waiting for a CPU {off['waiting_for_cpu_s']:.3f}s (widths in us)")
-    return f"{_server(doc)}: off-CPU flame graph", sub
+    return f"{profile.target.server}: off-CPU flame graph", sub
 
 
-def io_title(doc: dict) -> tuple[str, str]:
-    io = doc["io"]
-    sub = (f"PID {doc['target']['pid']}, {doc['window']['start']}: {io['calls']} I/O system calls, "
-           f"{io['s']:.3f}s in them (widths in us)")
-    return f"{_server(doc)}: I/O flame graph", sub
+def io_title(profile: Profile) -> tuple[str, str]:
+    io = profile.doc["io"]
+    sub = f"{_head(profile)}: {io['calls']} I/O system calls, {io['s']:.3f}s in them (widths in us)"
+    return f"{profile.target.server}: I/O flame graph", sub
 
 
-def stage_pictures(doc: dict, stacks: dict) -> list[tuple[str, str]]:
+def stage_pictures(profile: Profile, stacks: dict[str, Folded]) -> list[tuple[str, str]]:
     """A flame graph per stage, rooted at its function: the CPU and off-CPU
     time of the stacks that pass through it, in microseconds of the window
     (what a collector saw in part of it scaled up), largest first."""
     out = []
-    for stage, tree in sorted(stage_trees(doc, stacks, rows=1).items(), key=lambda kv: -kv[1].wall_ns):
+    for stage, tree in sorted(stage_trees(profile, stacks, rows=1).items(), key=lambda kv: -kv[1].wall_ns):
         folded = tree.folded((CPU_NS, OFFCPU_NS), stage, scale=1e-3)
         if folded.total:
-            out.append((stage, render(folded, f"{_server(doc)}: below {stage}",
+            out.append((stage, render(folded, f"{profile.target.server}: below {stage}",
                                       "CPU and off-CPU time of the stacks through it (us, whole window)",
                                       unit="us", element_id=f"stage-{len(out)}")))
     return out
@@ -113,7 +111,7 @@ def write_visuals(out_dir: str, profile: Profile, all_threads: bool = False) -> 
         if not (doc.get(section) or {}).get("stacks_file") or kind not in stacks:
             return None
         shown, _ = fold_probe_frames(stacks[kind])  # the probes' machinery as one [mysqlprobe] frame
-        title, sub = titles(doc)
+        title, sub = titles(profile)
         if kind != CPU_NS:
             shown, scope = scoped(shown, all_threads)
             sub = f"{sub}; {scope}"
@@ -126,7 +124,7 @@ def write_visuals(out_dir: str, profile: Profile, all_threads: bool = False) -> 
         waits = picture(OFFCPU_NS, OFFCPU_SVG, offcpu_title, unit="us", element_id="offcpu")
         io = picture(IO_NS, IO_SVG, io_title, unit="us", element_id="io")
         written.append(write_new(out_dir, HTML_FILE, render_html(profile, cpu, waits, io,
-                                                                  stage_pictures(doc, stacks), all_threads)))
+                                                                  stage_pictures(profile, stacks), all_threads)))
     except OSError as e:
         raise CaptureError(f"cannot write into {path}: {e.strerror}") from None
     return written

@@ -5,6 +5,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+from mysqlprobe.analysis.model import Profile
 from mysqlprobe.capture import OFFCPU_FILE, PROFILE_FILE, STACKS_FILE, read_stacks
 from mysqlprobe.errors import UsageError
 from mysqlprobe.files import write_output_file
@@ -38,14 +39,14 @@ def _rows(path: str) -> int:
     p = Path(path)
     if not (p / PROFILE_FILE).exists():
         raise UsageError(f"--per row needs capture directories; {path} is not one")
-    rows = load_profile(path).recorded["window"].get("rows_changed")
+    rows = load_profile(path).window.rows_changed
     if not rows:
         raise UsageError(f"--per row: {path} has no row count (recorded without a server connection)")
     return rows
 
 
-def _profile_or_none(path: str) -> dict | None:
-    return load_profile(path).recorded if (Path(path) / PROFILE_FILE).exists() else None
+def _profile_or_none(path: str) -> Profile | None:
+    return load_profile(path) if (Path(path) / PROFILE_FILE).exists() else None
 
 
 def write_pprof(args) -> int:
@@ -76,8 +77,8 @@ def run(args, parser) -> int:
         parser.error("give one input, or two for a differential graph")
     after_path = args.stacks[-1]
     after = read_stacks(after_path)
-    doc = _profile_or_none(after_path)
-    title, sub = flamegraph_title(doc) if doc else ("Flame graph", after_path)
+    profile = _profile_or_none(after_path)
+    title, sub = flamegraph_title(profile) if profile else ("Flame graph", after_path)
     if len(args.stacks) == 1:
         svg = render(after, args.title or title, sub)
     else:

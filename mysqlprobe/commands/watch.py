@@ -120,7 +120,7 @@ class Metrics:
             self.totals.add(profile)
             self.windows += 1
             self.probes = (profile.doc.get("engine") or {}).get("probes_attached") or 0
-            self.functions = len(profile.doc.get("probes") or [])
+            self.functions = len(profile.probes)
 
     def text(self) -> str:
         with self.lock:

@@ -203,8 +203,7 @@ def test_the_statement_probe_leaves_the_tree_and_its_callees_go_to_its_caller():
 
 def test_a_withheld_stage_stays_in_the_tree_with_its_calls_and_no_time():
     from mysqlprobe.analysis.attribution import attribute
-    doc = Profile(capture()).doc
-    (tree,) = attribute(doc, {}, figures={"partition.write_row": (None, "?")})
+    (tree,) = attribute(Profile(capture()), {}, figures={"partition.write_row": (None, "?")})
     (root,) = tree["stages"][0]["probed"]
     assert root["stage"] == "partition.write_row" and root["mark"] == "?" and root["calls"] == 10007
     assert tree["stages"][0]["unexplained_mark"] == "?"

@@ -140,7 +140,7 @@ def test_command_on_saved_captures_and_repeat_directories(tmp_path):
     done = subprocess.run([MYSQLPROBE, "compare", str(a), str(tmp_path / "b-cell"), "-o", str(out)],
                           capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
-    assert "B  mariadb 10.2.11: 3 run(s)" in done.stdout
+    assert "B  MariaDB 10.2.11: 3 run(s)" in done.stdout
     for name in ("compare.txt", "compare.json", "compare.html", "diff.svg"):
         assert (out / name).stat().st_size > 0
     doc = json.loads((out / "compare.json").read_text())

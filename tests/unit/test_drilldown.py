@@ -65,7 +65,7 @@ def run(side, label="x"):
 
 def test_a_stage_tree_holds_what_passes_through_its_function_per_row():
     doc, evidence = side_b()
-    trees = T.stage_trees(doc, evidence, ROWS)
+    trees = T.stage_trees(Profile(doc), evidence, ROWS)
     insert = trees["innodb.row_insert"]
     assert insert.wall_ns == pytest.approx((3 + 4 + 2) * US)                 # CPU and off-CPU below it
     node = insert.at(["row_ins_clust_index_entry", "fil_extend", "os_file_write"])
@@ -73,7 +73,7 @@ def test_a_stage_tree_holds_what_passes_through_its_function_per_row():
     assert (node.get(T.IO_CALLS), node.get(T.IO_BYTES)) == (pytest.approx(1 + (ROWS // 2) / ROWS), pytest.approx(16384))
     # write_row's tree holds row_insert's too, unless exclusive: then it ends in the nested stage
     assert trees["partition.write_row"].wall_ns == pytest.approx(9 * US)
-    exclusive = T.stage_trees(doc, evidence, ROWS, exclusive=True)["partition.write_row"]
+    exclusive = T.stage_trees(Profile(doc), evidence, ROWS, exclusive=True)["partition.write_row"]
     assert list(exclusive.children) == [T.nested_stage("innodb.row_insert")]
     assert "conn" not in insert.children and "copy" not in str(trees)
 
@@ -81,7 +81,7 @@ def test_a_stage_tree_holds_what_passes_through_its_function_per_row():
 def test_a_collector_that_saw_part_of_the_window_is_scaled_to_it():
     doc, evidence = side_b()
     doc["off_cpu"]["on_s"] = doc["window"]["duration_s"] / 4
-    node = T.stage_trees(doc, evidence, ROWS)["innodb.row_insert"]
+    node = T.stage_trees(Profile(doc), evidence, ROWS)["innodb.row_insert"]
     assert node.get(T.OFFCPU_NS) == pytest.approx(4 * 2 * US)
 
 

@@ -116,7 +116,10 @@ def test_profile_document_fields():
     assert not {"mean_ns", "percentiles_ns", "overhead_ns", "threads"} & set(doc["probes"][0])
     assert doc["collectors"]["latency"]["cost"]["target_s"] == 0.054
     profile = Profile(doc)
-    wr = profile.probes[0]
+    typed = profile.probes[0]
+    assert (typed.stage, typed.calls, typed.latency.histogram.calls) == ("partition.write_row", ROWS, ROWS)
+    assert typed.raw.total_ns == ROWS * 9000 + 7 * 150_000 and typed.top_level and typed.entry_class == "emulated"
+    wr = profile.to_json()["probes"][0]
     assert wr["symbol"] == "ha_partition::write_row(unsigned char*)" and wr["calls"] == ROWS
     assert sum(b["count"] for b in wr["histogram"]) == ROWS
     assert all(b["low"] < b["high"] for b in wr["histogram"])
@@ -234,7 +237,8 @@ def test_sampled_run_reports_estimates():
     est = stages["innodb.row_insert"]["estimated_calls"]
     assert est["value"] == pytest.approx(ROWS * 5, rel=1e-6)  # counted in a fifth of the window
     assert est["ci95"][0] <= est["value"] <= est["ci95"][1]
-    assert Profile(doc).probes[2]["estimated_calls"]["value"] == pytest.approx(ROWS * 5, rel=1e-6)
+    assert Profile(doc).probe_calls(2).value == pytest.approx(ROWS * 5, rel=1e-6)
+    assert Profile(doc).to_json()["probes"][2]["estimated_calls"]["value"] == pytest.approx(ROWS * 5, rel=1e-6)
     assert stages["innodb.row_insert"]["share_of_window"] == pytest.approx(5 * ROWS * 1900 / 1.5e9, rel=1e-3)
     text = render_text(Profile(doc))
     assert "sampling probes on 20.0% of the window (3 cycles" in text and "95% intervals below" in text
@@ -251,7 +255,7 @@ def test_sampled_run_reports_estimates():
 
 def test_the_timeline_draws_each_phases_rate_and_the_main_stages_latency():
     from html.parser import HTMLParser
-    from mysqlprobe.analysis.timeline import ON, QUIET, main_stage, timeline
+    from mysqlprobe.analysis.timeline import ON, QUIET, timeline
 
     # 3 cycles of 0.1 s on, each followed by 0.4 s off (the second quiet); rows read over the whole on-phase
     cycles = [{"at_s": 0.5 * i, "on_s": 0.1, "row_s": 0.1, "rows": rows, "probe_s": 0.0,
@@ -261,7 +265,7 @@ def test_the_timeline_draws_each_phases_rate_and_the_main_stages_latency():
     doc = synthetic_run({"mode": "sampled", "overhead_budget": 0.1, "cycles": 3, "on_s": 0.3,
                          "calls_per_cycle": cycles})
     profile = Profile(doc)
-    t = timeline(doc, main_stage(profile.figures, profile.doc))
+    t = timeline(profile)
     assert t is not None and [p.kind for p in t.phases] == [ON, "off", ON, QUIET, ON, "off"]
     assert t.phases[0].rows_per_s == pytest.approx(10090) and t.phases[1].rows_per_s == pytest.approx(20180)
     assert t.stage == "innodb.row_insert"   # the most time (write_row's figure is only a bound, lower)
@@ -285,7 +289,7 @@ def test_the_timeline_draws_each_phases_rate_and_the_main_stages_latency():
     rates = [float(a["y1"]) for c, a in page.found if c == "rate"]
     assert rates[1] < rates[0]                         # the off-phase ran faster: drawn higher
     assert "no timeline" not in render_text(profile)
-    assert timeline(synthetic_run(), None) is None      # every call counted: one phase
+    assert timeline(Profile(synthetic_run())) is None      # every call counted: one phase
 
 
 def test_calls_scaled_by_time_from_phases_the_load_missed_are_withheld():
