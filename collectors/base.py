@@ -19,6 +19,7 @@ import os
 import sys
 import threading
 import time
+from typing import Any, ClassVar
 
 from mysqlprobe.collectors.target.addresses import KernelSymbols
 from dataclasses import dataclass, field
@@ -184,9 +185,16 @@ class Collector:
 
     name = "collector"
     phases = Phases(begin=50, prepare=50, start=50, collect=50)
+    optional = False    # a run may leave it out: its section then says "not requested"
     can_pace = False
     can_quiet = False
     can_burst = False
+
+    kinds: ClassVar[list[type[Collector]]] = []   # every collector class, as they are defined
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        Collector.kinds.append(cls)
 
     def __init__(self):
         self.notes: list[str] = []
@@ -253,6 +261,11 @@ class Collector:
     def unavailable(self, status: str, reason: str) -> Section:
         """The section of a collector that could not run."""
         return Section(self.name, {self.name: {"status": status, "reason": reason}}, list(self.notes))
+
+
+def optional_sections() -> list[str]:
+    """The sections of the collectors a run may leave out (of those defined)."""
+    return list(dict.fromkeys(k.name for k in Collector.kinds if k.optional))
 
 
 class CpuClock:

@@ -131,6 +131,7 @@ class CpuBurstCollector(PerfProcessCollector):
     the ordinary off-phases only (resume() and pause() from the duty cycles)."""
 
     name = "cpu_bursts"
+    optional = True
     # its perf begins before the window's and is collected after it: each perf's
     # CPU (its children's between its start and end) then leaves the other's out
     phases = Phases(begin=0, prepare=20, start=40, collect=90)

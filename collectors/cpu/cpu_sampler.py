@@ -194,6 +194,7 @@ class CpuProfileCollector(BpfSampling):
     sampler took them), on all window but in the quiet phases."""
 
     name = "cpu_profile"
+    optional = True
     phases = Phases(begin=10, prepare=30, start=45, collect=60)  # as perf record's (collectors/cpu/perf.py)
     can_quiet = True
     label, lacks = "CPU sampling in BPF", "CPU stacks (--sampler perf samples with the perf tool)"
@@ -242,6 +243,7 @@ class CpuBurstSampler(BpfSampling):
     ordinary off-phases the duty cycles give them, off from the start."""
 
     name = "cpu_bursts"
+    optional = True
     phases = Phases(begin=0, prepare=20, start=40, collect=90)  # as perf's bursts (collectors/cpu/cpu_bursts.py)
     can_burst = True
     label, lacks = "CPU bursts in BPF", "CPU bursts (short functions' costs come from the probes alone)"

@@ -151,6 +151,7 @@ class PerfCollector(PerfProcessCollector):
     collector makes after it should see the conditions of the window."""
 
     name = "cpu_profile"
+    optional = True
     # perf record starts early (reading the kernel's symbols takes 0.1-0.5 s under
     # load) and before the calibration, which should see the probes' cost with it on
     phases = Phases(begin=10, prepare=30, start=45, collect=60)

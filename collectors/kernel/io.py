@@ -242,6 +242,7 @@ class IoCollector(PhasedBpfCollector):
     paced: each call costs the two programs' runs)."""
 
     name = "io"
+    optional = True
     # its BPF object loads first in prepare, while a perf record starts
     phases = Phases(begin=60, prepare=10, start=55, collect=80)
     session_type = IoSession

@@ -119,6 +119,7 @@ class OffCpuCollector(PhasedBpfCollector):
     it."""
 
     name = "off_cpu"
+    optional = True
     # its BPF object loads first in prepare, while a perf record starts
     phases = Phases(begin=50, prepare=0, start=50, collect=70)
     session_type = OffCpuSession

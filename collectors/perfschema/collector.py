@@ -60,6 +60,7 @@ def thread_names(record: dict | None) -> dict[int, str]:
 
 class PerfSchemaCollector(Collector):
     name = "perf_schema"
+    optional = True
     # started before the samplers (its setup queries are not the window's);
     # collected first, its thread names name the stacks collected after it
     phases = Phases(begin=40, prepare=60, start=10, collect=0)

@@ -33,7 +33,7 @@ from mysqlprobe.probes import histogram
 from mysqlprobe.caches import CalibrationCache
 from mysqlprobe.capture import Capture, PendingFile, as_json, new_document, now_utc
 from mysqlprobe.catalog import SHORT_STAGES
-from mysqlprobe.collectors.base import Collector, CollectorUnavailable, Facts, Section
+from mysqlprobe.collectors.base import Collector, CollectorUnavailable, Facts, Section, optional_sections
 from mysqlprobe.collectors.uprobes.calibration import COST_CLASS, CalibrationCollector
 from mysqlprobe.collectors.cpu.cpu_bursts import CpuBurstCollector, burst_stacks, burst_stages
 from mysqlprobe.collectors.uprobes.latency import LatencyCollector
@@ -54,10 +54,6 @@ from mysqlprobe.recorder.plan import Plan, target_record
 from mysqlprobe.recorder.priority import START_PRIORITY
 from mysqlprobe.recorder.window import Window
 from dataclasses import replace
-
-# the sections of the collectors a run may leave out: "not requested" where it did
-NOT_REQUESTED = ("cpu_profile", "off_cpu", "io", "perf_schema", "cpu_bursts")
-
 
 def cpu_profile(pid: int, image, perf: PerfOptions, sampler: str, verbose: bool = False) -> Collector:
     """The window's CPU samples: taken in BPF where the kernel can walk the
@@ -326,7 +322,7 @@ def assemble(argv, head: dict, sections: list[Section], unavailable: dict[str, C
     fields, notes (after `warnings`), costs and files."""
     doc = new_document(argv)
     doc.update({"histogram_scheme": histogram.SCHEME, **head})
-    for name in NOT_REQUESTED:
+    for name in optional_sections():   # each collector declares whether a run may leave it out
         doc[name] = {"status": "not requested"}
     files, notes, collectors = [], [], {}
     by_name = {s.name: s for s in sections}

@@ -56,3 +56,17 @@ def test_no_two_collectors_share_a_place():
     for phase in ("begin", "prepare", "start", "collect"):
         places = [getattr(c.phases, phase) for c in CLASSES]
         assert len(set(places)) == len(places), phase
+
+
+def test_a_capture_names_every_optional_collector_a_run_left_out():
+    """Each collector declares whether a run may leave it out; a capture
+    without one says so in its section, and a collector every run has
+    (probes, calibration, /proc) never reads "not requested"."""
+    from mysqlprobe.collectors.base import optional_sections
+    from mysqlprobe.recorder.recorder import assemble
+    optional = optional_sections()
+    assert {c.name for c in (PerfCollector, CpuBurstCollector, *CLASSES) if c.optional} == set(optional)
+    assert not {LatencyCollector.name, CalibrationCollector.name, ProcessCollector.name} & set(optional)
+    head = {"target": {"pid": 1, "binary": "/x"}, "window": {"duration_s": 1.0}}
+    doc = assemble(["mysqlprobe"], head, [], {}, []).doc
+    assert all(doc[name] == {"status": "not requested"} for name in optional)
