@@ -57,7 +57,7 @@ def _edges(profile: Profile, tids: set[int] | None, exclude: bool = False) -> di
     (None: all; exclude: all but those), scaled to the window."""
     return stage_edges(profile.stage_of, ((p.id, c.parent, c.calls, c.total_ns) for p in profile.probes
                                           for c in p.callers if tids is None or (c.tid in tids) != exclude),
-                       window_scale(profile.doc))
+                       window_scale(profile))
 
 
 def probe_cost_ns(probes: Sequence[Probe], tids: set[int] | None) -> float:

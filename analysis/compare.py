@@ -51,7 +51,7 @@ def rows_of(profile: Profile) -> tuple[int | None, str, Probe | None]:
         return doc["window"]["rows_changed"], "rows changed (Handler_write...)", None
     top = outermost_probe(profile.probes)
     if top:   # no server counter: a call of the function the others run inside is the unit
-        return round(top.calls * window_scale(doc)), f"calls of {top.name}", top
+        return round(top.calls * window_scale(profile)), f"calls of {top.name}", top
     return None, "unknown", None
 
 
@@ -61,11 +61,12 @@ def outermost_probe(probes: Sequence[Probe]) -> Probe | None:
     return max((p for p in probes if p.top_level), key=lambda p: p.total_ns, default=None)
 
 
-def load_seconds(doc: dict[str, Any], unit_probe: Probe | None = None) -> tuple[float, str, bool]:
+def load_seconds(profile: Profile, unit_probe: Probe | None = None) -> tuple[float, str, bool]:
     """The load's wall time: the load driver's own timing (bench, demo), else
     the longest write statement P_S saw, else the time in the probe whose
     calls are the unit, else the window; and whether it is a probe's time,
     from which the probes' cost is taken already."""
+    doc = profile.doc
     if (doc.get("workload") or {}).get("seconds"):
         return doc["workload"]["seconds"], "the load's own timing", False
     ps = doc.get("perf_schema") or {}
@@ -74,8 +75,8 @@ def load_seconds(doc: dict[str, Any], unit_probe: Probe | None = None) -> tuple[
     if writes:
         return max(s["timer_wait"] for s in writes) / 1e12, "P_S statement time", False
     if unit_probe:
-        return unit_probe.total_ns * window_scale(doc) / 1e9, f"the time in {unit_probe.name}", True
-    return doc["window"]["duration_s"], "the window", False
+        return unit_probe.total_ns * window_scale(profile) / 1e9, f"the time in {unit_probe.name}", True
+    return profile.window.duration_s, "the window", False
 
 
 def probe_free_seconds(profile: Profile, seconds: float) -> float:
@@ -152,14 +153,14 @@ def run_of(profile: Profile, label: str, stacks: Folded | None = None,
     rows, rows_source, unit_probe = rows_of(profile)
     if not rows:
         raise ValueError(f"{label}: the capture does not tell how many rows were inserted")
-    seconds, seconds_source, corrected = load_seconds(doc, unit_probe)
+    seconds, seconds_source, corrected = load_seconds(profile, unit_probe)
     free = seconds if corrected else probe_free_seconds(profile, seconds)
     if free < seconds:
         seconds, seconds_source = free, seconds_source + ", less the probes' calibrated cost"
     run = Run(label, profile.target.server, rows, rows_source, seconds,
               seconds_source, stacks=stacks,
               cpu_waits_left_out=bool((doc.get("engine") or {}).get("cpu_waits_left_out")))
-    scale = window_scale(doc)
+    scale = window_scale(profile)
     for s in profile.stages:
         if not s.calls:
             continue

@@ -19,13 +19,16 @@ bound and what the run would need instead.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from dataclasses import asdict, dataclass
 
 from mysqlprobe.analysis import histogram as H
 from mysqlprobe.analysis.per_call import SAMPLED_METHODS
 from mysqlprobe.analysis.views import Probe, StageFigure
+
+if TYPE_CHECKING:   # the Profile is made of these figures
+    from mysqlprobe.analysis.model import Profile
 from mysqlprobe.analysis.profile import (MIN_CYCLE_ROWS, MIN_PROBED_CYCLES, StageSummary, cycles_with_calls,
                                          estimate_basis, sampled_cycles, stage_of, window_ns)
 
@@ -74,18 +77,17 @@ def callers_of(probes: Sequence[Probe]) -> dict[str, tuple[str, float]]:
             if calls[stage] and n >= NESTED_SHARE * calls[stage]}
 
 
-def _needs(doc: dict[str, Any]) -> str:
-    if (doc.get("sampling") or {}).get("mode") == "sampled":
+def _needs(profile: Profile) -> str:
+    if profile.sampled:
         return "a window of more duty cycles (a longer -d, or the tool started well before the load), or --exact"
     return "a longer window"
 
 
-def check(stages: list[StageSummary], figures: list[StageFigure], probes: Sequence[Probe],
-          doc: dict[str, Any]) -> list[Violation]:
+def check(profile: Profile) -> list[Violation]:
     """The bounds the printed figures break, none where all hold."""
-    window = window_ns(doc)
-    needs = _needs(doc)
-    by_stage = {f.stage: f for f in figures}
+    stages, probes, window = profile.stages, profile.probes, window_ns(profile)
+    needs = _needs(profile)
+    by_stage = {f.stage: f for f in profile.figures}
     threads = stage_threads(probes)
     out: list[Violation] = []
     for s in stages:
@@ -93,7 +95,7 @@ def check(stages: list[StageSummary], figures: list[StageFigure], probes: Sequen
         if not f or not s.calls:
             continue
         # the threads its calls ran on; without caller edges, every thread of the process
-        n = len(threads.get(s.stage) or ()) or (doc.get("process") or {}).get("threads") or 0
+        n = len(threads.get(s.stage) or ()) or (profile.doc.get("process") or {}).get("threads") or 0
         if n and window and f.total_ns and f.total_ns > n * window * (1 + TOLERANCE):
             out.append(Violation(s.stage, TOTAL, f"{H.format_ns(f.total_ns)} in the stage, more than {n} "
                                  f"thread{'s' if n > 1 else ''} x the {H.format_ns(window)} window",
@@ -106,7 +108,7 @@ def check(stages: list[StageSummary], figures: list[StageFigure], probes: Sequen
                      f"(at least {MIN_PROBED_CYCLES} stand for it), and no CPU burst resolved it")
             out += [Violation(s.stage, figure, bound, f.mean_ns, float(MIN_PROBED_CYCLES), needs)
                     for figure in (MEAN, TOTAL, PERCENTILES) if not withheld(out, s.stage, figure)]
-    skew = unrepresentative_phases(doc)
+    skew = unrepresentative_phases(profile)
     if skew:
         for s in stages:
             f = by_stage.get(s.stage)
@@ -128,17 +130,17 @@ def check(stages: list[StageSummary], figures: list[StageFigure], probes: Sequen
     return out
 
 
-def unrepresentative_phases(doc: dict[str, Any]) -> str | None:
+def unrepresentative_phases(profile: Profile) -> str | None:
     """Why the window's calls cannot be scaled from the on-phases, or None:
     scaled by time (the on-phases' rows too few to scale by), while the
     server's counter shows the load ran at another rate in them than over
     the window (a short load, most of it while the probes were off)."""
-    cycles = sampled_cycles(doc)
-    rows = doc["window"].get("rows_changed")
-    if not cycles or not rows or rows < MIN_CYCLE_ROWS or estimate_basis(doc) != "time":
+    cycles = sampled_cycles(profile)
+    rows = profile.window.rows_changed
+    if not cycles or not rows or rows < MIN_CYCLE_ROWS or estimate_basis(profile) != "time":
         return None
-    seen = [(c["rows"], c.get("row_s") or c["on_s"]) for c in cycles if c.get("rows") is not None]
-    on_s, window_s = sum(t for _, t in seen), doc["window"]["duration_s"]
+    seen = [(c.rows, c.row_s or c.on_s) for c in cycles if c.rows is not None]
+    on_s, window_s = sum(t for _, t in seen), profile.window.duration_s
     if not seen or on_s <= 0 or window_s <= 0:
         return None
     on_rate, window_rate = sum(r for r, _ in seen) / on_s, rows / window_s

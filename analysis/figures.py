@@ -20,16 +20,16 @@ if TYPE_CHECKING:
 fmt = H.format_ns
 
 
-def stage_figures(stages: list[StageSummary], doc: dict[str, Any]) -> list[StageFigure]:
+def stage_figures(stages: list[StageSummary], profile: Profile) -> list[StageFigure]:
     """Per stage, what the text and HTML reports show: calls, total and share
     stand for the whole window (in sampled mode, estimates from the duty
     cycles); percentiles are of the calls timed."""
-    window = window_ns(doc)
-    scale = window_scale(doc)
+    window = window_ns(profile)
+    scale = window_scale(profile)
     out = []
     for s in stages:
-        est = estimated_calls(s, doc)
-        pc = stage_per_call(s, doc)
+        est = estimated_calls(s, profile)
+        pc = stage_per_call(s, profile)
         total, bound = window_total(s.total_ns * scale, pc, est.value)
         out.append(StageFigure(stage=s.stage, calls=est.value, calls_low=est.low, calls_high=est.high,
                                counted=s.calls, total_ns=total, total_bound=bound,
@@ -37,7 +37,7 @@ def stage_figures(stages: list[StageSummary], doc: dict[str, Any]) -> list[Stage
     return out
 
 
-def exclusive_totals(profile: "Profile") -> dict[str, float | None]:
+def exclusive_totals(profile: Profile) -> dict[str, float | None]:
     """Per stage, its window total less its probed callees' totals (None: withheld)."""
     figures = {f.stage: f for f in profile.figures if f.calls and f.total_ns}
     parents = {child: parent for child, (parent, _) in callers_of(profile.probes).items()}

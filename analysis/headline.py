@@ -135,8 +135,8 @@ def cost_line(profile: Profile) -> str:
 def headline(profile: Profile) -> Headline:
     doc = profile.doc
     rows, rows_from = rows_written(doc)
-    load_s = profile.sampling.load_s or window_ns(doc) / 1e9
-    slowdown = measured_slowdown(doc)
+    load_s = profile.sampling.load_s or window_ns(profile) / 1e9
+    slowdown = measured_slowdown(profile)
     # a load that measured faster with the probes than without ran as fast: noise, not a gain
     unprobed_s = load_s / max(slowdown, 1.0) if slowdown else None
     exclusive = exclusive_totals(profile)

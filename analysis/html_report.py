@@ -195,7 +195,7 @@ def _interval(f: StageFigure) -> str:
 
 
 def _stage_rows(profile: Profile) -> list[list[Any]]:
-    sampled = text.is_sampled(profile.doc)
+    sampled = profile.sampled
     mark = "~" if sampled else ""
     rows = []
     for f in profile.figures:
@@ -230,12 +230,12 @@ def _linked_table(header: list[str], rows: list[list[Any]], searches: list[str])
     return f'<table id=stages><tr>{head}</tr>{body}</table>'
 
 
-def _partitions(s: StageSummary, doc: dict[str, Any]) -> str:
+def _partitions(s: StageSummary, profile: Profile) -> str:
     if not s.partitions:
         return ""
     rows = [[f"{f['id']}{f['mark']}", f["calls"], pct(f["share"]), total_text(f["total_ns"], f["share"], f["total_bound"])[0],
              f["mean"], f["p50"], f["p99"]]
-            for f in text.partition_figures(s, doc)]
+            for f in text.partition_figures(s, profile)]
     return "<p class=muted>per partition</p>" + _table(["partition", "calls", "share", "total", "mean", "p50", "p99"],
                                                        rows)
 
@@ -338,12 +338,12 @@ def render_html(profile: Profile, flamegraph_svg: str | None = None, offcpu_svg:
              *_timeline_section(profile),
              "<details><summary>the run</summary>", _pre(text.header(profile)), "</details>"]
     parts += ["<h2>Stages</h2>",
-              _linked_table(STAGE_COLUMNS[:2] + (["95% interval"] if text.is_sampled(doc) else []) + STAGE_COLUMNS[2:],
+              _linked_table(STAGE_COLUMNS[:2] + (["95% interval"] if profile.sampled else []) + STAGE_COLUMNS[2:],
                             _stage_rows(profile), _stage_searches(profile)),
               "<p class=muted>click a stage to find its functions in the flame graph</p>",
               "".join(f"<p class=muted>{_e(line)}</p>" for line in [" ".join(text.idle_line(profile))] if line),
               "<p class=muted>share: time in the stage / window length (above 100% with several threads)"
-              + ("; ~ estimated for the whole window from the duty cycles" if text.is_sampled(doc) else "")
+              + ("; ~ estimated for the whole window from the duty cycles" if profile.sampled else "")
               + "; mean &lt;X: the probes' doubt per call outweighs the call, X bounds it"
               + "".join(f"; {_e(line)}" for line in unresolved_note(f.mark for f in profile.figures))
               + "</p>"]
@@ -369,7 +369,7 @@ def render_html(profile: Profile, flamegraph_svg: str | None = None, offcpu_svg:
                      + (f'<span class=muted>{_e(waits)}</span><br>' if waits else "")
                      + ("<p class=muted>histogram withheld with the percentiles (see the note under "
                         "the stage table)</p>" if withheld(profile.consistency, s.stage, PERCENTILES) else histogram_chart(s))
-                     + f"{_partitions(s, doc)}</div>")
+                     + f"{_partitions(s, profile)}</div>")
     parts.append("<h2>Flame graph (CPU samples)</h2>")
     if flamegraph_svg:
         parts += ['<p><input id=search placeholder="search functions (regular expression)"> '

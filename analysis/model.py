@@ -18,7 +18,7 @@ from mysqlprobe.analysis.figures import stage_figures
 from mysqlprobe.analysis.sampling import Estimate
 from mysqlprobe.analysis.schema_check import check_document, upgraded
 from mysqlprobe.analysis.statements import by_digest
-from mysqlprobe.analysis.views import Overhead, Probe, Sampling, StageFigure, Target, Window
+from mysqlprobe.analysis.views import Calibration, Overhead, Probe, Sampling, StageFigure, Target, Window
 from mysqlprobe.analysis.profile import (StageSummary, always_on_slowdown, calibrated_slowdown, estimated_calls,
                                          measured_slowdown, phase_slowdown, probe_estimate, slowdown_reference,
                                          sampled_cycles, stage_record, stage_summaries, standing_cpu_s, standing_slowdown,
@@ -38,21 +38,21 @@ class Profile:
 
     @cached_property
     def stages(self) -> list[StageSummary]:
-        return stage_summaries(self.probes, sampled_cycles(self.doc))
+        return stage_summaries(self.probes, sampled_cycles(self))
 
     @cached_property
     def figures(self) -> list[StageFigure]:
         """Per stage, the figures the reporters print (analysis/figures.py)."""
-        return stage_figures(self.stages, self.doc)
+        return stage_figures(self.stages, self)
 
     @cached_property
     def consistency(self) -> list[Violation]:
         """The printed figures that break a physical bound (analysis/consistency.py)."""
-        return check_bounds(self.stages, self.figures, self.probes, self.doc)
+        return check_bounds(self)
 
     @cached_property
     def stage_records(self) -> list[dict[str, Any]]:
-        return [stage_record(s, self.doc) for s in self.stages]
+        return [stage_record(s, self) for s in self.stages]
 
     @cached_property
     def stage_of(self) -> dict[int, str]:
@@ -62,18 +62,22 @@ class Profile:
     def probe_calls(self, j: int) -> Estimate:
         """The window's calls of the j-th probe: those counted, or in sampled mode the estimate."""
         if self.sampled:
-            return probe_estimate(self.doc, j)
+            return probe_estimate(self, j)
         n = float(self.probes[j].calls)
         return Estimate(n, n, n)
 
     def probe_records(self) -> list[dict[str, Any]]:
         """Recorded probes with their derived figures (and, sampled, their estimate)."""
-        return [{**p.to_json(), **({"estimated_calls": probe_estimate(self.doc, j).to_json()} if self.sampled else {})}
+        return [{**p.to_json(), **({"estimated_calls": probe_estimate(self, j).to_json()} if self.sampled else {})}
                 for j, p in enumerate(self.probes)]
 
     @cached_property
     def sampling(self) -> Sampling:
         return Sampling.of(self.doc.get("sampling"))
+
+    @cached_property
+    def calibration(self) -> Calibration:
+        return Calibration.of(self.doc)
 
     @property
     def sampled(self) -> bool:
@@ -113,20 +117,20 @@ class Profile:
         """The probes' calibrated cost, the slowdown the duty cycles measured,
         and what each collector measured itself to cost."""
         estimated = sum(p.overhead_ns for p in self.probes)
-        window = window_ns(self.doc)
+        window = window_ns(self)
         return Overhead(estimated_ns=estimated, share_of_window=round(estimated / window, 6) if window else None,
-                        measured_slowdown=measured_slowdown(self.doc),
-                        measured_against=slowdown_reference(self.doc),
-                        phase_slowdown=phase_slowdown(self.doc),
-                        standing_slowdown=standing_slowdown(self.doc),
-                        standing_cpu_s=standing_cpu_s(self.doc),
-                        always_on_slowdown=always_on_slowdown(self.doc),
-                        estimated_slowdown=calibrated_slowdown(self.doc),
+                        measured_slowdown=measured_slowdown(self),
+                        measured_against=slowdown_reference(self),
+                        phase_slowdown=phase_slowdown(self),
+                        standing_slowdown=standing_slowdown(self),
+                        standing_cpu_s=standing_cpu_s(self),
+                        always_on_slowdown=always_on_slowdown(self),
+                        estimated_slowdown=calibrated_slowdown(self),
                         by_collector={name: c["cost"] for name, c in (self.doc.get("collectors") or {}).items()
                                       if c.get("cost")})
 
     def estimated_calls(self, s: StageSummary) -> Estimate:
-        return estimated_calls(s, self.doc)
+        return estimated_calls(s, self)
 
     def to_json(self) -> dict[str, Any]:
         """The document with everything derived from it: `report --json`."""

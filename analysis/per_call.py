@@ -35,13 +35,10 @@ import math
 from mysqlprobe.analysis import histogram as H
 from mysqlprobe.probes.histogram import SUB, Histogram
 from mysqlprobe.analysis.sampling import Estimate, rounded
+from mysqlprobe.analysis.views import UNMEASURED_IN_SITU, Calibration
 from dataclasses import dataclass
 
 Z95 = 1.96
-MIN_COST_DOUBT = 0.10       # the calibration's own doubt, at least (its bursts' spread where larger)
-# where the in-situ factor was not measured (--exact, no server connection): a hit in
-# a large server costs up to about twice its calibration (1.1-1.9x measured on 10.2.11)
-UNMEASURED_IN_SITU = 2.0
 CORRECTED = "probe timestamps less the probes' calibrated cost; interval: the calls' spread and the probes' cost"
 RAW = "probe timestamps, the probes' own cost included (--raw); interval: the calls' spread"
 SAMPLED = ("CPU samples in the function's own code with the probes off, over the calls made meanwhile (callees "
@@ -94,40 +91,19 @@ def _spread_se(histogram: Histogram, calls: int) -> float:
     return math.sqrt(var / calls)
 
 
-def cost_doubt(doc: dict[str, Any], classes: set[str]) -> float:
-    """Relative doubt on the probes' calibrated cost for these entry classes."""
-    cal = (doc.get("calibration") or {}).get("classes") or {}
-    rel = []
-    for k in classes:
-        c = cal.get(k) or {}
-        pair = (c.get("entry_ns") or 0) + (c.get("return_ns") or 0)
-        if pair > 0 and c.get("spread_ns") is not None:
-            rel.append(c["spread_ns"] / pair)
-    return float(max([MIN_COST_DOUBT] + rel))
-
-
-def in_situ_high(doc: dict[str, Any]) -> float:
-    """How much more than calibrated a probe hit may cost in the server."""
-    if (doc.get("sampling") or {}).get("mode") == "sampled":
-        factor = (doc.get("calibration") or {}).get("in_situ_factor")
-        if factor:
-            return float(max(factor, 1.0))
-    return UNMEASURED_IN_SITU
-
-
-def per_call(calls: int, total_ns: float, raw_total_ns: float, raw_histogram: Histogram, doc: dict[str, Any],
+def per_call(calls: int, total_ns: float, raw_total_ns: float, raw_histogram: Histogram, calibration: Calibration,
              classes: set[str]) -> PerCall:
     """The mean cost of a call, its 95% interval and how it was made."""
     if not calls:
         return PerCall(None, None, None, CORRECTED, 0.0)
     raw_mean = raw_total_ns / calls
     stat = Z95 * _spread_se(raw_histogram, calls)
-    if doc.get("latencies") == "raw" or not doc.get("calibration"):
+    if not calibration.corrected:
         return PerCall(raw_mean, max(raw_mean - stat, 0.0), raw_mean + stat, RAW, 0.0)
     corrected = total_ns / calls
     correction = max(raw_mean - corrected, 0.0)
-    doubt = cost_doubt(doc, classes)
-    below = correction * (in_situ_high(doc) - 1 + doubt)
+    doubt = calibration.cost_doubt(classes)
+    below = correction * (calibration.in_situ_high - 1 + doubt)
     above = correction * doubt
     low = max(corrected - below - stat, 0.0)
     # a mean below zero by more than the doubt says the calibration overrates

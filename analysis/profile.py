@@ -5,17 +5,20 @@ later, without root, as the live run did."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 
 import math
 
 from mysqlprobe.catalog import BY_NAME
 from mysqlprobe.probes.histogram import Histogram
-from mysqlprobe.analysis.views import Latency, Probe
+from mysqlprobe.analysis.views import Cycle, Latency, Probe, Sampling, Window
+
+if TYPE_CHECKING:   # the Profile is made of these figures
+    from mysqlprobe.analysis.model import Profile
 from mysqlprobe.analysis.per_call import (SAMPLED, SAMPLED_METHODS, SAMPLED_STACKS, Z95, PerCall, best_per_call,
-                                          in_situ_high, per_call, sampled_per_call, samples_to_resolve)
-from mysqlprobe.analysis.sampling import Estimate, estimate_by_rows, estimate_total, misread, rounded
+                                          per_call, sampled_per_call, samples_to_resolve)
+from mysqlprobe.analysis.sampling import Estimate, estimate_by_rows, estimate_total, rounded
 from dataclasses import dataclass, field
 
 
@@ -76,7 +79,7 @@ def stage_of(probes: Sequence[Probe]) -> dict[int, str]:
     return {p.id: p.stage for p in probes}
 
 
-def stage_summaries(probes: Sequence[Probe], cycles: list[dict[str, Any]] | None) -> list[StageSummary]:
+def stage_summaries(probes: Sequence[Probe], cycles: Sequence[Cycle] | None) -> list[StageSummary]:
     """One summary per stage that was probed, in catalog order, summing the
     stage's functions (e.g. every get_partition_id_* variant); `cycles`:
     the duty cycles' counts in sampled mode."""
@@ -95,8 +98,8 @@ def stage_summaries(probes: Sequence[Probe], cycles: list[dict[str, Any]] | None
             s.classes.add(p.entry_class)
         _add(s, p.calls, p.latency, p.raw)
         if cycles is not None:
-            s.cycle_calls = _add_per_cycle(s.cycle_calls, [c["calls"][j] for c in cycles])
-            s.cycle_row_calls = _add_per_cycle(s.cycle_row_calls, [(c.get("row_calls") or [0] * (j + 1))[j]
+            s.cycle_calls = _add_per_cycle(s.cycle_calls, [c.calls[j] for c in cycles])
+            s.cycle_row_calls = _add_per_cycle(s.cycle_row_calls, [(c.row_calls or (0,) * (j + 1))[j]
                                                                    for c in cycles])
         s.overhead_ns += p.overhead_ns
         if p.partition_source:
@@ -111,50 +114,49 @@ def _add_per_cycle(acc: list[int] | None, per: list[int]) -> list[int]:
     return per if acc is None else [a + b for a, b in zip(acc, per)]
 
 
-def sampled_cycles(doc: dict[str, Any]) -> list[dict[str, Any]] | None:
-    sampling = doc.get("sampling") or {}
-    return sampling.get("calls_per_cycle") if sampling.get("mode") == "sampled" else None
+def sampled_cycles(profile: Profile) -> tuple[Cycle, ...] | None:
+    """The duty cycles' counts; None in exact mode."""
+    return profile.sampling.per_cycle if profile.sampled else None
 
 
-def coverage(doc: dict[str, Any]) -> float:
+def coverage(profile: Profile) -> float:
     """Fraction of the window the probes were on (1 when every call was counted)."""
-    cycles = sampled_cycles(doc)
+    cycles = sampled_cycles(profile)
     if cycles is None:
         return 1.0
-    window = doc["window"]["duration_s"]
-    return min(sum(c["on_s"] for c in cycles) / window, 1.0) if window else 1.0
+    window = profile.window.duration_s
+    return min(sum(c.on_s for c in cycles) / window, 1.0) if window else 1.0
 
 
-def window_scale(doc: dict[str, Any]) -> float:
+def window_scale(profile: Profile) -> float:
     """What counted figures are multiplied by to stand for the whole window:
     the window's rows over the on-phases' rows, or else the inverse of the
     share of time the probes were on (1 when every call was counted)."""
-    if estimate_basis(doc) == "rows":
-        cycles = sampled_cycles(doc)
-        counted = sum(sum(c["calls"]) for c in cycles)
-        kept = row_cycles(doc)
-        per_row = sum(sum(c["row_calls"]) for c in kept) / sum(c["rows"] for c in kept)
-        return per_row * doc["window"]["rows_changed"] / counted if counted else 1.0
-    cover = coverage(doc)
+    if estimate_basis(profile) == "rows":
+        counted = sum(sum(c.calls) for c in profile.sampling.per_cycle)
+        kept = row_cycles(profile)
+        per_row = sum(sum(c.row_calls or ()) for c in kept) / sum(c.rows or 0 for c in kept)
+        return per_row * (profile.window.rows_changed or 0) / counted if counted else 1.0
+    cover = coverage(profile)
     return 1 / cover if cover > 0 else 1.0
 
 
-def estimated_calls(s: StageSummary, doc: dict[str, Any]) -> Estimate:
-    cycles = sampled_cycles(doc)
+def estimated_calls(s: StageSummary, profile: Profile) -> Estimate:
+    cycles = sampled_cycles(profile)
     if cycles is None or s.cycle_calls is None:
         return Estimate(float(s.calls), float(s.calls), float(s.calls))
-    if estimate_basis(doc) == "rows":
-        return estimate_by_rows(row_pairs(doc, s), doc["window"]["rows_changed"], s.calls)
-    return _by_time([(c["on_s"], c["probe_s"], n) for c, n in zip(cycles, s.cycle_calls)], doc)
+    if estimate_basis(profile) == "rows":
+        return estimate_by_rows(row_pairs(profile, s), profile.window.rows_changed or 0, s.calls)
+    return _by_time([(c.on_s, c.probe_s, n) for c, n in zip(cycles, s.cycle_calls)], profile)
 
 
 MEMORY_COUNTER = "memory:"  # window.rows_counter: a variable read from the target (--progress-counter)
 
 
-def memory_counter(window: dict[str, Any]) -> str | None:
+def memory_counter(window: Window) -> str | None:
     """The variable of the target read as its progress in place of the
     server's rows (--progress-counter), or None."""
-    counter = window.get("rows_counter") or ""
+    counter = window.rows_counter or ""
     return counter[len(MEMORY_COUNTER):] if counter.startswith(MEMORY_COUNTER) else None
 
 
@@ -163,56 +165,55 @@ def memory_counter(window: dict[str, Any]) -> str | None:
 MIN_CYCLE_ROWS = 200
 
 
-def row_cycles(doc: dict[str, Any]) -> list[dict[str, Any]]:
+def row_cycles(profile: Profile) -> list[Cycle]:
     """The cycles calls per row is taken from: those whose row counter was
     read close enough to their calls (not misread)."""
-    return [c for c in sampled_cycles(doc) or [] if not misread(c)]
+    return [c for c in sampled_cycles(profile) or () if not c.misread]
 
 
-def row_pairs(doc: dict[str, Any], s: StageSummary) -> list[tuple[int, int]]:
+def row_pairs(profile: Profile, s: StageSummary) -> list[tuple[int, int]]:
     """(rows, the stage's calls while they were counted) of those cycles."""
-    return [(c["rows"], n) for c, n in zip(sampled_cycles(doc), s.cycle_row_calls) if not misread(c)]
+    return [(c.rows or 0, n) for c, n in zip(sampled_cycles(profile) or (), s.cycle_row_calls or ()) if not c.misread]
 
 
-def estimate_basis(doc: dict[str, Any]) -> str | None:
+def estimate_basis(profile: Profile) -> str | None:
     """What sampled counts were scaled by: the server's rows or the time
     (also where every cycle's rows were misread)."""
-    cycles = sampled_cycles(doc)
+    cycles = sampled_cycles(profile)
     if cycles is None:
         return None
-    rows = [c.get("rows") for c in cycles]
-    known = doc["window"].get("rows_changed") and None not in rows and all("row_calls" in c for c in cycles)
-    return "rows" if known and sum(c["rows"] for c in row_cycles(doc)) >= MIN_CYCLE_ROWS else "time"
+    known = profile.window.rows_changed and all(c.rows is not None and c.row_calls is not None for c in cycles)
+    return "rows" if known and sum(c.rows or 0 for c in row_cycles(profile)) >= MIN_CYCLE_ROWS else "time"
 
 
-def probe_estimate(doc: dict[str, Any], j: int) -> Estimate:
+def probe_estimate(profile: Profile, j: int) -> Estimate:
     """Sampled mode: the window's calls of the j-th probe, from its calls per
     unprobed second in the on-phases."""
-    return _by_time([(c["on_s"], c["probe_s"], c["calls"][j]) for c in doc["sampling"]["calls_per_cycle"]], doc)
+    return _by_time([(c.on_s, c.probe_s, c.calls[j]) for c in profile.sampling.per_cycle], profile)
 
 
-def _by_time(cycles: list[tuple[float, float, int]], doc: dict[str, Any]) -> Estimate:
+def _by_time(cycles: list[tuple[float, float, int]], profile: Profile) -> Estimate:
     """The window's calls from (on_s, probe_s, calls) per cycle, with the
     capture's doubt on the probes' cost."""
-    return estimate_total(cycles, doc["window"]["duration_s"], doc["sampling"].get("cost_uncertainty", 0.0),
-                          in_situ_high(doc))
+    return estimate_total(cycles, profile.window.duration_s, profile.sampling.cost_uncertainty,
+                          profile.calibration.in_situ_high)
 
 
 MIN_OFF_ROWS = 200  # rows in the off-phases before their speed stands for the unprobed load's
 
 
-def measured_slowdown(doc: dict[str, Any]) -> float | None:
+def measured_slowdown(profile: Profile) -> float | None:
     """How much mysqlprobe slowed the load down: what the phases show
     (phase_slowdown) times what they cannot (standing_slowdown, where the
     capture has it). None when it was not measured."""
-    phases = phase_slowdown(doc)
+    phases = phase_slowdown(profile)
     if phases is None:
         return None
-    standing = standing_slowdown(doc)
+    standing = standing_slowdown(profile)
     return round(phases * standing, 4) if standing else phases
 
 
-def phase_slowdown(doc: dict[str, Any]) -> float | None:
+def phase_slowdown(profile: Profile) -> float | None:
     """How much the collectors slowed the load down, from the server's own
     progress: its row rate with nothing of mysqlprobe on (the quiet
     off-phases; in captures without them, every off-phase, where what stays
@@ -221,30 +222,28 @@ def phase_slowdown(doc: dict[str, Any]) -> float | None:
     (`sampling.load_s`: a window opened before it started is idle till
     then). Captures without off-phase totals: from the time the cycles lost
     one by one. None when it was not measured."""
-    sampling, window = doc.get("sampling") or {}, doc["window"]
-    rows = window.get("rows_changed")
+    sampling, window = profile.sampling, profile.window
+    rows: int | None = window.rows_changed
     unprobed = unprobed_rate(sampling)
-    if sampling.get("load_s") and sampling.get("load_rows"):  # over the span the load ran
-        rows, seconds = sampling["load_rows"], sampling["load_s"]
+    if sampling.load_s and sampling.load_rows:  # over the span the load ran
+        rows, seconds = sampling.load_rows, sampling.load_s
     else:
-        seconds = window["duration_s"]
+        seconds = window.duration_s
     if unprobed and rows:
         return round(float(unprobed / (rows / seconds)), 4)
-    off_rows = sampling.get("off_rows")
-    if off_rows is not None:
+    if sampling.phase("off")[0] is not None:
         return None
-    lost = sampling.get("lost_s")
-    duration = window["duration_s"]
+    lost, duration = sampling.lost_s, window.duration_s
     return duration / (duration - lost) if lost is not None and 0 <= lost < duration else None
 
 
-def standing_cpu_s(doc: dict[str, Any]) -> float | None:
+def standing_cpu_s(profile: Profile) -> float | None:
     """CPU seconds mysqlprobe took in every phase, the quiet ones too: its
     own process, its calibration helper, the server's threads serving its
     connections (progress reads, the thread watch), and the kernel's run
     time of the sched_switch program that keeps waits for a CPU out of the
     calls (on all session, every thread of the host)."""
-    own = doc["window"].get("own_cpu_s")
+    own, doc = profile.window.own_cpu_s, profile.doc
     if own is None:
         return None
     helper = (((doc.get("collectors") or {}).get("calibration") or {}).get("cost") or {}).get("cpu_s") or 0.0
@@ -253,30 +252,30 @@ def standing_cpu_s(doc: dict[str, Any]) -> float | None:
     return float(own + helper + server + switches)
 
 
-def standing_slowdown(doc: dict[str, Any]) -> float | None:
+def standing_slowdown(profile: Profile) -> float | None:
     """What the CPU mysqlprobe took in every phase cost the load, which no
     comparison of phases can show. A CPU second taken from a host whose
     CPUs were all busy is one the others lost; from an idle host, nobody's:
     each counts by the share of the host's usable CPU time that was busy
     (steal is nobody's to use). None where the capture lacks the figures."""
-    own, window = standing_cpu_s(doc), doc["window"]
+    own, doc = standing_cpu_s(profile), profile.doc
     host = (doc.get("process") or {}).get("host_cpu_share") or {}
     cpus = (doc.get("host") or {}).get("cpus")
     if own is None or not cpus or host.get("idle") is None:
         return None
     usable_share = 1.0 - (host.get("steal") or 0.0)
     busy_share = max(0.0, 1.0 - (host["idle"] + (host.get("iowait") or 0.0)) / usable_share)
-    others = cpus * window["duration_s"] * usable_share * busy_share - own
+    others = cpus * profile.window.duration_s * usable_share * busy_share - own
     return round(1.0 + own * busy_share / others, 4) if others > 0 else None
 
 
 MIN_TAIL_S = 1.0  # of quiet halves: a load's speed varies more than that over shorter spans
 
 
-def _phase_rate(sampling: dict[str, Any], kind: str) -> float | None:
+def _phase_rate(sampling: Sampling, kind: str) -> float | None:
     """Rows per second in the off-phases of a kind (one of REFERENCES),
     summed; None with too few rows (or halves too short) to trust."""
-    rows, seconds = sampling.get(f"{kind}_rows"), sampling.get(f"{kind}_s")
+    rows, seconds = sampling.phase(kind)
     if kind == "quiet_tail" and (seconds or 0) < MIN_TAIL_S:
         return None
     return rows / seconds if rows is not None and rows >= MIN_OFF_ROWS and seconds else None
@@ -289,42 +288,41 @@ def _phase_rate(sampling: dict[str, Any], kind: str) -> float | None:
 REFERENCES = ("quiet_tail", "quiet", "off")
 
 
-def _reference(sampling: dict[str, Any]) -> tuple[str, float] | None:
+def _reference(sampling: Sampling) -> tuple[str, float] | None:
     """The best of REFERENCES with enough rows, and its rows per second."""
     return next(((kind, rate) for kind in REFERENCES if (rate := _phase_rate(sampling, kind))), None)
 
 
-def unprobed_rate(sampling: dict[str, Any]) -> float | None:
+def unprobed_rate(sampling: Sampling) -> float | None:
     ref = _reference(sampling)
     return ref[1] if ref else None
 
 
-def slowdown_reference(doc: dict[str, Any]) -> str | None:
+def slowdown_reference(profile: Profile) -> str | None:
     """What the measured slowdown is set against: one of REFERENCES, or None."""
-    ref = _reference(doc.get("sampling") or {})
+    ref = _reference(profile.sampling)
     return ref[0] if ref else None
 
 
-def always_on_slowdown(doc: dict[str, Any]) -> float | None:
+def always_on_slowdown(profile: Profile) -> float | None:
     """What the collectors that stay on all window (CPU sampling) cost the
     load: its rate in the quiet off-phases over its rate in the others."""
-    sampling = doc.get("sampling") or {}
-    quiet, ordinary = _phase_rate(sampling, "quiet"), _phase_rate(sampling, "off")
+    quiet, ordinary = _phase_rate(profile.sampling, "quiet"), _phase_rate(profile.sampling, "off")
     return round(quiet / ordinary, 4) if quiet and ordinary else None
 
 
-def calibrated_slowdown(doc: dict[str, Any]) -> float | None:
+def calibrated_slowdown(profile: Profile) -> float | None:
     """Sampled mode: the slowdown the duty cycles' probes would cause by
     their calibrated cost alone (the estimate where none was measured)."""
-    cycles = sampled_cycles(doc)
+    cycles = sampled_cycles(profile)
     if cycles is None:
         return None
-    window, probe_s = doc["window"]["duration_s"], sum(c["probe_s"] for c in cycles)
+    window, probe_s = profile.window.duration_s, sum(c.probe_s for c in cycles)
     return round(window / (window - probe_s), 4) if 0 <= probe_s < window else None
 
 
-def window_ns(doc: dict[str, Any]) -> int:
-    return int(doc["window"]["duration_s"] * 1e9)
+def window_ns(profile: Profile) -> int:
+    return int(profile.window.duration_s * 1e9)
 
 
 def latency_record(total: int, calls: int, histogram: Histogram) -> dict[str, Any]:
@@ -343,7 +341,7 @@ def cycles_with_calls(s: StageSummary) -> int | None:
     return None if s.cycle_calls is None else sum(1 for n in s.cycle_calls if n)
 
 
-def stage_per_call(s: StageSummary, doc: dict[str, Any]) -> PerCall:
+def stage_per_call(s: StageSummary, profile: Profile) -> PerCall:
     """A call's mean cost: the probes' where they resolve it, else the CPU
     bursts'. Without their stacks (own CPU only) not for a stage with
     probed callees: it spends its time mostly in those, which its own CPU
@@ -354,11 +352,11 @@ def stage_per_call(s: StageSummary, doc: dict[str, Any]) -> PerCall:
     often its start (tables opened, pages read in: several times a steady
     call's cost): the bursts', spread over the off-phases, stand for the
     window instead wherever they resolve the mean."""
-    probed = per_call(s.calls, s.total_ns, s.raw_total_ns, s.raw_histogram, doc, s.classes)
-    figures = burst_figures(s, doc)
+    probed = per_call(s.calls, s.total_ns, s.raw_total_ns, s.raw_histogram, profile.calibration, s.classes)
+    figures = burst_figures(s, profile)
     if not s.raw_total_ns or (s.nested_probe_hits and not (figures and figures.callees)):
         return probed
-    sampled = burst_per_call(figures, doc, probed.probe_noise_ns)
+    sampled = burst_per_call(figures, profile, probed.probe_noise_ns)
     few = cycles_with_calls(s)
     if few is not None and few < MIN_PROBED_CYCLES and sampled is not None and sampled.resolved:
         return sampled
@@ -373,22 +371,22 @@ class BurstFigures:
     callees: bool  # samples with the stage's functions on the stack; else in their own code
 
 
-def burst_figures(s: StageSummary, doc: dict[str, Any]) -> BurstFigures | None:
+def burst_figures(s: StageSummary, profile: Profile) -> BurstFigures | None:
     """The CPU bursts' samples in the stage's functions and the stage's calls
     in the off-phases they ran in (calls per row times their rows; without a
     row counter, the window's estimate times their share of it); None where
     no burst ran."""
-    bursts, sampling = doc.get("cpu_bursts") or {}, doc.get("sampling") or {}
-    rows, seconds, basis = sampling.get("burst_rows"), sampling.get("burst_s"), estimate_basis(doc)
+    bursts = profile.doc.get("cpu_bursts") or {}
+    (rows, seconds), basis = profile.sampling.phase("burst"), estimate_basis(profile)
     if bursts.get("status") != "collected" or bursts.get("samples") == 0 or s.cycle_calls is None:
         return None  # (no sample of the target at all: the sampler saw nothing to divide)
     if basis == "rows" and rows:
-        pairs = row_pairs(doc, s)
+        pairs = row_pairs(profile, s)
         calls = single_cycle_interval(estimate_by_rows(pairs, rows, 0, apart=True), sum(n for _, n in pairs))
     elif basis == "time" and seconds:
         # calls per unprobed second in the on-phases, over the bursts' seconds
-        window = estimated_calls(s, doc)
-        share = seconds / doc["window"]["duration_s"]
+        window = estimated_calls(s, profile)
+        share = seconds / profile.window.duration_s
         calls = Estimate(window.value * share, None if window.low is None else window.low * share,
                          None if window.high is None else window.high * share)
     else:
@@ -411,20 +409,20 @@ def single_cycle_interval(calls: Estimate, counted: int) -> Estimate:
     return Estimate(calls.value, max(calls.value - half, 0.0), calls.value + half)
 
 
-def burst_per_call(figures: BurstFigures | None, doc: dict[str, Any], probe_noise_ns: float = 0.0) -> PerCall | None:
+def burst_per_call(figures: BurstFigures | None, profile: Profile, probe_noise_ns: float = 0.0) -> PerCall | None:
     if figures is None:
         return None
-    period = 1e9 / doc["cpu_bursts"]["frequency_hz"]
+    period = 1e9 / profile.doc["cpu_bursts"]["frequency_hz"]
     return sampled_per_call(figures.cpu_ns, figures.samples, period, figures.calls, probe_noise_ns,
                             SAMPLED_STACKS if figures.callees else SAMPLED)
 
 
-def burst_record(s: StageSummary, doc: dict[str, Any], mean: PerCall) -> dict[str, Any] | None:
+def burst_record(s: StageSummary, profile: Profile, mean: PerCall) -> dict[str, Any] | None:
     """What profile.json keeps of the bursts' figure for a stage whose mean is `mean`."""
-    figures = burst_figures(s, doc)
+    figures = burst_figures(s, profile)
     if figures is None:
         return None
-    pc = burst_per_call(figures, doc)
+    pc = burst_per_call(figures, profile)
     return {"samples": figures.samples, "cpu_ns": figures.cpu_ns, "callees_included": figures.callees,
             "calls": figures.calls.to_json(), "mean_ns": rounded(pc.mean_ns) if pc else None,
             "mean_ns_ci95": [rounded(pc.low_ns), rounded(pc.high_ns)] if pc else None,
@@ -432,19 +430,19 @@ def burst_record(s: StageSummary, doc: dict[str, Any], mean: PerCall) -> dict[st
             **({} if pc is None or pc.resolved else {"samples_to_resolve": samples_to_resolve(figures.calls)})}
 
 
-def partition_per_call(p: PartitionSummary, s: StageSummary, doc: dict[str, Any]) -> PerCall:
-    return per_call(p.calls, p.total_ns, p.raw_total_ns, p.raw_histogram, doc, s.classes)
+def partition_per_call(p: PartitionSummary, s: StageSummary, profile: Profile) -> PerCall:
+    return per_call(p.calls, p.total_ns, p.raw_total_ns, p.raw_histogram, profile.calibration, s.classes)
 
 
-def stage_record(s: StageSummary, doc: dict[str, Any]) -> dict[str, Any]:
+def stage_record(s: StageSummary, profile: Profile) -> dict[str, Any]:
     """A stage summary as it is stored in profile.json. In sampled mode calls
     are those counted; estimated_calls, calls_per_s and share_of_window stand
     for the whole window."""
-    window = window_ns(doc)
+    window = window_ns(profile)
     seconds = window / 1e9 if window else 0
-    est = estimated_calls(s, doc)
-    share = s.total_ns * window_scale(doc) / window if window else None
-    mean = stage_per_call(s, doc)
+    est = estimated_calls(s, profile)
+    share = s.total_ns * window_scale(profile) / window if window else None
+    mean = stage_per_call(s, profile)
     return {
         "stage": s.stage,
         "title": s.title,
@@ -454,14 +452,14 @@ def stage_record(s: StageSummary, doc: dict[str, Any]) -> dict[str, Any]:
         "calls_per_s": round(est.value / seconds, 3) if seconds else None,
         **latency_record(s.total_ns, s.calls, s.histogram),
         **mean.to_json(),
-        "off_phase_cpu": burst_record(s, doc, mean),
+        "off_phase_cpu": burst_record(s, profile, mean),
         "share_of_window": round(share, 6) if share is not None else None,
         "raw": latency_record(s.raw_total_ns, s.calls, s.raw_histogram),
         "overhead_ns": s.overhead_ns,
         "cpu_waits": {"calls": s.cpu_wait_calls, "total_ns": s.cpu_wait_ns},
         "partition_source": s.partition_source,
         "partitions": [{"id": p.id, "calls": p.calls, **latency_record(p.total_ns, p.calls, p.histogram),
-                        **partition_per_call(p, s, doc).to_json(),
+                        **partition_per_call(p, s, profile).to_json(),
                         "raw": latency_record(p.raw_total_ns, p.calls, p.raw_histogram)}
                        for _, p in sorted(s.partitions.items())],
     }

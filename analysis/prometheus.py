@@ -101,15 +101,15 @@ class Totals:
                 self.partitions[s["stage"]][part["id"]] += part["calls"]
         for st in ps_deltas(doc).get("stages") or []:
             self.ps_stage_s[st["name"]] += st["timer_ps"] / 1e12
-        window, sampling = doc["window"], profile.sampling
-        changed, counter = window.get("rows_changed"), memory_counter(window)
+        window, sampling = profile.window, profile.sampling
+        changed, counter = window.rows_changed, memory_counter(window)
         if changed is not None and counter:
             self.progress[counter] += changed
         elif changed is not None:
             self.rows += changed
             self.with_rows = True
-        self.window_s += window["duration_s"]
-        self.on_s += sampling.on_s if sampling.sampled else window["duration_s"]
+        self.window_s += window.duration_s
+        self.on_s += sampling.on_s if sampling.sampled else window.duration_s
         slowdown = profile.overhead.measured_slowdown
         self.slowdown = slowdown if slowdown is not None and math.isfinite(slowdown) else None
         self.budget = sampling.overhead_budget

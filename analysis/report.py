@@ -11,7 +11,7 @@ from mysqlprobe.analysis import histogram as H
 from mysqlprobe.analysis.consistency import CALLS, MEAN, PERCENTILES, TOTAL, Violation, report_lines, withheld
 from mysqlprobe.analysis.headline import digest_headlines, headline, render as render_headline
 from mysqlprobe.analysis.model import Profile
-from mysqlprobe.analysis.views import Overhead, StageFigure
+from mysqlprobe.analysis.views import Calibration, Overhead, StageFigure
 from mysqlprobe.analysis.per_call import SAMPLED_METHODS, PerCall, samples_to_resolve, window_total
 from mysqlprobe.analysis.profile import (StageSummary, burst_figures, coverage, estimate_basis,
                                          estimated_calls, measured_slowdown, memory_counter, partition_per_call,
@@ -42,7 +42,7 @@ def header(profile: Profile) -> list[str]:
         f"window   {w.start}, {w.duration_s:.2f}s (ended by {w.ended_by})",
         f"probes   {doc['engine']['probes_attached']} attached on {len(profile.probes)} functions"
         + _overhead(profile.overhead),
-    ] + _overhead_lines(profile) + _latency_basis(doc) + _sampling_line(profile)
+    ] + _overhead_lines(profile) + _latency_basis(profile.calibration) + _sampling_line(profile)
     return lines
 
 
@@ -107,13 +107,12 @@ def _overhead(o: Overhead) -> str:
     return f"; cost ~{fmt(o.estimated_ns)}" + (f" ({pct(share)} of window)" if share is not None else "")
 
 
-def _latency_basis(doc: dict[str, Any]) -> list[str]:
-    cal = doc.get("calibration")
-    if not cal or doc.get("latencies") == "raw":
+def _latency_basis(cal: Calibration) -> list[str]:
+    if not cal.corrected:
         return ["latency  raw: includes the probes' own cost (run without --raw to correct)"]
-    costs = ", ".join(f"{fmt(c['entry_ns'] + c['return_ns'])} {k}" for k, c in sorted(cal["classes"].items()))
+    costs = ", ".join(f"{fmt(c.entry_ns + c.return_ns)} {k}" for k, c in sorted(cal.classes.items()))
     lines = [f"latency  corrected; probe cost per call {costs}"]
-    factor = cal.get("in_situ_factor") or 1.0   # null: not measured
+    factor = cal.in_situ_factor or 1.0   # None: not measured
     if factor != 1.0:
         lines.append(f"         in the on-phases the probes cost the load {factor:.2f}x their calibrated cost")
     return lines
@@ -128,25 +127,21 @@ def _count(n: float, estimated: bool) -> str:
     return "~" + text
 
 
-def partition_figures(s: StageSummary, doc: dict[str, Any]) -> list[dict[str, Any]]:
+def partition_figures(s: StageSummary, profile: Profile) -> list[dict[str, Any]]:
     total = sum(p.calls for p in s.partitions.values()) or 1
     out = []
     for pid, p in sorted(s.partitions.items()):
-        pc = partition_per_call(p, s, doc)
+        pc = partition_per_call(p, s, profile)
         time_ns, bound = window_total(p.total_ns, pc, p.calls)
         out.append({"id": pid, "calls": p.calls, "share": p.calls / total, "total_ns": time_ns, "total_bound": bound,
                     **_latencies(pc, p.histogram.percentiles())})
     return out
 
 
-def is_sampled(doc: dict[str, Any]) -> bool:
-    return (doc.get("sampling") or {}).get("mode") == "sampled"
-
-
 def summary_table(profile: Profile) -> list[str]:
-    doc, violations = profile.doc, profile.consistency
-    seconds = window_ns(doc) / 1e9
-    sampled = is_sampled(doc)
+    violations = profile.consistency
+    seconds = window_ns(profile) / 1e9
+    sampled = profile.sampled
     lines = [f"{'stage':<30}{'calls':>7} {'calls/s':>7} {'total':>6} {'share':>6} "
              f"{'p50':>6} {'p90':>6} {'p99':>6}"]
     figures = profile.figures
@@ -176,28 +171,28 @@ def _sampling_line(profile: Profile) -> list[str]:
     doc, sampling = profile.doc, profile.sampling
     if not sampling.sampled:
         return []
-    counter = memory_counter(doc["window"])
+    counter = memory_counter(profile.window)
     rows = f"by the counter {counter} in its memory" if counter else "by the server's rows changed"
-    basis = {"rows": rows, "time": "by time"}[estimate_basis(doc)]
-    slowdown = measured_slowdown(doc) if "collectors" not in doc else None  # else on the overhead line
+    basis = {"rows": rows, "time": "by time"}[estimate_basis(profile) or "time"]
+    slowdown = measured_slowdown(profile) if "collectors" not in doc else None  # else on the overhead line
     measured = f", load slowed {slowdown:.2f}x" if slowdown is not None else ""
     # an interval comes from how calls vary between cycles: one cycle gives none
     interval = "95% intervals below" if sampling.cycles >= 2 else "one cycle, so no interval (a longer window)"
-    misread = sampling.cycles - len(row_cycles(doc))
+    misread = sampling.cycles - len(row_cycles(profile))
     left_out = ([f"         {misread} of {sampling.cycles} cycles left out of calls per row: the server's "
                  "row counter was read too far from their calls"] if misread else [])
-    return [f"sampling probes on {pct(coverage(doc))} of the window ({sampling.cycles} cycles, budget "
+    return [f"sampling probes on {pct(coverage(profile))} of the window ({sampling.cycles} cycles, budget "
             f"{pct(sampling.overhead_budget)}{measured})",
             f"         ~ = estimate scaled {basis}; {interval}"] + left_out
 
 
-def partition_table(s: StageSummary, doc: dict[str, Any]) -> list[str]:
+def partition_table(s: StageSummary, profile: Profile) -> list[str]:
     if not s.partitions:
         return []
     source = f"read at {s.partition_source}" if s.partition_source else "from the probed call chain"
     lines = [f"  per partition (partition id {source}):",
              f"  {'partition':>9}{'calls':>10}{'share':>8}{'total':>9}{'mean':>8}{'p50':>8}{'p99':>8}"]
-    figures = partition_figures(s, doc)
+    figures = partition_figures(s, profile)
     for f in figures:
         lines.append(f"  {str(f['id']) + f['mark']:>9}{f['calls']:>10}{pct(f['share']):>8}{_part_total(f):>9}"
                      f"{f['mean']:>8}{f['p50']:>8}{f['p99']:>8}")
@@ -207,11 +202,11 @@ def partition_table(s: StageSummary, doc: dict[str, Any]) -> list[str]:
 WIDE_INTERVAL = 0.25  # an estimate this uncertain (relative half-width) says how to do better
 
 
-def estimate_line(s: StageSummary, doc: dict[str, Any], violations: list[Violation] | None = None) -> list[str]:
+def estimate_line(s: StageSummary, profile: Profile, violations: list[Violation] | None = None) -> list[str]:
     """In sampled mode: the window's calls as estimated, with their interval."""
     if s.cycle_calls is None or not s.calls:
         return []
-    est = estimated_calls(s, doc)
+    est = estimated_calls(s, profile)
     if withheld(violations or [], s.stage, CALLS):
         return [f"  {WITHHELD} calls in the window: withheld (see above)"]
     if est.low is None:
@@ -226,15 +221,16 @@ def estimate_line(s: StageSummary, doc: dict[str, Any], violations: list[Violati
     return lines
 
 
-def burst_line(s: StageSummary, doc: dict[str, Any], pc: PerCall) -> list[str]:
+def burst_line(s: StageSummary, profile: Profile, pc: PerCall) -> list[str]:
     """Where a mean came from CPU samples: how many, over how many calls;
     for a bound, how much longer a window would give a mean."""
-    figures = burst_figures(s, doc)
+    figures = burst_figures(s, profile)
+    assert figures is not None   # a mean from CPU samples has them
     what = "CPU with its callees'" if figures.callees else "own CPU (callees left out)"
     text = (f"the mean is the function's {what}: {figures.samples} CPU samples "
             f"over ~{figures.calls.value:,.0f} calls, taken with the probes off")
     if not pc.resolved:
-        text += "; " + resolve_hint(figures.samples, samples_to_resolve(figures.calls), doc["window"]["duration_s"])
+        text += "; " + resolve_hint(figures.samples, samples_to_resolve(figures.calls), profile.window.duration_s)
     return textwrap.wrap(text, 78, initial_indent="  ", subsequent_indent="  ")
 
 
@@ -274,27 +270,27 @@ def _total(f: StageFigure) -> str:
     return total_text(f.total_ns, f.share, f.total_bound)[0]
 
 
-def stage_detail(s: StageSummary, doc: dict[str, Any], violations: list[Violation] | None = None) -> list[str]:
+def stage_detail(s: StageSummary, profile: Profile, violations: list[Violation] | None = None) -> list[str]:
     lines = _fit([f"{s.stage}: {s.title}"])
     lines += [f"  {sym}" for sym in s.symbols]
-    pc = stage_per_call(s, doc)
+    pc = stage_per_call(s, profile)
     mean = WITHHELD + " (withheld, see above)" if withheld(violations or [], s.stage, MEAN) else pc.text() + _interval(pc)
     # the total the stage table prints: one value for one figure
-    total = WITHHELD if withheld(violations or [], s.stage, TOTAL) else _total(stage_figures([s], doc)[0])
+    total = WITHHELD if withheld(violations or [], s.stage, TOTAL) else _total(stage_figures([s], profile)[0])
     counted = s.cycle_calls is not None   # sampled: the calls the probes saw; the total is the window's
     lines += textwrap.wrap(f"calls {s.calls}{' counted' if counted else ''}, total"
                            f"{' in the window ~' if counted and total != WITHHELD else ' '}{total}, mean {mean}", 78,
                            initial_indent="  ", subsequent_indent="  ")
     if pc.method in SAMPLED_METHODS:
-        lines += burst_line(s, doc, pc)
+        lines += burst_line(s, profile, pc)
     lines += cpu_wait_line(s)
-    lines += estimate_line(s, doc, violations)
+    lines += estimate_line(s, profile, violations)
     if withheld(violations or [], s.stage, PERCENTILES):
         # the corrected latencies the percentiles came from: not a distribution to draw either
         lines.append(f"  histogram: {WITHHELD} (withheld with the percentiles, see above)")
     else:
         lines += H.render_ascii(s.histogram)
-    lines += partition_table(s, doc)
+    lines += partition_table(s, profile)
     return lines
 
 
@@ -374,7 +370,7 @@ def render_text(profile: Profile) -> str:
     out += io_block(doc)
     for s in stages:
         if s.calls:
-            out += [""] + stage_detail(s, doc, profile.consistency)
+            out += [""] + stage_detail(s, profile, profile.consistency)
     notes = []
     for u in doc.get("unavailable", []):
         notes.append(f"unavailable: {u['stage']}: {u['reason']}")

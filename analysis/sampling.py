@@ -94,17 +94,6 @@ def estimate_total(cycles: list[tuple[float, float, int]], window_s: float,
 MAX_READ_SHARE = 0.25
 
 
-def misread(cycle: dict[str, Any]) -> bool:
-    """Whether a cycle's rows may be set against calls of another part of
-    it: the row counter is read between two reads of the calls, and a read
-    that took long (the query held up, this process preempted) leaves the
-    rows anywhere in it."""
-    widths, span = cycle.get("read_s"), cycle.get("row_s")
-    if not widths:  # captures before the widths were kept
-        return False
-    return not span or span <= 0 or sum(widths) / 2 > MAX_READ_SHARE * span
-
-
 def estimate_by_rows(cycles: list[tuple[int, int]], rows_window: int, counted: int | None = None,
                      apart: bool = False) -> Estimate:
     """Calls in the whole window from (rows the server changed, calls counted)

@@ -132,7 +132,7 @@ def by_digest(profile: Profile) -> list[dict[str, Any]]:
         return []
     rows = _digest_rows(doc)
     own_ns = next((p.own_cost_ns for p in profile.probes if p.id == st["probe"]), 0.0)
-    scale = window_scale(doc)
+    scale = window_scale(profile)
     out = []
     for text, shapes in _groups(doc).items():
         seen = sum(s["executions"] for s in shapes)

@@ -37,24 +37,22 @@ class Timeline:
 
 def timeline(profile: Profile) -> Timeline | None:
     """From the capture's duty cycles; None in exact mode or without cycles."""
-    doc, stage = profile.doc, main_stage(profile)
-    cycles = sampled_cycles(doc)
-    if not cycles or not all("at_s" in c for c in cycles):   # captures from before cycles were timed
+    stage, cycles = main_stage(profile), sampled_cycles(profile)
+    if not cycles or any(c.at_s is None for c in cycles):   # captures from before cycles were timed
         return None
     phases, latency = [], []
     columns = [j for j, p in enumerate(profile.probes) if stage and p.stage == stage]
     for c in cycles:
+        at_s = c.at_s or 0.0
         # the rows were read over row_s inside the on-phase: their rate stands for it
-        rows = c.get("rows")
-        on_rows = round(rows * c["on_s"] / c["row_s"]) if rows is not None and c.get("row_s") else None
-        phases.append(Phase(c["at_s"], c["on_s"], on_rows, ON))
-        for off in c.get("off") or []:
-            phases.append(Phase(off["at_s"], off["s"], off.get("rows"), QUIET if off.get("quiet") else OFF))
-        if columns and "ns" in c:
-            calls = sum(c["calls"][j] for j in columns)
+        on_rows = round(c.rows * c.on_s / c.row_s) if c.rows is not None and c.row_s else None
+        phases.append(Phase(at_s, c.on_s, on_rows, ON))
+        phases += [Phase(off.at_s, off.s, off.rows, QUIET if off.quiet else OFF) for off in c.off]
+        if columns and c.ns is not None:
+            calls = sum(c.calls[j] for j in columns)
             if calls:
-                latency.append((c["at_s"], c["on_s"], sum(c["ns"][j] for j in columns) / calls))
-    return Timeline(doc["window"]["duration_s"], phases, stage if latency else None, latency)
+                latency.append((at_s, c.on_s, sum(c.ns[j] for j in columns) / calls))
+    return Timeline(profile.window.duration_s, phases, stage if latency else None, latency)
 
 
 def main_stage(profile: Profile) -> str | None:

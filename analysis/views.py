@@ -7,11 +7,14 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from mysqlprobe.analysis.per_call import PerCall
+from mysqlprobe.analysis.sampling import MAX_READ_SHARE
 from mysqlprobe.catalog import family_name
 from mysqlprobe.probes.histogram import Histogram
+
+if TYPE_CHECKING:   # per_call.py reads the Calibration view
+    from mysqlprobe.analysis.per_call import PerCall
 
 
 @dataclass(frozen=True, slots=True)
@@ -195,10 +198,68 @@ class Probe:
 
 
 @dataclass(frozen=True, slots=True)
+class OffPart:
+    """A part of an off-phase: its start in the window, length and rows;
+    quiet: every collector off, else CPU sampling on."""
+
+    at_s: float
+    s: float
+    rows: int | None
+    quiet: bool
+
+    @classmethod
+    def of(cls, part: dict[str, Any]) -> OffPart:
+        return cls(part["at_s"], part["s"], part.get("rows"), bool(part.get("quiet")))
+
+
+@dataclass(frozen=True, slots=True)
+class Cycle:
+    """One duty cycle: its on-phase (seconds, the probes' calibrated cost in
+    it, their calls per probe), the server's rows counted in it over row_s
+    between two reads of the calls read_s wide, the calls made meanwhile
+    (row_calls), the calls' corrected ns, and the off-phase parts after it.
+    Older captures lack the later fields (None, or empty)."""
+
+    on_s: float
+    probe_s: float
+    calls: tuple[int, ...]                    # per probe, in the probes' order
+    rows: int | None = None
+    row_s: float | None = None
+    read_s: tuple[float, ...] = ()
+    row_calls: tuple[float, ...] | None = None  # (a call may count half: begun between the reads)
+    ns: tuple[int, ...] | None = None
+    at_s: float | None = None
+    off: tuple[OffPart, ...] = ()
+
+    @classmethod
+    def of(cls, c: dict[str, Any]) -> Cycle:
+        return cls(c["on_s"], c["probe_s"], tuple(c["calls"]), c.get("rows"), c.get("row_s"),
+                   tuple(c.get("read_s") or ()), None if c.get("row_calls") is None else tuple(c["row_calls"]),
+                   None if c.get("ns") is None else tuple(c["ns"]), c.get("at_s"),
+                   tuple(OffPart.of(o) for o in c.get("off") or ()))
+
+    @property
+    def misread(self) -> bool:
+        """Whether its rows may be set against calls of another part of it:
+        the row counter is read between two reads of the calls, and a read
+        that took long (the query held up, this process preempted) leaves
+        the rows anywhere in it."""
+        if not self.read_s:  # captures before the widths were kept
+            return False
+        span = self.row_s
+        return not span or span <= 0 or sum(self.read_s) / 2 > MAX_READ_SHARE * span
+
+
+# the off-phase kinds whose rows and seconds a sampled capture sums
+PHASE_KINDS = ("off", "quiet", "quiet_tail", "burst")
+
+
+@dataclass(frozen=True, slots=True)
 class Sampling:
     """How the probes ran: every call counted ("exact"), or duty cycles
     ("sampled": the cycles, their on-time, the budget they kept to, the
-    span the load ran in and the collectors quieted in the quiet phases)."""
+    span the load ran in, the collectors quieted in the quiet phases, each
+    cycle's counts, the rows and seconds of each kind of off-phase)."""
 
     mode: str
     cycles: int = 0
@@ -207,6 +268,10 @@ class Sampling:
     load_s: float | None = None         # from the row counter's first move to its last
     load_rows: int | None = None
     quieted: tuple[str, ...] = ()
+    per_cycle: tuple[Cycle, ...] = ()
+    cost_uncertainty: float = 0.0       # the probes' calibrated cost's relative doubt
+    lost_s: float | None = None         # the time the cycles lost, one by one (older captures)
+    phases: dict[str, tuple[int | None, float | None]] = field(default_factory=dict)  # kind -> (rows, s)
 
     @classmethod
     def of(cls, sampling: dict[str, Any] | None) -> Sampling:
@@ -214,11 +279,60 @@ class Sampling:
         if s.get("mode") != "sampled":
             return cls("exact")
         return cls("sampled", s.get("cycles") or 0, s.get("on_s") or 0.0, s.get("overhead_budget"),
-                   s.get("load_s"), s.get("load_rows"), tuple(s.get("quieted") or ()))
+                   s.get("load_s"), s.get("load_rows"), tuple(s.get("quieted") or ()),
+                   tuple(Cycle.of(c) for c in s.get("calls_per_cycle") or ()), s.get("cost_uncertainty", 0.0),
+                   s.get("lost_s"), {k: (s.get(f"{k}_rows"), s.get(f"{k}_s")) for k in PHASE_KINDS})
 
     @property
     def sampled(self) -> bool:
         return self.mode == "sampled"
+
+    def phase(self, kind: str) -> tuple[int | None, float | None]:
+        """The rows and seconds of the off-phases of a kind (PHASE_KINDS)."""
+        return self.phases.get(kind, (None, None))
+
+
+@dataclass(frozen=True, slots=True)
+class ClassCost:
+    """What calibration measured a probe hit of one entry class to cost."""
+
+    entry_ns: float
+    return_ns: float
+    spread_ns: float | None
+
+
+MIN_COST_DOUBT = 0.10       # the calibration's own doubt, at least (its bursts' spread where larger)
+# where the in-situ factor was not measured (--exact, no server connection): a hit in
+# a large server costs up to about twice its calibration (1.1-1.9x measured on 10.2.11)
+UNMEASURED_IN_SITU = 2.0
+
+
+@dataclass(frozen=True, slots=True)
+class Calibration:
+    """The probes' calibrated cost as the latencies were corrected by it:
+    whether they were (not with --raw, nor without a calibration), the
+    cost per entry class, and how much more than calibrated a hit may
+    cost in the server (the on-phases' in-situ factor where measured)."""
+
+    corrected: bool
+    classes: dict[str, ClassCost] = field(default_factory=dict)
+    in_situ_high: float = UNMEASURED_IN_SITU
+    in_situ_factor: float | None = None   # as recorded (None: not measured)
+
+    @classmethod
+    def of(cls, doc: dict[str, Any]) -> Calibration:
+        cal = doc.get("calibration") or {}
+        classes = {k: ClassCost(c.get("entry_ns") or 0.0, c.get("return_ns") or 0.0, c.get("spread_ns"))
+                   for k, c in (cal.get("classes") or {}).items()}
+        factor = cal.get("in_situ_factor") if (doc.get("sampling") or {}).get("mode") == "sampled" else None
+        return cls(bool(doc.get("calibration")) and doc.get("latencies") != "raw", classes,
+                   float(max(factor, 1.0)) if factor else UNMEASURED_IN_SITU, cal.get("in_situ_factor"))
+
+    def cost_doubt(self, classes: set[str]) -> float:
+        """Relative doubt on the probes' calibrated cost for these entry classes."""
+        rel = [c.spread_ns / (c.entry_ns + c.return_ns) for k in classes if (c := self.classes.get(k))
+               and c.entry_ns + c.return_ns > 0 and c.spread_ns is not None]
+        return float(max([MIN_COST_DOUBT] + rel))
 
 
 @dataclass(frozen=True, slots=True)

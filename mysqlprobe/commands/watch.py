@@ -225,7 +225,7 @@ class Watch:
         if self.args.pprof_dir:
             write_profiles(self.args.pprof_dir, cap, profile)
         w = profile.window
-        counter = memory_counter(profile.doc["window"])
+        counter = memory_counter(profile.window)
         unit = f"of {counter}" if counter else "rows"
         self.log(f"PID {pid}: window of {w.duration_s:.1f}s ended by {w.ended_by}, "
                  f"{w.rows_changed or 0} {unit}; slowdown {profile.overhead.measured_slowdown}")

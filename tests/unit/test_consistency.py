@@ -162,9 +162,9 @@ def test_cycles_that_saw_a_handful_of_rows_give_no_calls_per_row():
     from mysqlprobe.analysis.profile import MIN_CYCLE_ROWS, estimate_basis
     d = one_loaded_cycle(with_bursts=False)
     d["sampling"]["calls_per_cycle"][2].update(rows=MIN_CYCLE_ROWS - 1)
-    assert estimate_basis(d) == "time"
+    assert estimate_basis(Profile(d)) == "time"
     d["sampling"]["calls_per_cycle"][2].update(rows=MIN_CYCLE_ROWS)
-    assert estimate_basis(d) == "rows"
+    assert estimate_basis(Profile(d)) == "rows"
 
 
 def test_a_callee_is_held_to_every_caller_up_the_chain():

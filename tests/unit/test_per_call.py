@@ -4,6 +4,7 @@ never negative or zero, an upper bound where the doubt outweighs the call."""
 import pytest
 
 from mysqlprobe.analysis import histogram as H
+from mysqlprobe.analysis.views import Calibration
 from mysqlprobe.probes.histogram import Histogram
 from mysqlprobe.analysis.per_call import (CORRECTED, RAW, SAMPLED, SAMPLED_STACKS, UNMEASURED_IN_SITU, PerCall,
                                           best_per_call, per_call, poisson95, sampled_per_call, samples_to_resolve,
@@ -17,9 +18,9 @@ def counts(ns: float, calls: int) -> Histogram:
     return Histogram.of_values([int(ns)] * calls)
 
 
-def sampled(in_situ: float) -> dict:
-    return {"latencies": "corrected", "sampling": {"mode": "sampled"},
-            "calibration": {**CAL, "in_situ_factor": in_situ}}
+def sampled(in_situ: float) -> Calibration:
+    return Calibration.of({"latencies": "corrected", "sampling": {"mode": "sampled"},
+                           "calibration": {**CAL, "in_situ_factor": in_situ}})
 
 
 def test_a_short_function_under_a_large_correction_is_a_bound_not_a_negative():
@@ -43,13 +44,13 @@ def test_a_long_function_is_measured_with_an_interval_around_it():
 
 def test_without_a_measured_in_situ_factor_the_interval_allows_for_one():
     calls, raw, corrected = 10_007, 6000.0, 4500.0
-    exact = {"latencies": "corrected", "calibration": {**CAL, "in_situ_factor": 1.0}}
+    exact = Calibration.of({"latencies": "corrected", "calibration": {**CAL, "in_situ_factor": 1.0}})
     pc = per_call(calls, corrected * calls, raw * calls, counts(raw, calls), exact, {"emulated"})
     assert corrected - pc.low_ns >= 1500 * (UNMEASURED_IN_SITU - 1)
 
 
 def test_raw_latencies_say_so():
-    pc = per_call(7, 7000, 7000, counts(1000, 7), {"latencies": "raw"}, {"emulated"})
+    pc = per_call(7, 7000, 7000, counts(1000, 7), Calibration.of({"latencies": "raw"}), {"emulated"})
     assert pc.method == RAW and pc.mean_ns == 1000
 
 
