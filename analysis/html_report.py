@@ -371,11 +371,11 @@ def render_html(profile: Profile, flamegraph_svg: str | None = None, offcpu_svg:
                         "the stage table)</p>" if withheld(profile.consistency, s.stage, PERCENTILES) else histogram_chart(s))
                      + f"{_partitions(s, profile)}</div>")
     parts.append("<h2>Flame graph (CPU samples)</h2>")
+    perf, window_s = doc.get("cpu_profile") or {}, profile.window.duration_s
     if flamegraph_svg:
         parts += ['<p><input id=search placeholder="search functions (regular expression)"> '
-                  '<span class=muted>click a frame to zoom</span></p>', flamegraph_svg, _pre(samples_block(doc))]
+                  '<span class=muted>click a frame to zoom</span></p>', flamegraph_svg, _pre(samples_block(perf, window_s))]
     else:
-        perf = doc.get("cpu_profile") or {}
         why = "perf took none: the server used no CPU in the window" if perf.get("status") == "collected" \
             else perf.get("reason") or perf.get("status")
         parts.append(f"<p class=muted>no CPU samples: {_e(why)}</p>")
@@ -384,11 +384,11 @@ def render_html(profile: Profile, flamegraph_svg: str | None = None, offcpu_svg:
                   "waited)</h2>",
                   '<p class=muted>widths: microseconds off CPU; the leaf is the kernel function a thread '
                   'blocked in, or [waiting for a CPU]; click a frame to zoom</p>', offcpu_svg,
-                  _pre(off_cpu_block(doc))]
+                  _pre(off_cpu_block(doc.get("off_cpu") or {}, window_s))]
     if io_svg:
         parts += [f"<h2>I/O flame graph (system calls{'' if all_threads else ' of the load&#x27;s threads'})</h2>",
                   '<p class=muted>widths: microseconds in the calls; below the user frames, the system call '
-                  'and the file it touched; click a frame to zoom</p>', io_svg, _pre(io_block(doc))]
+                  'and the file it touched; click a frame to zoom</p>', io_svg, _pre(io_block(doc.get("io") or {}, window_s))]
     if stage_svgs:
         parts += ["<h2>Below each stage</h2>",
                   '<p class=muted>the CPU samples and off-CPU time whose stacks pass through the stage\'s '

@@ -18,7 +18,8 @@ from mysqlprobe.analysis.figures import stage_figures
 from mysqlprobe.analysis.sampling import Estimate
 from mysqlprobe.analysis.schema_check import check_document, upgraded
 from mysqlprobe.analysis.statements import by_digest
-from mysqlprobe.analysis.views import Calibration, Overhead, Probe, Sampling, StageFigure, Target, Window
+from mysqlprobe.analysis.views import (STACK_SECTIONS, Calibration, Overhead, Probe, Sampling, StackSection,
+                                      StageFigure, Target, Window)
 from mysqlprobe.analysis.profile import (StageSummary, always_on_slowdown, calibrated_slowdown, estimated_calls,
                                          measured_slowdown, phase_slowdown, probe_estimate, slowdown_reference,
                                          sampled_cycles, stage_record, stage_summaries, standing_cpu_s, standing_slowdown,
@@ -29,6 +30,7 @@ DERIVED_IN_SCHEMA_1 = ("stages", "attribution", "overhead", "consistency")
 
 class Profile:
     def __init__(self, doc: dict[str, Any]):
+        self.schema_version = doc.get("schema_version")   # as written, before any upgrade
         doc = upgraded(doc)
         check_document(doc)  # a field of the wrong shape: one CaptureError here, not a KeyError in a reporter
         self.recorded = {k: v for k, v in doc.items() if k not in DERIVED_IN_SCHEMA_1}
@@ -74,6 +76,11 @@ class Profile:
     @cached_property
     def sampling(self) -> Sampling:
         return Sampling.of(self.doc.get("sampling"))
+
+    @cached_property
+    def stacks(self) -> dict[str, StackSection]:
+        """The collectors of stacks (views.STACK_SECTIONS), as the capture keeps them."""
+        return {name: StackSection.of(name, self.doc.get(name), self.schema_version) for name in STACK_SECTIONS}
 
     @cached_property
     def calibration(self) -> Calibration:

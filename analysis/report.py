@@ -365,9 +365,10 @@ def render_text(profile: Profile) -> str:
     out += perf_schema_block(doc)
     out += attribution_block(profile)
     out += digest_block(profile)
-    out += samples_block(doc)
-    out += off_cpu_block(doc)
-    out += io_block(doc)
+    window_s = profile.window.duration_s
+    out += samples_block(doc.get("cpu_profile") or {}, window_s)
+    out += off_cpu_block(doc.get("off_cpu") or {}, window_s)
+    out += io_block(doc.get("io") or {}, window_s)
     for s in stages:
         if s.calls:
             out += [""] + stage_detail(s, profile, profile.consistency)

@@ -20,10 +20,10 @@ def _sampler(perf: dict[str, Any]) -> str:
     return "its BPF program" if perf.get("sampler") == "bpf" else "perf"
 
 
-def samples_block(doc: dict[str, Any], top: int = 10) -> list[str]:
-    """Where the CPU went by perf's samples: per thread, and the functions
-    most often on CPU themselves (self) or below on the stack (total)."""
-    perf = doc.get("cpu_profile") or {}
+def samples_block(perf: dict[str, Any], window_s: float, top: int = 10) -> list[str]:
+    """Where the CPU went by the CPU samples (the capture's cpu_profile
+    section): per thread, and the functions most often on CPU themselves
+    (self) or below on the stack (total)."""
     if perf.get("status") != "collected":
         return []
     n = perf["samples"]
@@ -31,7 +31,7 @@ def samples_block(doc: dict[str, Any], top: int = 10) -> list[str]:
     lines = [""] + textwrap.wrap(f"CPU samples: {n} ({perf['event']} {perf['frequency_hz']} Hz, "
                                  f"{perf['unwinding']['describe']}"
                                  + (f"; {_sampler(perf)} used {pct(cost)} of a CPU)" if cost is not None else ")")
-                                 + _on_phases(perf, doc), 80, subsequent_indent="  ")
+                                 + _on_phases(perf, window_s), 80, subsequent_indent="  ")
     if not n:
         return lines
     lines += _threads_line(f"{t['thread']} {pct(t['samples'] / n)}" for t in perf["threads"][:4])
@@ -43,10 +43,10 @@ def samples_block(doc: dict[str, Any], top: int = 10) -> list[str]:
     return lines
 
 
-def _on_phases(section: dict[str, Any], doc: dict[str, Any]) -> str:
+def _on_phases(section: dict[str, Any], window: float) -> str:
     """Sampled mode: a collector that ran with the probes saw the on-phases
     only; one quieted saw all but the quiet phases."""
-    on, quiet, window = section.get("on_s"), section.get("quiet_s"), doc["window"]["duration_s"]
+    on, quiet = section.get("on_s"), section.get("quiet_s")
     if not window:
         return ""
     if on is not None:
@@ -58,13 +58,12 @@ def _threads_line(items: Iterable[str]) -> list[str]:
     return textwrap.wrap("threads: " + ", ".join(items), 80, subsequent_indent="  ")
 
 
-def off_cpu_block(doc: dict[str, Any], top: int = 8) -> list[str]:
-    """Where the threads waited: blocked (I/O, locks, sleeps) and runnable
-    without a CPU, per thread, and the functions they waited in."""
-    off = doc.get("off_cpu") or {}
+def off_cpu_block(off: dict[str, Any], window: float, top: int = 8) -> list[str]:
+    """Where the threads waited (the capture's off_cpu section): blocked
+    (I/O, locks, sleeps) and runnable without a CPU, per thread, and the
+    functions they waited in."""
     if off.get("status") != "collected":
         return []
-    window = doc["window"]["duration_s"]
     total = sum(t["us"] for t in off["threads"]) or 1
     load = off.get("load_us")
     if load is None:   # a capture from before load_us: the connection threads by name
@@ -75,7 +74,7 @@ def off_cpu_block(doc: dict[str, Any], top: int = 8) -> list[str]:
     text = (f"off-CPU of the load's threads (client connections): {fmt(load * 1e3)}; all threads: {every}, the "
             "rest the server's background threads, idle or waiting on their own (offcpu.svg shows the load's "
             "threads)" if load else f"off-CPU: {every}")
-    lines = [""] + textwrap.wrap(text + _on_phases(off, doc), 80, subsequent_indent="  ")
+    lines = [""] + textwrap.wrap(text + _on_phases(off, window), 80, subsequent_indent="  ")
     if off["threads"]:
         lines += _threads_line(f"{t['thread']} {fmt(t['us'] * 1e3)}" for t in off["threads"][:4])
         lines.append(f"  {'time':>7} {'share':>6}  waiting in (all threads)")
@@ -88,11 +87,10 @@ def off_cpu_block(doc: dict[str, Any], top: int = 8) -> list[str]:
     return lines
 
 
-def io_block(doc: dict[str, Any], top: int = 8) -> list[str]:
+def io_block(io: dict[str, Any], window_s: float, top: int = 8) -> list[str]:
     """The I/O system calls of the load's threads (the client connections),
     where the capture holds them apart: how many, how much and how long, per
     call and for the files that took the most time; all threads' totals beside."""
-    io = doc.get("io") or {}
     if io.get("status") != "collected":
         return []
     scoped = io.get("load") if (io.get("load") or {}).get("calls") else None   # none: all threads, as before
@@ -106,7 +104,7 @@ def io_block(doc: dict[str, Any], top: int = 8) -> list[str]:
         + (f", {shown['errors']} failed" if shown["errors"] else "")
         + (f"; all threads: {io['calls']} calls, {size(io['bytes'])}, {fmt(io['s'] * 1e9)}, the rest the server's "
            "background threads (io.svg shows the load's threads)" if scoped is not None else "")
-        + _on_phases(io, doc), 80, subsequent_indent="  ")
+        + _on_phases(io, window_s), 80, subsequent_indent="  ")
     if shown["by_call"]:
         lines += textwrap.wrap("calls: " + ", ".join(
             f"{c['call']} {c['calls']}" + (f" {size(c['bytes'])}" if c["bytes"] else "") + f" {fmt(c['s'] * 1e9)}"

@@ -12,7 +12,7 @@ in part of it (on-phases, outside quiet phases) is scaled up to it."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, Callable
+from typing import Callable
 
 from pathlib import Path
 
@@ -27,8 +27,6 @@ KINDS = (CPU_NS, OFFCPU_NS, IO_NS, IO_BYTES, IO_CALLS)
 # the capture's folded files behind each kind: (section, its field naming the file)
 SOURCES = {CPU_NS: ("cpu_profile", "stacks_file"), OFFCPU_NS: ("off_cpu", "stacks_file"), IO_NS: ("io", "stacks_file"),
            IO_BYTES: ("io", "bytes_file"), IO_CALLS: ("io", "calls_file")}
-
-CPU_FILE = "stacks.folded"   # read where the capture does not name it (made by hand, or older)
 
 
 @dataclass
@@ -89,22 +87,10 @@ def stage_functions(probes: Sequence[Probe]) -> dict[str, set[str]]:
     return out
 
 
-def collector_scale(doc: dict[str, Any], section: str) -> float:
-    """What the window holds over what the collector saw of it."""
-    sec, window = doc.get(section) or {}, doc["window"]["duration_s"]
-    if not window:
-        return 1.0
-    if sec.get("on_s"):
-        return float(window / sec["on_s"])
-    if sec.get("quiet_s") and window > sec["quiet_s"]:
-        return float(window / (window - sec["quiet_s"]))
-    return 1.0
-
-
-def unit_ns(doc: dict[str, Any], kind: str) -> float | None:
+def unit_ns(profile: Profile, kind: str) -> float | None:
     """What one unit of a folded file's weight is worth in the kind's unit."""
     if kind == CPU_NS:
-        hz = (doc.get("cpu_profile") or {}).get("frequency_hz")
+        hz = profile.stacks["cpu_profile"].frequency_hz
         return 1e9 / hz if hz else None
     return 1000.0 if kind in (OFFCPU_NS, IO_NS) else 1.0
 
@@ -118,14 +104,14 @@ def stage_trees(profile: Profile, stacks: dict[str, Folded], rows: int, exclusiv
     """Per stage, its tree: `stacks` are the capture's folded files by kind.
     Exclusive: a stack that goes on into another stage's function ends
     there, in a frame naming that stage (its own tree holds the rest)."""
-    doc, functions = profile.doc, stage_functions(profile.probes)
+    functions = stage_functions(profile.probes)
     stage_of = {name: stage for stage, names in functions.items() for name in names}
     trees = {stage: Node() for stage in functions}
     for kind, folded in stacks.items():
-        unit = unit_ns(doc, kind)
+        unit = unit_ns(profile, kind)
         if unit is None or not folded:
             continue
-        per = unit * collector_scale(doc, SOURCES[kind][0]) / rows
+        per = unit * profile.stacks[SOURCES[kind][0]].scale(profile.window.duration_s) / rows
         for stack, weight in folded.stacks.items():
             frames = stack.split(";")[1:]   # the thread's name is not a frame
             for stage, names in functions.items():
@@ -141,16 +127,13 @@ def stage_trees(profile: Profile, stacks: dict[str, Folded], rows: int, exclusiv
     return {s: t for s, t in trees.items() if t.values}
 
 
-def read_capture_stacks(capture_dir: str | Path, doc: dict[str, Any], read: Callable[[str], Folded],
+def read_capture_stacks(capture_dir: str | Path, profile: Profile, read: Callable[[str], Folded],
                         kinds: tuple[str, ...] = KINDS) -> dict[str, Folded]:
     """The capture's folded files of those kinds (those it has); `read` parses a path."""
     out = {}
     for kind in kinds:
         section, key = SOURCES[kind]
-        # stacks.folded unnamed: a schema-1 capture, from before the field (never, in a capture
-        # of today, a file someone else left in its directory)
-        fallback = CPU_FILE if kind == CPU_NS and doc.get("schema_version") == 1 else None
-        name = (doc.get(section) or {}).get(key) or fallback
+        name = profile.stacks[section].files.get(key)
         if name and (Path(capture_dir) / name).exists():
             out[kind] = read(str(Path(capture_dir) / name))
     return out

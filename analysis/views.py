@@ -292,6 +292,49 @@ class Sampling:
         return self.phases.get(kind, (None, None))
 
 
+# the collectors whose sections name folded stacks files
+STACK_SECTIONS = ("cpu_profile", "off_cpu", "io", "cpu_bursts")
+SCHEMA_1_CPU_FILE = "stacks.folded"   # the CPU stacks of a schema-1 capture, which did not name them
+
+
+@dataclass(frozen=True, slots=True)
+class StackSection:
+    """A collector of stacks as the capture keeps it: whether it
+    collected, its folded files by field (stacks_file; I/O's bytes_file
+    and calls_file), its sampling rate, and the part of the window it saw
+    (on_s: the on-phases only; quiet_s: off in the quiet phases)."""
+
+    name: str
+    status: str
+    files: dict[str, str] = field(default_factory=dict)
+    frequency_hz: float | None = None
+    on_s: float | None = None
+    quiet_s: float | None = None
+
+    @classmethod
+    def of(cls, name: str, section: dict[str, Any] | None, schema_version: Any = None) -> StackSection:
+        sec = section or {}
+        files = {k: v for k, v in sec.items() if k.endswith("_file") and isinstance(v, str)}
+        if name == "cpu_profile" and schema_version == 1 and "stacks_file" not in files:
+            files["stacks_file"] = SCHEMA_1_CPU_FILE
+        return cls(name, sec.get("status") or "absent", files, sec.get("frequency_hz"), sec.get("on_s"),
+                   sec.get("quiet_s"))
+
+    @property
+    def collected(self) -> bool:
+        return self.status == "collected"
+
+    def scale(self, window_s: float) -> float:
+        """What the window holds over what the collector saw of it."""
+        if not window_s:
+            return 1.0
+        if self.on_s:
+            return float(window_s / self.on_s)
+        if self.quiet_s and window_s > self.quiet_s:
+            return float(window_s / (window_s - self.quiet_s))
+        return 1.0
+
+
 @dataclass(frozen=True, slots=True)
 class ClassCost:
     """What calibration measured a probe hit of one entry class to cost."""

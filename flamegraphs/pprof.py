@@ -10,7 +10,6 @@ so (has_functions), so no reader tries to symbolize them again."""
 
 from __future__ import annotations
 
-from typing import Any
 
 import gzip
 
@@ -39,9 +38,10 @@ OFF_CPU_US = SampleKind("off_cpu", 1000, False)
 DEFAULT_HZ = 99  # perf's rate where a capture does not say (mysqlprobe's default)
 
 
-def capture_kind(doc: dict[str, Any], off_cpu: bool) -> SampleKind:
-    """What a capture's folded counts stand for: off-CPU microseconds, or CPU samples at its perf rate."""
-    return OFF_CPU_US if off_cpu else cpu_kind((doc.get("cpu_profile") or {}).get("frequency_hz") or DEFAULT_HZ)
+def capture_kind(frequency_hz: float | None, off_cpu: bool) -> SampleKind:
+    """What a capture's folded counts stand for: off-CPU microseconds, or CPU
+    samples at its rate (frequency_hz: the capture's CPU samples', if known)."""
+    return OFF_CPU_US if off_cpu else cpu_kind(frequency_hz or DEFAULT_HZ)
 
 
 def _varint(n: int) -> bytes:

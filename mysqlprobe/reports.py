@@ -65,7 +65,7 @@ def pprof_of(profile: Profile, stacks: Folded, off_cpu: bool, comments: tuple[st
     """A capture's CPU (or off-CPU) stacks as a gzipped pprof profile,
     stamped with its binary and its window."""
     t, w = profile.target, profile.window
-    return pprof.encode(stacks, pprof.capture_kind(profile.doc, off_cpu), t.binary, t.build_id,
+    return pprof.encode(stacks, pprof.capture_kind(profile.stacks["cpu_profile"].frequency_hz, off_cpu), t.binary, t.build_id,
                         time_ns=w.start_ns, duration_ns=int(w.duration_ns), comments=comments)
 
 
@@ -102,13 +102,13 @@ def write_visuals(out_dir: str, profile: Profile, all_threads: bool = False) -> 
     has their stacks) and DIR/report.html. Each folded file is read once:
     its own picture and the stages' are drawn from it. The off-CPU and I/O
     pictures show the load's threads unless all_threads."""
-    doc, path = profile.doc, Path(out_dir)
+    path = Path(out_dir)
     written = []
-    stacks = read_capture_stacks(path, doc, read_stacks, kinds=(CPU_NS, OFFCPU_NS, IO_NS))
+    stacks = read_capture_stacks(path, profile, read_stacks, kinds=(CPU_NS, OFFCPU_NS, IO_NS))
 
     def picture(kind: str, svg_file: str, titles, **style) -> str | None:
         section = SOURCES[kind][0]
-        if not (doc.get(section) or {}).get("stacks_file") or kind not in stacks:
+        if not profile.stacks[section].files.get("stacks_file") or kind not in stacks:
             return None
         shown, _ = fold_probe_frames(stacks[kind])  # the probes' machinery as one [mysqlprobe] frame
         title, sub = titles(profile)

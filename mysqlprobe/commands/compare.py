@@ -46,10 +46,10 @@ def capture_dirs(path: str) -> list[Path]:
 def load_side(path: str) -> list[C.Run]:
     runs = []
     for d in capture_dirs(path):
-        doc = read_profile(str(d))
-        evidence = read_capture_stacks(d, doc, read_stacks)
+        profile = checked_profile(read_profile(str(d)), str(d))
+        evidence = read_capture_stacks(d, profile, read_stacks)
         try:
-            runs.append(C.run_of(checked_profile(doc, str(d)), str(d), evidence.get(CPU_NS), evidence))
+            runs.append(C.run_of(profile, str(d), evidence.get(CPU_NS), evidence))
         except ValueError as e:
             raise CaptureError(str(e)) from None
     return runs

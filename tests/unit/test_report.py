@@ -638,3 +638,20 @@ def test_a_document_is_made_plain_as_json_would_make_it():
     assert capture.as_json(doc) == json.loads(json.dumps(doc))
     with pytest.raises(TypeError):
         capture.as_json({"x": object()})
+
+
+def test_a_schema_1_captures_cpu_stacks_are_found_under_their_old_name(tmp_path):
+    """Schema 1 did not name its CPU stacks file: stacks.folded beside it is
+    its, for report and compare alike (the upgrade to schema 3 must not
+    lose which schema wrote it); a capture of today names its files."""
+    from mysqlprobe.analysis.stage_trees import CPU_NS, read_capture_stacks
+    doc = capture.read_profile(str(FIXTURES / "profile_v1_exact.json"))
+    doc["perf"] = {"status": "collected", "frequency_hz": 499, "on_s": 0.5}
+    (tmp_path / "stacks.folded").write_text("conn;main;row_insert_for_mysql 7\n")
+    profile = Profile(doc)
+    cpu = profile.stacks["cpu_profile"]
+    assert cpu.collected and cpu.files == {"stacks_file": "stacks.folded"} and cpu.scale(1.5) == 3.0
+    assert read_capture_stacks(tmp_path, profile, capture.read_stacks)[CPU_NS].total == 7
+    today = synthetic_run()
+    today["cpu_profile"] = {"status": "collected", "frequency_hz": 499}
+    assert read_capture_stacks(tmp_path, Profile(today), capture.read_stacks) == {}
