@@ -96,9 +96,9 @@ class Totals:
                 self.histograms[key] += p.latency.histogram
                 self.latency_ns[key] += max(p.total_ns, 0)
                 self.cpu_wait_ns[key] += p.cpu_wait_ns
-        for s in profile.stage_records:
-            for part in s.get("partitions") or []:
-                self.partitions[s["stage"]][part["id"]] += part["calls"]
+        for s in profile.stages:
+            for part in s.partitions.values():
+                self.partitions[s.stage][part.id] += part.calls
         for st in ps_deltas(doc).get("stages") or []:
             self.ps_stage_s[st["name"]] += st["timer_ps"] / 1e12
         window, sampling = profile.window, profile.sampling
