@@ -24,7 +24,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Callable, Iterable
 
 from mysqlprobe.analysis.profile import window_scale
-from mysqlprobe.analysis.views import Probe
+from mysqlprobe.analysis.views import PerfSchema, Probe, PsStatement
 
 if TYPE_CHECKING:   # the Profile is made of these figures
     from mysqlprobe.analysis.model import Profile
@@ -166,41 +166,40 @@ def _clip(start: int | None, end: int | None, t0: int, t1: int) -> int:
     return max(min(end, t1) - max(start or t0, t0), 0)
 
 
-def _thread_stages(ps: dict[str, Any], thread_id: int) -> list[tuple[str, int]]:
+def _thread_stages(ps: PerfSchema, thread_id: int) -> list[tuple[str, int]]:
     """A thread's stage time in the window from the per-thread summaries,
     for a statement whose stage events the history no longer held."""
     prefix = f"{thread_id} "
     rows = [(r["name"][len(prefix):], r["timer_ps"] // PS_PER_NS)
-            for r in (ps.get("deltas") or {}).get("thread_stages", []) if r["name"].startswith(prefix)]
+            for r in ps.deltas.get("thread_stages", []) if r["name"].startswith(prefix)]
     return sorted(rows, key=lambda x: -x[1])
 
 
-def _units(ps: dict[str, Any], window: Callable[[dict[str, Any]], int],
-           os_tid: dict[int, int | None]) -> list[list[dict[str, Any]]]:
+def _units(ps: PerfSchema, window: Callable[[PsStatement], int],
+           os_tid: dict[int, int | None]) -> list[list[PsStatement]]:
     """What the probe time can be joined to: all the statements in the
     window of a thread whose Linux thread id is known (the probes count per
     thread, not per statement), else single statements; most time first."""
-    units: list[list[dict[str, Any]]] = []
-    by_thread: dict[int, list[dict[str, Any]]] = {}
-    for st in ps["statements"]:
+    units: list[list[PsStatement]] = []
+    by_thread: dict[int, list[PsStatement]] = {}
+    for st in ps.statements:
         if not window(st):
             continue
-        if os_tid.get(st["thread_id"]):
-            by_thread.setdefault(st["thread_id"], []).append(st)
+        if os_tid.get(st.thread_id):
+            by_thread.setdefault(st.thread_id, []).append(st)
         else:
             units.append([st])
     units += by_thread.values()
     return sorted(units, key=lambda u: -sum(window(st) for st in u))
 
 
-def _stage_ns(ps: dict[str, Any], unit: list[dict[str, Any]], t0: int, t1: int) -> dict[str, int]:
+def _stage_ns(ps: PerfSchema, unit: list[PsStatement], t0: int, t1: int) -> dict[str, int]:
     """Stage name -> ns in the window, over the statements of a unit, from the stage history."""
-    keys = {(st["thread_id"], st["event_id"]) for st in unit}
+    keys = {st.key for st in unit}
     out: dict[str, int] = {}
-    for s in ps.get("stages", []):
-        if (s["thread_id"], s["statement_event_id"]) in keys:
-            out[s["event_name"]] = out.get(s["event_name"], 0) + \
-                _clip(s["timer_start"], s["timer_end"], t0, t1) // PS_PER_NS
+    for s in ps.stages:
+        if s.statement in keys:
+            out[s.event_name] = out.get(s.event_name, 0) + _clip(s.timer_start, s.timer_end, t0, t1) // PS_PER_NS
     return out
 
 
@@ -210,30 +209,30 @@ def attribute(profile: Profile, parts: dict[str, list[dict[str, Any]]], top: int
     stage -> its partitions' figures over the whole window; figures: stage
     -> (the window total the stage table prints, its mark: "<" a bound, "?"
     withheld), which the trees' times are scaled to (one value a figure)."""
-    doc, figures = profile.doc, figures or {}
+    figures = figures or {}
     base = stage_totals(_edges(profile, None))
     marks = {stage: mark for stage, (_, mark) in figures.items() if mark}
     measures: dict[str, tuple[float | None, str]] = {s: v for s, v in figures.items() if not v[1]}
-    ps = doc.get("perf_schema") or {}
-    if ps.get("status") != "collected" or not ps.get("statements"):
+    ps = profile.perf_schema
+    if not ps.collected or not ps.statements or ps.timer_start_ps is None or ps.timer_end_ps is None:
         return []
-    t0, t1 = ps["timer_start_ps"], ps["timer_end_ps"]
-    os_tid = {t["thread_id"]: t.get("os_tid") for t in ps.get("threads", [])}
-    typed = [t for t in ps.get("threads", []) if t.get("type") and t.get("os_tid")]
-    background_tids = {t["os_tid"] for t in typed if t["type"] == "BACKGROUND"}
-    def window(st: dict[str, Any]) -> int:
-        return _clip(st["timer_start"], st["timer_end"], t0, t1)
+    t0, t1 = ps.timer_start_ps, ps.timer_end_ps
+    os_tid = {t.thread_id: t.os_tid for t in ps.threads}
+    typed = [t for t in ps.threads if t.type and t.os_tid]
+    background_tids = {t.os_tid for t in typed if t.type == "BACKGROUND" and t.os_tid}
+    def window(st: PsStatement) -> int:
+        return _clip(st.timer_start, st.timer_end, t0, t1)
     # without a thread id the probes' time goes to the longest writing statement
-    writes = [st for st in ps["statements"] if (st.get("event_name") or "").startswith(WRITES)]
-    by_time = sorted(writes or ps["statements"], key=lambda st: -window(st))
-    longest: dict[int, dict[str, Any]] = {}  # per thread, its statement longest in the window
-    for st in sorted(ps["statements"], key=window):
-        longest[st["thread_id"]] = st
+    writes = [st for st in ps.statements if st.event_name.startswith(WRITES)]
+    by_time = sorted(writes or ps.statements, key=lambda st: -window(st))
+    longest: dict[int, PsStatement] = {}  # per thread, its statement longest in the window
+    for st in sorted(ps.statements, key=window):
+        longest[st.thread_id] = st
     out = []
     for unit in _units(ps, window, os_tid)[:top]:
         lead = max(unit, key=window)
         in_window = sum(window(st) for st in unit)
-        tid = os_tid.get(lead["thread_id"])
+        tid = os_tid.get(lead.thread_id)
         if tid:
             join, edges = "thread", _edges(profile, {tid})
             background = _edges(profile, background_tids) if typed else _edges(profile, {tid}, exclude=True)
@@ -248,9 +247,9 @@ def attribute(profile: Profile, parts: dict[str, list[dict[str, Any]]], top: int
         edges, background = without(edges, STATEMENT_STAGES), without(background, STATEMENT_STAGES)
         stage_ns = sorted(_stage_ns(ps, unit, t0, t1).items(), key=lambda x: -x[1])
         stages_from = "history"
-        if not stage_ns and (tid or lead is longest[lead["thread_id"]]):
+        if not stage_ns and (tid or lead is longest[lead.thread_id]):
             # the thread's summary holds all its statements of the window
-            stage_ns, stages_from = _thread_stages(ps, lead["thread_id"]), "thread summary"
+            stage_ns, stages_from = _thread_stages(ps, lead.thread_id), "thread summary"
         if not stage_ns and edges:
             # neither the history nor a live thread kept its stages: the probed
             # time still goes under the statement, as one stage of its own
@@ -269,7 +268,7 @@ def attribute(profile: Profile, parts: dict[str, list[dict[str, Any]]], top: int
         # what the probed stages leave is a figure only where theirs all are
         rest_mark = "?" if any(r["mark"] == "?" for r in tree) else ">" if any(r["mark"] for r in tree) else ""
         out.append({
-            "statement": lead["sql_text"], "statements": len(unit), "thread_id": lead["thread_id"],
+            "statement": lead.sql_text, "statements": len(unit), "thread_id": lead.thread_id,
             "os_tid": tid, "join": join, "stages_from": stages_from,
             "history_short": history_short,
             "background_from": "P_S threads.TYPE" if typed else "all other threads",

@@ -27,7 +27,6 @@ from mysqlprobe.analysis.model import Profile
 from mysqlprobe.analysis.consistency import TOLERANCE, stage_threads
 from mysqlprobe.analysis.figures import exclusive_totals
 from mysqlprobe.analysis.profile import window_scale
-from mysqlprobe.analysis.ps_figures import ps_deltas
 from mysqlprobe.analysis.stage_trees import Node, stage_trees
 from mysqlprobe.analysis.views import Probe
 from mysqlprobe.flamegraphs.folded import Folded
@@ -41,8 +40,7 @@ WRITE_EVENTS = ("statement/sql/insert", "statement/sql/replace", "statement/sql/
 def rows_of(profile: Profile) -> tuple[int | None, str, Probe | None]:
     """Rows the load inserted in the window, where the figure comes from,
     and the probe whose calls stand for rows where no server counts them."""
-    doc = profile.doc
-    status = ((doc.get("perf_schema") or {}).get("deltas") or {}).get("status") or {}
+    doc, status = profile.doc, profile.perf_schema.server_status
     if status.get("Innodb_rows_inserted"):
         return status["Innodb_rows_inserted"], "Innodb_rows_inserted", None
     if (doc.get("workload") or {}).get("rows"):
@@ -69,11 +67,10 @@ def load_seconds(profile: Profile, unit_probe: Probe | None = None) -> tuple[flo
     doc = profile.doc
     if (doc.get("workload") or {}).get("seconds"):
         return doc["workload"]["seconds"], "the load's own timing", False
-    ps = doc.get("perf_schema") or {}
-    writes = [s for s in ps.get("statements", []) if (s.get("event_name") or "").startswith(WRITE_EVENTS)
-              and s.get("timer_wait")]
+    writes = [s.timer_wait for s in profile.perf_schema.statements
+              if s.event_name.startswith(WRITE_EVENTS) and s.timer_wait]
     if writes:
-        return max(s["timer_wait"] for s in writes) / 1e12, "P_S statement time", False
+        return max(writes) / 1e12, "P_S statement time", False
     if unit_probe:
         return unit_probe.total_ns * window_scale(profile) / 1e9, f"the time in {unit_probe.name}", True
     return profile.window.duration_s, "the window", False
@@ -169,7 +166,7 @@ def run_of(profile: Profile, label: str, stacks: Folded | None = None,
                                "ns_per_row": s.total_ns * scale / rows, "p50_ns": p["p50"], "p99_ns": p["p99"],
                                "symbols": s.symbols}
     run.exclusive_ns, run.withheld = stage_bounds(profile, rows, run.wall_ns_per_row)
-    deltas = ps_deltas(doc)
+    deltas = profile.ps_summaries
     run.ps_stages = {r["name"]: r["timer_ps"] / PS_PER_NS / rows for r in deltas.get("stages", [])}
     run.ps_waits = {r["name"]: r["timer_ps"] / PS_PER_NS / rows for r in deltas.get("waits", [])
                     if not r["name"].startswith("idle")}
@@ -186,7 +183,7 @@ def run_of(profile: Profile, label: str, stacks: Folded | None = None,
         run.cpu_self_ns = {f: n * per_sample_ns / rows for f, n in own.items()}
     if evidence:
         run.trees = stage_trees(profile, evidence, rows, exclusive=True)
-    run.settings = (doc.get("perf_schema") or {}).get("settings")
+    run.settings = profile.perf_schema.settings
     run.ddl = (doc.get("workload") or {}).get("ddl")
     twin = (doc.get("workload") or {}).get("unprobed") or {}
     if twin.get("rows") and twin.get("seconds"):

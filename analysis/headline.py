@@ -8,7 +8,6 @@ physical bound (analysis/consistency.py) is shown withheld, not counted."""
 
 from __future__ import annotations
 
-from typing import Any
 
 import textwrap
 from dataclasses import dataclass
@@ -84,13 +83,13 @@ def digest_headlines(profile: Profile) -> list[DigestHeadline]:
     return out
 
 
-def rows_written(doc: dict[str, Any]) -> tuple[int | None, str]:
+def rows_written(profile: Profile) -> tuple[int | None, str]:
     """Rows the load inserted (the server's Innodb_rows_inserted), else the rows it changed."""
-    status = (((doc.get("perf_schema") or {}).get("deltas") or {}).get("status") or {})
+    status = profile.perf_schema.server_status
     if status.get("Innodb_rows_inserted"):
         return int(status["Innodb_rows_inserted"]), "Innodb_rows_inserted"
-    rows = doc["window"].get("rows_changed")
-    return (int(rows), doc["window"].get("rows_counter") or "rows changed") if rows else (None, "")
+    rows = profile.window.rows_changed
+    return (int(rows), profile.window.rows_counter or "rows changed") if rows else (None, "")
 
 
 def partition_calls(s: StageSummary) -> dict[int, int]:
@@ -133,8 +132,7 @@ def cost_line(profile: Profile) -> str:
 
 
 def headline(profile: Profile) -> Headline:
-    doc = profile.doc
-    rows, rows_from = rows_written(doc)
+    rows, rows_from = rows_written(profile)
     load_s = profile.sampling.load_s or window_ns(profile) / 1e9
     slowdown = measured_slowdown(profile)
     # a load that measured faster with the probes than without ran as fast: noise, not a gain

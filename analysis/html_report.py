@@ -356,7 +356,7 @@ def render_html(profile: Profile, flamegraph_svg: str | None = None, offcpu_svg:
     digests = digest_block(profile)
     if digests:
         parts += ["<h2>Per statement digest</h2>", _pre(digests[1:])]
-    context = text.process_block(doc) + text.perf_schema_block(doc)
+    context = text.process_block(doc) + text.perf_schema_block(profile)
     if context:
         parts += ["<h2>Server and host</h2>", _pre(context)]
     parts.append("<h2>Latency per stage</h2>")

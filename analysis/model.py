@@ -18,7 +18,8 @@ from mysqlprobe.analysis.figures import stage_figures
 from mysqlprobe.analysis.sampling import Estimate
 from mysqlprobe.analysis.schema_check import check_document, upgraded
 from mysqlprobe.analysis.statements import by_digest
-from mysqlprobe.analysis.views import (STACK_SECTIONS, Calibration, Overhead, Probe, Sampling, StackSection,
+from mysqlprobe.analysis.ps_figures import ps_deltas
+from mysqlprobe.analysis.views import (STACK_SECTIONS, Calibration, Overhead, PerfSchema, Probe, Sampling, StackSection,
                                       StageFigure, Target, Window)
 from mysqlprobe.analysis.profile import (StageSummary, always_on_slowdown, calibrated_slowdown, estimated_calls,
                                          measured_slowdown, phase_slowdown, probe_estimate, slowdown_reference,
@@ -81,6 +82,16 @@ class Profile:
     def stacks(self) -> dict[str, StackSection]:
         """The collectors of stacks (views.STACK_SECTIONS), as the capture keeps them."""
         return {name: StackSection.of(name, self.doc.get(name), self.schema_version) for name in STACK_SECTIONS}
+
+    @cached_property
+    def perf_schema(self) -> PerfSchema:
+        return PerfSchema.of(self.doc.get("perf_schema"))
+
+    @cached_property
+    def ps_summaries(self) -> dict[str, Any]:
+        """The P_S summaries' and counters' changes over the window, those of
+        the instruments off in the quiet phases scaled to it (ps_figures.py)."""
+        return ps_deltas(self.perf_schema, self.window, self.sampling)
 
     @cached_property
     def calibration(self) -> Calibration:

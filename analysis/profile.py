@@ -247,7 +247,7 @@ def standing_cpu_s(profile: Profile) -> float | None:
     if own is None:
         return None
     helper = (((doc.get("collectors") or {}).get("calibration") or {}).get("cost") or {}).get("cpu_s") or 0.0
-    server = (doc.get("perf_schema") or {}).get("own_connections_cpu_s") or 0.0
+    server = profile.perf_schema.own_connections_cpu_s
     switches = ((doc.get("engine") or {}).get("switch_program") or {}).get("s") or 0.0
     return float(own + helper + server + switches)
 

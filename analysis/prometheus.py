@@ -20,7 +20,6 @@ from collections import Counter, defaultdict
 from mysqlprobe import __version__
 from mysqlprobe.analysis.model import Profile
 from mysqlprobe.analysis.profile import memory_counter
-from mysqlprobe.analysis.ps_figures import ps_deltas
 from mysqlprobe.analysis.views import Target
 from mysqlprobe.probes.histogram import Histogram
 
@@ -86,7 +85,6 @@ class Totals:
         self.profiles = 0
 
     def add(self, profile: Profile) -> "Totals":
-        doc = profile.doc
         self.profiles += 1
         self.target = profile.target
         for j, p in enumerate(profile.probes):
@@ -99,7 +97,7 @@ class Totals:
         for s in profile.stages:
             for part in s.partitions.values():
                 self.partitions[s.stage][part.id] += part.calls
-        for st in ps_deltas(doc).get("stages") or []:
+        for st in profile.ps_summaries.get("stages") or []:
             self.ps_stage_s[st["name"]] += st["timer_ps"] / 1e12
         window, sampling = profile.window, profile.sampling
         changed, counter = window.rows_changed, memory_counter(window)

@@ -14,36 +14,34 @@ from __future__ import annotations
 
 from typing import Any
 
+from mysqlprobe.analysis.views import PerfSchema, Sampling, Window
+
 SCALED_COLUMNS = ("count", "timer_ps", "bytes_read", "bytes_written", "writes", "write_timer_ps",
                   "rows_affected", "rows_examined")
 
 
-def quiet_scale(doc: dict[str, Any]) -> float | None:
+def quiet_scale(ps: PerfSchema, window: Window, sampling: Sampling) -> float | None:
     """What the summaries of quieted instruments are multiplied by to stand
     for the whole window; None where nothing was quieted."""
-    quieted = ((doc.get("perf_schema") or {}).get("quieted")) or {}
-    if not quieted.get("instruments"):
+    if not ps.quieted_instruments:
         return None
-    sampling, window = doc.get("sampling") or {}, doc["window"]
-    rows, quiet_rows = summaries_rows(doc), sampling.get("quiet_rows")
+    rows, quiet_rows = summaries_rows(ps, window), sampling.phase("quiet")[0]
     if rows and quiet_rows is not None and 0 <= quiet_rows < rows:
         return float(rows / (rows - quiet_rows))
-    seconds, quiet_s = window["duration_s"], quieted.get("quiet_s") or 0.0
+    seconds, quiet_s = window.duration_s, ps.quiet_s
     return seconds / (seconds - quiet_s) if 0 <= quiet_s < seconds else None
 
 
-def summaries_rows(doc: dict[str, Any]) -> int | None:
+def summaries_rows(ps: PerfSchema, window: Window) -> int | None:
     """The rows the server changed while the summaries were read: from
     before the window opened to after it closed, a little longer than the
     window, less the setup rows mysqlprobe itself changed (the window's own
     count where the capture lacks that)."""
-    ps = doc.get("perf_schema") or {}
-    status = (ps.get("deltas") or {}).get("status") or {}
-    counters = (doc["window"].get("rows_counter") or "").split("+")  # as the duty cycles count rows
+    status = ps.server_status
+    counters = (window.rows_counter or "").split("+")  # as the duty cycles count rows
     if all(status.get(n) is not None for n in counters):
-        return int(sum(status[n] for n in counters) - (ps.get("own_rows_changed") or 0))
-    rows: int | None = doc["window"].get("rows_changed")
-    return rows
+        return int(sum(status[n] for n in counters) - ps.own_rows_changed)
+    return window.rows_changed
 
 
 def _quieted(kind: str, key: str, instruments: set[str], prefixes: set[str]) -> bool:
@@ -59,15 +57,14 @@ def _quieted(kind: str, key: str, instruments: set[str], prefixes: set[str]) -> 
     return False
 
 
-def ps_deltas(doc: dict[str, Any]) -> dict[str, Any]:
+def ps_deltas(ps: PerfSchema, window: Window, sampling: Sampling) -> dict[str, Any]:
     """perf_schema.deltas with the quieted instruments' rows scaled to the
     whole window (each such row gains `scaled_by`)."""
-    ps = doc.get("perf_schema") or {}
-    deltas = ps.get("deltas") or {}
-    scale = quiet_scale(doc)
+    deltas = ps.deltas
+    scale = quiet_scale(ps, window, sampling)
     if scale is None:
         return deltas
-    instruments = set(ps["quieted"]["instruments"])
+    instruments = set(ps.quieted_instruments)
     prefixes = {p for n in instruments for p in (n.split("/")[0] + "/", "/".join(n.split("/")[:3]) + "/")}
     out = {}
     for kind, rows in deltas.items():

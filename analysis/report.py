@@ -16,7 +16,7 @@ from mysqlprobe.analysis.per_call import SAMPLED_METHODS, PerCall, samples_to_re
 from mysqlprobe.analysis.profile import (StageSummary, burst_figures, coverage, estimate_basis,
                                          estimated_calls, measured_slowdown, memory_counter, partition_per_call,
                                          row_cycles, stage_per_call, window_ns)
-from mysqlprobe.analysis.ps_figures import ps_deltas, quiet_scale
+from mysqlprobe.analysis.ps_figures import quiet_scale
 from mysqlprobe.analysis.textfit import fit as _fit, pct
 from mysqlprobe.analysis.stacks_report import io_block, off_cpu_block, samples_block
 from mysqlprobe.analysis.where_report import attribution_block, digest_block
@@ -85,8 +85,7 @@ def _slowdown_basis(profile: Profile) -> str:
     if o.measured_against in ("quiet", "quiet_tail"):
         alone = o.always_on_slowdown
         halves = " (their second halves)" if o.measured_against == "quiet_tail" else ""
-        ps_on = (doc.get("perf_schema", {}).get("status") == "collected"
-                 and "perf_schema" not in profile.sampling.quieted)
+        ps_on = profile.perf_schema.collected and "perf_schema" not in profile.sampling.quieted
         basis = (f"its row rate in the window against its rate with the collectors off{halves}"
                  + (f"; CPU sampling alone {alone:.2f}x" if alone and alone >= 1 else "")
                  + (": the Performance Schema setup stays on" if ps_on else ""))
@@ -325,21 +324,20 @@ def process_block(doc: dict[str, Any]) -> list[str]:
     return _fit(lines, indent=9)
 
 
-def perf_schema_block(doc: dict[str, Any]) -> list[str]:
-    ps = doc.get("perf_schema") or {}
-    if ps.get("status") != "collected":
+def perf_schema_block(profile: Profile) -> list[str]:
+    ps = profile.perf_schema
+    if not ps.collected:
         return []
-    d = ps_deltas(doc)
-    lines = ["", f"Performance Schema ({ps.get('connection')}, {len(ps.get('statements', []))} statements "
-                 f"in the window)"]
+    d = profile.ps_summaries
+    lines = ["", f"Performance Schema ({ps.connection}, {len(ps.statements)} statements in the window)"]
     for title, key in (("stages", "stages"), ("waits", "waits")):
         top = [r for r in d.get(key, []) if not r["name"].startswith("idle")][:4]
         if top:
             lines.append(f"  top {title}: " + ", ".join(f"{r['name'].split('/')[-1]} {fmt(r['timer_ps'] / 1000)}"
                                                       for r in top))
-    scale = quiet_scale(doc)
+    scale = quiet_scale(ps, profile.window, profile.sampling)
     if scale is not None:
-        lines.append(f"  the {len(ps['quieted']['instruments'])} instruments mysqlprobe turned on were off in the "
+        lines.append(f"  the {len(ps.quieted_instruments)} instruments mysqlprobe turned on were off in the "
                      f"quiet phases (so their cost is in the measured slowdown): their figures x{scale:.2f} "
                      "for the whole window")
     status = d.get("status") or {}
@@ -362,7 +360,7 @@ def render_text(profile: Profile) -> str:
     block = process_block(doc)
     if block:
         out += [""] + block
-    out += perf_schema_block(doc)
+    out += perf_schema_block(profile)
     out += attribution_block(profile)
     out += digest_block(profile)
     window_s = profile.window.duration_s

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 from mysqlprobe.analysis import histogram as H
 from mysqlprobe.analysis.attribution import PS_PER_NS, probe_tree, stage_edges
 from mysqlprobe.analysis.profile import window_scale
-from mysqlprobe.analysis.ps_figures import ps_deltas
+from mysqlprobe.analysis.views import PerfSchema
 from mysqlprobe.sqltext import TRUNCATED, join_key, normalized
 from mysqlprobe.probes.histogram import Histogram
 
@@ -31,9 +31,8 @@ if TYPE_CHECKING:   # the Profile is made of these figures
 UNKNOWN_STAGE = "stage unknown"
 
 
-def _digest_rows(doc: dict[str, Any]) -> list[dict[str, Any]]:
-    ps = doc.get("perf_schema") or {}
-    return (ps_deltas(doc).get("digests") or []) if ps.get("status") == "collected" else []
+def _digest_rows(profile: Profile) -> list[dict[str, Any]]:
+    return (profile.ps_summaries.get("digests") or []) if profile.perf_schema.collected else []
 
 
 def join_digest(text: str, rows: list[dict[str, Any]]) -> dict[str, Any] | None:
@@ -90,7 +89,7 @@ def _by_stage(profile: Profile, shapes: list[dict[str, Any]], executions: int,
               ps_stages: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Per P_S stage: its time per execution (from the history) and the
     probed calls that began in it; longest first, the unknown stage last."""
-    names = (profile.doc.get("perf_schema") or {}).get("stage_names") or []
+    names = profile.perf_schema.stage_names
     keys = {c.get("stage") for s in shapes for c in s["calls"]}
     ps_ns = {s["stage"]: s["ns"] for s in ps_stages}
     out: dict[str, dict[str, Any]] = {}
@@ -104,20 +103,18 @@ def _by_stage(profile: Profile, shapes: list[dict[str, Any]], executions: int,
     return sorted(out.values(), key=lambda s: (s["stage"] == UNKNOWN_STAGE, -max(s["ps_ns"] or 0, s["probed_ns"])))
 
 
-def _ps_stages(ps: dict[str, Any], digest_text: str) -> tuple[list[dict[str, Any]], int]:
+def _ps_stages(ps: PerfSchema, digest_text: str) -> tuple[list[dict[str, Any]], int]:
     """P_S stage time per execution of a digest, from the executions whose
     stages its history kept (statements whose text is the digest's; the stage
     history holds fewer statements than the statement history): stages, executions."""
-    statements = [s for s in ps.get("statements", []) if s.get("timer_end") is not None
-                  and join_key(s.get("sql_text") or "") == join_key(digest_text)]
-    keys = {(s["thread_id"], s["event_id"]) for s in statements}
+    keys = {s.key for s in ps.statements
+            if s.timer_end is not None and join_key(s.sql_text) == join_key(digest_text)}
     per: dict[str, int] = {}
-    kept: set[Any] = set()
-    for s in ps.get("stages", []):
-        key = (s["thread_id"], s["statement_event_id"])
-        if key in keys and s.get("timer_wait") is not None:
-            per[s["event_name"]] = per.get(s["event_name"], 0) + s["timer_wait"]
-            kept.add(key)
+    kept: set[tuple[int, int]] = set()
+    for s in ps.stages:
+        if s.statement in keys and s.timer_wait is not None:
+            per[s.event_name] = per.get(s.event_name, 0) + s.timer_wait
+            kept.add(s.statement)
     n = len(kept)
     if not n:
         return [], 0
@@ -130,7 +127,7 @@ def by_digest(profile: Profile) -> list[dict[str, Any]]:
     st = doc.get("statements")
     if not st or not st.get("shapes"):
         return []
-    rows = _digest_rows(doc)
+    rows = _digest_rows(profile)
     own_ns = next((p.own_cost_ns for p in profile.probes if p.id == st["probe"]), 0.0)
     scale = window_scale(profile)
     out = []
@@ -156,7 +153,7 @@ def by_digest(profile: Profile) -> list[dict[str, Any]]:
             unattributed = 0.0
         row = join_digest(text, rows)
         executions = row["count"] if row else round(seen * scale)
-        ps_stages, stage_sample = _ps_stages(doc.get("perf_schema") or {}, row["name"] if row else text)
+        ps_stages, stage_sample = _ps_stages(profile.perf_schema, row["name"] if row else text)
         out.append({
             "digest_text": row["name"].strip() if row else text, "text": text,
             "joined": "P_S digest summary" if row else None,

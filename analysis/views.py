@@ -336,6 +336,107 @@ class StackSection:
 
 
 @dataclass(frozen=True, slots=True)
+class PsStatement:
+    """A statement Performance Schema's history kept (timers in ps; end None: still running)."""
+
+    thread_id: int
+    event_id: int
+    event_name: str
+    sql_text: str
+    timer_start: int | None
+    timer_end: int | None
+    timer_wait: int | None
+
+    @classmethod
+    def of(cls, r: dict[str, Any]) -> PsStatement:
+        return cls(r["thread_id"], r["event_id"], r.get("event_name") or "", r.get("sql_text") or "",
+                   r.get("timer_start"), r.get("timer_end"), r.get("timer_wait"))
+
+    @property
+    def key(self) -> tuple[int, int]:
+        return self.thread_id, self.event_id
+
+
+@dataclass(frozen=True, slots=True)
+class PsStage:
+    """A stage event of a statement (its thread and event id)."""
+
+    thread_id: int
+    statement_event_id: int
+    event_name: str
+    timer_start: int | None
+    timer_end: int | None
+    timer_wait: int | None
+
+    @classmethod
+    def of(cls, r: dict[str, Any]) -> PsStage:
+        return cls(r["thread_id"], r["statement_event_id"], r["event_name"], r.get("timer_start"),
+                   r.get("timer_end"), r.get("timer_wait"))
+
+    @property
+    def statement(self) -> tuple[int, int]:
+        return self.thread_id, self.statement_event_id
+
+
+@dataclass(frozen=True, slots=True)
+class PsThread:
+    """A server thread: its P_S id, Linux thread id (None: not known) and TYPE (FOREGROUND, BACKGROUND)."""
+
+    thread_id: int
+    os_tid: int | None
+    type: str | None
+
+    @classmethod
+    def of(cls, r: dict[str, Any]) -> PsThread:
+        return cls(r["thread_id"], r.get("os_tid"), r.get("type"))
+
+
+@dataclass(frozen=True, slots=True)
+class PerfSchema:
+    """What the Performance Schema collector read: the statements and stage
+    events of the window, the threads, the summaries' and server counters'
+    changes over it (`deltas`: per kind, rows of name and counts, as
+    recorded), the settings, the instruments it turned off in the quiet
+    phases, and what its own connections cost."""
+
+    status: str
+    connection: str | None = None
+    statements: tuple[PsStatement, ...] = ()
+    stages: tuple[PsStage, ...] = ()
+    threads: tuple[PsThread, ...] = ()
+    timer_start_ps: int | None = None
+    timer_end_ps: int | None = None
+    deltas: dict[str, Any] = field(default_factory=dict)
+    stage_names: tuple[str, ...] = ()
+    settings: dict[str, str] | None = None
+    quieted_instruments: tuple[str, ...] = ()
+    quiet_s: float = 0.0
+    own_rows_changed: int = 0
+    own_connections_cpu_s: float = 0.0
+
+    @classmethod
+    def of(cls, ps: dict[str, Any] | None) -> PerfSchema:
+        p = ps or {}
+        quieted = p.get("quieted") or {}
+        return cls(p.get("status") or "absent", p.get("connection"),
+                   tuple(PsStatement.of(r) for r in p.get("statements") or ()),
+                   tuple(PsStage.of(r) for r in p.get("stages") or ()),
+                   tuple(PsThread.of(r) for r in p.get("threads") or ()), p.get("timer_start_ps"),
+                   p.get("timer_end_ps"), p.get("deltas") or {}, tuple(p.get("stage_names") or ()),
+                   p.get("settings"), tuple(quieted.get("instruments") or ()), quieted.get("quiet_s") or 0.0,
+                   p.get("own_rows_changed") or 0, p.get("own_connections_cpu_s") or 0.0)
+
+    @property
+    def collected(self) -> bool:
+        return self.status == "collected"
+
+    @property
+    def server_status(self) -> dict[str, int]:
+        """The server's counters' changes over the window (Innodb_rows_inserted, Handler_write...)."""
+        return self.deltas.get("status") or {}
+
+
+@dataclass(frozen=True, slots=True)
 class ClassCost:
     """What calibration measured a probe hit of one entry class to cost."""
 

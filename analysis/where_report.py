@@ -62,9 +62,9 @@ def _tree_lines(nodes: list[dict[str, Any]], total_ns: int, depth: int, f: Figur
     return lines
 
 def attribution_block(profile: Profile) -> list[str]:
-    trees, ps = profile.attribution, profile.doc.get("perf_schema") or {}
+    trees = profile.attribution
     if not trees:
-        if ps.get("status") == "collected":
+        if profile.perf_schema.collected:
             return ["", "Performance Schema: no statement of another session ran in the window"]
         return []
     lines = ["", "where the time went: statement -> P_S stage -> probed functions"]

@@ -14,7 +14,7 @@ import sys
 import pytest
 
 from helpers import Profiler, stage, whole_setup
-from mysqlprobe.analysis.ps_figures import ps_deltas
+from mysqlprobe.analysis.model import Profile
 from mysqlprobe.lab import sandbox, workload
 from mysqlprobe.recorder.duty import ORDINARY_FIRST_S
 
@@ -129,7 +129,7 @@ def quiet_phases_leave_nothing_on(doc: dict, before: tuple, after: tuple) -> Non
     # oltp_insert updates no row: every Handler_update of the window was a setup row of mysqlprobe's
     assert ps["own_rows_changed"] == status["Handler_update"] > 0
     raw = {r["name"]: r["count"] for r in ps["deltas"]["stages"]}["stage/sql/closing tables"]
-    scaled = {r["name"]: r["count"] for r in ps_deltas(doc)["stages"]}["stage/sql/closing tables"]
+    scaled = {r["name"]: r["count"] for r in Profile(doc).ps_summaries["stages"]}["stage/sql/closing tables"]
     assert raw < 0.9 * status["Com_insert"], (raw, status)           # not counted in the quiet phases
     assert abs(scaled - status["Com_insert"]) / status["Com_insert"] < 0.05, (scaled, status)
     assert after == before

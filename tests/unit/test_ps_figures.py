@@ -3,7 +3,21 @@ scaled to the whole window; those that stayed on are not."""
 
 import pytest
 
-from mysqlprobe.analysis.ps_figures import ps_deltas, quiet_scale
+from mysqlprobe.analysis import ps_figures
+from mysqlprobe.analysis.views import PerfSchema, Sampling, Window
+
+
+def _views(doc):
+    return (PerfSchema.of(doc.get("perf_schema")), Window.of(doc["window"]),
+            Sampling.of(doc.get("sampling")))
+
+
+def quiet_scale(doc):
+    return ps_figures.quiet_scale(*_views(doc))
+
+
+def ps_deltas(doc):
+    return ps_figures.ps_deltas(*_views(doc))
 
 
 def capture(quieted: dict | None, rows=1000, quiet_rows=480):
