@@ -20,6 +20,7 @@ from mysqlprobe.analysis.schema_check import check_document, upgraded
 from mysqlprobe.analysis.statements import by_digest
 from mysqlprobe.analysis.ps_figures import ps_deltas
 from mysqlprobe.analysis.views import (STACK_SECTIONS, Calibration, Overhead, PerfSchema, Probe, Sampling, StackSection,
+                                      Statements,
                                       StageFigure, Target, Window)
 from mysqlprobe.analysis.profile import (StageSummary, always_on_slowdown, calibrated_slowdown, estimated_calls,
                                          measured_slowdown, phase_slowdown, probe_estimate, slowdown_reference,
@@ -82,6 +83,11 @@ class Profile:
     def stacks(self) -> dict[str, StackSection]:
         """The collectors of stacks (views.STACK_SECTIONS), as the capture keeps them."""
         return {name: StackSection.of(name, self.doc.get(name), self.schema_version) for name in STACK_SECTIONS}
+
+    @cached_property
+    def statements(self) -> Statements:
+        """The statement probe's shapes (views.Statements)."""
+        return Statements.of(self.doc.get("statements"))
 
     @cached_property
     def perf_schema(self) -> PerfSchema:

@@ -21,8 +21,8 @@ from typing import TYPE_CHECKING, Any
 from mysqlprobe.analysis import histogram as H
 from mysqlprobe.analysis.attribution import PS_PER_NS, probe_tree, stage_edges
 from mysqlprobe.analysis.profile import window_scale
-from mysqlprobe.analysis.views import PerfSchema
-from mysqlprobe.sqltext import TRUNCATED, join_key, normalized
+from mysqlprobe.analysis.views import PerfSchema, StatementShape, Statements
+from mysqlprobe.sqltext import TRUNCATED, join_key
 from mysqlprobe.probes.histogram import Histogram
 
 if TYPE_CHECKING:   # the Profile is made of these figures
@@ -46,21 +46,19 @@ def join_digest(text: str, rows: list[dict[str, Any]]) -> dict[str, Any] | None:
     return found[0] if len(found) == 1 else None
 
 
-def _groups(doc: dict[str, Any]) -> dict[str, list[dict[str, Any]]]:
+def _groups(statements: Statements) -> dict[str, list[StatementShape]]:
     """Shapes by normalized text (the kernel splits a digest by the length of its value lists)."""
-    st = doc["statements"]
-    out: dict[str, list[dict[str, Any]]] = {}
-    for shape in st.get("shapes", []):
-        text = shape["text"] if st.get("text") == "normalized" else normalized(shape["text"])
-        out.setdefault(text, []).append(shape)
+    out: dict[str, list[StatementShape]] = {}
+    for shape in statements.shapes:
+        out.setdefault(shape.text, []).append(shape)
     return out
 
 
-def _edges(stages: dict[int, str], shapes: list[dict[str, Any]], ps_stage: int | None | bool = False) -> dict[Any, Any]:
+def _edges(stages: dict[int, str], shapes: list[StatementShape], ps_stage: int | None | bool = False) -> dict[Any, Any]:
     """stage_edges of the calls inside the shapes' executions: of the calls
     that began in one P_S stage key (None: not known), or all (False)."""
-    return stage_edges(stages, ((c["probe"], c["parent"], c["calls"], c["total_ns"]) for s in shapes for c in s["calls"]
-                                if ps_stage is False or c.get("stage") == ps_stage))
+    return stage_edges(stages, ((c.probe, c.parent, c.calls, c.total_ns) for s in shapes for c in s.calls
+                                if ps_stage is False or c.stage == ps_stage))
 
 
 def _per_execution(nodes: list[dict[str, Any]], executions: int) -> list[dict[str, Any]]:
@@ -85,12 +83,12 @@ def _flat(nodes: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return sorted(out.values(), key=lambda f: -f["inclusive_ns"])
 
 
-def _by_stage(profile: Profile, shapes: list[dict[str, Any]], executions: int,
+def _by_stage(profile: Profile, shapes: list[StatementShape], executions: int,
               ps_stages: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Per P_S stage: its time per execution (from the history) and the
     probed calls that began in it; longest first, the unknown stage last."""
     names = profile.perf_schema.stage_names
-    keys = {c.get("stage") for s in shapes for c in s["calls"]}
+    keys = {c.stage for s in shapes for c in s.calls}
     ps_ns = {s["stage"]: s["ns"] for s in ps_stages}
     out: dict[str, dict[str, Any]] = {}
     for key in keys:
@@ -123,19 +121,18 @@ def _ps_stages(ps: PerfSchema, digest_text: str) -> tuple[list[dict[str, Any]], 
 
 def by_digest(profile: Profile) -> list[dict[str, Any]]:
     """The digests, the one that took most time in the window first."""
-    doc = profile.doc
-    st = doc.get("statements")
-    if not st or not st.get("shapes"):
+    statements = profile.statements
+    if not statements.shapes:
         return []
     rows = _digest_rows(profile)
-    own_ns = next((p.own_cost_ns for p in profile.probes if p.id == st["probe"]), 0.0)
+    own_ns = next((p.own_cost_ns for p in profile.probes if p.id == statements.probe), 0.0)
     scale = window_scale(profile)
     out = []
-    for text, shapes in _groups(doc).items():
-        seen = sum(s["executions"] for s in shapes)
-        histogram = Histogram.total(Histogram.of_record(s["histogram"]) for s in shapes)
-        latency = sum(s["total_ns"] for s in shapes) / seen
-        probe_cost = sum(s["probe_cost_ns"] for s in shapes) / seen
+    for text, shapes in _groups(statements).items():
+        seen = sum(s.executions for s in shapes)
+        histogram = Histogram.total(s.latency.histogram for s in shapes)
+        latency = sum(s.latency.total_ns for s in shapes) / seen
+        probe_cost = sum(s.probe_cost_ns for s in shapes) / seen
         tree = _per_execution(probe_tree(_edges(profile.stage_of, shapes)), seen)
         probed = sum(n["inclusive_ns"] for n in tree)
         # the statement's own time: the latency less what the probes added to it

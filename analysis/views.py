@@ -7,11 +7,12 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Callable
 
 from mysqlprobe.analysis.sampling import MAX_READ_SHARE
 from mysqlprobe.catalog import family_name
 from mysqlprobe.probes.histogram import Histogram
+from mysqlprobe.sqltext import normalized
 
 if TYPE_CHECKING:   # per_call.py reads the Calibration view
     from mysqlprobe.analysis.per_call import PerCall
@@ -333,6 +334,55 @@ class StackSection:
         if self.quiet_s and window_s > self.quiet_s:
             return float(window_s / (window_s - self.quiet_s))
         return 1.0
+
+
+@dataclass(frozen=True, slots=True)
+class ShapeCall:
+    """Probed calls inside a statement shape's executions: of one probe,
+    under one probed caller (None: none), begun in one P_S stage (its key
+    in perf_schema.stage_names, 1-based; None: not known)."""
+
+    probe: int
+    parent: int | None
+    stage: int | None
+    calls: int
+    total_ns: int
+
+    @classmethod
+    def of(cls, c: dict[str, Any]) -> ShapeCall:
+        return cls(c["probe"], c.get("parent"), c.get("stage"), c["calls"], c["total_ns"])
+
+
+@dataclass(frozen=True, slots=True)
+class StatementShape:
+    """A statement shape the statement probe timed: its text (normalized:
+    literals made ?), executions, latency, and the probes inside them."""
+
+    text: str
+    executions: int
+    latency: Latency
+    probe_cost_ns: int
+    calls: tuple[ShapeCall, ...]
+
+    @classmethod
+    def of(cls, s: dict[str, Any], normalize: Callable[[str], str] | None) -> StatementShape:
+        return cls(normalize(s["text"]) if normalize else s["text"], s["executions"], Latency.of(s),
+                   s.get("probe_cost_ns") or 0, tuple(ShapeCall.of(c) for c in s.get("calls") or ()))
+
+
+@dataclass(frozen=True, slots=True)
+class Statements:
+    """The statement probe's shapes (none: not probed), and the probe that timed them."""
+
+    probe: int | None = None
+    shapes: tuple[StatementShape, ...] = ()
+
+    @classmethod
+    def of(cls, st: dict[str, Any] | None) -> Statements:
+        if not st or not st.get("shapes"):
+            return cls()
+        normalize = None if st.get("text") == "normalized" else normalized
+        return cls(st.get("probe"), tuple(StatementShape.of(s, normalize) for s in st["shapes"]))
 
 
 @dataclass(frozen=True, slots=True)
