@@ -40,13 +40,13 @@ WRITE_EVENTS = ("statement/sql/insert", "statement/sql/replace", "statement/sql/
 def rows_of(profile: Profile) -> tuple[int | None, str, Probe | None]:
     """Rows the load inserted in the window, where the figure comes from,
     and the probe whose calls stand for rows where no server counts them."""
-    doc, status = profile.doc, profile.perf_schema.server_status
+    status = profile.perf_schema.server_status
     if status.get("Innodb_rows_inserted"):
         return status["Innodb_rows_inserted"], "Innodb_rows_inserted", None
-    if (doc.get("workload") or {}).get("rows"):
-        return doc["workload"]["rows"], "the load's rows", None
-    if doc["window"].get("rows_changed"):
-        return doc["window"]["rows_changed"], "rows changed (Handler_write...)", None
+    if profile.workload.rows:
+        return profile.workload.rows, "the load's rows", None
+    if profile.window.rows_changed:
+        return profile.window.rows_changed, "rows changed (Handler_write...)", None
     top = outermost_probe(profile.probes)
     if top:   # no server counter: a call of the function the others run inside is the unit
         return round(top.calls * window_scale(profile)), f"calls of {top.name}", top
@@ -64,9 +64,8 @@ def load_seconds(profile: Profile, unit_probe: Probe | None = None) -> tuple[flo
     the longest write statement P_S saw, else the time in the probe whose
     calls are the unit, else the window; and whether it is a probe's time,
     from which the probes' cost is taken already."""
-    doc = profile.doc
-    if (doc.get("workload") or {}).get("seconds"):
-        return doc["workload"]["seconds"], "the load's own timing", False
+    if profile.workload.seconds:
+        return profile.workload.seconds, "the load's own timing", False
     writes = [s.timer_wait for s in profile.perf_schema.statements
               if s.event_name.startswith(WRITE_EVENTS) and s.timer_wait]
     if writes:
@@ -156,7 +155,7 @@ def run_of(profile: Profile, label: str, stacks: Folded | None = None,
         seconds, seconds_source = free, seconds_source + ", less the probes' calibrated cost"
     run = Run(label, profile.target.server, rows, rows_source, seconds,
               seconds_source, stacks=stacks,
-              cpu_waits_left_out=bool((doc.get("engine") or {}).get("cpu_waits_left_out")))
+              cpu_waits_left_out=profile.engine.cpu_waits_left_out)
     scale = window_scale(profile)
     for s in profile.stages:
         if not s.calls:
@@ -184,10 +183,10 @@ def run_of(profile: Profile, label: str, stacks: Folded | None = None,
     if evidence:
         run.trees = stage_trees(profile, evidence, rows, exclusive=True)
     run.settings = profile.perf_schema.settings
-    run.ddl = (doc.get("workload") or {}).get("ddl")
-    twin = (doc.get("workload") or {}).get("unprobed") or {}
-    if twin.get("rows") and twin.get("seconds"):
-        run.unprobed_ns_per_row = twin["seconds"] * 1e9 / twin["rows"]
+    run.ddl = profile.workload.ddl
+    twin = profile.workload
+    if twin.unprobed_rows and twin.unprobed_seconds:
+        run.unprobed_ns_per_row = twin.unprobed_seconds * 1e9 / twin.unprobed_rows
     return run
 
 

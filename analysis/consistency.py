@@ -95,7 +95,7 @@ def check(profile: Profile) -> list[Violation]:
         if not f or not s.calls:
             continue
         # the threads its calls ran on; without caller edges, every thread of the process
-        n = len(threads.get(s.stage) or ()) or (profile.doc.get("process") or {}).get("threads") or 0
+        n = len(threads.get(s.stage) or ()) or profile.process.threads or 0
         if n and window and f.total_ns and f.total_ns > n * window * (1 + TOLERANCE):
             out.append(Violation(s.stage, TOTAL, f"{H.format_ns(f.total_ns)} in the stage, more than {n} "
                                  f"thread{'s' if n > 1 else ''} x the {H.format_ns(window)} window",

@@ -247,26 +247,24 @@ def _pre(lines: list[str]) -> str:
 
 def _metadata(profile: Profile) -> str:
     doc, w, sampling = profile.doc, profile.window, profile.sampling
-    target, eng = profile.target, doc.get("engine", {})
+    target, eng, host, cal = profile.target, profile.engine, profile.host, profile.calibration
     perf = doc.get("cpu_profile") or {}
-    host = doc.get("host") or {}
-    cal = doc.get("calibration") or {}
-    classes = cal.get("classes") or {}
-    rows = [["command", " ".join(str(a) for a in (doc.get("tool") or {}).get("command", [])) or "-"],
-            ["mysqlprobe", (doc.get("tool") or {}).get("version", "?")],
-            ["host", f"{host.get('hostname', '?')}: Linux {host.get('kernel', '?')}, {host.get('machine', '?')}, "
-                     f"{host.get('cpus', '?')} CPUs"],
+    tool = doc.get("tool") or {}
+    rows = [["command", " ".join(str(a) for a in tool.get("command", [])) or "-"],
+            ["mysqlprobe", tool.get("version", "?")],
+            ["host", f"{host.hostname}: Linux {host.kernel}, {host.machine}, "
+                     f"{'?' if host.cpus is None else host.cpus} CPUs"],
             ["server", f"{target.server} ({target.line or '?'}), PID {target.pid}"],
             ["binary", target.binary], ["build-id", target.build_id or "-"], ["symbols", target.symbols],
             ["window", f"{w.start}, {w.duration_s:.2f}s, ended by {w.ended_by}"],
-            ["probes", f"{eng.get('probes_attached')} attached through {eng.get('links')} links"],
+            ["probes", f"{eng.probes_attached} attached through {eng.links} links"],
             ["mode", "every call counted (--exact)" if not sampling.sampled else
              f"duty cycles: {sampling.cycles} cycles, probes on {sampling.on_s:.3f}s, budget "
              f"{(sampling.overhead_budget or 0):.0%}"],
             ["CPU sampling", perf.get("command") or perf.get("reason") or perf.get("status") or "-"],
-            ["probe cost per hit", ", ".join(f"{name} entry {c.get('entry_ns', 0):.0f}ns, return "
-                                             f"{c.get('return_ns', 0):.0f}ns" for name, c in classes.items()) or "-"],
-            ["in-situ factor", cal.get("in_situ_factor") if cal.get("in_situ_factor") is not None else "not measured"]]
+            ["probe cost per hit", ", ".join(f"{name} entry {c.entry_ns:.0f}ns, return "
+                                             f"{c.return_ns:.0f}ns" for name, c in cal.classes.items()) or "-"],
+            ["in-situ factor", cal.in_situ_factor if cal.in_situ_factor is not None else "not measured"]]
     return _table(["", ""], rows, "meta")
 
 
@@ -356,7 +354,7 @@ def render_html(profile: Profile, flamegraph_svg: str | None = None, offcpu_svg:
     digests = digest_block(profile)
     if digests:
         parts += ["<h2>Per statement digest</h2>", _pre(digests[1:])]
-    context = text.process_block(doc) + text.perf_schema_block(profile)
+    context = text.process_block(doc.get("process")) + text.perf_schema_block(profile)
     if context:
         parts += ["<h2>Server and host</h2>", _pre(context)]
     parts.append("<h2>Latency per stage</h2>")
@@ -394,7 +392,7 @@ def render_html(profile: Profile, flamegraph_svg: str | None = None, offcpu_svg:
                   '<p class=muted>the CPU samples and off-CPU time whose stacks pass through the stage\'s '
                   'function, folded from it down; open one to see it</p>']
         parts += [f"<details><summary>{_e(stage)}</summary>{svg}</details>" for stage, svg in stage_svgs]
-    warnings = doc.get("warnings") or []
+    warnings = profile.warnings
     if warnings:
         parts += ["<h2>Warnings</h2>"] + [f"<p class=warn>{_e(w)}</p>" for w in warnings]
     parts += ["<h2>Run</h2>", _metadata(profile), "</body></html>"]

@@ -19,8 +19,8 @@ from mysqlprobe.analysis.sampling import Estimate
 from mysqlprobe.analysis.schema_check import check_document, upgraded
 from mysqlprobe.analysis.statements import by_digest
 from mysqlprobe.analysis.ps_figures import ps_deltas
-from mysqlprobe.analysis.views import (STACK_SECTIONS, Calibration, Overhead, PerfSchema, Probe, Sampling, StackSection,
-                                      Statements,
+from mysqlprobe.analysis.views import (STACK_SECTIONS, Calibration, Engine, Host, Overhead, PerfSchema, Probe, Process,
+                                      Sampling, StackSection, Statements, Workload,
                                       StageFigure, Target, Window)
 from mysqlprobe.analysis.profile import (StageSummary, always_on_slowdown, calibrated_slowdown, estimated_calls,
                                          measured_slowdown, phase_slowdown, probe_estimate, slowdown_reference,
@@ -83,6 +83,27 @@ class Profile:
     def stacks(self) -> dict[str, StackSection]:
         """The collectors of stacks (views.STACK_SECTIONS), as the capture keeps them."""
         return {name: StackSection.of(name, self.doc.get(name), self.schema_version) for name in STACK_SECTIONS}
+
+    @cached_property
+    def host(self) -> Host:
+        return Host.of(self.doc.get("host"))
+
+    @cached_property
+    def engine(self) -> Engine:
+        return Engine.of(self.doc.get("engine"))
+
+    @cached_property
+    def process(self) -> Process:
+        return Process.of(self.doc.get("process"))
+
+    @cached_property
+    def workload(self) -> Workload:
+        """The lab driver's own record of the load (empty for a capture of someone's load)."""
+        return Workload.of(self.doc.get("workload"))
+
+    @property
+    def warnings(self) -> list[str]:
+        return list(self.doc.get("warnings") or [])
 
     @cached_property
     def statements(self) -> Statements:

@@ -248,7 +248,7 @@ def standing_cpu_s(profile: Profile) -> float | None:
         return None
     helper = (((doc.get("collectors") or {}).get("calibration") or {}).get("cost") or {}).get("cpu_s") or 0.0
     server = profile.perf_schema.own_connections_cpu_s
-    switches = ((doc.get("engine") or {}).get("switch_program") or {}).get("s") or 0.0
+    switches = profile.engine.switch_program_s
     return float(own + helper + server + switches)
 
 
@@ -258,13 +258,12 @@ def standing_slowdown(profile: Profile) -> float | None:
     CPUs were all busy is one the others lost; from an idle host, nobody's:
     each counts by the share of the host's usable CPU time that was busy
     (steal is nobody's to use). None where the capture lacks the figures."""
-    own, doc = standing_cpu_s(profile), profile.doc
-    host = (doc.get("process") or {}).get("host_cpu_share") or {}
-    cpus = (doc.get("host") or {}).get("cpus")
-    if own is None or not cpus or host.get("idle") is None:
+    own, host, cpus = standing_cpu_s(profile), profile.process.host_cpu_share, profile.host.cpus
+    idle = host.get("idle")
+    if own is None or not cpus or idle is None:
         return None
     usable_share = 1.0 - (host.get("steal") or 0.0)
-    busy_share = max(0.0, 1.0 - (host["idle"] + (host.get("iowait") or 0.0)) / usable_share)
+    busy_share = max(0.0, 1.0 - (idle + (host.get("iowait") or 0.0)) / usable_share)
     others = cpus * profile.window.duration_s * usable_share * busy_share - own
     return round(1.0 + own * busy_share / others, 4) if others > 0 else None
 

@@ -34,13 +34,13 @@ def _rate(calls: float, seconds: float) -> str:
 
 
 def header(profile: Profile) -> list[str]:
-    doc, t, w = profile.doc, profile.target, profile.window
+    t, w = profile.target, profile.window
     lines = [
         f"mysqlprobe insert profile: {t.server}, PID {t.pid}",
         f"binary   {t.binary}",
         f"symbols  {t.symbols}",
         f"window   {w.start}, {w.duration_s:.2f}s (ended by {w.ended_by})",
-        f"probes   {doc['engine']['probes_attached']} attached on {len(profile.probes)} functions"
+        f"probes   {profile.engine.probes_attached} attached on {len(profile.probes)} functions"
         + _overhead(profile.overhead),
     ] + _overhead_lines(profile) + _latency_basis(profile.calibration) + _sampling_line(profile)
     return lines
@@ -302,9 +302,8 @@ def _bytes(n: int | None) -> str:
     return f"{n}B"
 
 
-def process_block(doc: dict[str, Any]) -> list[str]:
-    """mysqld and the host over the window (/proc)."""
-    p = doc.get("process")
+def process_block(p: dict[str, Any] | None) -> list[str]:
+    """mysqld and the host over the window (/proc: the capture's process section)."""
     if not p:
         return []
     host = p.get("host_cpu_share") or {}
@@ -357,7 +356,7 @@ def render_text(profile: Profile) -> str:
     out += summary_table(profile)
     out.append("share: time in the stage / window length (above 100% with several threads)")
     out += textwrap.wrap(GLOSSARY, 80, subsequent_indent="  ")
-    block = process_block(doc)
+    block = process_block(doc.get("process"))
     if block:
         out += [""] + block
     out += perf_schema_block(profile)
@@ -373,11 +372,11 @@ def render_text(profile: Profile) -> str:
     notes = []
     for u in doc.get("unavailable", []):
         notes.append(f"unavailable: {u['stage']}: {u['reason']}")
-    counters = doc["engine"].get("counters", {})
+    counters = profile.engine.counters
     odd = {k: v for k, v in counters.items() if k not in ("entries", "returns") and v}
     if odd:
         notes.append("engine: " + ", ".join(f"{k.replace('_', ' ')} {v}" for k, v in odd.items()))
-    notes += [f"warning: {w}" for w in doc.get("warnings", [])]
+    notes += [f"warning: {w}" for w in profile.warnings]
     if notes:
         out.append("")
     for note in notes:

@@ -74,6 +74,74 @@ class Window:
 
 
 @dataclass(frozen=True, slots=True)
+class Host:
+    """The machine the capture was taken on."""
+
+    hostname: str | None = "?"
+    kernel: str | None = "?"
+    machine: str | None = "?"
+    cpus: int | None = None
+
+    @classmethod
+    def of(cls, host: dict[str, Any] | None) -> Host:
+        h = host or {}
+        return cls(h.get("hostname", "?"), h.get("kernel", "?"), h.get("machine", "?"), h.get("cpus"))
+
+
+@dataclass(frozen=True, slots=True)
+class Engine:
+    """How the probes went on: entries and returns attached, the kind of
+    link, the latency program's own counters (entries, returns, and what
+    it dropped), whether the calls' waits for a CPU are out of their times
+    (and the run time of the program that takes them out)."""
+
+    probes_attached: int | None = None
+    links: str | None = None
+    counters: dict[str, int] = field(default_factory=dict)
+    cpu_waits_left_out: bool = False
+    switch_program_s: float = 0.0
+
+    @classmethod
+    def of(cls, engine: dict[str, Any] | None) -> Engine:
+        e = engine or {}
+        return cls(e.get("probes_attached"), e.get("links"), e.get("counters") or {},
+                   bool(e.get("cpu_waits_left_out")), (e.get("switch_program") or {}).get("s") or 0.0)
+
+
+@dataclass(frozen=True, slots=True)
+class Process:
+    """The target process and the host over the window (/proc), as far as
+    the figures use it: its threads, and the host's CPU time by state."""
+
+    threads: int | None = None
+    host_cpu_share: dict[str, float | None] = field(default_factory=dict)   # user, system, idle, iowait, steal
+
+    @classmethod
+    def of(cls, process: dict[str, Any] | None) -> Process:
+        p = process or {}
+        return cls(p.get("threads"), p.get("host_cpu_share") or {})
+
+
+@dataclass(frozen=True, slots=True)
+class Workload:
+    """The load as the lab's driver (bench, demo) ran and timed it, where
+    the capture has it: rows, seconds, the table, and the same load timed
+    with nothing attached."""
+
+    rows: int | None = None
+    seconds: float | None = None
+    ddl: str | None = None
+    unprobed_rows: int | None = None
+    unprobed_seconds: float | None = None
+
+    @classmethod
+    def of(cls, workload: dict[str, Any] | None) -> Workload:
+        w = workload or {}
+        twin = w.get("unprobed") or {}
+        return cls(w.get("rows"), w.get("seconds"), w.get("ddl"), twin.get("rows"), twin.get("seconds"))
+
+
+@dataclass(frozen=True, slots=True)
 class Latency:
     """Calls' summed time and their histogram (ns)."""
 

@@ -119,7 +119,7 @@ class Metrics:
         with self.lock:
             self.totals.add(profile)
             self.windows += 1
-            self.probes = (profile.doc.get("engine") or {}).get("probes_attached") or 0
+            self.probes = profile.engine.probes_attached or 0
             self.functions = len(profile.probes)
 
     def text(self) -> str:
