@@ -21,6 +21,7 @@ with its thread and its innermost probed caller."""
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Callable, Iterable
 
 from mysqlprobe.analysis.profile import window_scale
@@ -113,8 +114,56 @@ def stage_totals(edges: dict[Any, Any]) -> dict[str, float]:
     return out
 
 
+@dataclass(frozen=True, slots=True)
+class PartitionShare:
+    """A node's share of its stage's partitions (by their time in the window)."""
+
+    id: int
+    share: float
+    ns: int
+
+
+@dataclass(frozen=True, slots=True)
+class Node:
+    """A probed stage in a tree of nested calls: its time with its callees'
+    (inclusive) and without (exclusive: 0 where the callees' corrected time
+    came to more, the excess in callees_exceed_ns), its calls, its mark ("<"
+    a bound, "?" withheld; exclusive_mark "?" where a callee's is marked),
+    its partitions where the call came through the partitioning layer."""
+
+    stage: str
+    inclusive_ns: int
+    calls: float
+    children: tuple[Node, ...]
+    exclusive_ns: int
+    mark: str = ""
+    exclusive_mark: str | None = None
+    callees_exceed_ns: int | None = None
+    partitions: tuple[PartitionShare, ...] | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"stage": self.stage, "inclusive_ns": self.inclusive_ns, "calls": self.calls,
+                               "children": [c.to_json() for c in self.children],
+                               "exclusive_ns": self.exclusive_ns, "mark": self.mark}
+        if self.exclusive_mark is not None:
+            out["exclusive_mark"] = self.exclusive_mark
+        if self.callees_exceed_ns is not None:
+            out["callees_exceed_ns"] = self.callees_exceed_ns
+        if self.partitions is not None:
+            out["partitions"] = [{"id": p.id, "share": p.share, "ns": p.ns} for p in self.partitions]
+        return out
+
+    def per(self, executions: int) -> Node:
+        """The node and its children per execution of a statement."""
+        return replace(self, inclusive_ns=round(self.inclusive_ns / executions),
+                       calls=round(self.calls / executions, 3), exclusive_ns=round(self.exclusive_ns / executions),
+                       callees_exceed_ns=None if self.callees_exceed_ns is None
+                       else round(self.callees_exceed_ns / executions),
+                       children=tuple(c.per(executions) for c in self.children))
+
+
 def probe_tree(edges: dict[Any, Any], partitions: dict[str, Any] | None = None,
-               marks: dict[str, str] | None = None) -> list[dict[str, Any]]:
+               marks: dict[str, str] | None = None) -> list[Node]:
     """The probed stages as the calls nested: inclusive and exclusive time.
     Each time is corrected for the probes' cost on its own, so callees may
     come to more than their caller: its exclusive time is then 0 and the
@@ -129,28 +178,24 @@ def probe_tree(edges: dict[Any, Any], partitions: dict[str, Any] | None = None,
     for (stage, parent), v in edges.items():
         children.setdefault(parent, []).append((stage, v))
 
-    def node(stage: str, ns: float, calls: float, path: frozenset[Any]) -> dict[str, Any]:
+    def node(stage: str, ns: float, calls: float, path: frozenset[Any]) -> Node:
         share = ns / total[stage] if total.get(stage) else 0.0
-        kids = [node(c, v["ns"] * share, v["calls"] * share, path | {c})
-                for c, v in children.get(stage, []) if c not in path]
-        kids.sort(key=lambda k: -k["inclusive_ns"])
-        exclusive = round(ns) - sum(k["inclusive_ns"] for k in kids)
-        out = {"stage": stage, "inclusive_ns": round(ns), "calls": round(calls), "children": kids,
-               "exclusive_ns": max(exclusive, 0), "mark": marks.get(stage, "")}
-        if out["mark"] or any(k["mark"] for k in kids):
-            out["exclusive_mark"] = "?"
-        if exclusive < 0:  # the callees' corrected time is more than the caller's: said, not printed negative
-            out["callees_exceed_ns"] = -exclusive
+        kids = sorted((node(c, v["ns"] * share, v["calls"] * share, path | {c})
+                       for c, v in children.get(stage, []) if c not in path), key=lambda k: -k.inclusive_ns)
+        exclusive = round(ns) - sum(k.inclusive_ns for k in kids)
+        mark = marks.get(stage, "")
         # partition ids come down from the partitioning layer: a call outside it had none
         parts = (partitions or {}).get(stage) if any(s.startswith(PARTITION_LAYER) for s in path) else None
-        if parts:
-            whole = sum(p["total_ns"] for p in parts) or 1
-            out["partitions"] = [{"id": p["id"], "share": round(p["total_ns"] / whole, 4),
-                                  "ns": round(ns * p["total_ns"] / whole)} for p in parts]
-        return out
+        whole = sum(p["total_ns"] for p in parts or ()) or 1
+        return Node(stage, round(ns), round(calls), tuple(kids), max(exclusive, 0), mark,
+                    "?" if mark or any(k.mark for k in kids) else None,
+                    # the callees' corrected time is more than the caller's: said, not printed negative
+                    -exclusive if exclusive < 0 else None,
+                    tuple(PartitionShare(p["id"], round(p["total_ns"] / whole, 4), round(ns * p["total_ns"] / whole))
+                          for p in parts) if parts else None)
 
     roots = [node(s, v["ns"], v["calls"], frozenset({s})) for s, v in children.get(None, [])]
-    return sorted(roots, key=lambda r: -r["inclusive_ns"])
+    return sorted(roots, key=lambda r: -r.inclusive_ns)
 
 
 UNKNOWN_STAGE = "(stages not kept by P_S)"
@@ -203,8 +248,54 @@ def _stage_ns(ps: PerfSchema, unit: list[PsStatement], t0: int, t1: int) -> dict
     return out
 
 
+@dataclass(frozen=True, slots=True)
+class StageTime:
+    """A P_S stage of a statement in the window, with the probed stages
+    under it (on its longest stage only), what the probes cost there and
+    what they leave ("unexplained"; its mark ">" at least, "?" withheld)."""
+
+    stage: str
+    ns: int
+    probed: tuple[Node, ...]
+    probe_cost_ns: int
+    unexplained_ns: float
+    unexplained_mark: str
+
+    def to_json(self) -> dict[str, Any]:
+        return {"stage": self.stage, "ns": self.ns, "probed": [n.to_json() for n in self.probed],
+                "probe_cost_ns": self.probe_cost_ns, "unexplained_ns": self.unexplained_ns,
+                "unexplained_mark": self.unexplained_mark}
+
+
+@dataclass(frozen=True, slots=True)
+class StatementTree:
+    """Where a statement's time went (with the others of its thread in the
+    window: the probes count per thread): its P_S stages and the probed
+    stages under them, how probe time was joined to it, where its stages
+    came from, and the other (or background) threads' probed work."""
+
+    statement: str
+    statements: int
+    thread_id: int
+    os_tid: int | None
+    join: str
+    stages_from: str
+    history_short: bool
+    background_from: str
+    in_window_ns: int
+    stages: tuple[StageTime, ...]
+    background: tuple[Node, ...]
+
+    def to_json(self) -> dict[str, Any]:
+        return {"statement": self.statement, "statements": self.statements, "thread_id": self.thread_id,
+                "os_tid": self.os_tid, "join": self.join, "stages_from": self.stages_from,
+                "history_short": self.history_short, "background_from": self.background_from,
+                "in_window_ns": self.in_window_ns, "stages": [s.to_json() for s in self.stages],
+                "background": [n.to_json() for n in self.background]}
+
+
 def attribute(profile: Profile, parts: dict[str, list[dict[str, Any]]], top: int = 3,
-              figures: dict[str, tuple[float | None, str]] | None = None) -> list[dict[str, Any]]:
+              figures: dict[str, tuple[float | None, str]] | None = None) -> list[StatementTree]:
     """The trees of the statements that ran longest in the window. parts:
     stage -> its partitions' figures over the whole window; figures: stage
     -> (the window total the stage table prints, its mark: "<" a bound, "?"
@@ -260,24 +351,17 @@ def attribute(profile: Profile, parts: dict[str, list[dict[str, Any]]], top: int
                        if parent is None)   # the tree's roots
         history_short = join == "thread" and measured > in_window // PS_PER_NS
         tree = probe_tree(as_printed(edges, base, figures), parts, marks)
-        probed = sum(r["inclusive_ns"] for r in tree)
+        probed = sum(r.inclusive_ns for r in tree)
         if history_short:
             tree, probed, measured, cost = [], 0, 0, 0
         main = stage_ns[0][0] if stage_ns else None
         cost = round(min(cost, max(stage_ns[0][1] - measured, 0))) if stage_ns else 0
         # what the probed stages leave is a figure only where theirs all are
-        rest_mark = "?" if any(r["mark"] == "?" for r in tree) else ">" if any(r["mark"] for r in tree) else ""
-        out.append({
-            "statement": lead.sql_text, "statements": len(unit), "thread_id": lead.thread_id,
-            "os_tid": tid, "join": join, "stages_from": stages_from,
-            "history_short": history_short,
-            "background_from": "P_S threads.TYPE" if typed else "all other threads",
-            "in_window_ns": in_window // PS_PER_NS,
-            "stages": [{"stage": name, "ns": ns, "probed": tree if name == main else [],
-                        "probe_cost_ns": cost if name == main else 0,
-                        "unexplained_ns": ns - probed - cost if name == main else ns,
-                        "unexplained_mark": rest_mark if name == main else ""}
-                       for name, ns in stage_ns if ns],
-            "background": probe_tree(as_printed(background, base, figures), marks=marks),
-        })
+        rest_mark = "?" if any(r.mark == "?" for r in tree) else ">" if any(r.mark for r in tree) else ""
+        out.append(StatementTree(
+            lead.sql_text, len(unit), lead.thread_id, tid, join, stages_from, history_short,
+            "P_S threads.TYPE" if typed else "all other threads", in_window // PS_PER_NS,
+            tuple(StageTime(name, ns, tuple(tree), cost, ns - probed - cost, rest_mark) if name == main
+                  else StageTime(name, ns, (), 0, ns, "") for name, ns in stage_ns if ns),
+            tuple(probe_tree(as_printed(background, base, figures), marks=marks))))
     return out

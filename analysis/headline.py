@@ -62,23 +62,22 @@ class DigestHeadline:
 def digest_headlines(profile: Profile) -> list[DigestHeadline]:
     """The digests that ran probed functions, most time first; none when
     only one did (the window's block above is then its block)."""
-    shown = [d for d in profile.by_digest if d["functions"] and d["executions_probed"] >= MIN_PROBED
-             and d["mean_ns"] > 0]
+    shown = [d for d in profile.by_digest if d.functions and d.executions_probed >= MIN_PROBED and d.mean_ns > 0]
     if len(shown) < 2:
         return []
     out = []
     for d in shown[:TOP_DIGESTS]:
-        rows = d["rows_per_execution"]
+        rows = d.rows_per_execution
         per_row = rows if rows and rows >= 1 else 1.0
-        own = d["mean_ns"]
-        parts = [Part(f["stage"], f["exclusive_ns"] / per_row, f["exclusive_ns"] / own)
-                 for f in sorted(d["functions"], key=lambda f: -f["exclusive_ns"]) if f["exclusive_ns"] > 0]
-        probed = sum(f["exclusive_ns"] for f in d["functions"])
+        own = d.mean_ns
+        parts = [Part(f.stage, f.exclusive_ns / per_row, f.exclusive_ns / own)
+                 for f in sorted(d.functions, key=lambda f: -f.exclusive_ns) if f.exclusive_ns > 0]
+        probed = sum(f.exclusive_ns for f in d.functions)
         # parts that come to more than the statement cannot all be true: the rest is not printed
         rest = own - probed
         not_probed = Part("not probed", rest / per_row, rest / own) if rest >= 0 else None
-        out.append(DigestHeadline(" ".join(d["digest_text"].split()), d["executions"], d["executions_from"], rows,
-                                  "row" if per_row == rows else "execution", d["raw_mean_ns"], own, parts,
+        out.append(DigestHeadline(" ".join(d.digest_text.split()), d.executions, d.executions_from, rows,
+                                  "row" if per_row == rows else "execution", d.raw_mean_ns, own, parts,
                                   not_probed))
     return out
 

@@ -12,12 +12,12 @@ from typing import Any
 
 from functools import cached_property
 
-from mysqlprobe.analysis.attribution import attribute
+from mysqlprobe.analysis.attribution import StatementTree, attribute
 from mysqlprobe.analysis.consistency import MEAN, TOTAL, Violation, check as check_bounds, withheld
 from mysqlprobe.analysis.figures import stage_figures
 from mysqlprobe.analysis.sampling import Estimate
 from mysqlprobe.analysis.schema_check import check_document, upgraded
-from mysqlprobe.analysis.statements import by_digest
+from mysqlprobe.analysis.statements import Digest, by_digest
 from mysqlprobe.analysis.ps_figures import ps_deltas
 from mysqlprobe.analysis.views import (STACK_SECTIONS, Calibration, Engine, Host, Overhead, PerfSchema, Probe, Process,
                                       Sampling, StackSection, Statements, Workload,
@@ -129,7 +129,8 @@ class Profile:
         return self.sampling.sampled
 
     @cached_property
-    def attribution(self) -> list[dict[str, Any]]:
+    def attribution(self) -> list[StatementTree]:
+        """Where the longest statements' time went (attribution.py)."""
         partitions = {s["stage"]: s["partitions"] for s in self.stage_records if s.get("partitions")}
         return attribute(self, partitions, figures=self.printed_totals)
 
@@ -146,7 +147,8 @@ class Profile:
         return out
 
     @cached_property
-    def by_digest(self) -> list[dict[str, Any]]:
+    def by_digest(self) -> list[Digest]:
+        """Per statement digest, per execution (statements.py)."""
         return by_digest(self)
 
     @cached_property
@@ -180,5 +182,6 @@ class Profile:
     def to_json(self) -> dict[str, Any]:
         """The document with everything derived from it: `report --json`."""
         return {**self.recorded, "probes": self.probe_records(), "stages": self.stage_records,
-                "attribution": {"by_thread": self.attribution, "by_digest": self.by_digest},
+                "attribution": {"by_thread": [t.to_json() for t in self.attribution],
+                                "by_digest": [d.to_json() for d in self.by_digest]},
                 "overhead": self.overhead.to_json(), "consistency": [v.to_json() for v in self.consistency]}

@@ -16,10 +16,11 @@ else from the counted ones scaled to the window."""
 
 from __future__ import annotations
 
+from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
 from mysqlprobe.analysis import histogram as H
-from mysqlprobe.analysis.attribution import PS_PER_NS, probe_tree, stage_edges
+from mysqlprobe.analysis.attribution import PS_PER_NS, Node, probe_tree, stage_edges
 from mysqlprobe.analysis.profile import window_scale
 from mysqlprobe.analysis.views import PerfSchema, StatementShape, Statements
 from mysqlprobe.sqltext import TRUNCATED, join_key
@@ -61,44 +62,68 @@ def _edges(stages: dict[int, str], shapes: list[StatementShape], ps_stage: int |
                                 if ps_stage is False or c.stage == ps_stage))
 
 
-def _per_execution(nodes: list[dict[str, Any]], executions: int) -> list[dict[str, Any]]:
-    return [{**n, "inclusive_ns": round(n["inclusive_ns"] / executions), "calls": round(n["calls"] / executions, 3),
-             "exclusive_ns": round(n["exclusive_ns"] / executions),
-             **({"callees_exceed_ns": round(n["callees_exceed_ns"] / executions)} if "callees_exceed_ns" in n else {}),
-             "children": _per_execution(n["children"], executions)} for n in nodes]
+def _per_execution(nodes: list[Node], executions: int) -> tuple[Node, ...]:
+    return tuple(n.per(executions) for n in nodes)
 
 
-def _flat(nodes: list[dict[str, Any]]) -> list[dict[str, Any]]:
+@dataclass(slots=True)
+class FunctionTime:
+    """A probed stage's time per execution, summed over the places it shows up in a digest's tree."""
+
+    stage: str
+    inclusive_ns: int = 0
+    exclusive_ns: int = 0
+    calls: float = 0.0
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def _flat(nodes: tuple[Node, ...]) -> list[FunctionTime]:
     """stage -> inclusive and exclusive ns per execution, summed where a stage shows up in several places."""
-    out: dict[str, dict[str, Any]] = {}
+    out: dict[str, FunctionTime] = {}
 
-    def walk(ns: list[dict[str, Any]]) -> None:
+    def walk(ns: tuple[Node, ...]) -> None:
         for n in ns:
-            f = out.setdefault(n["stage"], {"stage": n["stage"], "inclusive_ns": 0, "exclusive_ns": 0, "calls": 0.0})
-            f["inclusive_ns"] += n["inclusive_ns"]
-            f["exclusive_ns"] += n["exclusive_ns"]
-            f["calls"] = round(f["calls"] + n["calls"], 3)
-            walk(n["children"])
+            f = out.setdefault(n.stage, FunctionTime(n.stage))
+            f.inclusive_ns += n.inclusive_ns
+            f.exclusive_ns += n.exclusive_ns
+            f.calls = round(f.calls + n.calls, 3)
+            walk(n.children)
     walk(nodes)
-    return sorted(out.values(), key=lambda f: -f["inclusive_ns"])
+    return sorted(out.values(), key=lambda f: -f.inclusive_ns)
+
+
+@dataclass(frozen=True, slots=True)
+class DigestStage:
+    """A P_S stage of a digest per execution: its time (from the history;
+    None: none kept) and the probed calls that began in it."""
+
+    stage: str
+    ps_ns: int | None
+    probed: tuple[Node, ...]
+    probed_ns: int
+
+    def to_json(self) -> dict[str, Any]:
+        return {"stage": self.stage, "ps_ns": self.ps_ns, "probed": [n.to_json() for n in self.probed],
+                "probed_ns": self.probed_ns}
 
 
 def _by_stage(profile: Profile, shapes: list[StatementShape], executions: int,
-              ps_stages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+              ps_stages: list[dict[str, Any]]) -> list[DigestStage]:
     """Per P_S stage: its time per execution (from the history) and the
     probed calls that began in it; longest first, the unknown stage last."""
     names = profile.perf_schema.stage_names
     keys = {c.stage for s in shapes for c in s.calls}
     ps_ns = {s["stage"]: s["ns"] for s in ps_stages}
-    out: dict[str, dict[str, Any]] = {}
+    out: dict[str, DigestStage] = {}
     for key in keys:
         name = UNKNOWN_STAGE if key is None else names[key - 1] if 0 < key <= len(names) else f"stage #{key}"
         tree = _per_execution(probe_tree(_edges(profile.stage_of, shapes, key)), executions)
-        out[name] = {"stage": name, "ps_ns": ps_ns.get(name), "probed": tree,
-                     "probed_ns": sum(n["inclusive_ns"] for n in tree)}
+        out[name] = DigestStage(name, ps_ns.get(name), tree, sum(n.inclusive_ns for n in tree))
     for name, ns in ps_ns.items():
-        out.setdefault(name, {"stage": name, "ps_ns": ns, "probed": [], "probed_ns": 0})
-    return sorted(out.values(), key=lambda s: (s["stage"] == UNKNOWN_STAGE, -max(s["ps_ns"] or 0, s["probed_ns"])))
+        out.setdefault(name, DigestStage(name, ns, (), 0))
+    return sorted(out.values(), key=lambda s: (s.stage == UNKNOWN_STAGE, -max(s.ps_ns or 0, s.probed_ns)))
 
 
 def _ps_stages(ps: PerfSchema, digest_text: str) -> tuple[list[dict[str, Any]], int]:
@@ -119,7 +144,42 @@ def _ps_stages(ps: PerfSchema, digest_text: str) -> tuple[list[dict[str, Any]], 
     return [{"stage": k, "ns": round(v / PS_PER_NS / n)} for k, v in sorted(per.items(), key=lambda kv: -kv[1])], n
 
 
-def by_digest(profile: Profile) -> list[dict[str, Any]]:
+@dataclass(frozen=True, slots=True)
+class Digest:
+    """A statement digest over the window, per execution: where its time
+    went (the probed stages' tree and flat times, under each P_S stage),
+    what the probes cost in it and what they leave; its executions (P_S's
+    count where its digest summary joins, else the probe's, scaled), its
+    rows, the server's own mean, and notes where a figure was held at 0."""
+
+    digest_text: str
+    text: str
+    joined: str | None
+    executions: int
+    executions_probed: int
+    executions_from: str
+    rows_per_execution: float | None
+    mean_ns: int
+    raw_mean_ns: int
+    ps_mean_ns: int | None
+    p99_ns: float | None
+    functions: tuple[FunctionTime, ...]
+    tree: tuple[Node, ...]
+    probe_cost_ns: int
+    unattributed_ns: int
+    stages: tuple[DigestStage, ...]
+    ps_stage_executions: int
+    total_ns: int
+    notes: tuple[str, ...]
+
+    def to_json(self) -> dict[str, Any]:
+        out = {f: getattr(self, f) for f in self.__dataclass_fields__}
+        out.update(functions=[f.to_json() for f in self.functions], tree=[n.to_json() for n in self.tree],
+                   stages=[s.to_json() for s in self.stages], notes=list(self.notes))
+        return out
+
+
+def by_digest(profile: Profile) -> list[Digest]:
     """The digests, the one that took most time in the window first."""
     statements = profile.statements
     if not statements.shapes:
@@ -134,7 +194,7 @@ def by_digest(profile: Profile) -> list[dict[str, Any]]:
         latency = sum(s.latency.total_ns for s in shapes) / seen
         probe_cost = sum(s.probe_cost_ns for s in shapes) / seen
         tree = _per_execution(probe_tree(_edges(profile.stage_of, shapes)), seen)
-        probed = sum(n["inclusive_ns"] for n in tree)
+        probed = sum(n.inclusive_ns for n in tree)
         # the statement's own time: the latency less what the probes added to it
         own = latency - probe_cost - own_ns
         notes = []
@@ -151,21 +211,17 @@ def by_digest(profile: Profile) -> list[dict[str, Any]]:
         row = join_digest(text, rows)
         executions = row["count"] if row else round(seen * scale)
         ps_stages, stage_sample = _ps_stages(profile.perf_schema, row["name"] if row else text)
-        out.append({
-            "digest_text": row["name"].strip() if row else text, "text": text,
-            "joined": "P_S digest summary" if row else None,
-            "executions": executions, "executions_probed": seen,
-            "executions_from": "P_S digest summary" if row else ("statement probe" if scale == 1.0 else
-                                                                 "statement probe, scaled to the window"),
-            "rows_per_execution": round(row["rows_affected"] / row["count"], 3) if row and row["count"] else None,
-            "mean_ns": round(own), "raw_mean_ns": round(latency),
+        out.append(Digest(
+            row["name"].strip() if row else text, text, "P_S digest summary" if row else None,
+            executions, seen,
+            "P_S digest summary" if row else ("statement probe" if scale == 1.0 else
+                                              "statement probe, scaled to the window"),
+            round(row["rows_affected"] / row["count"], 3) if row and row["count"] else None,
+            round(own), round(latency),
             # the server's own timer over every execution of the window, probed or not
-            "ps_mean_ns": round(row["timer_ps"] / PS_PER_NS / row["count"]) if row and row["count"] else None,
-            "p99_ns": histogram.percentile(0.99),
-            "functions": _flat(tree), "tree": tree,
-            "probe_cost_ns": round(probe_cost + own_ns), "unattributed_ns": round(unattributed),
-            "stages": _by_stage(profile, shapes, seen, ps_stages), "ps_stage_executions": stage_sample,
-            "total_ns": round(own * executions), "notes": notes,
-        })
-    out.sort(key=lambda d: -d["total_ns"])
+            round(row["timer_ps"] / PS_PER_NS / row["count"]) if row and row["count"] else None,
+            histogram.percentile(0.99), tuple(_flat(tree)), tree, round(probe_cost + own_ns), round(unattributed),
+            tuple(_by_stage(profile, shapes, seen, ps_stages)), stage_sample, round(own * executions),
+            tuple(notes)))
+    out.sort(key=lambda d: -d.total_ns)
     return out

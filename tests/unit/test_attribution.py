@@ -53,7 +53,7 @@ def printed(doc: dict, stage: str) -> int:
 
 
 def test_tree_follows_the_recorded_nesting():
-    (tree,) = Profile(capture()).attribution
+    (tree,) = [t.to_json() for t in Profile(capture()).attribution]
     assert tree["join"] == "thread" and tree["in_window_ns"] == 100 * MS
     sending = tree["stages"][0]
     assert sending["stage"] == "stage/sql/Sending data" and sending["ns"] == 96 * MS
@@ -83,17 +83,17 @@ def test_stages_come_from_the_thread_summary_when_the_history_was_overrun():
         {"name": "20 stage/sql/Sending data", "count": 1, "timer_ps": 96 * MS * PS},
         {"name": "20 stage/sql/init", "count": 1, "timer_ps": 2 * MS * PS},
         {"name": "8 stage/sql/closing tables", "count": 676, "timer_ps": 9 * MS * PS}]  # another thread's
-    (tree,) = Profile(doc).attribution
+    (tree,) = [t.to_json() for t in Profile(doc).attribution]
     assert tree["stages_from"] == "thread summary"
     assert [(s["stage"], s["ns"]) for s in tree["stages"]] == [("stage/sql/Sending data", 96 * MS),
                                                               ("stage/sql/init", 2 * MS)]
     assert tree["stages"][0]["probed"][0]["stage"] == "partition.write_row"
     assert "the stage history was overrun" in render_text(Profile(doc))
-    assert Profile(capture()).attribution[0]["stages_from"] == "history"
+    assert Profile(capture()).attribution[0].stages_from == "history"
 
 
 def test_without_a_linux_thread_id_the_window_goes_to_the_longest_write():
-    (tree,) = Profile(capture(thread_os_id=False)).attribution
+    (tree,) = [t.to_json() for t in Profile(capture(thread_os_id=False)).attribution]
     assert tree["join"].startswith("time window") and "the 0.20s window" in tree["join"]
     roots = {r["stage"]: r["inclusive_ns"] for r in tree["stages"][0]["probed"]}
     assert roots == {"partition.write_row": printed(capture(), "partition.write_row"), "innodb.row_insert": 5 * MS}
@@ -106,20 +106,22 @@ def test_only_calls_inside_the_partitioning_layer_show_partitions():
              ("innodb.write_row", None): {"ns": 50.0, "calls": 7}}    # a table without partitions
     parts = {stage: [{"id": 0, "calls": 1, "total_ns": 10}, {"id": 1, "calls": 2, "total_ns": 10}]
              for stage in ("partition.write_row", "innodb.write_row")}
-    roots = {r["stage"]: r for r in probe_tree(edges, parts)}
-    assert [p["id"] for p in roots["partition.write_row"]["partitions"]] == [0, 1]
-    assert "partitions" in roots["partition.write_row"]["children"][0]
-    assert "partitions" not in roots["innodb.write_row"]
+    roots = {r.stage: r for r in probe_tree(edges, parts)}
+    assert [p.id for p in roots["partition.write_row"].partitions] == [0, 1]
+    assert roots["partition.write_row"].children[0].partitions is not None
+    assert roots["innodb.write_row"].partitions is None
+    assert "partitions" not in roots["innodb.write_row"].to_json()      # nor in report --json
 
 
 def test_shared_callees_are_shared_out_in_proportion():
     edges = {("a", None): {"ns": 30.0, "calls": 3}, ("b", None): {"ns": 10.0, "calls": 1},
              ("c", None): {"ns": 60.0, "calls": 6}, ("c", "a"): {"ns": 20.0, "calls": 2},
              ("d", "c"): {"ns": 40.0, "calls": 4}}
-    roots = {r["stage"]: r for r in probe_tree(edges)}
-    c_in_a = roots["a"]["children"][0]
-    assert c_in_a["stage"] == "c" and c_in_a["children"][0]["inclusive_ns"] == 10  # 40 * 20 / 80
-    assert roots["c"]["children"][0]["inclusive_ns"] == 30
+    roots = {r.stage: r for r in probe_tree(edges)}
+    c_in_a = roots["a"].children[0]
+    assert c_in_a.stage == "c" and c_in_a.children[0].inclusive_ns == 10  # 40 * 20 / 80
+    assert roots["c"].children[0].inclusive_ns == 30
+    assert roots["c"].per(10).children[0].inclusive_ns == 3 and roots["c"].per(10).calls == 0.6
 
 
 def test_report_shows_the_tree_and_no_tree_without_perf_schema():
@@ -149,7 +151,7 @@ def test_a_threads_statements_are_taken_together():
                              "sql_text": "INSERT INTO emp_src SELECT 1"})
     ps["stages"].append({"thread_id": 20, "statement_event_id": 3, "event_name": "stage/sql/Sending data",
                          "timer_start": t0 + 2 * MS * PS, "timer_end": t0 + 8 * MS * PS, "timer_wait": 6 * MS * PS})
-    (tree,) = Profile(doc).attribution
+    (tree,) = [t.to_json() for t in Profile(doc).attribution]
     assert tree["statement"].startswith("INSERT INTO emp_range_5") and tree["statements"] == 2
     assert tree["join"] == "thread" and tree["in_window_ns"] == 108 * MS
     sending = tree["stages"][0]
@@ -161,7 +163,7 @@ def test_a_threads_statements_are_taken_together():
 def test_probed_time_stays_under_a_statement_whose_stages_were_all_lost():
     doc = capture()
     doc["perf_schema"]["stages"] = []   # history overrun, and the thread ended: no summary either
-    (tree,) = Profile(doc).attribution
+    (tree,) = [t.to_json() for t in Profile(doc).attribution]
     assert tree["stages_from"] == "none"
     (only,) = tree["stages"]
     assert only["stage"] == "(stages not kept by P_S)" and only["ns"] == 100 * MS
@@ -203,7 +205,7 @@ def test_the_statement_probe_leaves_the_tree_and_its_callees_go_to_its_caller():
 
 def test_a_withheld_stage_stays_in_the_tree_with_its_calls_and_no_time():
     from mysqlprobe.analysis.attribution import attribute
-    (tree,) = attribute(Profile(capture()), {}, figures={"partition.write_row": (None, "?")})
+    (tree,) = [t.to_json() for t in attribute(Profile(capture()), {}, figures={"partition.write_row": (None, "?")})]
     (root,) = tree["stages"][0]["probed"]
     assert root["stage"] == "partition.write_row" and root["mark"] == "?" and root["calls"] == 10007
     assert tree["stages"][0]["unexplained_mark"] == "?"

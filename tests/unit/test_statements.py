@@ -73,7 +73,7 @@ def with_statements(probed_ns=(30 * US, 20 * US), latency_ns=100 * US, probe_cos
 
 
 def test_shapes_of_one_digest_merge_and_add_up_per_execution():
-    (d,) = Profile(with_statements()).by_digest
+    (d,) = [d.to_json() for d in Profile(with_statements()).by_digest]
     own_probe = d["probe_cost_ns"] - 4 * US  # the statement probe's own part
     assert d["executions"] == 211 and d["executions_from"] == "P_S digest summary"
     assert d["executions_probed"] == 200 and d["rows_per_execution"] == 2.0
@@ -96,7 +96,7 @@ def test_probed_calls_fall_under_the_stage_they_began_in():
             c["stage"] = 2  # began in stage/sql/update
         # and a call before any stage began in the statement: 5 us a call
         shape["calls"].append({**shape["calls"][1], "parent": None, "stage": None, "total_ns": 5 * US * 100})
-    (d,) = Profile(doc).by_digest
+    (d,) = [d.to_json() for d in Profile(doc).by_digest]
     by_stage = {s["stage"]: [(n["stage"], n["inclusive_ns"]) for n in s["probed"]] for s in d["stages"]}
     assert by_stage == {"stage/sql/update": [("partition.write_row", 30 * US)],
                         "stage unknown": [("innodb.row_insert", 5 * US)]}
@@ -106,7 +106,7 @@ def test_probed_calls_fall_under_the_stage_they_began_in():
 
 
 def test_more_probed_time_than_the_statement_is_said_not_printed_negative():
-    (d,) = Profile(with_statements(probed_ns=(120 * US, 20 * US))).by_digest
+    (d,) = [d.to_json() for d in Profile(with_statements(probed_ns=(120 * US, 20 * US))).by_digest]
     assert d["unattributed_ns"] == 0 and "exceeds the statement's" in d["notes"][0]
     report = render_text(Profile(with_statements(probed_ns=(120 * US, 20 * US))))
     block = report[report.index("per statement digest"):]
@@ -116,7 +116,7 @@ def test_more_probed_time_than_the_statement_is_said_not_printed_negative():
 
 def test_callees_longer_than_their_caller_are_said_not_printed_negative():
     # each probed time is corrected on its own: row_insert came to 3 us more than the write_row around it
-    (d,) = Profile(with_statements(probed_ns=(20 * US, 23 * US))).by_digest
+    (d,) = [d.to_json() for d in Profile(with_statements(probed_ns=(20 * US, 23 * US))).by_digest]
     (write_row,) = d["tree"]
     assert write_row["exclusive_ns"] == 0 and write_row["callees_exceed_ns"] == 3 * US
     assert all(f["exclusive_ns"] >= 0 for f in d["functions"])
@@ -127,7 +127,7 @@ def test_callees_longer_than_their_caller_are_said_not_printed_negative():
 
 def test_a_statement_shorter_than_its_probes_cost_is_said_not_printed_negative():
     # COM_QUIT under sysbench: 4.0 us measured, 4.2 us of calibrated probe cost
-    (d,) = Profile(with_statements(probed_ns=(0, 0), latency_ns=2 * US, probe_cost_ns=3 * US)).by_digest
+    (d,) = [d.to_json() for d in Profile(with_statements(probed_ns=(0, 0), latency_ns=2 * US, probe_cost_ns=3 * US)).by_digest]
     assert d["mean_ns"] == 0 and d["unattributed_ns"] == 0
     assert "calibrated cost exceeds the statement's measured time" in d["notes"][0]
     text = " ".join(render_text(Profile(with_statements(probed_ns=(0, 0), latency_ns=2 * US,
@@ -150,7 +150,7 @@ def test_a_thread_with_more_statements_than_the_history_kept_gets_no_probed_tree
     for p in doc["probes"]:  # ten times the statement's 100 ms in probed calls
         for c in p["callers"]:
             c["total_ns"] = c["raw_total_ns"] = c["total_ns"] * 50
-    (tree,) = Profile(doc).attribution
+    (tree,) = [t.to_json() for t in Profile(doc).attribution]
     assert tree["history_short"] and all(not st["probed"] for st in tree["stages"])
     assert "more statements than P_S's history kept" in " ".join(render_text(Profile(doc)).split())
 
@@ -167,7 +167,7 @@ def test_background_is_what_p_s_calls_background():
         if p["stage"] == "innodb.row_insert":
             p["callers"].append({"tid": 4260, "parent": None, "calls": 3, "total_ns": 2 * MS, "raw_total_ns": 2 * MS})
             p["total_ns"] += 2 * MS
-    (tree,) = Profile(doc).attribution
+    (tree,) = [t.to_json() for t in Profile(doc).attribution]
     # 4250 (another connection, 5 ms) is not background; the page cleaner (2 ms) is
     assert tree["background_from"] == "P_S threads.TYPE"
     assert [(n["stage"], n["inclusive_ns"]) for n in tree["background"]] == [("innodb.row_insert", 2 * MS)]
