@@ -145,7 +145,6 @@ def run_of(profile: Profile, label: str, stacks: Folded | None = None,
            evidence: dict[str, Folded] | None = None) -> Run:
     """evidence: the capture's folded files by kind (stage_trees.SOURCES),
     for the drill-down below the stages."""
-    doc = profile.doc
     rows, rows_source, unit_probe = rows_of(profile)
     if not rows:
         raise ValueError(f"{label}: the capture does not tell how many rows were inserted")
@@ -169,9 +168,9 @@ def run_of(profile: Profile, label: str, stacks: Folded | None = None,
     run.ps_stages = {r["name"]: r["timer_ps"] / PS_PER_NS / rows for r in deltas.get("stages", [])}
     run.ps_waits = {r["name"]: r["timer_ps"] / PS_PER_NS / rows for r in deltas.get("waits", [])
                     if not r["name"].startswith("idle")}
-    perf = doc.get("cpu_profile") or {}
-    if stacks is not None and perf.get("frequency_hz"):
-        per_sample_ns = 1e9 / perf["frequency_hz"]
+    hz = profile.stacks["cpu_profile"].frequency_hz
+    if stacks is not None and hz:
+        per_sample_ns = 1e9 / hz
         own: Counter[Any] = Counter()
         stacks, _ = fold_probe_frames(stacks)  # the probes' own frames are never a finding
         run.stacks = stacks

@@ -19,7 +19,7 @@ from mysqlprobe.analysis.sampling import Estimate
 from mysqlprobe.analysis.schema_check import check_document, upgraded
 from mysqlprobe.analysis.statements import Digest, by_digest
 from mysqlprobe.analysis.ps_figures import ps_deltas
-from mysqlprobe.analysis.views import (STACK_SECTIONS, Calibration, Engine, Host, Overhead, PerfSchema, Probe, Process,
+from mysqlprobe.analysis.views import (STACK_SECTIONS, Calibration, CpuBursts, Engine, Host, Overhead, PerfSchema, Probe, Process,
                                       Sampling, StackSection, Statements, Workload,
                                       StageFigure, Target, Window)
 from mysqlprobe.analysis.profile import (StageSummary, always_on_slowdown, calibrated_slowdown, estimated_calls,
@@ -121,6 +121,19 @@ class Profile:
         return ps_deltas(self.perf_schema, self.window, self.sampling)
 
     @cached_property
+    def collector_costs(self) -> dict[str, dict[str, Any]] | None:
+        """What each collector measured itself to cost (None: a schema-1
+        capture, which kept no collectors' record)."""
+        collectors = self.doc.get("collectors")
+        if collectors is None:
+            return None
+        return {name: c["cost"] for name, c in collectors.items() if c.get("cost")}
+
+    @cached_property
+    def cpu_bursts(self) -> CpuBursts:
+        return CpuBursts.of(self.doc.get("cpu_bursts"))
+
+    @cached_property
     def calibration(self) -> Calibration:
         return Calibration.of(self.doc)
 
@@ -173,8 +186,7 @@ class Profile:
                         standing_cpu_s=standing_cpu_s(self),
                         always_on_slowdown=always_on_slowdown(self),
                         estimated_slowdown=calibrated_slowdown(self),
-                        by_collector={name: c["cost"] for name, c in (self.doc.get("collectors") or {}).items()
-                                      if c.get("cost")})
+                        by_collector=self.collector_costs or {})
 
     def estimated_calls(self, s: StageSummary) -> Estimate:
         return estimated_calls(s, self)

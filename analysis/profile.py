@@ -243,10 +243,10 @@ def standing_cpu_s(profile: Profile) -> float | None:
     connections (progress reads, the thread watch), and the kernel's run
     time of the sched_switch program that keeps waits for a CPU out of the
     calls (on all session, every thread of the host)."""
-    own, doc = profile.window.own_cpu_s, profile.doc
+    own = profile.window.own_cpu_s
     if own is None:
         return None
-    helper = (((doc.get("collectors") or {}).get("calibration") or {}).get("cost") or {}).get("cpu_s") or 0.0
+    helper = ((profile.collector_costs or {}).get("calibration") or {}).get("cpu_s") or 0.0
     server = profile.perf_schema.own_connections_cpu_s
     switches = profile.engine.switch_program_s
     return float(own + helper + server + switches)
@@ -375,9 +375,9 @@ def burst_figures(s: StageSummary, profile: Profile) -> BurstFigures | None:
     in the off-phases they ran in (calls per row times their rows; without a
     row counter, the window's estimate times their share of it); None where
     no burst ran."""
-    bursts = profile.doc.get("cpu_bursts") or {}
+    bursts = profile.cpu_bursts
     (rows, seconds), basis = profile.sampling.phase("burst"), estimate_basis(profile)
-    if bursts.get("status") != "collected" or bursts.get("samples") == 0 or s.cycle_calls is None:
+    if bursts.status != "collected" or bursts.samples == 0 or s.cycle_calls is None:
         return None  # (no sample of the target at all: the sampler saw nothing to divide)
     if basis == "rows" and rows:
         pairs = row_pairs(profile, s)
@@ -390,12 +390,11 @@ def burst_figures(s: StageSummary, profile: Profile) -> BurstFigures | None:
                          None if window.high is None else window.high * share)
     else:
         return None
-    if "stages" in bursts:  # taken with stacks
-        on_stack = bursts["stages"].get(s.stage) or {}
-        return BurstFigures(on_stack.get("samples", 0), on_stack.get("ns", 0), calls, True)
-    functions = bursts.get("functions") or {}
-    mine = [functions.get(m) or {} for m in s.mangled]
-    return BurstFigures(sum(f.get("samples", 0) for f in mine), sum(f.get("self_ns", 0) for f in mine), calls, False)
+    if bursts.stages is not None:  # taken with stacks
+        samples, ns = bursts.stages.get(s.stage, (0, 0))
+        return BurstFigures(samples, ns, calls, True)
+    mine = [bursts.functions.get(m, (0, 0)) for m in s.mangled]
+    return BurstFigures(sum(n for n, _ in mine), sum(ns for _, ns in mine), calls, False)
 
 
 def single_cycle_interval(calls: Estimate, counted: int) -> Estimate:
@@ -409,9 +408,10 @@ def single_cycle_interval(calls: Estimate, counted: int) -> Estimate:
 
 
 def burst_per_call(figures: BurstFigures | None, profile: Profile, probe_noise_ns: float = 0.0) -> PerCall | None:
-    if figures is None:
+    hz = profile.cpu_bursts.frequency_hz
+    if figures is None or not hz:
         return None
-    period = 1e9 / profile.doc["cpu_bursts"]["frequency_hz"]
+    period = 1e9 / hz
     return sampled_per_call(figures.cpu_ns, figures.samples, period, figures.calls, probe_noise_ns,
                             SAMPLED_STACKS if figures.callees else SAMPLED)
 

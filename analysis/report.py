@@ -58,8 +58,8 @@ def _overhead_lines(profile: Profile) -> list[str]:
     """The slowdown the load felt, as the duty cycles measured it from the
     server's row rate with the collectors on and off, and each collector's
     own measure of its cost (captures of schema 1 have none)."""
-    doc, o = profile.doc, profile.overhead
-    if "collectors" not in doc:
+    o = profile.overhead
+    if profile.collector_costs is None:
         return []
     slowdown = o.measured_slowdown
     if slowdown is not None:
@@ -80,8 +80,8 @@ def _slowdown_basis(profile: Profile) -> str:
     """What the measured slowdown compares: the load's row rate in the
     window against its rate in the quiet off-phases (nothing of ours on but
     the P_S setup) or, without them, in every off-phase."""
-    doc, o = profile.doc, profile.overhead
-    sampled = (doc.get("cpu_profile") or {}).get("status") == "collected"
+    o = profile.overhead
+    sampled = profile.stacks["cpu_profile"].collected
     if o.measured_against in ("quiet", "quiet_tail"):
         alone = o.always_on_slowdown
         halves = " (their second halves)" if o.measured_against == "quiet_tail" else ""
@@ -167,13 +167,13 @@ def idle_line(profile: Profile) -> list[str]:
 
 
 def _sampling_line(profile: Profile) -> list[str]:
-    doc, sampling = profile.doc, profile.sampling
+    sampling = profile.sampling
     if not sampling.sampled:
         return []
     counter = memory_counter(profile.window)
     rows = f"by the counter {counter} in its memory" if counter else "by the server's rows changed"
     basis = {"rows": rows, "time": "by time"}[estimate_basis(profile) or "time"]
-    slowdown = measured_slowdown(profile) if "collectors" not in doc else None  # else on the overhead line
+    slowdown = measured_slowdown(profile) if profile.collector_costs is None else None  # else on the overhead line
     measured = f", load slowed {slowdown:.2f}x" if slowdown is not None else ""
     # an interval comes from how calls vary between cycles: one cycle gives none
     interval = "95% intervals below" if sampling.cycles >= 2 else "one cycle, so no interval (a longer window)"

@@ -555,6 +555,28 @@ class PerfSchema:
 
 
 @dataclass(frozen=True, slots=True)
+class CpuBursts:
+    """The CPU bursts of the ordinary off-phases (probes off): their
+    samples of the target, per stage with its functions on the stack
+    (samples, ns; None: taken without stacks) and per function in its own
+    code (samples, self ns), at their rate."""
+
+    status: str = "absent"
+    samples: int | None = None
+    frequency_hz: float | None = None
+    stages: dict[str, tuple[int, int]] | None = None
+    functions: dict[str, tuple[int, int]] = field(default_factory=dict)
+
+    @classmethod
+    def of(cls, bursts: dict[str, Any] | None) -> CpuBursts:
+        b = bursts or {}
+        stages = b.get("stages")
+        return cls(b.get("status") or "absent", b.get("samples"), b.get("frequency_hz"),
+                   None if stages is None else {k: (v.get("samples", 0), v.get("ns", 0)) for k, v in stages.items()},
+                   {k: (v.get("samples", 0), v.get("self_ns", 0)) for k, v in (b.get("functions") or {}).items()})
+
+
+@dataclass(frozen=True, slots=True)
 class ClassCost:
     """What calibration measured a probe hit of one entry class to cost."""
 
