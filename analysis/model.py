@@ -24,7 +24,7 @@ from mysqlprobe.analysis.views import (STACK_SECTIONS, Calibration, CpuBursts, E
                                       StageFigure, Target, Window)
 from mysqlprobe.analysis.profile import (StageSummary, always_on_slowdown, calibrated_slowdown, estimated_calls,
                                          measured_slowdown, phase_slowdown, probe_estimate, slowdown_reference,
-                                         sampled_cycles, stage_record, stage_summaries, standing_cpu_s, standing_slowdown,
+                                         sampled_cycles, stage_of, stage_record, stage_summaries, standing_cpu_s, standing_slowdown,
                                          window_ns)
 
 DERIVED_IN_SCHEMA_1 = ("stages", "attribution", "overhead", "consistency")
@@ -61,7 +61,7 @@ class Profile:
     @cached_property
     def stage_of(self) -> dict[int, str]:
         """Probe id -> its stage."""
-        return {p.id: p.stage for p in self.probes}
+        return stage_of(self.probes)
 
     def probe_calls(self, j: int) -> Estimate:
         """The window's calls of the j-th probe: those counted, or in sampled mode the estimate."""
@@ -72,7 +72,7 @@ class Profile:
 
     def probe_records(self) -> list[dict[str, Any]]:
         """Recorded probes with their derived figures (and, sampled, their estimate)."""
-        return [{**p.to_json(), **({"estimated_calls": probe_estimate(self, j).to_json()} if self.sampled else {})}
+        return [{**p.to_json(), **({"estimated_calls": self.probe_calls(j).to_json()} if self.sampled else {})}
                 for j, p in enumerate(self.probes)]
 
     @cached_property
@@ -135,7 +135,7 @@ class Profile:
 
     @cached_property
     def calibration(self) -> Calibration:
-        return Calibration.of(self.doc)
+        return Calibration.of(self.doc, self.sampled)
 
     @property
     def sampled(self) -> bool:

@@ -604,11 +604,13 @@ class Calibration:
     in_situ_factor: float | None = None   # as recorded (None: not measured)
 
     @classmethod
-    def of(cls, doc: dict[str, Any]) -> Calibration:
+    def of(cls, doc: dict[str, Any], sampled: bool) -> Calibration:
+        """From the capture's calibration and how it recorded latencies;
+        sampled: duty cycles ran, whose on-phases measure the in-situ factor."""
         cal = doc.get("calibration") or {}
         classes = {k: ClassCost(c.get("entry_ns") or 0.0, c.get("return_ns") or 0.0, c.get("spread_ns"))
                    for k, c in (cal.get("classes") or {}).items()}
-        factor = cal.get("in_situ_factor") if (doc.get("sampling") or {}).get("mode") == "sampled" else None
+        factor = cal.get("in_situ_factor") if sampled else None
         return cls(bool(doc.get("calibration")) and doc.get("latencies") != "raw", classes,
                    float(max(factor, 1.0)) if factor else UNMEASURED_IN_SITU, cal.get("in_situ_factor"))
 

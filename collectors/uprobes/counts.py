@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from mysqlprobe.probes.abi import ProbeStats
 from mysqlprobe.probes.histogram import Histogram
 
+
 @dataclass
 class PartCounts:
     """One probe's counts for one partition."""

@@ -35,11 +35,11 @@ def add_arguments(p) -> None:
     p.add_argument("--off-cpu", action="store_true", help="with --pprof: the off-CPU stacks (offcpu.folded)")
 
 
-def _rows(path: str) -> int:
-    p = Path(path)
-    if not (p / PROFILE_FILE).exists():
+def _rows(path: str, profile: Profile | None) -> int:
+    """The rows of a capture (profile: its Profile, None where path is no capture directory)."""
+    if profile is None:
         raise UsageError(f"--per row needs capture directories; {path} is not one")
-    rows = load_profile(path).window.rows_changed
+    rows = profile.window.rows_changed
     if not rows:
         raise UsageError(f"--per row: {path} has no row count (recorded without a server connection)")
     return rows
@@ -85,7 +85,8 @@ def run(args, parser) -> int:
         before_path = args.stacks[0]
         before = read_stacks(before_path)
         if args.per == "row":
-            scale_before, scale_after, unit = 1 / _rows(before_path), 1 / _rows(after_path), "samples/row"
+            scale_before = 1 / _rows(before_path, _profile_or_none(before_path))
+            scale_after, unit = 1 / _rows(after_path, profile), "samples/row"
         else:
             scale_before, scale_after, unit = 1 / before.total, 1 / after.total, "of samples"
         svg = render(after, args.title or "Differential flame graph",

@@ -19,8 +19,7 @@ def counts(ns: float, calls: int) -> Histogram:
 
 
 def sampled(in_situ: float) -> Calibration:
-    return Calibration.of({"latencies": "corrected", "sampling": {"mode": "sampled"},
-                           "calibration": {**CAL, "in_situ_factor": in_situ}})
+    return Calibration.of({"latencies": "corrected", "calibration": {**CAL, "in_situ_factor": in_situ}}, True)
 
 
 def test_a_short_function_under_a_large_correction_is_a_bound_not_a_negative():
@@ -44,13 +43,13 @@ def test_a_long_function_is_measured_with_an_interval_around_it():
 
 def test_without_a_measured_in_situ_factor_the_interval_allows_for_one():
     calls, raw, corrected = 10_007, 6000.0, 4500.0
-    exact = Calibration.of({"latencies": "corrected", "calibration": {**CAL, "in_situ_factor": 1.0}})
+    exact = Calibration.of({"latencies": "corrected", "calibration": {**CAL, "in_situ_factor": 1.0}}, False)
     pc = per_call(calls, corrected * calls, raw * calls, counts(raw, calls), exact, {"emulated"})
     assert corrected - pc.low_ns >= 1500 * (UNMEASURED_IN_SITU - 1)
 
 
 def test_raw_latencies_say_so():
-    pc = per_call(7, 7000, 7000, counts(1000, 7), Calibration.of({"latencies": "raw"}), {"emulated"})
+    pc = per_call(7, 7000, 7000, counts(1000, 7), Calibration.of({"latencies": "raw"}, False), {"emulated"})
     assert pc.method == RAW and pc.mean_ns == 1000
 
 
