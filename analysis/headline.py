@@ -10,16 +10,24 @@ from __future__ import annotations
 
 
 import textwrap
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+
+from mysqlprobe.analysis.account import Account
 
 from mysqlprobe.analysis import histogram as H
+from mysqlprobe.analysis.account import NOT_TRACED
+from mysqlprobe.analysis.account import MAX_UNATTRIBUTED
+from mysqlprobe.analysis.mechanisms import IDLE, OTHER, PROBES_MECHANISM
 from mysqlprobe.analysis.figures import exclusive_totals
 from mysqlprobe.analysis.model import Profile
 from mysqlprobe.analysis.profile import StageSummary, measured_slowdown, window_ns
 
+UNATTRIBUTED = (OTHER, NOT_TRACED)      # the account's parts that name no mechanism
 ROOT_STAGES = ("sql.statement",)   # the whole statement: what it holds beyond the stages is "not probed"
 SKEWED = 1.5                       # partitions' rows max/min above this: skewed
 SHOWN_STAGES = 6
+SHOWN_MECHANISMS = 10
+MIN_SHARE = 0.01                   # a mechanism under this share of the row is summed with the others
 TOP_DIGESTS = 3                    # digest blocks under the window's, when the load mixed statements
 MIN_PROBED = 5                     # executions probed whole before a digest's parts are shown
 
@@ -29,6 +37,20 @@ class Part:
     stage: str
     ns_per_row: float | None      # None: withheld
     share: float | None           # of the row's time without the probes
+    on_cpu_ns: float | None = None    # per row, where the wall-time account split it
+    off_cpu_ns: float | None = None
+
+
+@dataclass(frozen=True)
+class Probed:
+    """A probed stage beside the account: the probes' counts and per-call latencies."""
+
+    stage: str
+    calls: float
+    estimated: bool
+    mean: str
+    p50: str
+    p99: str
 
 
 @dataclass(frozen=True)
@@ -41,6 +63,8 @@ class Headline:
     not_probed: Part | None
     skew: str | None
     cost: str
+    account: Account | None = None        # the parts are its mechanisms where there is one
+    probed: list[Probed] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -130,8 +154,32 @@ def cost_line(profile: Profile) -> str:
     return f"{what}; {measured}"
 
 
+def probed_stages(profile: Profile) -> list[Probed]:
+    """The probed stages as the stage table prints them: calls and latencies per call."""
+    return [Probed(f.stage, f.calls, profile.sampled, f.mean, f.p50, f.p99)
+            for f in profile.figures
+            if f.stage not in ROOT_STAGES and not f.stage.startswith("sql.stage") and f.counted]
+
+
+def account_headline(profile: Profile, a: Account, rows: int, rows_from: str, load_s: float) -> Headline:
+    """The wall-time account per row: its mechanisms, on and off CPU, and
+    what it could not attribute; the probed stages' counts beside it."""
+    row_ns = a.row_time_ns
+    shown = [p for p in a.mechanisms if p.name not in UNATTRIBUTED]
+    parts = [Part(p.name, p.ns / rows, p.ns / row_ns, p.on_cpu_ns / rows, p.off_cpu_ns / rows) for p in shown]
+    rest = [p for p in a.mechanisms if p.name in UNATTRIBUTED]
+    unattributed = Part("unattributed", sum(p.ns for p in rest) / rows, sum(p.ns for p in rest) / row_ns,
+                        sum(p.on_cpu_ns for p in rest) / rows, sum(p.off_cpu_ns for p in rest) / rows)
+    return Headline(rows, rows_from, load_s, None, parts, unattributed, partition_skew(profile), cost_line(profile),
+                    a, probed_stages(profile))
+
+
 def headline(profile: Profile) -> Headline:
     rows, rows_from = rows_written(profile)
+    a = profile.account
+    if a is not None and a.rows and a.row_time_ns > 0:
+        return account_headline(profile, a, a.rows, "Innodb_rows_inserted",
+                                profile.sampling.load_s or window_ns(profile) / 1e9)
     load_s = profile.sampling.load_s or window_ns(profile) / 1e9
     slowdown = measured_slowdown(profile)
     # a load that measured faster with the probes than without ran as fast: noise, not a gain
@@ -194,8 +242,61 @@ def render(h: Headline, digests: list[DigestHeadline] | None = None) -> list[str
     return lines
 
 
+def _account_lines(h: Headline) -> list[str]:
+    """The account per row: each mechanism on and off CPU, the unattributed
+    rest named by its functions, the threads' totals and the efficiency."""
+    fmt = H.format_ns
+    a = h.account
+    assert a is not None and h.rows
+    row_ns = a.row_time_ns / h.rows
+    on = sum(p.on_cpu_ns for p in a.mechanisms) / h.rows
+    lines = _prose(f"{h.rows:,} rows ({h.rows_from}) in {h.load_s:.3g}s; {fmt(row_ns)} of the load's thread "
+                   f"time a row ({a.threads} thread{'' if a.threads == 1 else 's'}): {fmt(on)} on CPU, "
+                   f"{fmt(row_ns - on)} off it")
+    lines.append(f"  {'':<38} {'a row':>8} {'share':>6} {'on CPU':>8} {'off CPU':>8}")
+    shown = [p for p in h.parts if (p.share or 0) >= MIN_SHARE][:SHOWN_MECHANISMS]
+    hidden = [p for p in h.parts if p not in shown]
+    for p in shown + ([Part(f"{len(hidden)} more mechanisms", sum(p.ns_per_row or 0 for p in hidden),
+                            sum(p.share or 0 for p in hidden), sum(p.on_cpu_ns or 0 for p in hidden),
+                            sum(p.off_cpu_ns or 0 for p in hidden))] if hidden else []) + [h.not_probed]:
+        if p is None:
+            continue
+        lines.append(f"  {p.stage[:38]:<38} {fmt(p.ns_per_row or 0):>8} {p.share or 0:6.1%} "
+                     f"{fmt(p.on_cpu_ns or 0):>8} {fmt(p.off_cpu_ns or 0):>8}")
+    other = a.part(OTHER)
+    if other and other.functions:
+        lines += _prose("unattributed: no catalog mechanism on the stack; innermost functions "
+                        + ", ".join(f"{f} {fmt(ns / h.rows)}" for f, ns in other.functions[:3]))
+    if a.unattributed_share is not None and a.unattributed_share > MAX_UNATTRIBUTED:
+        lines += _prose(f"more than {MAX_UNATTRIBUTED:.0%} unattributed: the stacks above name the functions a "
+                        "mechanism is missing for (docs/wall-time.md)")
+    idle, probes = (a.part(name) for name in (IDLE, PROBES_MECHANISM))
+    lines += _prose(f"the kernel's per-thread times, split by the threads' stacks (CPU samples, traced switches); "
+                    f"{fmt(idle.ns / h.rows if idle else 0)} a row of waiting for the client and "
+                    f"{fmt(probes.ns / h.rows if probes else 0)} of the probes' own machinery are not in it")
+    e = a.efficiency
+    if e:
+        bits = [f"CPU {e.cpu_us_foreground:.3g}us in the load's threads, {e.cpu_us_background:.3g}us in the "
+                "background"] if e.cpu_us_foreground is not None and e.cpu_us_background is not None else []
+        bits += [f"{e.context_switches:.3g} context switches" if e.context_switches is not None else "",
+                 f"{e.kb_written:.3g} KB written" if e.kb_written is not None else "",
+                 f"{e.fsyncs:.3g} fsyncs" if e.fsyncs is not None else "",
+                 f"{e.redo_bytes:.3g} redo bytes" if e.redo_bytes is not None else ""]
+        lines += _prose("per row: " + ", ".join(b for b in bits if b))
+    if h.probed:
+        lines += _prose("probed functions (exact counts, latency per call; the stage tables below):")
+        for s in h.probed[:SHOWN_STAGES]:
+            calls = f"~{s.calls:,.0f}" if s.estimated else f"{s.calls:,.0f}"
+            lines.append(f"    {s.stage:<28} {calls:>12} calls  mean {s.mean:>8}  p50 {s.p50:>8}  p99 {s.p99:>8}")
+    if h.skew:
+        lines += _prose(f"partitions: {h.skew}")
+    return lines + _prose(f"cost: {h.cost}")
+
+
 def _window_lines(h: Headline) -> list[str]:
     fmt = H.format_ns
+    if h.account is not None and h.rows:
+        return _account_lines(h)
     if not h.rows:
         return _prose("no rows written in the window (or no server connection to count them): the "
                       "stage tables below have the calls")

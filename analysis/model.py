@@ -12,7 +12,9 @@ from typing import Any
 
 from functools import cached_property
 
+from mysqlprobe.analysis.account import Account, build as build_account
 from mysqlprobe.analysis.attribution import StatementTree, attribute
+from mysqlprobe.flamegraphs.folded import Folded
 from mysqlprobe.analysis.consistency import MEAN, TOTAL, Violation, check as check_bounds, withheld
 from mysqlprobe.analysis.figures import stage_figures
 from mysqlprobe.analysis.sampling import Estimate
@@ -31,7 +33,11 @@ DERIVED_IN_SCHEMA_1 = ("stages", "attribution", "overhead", "consistency")
 
 
 class Profile:
-    def __init__(self, doc: dict[str, Any]):
+    def __init__(self, doc: dict[str, Any], stacks: dict[str, Folded] | None = None):
+        """stacks: the capture's CPU and off-CPU folded stacks by section
+        ("cpu_profile", "off_cpu"), for the wall-time account; without
+        them the account has no split."""
+        self.folded = stacks or {}
         self.schema_version = doc.get("schema_version")   # as written, before any upgrade
         doc = upgraded(doc)
         check_document(doc)  # a field of the wrong shape: one CaptureError here, not a KeyError in a reporter
@@ -39,6 +45,11 @@ class Profile:
         self.probes = tuple(Probe.of(p) for p in doc.get("probes", []))
         # the recorded sections the analysis functions still read as they are (the probes are typed)
         self.doc = {k: v for k, v in self.recorded.items() if k != "probes"}
+
+    @cached_property
+    def account(self) -> Account | None:
+        """The load threads' wall time by mechanism (account.py): what every figure of time reads."""
+        return build_account(self, self.folded.get("cpu_profile"), self.folded.get("off_cpu"))
 
     @cached_property
     def stages(self) -> list[StageSummary]:
@@ -196,4 +207,5 @@ class Profile:
         return {**self.recorded, "probes": self.probe_records(), "stages": self.stage_records,
                 "attribution": {"by_thread": [t.to_json() for t in self.attribution],
                                 "by_digest": [d.to_json() for d in self.by_digest]},
-                "overhead": self.overhead.to_json(), "consistency": [v.to_json() for v in self.consistency]}
+                "overhead": self.overhead.to_json(), "consistency": [v.to_json() for v in self.consistency],
+                "account": self.account.to_json() if self.account else None}

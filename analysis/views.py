@@ -109,17 +109,71 @@ class Engine:
 
 
 @dataclass(frozen=True, slots=True)
+class ThreadTime:
+    """One thread's wall time in the window as the kernel counted it
+    (schedstat): on a CPU, runnable on a run queue, and the rest blocked;
+    its context switches; what it was blocked in when the window opened
+    ('S 7': state and system call), if it was."""
+
+    tid: int
+    comm: str
+    wall_ns: int
+    on_cpu_ns: int
+    runq_ns: int
+    voluntary: int = 0
+    involuntary: int = 0
+    born_in_window: bool = False
+    blocked_at_start: str | None = None
+
+    @classmethod
+    def of(cls, r: dict[str, Any]) -> ThreadTime:
+        return cls(int(r["tid"]), str(r.get("comm") or "?"), int(r["wall_ns"]), int(r["on_cpu_ns"]),
+                   int(r["runq_ns"]), int(r.get("voluntary") or 0), int(r.get("involuntary") or 0),
+                   bool(r.get("born_in_window")), r.get("blocked_at_start"))
+
+    @property
+    def blocked_ns(self) -> int:
+        """Off a CPU and not runnable: the wall time less on CPU and the run queue."""
+        return max(self.wall_ns - self.on_cpu_ns - self.runq_ns, 0)
+
+
+@dataclass(frozen=True, slots=True)
 class Process:
     """The target process and the host over the window (/proc), as far as
-    the figures use it: its threads, and the host's CPU time by state."""
+    the figures use it: its threads, the host's CPU time by state, each
+    thread's times (the kernel's), and the bytes the process wrote."""
 
     threads: int | None = None
     host_cpu_share: dict[str, float | None] = field(default_factory=dict)   # user, system, idle, iowait, steal
+    thread_times: tuple[ThreadTime, ...] = ()
+    threads_ended: int = 0
+    write_bytes: int | None = None
+    read_bytes: int | None = None
 
     @classmethod
     def of(cls, process: dict[str, Any] | None) -> Process:
         p = process or {}
-        return cls(p.get("threads"), p.get("host_cpu_share") or {})
+        return cls(p.get("threads"), p.get("host_cpu_share") or {},
+                   tuple(ThreadTime.of(t) for t in p.get("thread_times") or ()), int(p.get("threads_ended") or 0),
+                   p.get("write_bytes"), p.get("read_bytes"))
+
+
+@dataclass(frozen=True, slots=True)
+class ThreadShare:
+    """What a collector of stacks saw of one thread: its samples (CPU) or
+    its traced ns blocked and waiting for a CPU (off-CPU), and whether any
+    of its stacks ran a client connection's loop."""
+
+    tid: int
+    samples: int = 0
+    blocked_ns: int = 0
+    runq_ns: int = 0
+    connection: bool = False
+
+    @classmethod
+    def of(cls, r: dict[str, Any]) -> ThreadShare:
+        return cls(int(r["tid"]), int(r.get("samples") or 0), int(r.get("blocked_ns") or 0),
+                   int(r.get("runq_ns") or 0), bool(r.get("connection")))
 
 
 @dataclass(frozen=True, slots=True)
@@ -379,6 +433,7 @@ class StackSection:
     frequency_hz: float | None = None
     on_s: float | None = None
     quiet_s: float | None = None
+    threads: tuple[ThreadShare, ...] = ()
 
     @classmethod
     def of(cls, name: str, section: dict[str, Any] | None, schema_version: Any = None) -> StackSection:
@@ -387,7 +442,7 @@ class StackSection:
         if name == "cpu_profile" and schema_version == 1 and "stacks_file" not in files:
             files["stacks_file"] = SCHEMA_1_CPU_FILE
         return cls(name, sec.get("status") or "absent", files, sec.get("frequency_hz"), sec.get("on_s"),
-                   sec.get("quiet_s"))
+                   sec.get("quiet_s"), tuple(ThreadShare.of(t) for t in sec.get("by_thread") or ()))
 
     @property
     def collected(self) -> bool:
@@ -503,10 +558,11 @@ class PsThread:
     thread_id: int
     os_tid: int | None
     type: str | None
+    name: str | None = None     # 'thread/innodb/page_cleaner_thread'
 
     @classmethod
     def of(cls, r: dict[str, Any]) -> PsThread:
-        return cls(r["thread_id"], r.get("os_tid"), r.get("type"))
+        return cls(r["thread_id"], r.get("os_tid"), r.get("type"), r.get("name"))
 
 
 @dataclass(frozen=True, slots=True)
@@ -531,6 +587,7 @@ class PerfSchema:
     quiet_s: float = 0.0
     own_rows_changed: int = 0
     own_connections_cpu_s: float = 0.0
+    own_os_tids: tuple[int, ...] = ()
 
     @classmethod
     def of(cls, ps: dict[str, Any] | None) -> PerfSchema:
@@ -542,7 +599,8 @@ class PerfSchema:
                    tuple(PsThread.of(r) for r in p.get("threads") or ()), p.get("timer_start_ps"),
                    p.get("timer_end_ps"), p.get("deltas") or {}, tuple(p.get("stage_names") or ()),
                    p.get("settings"), tuple(quieted.get("instruments") or ()), quieted.get("quiet_s") or 0.0,
-                   p.get("own_rows_changed") or 0, p.get("own_connections_cpu_s") or 0.0)
+                   p.get("own_rows_changed") or 0, p.get("own_connections_cpu_s") or 0.0,
+                   tuple(int(t) for t in p.get("own_os_tids") or ()))
 
     @property
     def collected(self) -> bool:

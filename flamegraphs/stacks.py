@@ -101,10 +101,16 @@ def fold_probe_frames(folded: Folded) -> tuple[Folded, int]:
 CONNECTION_FRAMES = ("do_handle_one_connection", "handle_one_connection", "do_command", "tp_callback")
 
 
+# the root of the stacks of mysqlprobe's own connections to the server (its P_S reads): not the load's
+OWN_CONNECTION = "mysqlprobe/connection"
+
+
 def is_connection_stack(stack: str) -> bool:
     """A stack of a client connection's thread (its root names it, or a frame
-    of the connection loop is on it)."""
+    of the connection loop is on it), mysqlprobe's own connections left out."""
     frames = stack.split(";")
+    if frames[0] == OWN_CONNECTION:
+        return False
     return "one_connection" in frames[0] or any(f in CONNECTION_FRAMES for f in frames)
 
 

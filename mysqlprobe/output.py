@@ -57,8 +57,8 @@ def save_capture(cap: Capture, out_dir: str, profile=None, all_threads: bool = F
     if profile is None:
         # the analysis is imported once the window is over, not before the
         # probes go on (0.03-0.07 s of a start)
-        from mysqlprobe.analysis.model import Profile
-        profile = Profile(cap.doc)
+        from mysqlprobe.reports import capture_profile
+        profile = capture_profile(cap)
     try:
         _write(cap, out_dir, profile, all_threads)
         return None

@@ -8,7 +8,7 @@ from pathlib import Path
 from mysqlprobe.analysis.html_report import render_html
 from mysqlprobe.analysis.model import Profile
 from mysqlprobe.analysis.stage_trees import CPU_NS, IO_NS, OFFCPU_NS, SOURCES, read_capture_stacks, stage_trees
-from mysqlprobe.capture import read_profile, read_stacks
+from mysqlprobe.capture import Capture, read_profile, read_stacks
 from mysqlprobe.errors import CaptureError
 from mysqlprobe.files import write_new
 from mysqlprobe.flamegraphs.folded import Folded
@@ -69,11 +69,43 @@ def pprof_of(profile: Profile, stacks: Folded, off_cpu: bool, comments: tuple[st
                         time_ns=w.start_ns, duration_ns=int(w.duration_ns), comments=comments)
 
 
+# the stacks the wall-time account reads, by the section that keeps them
+ACCOUNT_STACKS = ("cpu_profile", "off_cpu")
+
+
+def capture_dir_stacks(path: str, doc: dict) -> dict[str, Folded]:
+    """The account's folded stacks from a capture's directory (path: it, or
+    its profile.json), those its document names and the directory has."""
+    base = Path(path)
+    if not base.is_dir():
+        base = base.parent
+    out = {}
+    for section in ACCOUNT_STACKS:
+        name = (doc.get(section) or {}).get("stacks_file")
+        if not name and section == "cpu_profile" and doc.get("schema_version") == 1:
+            name = "stacks.folded"
+        if isinstance(name, str) and (base / name).is_file():
+            out[section] = read_stacks(str(base / name))
+    return out
+
+
+def pending_stacks(cap: Capture) -> dict[str, Folded]:
+    """The account's folded stacks of a capture not written yet."""
+    return {f.section: f.content for f in cap.files
+            if f.section in ACCOUNT_STACKS and f.field == "stacks_file" and isinstance(f.content, Folded)}
+
+
+def capture_profile(cap: Capture) -> Profile:
+    """The Profile of a capture just recorded, its stacks in memory."""
+    return Profile(cap.doc, pending_stacks(cap))
+
+
 def checked_profile(doc: dict, where: str) -> Profile:
-    """The Profile of a capture read from `where`; a document whose fields
-    do not fit the schema is one CaptureError that names the file."""
+    """The Profile of a capture read from `where` (with the stacks beside it);
+    a document whose fields do not fit the schema is one CaptureError that
+    names the file."""
     try:
-        return Profile(doc)
+        return Profile(doc, capture_dir_stacks(where, doc))
     except CaptureError as e:
         raise CaptureError(f"{where}: {e}") from None
 

@@ -22,7 +22,7 @@ from mysqlprobe.collectors.target.addresses import UNKNOWN, UPROBES, file_mappin
 from mysqlprobe.collectors.base import Cost, Facts, Phases, Section
 from mysqlprobe.collectors.cpu.cpu_bursts import burst_time_of
 from mysqlprobe.collectors.kernel.phased import PhasedBpfCollector, PhasedPrograms
-from mysqlprobe.collectors.cpu.perf import KERNEL_SUFFIX, STACKS_FILE, fold_samples
+from mysqlprobe.collectors.cpu.perf import KERNEL_SUFFIX, STACKS_FILE, fold_samples, threads_record
 from mysqlprobe.collectors.cpu.perf_record import Unwinding
 from mysqlprobe.errors import BpfError
 from mysqlprobe.flamegraphs.stacks import stacks_summary
@@ -223,8 +223,9 @@ class CpuProfileCollector(BpfSampling):
         records = self.session.records()
         kernel = facts.kernel_symbols.names(a for r in records for a in r.kernel)
         user = self._user_names((a for r in records for a in r.user), facts)
-        folded = fold_samples([(facts.comms.get(r.tid, facts.process_comm), r.tid,
-                                cpu_frames(r, user, kernel.get), r.count) for r in records], facts.thread_names)
+        named = [(facts.comms.get(r.tid, facts.process_comm), r.tid, cpu_frames(r, user, kernel.get), r.count)
+                 for r in records]
+        folded = fold_samples(named, facts.thread_names)
         samples = sum(r.count for r in records)
         cost = self._cost()
         u = self.unwinding
@@ -233,7 +234,8 @@ class CpuProfileCollector(BpfSampling):
                   "samples": samples, "quiet_s": round(self.quiet_s, 6), "switch_failures": self.switch_failures,
                   "perf_cpu_share": round(cost.target_s / self.seconds, 4)
                   if cost.target_s is not None and self.seconds else None,
-                  "dropped": self.session.dropped(abi.SAMPLE_DROPPED), **stacks_summary(folded)}
+                  "dropped": self.session.dropped(abi.SAMPLE_DROPPED), "by_thread": threads_record(named),
+                  **stacks_summary(folded)}
         return Section(self.name, {self.name: record}, self.switch_notes(), cost,
                        {STACKS_FILE: ("stacks_file", folded)} if samples else {})
 

@@ -18,6 +18,7 @@ from mysqlprobe.collectors.base import Cost, Facts, Phases, Section
 from mysqlprobe.collectors.cpu.perf_record import (DEFAULT_FREQUENCY, PerfProcessCollector, PerfRecorder, PerfUnavailable,
                                                choose_unwinding, perf_binary)
 from mysqlprobe.collectors.kernel.process import cpu_seconds
+from mysqlprobe.flamegraphs.stacks import CONNECTION_FRAMES
 from mysqlprobe.collectors.workdir import work_dir
 from mysqlprobe.collectors.target.cxxnames import qualified_name
 from mysqlprobe.collectors.target.elf import ElfImage
@@ -60,12 +61,14 @@ def entry_function(root_first: list[str]) -> str | None:
     return None
 
 
-def fold_script(lines, thread_names: dict[int, str] | None = None) -> tuple[Folded, int]:
+def fold_script(lines, thread_names: dict[int, str] | None = None,
+                by_thread: list | None = None) -> tuple[Folded, int]:
     """Folded stacks from `perf script -F comm,tid,ip,sym,dso` output, with
     the thread's name as root frame: its Performance Schema name (by tid,
     from thread_names), else its comm when the server named its threads,
     else comm/entry function ('mysqld/buf_flush_page_cleaner_coordinator').
-    Returns the stacks and the number of samples."""
+    Returns the stacks and the number of samples; by_thread, where given,
+    gets the samples per tid (threads_record)."""
     names = thread_names or {}
     samples: list[tuple[str, int | None, list[str], int]] = []  # comm, tid, frames root first, weight
     header: tuple[str, int | None] | None = None
@@ -89,7 +92,24 @@ def fold_script(lines, thread_names: dict[int, str] | None = None) -> tuple[Fold
         if m and header is not None:
             frames.append(short_frame(m.group(2), m.group(3)))
     flush()
+    if by_thread is not None:
+        by_thread += threads_record(samples)
     return fold_samples(samples, names), len(samples)
+
+
+def threads_record(samples: list[tuple[str, int | None, list[str], int]]) -> list[dict]:
+    """Per tid, its samples' weight and whether any of its stacks is a client
+    connection's (the wall-time account joins them with the kernel's
+    per-thread times)."""
+    weights: Counter = Counter()
+    connection: set[int] = set()
+    for _, tid, frames, weight in samples:
+        if tid is None:
+            continue
+        weights[tid] += weight
+        if tid not in connection and any(f in CONNECTION_FRAMES for f in frames):
+            connection.add(tid)
+    return [{"tid": tid, "samples": n, "connection": tid in connection} for tid, n in sorted(weights.items())]
 
 
 def fold_samples(samples: list[tuple[str, int | None, list[str], int]], thread_names: dict[int, str]) -> Folded:
@@ -211,15 +231,17 @@ class PerfCollector(PerfProcessCollector):
         self.stop()
         if self.recorder.error:
             return self.unavailable("unavailable", self._note(f"perf record failed: {self.recorder.error}"))
+        weights: list[dict] = []
         try:
             # --no-inline: resolving inlined frames through addr2line takes minutes on a server binary
             folded, samples = read_perf_script(self.recorder.perf_data, self.pid, "comm,tid,ip,sym,dso",
-                                               lambda lines: fold_script(lines, facts.thread_names), "--no-inline")
+                                               lambda lines: fold_script(lines, facts.thread_names, weights),
+                                               "--no-inline")
         except PerfUnavailable as e:
             return self.unavailable("unavailable", self._note(str(e)))
         cpu_s = self.recorder.cpu_s
         self.record.update({"status": "collected", "samples": samples, "perf_cpu_s": round(cpu_s, 3),
-                            "quiet_s": round(self.quiet_s, 6),
+                            "quiet_s": round(self.quiet_s, 6), "by_thread": weights,
                             "perf_cpu_share": round(cpu_s / self.seconds, 4) if self.seconds else None,
                             **stacks_summary(folded)})
         files = {}

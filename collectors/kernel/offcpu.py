@@ -13,7 +13,7 @@ from mysqlprobe.collectors.kernel.phased import PhasedBpfCollector, PhasedProgra
 from mysqlprobe.collectors.cpu.perf import KERNEL_SUFFIX, fold_samples
 from mysqlprobe.collectors.target.addresses import UNKNOWN
 from mysqlprobe.flamegraphs.folded import Folded
-from mysqlprobe.flamegraphs.stacks import connection_stacks, stacks_summary
+from mysqlprobe.flamegraphs.stacks import CONNECTION_FRAMES, connection_stacks, stacks_summary
 from mysqlprobe.probes import abi
 from mysqlprobe.probes.abi import Away, OffCpuKey, OffCpuValue
 from dataclasses import dataclass
@@ -105,6 +105,20 @@ def fold_offcpu(records: list[OffCpuRecord], user_name, kernel_name, comms: dict
     return fold_samples(samples, thread_names)
 
 
+def by_thread(records: list[OffCpuRecord], user_name) -> list[dict]:
+    """Per thread, ns blocked and ns waiting for a CPU, as traced, and
+    whether any of its stacks is a client connection's."""
+    out: dict[int, list[int]] = {}
+    connection: set[int] = set()
+    for r in records:
+        acc = out.setdefault(r.tid, [0, 0])
+        acc[1 if r.preempted else 0] += r.ns
+        if r.tid not in connection and any(user_name(a) in CONNECTION_FRAMES for a in r.user):
+            connection.add(r.tid)
+    return [{"tid": tid, "blocked_ns": b, "runq_ns": q, "connection": tid in connection}
+            for tid, (b, q) in sorted(out.items())]
+
+
 def totals(records: list[OffCpuRecord]) -> dict:
     """Seconds the threads were blocked and waited for a CPU, and how often they left it."""
     blocked = sum(r.ns for r in records if not r.preempted)
@@ -114,23 +128,34 @@ def totals(records: list[OffCpuRecord]) -> dict:
 
 
 class OffCpuCollector(PhasedBpfCollector):
-    """Where the target's threads waited in the window: the on-phases
-    sample the time away, a wait still open at a phase's end counted up to
-    it."""
+    """Where the target's threads waited in the window: every switch of
+    theirs timed, all window long but in the duty cycles' quiet phases (the
+    wall-time account needs the whole window, not the probes' on-phases); a
+    wait still open when it goes off counted up to then."""
 
     name = "off_cpu"
     optional = True
+    can_pace = False
+    can_quiet = True
     # its BPF object loads first in prepare, while a perf record starts
     phases = Phases(begin=50, prepare=0, start=50, collect=70)
     session_type = OffCpuSession
     label, lacks = "off-CPU time", "off-CPU stacks"
 
+    def _silence(self, on: bool) -> bool:
+        self._turn(not on)
+        return True
+
+    def stop(self) -> None:
+        self.quiet(False)  # a quiet phase still open ends
+        super().stop()
+
     def collect(self, facts: Facts) -> Section:
         """The stacks folded under the threads' names, and a summary."""
         records = self.session.records()
         kernel = facts.kernel_symbols.names(a for r in records for a in r.kernel)
-        folded = fold_offcpu(records, self._user_names((a for r in records for a in r.user), facts), kernel.get,
-                             facts.comms, facts.process_comm, facts.thread_names)
+        user = self._user_names((a for r in records for a in r.user), facts)
+        folded = fold_offcpu(records, user, kernel.get, facts.comms, facts.process_comm, facts.thread_names)
         summary = stacks_summary(folded)
         record = {"status": "collected", "unit": "us", **totals(records),
                   "threads": [{"thread": t["thread"], "us": t["samples"]} for t in summary["threads"]],
@@ -139,6 +164,7 @@ class OffCpuCollector(PhasedBpfCollector):
                   # the client connections' time, picked as offcpu.svg picks them
                   "load_us": connection_stacks(folded).total,
                   "dropped": self.session.dropped(abi.OFFCPU_DROPPED),
+                  "by_thread": by_thread(records, user), "quiet_s": round(self.quiet_s, 6),
                   **({"on_s": round(self.on_s, 6)} if self.paced else {})}
         return Section(self.name, {self.name: record}, list(self.notes), self._cost(),
                        {OFFCPU_FILE: ("stacks_file", folded)} if folded.stacks else {})

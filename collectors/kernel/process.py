@@ -34,6 +34,10 @@ class ProcessSnapshot:
     host: dict[str, float]         # /proc/stat's cpu line (HOST_CPU_FIELDS), seconds
     thread_names: dict[int, str]
     thread_ctx: dict[int, tuple[int, int]] = field(default_factory=dict)  # tid -> (voluntary, involuntary)
+    thread_sched: dict[int, tuple[int, int]] = field(default_factory=dict)  # tid -> (on CPU ns, run-queue ns)
+    thread_born: dict[int, float] = field(default_factory=dict)   # tid -> its start, seconds of CLOCK_BOOTTIME
+    thread_waiting: dict[int, str] = field(default_factory=dict)  # tid -> its state and system call, if blocked
+    boottime: float = 0.0                                          # CLOCK_BOOTTIME at `at`
 
 
 def _stat_times(path: str) -> tuple[float, float]:
@@ -56,6 +60,32 @@ def _keyed(path: str) -> dict[str, int]:
     return out
 
 
+def schedstat(path: str) -> tuple[int, int] | None:
+    """(ns on a CPU, ns runnable on a run queue) of a thread: the scheduler's
+    own exact counts (/proc/PID/task/TID/schedstat, CONFIG_SCHED_INFO)."""
+    try:
+        with open(path) as f:
+            on, runq = f.read().split()[:2]
+        return int(on), int(runq)
+    except (OSError, ValueError):
+        return None
+
+
+def waiting_state(task: str, stat_fields: list[str]) -> str | None:
+    """'S 7' (state, system call number) for a blocked thread, else None:
+    what it was doing when the window opened, for the time it spent off a
+    CPU that the off-CPU tracing never saw begin."""
+    state = stat_fields[0]
+    if state not in ("S", "D", "I"):
+        return None
+    try:
+        with open(f"{task}/syscall") as f:
+            call = f.read().split()[0]
+    except (OSError, IndexError):
+        call = "?"
+    return f"{state} {call}"
+
+
 def host_cpu_times(path: str = "/proc/stat") -> dict[str, float]:
     with open(path) as f:
         values = f.readline().split()[1:]
@@ -75,14 +105,24 @@ def snapshot(pid: int, proc: str = "/proc") -> ProcessSnapshot | None:
             read_b = write_b = None
         with open(f"{base}/statm") as f:
             rss = int(f.read().split()[1]) * PAGE_SIZE
-        thread_cpu, names, thread_ctx = {}, {}, {}
+        thread_cpu, names, thread_ctx, sched, born, waiting = {}, {}, {}, {}, {}, {}
+        boottime = time.clock_gettime(time.CLOCK_BOOTTIME)
         for entry in os.listdir(f"{base}/task"):
+            task = f"{base}/task/{entry}"
             try:
-                times = _stat_times(f"{base}/task/{entry}/stat")
+                with open(f"{task}/stat") as f:
+                    fields = f.read().rsplit(")", 1)[1].split()
             except OSError:  # ended since the listing
                 continue
             tid = int(entry)
-            thread_cpu[tid] = sum(times)
+            thread_cpu[tid] = (int(fields[11]) + int(fields[12])) / CLOCK_TICKS
+            born[tid] = int(fields[19]) / CLOCK_TICKS
+            counts = schedstat(f"{task}/schedstat")
+            if counts:
+                sched[tid] = counts
+            state = waiting_state(task, fields)
+            if state:
+                waiting[tid] = state
             names[tid] = thread_name(pid, tid, proc)
             try:
                 keyed = _keyed(f"{base}/task/{entry}/status")
@@ -94,7 +134,7 @@ def snapshot(pid: int, proc: str = "/proc") -> ProcessSnapshot | None:
         return None
     return ProcessSnapshot(time.monotonic(), user, system, status.get("voluntary_ctxt_switches", 0),
                            status.get("nonvoluntary_ctxt_switches", 0), read_b, write_b, rss, len(thread_cpu),
-                           thread_cpu, host, names, thread_ctx)
+                           thread_cpu, host, names, thread_ctx, sched, born, waiting, boottime)
 
 
 def context_switches(start: ProcessSnapshot, end: ProcessSnapshot) -> tuple[int, int]:
@@ -108,6 +148,29 @@ def context_switches(start: ProcessSnapshot, end: ProcessSnapshot) -> tuple[int,
         v0, i0 = start.thread_ctx.get(tid, (0, 0))
         vol, inv = vol + max(v - v0, 0), inv + max(i - i0, 0)
     return vol, inv
+
+
+def thread_times(start: ProcessSnapshot, end: ProcessSnapshot) -> list[dict]:
+    """Each thread's wall time in the window and how the kernel spent it:
+    on a CPU and runnable on a run queue (schedstat, exact), its context
+    switches, and, for one blocked when the window opened, what it was
+    blocked in. A thread born in the window counts from its start; one
+    that ended in it is lost (the count is in `threads_ended`)."""
+    if not end.thread_sched:
+        return []
+    window_s = end.at - start.at
+    out = []
+    for tid, (on, runq) in sorted(end.thread_sched.items()):
+        on0, runq0 = start.thread_sched.get(tid, (0, 0))
+        born = tid not in start.thread_sched
+        wall_s = max(min(end.boottime - end.thread_born.get(tid, 0.0), window_s), 0.0) if born else window_s
+        v, i = end.thread_ctx.get(tid, (0, 0))
+        v0, i0 = start.thread_ctx.get(tid, (0, 0))
+        out.append({"tid": tid, "comm": end.thread_names.get(tid, "?"), "wall_ns": round(wall_s * 1e9),
+                    "on_cpu_ns": max(on - on0, 0), "runq_ns": max(runq - runq0, 0),
+                    "voluntary": max(v - v0, 0), "involuntary": max(i - i0, 0), "born_in_window": born,
+                    "blocked_at_start": start.thread_waiting.get(tid)})
+    return out
 
 
 def cpu_seconds(pid: int, proc: str = "/proc") -> float | None:
@@ -169,6 +232,8 @@ def window_record(start: ProcessSnapshot | None, end: ProcessSnapshot | None, to
         "busiest_threads": [{"tid": tid, "name": end.thread_names.get(tid, "?"), "cpu_s": round(s, 4)}
                             for tid, s in busiest],
         "host_cpu_share": host,
+        "thread_times": thread_times(start, end),
+        "threads_ended": len(set(start.thread_cpu) - set(end.thread_cpu)),
     }
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import time
 
 from mysqlprobe.collectors.perfschema import connection
+from mysqlprobe.flamegraphs.stacks import OWN_CONNECTION
 from mysqlprobe.collectors.base import Background, Collector, Cost, Facts, Phases, Section, hold_if_asked
 from mysqlprobe.collectors.perfschema.connection import ConnectOptions, pymysql
 from mysqlprobe.collectors.safety.guard_process import GuardProcess
@@ -55,6 +56,8 @@ def thread_names(record: dict | None) -> dict[int, str]:
         os_id, name = t.get("os_tid"), t.get("name") or ""
         if os_id:
             out[int(os_id)] = "/".join(name.split("/")[-2:]) if name.startswith("thread/") else name
+    for tid in (record or {}).get("own_os_tids", []):
+        out[int(tid)] = OWN_CONNECTION   # its stacks are not the load's
     return out
 
 
@@ -268,6 +271,8 @@ class PerfSchemaCollector(Collector):
             self.record.update({"timer_start_ps": self.t0, "timer_end_ps": t1,
                                 "deltas": deltas(self.before, after), "statements": statements, "stages": stages,
                                 "threads": merge_threads(self.threads_at_start, seen, self.ps.threads())})
+            # mysqlprobe's own connections: not the load's threads in the wall-time account
+            self.record["own_os_tids"] = sorted(int(t) for t in self.own_os_threads())
         except pymysql.err.MySQLError as e:
             if _server_gone(e) and not self.server.gone():
                 return self._hand_over(NOT_ANSWERING)

@@ -31,7 +31,7 @@ from mysqlprobe.collectors.target.symbols import resolve_target
 from mysqlprobe.commands.record import add_probe_argument
 from mysqlprobe.errors import Interrupted, MysqlprobeError, TargetError, UsageError
 from mysqlprobe.files import make_dir, write_new
-from mysqlprobe.reports import pprof_of
+from mysqlprobe.reports import capture_profile, pprof_of
 from mysqlprobe.recorder.options import Control, RecordOptions
 from mysqlprobe.recorder.plan import plan_cached, plan_in_child
 from mysqlprobe.recorder.priority import add_start_nice
@@ -220,7 +220,7 @@ class Watch:
         control = Control(stop=self.stop)
         with RunSignals(self.stop) as control.signals:
             cap = Recorder(target, binary, plan, self.options, control).record()
-        profile = Profile(cap.doc)  # plain already (the recorder made it so); read, not written
+        profile = capture_profile(cap)  # plain already (the recorder made it so); read, not written
         self.metrics.add(profile)
         if self.args.pprof_dir:
             write_profiles(self.args.pprof_dir, cap, profile)

@@ -12,9 +12,8 @@ import time
 from pathlib import Path
 
 from conftest import MYSQLPROBE
-from mysqlprobe.analysis.model import Profile
+from mysqlprobe.reports import load_profile
 from mysqlprobe.lab import workload
-from mysqlprobe.capture import read_profile
 from mysqlprobe.collectors.safety.codecheck import code_changes
 
 
@@ -46,7 +45,7 @@ class Profiler:
 
 
 def derived(capture_dir) -> dict:
-    return Profile(read_profile(str(capture_dir))).to_json()
+    return load_profile(str(capture_dir)).to_json()
 
 
 def stage(doc: dict, name: str) -> dict:

@@ -135,9 +135,8 @@ def free_port() -> int:
 
 def derived(capture_dir) -> dict:
     """A saved capture with everything analysis derives from it."""
-    from mysqlprobe.analysis.model import Profile
-    from mysqlprobe.capture import read_profile
-    return Profile(read_profile(str(capture_dir))).to_json()
+    from mysqlprobe.reports import load_profile
+    return load_profile(str(capture_dir)).to_json()
 
 
 def fixture_command(proc, line: str) -> dict:

@@ -6,7 +6,7 @@ import sys
 
 from mysqlprobe import catalog
 from mysqlprobe.lab import sandbox, workload
-from mysqlprobe.analysis.model import Profile
+from mysqlprobe.reports import capture_profile
 from mysqlprobe.analysis.report import render_text
 from mysqlprobe.collectors.target.symbols import load_target_binary, resolve_target
 from mysqlprobe.lab.commands.profiled_load import profile_load
@@ -53,7 +53,7 @@ def run(args, parser) -> int:
         cap.doc["workload"] = {"table": table.name, "ddl": table.ddl(), "rows": rows, "seconds": round(seconds, 3),
                            "statement": f"INSERT INTO {table.name} SELECT * FROM {workload.SOURCE}",
                            "partition_rows": workload.partition_counts(conn, table) if table.partitions else []}
-        profile = Profile(cap.doc)
+        profile = capture_profile(cap)
         failure = save_capture(cap, args.output, profile)
         sys.stdout.write(render_text(profile))
         print(f"\nload: {rows} rows into {table.name} in {seconds:.2f}s; rows per partition "

@@ -1,0 +1,365 @@
+"""Where the load's threads' wall time went: one account, on CPU and off
+it, by mechanism, that every figure of time reads.
+
+The totals are the kernel's own per-thread counts over the window
+(schedstat: ns on a CPU and ns runnable on a run queue; the rest of the
+thread's wall time it was blocked). How each total splits is read from
+the stacks: the CPU samples split the time on CPU, the traced switches
+(sched_switch) split the time blocked and the time waiting for a CPU.
+Each stack is charged to the innermost mechanism on it
+(analysis/mechanisms.py). So the parts add up to the threads' wall time
+by construction, and what the stacks did not see is a part of its own:
+
+- "waiting for the client": a connection between statements (not the
+  row's time);
+- "mysqlprobe's probes": the probes' own machinery on the stacks;
+- "off CPU, not traced": blocked time the tracing never saw begin (a wait
+  begun before the window opened, or in a quiet phase) on a thread that
+  was not waiting for its client then;
+- "other": stacks that meet no mechanism, named by their innermost
+  function.
+
+How far the samples and the traces agree with the kernel's counts is
+printed beside it (`coverage`): the check that the picture is whole.
+
+The load's threads are the client connections: threads whose stacks run
+the connection loop, or that Performance Schema calls FOREGROUND, less
+mysqlprobe's own connections. Every other thread is background, its CPU
+counted per row apart."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from mysqlprobe.analysis import mechanisms as M
+from mysqlprobe.analysis.views import ThreadTime
+from mysqlprobe.flamegraphs.folded import Folded
+from mysqlprobe.flamegraphs.stacks import fold_probe_frames, is_connection_stack
+
+if TYPE_CHECKING:
+    from mysqlprobe.analysis.model import Profile
+
+NOT_TRACED = "off CPU, not traced"
+WAITING_FOR_CPU = "[waiting for a CPU]"   # the off-CPU stacks' leaf of a preempted thread
+NOT_ROW_TIME = (M.IDLE, M.PROBES_MECHANISM)
+TOP_OTHER = 5           # the functions that name "other"
+MAX_UNATTRIBUTED = 0.15  # of the row's time: above it the report says why
+
+
+@dataclass(frozen=True, slots=True)
+class Part:
+    """One mechanism's share of the load threads' wall time, in ns over
+    the window: on a CPU, blocked, waiting for a CPU."""
+
+    name: str
+    on_cpu_ns: float = 0.0
+    blocked_ns: float = 0.0
+    runq_ns: float = 0.0
+    settings: dict[str, str] = field(default_factory=dict)
+    functions: tuple[tuple[str, float], ...] = ()   # for "other": its innermost functions, ns
+
+    @property
+    def ns(self) -> float:
+        return self.on_cpu_ns + self.blocked_ns + self.runq_ns
+
+    @property
+    def off_cpu_ns(self) -> float:
+        return self.blocked_ns + self.runq_ns
+
+    def per_row(self, rows: int) -> dict[str, Any]:
+        return {"name": self.name, "ns_per_row": _r(self.ns / rows), "on_cpu_ns_per_row": _r(self.on_cpu_ns / rows),
+                "off_cpu_ns_per_row": _r(self.off_cpu_ns / rows), "blocked_ns_per_row": _r(self.blocked_ns / rows),
+                "runq_ns_per_row": _r(self.runq_ns / rows), "settings": dict(self.settings),
+                **({"functions": [{"function": f, "ns_per_row": _r(ns / rows)} for f, ns in self.functions]}
+                   if self.functions else {})}
+
+
+@dataclass(frozen=True, slots=True)
+class Coverage:
+    """The stacks against the kernel's counts: the CPU samples' time (samples
+    times the period, scaled to the window) over the threads' time on CPU,
+    and the traced off-CPU time (scaled likewise) over their time off it."""
+
+    on_cpu: float | None
+    off_cpu: float | None
+
+    def to_json(self) -> dict[str, Any]:
+        return {"on_cpu": _r(self.on_cpu, 4), "off_cpu": _r(self.off_cpu, 4)}
+
+
+@dataclass(frozen=True, slots=True)
+class Efficiency:
+    """Per row, as the insert benchmark reports a load's efficiency: CPU
+    (the load's threads and the background's, the kernel's counts), context
+    switches, KB written, fsyncs and redo bytes (the server's counters)."""
+
+    cpu_us_foreground: float | None
+    cpu_us_background: float | None
+    context_switches: float | None
+    kb_written: float | None
+    fsyncs: float | None
+    redo_bytes: float | None
+
+    def to_json(self) -> dict[str, Any]:
+        return {"cpu_us_foreground": _r(self.cpu_us_foreground, 4), "cpu_us_background": _r(self.cpu_us_background, 4),
+                "context_switches": _r(self.context_switches, 4), "kb_written": _r(self.kb_written, 4),
+                "fsyncs": _r(self.fsyncs, 6), "redo_bytes": _r(self.redo_bytes, 2)}
+
+
+@dataclass(frozen=True, slots=True)
+class Account:
+    """The load's threads' wall time over the window, whole: the kernel's
+    totals and their split by mechanism (parts sum to wall_ns)."""
+
+    threads: int
+    wall_ns: int
+    on_cpu_ns: int
+    blocked_ns: int
+    runq_ns: int
+    parts: tuple[Part, ...]            # by mechanism, most first; idle, probes, not traced and other among them
+    rows: int | None
+    coverage: Coverage
+    background_cpu_ns: int
+    background: tuple[tuple[str, int], ...]   # background threads' CPU by name, ns
+    efficiency: Efficiency | None
+    notes: tuple[str, ...] = ()
+
+    def part(self, name: str) -> Part | None:
+        return next((p for p in self.parts if p.name == name), None)
+
+    @property
+    def mechanisms(self) -> list[Part]:
+        """The row's parts: every part but the idle wait and the probes."""
+        return [p for p in self.parts if p.name not in NOT_ROW_TIME]
+
+    @property
+    def row_time_ns(self) -> float:
+        """The load threads' time doing the rows: the wall time less the
+        waits for the client and the probes' own machinery."""
+        return sum(p.ns for p in self.mechanisms)
+
+    @property
+    def unattributed_ns(self) -> float:
+        return sum(p.ns for p in self.mechanisms if p.name in (M.OTHER, NOT_TRACED))
+
+    @property
+    def unattributed_share(self) -> float | None:
+        return self.unattributed_ns / self.row_time_ns if self.row_time_ns else None
+
+    def to_json(self) -> dict[str, Any]:
+        rows = self.rows
+        mechanisms = self.mechanisms
+
+        def per(ns: float) -> float | None:
+            return _r(ns / rows) if rows else None
+
+        return {
+            "threads": self.threads, "rows": rows,
+            "window_wall_ns": self.wall_ns, "on_cpu_ns": self.on_cpu_ns, "blocked_ns": self.blocked_ns,
+            "runq_ns": self.runq_ns,
+            "idle_ns": _r(self._ns(M.IDLE)), "probes_ns": _r(self._ns(M.PROBES_MECHANISM)),
+            "wall_ns_per_row": per(self.row_time_ns),
+            "on_cpu_ns_per_row": per(sum(p.on_cpu_ns for p in mechanisms)),
+            "off_cpu_ns_per_row": per(sum(p.off_cpu_ns for p in mechanisms)),
+            "unattributed_ns_per_row": per(self.unattributed_ns),
+            "mechanisms": [p.per_row(rows) for p in mechanisms] if rows else [],
+            "coverage": self.coverage.to_json(),
+            "background_cpu_ns": self.background_cpu_ns,
+            "background": [{"thread": name, "cpu_ns": ns} for name, ns in self.background],
+            "per_row": self.efficiency.to_json() if self.efficiency else None,
+            "notes": list(self.notes),
+        }
+
+    def _ns(self, name: str) -> float:
+        p = self.part(name)
+        return p.ns if p else 0.0
+
+
+def _r(x: float | None, digits: int = 1) -> float | None:
+    return None if x is None else round(x, digits)
+
+
+@dataclass
+class _Split:
+    """A total split by the weights of the stacks charged to each part."""
+
+    weights: dict[str, float] = field(default_factory=dict)
+    other: dict[str, float] = field(default_factory=dict)   # "other" by function
+
+    def add(self, charge: M.Charge, weight: float) -> None:
+        self.weights[charge.mechanism] = self.weights.get(charge.mechanism, 0.0) + weight
+        if charge.mechanism == M.OTHER:
+            self.other[charge.function] = self.other.get(charge.function, 0.0) + weight
+
+    @property
+    def total(self) -> float:
+        return sum(self.weights.values())
+
+    def shares(self, total_ns: float) -> dict[str, float]:
+        w = self.total
+        return {name: total_ns * v / w for name, v in self.weights.items()} if w else {}
+
+
+def load_tids(profile: Profile) -> set[int]:
+    """The load's threads: those whose stacks ran a client connection's
+    loop, and Performance Schema's FOREGROUND threads, less mysqlprobe's own."""
+    tids = {t.tid for name in ("cpu_profile", "off_cpu") for t in profile.stacks[name].threads if t.connection}
+    tids |= {t.os_tid for t in profile.perf_schema.threads if t.type == "FOREGROUND" and t.os_tid}
+    return tids - set(profile.perf_schema.own_os_tids)
+
+
+def _client_wait(t: ThreadTime) -> bool:
+    """Blocked in a socket read or poll when the window opened: waiting for its client."""
+    if not t.blocked_at_start:
+        return False
+    state, _, call = t.blocked_at_start.partition(" ")
+    return state == "S" and call.isdigit() and int(call) in CLIENT_WAIT_SYSCALLS
+
+
+# read, poll, recvfrom, recvmsg, ppoll, epoll_wait, epoll_pwait (x86-64)
+CLIENT_WAIT_SYSCALLS = {0, 7, 45, 47, 271, 232, 281}
+
+
+def build(profile: Profile, cpu: Folded | None, off: Folded | None) -> Account | None:
+    """The account of a capture, from its per-thread times and its CPU and
+    off-CPU stacks; None where the capture lacks the kernel's per-thread
+    times (recorded before they were kept, or /proc without schedstat)."""
+    times = profile.process.thread_times
+    if not times:
+        return None
+    tids = load_tids(profile)
+    load = [t for t in times if t.tid in tids]
+    notes: list[str] = []
+    if not load:
+        notes.append("no client connection's thread was seen in the window: the account has no load threads")
+    window_s = profile.window.duration_s
+    on = sum(t.on_cpu_ns for t in load)
+    runq = sum(t.runq_ns for t in load)
+    blocked = sum(t.blocked_ns for t in load)
+    wall = sum(t.wall_ns for t in load)
+
+    cpu_section, off_section = profile.stacks["cpu_profile"], profile.stacks["off_cpu"]
+    cpu_scale, off_scale = cpu_section.scale(window_s), off_section.scale(window_s)
+    traced = {t.tid: t for t in off_section.threads}
+    # blocked time the tracing never saw begin, thread by thread: a client wait where the thread was
+    # waiting for its client when the window opened, else not traced
+    untraced_idle = untraced = 0.0
+    for t in load:
+        seen = (traced[t.tid].blocked_ns * off_scale) if t.tid in traced else 0.0
+        missing = max(t.blocked_ns - seen, 0.0)
+        if _client_wait(t):
+            untraced_idle += missing
+        else:
+            untraced += missing
+    if not off_section.collected:
+        notes.append("no off-CPU stacks (the off-CPU collector did not run): the time off CPU is not split")
+
+    on_split, blocked_split, runq_split = _Split(), _Split(), _Split()
+    for stack, count in (connection_only(cpu).stacks.items() if cpu else ()):
+        on_split.add(M.of_stack(stack.split(";")), count)
+    for stack, us in (connection_only(off).stacks.items() if off else ()):
+        frames = stack.split(";")
+        target = runq_split if frames[-1] == WAITING_FOR_CPU else blocked_split
+        target.add(M.of_stack(frames[:-1] if frames[-1] == WAITING_FOR_CPU else frames, off_cpu=True), us)
+
+    traced_blocked = max(blocked - untraced - untraced_idle, 0.0)
+    parts: dict[str, dict[str, float]] = defaultdict(lambda: defaultdict(float))
+    _spread(parts, "on_cpu_ns", on, on_split)
+    _spread(parts, "blocked_ns", traced_blocked, blocked_split)
+    _spread(parts, "runq_ns", runq, runq_split)
+    parts[M.IDLE]["blocked_ns"] += untraced_idle
+    parts[NOT_TRACED]["blocked_ns"] += untraced
+    other_functions = _other_functions(((on_split, on), (blocked_split, traced_blocked), (runq_split, runq)))
+
+    settings = profile.perf_schema.settings
+    out = []
+    for name, v in parts.items():
+        if not sum(v.values()):
+            continue
+        m = M.BY_NAME.get(name)
+        out.append(Part(name, v["on_cpu_ns"], v["blocked_ns"], v["runq_ns"],
+                        M.settings_of(m, settings) if m else {},
+                        other_functions if name == M.OTHER else ()))
+    out.sort(key=lambda p: -p.ns)
+
+    samples = sum(t.samples for t in cpu_section.threads if t.tid in tids)
+    hz = cpu_section.frequency_hz
+    sampled_on = samples * 1e9 / hz * cpu_scale if hz and cpu_section.threads else None
+    traced_off = sum((traced[t].blocked_ns + traced[t].runq_ns) * off_scale for t in tids if t in traced) \
+        if off_section.threads else None
+    off_total = blocked + runq
+    coverage = Coverage(sampled_on / on if sampled_on is not None and on else None,
+                        traced_off / off_total if traced_off is not None and off_total else None)
+    background = _background(times, tids, profile)
+    rows = _rows(profile)
+    return Account(len(load), wall, on, blocked, runq, tuple(out), rows, coverage,
+                   sum(ns for _, ns in background), background, _efficiency(profile, load, background, rows),
+                   tuple(notes))
+
+
+def connection_only(folded: Folded) -> Folded:
+    """The client connections' stacks, the probes' machinery on them folded into one frame."""
+    out = Folded()
+    for stack, count in folded.stacks.items():
+        if is_connection_stack(stack):
+            out.stacks[stack] += count
+    return fold_probe_frames(out)[0]
+
+
+def _spread(parts: dict[str, dict[str, float]], kind: str, total_ns: float, split: _Split) -> None:
+    """A total over the parts by their stacks' weights; unseen where no stack was."""
+    shares = split.shares(total_ns)
+    if not shares and total_ns > 0:
+        shares = {NOT_TRACED if kind != "on_cpu_ns" else M.OTHER: total_ns}
+    for name, ns in shares.items():
+        parts[name][kind] += ns
+
+
+def _other_functions(splits: tuple[tuple[_Split, float], ...]) -> tuple[tuple[str, float], ...]:
+    """"other"'s innermost functions, in ns as each split turned its weights into ns."""
+    out: dict[str, float] = defaultdict(float)
+    for split, total_ns in splits:
+        w = split.total
+        for f, v in split.other.items():
+            out[f] += total_ns * v / w if w else 0.0
+    return tuple(sorted(out.items(), key=lambda kv: -kv[1])[:TOP_OTHER])
+
+
+def _background(times: tuple[ThreadTime, ...], tids: set[int], profile: Profile) -> tuple[tuple[str, int], ...]:
+    """The other threads' CPU by their name (Performance Schema's where known, else comm)."""
+    names = {t.os_tid: t.name for t in profile.perf_schema.threads if t.os_tid and t.name}
+    by_name: dict[str, int] = defaultdict(int)
+    own = set(profile.perf_schema.own_os_tids)
+    for t in times:
+        if t.tid in tids or t.on_cpu_ns <= 0:
+            continue
+        name = "mysqlprobe's connections" if t.tid in own else (names.get(t.tid) or t.comm or "?")
+        by_name[name] += t.on_cpu_ns
+    return tuple(sorted(by_name.items(), key=lambda kv: -kv[1]))
+
+
+def _rows(profile: Profile) -> int | None:
+    status = profile.perf_schema.server_status
+    if status.get("Innodb_rows_inserted"):
+        return int(status["Innodb_rows_inserted"])
+    return None
+
+
+def _efficiency(profile: Profile, load: list[ThreadTime], background: tuple[tuple[str, int], ...],
+                rows: int | None) -> Efficiency | None:
+    if not rows:
+        return None
+    status = profile.perf_schema.server_status
+    fg = sum(t.on_cpu_ns for t in load)
+    bg = sum(ns for name, ns in background if name != "mysqlprobe's connections")
+    switches = sum(t.voluntary + t.involuntary for t in load)
+    written = profile.process.write_bytes
+
+    def counter(name: str) -> float | None:
+        return status[name] / rows if name in status else None
+
+    return Efficiency(fg / 1e3 / rows, bg / 1e3 / rows, switches / rows,
+                      written / 1024 / rows if written is not None else None,
+                      counter("Innodb_data_fsyncs"), counter("Innodb_os_log_written"))

@@ -1,0 +1,177 @@
+"""The wall-time account: stacks charged to the innermost mechanism, and the
+kernel's per-thread totals split by them so that the parts add up to the
+load threads' wall time, with what the stacks did not see as parts of its
+own."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from mysqlprobe.analysis import mechanisms as M
+from mysqlprobe.analysis.account import NOT_TRACED
+from mysqlprobe.analysis.model import Profile
+from mysqlprobe.analysis.report import render_text
+from mysqlprobe.flamegraphs.folded import Folded
+from test_report import synthetic_run
+
+CONN = "one_connection"
+LOOP = [CONN, "do_handle_one_connection", "do_command"]
+
+
+def charge(*frames: str, off: bool = False) -> str:
+    return M.of_stack(list(frames), off_cpu=off).mechanism
+
+
+def test_a_stack_is_charged_to_its_innermost_mechanism():
+    insert = LOOP + ["dispatch_command", "mysql_execute_command", "mysql_insert", "write_record",
+                     "handler::ha_write_row", "ha_partition::write_row(unsigned char*)", "ha_innobase::write_row",
+                     "row_insert_for_mysql", "row_ins_clust_index_entry_low", "btr_cur_pessimistic_insert",
+                     "btr_page_split_and_insert", "fseg_alloc_free_page_general", "fsp_try_extend_data_file",
+                     "fil_space_extend", "os_file_set_size", "posix_fallocate64", "ext4_fallocate_[k]"]
+    assert charge(*insert) == "tablespace extension"
+    assert charge(*insert[:-5]) == "page allocation"
+    assert charge(*insert[:-6]) == "page split"
+    assert charge(*insert[:-8]) == "row insert into the clustered index"
+    assert charge(*insert[:-11]) == "partition lookup and routing"
+    assert charge(*insert[:-12]) == "SQL layer insert path"
+    # 10.1's names (XtraDB): the extension writes zeroes and syncs
+    assert charge(*LOOP, "fsp_try_extend_data_file_with_pages", "fil_extend_space_to_desired_size",
+                  "os_aio_func", "pwrite64", "copy_folio_from_iter_atomic_[k]") == "tablespace extension"
+    # 10.11's: the descent is a method, the lock wait renamed
+    assert charge(*LOOP, "btr_cur_t::search_leaf(dtuple_t const*, page_cur_mode_t, btr_latch_mode, mtr_t*)") \
+        == "B-tree descent"
+    assert charge(*LOOP, "lock_wait(que_thr_t*)", "pthread_cond_wait", "futex_wait_[k]", off=True) == "row locks"
+    # a clone's suffix is the function's
+    assert charge(*LOOP, "buf_calc_page_crc32.isra.0") == "page checksums"
+
+
+def test_a_connection_waiting_for_its_client_is_idle_off_cpu_only():
+    waiting = LOOP + ["my_net_read_packet", "vio_read", "vio_socket_io_wait", "poll", "do_sys_poll_[k]"]
+    assert charge(*waiting, off=True) == M.IDLE
+    assert charge(*waiting) == "client protocol"          # reading the request on a CPU is the load's
+    # a network read beneath a statement is the statement's (LOAD DATA LOCAL)
+    assert charge(*LOOP, "dispatch_command", "mysql_load", "my_net_read", "vio_read", off=True) == "client protocol"
+
+
+def test_what_meets_no_mechanism_is_other_named_by_its_innermost_function():
+    c = M.of_stack(LOOP + ["dispatch_command", "mysql_execute_command", "evaluate_join_record", "memcpy"])
+    assert c == M.Charge(M.OTHER, "memcpy")
+    assert M.of_stack([CONN, "futex_do_wait_[k]"], off_cpu=True) == M.Charge(M.OTHER, "[kernel] futex_do_wait")
+    assert charge(CONN, "do_command", "[mysqlprobe]") == M.PROBES_MECHANISM
+
+
+def test_every_catalog_function_is_named_once_and_has_settings_or_stages():
+    names = [f for m in M.CATALOG for f in m.functions]
+    assert len(names) == len(set(names))
+    assert len({m.name for m in M.CATALOG}) == len(M.CATALOG)
+    # an exact name wins over another mechanism's glob
+    assert M.of_function("buf_flush_page").name == "page flush"
+    assert M.of_function("buf_dblwr_flush_buffered_writes").name == "doublewrite"
+
+
+# --- the account of a capture -------------------------------------------------
+
+ROWS = 1000
+LOAD, CLEANER, OWN = 4242, 4243, 4250
+WINDOW_NS = 1_500_000_000
+
+
+def capture(on_cpu_ns: int = 900_000_000, runq_ns: int = 50_000_000, blocked_at_start: str | None = None,
+            traced_blocked_ns: int = 500_000_000, quiet_s: float = 0.0) -> tuple[dict, dict[str, Folded]]:
+    doc = json.loads(json.dumps(synthetic_run()))
+    doc["process"]["write_bytes"] = 4096 * ROWS
+    doc["process"]["thread_times"] = [
+        {"tid": LOAD, "comm": "mysqld", "wall_ns": WINDOW_NS, "on_cpu_ns": on_cpu_ns, "runq_ns": runq_ns,
+         "voluntary": 30, "involuntary": 10, "born_in_window": False, "blocked_at_start": blocked_at_start},
+        {"tid": CLEANER, "comm": "mysqld", "wall_ns": WINDOW_NS, "on_cpu_ns": 200_000_000, "runq_ns": 0},
+        {"tid": OWN, "comm": "mysqld", "wall_ns": WINDOW_NS, "on_cpu_ns": 5_000_000, "runq_ns": 0},
+    ]
+    doc["cpu_profile"] = {"status": "collected", "sampler": "bpf", "frequency_hz": 1000, "quiet_s": quiet_s,
+                          "samples": 1100, "threads": [], "top_self": [], "top_total": [], "event": "cpu-clock",
+                          "unwinding": {"mode": "fp", "describe": "frame pointers", "reason": ""},
+                          "by_thread": [{"tid": LOAD, "samples": 900, "connection": True},
+                                        {"tid": CLEANER, "samples": 200, "connection": False}]}
+    doc["off_cpu"] = {"status": "collected", "quiet_s": quiet_s, "blocked_s": 0.5, "waiting_for_cpu_s": 0.05,
+                      "switches": 40, "threads": [], "top_self": [], "top_total": [], "load_us": 550_000,
+                      "dropped": {},
+                      "by_thread": [{"tid": LOAD, "blocked_ns": traced_blocked_ns, "runq_ns": runq_ns,
+                                     "connection": True}]}
+    doc["perf_schema"] = {"status": "collected", "own_os_tids": [OWN],
+                          "deltas": {"status": {"Innodb_rows_inserted": ROWS, "Innodb_data_fsyncs": 10,
+                                                "Innodb_os_log_written": 100 * ROWS}}}
+    path = ";".join(LOOP + ["dispatch_command", "mysql_insert", "ha_innobase::write_row", "row_insert_for_mysql"])
+    cpu = Folded()
+    cpu.stacks[path + ";row_ins_clust_index_entry_low"] = 600
+    cpu.stacks[path + ";btr_cur_search_to_nth_level"] = 200
+    cpu.stacks[";".join(LOOP + ["dispatch_command", "evaluate_join_record", "memcpy"])] = 100
+    cpu.stacks["page_cleaner;buf_flush_page_cleaner_coordinator;buf_flush_page"] = 200   # background
+    off = Folded()
+    off.stacks[path + ";log_write_up_to;os_event_wait_low;pthread_cond_wait;futex_wait_[k]"] = 300_000
+    off.stacks[path + ";fsp_try_extend_data_file;fil_space_extend;fsync;ext4_sync_file_[k]"] = 200_000
+    off.stacks[path + ";row_ins_clust_index_entry_low;[waiting for a CPU]"] = 50_000
+    return doc, {"cpu_profile": cpu, "off_cpu": off}
+
+
+def test_the_parts_add_up_to_the_load_threads_wall_time():
+    doc, stacks = capture()
+    a = Profile(doc, stacks).account
+    assert a is not None and a.threads == 1 and a.rows == ROWS
+    assert a.wall_ns == WINDOW_NS and a.on_cpu_ns == 900_000_000 and a.runq_ns == 50_000_000
+    assert a.blocked_ns == WINDOW_NS - 900_000_000 - 50_000_000
+    assert sum(p.ns for p in a.parts) == pytest.approx(WINDOW_NS)
+    by = {p.name: p for p in a.parts}
+    # on CPU split 6:2:1 by the load's samples, the page cleaner's left out
+    assert by["row insert into the clustered index"].on_cpu_ns == pytest.approx(600e6)
+    assert by["B-tree descent"].on_cpu_ns == pytest.approx(200e6)
+    assert by[M.OTHER].on_cpu_ns == pytest.approx(100e6) and by[M.OTHER].functions[0][0] == "memcpy"
+    # the wait for a CPU goes where the thread was preempted; blocked time 3:2 by the traced waits,
+    # and what the tracing missed (550 ms blocked, 500 ms traced) is a part of its own
+    assert by["row insert into the clustered index"].runq_ns == pytest.approx(50e6)
+    assert by["redo log write and flush"].blocked_ns == pytest.approx(300e6)
+    assert by["tablespace extension"].blocked_ns == pytest.approx(200e6)
+    assert by[NOT_TRACED].blocked_ns == pytest.approx(50e6)
+    assert a.unattributed_ns == pytest.approx(150e6)
+    assert a.coverage.on_cpu == pytest.approx(1.0) and a.coverage.off_cpu == pytest.approx(550 / 600)
+    e = a.efficiency
+    assert e is not None and e.cpu_us_foreground == pytest.approx(900.0) and e.cpu_us_background == pytest.approx(200.0)
+    assert e.kb_written == pytest.approx(4.0) and e.fsyncs == pytest.approx(0.01) and e.redo_bytes == 100
+
+
+def test_a_wait_for_the_client_begun_before_the_window_is_idle_not_the_rows():
+    doc, stacks = capture(blocked_at_start="S 7", traced_blocked_ns=300_000_000)   # in poll(2)
+    a = Profile(doc, stacks).account
+    assert a is not None
+    assert a.part(M.IDLE) is not None and a.part(M.IDLE).blocked_ns == pytest.approx(250e6)
+    assert a.part(NOT_TRACED) is None
+    assert a.row_time_ns == pytest.approx(WINDOW_NS - 250e6)
+    j = Profile(doc, stacks).to_json()["account"]
+    assert j["wall_ns_per_row"] == pytest.approx((WINDOW_NS - 250e6) / ROWS, abs=0.1)
+    assert j["on_cpu_ns_per_row"] + j["off_cpu_ns_per_row"] == pytest.approx(j["wall_ns_per_row"], abs=0.2)
+    names = [m["name"] for m in j["mechanisms"]]
+    assert M.IDLE not in names and "redo log write and flush" in names
+    assert {"name", "ns_per_row", "on_cpu_ns_per_row", "off_cpu_ns_per_row", "settings"} <= set(j["mechanisms"][0])
+
+
+def test_stacks_seen_in_part_of_the_window_are_scaled_to_it():
+    doc, stacks = capture(quiet_s=0.75, traced_blocked_ns=275_000_000)   # off in half the window
+    a = Profile(doc, stacks).account
+    assert a is not None and a.part(NOT_TRACED) is None
+    assert a.coverage.off_cpu == pytest.approx(1.0, abs=0.1)
+
+
+def test_the_headline_is_the_account_per_row():
+    doc, stacks = capture()
+    text = render_text(Profile(doc, stacks))
+    head = text.split("\n\n")[0]
+    assert "1.5ms of the load's thread time a row (1 thread): 900us on CPU, 600us off it" in " ".join(head.split())
+    assert "redo log write and flush" in head and "unattributed" in head and "memcpy" in head
+
+
+def test_no_account_without_the_kernels_thread_times():
+    doc, stacks = capture()
+    del doc["process"]["thread_times"]
+    profile = Profile(doc, stacks)
+    assert profile.account is None and profile.to_json()["account"] is None
+    assert "WHERE AN INSERTED ROW'S TIME WENT" in render_text(profile)
