@@ -1,0 +1,100 @@
+"""The wall-time account on a real server, against what the kernel and the
+client measured without it: the CPU samples and the traced switches of
+the load's thread add up to its wall time as the kernel counted it
+(schedstat), and the row's time the account gives (its threads' time less
+the waits for the client), with the probes' own time, is the statement's
+elapsed time as the client timed it."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+import threading
+import time
+
+import pytest
+
+from conftest import MYSQLPROBE
+from helpers import derived
+from mysqlprobe.lab import sandbox, workload
+
+pytestmark = [pytest.mark.root, pytest.mark.server]
+ROWS = 700_001          # prime: about two seconds on 10.2.11 into 5 RANGE partitions
+WHOLE = 0.02            # the issue's bound: on CPU and off it add up to the wall time within 2%
+ROW_TIME = 0.05         # the row's time against the statement's elapsed time, per row
+
+
+@pytest.fixture(scope="module")
+def server():
+    sb = sandbox.Sandbox("10.2.11", instance="account")
+    with sb.serving(lambda m: print(m, file=sys.stderr)) as pid:
+        conn = workload.connect(sb.socket)
+        workload.prepare_source(conn, ROWS)
+        yield sb, pid, conn, workload.table("range", 5)
+        conn.close()
+
+
+def profiled(pid: int, conn, table, out, lead_s: float) -> tuple[dict, float]:
+    """The statement under mysqlprobe (default mode): started lead_s after the
+    window opened (negative: the window opens that long after it started);
+    the statement's own elapsed time."""
+    workload.create_target(conn, table)
+    took: list[float] = []
+    runner = threading.Thread(target=lambda: took.append(workload.insert_select(conn, table)[1]))
+    if lead_s < 0:
+        runner.start()
+        time.sleep(-lead_s)
+    proc = subprocess.Popen([MYSQLPROBE, "-p", str(pid), "-o", str(out), "-q"], stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE, text=True)
+    for line in proc.stderr:
+        if "Tracing PID" in line:
+            break
+    if lead_s >= 0:
+        time.sleep(lead_s)
+        runner.start()
+    runner.join()
+    if lead_s < 0:
+        time.sleep(0.3)
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 0, err
+    return derived(out), took[0]
+
+
+def test_on_and_off_cpu_add_up_to_the_threads_wall_time(server, tmp_path):
+    """The window opened while the statement runs: its thread was never idle
+    before it, so its samples and its traced switches see all of its time."""
+    sb, pid, conn, table = server
+    doc, _ = profiled(pid, conn, table, tmp_path / "run", lead_s=-0.5)
+    a = doc["account"]
+    assert a is not None and a["threads"] >= 1, doc["process"].get("thread_times")
+    assert a["on_cpu_ns"] + a["blocked_ns"] + a["runq_ns"] == a["window_wall_ns"]   # the kernel's, by construction
+    window = doc["window"]["duration_s"]
+    cpu, off = doc["cpu_profile"], doc["off_cpu"]
+    samples = {t["tid"]: t["samples"] for t in cpu["by_thread"]}
+    traced = {t["tid"]: t["blocked_ns"] + t["runq_ns"] for t in off["by_thread"]}
+    # the statement's thread: the one that ran a connection's loop and was not blocked as the window opened
+    (load,) = [t for t in doc["process"]["thread_times"]
+               if t["tid"] in samples and not t["blocked_at_start"] and t["on_cpu_ns"] > 0.1 * t["wall_ns"]]
+    on_seen = samples[load["tid"]] * 1e9 / cpu["frequency_hz"] * window / (window - cpu["quiet_s"])
+    off_seen = traced.get(load["tid"], 0) * window / (window - off["quiet_s"])
+    # the stacks' own measure of the thread's time against the kernel's wall time for it
+    assert on_seen + off_seen == pytest.approx(load["wall_ns"], rel=WHOLE), (load, on_seen, off_seen)
+    parts = sum(m["ns_per_row"] for m in a["mechanisms"])
+    assert parts == pytest.approx(a["wall_ns_per_row"], rel=1e-3)
+    assert a["unattributed_ns_per_row"] <= 0.15 * a["wall_ns_per_row"], a["mechanisms"]
+
+
+def test_the_rows_time_is_the_statements_own(server, tmp_path):
+    """The window opened a second before the statement: the wait for it is
+    the client's, not the rows'."""
+    sb, pid, conn, table = server
+    doc, seconds = profiled(pid, conn, table, tmp_path / "run", lead_s=1.0)
+    a = doc["account"]
+    assert a["rows"] == ROWS
+    assert a["idle_ns"] > 0.5e9, a                    # the second before the statement, at least
+    # the statement's elapsed time holds the probes' own machinery, which the row's time leaves out
+    assert a["wall_ns_per_row"] * ROWS + a["probes_ns"] == pytest.approx(seconds * 1e9, rel=ROW_TIME), (a, seconds)
+    names = [m["name"] for m in a["mechanisms"]]
+    assert "row insert into the clustered index" in names[:5] and "partition lookup and routing" in names, names
