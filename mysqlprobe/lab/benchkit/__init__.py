@@ -49,7 +49,8 @@ SECTIONS = (("overhead", "bench/overhead.py"), ("oltp", "bench/oltp.py"), ("per_
             ("sample_cost", "bench/cpu_sampler.py cost"), ("digests", "bench/counts.py digests"),
             ("io_counts", "bench/counts.py io"), ("usdt_counts", "bench/counts.py usdt"),
             ("startup", "bench/startup.py"), ("start_stop", "bench/lifecycle.py start-stop"),
-            ("attach_churn", "bench/lifecycle.py churn"), ("soak", "bench/lifecycle.py soak"))
+            ("attach_churn", "bench/lifecycle.py churn"), ("soak", "bench/lifecycle.py soak"),
+            ("account", "bench/account.py"))
 MARKER = "<!-- section: {} -->"
 RESULTS_HEAD = """# Benchmark results
 

@@ -1,11 +1,17 @@
 """The truth the bench holds mysqlprobe's figures to: perf sampling every
 CPU of an unprobed run, a function's CPU read off the stacks its samples
-hold (its callees' with it), by this module's own reader of `perf script`."""
+hold (its callees' with it), by this module's own reader of `perf script`;
+and the wall time of an unprobed load's threads by stack, on CPU and off
+it, from perf alone (WallRecorder)."""
 
 from __future__ import annotations
 
+import os
+import re
 import subprocess
 from collections import Counter
+from collections.abc import Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
 
 
@@ -50,3 +56,98 @@ def on_stack_ns(pid: int, data: Path, groups: dict[str, str]) -> tuple[Counter, 
     script.wait()
     data.unlink()
     return ns, total
+
+
+# --- the wall-time truth: where an unprobed load's threads' time went -------
+
+SWITCH = re.compile(r"prev_pid=(\d+) .*prev_state=(\S+) ==> .*next_pid=(\d+)")
+KERNEL_DSO = "[kernel.kallsyms]"
+
+
+def _frames(lines: list[str]) -> list[str]:
+    """A perf script sample's frames (leaf first in the text), root first, as
+    mysqlprobe's stacks name them: kernel frames end in _[k]."""
+    out = []
+    for line in reversed(lines):
+        parts = line.strip().split(None, 1)
+        if len(parts) < 2:
+            continue
+        sym, _, dso = parts[1].rpartition(" (")
+        sym = sym.split("+0x")[0] or "[unknown]"
+        out.append(sym + "_[k]" if dso.startswith(KERNEL_DSO) else sym)
+    return out
+
+
+def _samples(script: subprocess.Popen) -> Iterator[tuple[str, list[str]]]:
+    """(header, frames root first) of each sample of a perf script's output."""
+    assert script.stdout is not None
+    header, lines = None, []
+    for line in script.stdout:
+        if line.startswith("\t"):
+            lines.append(line)
+        elif line.strip():
+            if header is not None:
+                yield header, _frames(lines)
+            header, lines = line, []
+    if header is not None:
+        yield header, _frames(lines)
+    script.wait()
+
+
+@dataclass
+class WallTruth:
+    """An unprobed load's server threads' time by stack: CPU (perf cpu-clock
+    samples, ns by their periods) and off CPU (perf's sched_switch events,
+    each switch-out timed to the thread's switch-in: blocked, or runnable
+    and waiting for a CPU), per thread id."""
+
+    on_cpu: dict[int, Counter] = field(default_factory=dict)     # tid -> stack (root first, ';') -> ns
+    off_cpu: dict[int, Counter] = field(default_factory=dict)    # tid -> stack -> ns; leaf [waiting for a CPU]
+
+
+class WallRecorder:
+    """Two perf records beside an unprobed load: its CPU samples (-p PID)
+    and every CPU's context switches (the switch-in of a server thread is
+    another task's switch-out)."""
+
+    def __init__(self, pid: int, workdir: Path, hz: int = 999):
+        self.pid, self.cpu_data, self.switch_data = pid, workdir / "wall-cpu.data", workdir / "wall-switch.data"
+        self.procs = [subprocess.Popen(["perf", "record", "-q", "-g", "-e", "cpu-clock", "-F", str(hz), "-p", str(pid),
+                                        "-o", str(self.cpu_data)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL),
+                      subprocess.Popen(["perf", "record", "-q", "-g", "-e", "sched:sched_switch", "-a",
+                                        "-o", str(self.switch_data)], stdout=subprocess.DEVNULL,
+                                       stderr=subprocess.DEVNULL)]
+
+    def stop(self) -> WallTruth:
+        for p in self.procs:
+            p.send_signal(2)
+        for p in self.procs:
+            p.wait()
+        tids = {int(t) for t in os.listdir(f"/proc/{self.pid}/task")}
+        truth = WallTruth()
+        cpu = subprocess.Popen(["perf", "script", "-i", str(self.cpu_data), "-F", "tid,period,ip,sym,dso"],
+                               stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+        for header, frames in _samples(cpu):
+            tid, period = (int(x) for x in header.split()[:2])
+            truth.on_cpu.setdefault(tid, Counter())[";".join(frames)] += period
+        switches = subprocess.Popen(["perf", "script", "-i", str(self.switch_data), "-F", "time,trace,ip,sym,dso"],
+                                    stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+        away: dict[int, tuple[float, str]] = {}
+        for header, frames in _samples(switches):
+            m = SWITCH.search(header)
+            if not m:
+                continue
+            at = float(header.split(":")[0].split()[-1])
+            prev, state, nxt = int(m.group(1)), m.group(2), int(m.group(3))
+            if prev in tids and state != "X":
+                user = [f for f in frames if not f.endswith("_[k]")]
+                kernel = [f for f in frames if f.endswith("_[k]") and not f.startswith(("__traceiter", "__schedule",
+                                                                                         "schedule_"))]
+                leaf = ["[waiting for a CPU]"] if state.startswith("R") else kernel
+                away[prev] = (at, ";".join(user + leaf))
+            if nxt in away:
+                t0, stack = away.pop(nxt)
+                truth.off_cpu.setdefault(nxt, Counter())[stack] += round((at - t0) * 1e9)
+        for data in (self.cpu_data, self.switch_data):
+            data.unlink(missing_ok=True)
+        return truth
