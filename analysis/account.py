@@ -125,6 +125,11 @@ class Account:
     background: tuple[tuple[str, int], ...]   # background threads' CPU by name, ns
     efficiency: Efficiency | None
     notes: tuple[str, ...] = ()
+    # what one unit of the stacks' weights is worth in the kernel's time: ns per CPU sample,
+    # per traced us blocked, per traced us waiting for a CPU (wall_stacks)
+    per_sample_ns: float = 0.0
+    per_blocked_us: float = 0.0
+    per_runq_us: float = 0.0
 
     def part(self, name: str) -> Part | None:
         return next((p for p in self.parts if p.name == name), None)
@@ -296,7 +301,30 @@ def build(profile: Profile, cpu: Folded | None, off: Folded | None) -> Account |
     rows = _rows(profile)
     return Account(len(load), wall, on, blocked, runq, tuple(out), rows, coverage,
                    sum(ns for _, ns in background), background, _efficiency(profile, load, background, rows),
-                   tuple(notes))
+                   tuple(notes), _per(on, on_split), _per(traced_blocked, blocked_split), _per(runq, runq_split))
+
+
+def _per(total_ns: float, split: _Split) -> float:
+    return total_ns / split.total if split.total else 0.0
+
+
+def wall_stacks(a: Account, cpu: Folded | None, off: Folded | None) -> Folded:
+    """The load threads' stacks weighted in ns of the window as the account
+    counts them (on CPU and off it in one tree, as a wall-clock profiler
+    draws it), without the waits for the client and the probes' frames."""
+    out = Folded()
+    for folded, off_cpu in ((cpu, False), (off, True)):
+        for stack, weight in (connection_only(folded).stacks.items() if folded else ()):
+            frames = stack.split(";")
+            waiting = off_cpu and frames[-1] == WAITING_FOR_CPU
+            charge = M.of_stack(frames[:-1] if waiting else frames, off_cpu=off_cpu)
+            if charge.mechanism in NOT_ROW_TIME:
+                continue
+            unit = a.per_runq_us if waiting else a.per_blocked_us if off_cpu else a.per_sample_ns
+            ns = round(weight * unit)
+            if ns > 0:
+                out.stacks[stack] += ns
+    return out
 
 
 def connection_only(folded: Folded) -> Folded:

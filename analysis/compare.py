@@ -21,6 +21,7 @@ from collections import Counter
 
 from mysqlprobe.analysis.compare_figures import Change, Figure, figure_of, ns_text, signed_ns
 from mysqlprobe.analysis import mechanisms
+from mysqlprobe.analysis.compare_account import Explanation, detail as account_detail, headline as account_headline
 from mysqlprobe.analysis.compare_wall import unprobed_wall
 from mysqlprobe.analysis.drilldown import drilldown, drilldown_lines
 from mysqlprobe.analysis.model import Profile
@@ -198,8 +199,10 @@ def _changes(a: list[Run], b: list[Run], attr: str, kind: str) -> list[Change]:
     return sorted(changes, key=lambda c: -abs(c.delta))
 
 
-def compare(a: list[Run], b: list[Run], top_functions: int = 8) -> dict[str, Any]:
-    """The comparison of two sides (lists of repeats), per row."""
+def compare(a: list[Run], b: list[Run], explanation: Explanation | None = None,
+            top_functions: int = 8) -> dict[str, Any]:
+    """The comparison of two sides (lists of repeats), per row; explanation:
+    the delta by mechanism from the sampled runs beside them (compare_account.py)."""
     wall = Change("wall time per row", "total", figure_of(a, lambda r: r.wall_ns_per_row),
                   figure_of(b, lambda r: r.wall_ns_per_row))
     # a stage withheld on any run is left out on both sides: its absence would read as a change
@@ -234,8 +237,9 @@ def compare(a: list[Run], b: list[Run], top_functions: int = 8) -> dict[str, Any
         "stages": detail,
         "perf_schema": ps,
         "drilldown": paths,
-        "why": why(a, b, ranked, paths),
+        "why": why(a, b, ranked, paths) if explanation is None else [],
         "caveats": caveats(a, b),
+        "explanation": explanation,
     }
 
 
@@ -284,7 +288,11 @@ PROBED_METHOD = ("profiled runs, less the probes' calibrated cost (no unprobed r
 
 
 def wall_json(result: dict[str, Any]) -> dict[str, Any]:
-    """compare.json's wall: the unprobed runs' delta where there are any, else the profiled runs'."""
+    """compare.json's wall: the sampled runs' twins' delta (paired where the
+    sides alternated), else the unprobed runs', else the profiled runs'."""
+    x: Explanation | None = result.get("explanation")
+    if x is not None:
+        return x.wall_json()
     if result.get("wall_unprobed") is not None:
         out: dict[str, Any] = result["wall_unprobed"].to_json()
         return out
@@ -302,6 +310,11 @@ def to_json(result: dict[str, Any]) -> dict[str, Any]:
             out["wall"], out["wall_probed"] = wall_json(result), v.to_json()
         elif k == "wall_unprobed":
             continue
+        elif k == "explanation":
+            if v is not None:
+                doc = v.to_json()
+                out.update({key: doc[key] for key in doc if key != "wall"})
+                out["explanation_method"] = doc["wall"]["method"]
         elif isinstance(v, Change):
             out[k] = v.to_json()
         elif k in ("drilldown", "caveats", "why", "withheld"):
@@ -403,7 +416,8 @@ def render_text(result: dict[str, Any]) -> str:
              f"   A {_fig(wall.a)}, B {_fig(wall.b)}: {signed_ns(wall.delta)}"
              + (f" ({100 * wall.delta / wall.a.median:+.0f}%)" if wall.a.median else "") + f"  {_mark(wall)}",
              ""]
-    lines += _headline(result)
+    x: Explanation | None = result.get("explanation")
+    lines += (account_headline(x, a["server"], b["server"]) + [""]) if x is not None else _headline(result)
     for c in result.get("caveats") or []:
         lines += textwrap.wrap(c, 78, initial_indent="note: ", subsequent_indent="      ")
     if wall.verdict == "noise" and result.get("wall_unprobed") is None:
@@ -415,13 +429,14 @@ def render_text(result: dict[str, Any]) -> str:
         lines += _row(c.name, 32, f"{ns_text(c.a.median):>10}{ns_text(c.b.median):>10}{signed_ns(c.delta):>10}  "
                                   f"{_mark(c)}")
     attributed = result["attributed_ns"]
-    lines.append(f"  {'in probed stages':<32}{'':>20}{signed_ns(attributed):>10}"
-                 + (f"  {attributed / delta:.0%} of B - A" if delta else ""))
-    lines.append(f"  {'not attributed to a stage':<32}{'':>20}{signed_ns(delta - attributed):>10}")
+    if x is None:   # with the sampled runs, the mechanisms above hold the delta; stages are evidence
+        lines.append(f"  {'in probed stages':<32}{'':>20}{signed_ns(attributed):>10}"
+                     + (f"  {attributed / delta:.0%} of B - A" if delta else ""))
+        lines.append(f"  {'not attributed to a stage':<32}{'':>20}{signed_ns(delta - attributed):>10}")
     for w in result.get("withheld") or []:
         lines += textwrap.wrap(f"{w['stage']}: not attributed ({w['why']})", 78, initial_indent="  ",
                                subsequent_indent="    ")
-    if result["functions"]:
+    if result["functions"] and x is None:   # with sampled runs, their mechanisms hold the CPU's changes
         lines += ["", "functions on CPU that grew or shrank most (self time per row, all threads; the",
                   "probes' own frames left out):", f"  {'function':<42}{'A':>9}{'B':>9}{'B - A':>9}  note"]
         for c in result["functions"]:
@@ -429,6 +444,8 @@ def render_text(result: dict[str, Any]) -> str:
                                       f"  {_mark(c)}")
     lines += drilldown_lines(result.get("drilldown") or [])
     lines += why_lines(result.get("why") or [])
+    if x is not None:
+        lines += account_detail(x)
     lines += ["", "stages side by side (A -> B):",
               f"  {'stage':<27}{'calls/row':>13}{'p50':>19}{'p99':>19}"]
     for s, sides in result["stages"].items():

@@ -187,12 +187,26 @@ class Workload:
     ddl: str | None = None
     unprobed_rows: int | None = None
     unprobed_seconds: float | None = None
+    run: str | None = None              # lab bench: "wall" (sampled only, no probe) or "profiled"
+    pair: int | None = None             # lab bench on two servers: the repeat whose two runs were adjacent
+    interleaved: bool = False           # the two servers' runs alternated
+    unprobed_started: str | None = None
+    statement: str | None = None
 
     @classmethod
     def of(cls, workload: dict[str, Any] | None) -> Workload:
         w = workload or {}
         twin = w.get("unprobed") or {}
-        return cls(w.get("rows"), w.get("seconds"), w.get("ddl"), twin.get("rows"), twin.get("seconds"))
+        pair = w.get("pair") or {}
+        return cls(w.get("rows"), w.get("seconds"), w.get("ddl"), twin.get("rows"), twin.get("seconds"),
+                   w.get("run"), pair.get("index"), bool(pair.get("interleaved")), w.get("unprobed_started"),
+                   w.get("statement"))
+
+    @property
+    def unprobed_ns_per_row(self) -> float | None:
+        if self.unprobed_rows and self.unprobed_seconds:
+            return self.unprobed_seconds * 1e9 / self.unprobed_rows
+        return None
 
 
 @dataclass(frozen=True, slots=True)

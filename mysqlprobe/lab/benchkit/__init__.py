@@ -43,14 +43,14 @@ BPFTRACE = shutil.which("bpftrace") or "bpftrace"
 # (results key, script and options that write it), in RESULTS.md's order
 SECTIONS = (("overhead", "bench/overhead.py"), ("oltp", "bench/oltp.py"), ("per_call", "bench/per_call.py"),
             ("short_load", "bench/short_load.py"), ("per_call_oltp", "bench/per_call.py --clients N"),
-            ("regression", "bench/regression.py"), ("oltp_parts", "bench/costs.py parts"),
+            ("regression", "bench/wall.py compare"), ("oltp_parts", "bench/costs.py parts"),
             ("cpu_share", "bench/costs.py cpu-share"), ("phase_profile", "bench/phases.py profile"),
             ("ps_switch", "bench/phases.py ps-switch"), ("sampler_agreement", "bench/cpu_sampler.py agreement"),
             ("sample_cost", "bench/cpu_sampler.py cost"), ("digests", "bench/counts.py digests"),
             ("io_counts", "bench/counts.py io"), ("usdt_counts", "bench/counts.py usdt"),
             ("startup", "bench/startup.py"), ("start_stop", "bench/lifecycle.py start-stop"),
             ("attach_churn", "bench/lifecycle.py churn"), ("soak", "bench/lifecycle.py soak"),
-            ("account", "bench/account.py"))
+            ("account", "bench/wall.py account"))
 MARKER = "<!-- section: {} -->"
 RESULTS_HEAD = """# Benchmark results
 

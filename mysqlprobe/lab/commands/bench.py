@@ -2,26 +2,29 @@
 
 from __future__ import annotations
 
+import argparse
 import html
+from typing import Any
 import json
 import re
 import sys
-from contextlib import nullcontext
+import time
+from contextlib import ExitStack
 from pathlib import Path
 from statistics import median
 
 from mysqlprobe import catalog
 from mysqlprobe.lab import sandbox, workload
 from mysqlprobe.analysis.compare import probe_free_seconds
-from mysqlprobe.analysis.model import Profile
 from mysqlprobe.capture import now_utc
 from mysqlprobe.collectors.target.symbols import load_target_binary, resolve_target
 from mysqlprobe.lab.commands.profiled_load import profile_load
 from mysqlprobe.files import make_dir, write_new
 from mysqlprobe.output import check_output_dir, save_capture
-from mysqlprobe.recorder.plan import plan_probes
+from mysqlprobe.recorder.plan import Plan, plan_probes
+from mysqlprobe.reports import capture_profile
 from mysqlprobe.errors import UsageError, WorkloadError
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 PARTITION_COUNTS = (5, 25, 50, 100)
 DEFAULT_CELLS = ([f"{k}-{n}" for k in ("range", "list", "hash") for n in PARTITION_COUNTS] + ["none"]
@@ -29,7 +32,8 @@ DEFAULT_CELLS = ([f"{k}-{n}" for k in ("range", "list", "hash") for n in PARTITI
 
 EXAMPLES = """examples:
   mysqlprobe lab bench --server 10.2.11 --cells range-100              # one cell, 5 repeats
-  mysqlprobe lab bench --server 10.1.23 --cells range-100 -o out/bench
+  mysqlprobe lab bench --server 10.1.23,10.2.11 --cells range-100 -o out/bench
+                                                    # both servers, alternated run by run (A, B, A, B...)
   mysqlprobe compare out/bench/10.1.23/range-100 out/bench/10.2.11/range-100
   mysqlprobe lab bench --server 10.11.5                                # the whole matrix
   mysqlprobe lab bench --pid $(pidof mariadbd) --socket /run/mysqld/mysqld.sock --cells none,range-5
@@ -37,14 +41,43 @@ EXAMPLES = """examples:
 cells: KIND-N (KIND range, list or hash; N partitions), none (not partitioned),
 compact, dynamic, compressed-KB (row formats, not partitioned; KB 1/2/4/8/16),
 concurrent-C (C clients inserting single rows into a 5-partition RANGE table).
+
+Each repeat of a cell runs the load three times on each server: unprobed (its
+time per row: compare's wall delta), sampled only, no probe attached (CPU
+samples at 999 Hz and off-CPU switches: the wall-time account compare explains
+the delta by, DIR/SERVER/CELL/wall-rN), and profiled (the probes' counts and
+latencies per call, DIR/SERVER/CELL/rN). With two servers the runs alternate,
+A then B, repeat by repeat, so that the host's drift falls on both alike.
 """
+
+
+def _versions(text: str) -> list[str]:
+    versions = [v.strip() for v in text.split(",") if v.strip()]
+    unknown = [v for v in versions if v not in sandbox.VERSIONS]
+    if unknown or not 1 <= len(versions) <= 2 or len(set(versions)) != len(versions):
+        raise argparse.ArgumentTypeError(f"one or two of {', '.join(sandbox.VERSIONS)}, comma-separated")
+    return versions
+
+
+def _pids(text: str) -> list[int]:
+    try:
+        pids = [int(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError("one or two process ids, comma-separated") from None
+    if not 1 <= len(pids) <= 2:
+        raise argparse.ArgumentTypeError("one or two process ids, comma-separated")
+    return pids
 
 
 def add_arguments(p) -> None:
     where = p.add_mutually_exclusive_group()
-    where.add_argument("--server", choices=sandbox.VERSIONS, help="a sandbox MariaDB from the Maven jars")
-    where.add_argument("--pid", type=int, help="a running server (with --socket)")
-    p.add_argument("--socket", help="the running server's unix socket")
+    where.add_argument("--server", type=_versions, metavar="VERSION[,VERSION]",
+                       help=f"sandbox MariaDB from the Maven jars ({', '.join(sandbox.VERSIONS)}); two: both run, "
+                            "alternated run by run")
+    where.add_argument("--pid", type=_pids, metavar="PID[,PID]", help="running servers (with --socket)")
+    p.add_argument("--socket", help="the running servers' unix sockets, in --pid's order")
+    p.add_argument("--frequency", type=int, default=WALL_FREQUENCY, metavar="HZ",
+                   help=f"CPU samples per second of the sampled runs (default {WALL_FREQUENCY})")
     p.add_argument("--cells", help=f"comma-separated cells (default: all {len(DEFAULT_CELLS)})")
     p.add_argument("--rows", type=int, default=1000003, help="rows per INSERT ... SELECT (default 1000003, a prime)")
     p.add_argument("--single-rows", type=int, default=20011,
@@ -61,7 +94,8 @@ def add_arguments(p) -> None:
                    help="also probe the functions on the drill-down paths of a compare (its compare.json), "
                         "for their exact calls per row and latency per call: run it on both sides, then compare")
     p.add_argument("-o", "--output", default="out/bench", metavar="DIR",
-                   help="DIR/VERSION/CELL/rN/ captures, DIR/VERSION/results.{md,json}, chart.svg")
+                   help="DIR/VERSION/CELL/rN/ (profiled) and wall-rN/ (sampled only) captures, "
+                        "DIR/VERSION/results.{md,json}, chart.svg")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress lines")
 
 
@@ -117,25 +151,50 @@ def _barracuda(conn) -> str | None:
         return row[1]
 
 
+WALL_FREQUENCY = 999   # a 1M-row load's sampled run: a few thousand samples of its thread
+SETTLE_S = 0.5         # after a run's table is dropped (its dirty pages with it), before the next run
+
+
+@dataclass
+class Side:
+    """One server of the bench: where its captures go, and what probes it."""
+
+    name: str            # its directory under -o: the version, or a / b for two running servers
+    pid: int
+    socket: str
+    target: Any = None
+    binary: Any = None
+    plan: Plan = field(default_factory=Plan)
+    conn: Any = None
+    results: list[dict] = field(default_factory=list)
+
+
 def run(args, parser) -> int:
-    if args.repeats < 1 or args.rows < 1 or args.single_rows < 1:
-        parser.error("--repeats, --rows and --single-rows must be positive")
+    if args.repeats < 1 or args.rows < 1 or args.single_rows < 1 or args.frequency < 1:
+        parser.error("--repeats, --rows, --single-rows and --frequency must be positive")
     if args.single_rows > args.rows:
         parser.error("--single-rows takes rows of the source table: at most --rows")
     if args.pid and not args.socket:
         parser.error("--pid needs --socket")
     if not args.server and not args.pid:
-        parser.error("give --server VERSION (a sandbox) or --pid PID --socket SOCK")
+        parser.error("give --server VERSION[,VERSION] (sandboxes) or --pid PID[,PID] --socket SOCK[,SOCK]")
+    sockets = args.socket.split(",") if args.socket else []
+    if args.pid and len(sockets) != len(args.pid):
+        parser.error("--socket takes one socket per --pid, in the same order")
     cells = [parse_cell(c.strip()) for c in (args.cells.split(",") if args.cells else DEFAULT_CELLS) if c.strip()]
     if not cells:
         raise UsageError("no cell to run")
-    if args.server:
-        sb = sandbox.Sandbox(args.server)
-        server, socket = sb.serving(lambda m: _progress(args.quiet, m)), sb.socket
-    else:
-        server, socket = nullcontext(args.pid), args.socket
-    with server as pid:
-        _bench(args, cells, pid, socket)
+    with ExitStack() as stack:
+        if args.server:
+            sides = []
+            for version in args.server:
+                sb = sandbox.Sandbox(version)
+                pid = stack.enter_context(sb.serving(lambda m: _progress(args.quiet, m)))
+                sides.append(Side(version, pid, sb.socket))
+        else:
+            names = ["a", "b"] if len(args.pid) == 2 else [""]
+            sides = [Side(name, pid, sock) for name, pid, sock in zip(names, args.pid, sockets)]
+        _bench(args, cells, sides)
     return 0
 
 
@@ -146,64 +205,101 @@ def run_unprobed(conn, socket: str, cell: Cell, rows: int) -> tuple[int, float]:
     return workload.insert_select(conn, cell.table)
 
 
-def _bench(args, cells: list[Cell], pid: int, socket: str) -> None:
-    restore_format = None
-    conn = workload.connect(socket)
+def _open(side: Side, args) -> None:
+    side.conn = workload.connect(side.socket)
+    side.target = resolve_target(side.pid)
+    side.binary = binary = load_target_binary(side.target)
+    confirm, missing = confirm_functions(args.confirm, binary) if args.confirm else ([], [])
+    if missing:
+        _progress(args.quiet, f"not in {binary.display_path} (inlined, or named otherwise): {', '.join(missing)}")
+    side.plan = plan_probes(binary, list(catalog.INSERT_PROFILE), confirm)
+    side.name = side.name or binary.server.version or f"pid{side.pid}"
+
+
+def _fresh(side: Side, cell: Cell) -> None:
+    """The cell's table dropped and made again (its dirty pages go with it), and a pause."""
+    workload.create_target(side.conn, cell.table)
+    time.sleep(SETTLE_S)
+
+
+def _one(args, side: Side, cell: Cell, r: int, pair: bool, base: Path) -> dict:
+    """One repeat of a cell on one side: unprobed, sampled only, profiled."""
+    rows = args.single_rows if cell.clients else args.rows
+    conn, socket = side.conn, side.socket
+    _fresh(side, cell)
+    started = now_utc()
+    unprobed = run_unprobed(conn, socket, cell, rows)
+    if cell.clients:
+        load = lambda: workload.single_row_inserts(socket, cell.table, rows, cell.clients)  # noqa: E731
+    else:
+        load = lambda: workload.insert_select(conn, cell.table)  # noqa: E731
+    record = {"cell": cell.name, "table": cell.table.name, "ddl": cell.table.ddl(), "clients": cell.clients or 1,
+              "statement": cell.describe(), "repeat": r + 1, "unprobed_started": started,
+              "unprobed": {"rows": unprobed[0], "seconds": round(unprobed[1], 4)}}
+    if pair:
+        record["pair"] = {"index": r + 1, "side": side.name, "interleaved": True}
+    out = {}
+    for kind, plan, directory in (("wall", Plan(), base / side.name / cell.name / f"wall-r{r + 1}"),
+                                  ("profiled", side.plan, base / side.name / cell.name / f"r{r + 1}")):
+        _fresh(side, cell)
+        check_output_dir(str(directory))
+        cap, got, seconds = profile_load(side.target, side.binary, plan, load, socket=socket,
+                                         exact=kind == "wall" or not args.sampled, verbose=args.verbose,
+                                         quiet=True, frequency=args.frequency if kind == "wall" else None)
+        cap.doc["workload"] = {**record, "run": kind, "rows": got, "seconds": round(seconds, 3)}
+        profile = capture_profile(cap)
+        failure = save_capture(cap, str(directory), profile)
+        if failure:
+            raise failure
+        out[kind] = (got, seconds, profile)
+    got, seconds, profile = out["profiled"]
+    return {"cell": cell.name, "repeat": r + 1, "rows": got, "seconds": seconds,
+            "unprobed_seconds": probe_free_seconds(profile, seconds)}
+
+
+def _bench(args, cells: list[Cell], sides: list[Side]) -> None:
+    restore_format: dict[str, str | None] = {}
     try:
-        target = resolve_target(pid)
-        binary = load_target_binary(target)
-        confirm, missing = confirm_functions(args.confirm, binary) if args.confirm else ([], [])
-        if missing:
-            _progress(args.quiet, f"not in {binary.display_path} (inlined, or named otherwise): {', '.join(missing)}")
-        plan = plan_probes(binary, list(catalog.INSERT_PROFILE), confirm)
-        version = binary.server.version or f"pid{pid}"
-        base = Path(args.output) / version
-        if any(c.table.row_format for c in cells):
-            restore_format = _barracuda(conn)
-        workload.prepare_source(conn, args.rows)
-        results = []
-        total = len(cells) * args.repeats
+        for side in sides:
+            _open(side, args)
+            if any(c.table.row_format for c in cells):
+                restore_format[side.name] = _barracuda(side.conn)
+            workload.prepare_source(side.conn, args.rows)
+        base = Path(args.output)
+        pair = len(sides) == 2
+        total = len(cells) * args.repeats * len(sides)
+        done = 0
         for r in range(args.repeats):  # repeats outermost: a drift of the machine spreads over every cell
-            for i, cell in enumerate(cells):
-                rows = args.single_rows if cell.clients else args.rows
-                # the same load unprobed first: compare's wall delta comes from these twins
-                workload.create_target(conn, cell.table)
-                unprobed = run_unprobed(conn, socket, cell, rows)
-                workload.create_target(conn, cell.table)
-                if cell.clients:
-                    load = lambda cell=cell, rows=rows: workload.single_row_inserts(socket, cell.table, rows,  # noqa: E731
-                                                                                    cell.clients)
-                else:
-                    load = lambda cell=cell: workload.insert_select(conn, cell.table)  # noqa: E731
-                out = base / cell.name / f"r{r + 1}"
-                check_output_dir(str(out))
-                cap, got, seconds = profile_load(target, binary, plan, load, socket=socket,
-                                                 exact=not args.sampled, verbose=args.verbose, quiet=True)
-                cap.doc["workload"] = {"cell": cell.name, "table": cell.table.name, "ddl": cell.table.ddl(),
-                                   "rows": got, "seconds": round(seconds, 3), "clients": cell.clients or 1,
-                                   "statement": cell.describe(),
-                                   "unprobed": {"rows": unprobed[0], "seconds": round(unprobed[1], 4)}}
-                failure = save_capture(cap, str(out))
-                if failure:
-                    raise failure
-                results.append({"cell": cell.name, "repeat": r + 1, "rows": got, "seconds": seconds,
-                                "unprobed_seconds": probe_free_seconds(Profile(cap.doc), seconds)})
-                _progress(args.quiet, f"[{r * len(cells) + i + 1}/{total}] {cell.name} run {r + 1}: "
-                                      f"{got} rows in {seconds:.2f}s")
-        summary = summarise(results, cells, binary.server.describe(), args)
-        if args.confirm:
-            summary["confirm"] = {"from": args.confirm, "probed": confirm, "not_in_binary": missing}
-        make_dir(str(base))
-        write_new(str(base), "results.json", json.dumps(summary, indent=1) + "\n")
-        write_new(str(base), "results.md", render_markdown(summary))
-        write_new(str(base), "chart.svg", render_chart(summary))
-        sys.stdout.write(render_markdown(summary))
-        _progress(args.quiet, f"wrote {base}/results.md, results.json, chart.svg and the captures")
+            for cell in cells:
+                for side in sides:     # A then B: each pair of runs adjacent in time
+                    result = _one(args, side, cell, r, pair, base)
+                    side.results.append(result)
+                    done += 1
+                    _progress(args.quiet, f"[{done}/{total}] {side.name} {cell.name} run {r + 1}: "
+                                          f"{result['rows']} rows in {result['seconds']:.2f}s")
+        for side in sides:
+            summary = summarise(side.results, cells, side.binary.server.describe(), args)
+            if args.confirm:
+                summary["confirm"] = {"from": args.confirm}
+            directory = base / side.name
+            make_dir(str(directory))
+            write_new(str(directory), "results.json", json.dumps(summary, indent=1) + "\n")
+            write_new(str(directory), "results.md", render_markdown(summary))
+            write_new(str(directory), "chart.svg", render_chart(summary))
+            sys.stdout.write(render_markdown(summary))
+            _progress(args.quiet, f"wrote {directory}/results.md, results.json, chart.svg and the captures")
+        if pair:
+            a, b = (base / s.name for s in sides)
+            _progress(args.quiet, "compare them: " + " ".join(f"mysqlprobe compare {a / c.name} {b / c.name}"
+                                                              for c in cells[:1]))
     finally:
-        if restore_format:
-            with conn.cursor() as cur:
-                cur.execute("SET GLOBAL innodb_file_format = %s", (restore_format,))
-        conn.close()
+        for side in sides:
+            if side.conn is None:
+                continue
+            if restore_format.get(side.name):
+                with side.conn.cursor() as cur:
+                    cur.execute("SET GLOBAL innodb_file_format = %s", (restore_format[side.name],))
+            side.conn.close()
 
 
 def confirm_functions(compare_json: str, binary) -> tuple[list[str], list[str]]:

@@ -8,6 +8,7 @@ import threading
 from typing import Callable
 
 from mysqlprobe.capture import Capture
+from mysqlprobe.collectors.cpu.perf import PerfOptions
 from mysqlprobe.collectors.perfschema.connection import ConnectOptions
 from mysqlprobe.recorder.options import Control, RecordOptions
 from mysqlprobe.recorder.plan import Plan
@@ -39,12 +40,16 @@ class _LoadWhenAttached(StatusLine):
 
 
 def profile_load(target, binary, plan: Plan, load: Callable[[], tuple[int, float]], *, socket: str,
-                 exact: bool, verbose: bool = False, quiet: bool = False) -> tuple[Capture, int, float]:
-    """The capture of one load, and the load's (rows, seconds)."""
+                 exact: bool, verbose: bool = False, quiet: bool = False,
+                 frequency: int | None = None) -> tuple[Capture, int, float]:
+    """The capture of one load, and the load's (rows, seconds). frequency:
+    the CPU samples' rate where not the default (a plan without probes
+    records the sampled wall-time account alone)."""
     control = Control()
     control.status = status = _LoadWhenAttached(load, control.stop, quiet)
     options = RecordOptions(exact=exact, connect=ConnectOptions(socket=socket), verbose=verbose,
-                            stop_reason="load finished", argv=tuple(sys.argv))
+                            stop_reason="load finished", argv=tuple(sys.argv),
+                            perf=PerfOptions(frequency=frequency) if frequency else PerfOptions())
     with RunSignals(control.stop) as control.signals:
         cap = Recorder(target, binary, plan, options, control).record()
     if status.error:

@@ -1,0 +1,324 @@
+"""compare's why: the unprobed wall delta per row explained by mechanism,
+from runs the probes did not distort.
+
+`mysqlprobe lab bench` runs each repeat of a cell three times on each side:
+unprobed (its time per row is the delta's truth), sampled only (CPU samples
+and traced switches, no uprobe: the wall-time account, analysis/account.py)
+and profiled (counts and latencies per call). With two servers the runs
+alternate, A then B, so that each repeat is a pair adjacent in time and the
+delta is taken pair by pair (a paired 95% interval): the host's drift
+between repeats falls on both sides alike and leaves the difference.
+
+Each sampled run's mechanisms are its shares of the row's thread time,
+applied to its unprobed twin's time per row: the mechanisms of a run sum to
+its unprobed row time, so their deltas sum to the wall delta, and what the
+accounts could not name (stacks with no mechanism, blocked time never
+traced) is the unattributed part. A mechanism's delta is a finding only
+where its interval leaves out zero and it is more than a few CPU samples'
+worth per row."""
+
+from __future__ import annotations
+
+import math
+import statistics
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Callable
+
+from mysqlprobe.analysis import mechanisms as M
+from mysqlprobe.analysis.account import NOT_TRACED, Account
+from mysqlprobe.analysis.model import Profile
+from mysqlprobe.analysis.sampling import t95
+
+UNNAMED = (M.OTHER, NOT_TRACED)
+MIN_SAMPLES = 3          # a change worth fewer CPU samples per row than this is below the resolution
+EFFICIENCY = (("cpu_us_foreground", "CPU us, the load's threads"), ("cpu_us_background", "CPU us, background"),
+              ("context_switches", "context switches"), ("kb_written", "KB written"), ("fsyncs", "fsyncs"),
+              ("redo_bytes", "redo bytes"))
+
+
+@dataclass(frozen=True, slots=True)
+class WallRun:
+    """One sampled run (no probe) of a side: its account per row, scaled to
+    its unprobed twin's time per row."""
+
+    label: str
+    started: datetime | None
+    pair: int | None
+    interleaved: bool
+    rows: int
+    unprobed_ns_per_row: float
+    scale: float                            # the twin's time per row over the account's row time
+    mechanisms: dict[str, tuple[float, float]]   # name -> (on CPU, off CPU) ns per row, scaled
+    efficiency: dict[str, float]
+    resolution_ns: float                    # a CPU sample's worth per row, scaled
+    settings: dict[str, str]
+    statement: str | None
+    ddl: str | None
+
+    @property
+    def unattributed_ns(self) -> float:
+        return sum(sum(self.mechanisms.get(n, (0.0, 0.0))) for n in UNNAMED)
+
+
+def wall_run(profile: Profile, label: str) -> WallRun | None:
+    """A sampled run's figures, or None where it has no account or no unprobed twin."""
+    a: Account | None = profile.account
+    w = profile.workload
+    twin = w.unprobed_ns_per_row
+    if a is None or not a.rows or not twin or a.row_time_ns <= 0:
+        return None
+    row_ns = a.row_time_ns / a.rows
+    scale = twin / row_ns
+    mech = {p.name: (p.on_cpu_ns / a.rows * scale, p.off_cpu_ns / a.rows * scale) for p in a.mechanisms}
+    eff = a.efficiency.to_json() if a.efficiency else {}
+    return WallRun(label, _time(w.unprobed_started or profile.window.start), w.pair, w.interleaved, a.rows, twin,
+                   scale, mech, {k: v for k, v in eff.items() if v is not None},
+                   a.per_sample_ns / a.rows * scale * MIN_SAMPLES, profile.perf_schema.settings or {},
+                   w.statement, w.ddl)
+
+
+def _time(text: str | None) -> datetime | None:
+    try:
+        return datetime.fromisoformat((text or "").replace("Z", "+00:00"))
+    except ValueError:
+        return None
+
+
+@dataclass(frozen=True, slots=True)
+class Delta:
+    """B - A of one figure per row, with its 95% interval: paired (the mean
+    of the pairs' differences) where the sides alternated, else Welch's."""
+
+    a: float
+    b: float
+    delta: float
+    low: float
+    high: float
+
+    @property
+    def excludes_zero(self) -> bool:
+        return self.low > 0 or self.high < 0
+
+    def to_json(self, digits: int = 1) -> dict[str, Any]:
+        return {"a": round(self.a, digits), "b": round(self.b, digits), "delta": round(self.delta, digits),
+                "ci95": [round(self.low, digits), round(self.high, digits)]}
+
+
+def delta_of(a: list[float], b: list[float], pairs: list[tuple[float, float]] | None) -> Delta:
+    """B - A: paired over `pairs` when given (two or more), else Welch's
+    (a side of one run: no interval)."""
+    ma, mb = statistics.fmean(a), statistics.fmean(b)
+    if pairs and len(pairs) >= 2:
+        d = [y - x for x, y in pairs]
+        mean = statistics.fmean(d)
+        half = t95(len(d) - 1) * statistics.stdev(d) / math.sqrt(len(d))
+        return Delta(statistics.fmean(x for x, _ in pairs), statistics.fmean(y for _, y in pairs), mean,
+                     mean - half, mean + half)
+    if len(a) < 2 or len(b) < 2:
+        return Delta(ma, mb, mb - ma, -math.inf, math.inf)
+    va, vb = statistics.variance(a) / len(a), statistics.variance(b) / len(b)
+    se = math.sqrt(va + vb)
+    dof = (va + vb) ** 2 / ((va ** 2 / (len(a) - 1) if va else 0) + (vb ** 2 / (len(b) - 1) if vb else 0)) \
+        if va + vb else len(a) + len(b) - 2
+    half = t95(max(int(dof), 1)) * se
+    return Delta(ma, mb, mb - ma, mb - ma - half, mb - ma + half)
+
+
+@dataclass(frozen=True, slots=True)
+class MechanismDelta:
+    name: str
+    total: Delta
+    on_cpu: Delta
+    off_cpu: Delta
+    settings: tuple[tuple[str, str, str], ...]   # (variable, A, B) where they differ
+    finding: bool
+    what: str
+
+    def to_json(self) -> dict[str, Any]:
+        return {"name": self.name, "delta_ns_per_row": round(self.total.delta, 1),
+                "ci95": [round(self.total.low, 1), round(self.total.high, 1)],
+                "a_ns_per_row": round(self.total.a, 1), "b_ns_per_row": round(self.total.b, 1),
+                "on_cpu_delta_ns_per_row": round(self.on_cpu.delta, 1),
+                "off_cpu_delta_ns_per_row": round(self.off_cpu.delta, 1),
+                "settings": {n: [va, vb] for n, va, vb in self.settings}, "finding": self.finding}
+
+
+@dataclass(frozen=True, slots=True)
+class Explanation:
+    """The wall delta per row and its parts by mechanism."""
+
+    wall: Delta
+    paired: bool
+    pairs: int
+    runs: tuple[int, int]
+    mechanisms: tuple[MechanismDelta, ...]       # largest |delta| first, the named ones
+    unattributed: Delta
+    efficiency: tuple[tuple[str, Delta], ...]
+    scale: tuple[float, float]                   # the sampled runs' row time over the unprobed, per side
+    apart_s: float | None                        # between the sides' mean start times
+    warnings: tuple[str, ...] = ()
+
+    @property
+    def verdict(self) -> str:
+        return "finding" if self.wall.excludes_zero else "noise"
+
+    @property
+    def attributed_share(self) -> float | None:
+        named = sum(m.total.delta for m in self.mechanisms if m.finding)
+        return named / self.wall.delta if self.wall.delta else None
+
+    def wall_json(self) -> dict[str, Any]:
+        """compare.json's wall, in last round's fields, with `paired`."""
+        w = self.wall
+        return {"delta": round(w.delta, 3), "ci95": [round(w.low, 3), round(w.high, 3)], "verdict": self.verdict,
+                "method": METHOD_PAIRED if self.paired else METHOD_UNPAIRED,
+                "a": {"mean": round(w.a, 3), "ci95": None, "runs": self.runs[0]},
+                "b": {"mean": round(w.b, 3), "ci95": None, "runs": self.runs[1]},
+                "paired": self.paired, "pairs": self.pairs}
+
+    def to_json(self) -> dict[str, Any]:
+        return {"wall": self.wall_json(),
+                "mechanisms": [m.to_json() for m in self.mechanisms],
+                "unattributed_ns_per_row": round(self.unattributed.delta, 1),
+                "unattributed_ci95": [round(self.unattributed.low, 1), round(self.unattributed.high, 1)],
+                "efficiency": {k: d.to_json(4) for k, d in self.efficiency},
+                "sampled_over_unprobed": [round(x, 4) for x in self.scale],
+                "apart_s": None if self.apart_s is None else round(self.apart_s, 1),
+                "warnings": list(self.warnings)}
+
+
+METHOD_PAIRED = ("unprobed runs, A and B alternated; the mean of each pair's B - A, paired t 95% interval; "
+                 "mechanisms from the sampled runs (no probe) beside them")
+METHOD_UNPAIRED = ("unprobed runs of each side (not alternated); difference of the means, Welch 95% interval; "
+                   "mechanisms from the sampled runs (no probe) beside them")
+
+
+def explain(a: list[WallRun], b: list[WallRun]) -> Explanation | None:
+    """The explanation of B - A, None with no sampled run on a side."""
+    if not a or not b:
+        return None
+    by_a, by_b = {r.pair: r for r in a if r.pair}, {r.pair: r for r in b if r.pair}
+    common = sorted(set(by_a) & set(by_b))
+    paired = len(common) >= 2 and all(r.interleaved for r in a + b)
+
+    def d(figure: Callable[[WallRun], float]) -> Delta:
+        pairs = [(figure(by_a[i]), figure(by_b[i])) for i in common] if paired else None
+        return delta_of([figure(r) for r in a], [figure(r) for r in b], pairs)
+
+    wall = d(lambda r: r.unprobed_ns_per_row)
+    resolution = max(r.resolution_ns for r in a + b)
+    settings_a, settings_b = a[0].settings, b[0].settings
+    out = []
+    def part(name: str, i: int | None) -> Callable[[WallRun], float]:
+        def f(r: WallRun) -> float:
+            on, off = r.mechanisms.get(name, (0.0, 0.0))
+            return on + off if i is None else (on, off)[i]
+        return f
+
+    for name in sorted({n for r in a + b for n in r.mechanisms} - set(UNNAMED)):
+        total, on, off = d(part(name, None)), d(part(name, 0)), d(part(name, 1))
+        m = M.BY_NAME.get(name)
+        differ = tuple(M.differing_settings(m, settings_a, settings_b)) if m else ()
+        out.append(MechanismDelta(name, total, on, off, differ,
+                                  total.excludes_zero and abs(total.delta) >= resolution, m.what if m else ""))
+    out.sort(key=lambda x: -abs(x.total.delta))
+    named = [m for m in out if m.finding]
+
+    # what the named findings leave of the wall delta, pair by pair
+    def rest(r: WallRun) -> float:
+        return r.unprobed_ns_per_row - sum(sum(r.mechanisms.get(m.name, (0.0, 0.0))) for m in named)
+    unattributed = d(rest)
+    def figure(key: str) -> Callable[[WallRun], float]:
+        return lambda r: r.efficiency.get(key, 0.0)
+    efficiency = tuple((k, d(figure(k))) for k, _ in EFFICIENCY if all(k in r.efficiency for r in a + b))
+    return Explanation(wall, paired, len(common) if paired else 0, (len(a), len(b)), tuple(out), unattributed,
+                       efficiency, (statistics.fmean(1 / r.scale for r in a), statistics.fmean(1 / r.scale for r in b)),
+                       _apart(a, b), tuple(_warnings(a, b, paired)))
+
+
+def _apart(a: list[WallRun], b: list[WallRun]) -> float | None:
+    ta = [r.started.timestamp() for r in a if r.started]
+    tb = [r.started.timestamp() for r in b if r.started]
+    return abs(statistics.fmean(tb) - statistics.fmean(ta)) if ta and tb else None
+
+
+def _warnings(a: list[WallRun], b: list[WallRun], paired: bool) -> list[str]:
+    out = []
+    if not paired:
+        out.append("the two sides' runs were not alternated (separate benches): the host's drift between them "
+                   "is in the delta; `mysqlprobe lab bench --server A,B` alternates them")
+    rows_a, rows_b = statistics.fmean(r.rows for r in a), statistics.fmean(r.rows for r in b)
+    if abs(rows_a / rows_b - 1) > 0.01:
+        out.append(f"the two sides wrote different numbers of rows ({rows_a:,.0f} and {rows_b:,.0f} a run): "
+                   "not the same load")
+    if a[0].statement and b[0].statement and a[0].statement != b[0].statement:
+        out.append(f"the two sides ran different statements: A {a[0].statement}; B {b[0].statement}")
+    elif a[0].ddl and b[0].ddl and a[0].ddl != b[0].ddl:
+        out.append("the two sides' tables differ (DDL): the delta holds that too")
+    return out
+
+
+def headline(x: Explanation, server_a: str, server_b: str, top: int = 4) -> list[str]:
+    """The answer a DBA acts on: the delta, then its mechanisms, their on/off
+    split and the settings that differ, then what is left unattributed."""
+    w = x.wall
+    way = "faster" if w.delta < 0 else "slower"
+    share = abs(w.delta) / w.a if w.a else 0.0
+    how = (f"paired over {x.pairs} alternated runs" if x.paired
+           else f"{x.runs[0]} and {x.runs[1]} runs, not alternated")
+    lines = [f"B ({server_b}) is {share:.0%} {way} per row than A ({server_a}) without the probes: "
+             f"{_ns(w.a)} -> {_ns(w.b)}, {_signed(w.delta)} (95% {_signed(w.low)} to {_signed(w.high)}; {how})"]
+    if not w.excludes_zero:
+        return lines + ["the interval holds zero: no finding."]
+    findings = [m for m in x.mechanisms if m.finding][:top]
+    if findings:
+        lines.append("of it, by mechanism (from the sampled runs, no probe attached):")
+    for m in findings:
+        pct = m.total.delta / w.delta if w.delta else 0.0
+        lines.append(f"  {pct:5.0%}  {m.name}: {_signed(m.total.delta)} (95% {_signed(m.total.low)} to "
+                     f"{_signed(m.total.high)}; on CPU {_signed(m.on_cpu.delta)}, off CPU {_signed(m.off_cpu.delta)})")
+        for n, va, vb in m.settings:
+            lines.append(f"         {n}: A {va}, B {vb}")
+    u = x.unattributed
+    pct = u.delta / w.delta if w.delta else 0.0
+    lines.append(f"  {pct:5.0%}  unattributed: {_signed(u.delta)} (95% {_signed(u.low)} to {_signed(u.high)})")
+    return lines
+
+
+def detail(x: Explanation) -> list[str]:
+    """Every mechanism's delta, signed, with its interval; then the efficiency per row."""
+    lines = ["", "by mechanism, per row (B - A; sampled runs scaled to their unprobed twins):",
+             f"  {'mechanism':<40}{'A':>9}{'B':>9}{'B - A':>9}  95% interval       on CPU  off CPU"]
+    for m in x.mechanisms:
+        if max(abs(m.total.a), abs(m.total.b)) < 1:
+            continue
+        interval = f"{_signed(m.total.low)} to {_signed(m.total.high)}"
+        lines.append(f"  {m.name[:40]:<40}{_ns(m.total.a):>9}{_ns(m.total.b):>9}{_signed(m.total.delta):>9}  "
+                     f"{interval:<18}{_signed(m.on_cpu.delta):>8}{_signed(m.off_cpu.delta):>9}"
+                     + ("" if m.finding else "  noise"))
+    if x.efficiency:
+        lines += ["", "efficiency per row (A -> B):"]
+        names = dict(EFFICIENCY)
+        for k, dl in x.efficiency:
+            lines.append(f"  {names[k]:<28} {dl.a:>10.4g} -> {dl.b:<10.4g} ({dl.delta:+.4g}"
+                         + ("" if dl.excludes_zero else ", noise") + ")")
+    sa, sb = x.scale
+    lines += ["", f"the sampled runs' row time over the unprobed runs': A {sa:.3f}, B {sb:.3f} (what sampling "
+                  "cost them; the mechanisms are scaled back)"]
+    if x.apart_s is not None:
+        lines.append(f"the two sides' runs: {'alternated' if x.paired else 'not alternated'}, their mean start "
+                     f"times {x.apart_s:.0f} s apart")
+    for warning in x.warnings:
+        lines.append(f"warning: {warning}")
+    return lines
+
+
+def _ns(v: float) -> str:
+    return f"{v:,.0f}ns" if abs(v) < 10_000 else f"{v / 1000:,.1f}us"
+
+
+def _signed(v: float) -> str:
+    if math.isinf(v):
+        return "?"
+    return ("+" if v >= 0 else "-") + _ns(abs(v))

@@ -1,0 +1,438 @@
+"""Where the row's time went, and where a regression's went, against perf:
+mysqlprobe's wall-time account and compare's mechanisms against unprobed runs.
+
+    sudo .venv/bin/python bench/wall.py account [--repeats 3] [--seconds 1,10] [--shapes ...]
+    sudo .venv/bin/python bench/wall.py compare [--repeats 3] [--pairs ...] [--rows 300007]
+
+The truth of both: the load unprobed beside two perf records, `perf record
+-g -e cpu-clock -F 999 -p PID` (the threads' CPU by stack, each sample its
+period) and `perf record -g -e sched:sched_switch -a` (each switch-out of a
+server thread with its stack, timed to its switch-in: blocked, or waiting
+for a CPU). The load's threads are those whose stacks run a client
+connection's loop; each stack is charged to the innermost mechanism of
+analysis/mechanisms.py, the catalog the tool uses; a connection waiting for
+its client is not the row's time. Writes sections of bench/RESULTS.md."""
+
+from __future__ import annotations
+
+import json
+import signal
+import statistics
+import subprocess
+import tempfile
+import time
+from collections import Counter, defaultdict
+from datetime import datetime, timezone
+from pathlib import Path
+
+from mysqlprobe.analysis import mechanisms as M
+from mysqlprobe.analysis.account import NOT_TRACED
+from mysqlprobe.flamegraphs.stacks import CONNECTION_FRAMES
+from mysqlprobe.lab import sandbox, workload
+from mysqlprobe.lab.benchkit import (MYSQLPROBE, bench_parser, derived, log, machine, machine_line, run_subcommand,
+                                     stored, write_results)
+from mysqlprobe.lab.benchkit.loads import Load, Shape, rows_inserted, sysbench_command
+from mysqlprobe.lab.benchkit.truth import WallRecorder, WallTruth
+
+SYSBENCH_SHAPE = "sysbench-8"
+SYSBENCH = Shape("oltp_insert, 8 threads", "oltp_insert", 8)
+SHARE = 0.10        # a mechanism the truth gives this much of the row or more is held to BOUND
+BOUND = 0.25
+UNATTRIBUTED = 0.15
+LEAD_S = 1.0
+
+
+class Run:
+    """One run of a shape's load: rows and seconds. A table shape: INSERT ...
+    SELECT into a new table; sysbench-8: oltp_insert for its seconds."""
+
+    def __init__(self, sb, conn, shape: str, table, seconds: float):
+        self.sb, self.conn, self.shape, self.table, self.seconds = sb, conn, shape, table, seconds
+
+    def prepare(self) -> None:
+        if self.table is not None:
+            workload.create_target(self.conn, self.table)
+
+    def run(self) -> tuple[int, float]:
+        rows0, t0 = rows_inserted(self.conn), time.perf_counter()
+        if self.table is not None:
+            workload.insert_select(self.conn, self.table)
+        else:
+            subprocess.run(sysbench_command(self.sb.socket, SYSBENCH) + [f"--time={max(round(self.seconds), 1)}",
+                                                                           "run"], check=True, capture_output=True)
+        return rows_inserted(self.conn) - rows0, time.perf_counter() - t0
+
+
+def by_mechanism(truth: WallTruth) -> dict[str, float]:
+    """The truth's ns by mechanism over the load's threads (their stacks ran a
+    connection's loop), idle and mysqlprobe's frames (none here) apart."""
+    def connection(stacks: Counter) -> bool:
+        return any(M.frame_name(f) in CONNECTION_FRAMES for s in stacks for f in s.split(";"))
+    load = {tid for threads in (truth.on_cpu, truth.off_cpu) for tid, stacks in threads.items() if connection(stacks)}
+    out: dict[str, float] = defaultdict(float)
+    for off, per_thread in ((False, truth.on_cpu), (True, truth.off_cpu)):
+        for tid, stacks in per_thread.items():
+            if tid not in load:
+                continue
+            for stack, ns in stacks.items():
+                frames = ["thread"] + stack.split(";")
+                if off and frames[-1] == "[waiting for a CPU]":
+                    frames = frames[:-1]
+                c = M.of_stack(frames, off_cpu=off)
+                out[c.mechanism] += ns
+    return out
+
+
+def truth_run(pid: int, load: Run, workdir: Path) -> dict:
+    load.prepare()
+    recorder = WallRecorder(pid, workdir)
+    time.sleep(0.5)  # perf's events open
+    rows, seconds = load.run()
+    truth = recorder.stop()
+    ns = by_mechanism(truth)
+    row_ns = sum(v for k, v in ns.items() if k not in (M.IDLE, M.PROBES_MECHANISM))
+    return {"rows": rows, "seconds": seconds, "row_ns": row_ns / rows if rows else None,
+            "mechanisms": {k: v / rows for k, v in ns.items() if k not in (M.IDLE, M.PROBES_MECHANISM)}
+            if rows else {}}
+
+
+def tool_run(pid: int, load: Run, workdir: Path) -> dict:
+    load.prepare()
+    out = Path(tempfile.mkdtemp(dir=workdir))
+    proc = subprocess.Popen([MYSQLPROBE, "-p", str(pid), "-o", str(out), "-q"], stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE, text=True)
+    assert proc.stderr is not None
+    for line in proc.stderr:
+        if "Tracing PID" in line:
+            break
+    time.sleep(LEAD_S)
+    rows, seconds = load.run()
+    proc.send_signal(signal.SIGINT)
+    proc.communicate(timeout=300)
+    a = derived(out)["account"] or {}
+    return {"rows": rows, "seconds": seconds, "row_ns": a.get("wall_ns_per_row"),
+            "unattributed_ns": a.get("unattributed_ns_per_row"), "coverage": a.get("coverage"),
+            "mechanisms": {m["name"]: m["ns_per_row"] for m in a.get("mechanisms") or []}}
+
+
+def bench_shape(sb, pid: int, shape: str, lengths: list[float], repeats: int, workdir: Path) -> list[dict]:
+    conn = workload.connect(sb.socket)
+    if shape == SYSBENCH_SHAPE:
+        prepared = Load(sb, SYSBENCH)
+        prepared.prepare()
+        prepared.conn.close()
+        table, sizes = None, {length: None for length in lengths}
+    else:
+        kind, parts = shape.split("-")
+        table = workload.table(kind, int(parts))
+        workload.prepare_source(conn, 200_003)
+        workload.create_target(conn, table)
+        rows, took = workload.insert_select(conn, table)
+        sizes = {length: int(rows / took * length) | 1 for length in lengths}
+    out = []
+    for length in lengths:
+        n = sizes[length]
+        if n is not None:
+            workload.prepare_source(conn, n)
+        load = Run(sb, conn, shape, table, length)
+        for r in range(repeats):
+            truth = truth_run(pid, load, workdir)
+            tool = tool_run(pid, load, workdir)
+            out.append({"shape": shape, "seconds": length, "repeat": r + 1, "truth": truth, "tool": tool})
+            log(f"{shape} {length:g}s #{r + 1}: truth {truth['row_ns']:.0f} ns/row, tool "
+                f"{tool['row_ns'] or 0:.0f} ns/row, unattributed {tool['unattributed_ns'] or 0:.0f}")
+    conn.close()
+    return out
+
+
+def med(xs: list[float]) -> float | None:
+    return statistics.median(xs) if xs else None
+
+
+def span(xs: list[float], f: str = "{:.0f}") -> str:
+    if not xs:
+        return "-"
+    return f"{f.format(statistics.median(xs))} [{f.format(min(xs))}, {f.format(max(xs))}]"
+
+
+def verdicts(runs: list[dict]) -> list[dict]:
+    """Per mechanism the truth gives SHARE of the row or more: both sides' ns
+    per row over the repeats, the error of the medians, met or not."""
+    truth_row = med([r["truth"]["row_ns"] for r in runs if r["truth"]["row_ns"]]) or 0.0
+    names = {n for r in runs for n in r["truth"]["mechanisms"]}
+    out = []
+    for name in names:
+        truth = [r["truth"]["mechanisms"].get(name, 0.0) for r in runs]
+        if not truth_row or (med(truth) or 0) < SHARE * truth_row or name in (M.OTHER,):
+            continue
+        tool = [r["tool"]["mechanisms"].get(name, 0.0) for r in runs]
+        t, g = med(truth), med(tool)
+        err = g / t - 1 if t and g is not None else None
+        out.append({"mechanism": name, "truth": truth, "tool": tool, "error": err,
+                    "met": err is not None and abs(err) <= BOUND})
+    return sorted(out, key=lambda v: -(med(v["truth"]) or 0))
+
+
+def markdown(result: dict) -> str:
+    lines = ["# Where the row's time went, against perf", "",
+             f"- date: {result['date']}", f"- command: `{result['command']}`", f"- commit: {result['commit']}",
+             f"- machine: {machine_line(result['machine'])}",
+             "- truth: the load unprobed beside `perf record -g -e cpu-clock -F 999 -p PID` (CPU by stack) and "
+             "`perf record -g -e sched:sched_switch -a` (each switch-out of a server thread timed to its "
+             "switch-in); the load's threads (a connection's loop on their stacks), each stack charged to the "
+             "innermost mechanism of analysis/mechanisms.py; waits for the client left out; per "
+             "Innodb_rows_inserted",
+             f"- tool: mysqlprobe -p PID (default mode) started {LEAD_S:g} s before the load, its account's "
+             "mechanisms per row",
+             f"- bound: each mechanism at {SHARE:.0%} or more of the truth's row within {BOUND:.0%} (medians "
+             f"[min, max] over repeats), unattributed at most {UNATTRIBUTED:.0%} of the tool's row", "",
+             "| shape | load | row ns: truth | row ns: tool | unattributed | mechanism | truth ns/row | tool ns/row "
+             "| error of medians | met |", "|---|---|---|---|---|---|---|---|---|---|"]
+    groups: dict[tuple, list[dict]] = {}
+    for run in result["runs"]:
+        groups.setdefault((run["shape"], run["seconds"]), []).append(run)
+    met = total = 0
+    for (shape, length), runs in groups.items():
+        truth_row = [r["truth"]["row_ns"] for r in runs if r["truth"]["row_ns"]]
+        tool_row = [r["tool"]["row_ns"] for r in runs if r["tool"]["row_ns"]]
+        unattributed = [r["tool"]["unattributed_ns"] / r["tool"]["row_ns"] for r in runs if r["tool"]["row_ns"]]
+        head = (f"| {shape} | {length:g}s | {span(truth_row)} | {span(tool_row)} | "
+                f"{span(unattributed, '{:.1%}')} ")
+        unattributed_met = bool(unattributed) and (med(unattributed) or 0) <= UNATTRIBUTED
+        for i, v in enumerate(verdicts(runs) or [None]):
+            prefix = head if i == 0 else "| | | | | "
+            if v is None:
+                lines.append(prefix + "| - | - | - | - | " + ("yes" if unattributed_met else "NO") + " |")
+                continue
+            ok = v["met"] and unattributed_met
+            met, total = met + ok, total + 1
+            err = "-" if v["error"] is None else f"{v['error']:+.0%}"
+            lines.append(prefix + f"| {v['mechanism']} | {span(v['truth'])} | {span(v['tool'])} | {err} | "
+                         f"{'yes' if ok else 'NO'} |")
+    lines += ["", f"{met} of {total} rows met."]
+    return "\n".join(lines) + "\n"
+
+
+DOC_ACCOUNT = """The account's mechanisms per row against perf in unprobed runs.
+
+On MariaDB 10.2.11 (sandbox). Per shape and length, interleaved runs: the
+truth (above), then `mysqlprobe -p PID -o DIR` (default mode) started a
+second before the load and stopped as it ends, its account's mechanisms
+per row (`report --json=all`, `account`). A table shape is one INSERT ...
+SELECT sized from the server's rate for the length; sysbench-8 is
+oltp_insert from 8 clients for the length. Bound (the account issue):
+every mechanism at 10% or more of the truth's row time within 25% of it
+(medians of the repeats), and unattributed at most 15% of the tool's."""
+
+
+def main_account() -> int:
+    ap = bench_parser(DOC_ACCOUNT, repeats=3)
+    ap.add_argument("--seconds", default="1,10")
+    ap.add_argument("--shapes", default=f"range-5,range-100,list-5,list-100,hash-5,hash-100,{SYSBENCH_SHAPE}")
+    ap.add_argument("--render", action="store_true", help="write its RESULTS.md section again from results.json")
+    args = ap.parse_args()
+    if args.render:
+        write_results(args.out, "account", stored("account", args.out), markdown)
+        return 0
+    host = machine()
+    sb = sandbox.Sandbox("10.2.11", instance="bench")
+    pid = sb.start(log)
+    runs = []
+    try:
+        with tempfile.TemporaryDirectory() as tmp:
+            for shape in args.shapes.split(","):
+                runs += bench_shape(sb, pid, shape, [float(s) for s in args.seconds.split(",")], args.repeats,
+                                    Path(tmp))
+    finally:
+        sb.stop()
+    result = {"date": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"), "commit": host["commit"],
+              "command": f"bench/wall.py account --repeats {args.repeats} --seconds {args.seconds} --shapes {args.shapes}",
+              "machine": host, "runs": runs}
+    write_results(args.out, "account", result, markdown)
+    return 0
+
+
+
+# --- compare: a regression's delta by mechanism ----------------------------------
+
+DOC_COMPARE = """compare's delta and its mechanisms against a truth taken here.
+
+Per pair of servers (sandboxes: two versions, or one version with a setting
+changed on B), each repeat of the whole comparison: first the truth, the
+cell's load alternated A, B, A, B... unprobed (the wall delta: the mean of
+each pair's B - A) and under perf (above: each mechanism's share of the
+row, times that run's unprobed time per row); then `mysqlprobe lab bench
+--pid A,B` (5 repeats, alternated) and `mysqlprobe compare --json` on the
+two sides. Bound (the compare issue): the delta within 15% of the truth's,
+the top mechanism the truth's and within 25% of it, and at least 80% of
+the delta attributed to mechanisms."""
+
+UNNAMED = (M.OTHER, NOT_TRACED)
+PAIRS = "10.1.23/10.2.11,10.2.11/10.11.5,10.2.11/10.2.11+innodb_buffer_pool_size=32M"
+TRUTH_PAIRS = 5
+DELTA_BOUND, TOP_BOUND, ATTRIBUTED = 0.15, 0.25, 0.80
+
+
+def side_spec(text: str) -> tuple[str, list[str]]:
+    """'10.2.11+innodb_buffer_pool_size=32M' -> ('10.2.11', ['--innodb-buffer-pool-size=32M'])."""
+    version, *settings = text.split("+")
+    return version, [f"--{k.replace('_', '-')}={v}" for k, v in (x.split("=", 1) for x in settings)]
+
+
+def unprobed_ns(conn, table) -> float:
+    workload.create_target(conn, table)
+    time.sleep(0.5)
+    rows0 = rows_inserted(conn)
+    _, seconds = workload.insert_select(conn, table)
+    return seconds * 1e9 / (rows_inserted(conn) - rows0)
+
+
+def perf_shares(pid: int, conn, table, workdir: Path) -> dict[str, float]:
+    """Each mechanism's share of the row's time, from an unprobed run under perf."""
+    workload.create_target(conn, table)
+    time.sleep(0.5)
+    recorder = WallRecorder(pid, workdir)
+    time.sleep(0.5)
+    workload.insert_select(conn, table)
+    ns = by_mechanism(recorder.stop())
+    row = sum(v for k, v in ns.items() if k not in (M.IDLE, M.PROBES_MECHANISM))
+    return {k: v / row for k, v in ns.items() if k not in (M.IDLE, M.PROBES_MECHANISM)} if row else {}
+
+
+def truth_of(servers: list[tuple], table, workdir: Path) -> dict:
+    """The alternated unprobed runs: the wall delta, and each mechanism's delta per row."""
+    walls: list[list[float]] = [[], []]
+    mech: list[list[dict[str, float]]] = [[], []]
+    for _ in range(TRUTH_PAIRS):
+        for i, (_, conn) in enumerate(servers):
+            walls[i].append(unprobed_ns(conn, table))
+        for i, (pid, conn) in enumerate(servers):
+            shares = perf_shares(pid, conn, table, workdir)
+            mech[i].append({k: v * walls[i][-1] for k, v in shares.items()})
+    deltas = [b - a for a, b in zip(*walls)]
+    names = {n for side in mech for run in side for n in run}
+    per = {n: statistics.fmean(r.get(n, 0.0) for r in mech[1]) - statistics.fmean(r.get(n, 0.0) for r in mech[0])
+           for n in names}
+    return {"a_ns": statistics.fmean(walls[0]), "b_ns": statistics.fmean(walls[1]), "delta": statistics.fmean(deltas),
+            "pairs": deltas, "mechanisms": per}
+
+
+def tool_of(servers: list[tuple], sockets: list[str], cell: str, rows: int, out: Path) -> dict:
+    pids = ",".join(str(pid) for pid, _ in servers)
+    subprocess.run([MYSQLPROBE, "lab", "bench", "--pid", pids, "--socket", ",".join(sockets), "--cells", cell,
+                    "--rows", str(rows), "--repeats", "5", "-q", "-o", str(out)], check=True,
+                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    done = subprocess.run([MYSQLPROBE, "compare", str(out / "a" / cell), str(out / "b" / cell), "--json"],
+                          check=True, capture_output=True, text=True)
+    doc = json.loads(done.stdout)
+    return {"delta": doc["wall"]["delta"], "ci95": doc["wall"]["ci95"], "paired": doc["wall"].get("paired"),
+            "unattributed": doc.get("unattributed_ns_per_row"),
+            "mechanisms": [{"name": m["name"], "delta": m["delta_ns_per_row"], "ci95": m["ci95"],
+                            "finding": m.get("finding"), "on_cpu": m["on_cpu_delta_ns_per_row"],
+                            "off_cpu": m["off_cpu_delta_ns_per_row"], "settings": m["settings"]}
+                           for m in doc.get("mechanisms") or []]}
+
+
+def compare_verdict(truth: dict, tool: dict) -> dict:
+    """The three bounds of one repeat."""
+    named = {k: v for k, v in truth["mechanisms"].items() if k not in UNNAMED}
+    t_top = max(named.items(), key=lambda kv: abs(kv[1]))
+    findings = [m for m in tool["mechanisms"] if m["finding"]]
+    top = findings[0] if findings else None
+    attributed = sum(m["delta"] for m in findings) / tool["delta"] if tool["delta"] else None
+    return {"delta_error": tool["delta"] / truth["delta"] - 1 if truth["delta"] else None,
+            "truth_top": t_top[0], "truth_top_ns": t_top[1], "tool_top": top["name"] if top else None,
+            "tool_top_ns": top["delta"] if top else None,
+            "top_error": top["delta"] / t_top[1] - 1 if top and top["name"] == t_top[0] and t_top[1] else None,
+            "attributed": attributed}
+
+
+def main_compare() -> int:
+    ap = bench_parser(DOC_COMPARE, repeats=3, rows=300007)
+    ap.add_argument("--pairs", default=PAIRS, help="A/B,A/B...: versions, B's settings after '+'")
+    ap.add_argument("--cell", default="range-100")
+    ap.add_argument("--keep", metavar="DIR", help="keep the lab bench captures under DIR")
+    ap.add_argument("--render", action="store_true", help="write its RESULTS.md section again from results.json")
+    args = ap.parse_args()
+    if args.render:
+        write_results(args.out, "regression", stored("regression", args.out), compare_markdown)
+        return 0
+    host = machine()
+    runs = []
+    with tempfile.TemporaryDirectory() as tmp:
+        work = Path(args.keep) if args.keep else Path(tmp)
+        for spec in args.pairs.split(","):
+            a_text, b_text = spec.split("/")
+            boxes = []
+            try:
+                servers, sockets = [], []
+                for name, text in (("wa", a_text), ("wb", b_text)):
+                    version, extra = side_spec(text)
+                    sb = sandbox.Sandbox(version, instance=name)
+                    pid = sb.start(log, extra_args=extra)
+                    boxes.append(sb)
+                    conn = workload.connect(sb.socket)
+                    workload.prepare_source(conn, args.rows)
+                    servers.append((pid, conn))
+                    sockets.append(sb.socket)
+                kind, parts = args.cell.split("-")
+                table = workload.table(kind, int(parts))
+                for r in range(args.repeats):
+                    truth = truth_of(servers, table, work)
+                    tool = tool_of(servers, sockets, args.cell, args.rows, work / f"{spec.replace('/', '-vs-')}-{r + 1}")
+                    verdict = compare_verdict(truth, tool)
+                    runs.append({"pair": spec, "repeat": r + 1, "truth": truth, "tool": tool, "verdict": verdict})
+                    log(f"{spec} #{r + 1}: truth {truth['delta']:+.0f} ns/row, tool {tool['delta']:+.0f}; top "
+                        f"{verdict['truth_top']} {verdict['truth_top_ns']:+.0f} / {verdict['tool_top']} "
+                        f"{verdict['tool_top_ns'] or 0:+.0f}; attributed {verdict['attributed'] or 0:.0%}")
+                for _, conn in servers:
+                    conn.close()
+            finally:
+                for sb in boxes:
+                    sb.stop()
+    result = {"date": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"), "commit": host["commit"],
+              "command": f"bench/wall.py compare --repeats {args.repeats} --rows {args.rows} --cell {args.cell} "
+                         f"--pairs {args.pairs}", "machine": host, "runs": runs}
+    write_results(args.out, "regression", result, compare_markdown)
+    return 0
+
+
+def signed_pct(x: float | None) -> str:
+    return "-" if x is None else f"{x:+.0%}"
+
+
+def compare_markdown(result: dict) -> str:
+    lines = ["# Regressions explained: compare's delta and mechanisms against perf", "",
+             f"- date: {result['date']}", f"- command: `{result['command']}`", f"- commit: {result['commit']}",
+             f"- machine: {machine_line(result['machine'])}",
+             f"- truth: the cell's load alternated A, B ({TRUTH_PAIRS} pairs) unprobed, the mean of the pairs' "
+             "B - A; and under perf (cpu-clock -g and sched_switch -g), each mechanism's share of the row "
+             "times its unprobed time per row",
+             "- tool: `mysqlprobe lab bench --pid A,B` (5 repeats alternated: unprobed, sampled without probes, "
+             "profiled), then `mysqlprobe compare --json`",
+             f"- bounds: the delta within {DELTA_BOUND:.0%} of the truth's; the top mechanism the truth's and within "
+             f"{TOP_BOUND:.0%}; at least {ATTRIBUTED:.0%} of the delta attributed", "",
+             "| pair | repeat | truth: A -> B ns/row | truth delta | tool delta (95%) | delta error | truth top "
+             "mechanism | tool top mechanism | top error | attributed | met |",
+             "|---|---|---|---|---|---|---|---|---|---|---|"]
+    met = 0
+    for run in result["runs"]:
+        t, g, v = run["truth"], run["tool"], run["verdict"]
+        ok = (v["delta_error"] is not None and abs(v["delta_error"]) <= DELTA_BOUND and v["top_error"] is not None
+              and abs(v["top_error"]) <= TOP_BOUND and (v["attributed"] or 0) >= ATTRIBUTED)
+        met += ok
+        tool_top = "-" if v["tool_top"] is None else f"{v['tool_top']} {v['tool_top_ns']:+.0f}"
+        attributed = "-" if v["attributed"] is None else f"{v['attributed']:.0%}"
+        lines.append(f"| {run['pair']} | {run['repeat']} | {t['a_ns']:.0f} -> {t['b_ns']:.0f} | {t['delta']:+.0f} | "
+                     f"{g['delta']:+.0f} [{g['ci95'][0]:+.0f}, {g['ci95'][1]:+.0f}] | {signed_pct(v['delta_error'])} "
+                     f"| {v['truth_top']} {v['truth_top_ns']:+.0f} | {tool_top} | {signed_pct(v['top_error'])} | "
+                     f"{attributed} | {'yes' if ok else 'NO'} |")
+    lines += ["", f"{met} of {len(result['runs'])} repeats met every bound."]
+    return "\n".join(lines) + "\n"
+
+
+SUBCOMMANDS = {"account": (main_account, DOC_ACCOUNT), "compare": (main_compare, DOC_COMPARE)}
+
+
+if __name__ == "__main__":
+    raise SystemExit(run_subcommand(__doc__, SUBCOMMANDS))
