@@ -44,7 +44,7 @@ if TYPE_CHECKING:
 NOT_TRACED = "off CPU, not traced"
 WAITING_FOR_CPU = "[waiting for a CPU]"   # the off-CPU stacks' leaf of a preempted thread
 NOT_ROW_TIME = (M.IDLE, M.PROBES_MECHANISM)
-TOP_OTHER = 5           # the functions that name "other"
+TOP_FUNCTIONS = 5       # a part's innermost functions kept (what in it ran; what names "other")
 MAX_UNATTRIBUTED = 0.15  # of the row's time: above it the report says why
 
 
@@ -58,7 +58,7 @@ class Part:
     blocked_ns: float = 0.0
     runq_ns: float = 0.0
     settings: dict[str, str] = field(default_factory=dict)
-    functions: tuple[tuple[str, float], ...] = ()   # for "other": its innermost functions, ns
+    functions: tuple[tuple[str, float], ...] = ()   # its stacks' innermost functions, most ns first
 
     @property
     def ns(self) -> float:
@@ -191,12 +191,12 @@ class _Split:
     """A total split by the weights of the stacks charged to each part."""
 
     weights: dict[str, float] = field(default_factory=dict)
-    other: dict[str, float] = field(default_factory=dict)   # "other" by function
+    functions: dict[tuple[str, str], float] = field(default_factory=dict)   # (part, innermost function)
 
     def add(self, charge: M.Charge, weight: float) -> None:
         self.weights[charge.mechanism] = self.weights.get(charge.mechanism, 0.0) + weight
-        if charge.mechanism == M.OTHER:
-            self.other[charge.function] = self.other.get(charge.function, 0.0) + weight
+        key = (charge.mechanism, charge.function)
+        self.functions[key] = self.functions.get(key, 0.0) + weight
 
     @property
     def total(self) -> float:
@@ -276,7 +276,7 @@ def build(profile: Profile, cpu: Folded | None, off: Folded | None) -> Account |
     _spread(parts, "runq_ns", runq, runq_split)
     parts[M.IDLE]["blocked_ns"] += untraced_idle
     parts[NOT_TRACED]["blocked_ns"] += untraced
-    other_functions = _other_functions(((on_split, on), (blocked_split, traced_blocked), (runq_split, runq)))
+    functions = _functions(((on_split, on), (blocked_split, traced_blocked), (runq_split, runq)))
 
     settings = profile.perf_schema.settings
     out = []
@@ -285,8 +285,7 @@ def build(profile: Profile, cpu: Folded | None, off: Folded | None) -> Account |
             continue
         m = M.BY_NAME.get(name)
         out.append(Part(name, v["on_cpu_ns"], v["blocked_ns"], v["runq_ns"],
-                        M.settings_of(m, settings) if m else {},
-                        other_functions if name == M.OTHER else ()))
+                        M.settings_of(m, settings) if m else {}, functions.get(name, ())))
     out.sort(key=lambda p: -p.ns)
 
     samples = sum(t.samples for t in cpu_section.threads if t.tid in tids)
@@ -345,14 +344,14 @@ def _spread(parts: dict[str, dict[str, float]], kind: str, total_ns: float, spli
         parts[name][kind] += ns
 
 
-def _other_functions(splits: tuple[tuple[_Split, float], ...]) -> tuple[tuple[str, float], ...]:
-    """"other"'s innermost functions, in ns as each split turned its weights into ns."""
-    out: dict[str, float] = defaultdict(float)
+def _functions(splits: tuple[tuple[_Split, float], ...]) -> dict[str, tuple[tuple[str, float], ...]]:
+    """Each part's innermost functions, in ns as each split turned its weights into ns, most first."""
+    out: dict[str, dict[str, float]] = defaultdict(lambda: defaultdict(float))
     for split, total_ns in splits:
         w = split.total
-        for f, v in split.other.items():
-            out[f] += total_ns * v / w if w else 0.0
-    return tuple(sorted(out.items(), key=lambda kv: -kv[1])[:TOP_OTHER])
+        for (part, f), v in split.functions.items():
+            out[part][f] += total_ns * v / w if w else 0.0
+    return {part: tuple(sorted(fs.items(), key=lambda kv: -kv[1])[:TOP_FUNCTIONS]) for part, fs in out.items()}
 
 
 def _background(times: tuple[ThreadTime, ...], tids: set[int], profile: Profile) -> tuple[tuple[str, int], ...]:

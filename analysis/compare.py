@@ -414,7 +414,8 @@ def render_text(result: dict[str, Any]) -> str:
              f"B  {b['server']}: {b['runs']} run(s), {b['rows']['median']:.0f} rows ({b['rows_source']})",
              f"wall time per row, profiled ({a['seconds_source']}):",
              f"   A {_fig(wall.a)}, B {_fig(wall.b)}: {signed_ns(wall.delta)}"
-             + (f" ({100 * wall.delta / wall.a.median:+.0f}%)" if wall.a.median else "") + f"  {_mark(wall)}",
+             + (f" ({100 * wall.delta / wall.a.median:+.0f}%)" if wall.a.median else "")
+             + (f"  {_mark(wall)}" if result.get("explanation") is None else "  (the probes' counts come from these)"),
              ""]
     x: Explanation | None = result.get("explanation")
     lines += (account_headline(x, a["server"], b["server"]) + [""]) if x is not None else _headline(result)

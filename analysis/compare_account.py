@@ -50,6 +50,7 @@ class WallRun:
     unprobed_ns_per_row: float
     scale: float                            # the twin's time per row over the account's row time
     mechanisms: dict[str, tuple[float, float]]   # name -> (on CPU, off CPU) ns per row, scaled
+    functions: dict[str, dict[str, float]]       # name -> its innermost functions, ns per row, scaled
     efficiency: dict[str, float]
     resolution_ns: float                    # a CPU sample's worth per row, scaled
     settings: dict[str, str]
@@ -71,9 +72,10 @@ def wall_run(profile: Profile, label: str) -> WallRun | None:
     row_ns = a.row_time_ns / a.rows
     scale = twin / row_ns
     mech = {p.name: (p.on_cpu_ns / a.rows * scale, p.off_cpu_ns / a.rows * scale) for p in a.mechanisms}
+    functions = {p.name: {f: ns / a.rows * scale for f, ns in p.functions} for p in a.mechanisms}
     eff = a.efficiency.to_json() if a.efficiency else {}
     return WallRun(label, _time(w.unprobed_started or profile.window.start), w.pair, w.interleaved, a.rows, twin,
-                   scale, mech, {k: v for k, v in eff.items() if v is not None},
+                   scale, mech, functions, {k: v for k, v in eff.items() if v is not None},
                    a.per_sample_ns / a.rows * scale * MIN_SAMPLES, profile.perf_schema.settings or {},
                    w.statement, w.ddl)
 
@@ -134,6 +136,14 @@ class MechanismDelta:
     settings: tuple[tuple[str, str, str], ...]   # (variable, A, B) where they differ
     finding: bool
     what: str
+    how: tuple[tuple[str, float, float], ...] = ()   # its innermost functions: (name, A, B) ns per row
+
+    def how_text(self, top: int = 3) -> str:
+        """What ran in it on each side: 'A: fsync 420ns, pwrite64 300ns; B: posix_fallocate64 25ns'."""
+        def side(i: int) -> str:
+            ranked = sorted(((f, v[i]) for f, *v in ((f, a, b) for f, a, b in self.how)), key=lambda kv: -kv[1])
+            return ", ".join(f"{f} {_ns(ns)}" for f, ns in ranked[:top] if ns >= 1) or "-"
+        return f"A: {side(0)}; B: {side(1)}"
 
     def to_json(self) -> dict[str, Any]:
         return {"name": self.name, "delta_ns_per_row": round(self.total.delta, 1),
@@ -141,7 +151,9 @@ class MechanismDelta:
                 "a_ns_per_row": round(self.total.a, 1), "b_ns_per_row": round(self.total.b, 1),
                 "on_cpu_delta_ns_per_row": round(self.on_cpu.delta, 1),
                 "off_cpu_delta_ns_per_row": round(self.off_cpu.delta, 1),
-                "settings": {n: [va, vb] for n, va, vb in self.settings}, "finding": self.finding}
+                "settings": {n: [va, vb] for n, va, vb in self.settings}, "finding": self.finding,
+                "functions": [{"function": f, "a_ns_per_row": round(va, 1), "b_ns_per_row": round(vb, 1)}
+                              for f, va, vb in self.how]}
 
 
 @dataclass(frozen=True, slots=True)
@@ -221,7 +233,8 @@ def explain(a: list[WallRun], b: list[WallRun]) -> Explanation | None:
         m = M.BY_NAME.get(name)
         differ = tuple(M.differing_settings(m, settings_a, settings_b)) if m else ()
         out.append(MechanismDelta(name, total, on, off, differ,
-                                  total.excludes_zero and abs(total.delta) >= resolution, m.what if m else ""))
+                                  total.excludes_zero and abs(total.delta) >= resolution, m.what if m else "",
+                                  _how(name, a, b)))
     out.sort(key=lambda x: -abs(x.total.delta))
     named = [m for m in out if m.finding]
 
@@ -235,6 +248,16 @@ def explain(a: list[WallRun], b: list[WallRun]) -> Explanation | None:
     return Explanation(wall, paired, len(common) if paired else 0, (len(a), len(b)), tuple(out), unattributed,
                        efficiency, (statistics.fmean(1 / r.scale for r in a), statistics.fmean(1 / r.scale for r in b)),
                        _apart(a, b), tuple(_warnings(a, b, paired)))
+
+
+def _how(name: str, a: list[WallRun], b: list[WallRun], top: int = 5) -> tuple[tuple[str, float, float], ...]:
+    """A mechanism's innermost functions, each side's mean ns per row, the largest change first."""
+    names = {f for r in a + b for f in r.functions.get(name, {})}
+
+    def mean(runs: list[WallRun], f: str) -> float:
+        return statistics.fmean(r.functions.get(name, {}).get(f, 0.0) for r in runs)
+    rows = [(f, mean(a, f), mean(b, f)) for f in names]
+    return tuple(sorted(rows, key=lambda x: -abs(x[2] - x[1]))[:top])
 
 
 def _apart(a: list[WallRun], b: list[WallRun]) -> float | None:
@@ -278,6 +301,8 @@ def headline(x: Explanation, server_a: str, server_b: str, top: int = 4) -> list
         pct = m.total.delta / w.delta if w.delta else 0.0
         lines.append(f"  {pct:5.0%}  {m.name}: {_signed(m.total.delta)} (95% {_signed(m.total.low)} to "
                      f"{_signed(m.total.high)}; on CPU {_signed(m.on_cpu.delta)}, off CPU {_signed(m.off_cpu.delta)})")
+        if m.how:
+            lines.append(f"         {m.how_text()}")
         for n, va, vb in m.settings:
             lines.append(f"         {n}: A {va}, B {vb}")
     u = x.unattributed

@@ -92,13 +92,16 @@ CATALOG = (
                "log_check_margins", "log_checkpoint_margin", "log_margin_checkpoint_age"),
               ("innodb_flush_log_at_trx_commit", "innodb_log_buffer_size", "innodb_log_file_size",
                "innodb_flush_method", "innodb_flush_log_at_timeout")),
-    Mechanism("mini-transaction commit",
-              "a mini-transaction's redo records copied into the log buffer and its dirty pages added to the "
-              "flush list (mtr_t::commit)",
-              ("mtr_t::commit", "mtr_t::Command::execute", "mtr_t::Command::release_all", "mtr_t::finish_write",
-               "mtr_t::do_write", "log_reserve_and_open", "log_reserve_and_write_fast", "log_close",
-               "buf_flush_note_modification", "buf_flush_insert_into_flush_list", "mtr_t::release_resources",
-               "mtr_t::Command::prepare_write", "log_write_low", "mtr_t::Command::finish_write"),
+    Mechanism("mini-transaction log and commit",
+              "a mini-transaction's redo records written as it changes pages (mlog_* on 10.1/10.2, mtr_t::write "
+              "and memcpy on 10.5+), copied into the log buffer at its commit, its latches released and its "
+              "dirty pages added to the flush list (mtr_commit on 10.1, mtr_t::commit since)",
+              ("mtr_t::commit", "mtr_t::Command::*", "mtr_t::finish_write", "mtr_t::do_write", "mtr_commit",
+               "mtr_memo_slot_release_func", "mtr_memo_release", "mtr_memo_pop_all", "mtr_add_dirtied_pages_to_flush_list",
+               "mtr_memo_slot_t::release", "mtr_t::release", "mtr_t::process_freed_pages", "mtr_t::memcpy*",
+               "mtr_t::memset", "mtr_t::memmove", "mtr_t::write*", "mtr_write_log", "mlog_*", "log_reserve_and_open",
+               "log_reserve_and_write_fast", "log_close", "buf_flush_note_modification",
+               "buf_flush_insert_into_flush_list", "mtr_t::release_resources", "log_write_low"),
               ("innodb_log_buffer_size",)),
     Mechanism("free page search and foreground flush",
               "the inserting thread needs a free buffer-pool page and finds none: it scans the LRU list, "
@@ -169,7 +172,8 @@ CATALOG = (
     Mechanism("Performance Schema instrumentation",
               "the Performance Schema's own work timing the server's waits, stages and statements",
               ("pfs_*", "PFS_*::*", "*_wait_v1", "start_*_v1", "end_*_v1", "insert_events_*", "find_or_create_*",
-               "aggregate_thread*", "get_thread_*_locker_v1", "*_locker_v1"),
+               "aggregate_thread*", "get_thread_*_locker_v1", "*_locker_v1", "my_timer_cycles",
+               "my_timer_nanoseconds", "my_timer_microseconds", "my_timer_milliseconds", "my_timer_ticks"),
               ("performance_schema", "performance_schema_instrument")),
     Mechanism("partition lookup and routing",
               "the partitioning layer finds each row's partition (get_partition_id_*) and hands it to that "
@@ -311,7 +315,9 @@ def of_path(path: list[str]) -> Mechanism | None:
 @dataclass(frozen=True, slots=True)
 class Charge:
     """What one stack is charged to: a mechanism's name (or IDLE, the
-    probes, OTHER) and, for OTHER, the innermost function that names it."""
+    probes, OTHER), and the stack's innermost function: what in the
+    mechanism ran (a system call's wrapper, a zlib routine), or what names
+    OTHER."""
 
     mechanism: str
     function: str = ""
@@ -337,7 +343,7 @@ def of_stack(frames: list[str], off_cpu: bool = False) -> Charge:
     for frame in reversed(frames[1:]):
         m = of_function(frame)
         if m:
-            return Charge(m.name)
+            return Charge(m.name, innermost_function(frames))
     return Charge(OTHER, innermost_function(frames))
 
 

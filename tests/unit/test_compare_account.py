@@ -17,7 +17,8 @@ EXTENSION, INSERT, OTHER = "tablespace extension", "row insert into the clustere
 
 def run(pair: int, wall: float, mechanisms: dict[str, tuple[float, float]], interleaved: bool = True,
         settings: dict[str, str] | None = None) -> WallRun:
-    return WallRun(f"r{pair}", None, pair, interleaved, 300_007, wall, 1.0, mechanisms,
+    functions = {name: {f"{name.split()[0]}_fn": on + off} for name, (on, off) in mechanisms.items()}
+    return WallRun(f"r{pair}", None, pair, interleaved, 300_007, wall, 1.0, mechanisms, functions,
                    {"cpu_us_foreground": wall / 1000, "fsyncs": 0.001}, 3.0, settings or {}, "INSERT ... SELECT", None)
 
 
@@ -64,7 +65,7 @@ def test_the_mechanisms_and_the_unattributed_part_sum_to_the_wall_delta():
     assert not insert.finding
     text = "\n".join(headline(x, "MariaDB 10.1.23", "MariaDB 10.2.11") + detail(x))
     assert "B (MariaDB 10.2.11) is 18% faster per row" in text and "tablespace extension: -578ns" in text
-    assert "innodb_use_fallocate: A OFF, B -" in text
+    assert "innodb_use_fallocate: A OFF, B -" in text and "A: tablespace_fn 598ns; B: tablespace_fn 20ns" in text
     doc = x.to_json()
     assert doc["wall"]["paired"] is True and doc["mechanisms"][0]["name"] == EXTENSION
     assert {"name", "delta_ns_per_row", "ci95", "on_cpu_delta_ns_per_row", "off_cpu_delta_ns_per_row",
