@@ -126,19 +126,36 @@ def dashboard_queries(instance: str = ".*", stage: str = "innodb.row_insert", ra
     return queries
 
 
-def impossible_figures(capture_dir: Path) -> list[str]:
+MIN_PROBED_CYCLES = 5          # analysis/profile.py's, restated: a mean per call rests on this many cycles
+MEAN_WITH_ZERO_P50_NS = 1000   # a mean of a microsecond or more has no 0-ns median
+
+
+def impossible_figures(capture_dir: Path, hostile: bool = False) -> list[str]:
     """What a capture's printed figures (those not withheld) break of the
     physical bounds, checked here afresh from the saved document: no stage
     longer than its threads x the window, percentiles not negative and in
-    order, a callee whose every call is inside its caller's no slower per call."""
+    order, no 0-ns median under a mean of a microsecond or more, a callee
+    whose every call is inside its caller's no slower per call, a sampled
+    mean per call from enough duty cycles; the wall-time account's parts
+    adding up to its threads' time, which is no more than threads x the
+    window. A document the Profile cannot take is itself a failure, but
+    where the test wrote it to be refused (hostile)."""
     from mysqlprobe.analysis.model import Profile
+    from mysqlprobe.analysis.per_call import SAMPLED_METHODS
     from mysqlprobe.capture import read_profile
+    from mysqlprobe.errors import CaptureError
+    from mysqlprobe.reports import capture_dir_stacks
 
     try:
         doc = read_profile(str(capture_dir))
-        profile = Profile(doc)
-    except Exception:  # noqa: BLE001 - not a capture this test left whole: its own assertions say so
-        return []
+    except CaptureError:
+        return []      # not a capture (a test's hostile file): the test's own assertions judge it
+    try:
+        profile = Profile(doc, capture_dir_stacks(str(capture_dir), doc))
+    except CaptureError as e:
+        return [] if hostile else [f"the Profile refuses it: {e}"]
+    except Exception as e:  # noqa: BLE001 - a crash of the analysis on a document: always a failure
+        return [f"the Profile cannot be built: {type(e).__name__}: {e}"]
     held = {(v.stage, v.figure) for v in profile.consistency}
     window_ns = doc["window"]["duration_s"] * 1e9
     threads: dict[str, set] = {}
@@ -148,16 +165,28 @@ def impossible_figures(capture_dir: Path) -> list[str]:
         for c in p.get("callers", []):
             threads.setdefault(stage_of[p["id"]], set()).add(c["tid"])
             parents.setdefault(stage_of[p["id"]], set()).add(stage_of.get(c["parent"]))
+    cycles = (doc.get("sampling") or {}).get("calls_per_cycle") or []
+    seen_in: dict[str, int] = {}
+    for p in doc.get("probes", []):
+        n = sum(1 for c in cycles if p["id"] < len(c.get("calls", [])) and c["calls"][p["id"]])
+        seen_in[stage_of[p["id"]]] = max(seen_in.get(stage_of[p["id"]], 0), n)
     broken = []
     figures = {f.stage: f for f in profile.figures}
-    percentiles = {s.stage: [x for x in s.percentiles().values() if x is not None] for s in profile.stages}
+    percentiles = {s.stage: s.percentiles() for s in profile.stages}
     for name, f in figures.items():
         n = len(threads.get(name, ())) or (doc.get("process") or {}).get("threads") or 0
         if (name, "total") not in held and n and f.total_ns > n * window_ns * 1.02:
             broken.append(f"{name}: total {f.total_ns:.0f}ns over {n} thread(s) x {window_ns:.0f}ns")
-        values = percentiles.get(name, [])
+        values = [x for x in percentiles.get(name, {}).values() if x is not None]
         if (name, "percentiles") not in held and (any(v < 0 for v in values) or values != sorted(values)):
             broken.append(f"{name}: percentiles {values}")
+        p50 = percentiles.get(name, {}).get("p50")
+        if ((name, "percentiles") not in held and (name, "mean") not in held and f.mean_ns
+                and f.mean_ns >= MEAN_WITH_ZERO_P50_NS and p50 == 0):
+            broken.append(f"{name}: mean {f.mean_ns:.0f}ns with a 0-ns median")
+        if (cycles and (name, "mean") not in held and f.mean_ns and f.per_call.method not in SAMPLED_METHODS
+                and seen_in.get(name, 0) < MIN_PROBED_CYCLES):
+            broken.append(f"{name}: a mean per call from {seen_in.get(name, 0)} duty cycles")
         callers = parents.get(name) or set()
         parent = next(iter(callers)) if len(callers) == 1 else None
         p = figures.get(parent) if parent else None
@@ -165,15 +194,39 @@ def impossible_figures(capture_dir: Path) -> list[str]:
                 and p.mean_ns and f.calls >= p.calls * 0.98
                 and f.mean_ns > p.mean_ns * p.calls / f.calls * 1.05 + 1):
             broken.append(f"{name}: {f.mean_ns:.0f}ns a call inside {parent}'s {p.mean_ns:.0f}ns")
+    a = (profile.to_json().get("account") or {})
+    span_ns = max(window_ns, ((doc.get("process") or {}).get("seconds") or 0) * 1e9)  # the threads' times' span
+    if a:
+        parts = sum(m["ns_per_row"] for m in a["mechanisms"]) * (a["rows"] or 0)
+        if a["rows"] and abs(parts + a["idle_ns"] + a["probes_ns"] - a["window_wall_ns"]) > 0.01 * a["window_wall_ns"]:
+            broken.append(f"account: parts {parts:.0f} + idle + probes != the threads' wall {a['window_wall_ns']}")
+        if a["window_wall_ns"] > a["threads"] * span_ns * 1.02:
+            broken.append(f"account: {a['window_wall_ns']}ns over {a['threads']} thread(s) x the window")
+        if a["on_cpu_ns"] + a["blocked_ns"] + a["runq_ns"] != a["window_wall_ns"]:
+            broken.append("account: on CPU + blocked + run queue != wall")
     return broken
 
 
+# every capture checked once: (path, mtime) of those seen
+_CHECKED: set[tuple[str, float]] = set()
+
+
 @pytest.fixture(autouse=True)
-def captures_are_physically_possible(request):
-    """Every capture a test leaves in its tmp_path keeps the bounds in what it prints."""
-    tmp = request.getfixturevalue("tmp_path") if "tmp_path" in request.fixturenames else None
+def captures_are_physically_possible(request, tmp_path_factory):
+    """Every capture any test leaves under pytest's temporary directories
+    (a module's or a session's as well as its own tmp_path) keeps the bounds
+    in what it prints: checked after each test, each capture once."""
     yield
-    if tmp is None:
-        return
-    broken = [f"{p.parent}: {b}" for p in tmp.rglob("profile.json") for b in impossible_figures(p.parent)]
+    base = tmp_path_factory.getbasetemp()
+    broken = []
+    for p in base.rglob("profile.json"):
+        try:
+            key = (str(p), p.stat().st_mtime)
+        except OSError:
+            continue
+        if key in _CHECKED:
+            continue
+        _CHECKED.add(key)
+        hostile = request.node.get_closest_marker("hostile_captures") is not None
+        broken += [f"{p.parent}: {b}" for b in impossible_figures(p.parent, hostile)]
     assert not broken, broken

@@ -30,7 +30,9 @@ BREAKS = {
 
 
 def test_the_synthetic_capture_is_accepted():
-    Profile(json.loads(json.dumps(synthetic_run())))
+    profile = Profile(json.loads(json.dumps(synthetic_run())))
+    assert len(profile.probes) == 4 and profile.window.duration_s == 1.5
+    assert [s.stage for s in profile.stages][:1] == ["partition.write_row"]
 
 
 @pytest.mark.parametrize("name", sorted(BREAKS))
@@ -43,6 +45,7 @@ def test_each_broken_field_is_named(name):
     assert str(e.value) == message and e.value.exit_code == EXIT_CAPTURE
 
 
+@pytest.mark.hostile_captures
 @pytest.mark.parametrize("command", ["report", "compare", "flamegraph"])
 def test_report_and_compare_exit_7_on_a_wrong_field(tmp_path, command):
     doc = json.loads(json.dumps(synthetic_run()))
