@@ -15,7 +15,8 @@ its unprobed row time, so their deltas sum to the wall delta, and what the
 accounts could not name (stacks with no mechanism, blocked time never
 traced) is the unattributed part. A mechanism's delta is a finding only
 where its interval leaves out zero and it is more than a few CPU samples'
-worth per row."""
+worth per row and 1% of A's row time (twenty mechanisms' 95% intervals
+would otherwise name one that did not move in most comparisons)."""
 
 from __future__ import annotations
 
@@ -32,6 +33,7 @@ from mysqlprobe.analysis.sampling import t95
 
 UNNAMED = (M.OTHER, NOT_TRACED)
 MIN_SAMPLES = 3          # a change worth fewer CPU samples per row than this is below the resolution
+MIN_SHARE = 0.01         # nor is a change under this share of A's row time a finding
 EFFICIENCY = (("cpu_us_foreground", "CPU us, the load's threads"), ("cpu_us_background", "CPU us, background"),
               ("context_switches", "context switches"), ("kb_written", "KB written"), ("fsyncs", "fsyncs"),
               ("redo_bytes", "redo bytes"))
@@ -219,7 +221,9 @@ def explain(a: list[WallRun], b: list[WallRun]) -> Explanation | None:
         return delta_of([figure(r) for r in a], [figure(r) for r in b], pairs)
 
     wall = d(lambda r: r.unprobed_ns_per_row)
-    resolution = max(r.resolution_ns for r in a + b)
+    # a finding is more than a few CPU samples' worth and more than MIN_SHARE of the row: with twenty
+    # mechanisms, 95% intervals alone would name one that did not change in most comparisons
+    resolution = max(max(r.resolution_ns for r in a + b), MIN_SHARE * wall.a)
     settings_a, settings_b = a[0].settings, b[0].settings
     out = []
     def part(name: str, i: int | None) -> Callable[[WallRun], float]:

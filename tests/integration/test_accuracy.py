@@ -3,10 +3,11 @@
 Pass/fail here rests on counts, on the correction's arithmetic (every call
 counted, and each call's calibrated probe cost, its own plus the full cost
 of each probed call nested in it, taken off its latency), and on the truth
-the fixture times on unprobed twins in the same run: each corrected mean is
-nearer it than the raw one. How near is a timing, and timings live in
-bench/ (`make bench`, bench/RESULTS.md section 1), not in tests: a shared
-machine's bad second must not fail CI.
+the fixture times on unprobed twins in the same run: each corrected mean
+from a microsecond up within 10% of it, the bench's target (bench/RESULTS.md
+section 1). cost_100ns is held to the arithmetic only: the bench measures
+it +61 ns off its 102 ns (section 1), outside the 35% a sub-100-ns
+function is to be held to; that gap is the correction's, and open.
 
 """
 
@@ -22,6 +23,7 @@ pytestmark = pytest.mark.root
 
 CALLS = {"cost_100ns": 4000, "cost_1us": 1000, "cost_10us": 200, "outer_10us": 100}
 ROUNDS = 9
+WITHIN = 0.10   # the bench's target for a corrected mean from a microsecond up
 
 
 def _command(proc, line):
@@ -70,20 +72,23 @@ def test_corrected_latencies_take_off_the_calibrated_cost(known_cost, tmp_path):
     assert outer["nested_probe_hits"] == 2 * NESTED_PER_OUTER * outer["calls"]  # entry and return each
     low, high = own_lo + NESTED_PER_OUTER * pair_lo, own_hi + NESTED_PER_OUTER * pair_hi
     assert low - 0.01 <= _taken_off(outer) <= high + 0.01, (applied, outer)
-    # and against the truth the fixture timed on its unprobed twins in this run: the
-    # correction moves every mean towards it (a comparison, not a timing bound: a
-    # busy host slows twin and probed calls alike; bench/RESULTS.md section 1 has the errors)
+    # and against the truth the fixture timed on its unprobed twins in this run: within the
+    # bench's target (bench/RESULTS.md section 1: +-10% from a microsecond up). The twins run
+    # interleaved with the probed calls, so a busy host slows both alike.
     for name in ("cost_1us", "cost_10us", "outer_10us"):
         corrected, raw = probes[name]["mean_ns"], probes[name]["raw"]["mean_ns"]
+        assert abs(corrected - truth[name]) <= WITHIN * truth[name], (name, truth[name], corrected, raw)
         assert abs(corrected - truth[name]) < abs(raw - truth[name]), (name, truth[name], corrected, raw)
 
 
 def test_raw_mode_reports_uncorrected_latencies(known_cost, tmp_path):
-    _truth, probes, doc = _profile(known_cost, tmp_path, "--raw")
+    truth, probes, doc = _profile(known_cost, tmp_path, "--raw")
     assert doc["latencies"] == "raw" and doc["calibration"]  # still calibrated: the overhead estimate
-    for p in probes.values():
+    for name, p in probes.items():
         assert p["mean_ns"] == p["raw"]["mean_ns"] > 0
         assert p["overhead_ns"] > 0
+        # uncorrected, a call keeps its probes' cost: above what its unprobed twin took
+        assert p["mean_ns"] > truth[name], (name, p["mean_ns"], truth[name])
 
 
 def test_sampled_mode_estimates_the_calls_of_the_whole_window(known_cost, tmp_path):

@@ -20,6 +20,7 @@ from mysqlprobe.recorder.duty import ORDINARY_FIRST_S
 
 pytestmark = [pytest.mark.root, pytest.mark.server]
 SYSBENCH = shutil.which("sysbench") or "sysbench"
+COUNTS = 0.02      # estimated calls against the server's rows: the issue's bound (bench section 2 holds 1%)
 
 
 @pytest.fixture(scope="module")
@@ -80,7 +81,9 @@ def test_default_mode_says_what_it_cost(server, tmp_path):
     truth = rows_inserted(doc)
     assert truth == writes(out)
     slowdown = doc["overhead"]["measured_slowdown"]
-    assert slowdown is not None and 0.7 < slowdown < 3.0, slowdown  # below 1: the load's own variation
+    # timings live in bench/ (section 2); a duty cycler that left the probes on all along would
+    # slow 8 clients' inserts by 2x and more: that, this bound catches
+    assert slowdown is not None and slowdown < 1.5, slowdown
     costs = doc["overhead"]["by_collector"]
     assert set(costs) == {"cpu_profile", "off_cpu", "io", "calibration", "latency", "perf_schema", "process", "cpu_bursts"}
     # sysbench's tables are not partitioned: no short function ran, so the bursts took the first
@@ -92,12 +95,14 @@ def test_default_mode_says_what_it_cost(server, tmp_path):
     # the CPU samples in BPF (the binary keeps frame pointers): the kernel timed their program's runs
     assert doc["cpu_profile"]["sampler"] == "bpf" and costs["cpu_profile"]["target_s"] > 0
     assert "timer interrupts" in costs["cpu_profile"]["method"]
-    # off-CPU and I/O ran with the probes, in the on-phases only; CPU samples are taken all window
-    assert 0 < doc["off_cpu"]["on_s"] < doc["window"]["duration_s"]
+    # I/O ran with the probes, in the on-phases only; CPU samples and off-CPU switches (the wall-time
+    # account's) are taken all window but in the quiet phases
     assert 0 < doc["io"]["on_s"] < doc["window"]["duration_s"] and costs["io"]["target_s"] > 0
-    assert "on_s" not in doc["cpu_profile"] and doc["cpu_profile"]["samples"] > 0
+    for section in ("cpu_profile", "off_cpu"):
+        assert "on_s" not in doc[section] and 0 <= doc[section]["quiet_s"] < doc["window"]["duration_s"]
+    assert doc["cpu_profile"]["samples"] > 0 and doc["off_cpu"]["switches"] > 0
     estimate = stage(doc, "innodb.row_insert")["estimated_calls"]["value"]
-    assert abs(estimate - truth) / truth < 0.10, (estimate, truth)
+    assert abs(estimate - truth) / truth < COUNTS, (estimate, truth)   # bench section 2: within 1%
     said = f"load slowed {slowdown:.2f}x" if slowdown >= 1 else f"load not measurably slowed ({slowdown:.2f}x)"
     assert f"overhead {said}" in " ".join(text.split())
     sampling = doc["sampling"]                     # the unprobed rate it was measured against

@@ -28,7 +28,7 @@ pytestmark = [pytest.mark.root, pytest.mark.server]
 ROWS = 400_009          # prime: about a second and a half on 10.2.11 into 100 RANGE partitions
 PAIRS = 3
 FUNCTIONS = {"partition.write_row": "ha_partition9write_row", "innodb.row_insert": "row_insert_for_mysql"}
-BOUND = 0.5             # of the truth: bench/short_load.py shows the 35% target on medians over 12 runs
+BOUND = 0.35            # of the truth: the bench's target (bench/short_load.py, section 4: within 15% on medians)
 
 
 @pytest.fixture(scope="module")
