@@ -59,6 +59,31 @@ def test_another_programs_debug_file_is_refused_even_forced(tmp_path):
         assert "does not describe" in str(e.value) and ".text is at" in str(e.value)
 
 
+def test_the_same_layout_of_another_build_is_refused_unless_forced(tmp_path):
+    """The same source built twice, each with its own build-id: the layout
+    matches, the build-id does not (another build's debug file)."""
+    src = tmp_path / "one.c"
+    src.write_text(PROGRAMS["one"])
+    cc = shutil.which("gcc") or shutil.which("cc")
+    assert cc
+    made = {}
+    for tag in ("aa", "bb"):
+        out = tmp_path / f"one-{tag}"
+        subprocess.run([cc, "-O1", "-g", f"-Wl,--build-id=0x{tag * 20}", "-o", str(out), str(src)], check=True)
+        subprocess.run(["objcopy", "--only-keep-debug", str(out), f"{out}.debug"], check=True)
+        subprocess.run(["objcopy", "--strip-all", str(out), f"{out}.stripped"], check=True)
+        made[tag] = (f"{out}.stripped", f"{out}.debug")
+    binary, other = made["aa"][0], made["bb"][1]
+    assert debug_match.layout_mismatch(debug_match.read_layout(binary), read_elf(other),
+                                       debug_match.read_layout(other)) is None
+    with pytest.raises(NoSymbolsError) as e:
+        check(binary, other)
+    assert e.value.exit_code == EXIT_NO_SYMBOLS
+    assert f"belongs to build-id {'bb' * 20}, not {'aa' * 20}" in str(e.value) and "--force-debug-file" in str(e.value)
+    check(binary, other, force=True)
+    check(binary, made["aa"][1])
+
+
 def test_a_missing_build_id_is_refused_unless_forced_once_the_layout_holds(tmp_path):
     binary, debug = build(tmp_path, "one", build_id=False)
     with pytest.raises(NoSymbolsError) as e:

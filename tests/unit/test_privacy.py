@@ -55,3 +55,24 @@ def test_written_files_are_private_unless_shared(tmp_path, flags, file_mode, dir
     made = _modes(out)
     assert made.pop(".") == dir_mode and stat.S_IMODE(out.parent.stat().st_mode) == dir_mode
     assert len(made) == 4 and set(made.values()) == {file_mode}, made
+
+
+@pytest.mark.parametrize("sql", [
+    "CREATE USER 'app'@'%' IDENTIFIED BY 'hunter2'",
+    "ALTER USER app IDENTIFIED WITH mysql_native_password BY 'hunter2'",
+    "GRANT ALL ON *.* TO u IDENTIFIED BY \"hunter2\"",
+])
+def test_full_sql_keeps_no_credential_on_either_path(sql):
+    """--full-sql keeps literals, never a password: the P_S collector's text
+    and the statement probe's (read from the server's memory, a prefix where
+    the kernel cut it) both go through the redaction."""
+    from mysqlprobe.collectors.uprobes.counts import StatementCounts
+    from mysqlprobe.collectors.uprobes.latency import statement_text
+    from mysqlprobe.probes import abi
+    from mysqlprobe.probes.histogram import Histogram
+    kept = PerfSchema(conn=None, full_sql=True)._text(sql, "CREATE USER ...")
+    assert "hunter2" not in kept and "<redacted>" in kept
+    for text, whole in ((sql, True), (sql[:sql.index("hunter2") + 4], False)):
+        counts = StatementCounts(abi.COM_QUERY, text.encode(), whole, 1, 100, Histogram.of_slots([0] * 160), 0, 0)
+        shown = statement_text(counts, 1, full_sql=True)
+        assert "hunt" not in shown, shown
