@@ -304,7 +304,7 @@ def wall_json(result: dict[str, Any]) -> dict[str, Any]:
 
 
 def to_json(result: dict[str, Any]) -> dict[str, Any]:
-    out = {}
+    out: dict[str, Any] = {}
     for k, v in result.items():
         if k == "wall":
             out["wall"], out["wall_probed"] = wall_json(result), v.to_json()

@@ -10,7 +10,6 @@ from typing import Any
 
 import re
 import textwrap
-from collections import Counter
 from statistics import median
 
 from mysqlprobe.analysis.compare_figures import Change, figure_of, ns_text, signed_ns
@@ -65,11 +64,11 @@ def _evidence(runs: list[Any], stage: str, path: list[str]) -> dict[str, Any]:
     def med(kind: str) -> float:
         return median([n.get(kind) if n else 0.0 for n in nodes]) if nodes else 0.0
 
-    calls: Counter[Any] = Counter()
+    calls: dict[tuple[Any, ...], float] = {}
     for n in nodes:
         for key, figures in (_syscalls(n) if n else {}).items():
             for kind, v in figures.items():
-                calls[key + (kind,)] += v / len(nodes)
+                calls[key + (kind,)] = calls.get(key + (kind,), 0.0) + v / len(nodes)
     keys = sorted({k[:2] for k in calls}, key=lambda k: -calls[k + (IO_NS,)])[:TOP_CALLS]
     return {"cpu_ns": round(med(CPU_NS), 1), "offcpu_ns": round(med(OFFCPU_NS), 1),
             "io": {"ns": round(med(IO_NS), 1), "bytes": round(med(IO_BYTES), 1), "calls": round(med(IO_CALLS), 4)},

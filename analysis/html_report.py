@@ -4,6 +4,8 @@ a chart, the partitions, the flame graph and the run's metadata."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from typing import Any
 
 import html
@@ -103,7 +105,7 @@ def histogram_chart(s: StageSummary) -> str:
     for i, b in enumerate(buckets):
         h = max(b.count / top * (CHART_H - 10), 1)
         x = 44 + i * bar_w
-        marks = [k for k in ("p50", "p99") if pct.get(k) is not None and b.low <= pct[k] < max(b.high, b.low + 1)]
+        marks = [k for k in ("p50", "p99") if (v := pct.get(k)) is not None and b.low <= v < max(b.high, b.low + 1)]
         fill = "#c0392b" if "p99" in marks else "#e67e22" if "p50" in marks else "#4a78b0"
         out.append(f'<rect x="{x:.1f}" y="{CHART_H - h:.1f}" width="{bar_w - 1:.1f}" height="{h:.1f}" fill="{fill}">'
                    f"<title>{_e(fmt(b.low))} - {_e(fmt(b.high))}: {b.count} calls</title></rect>")
@@ -326,7 +328,7 @@ def _timeline_section(profile: Profile) -> list[str]:
 
 
 def render_html(profile: Profile, flamegraph_svg: str | None = None, offcpu_svg: str | None = None,
-                io_svg: str | None = None, stage_svgs: list[tuple[str, str]] = (), all_threads: bool = False) -> str:
+                io_svg: str | None = None, stage_svgs: Sequence[tuple[str, str]] = (), all_threads: bool = False) -> str:
     doc, stages = profile.doc, profile.stages
     title = f"mysqlprobe: {profile.target.server}, PID {profile.target.pid}"
     parts = [f"<!DOCTYPE html><html lang=en><head><meta charset=utf-8><title>{_e(title)}</title>"

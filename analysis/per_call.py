@@ -60,13 +60,14 @@ class PerCall:
     @property
     def resolved(self) -> bool:
         """The interval is narrower than the value: a measurement, not a bound."""
-        return (self.mean_ns is not None and self.low_ns > 0
-                and self.high_ns - self.low_ns <= self.mean_ns)
+        return (self.mean_ns is not None and self.low_ns is not None and self.high_ns is not None
+                and self.low_ns > 0 and self.high_ns - self.low_ns <= self.mean_ns)
 
     def text(self) -> str:
         if self.mean_ns is None:
             return "-"
-        return H.format_ns(self.mean_ns) if self.resolved else f"<{H.format_ns(self.high_ns)}"
+        bound = self.high_ns if self.high_ns is not None else self.mean_ns
+        return H.format_ns(self.mean_ns) if self.resolved else f"<{H.format_ns(bound)}"
 
     def percentile_resolved(self, value_ns: float | None) -> bool:
         """A percentile means something where the probes' doubt per call is
@@ -125,7 +126,7 @@ def sampled_per_call(cpu_ns: float, samples: int, period_ns: float, calls: Estim
     """The mean CPU of a call from `samples` CPU samples (cpu_ns in all,
     period_ns each) over `calls` (an Estimate with its interval); None
     where no call was made or the calls have no interval."""
-    if not calls or calls.value <= 0 or calls.low is None or calls.low <= 0:
+    if not calls or calls.value <= 0 or calls.low is None or calls.low <= 0 or calls.high is None:
         return None
     low_n, high_n = poisson95(samples)
     per_sample = cpu_ns / samples if samples else period_ns
@@ -148,7 +149,8 @@ def samples_to_resolve(calls: Estimate) -> int | None:
         return None
 
     def resolves(n: int) -> bool:  # once true, true for every larger count
-        return sampled_per_call(n, n, 1, calls).resolved
+        p = sampled_per_call(n, n, 1, calls)
+        return p is not None and p.resolved
 
     fails, n = 0, 1
     while not resolves(n):
@@ -178,7 +180,7 @@ def best_per_call(probed: PerCall, sampled: PerCall | None) -> PerCall:
     wait on a lock or for I/O (the kernel leaves the waits for a CPU out of
     the probes' times: engine.cpu_waits_left_out; under more runnable
     threads than CPUs they made a 285-ns lookup average 2.7 us, bench/PER_CALL_OLTP.md)."""
-    if sampled is None or sampled.high_ns is None:
+    if sampled is None or sampled.high_ns is None or sampled.mean_ns is None or probed.mean_ns is None:
         return probed
     doubt = probed.correction_ns * (UNMEASURED_IN_SITU - 1)
     explained = probed.correction_ns > probed.mean_ns or abs(probed.mean_ns - sampled.mean_ns) <= doubt
@@ -199,7 +201,7 @@ def window_total(corrected_ns: float, pc: PerCall, calls: float | None) -> tuple
     if pc.mean_ns is None or not calls:
         return max(corrected_ns, 0.0), False
     if not pc.resolved:
-        return pc.high_ns * calls, True
+        return (pc.high_ns if pc.high_ns is not None else pc.mean_ns) * calls, True
     if pc.method in SAMPLED_METHODS:
         return pc.mean_ns * calls, False
     return max(corrected_ns, 0.0), False

@@ -51,8 +51,8 @@ class StageSummary:
     overhead_ns: float = 0
     partitions: dict[int, PartitionSummary] = field(default_factory=dict)
     partition_source: str | None = None
-    cycle_calls: list[int] | None = None      # sampled mode: calls counted per duty cycle
-    cycle_row_calls: list[int] | None = None  # of those, the calls while the cycle's rows were counted
+    cycle_calls: list[float] | None = None    # sampled mode: calls counted per duty cycle
+    cycle_row_calls: list[float] | None = None  # of those, the calls while the cycle's rows were counted
     classes: set[str] = field(default_factory=set)  # how its probes' first instructions are taken (calibration)
     cpu_wait_calls: int = 0  # calls that waited for a CPU, and that time: left out of the latencies
     cpu_wait_ns: int = 0
@@ -110,7 +110,7 @@ def stage_summaries(probes: Sequence[Probe], cycles: Sequence[Cycle] | None) -> 
     return sorted(out.values(), key=lambda s: (order.get(s.stage, len(order)), s.stage))
 
 
-def _add_per_cycle(acc: list[int] | None, per: list[int]) -> list[int]:
+def _add_per_cycle(acc: list[float] | None, per: list[float]) -> list[float]:
     return per if acc is None else [a + b for a, b in zip(acc, per)]
 
 
@@ -171,7 +171,7 @@ def row_cycles(profile: Profile) -> list[Cycle]:
     return [c for c in sampled_cycles(profile) or () if not c.misread]
 
 
-def row_pairs(profile: Profile, s: StageSummary) -> list[tuple[int, int]]:
+def row_pairs(profile: Profile, s: StageSummary) -> list[tuple[int, float]]:
     """(rows, the stage's calls while they were counted) of those cycles."""
     return [(c.rows or 0, n) for c, n in zip(sampled_cycles(profile) or (), s.cycle_row_calls or ()) if not c.misread]
 
@@ -192,7 +192,7 @@ def probe_estimate(profile: Profile, j: int) -> Estimate:
     return _by_time([(c.on_s, c.probe_s, c.calls[j]) for c in profile.sampling.per_cycle], profile)
 
 
-def _by_time(cycles: list[tuple[float, float, int]], profile: Profile) -> Estimate:
+def _by_time(cycles: list[tuple[float, float, float]], profile: Profile) -> Estimate:
     """The window's calls from (on_s, probe_s, calls) per cycle, with the
     capture's doubt on the probes' cost."""
     return estimate_total(cycles, profile.window.duration_s, profile.sampling.cost_uncertainty,
@@ -397,7 +397,7 @@ def burst_figures(s: StageSummary, profile: Profile) -> BurstFigures | None:
     return BurstFigures(sum(n for n, _ in mine), sum(ns for _, ns in mine), calls, False)
 
 
-def single_cycle_interval(calls: Estimate, counted: int) -> Estimate:
+def single_cycle_interval(calls: Estimate, counted: float) -> Estimate:
     """Calls per row from one cycle has no spread between cycles to give an
     interval: it gets the counted calls' own (Poisson) doubt, the least it
     has, so that the bursts of a short window can stand on it."""

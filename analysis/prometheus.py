@@ -61,7 +61,7 @@ class Exposition:
 
 def _top_partitions(calls: Counter[Any]) -> list[tuple[str, float]]:
     ranked = sorted(calls.items(), key=lambda kv: (-kv[1], kv[0]))
-    shown = [(f"p{pid}", n) for pid, n in ranked[:PARTITIONS_SHOWN]]
+    shown: list[tuple[str, float]] = [(f"p{pid}", n) for pid, n in ranked[:PARTITIONS_SHOWN]]
     rest = sum(n for _, n in ranked[PARTITIONS_SHOWN:])
     return shown + ([("other", rest)] if len(ranked) > PARTITIONS_SHOWN else [])
 
@@ -138,8 +138,8 @@ class Totals:
             out.family("mysqlprobe_partition_calls_total", "counter",
                        f"Calls counted per partition (the top {PARTITIONS_SHOWN} by calls, the rest as other).")
             for stage in sorted(self.partitions):
-                for name, n in _top_partitions(self.partitions[stage]):
-                    out.sample("mysqlprobe_partition_calls_total", n, stage=stage, partition=name)
+                for name, calls in _top_partitions(self.partitions[stage]):
+                    out.sample("mysqlprobe_partition_calls_total", calls, stage=stage, partition=name)
         if self.with_rows:
             out.family("mysqlprobe_rows_changed_total", "counter", "Rows the server changed while profiled.")
             out.sample("mysqlprobe_rows_changed_total", round(self.rows))

@@ -210,7 +210,8 @@ def estimate_line(s: StageSummary, profile: Profile, violations: list[Violation]
         return [f"  {WITHHELD} calls in the window: withheld (see above)"]
     if est.low is None:
         return [f"  ~{est.value:,.0f} calls in the window (no interval: one cycle saw them)"]
-    half = (est.high - est.low) / 2 / est.value if est.value else 0.0
+    high = est.high if est.high is not None else est.value
+    half = (high - est.low) / 2 / est.value if est.value else 0.0
     lines = [f"  ~{est.value:,.0f} calls in the window, 95% interval {est.low:,.0f} to {est.high:,.0f} "
              f"(+-{100 * half:.0f}%)"]
     if half > WIDE_INTERVAL:

@@ -49,8 +49,8 @@ class Estimate:
 FREE_FLOOR, FREE_FLOOR_HIGH = 0.05, 0.001
 
 
-def _point(cycles: list[tuple[float, float, int]], window_s: float, cost_scale: float,
-           floor: float = FREE_FLOOR) -> tuple[float, list[tuple[float, int]], float]:
+def _point(cycles: list[tuple[float, float, float]], window_s: float, cost_scale: float,
+           floor: float = FREE_FLOOR) -> tuple[float, list[tuple[float, float]], float]:
     """(estimate, per-cycle (free seconds, calls), unprobed seconds) with probe_s scaled."""
     counted = sum(c for _, _, c in cycles)
     on = sum(s for s, _, _ in cycles)
@@ -60,7 +60,7 @@ def _point(cycles: list[tuple[float, float, int]], window_s: float, cost_scale: 
     return counted + rate * max(window_s - on, 0.0), free, rate
 
 
-def estimate_total(cycles: list[tuple[float, float, int]], window_s: float,
+def estimate_total(cycles: list[tuple[float, float, float]], window_s: float,
                    cost_uncertainty: float = 0.0, in_situ_high: float = 1.0) -> Estimate:
     """Calls in the whole window from (on_s, probe_s, calls) per cycle.
 
@@ -94,7 +94,7 @@ def estimate_total(cycles: list[tuple[float, float, int]], window_s: float,
 MAX_READ_SHARE = 0.25
 
 
-def estimate_by_rows(cycles: list[tuple[int, int]], rows_window: int, counted: int | None = None,
+def estimate_by_rows(cycles: list[tuple[int, float]], rows_window: int, counted: float | None = None,
                      apart: bool = False) -> Estimate:
     """Calls in the whole window from (rows the server changed, calls counted)
     per on-phase and the rows changed in the whole window.

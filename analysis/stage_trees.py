@@ -51,9 +51,9 @@ class Node:
         return self.get(CPU_NS) + self.get(OFFCPU_NS)
 
     def at(self, path: list[str]) -> "Node | None":
-        node = self
+        node: Node | None = self
         for f in path:
-            node = node.children.get(f)
+            node = node.children.get(f) if node is not None else None
             if node is None:
                 return None
         return node

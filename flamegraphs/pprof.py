@@ -62,20 +62,20 @@ class _Message:
     def __init__(self) -> None:
         self.buf = bytearray()
 
-    def int(self, field: int, value: int) -> "_Message":
+    def number(self, field: int, value: int) -> "_Message":
         if value:
             self.buf += _varint(field << 3) + _varint(value)
         return self
 
-    def bytes(self, field: int, data: bytes) -> "_Message":
+    def data(self, field: int, data: bytes) -> "_Message":
         self.buf += _varint(field << 3 | 2) + _varint(len(data)) + data
         return self
 
     def packed(self, field: int, values: list[int]) -> "_Message":
-        return self.bytes(field, b"".join(_varint(v) for v in values)) if values else self
+        return self.data(field, b"".join(_varint(v) for v in values)) if values else self
 
     def message(self, field: int, m: "_Message") -> "_Message":
-        return self.bytes(field, bytes(m.buf))
+        return self.data(field, bytes(m.buf))
 
 
 class _Strings:
@@ -93,7 +93,7 @@ def encode(folded: Folded, kind: SampleKind, binary: str, build_id: str | None =
     prof = _Message()
     value_types = ([("samples", "count")] if kind.counted else []) + [(kind.name, "nanoseconds")]
     for name, unit in value_types:
-        prof.message(1, _Message().int(1, s(name)).int(2, s(unit)))
+        prof.message(1, _Message().number(1, s(name)).number(2, s(unit)))
     mappings = {binary: 1, KERNEL_MAPPING: 2}
     functions: dict[tuple[str, int], int] = {}   # (name, mapping) -> function and location id
     for stack, count in sorted(folded.stacks.items()):
@@ -107,22 +107,22 @@ def encode(folded: Folded, kind: SampleKind, binary: str, build_id: str | None =
         values = ([count] if kind.counted else []) + [count * kind.count_ns]
         sample = _Message().packed(1, ids).packed(2, values)
         if thread:
-            sample.message(3, _Message().int(1, s("thread")).int(2, s(thread)))
+            sample.message(3, _Message().number(1, s("thread")).number(2, s(thread)))
         prof.message(2, sample)
     for filename, mapping_id in mappings.items():
-        m = _Message().int(1, mapping_id).int(5, s(filename)).int(7, 1)   # 7: has_functions
+        m = _Message().number(1, mapping_id).number(5, s(filename)).number(7, 1)   # 7: has_functions
         if mapping_id == 1 and build_id:
-            m.int(6, s(build_id))
+            m.number(6, s(build_id))
         prof.message(3, m)
     for (_name, mapping_id), fid in functions.items():
-        prof.message(4, _Message().int(1, fid).int(2, mapping_id).message(4, _Message().int(1, fid)))
+        prof.message(4, _Message().number(1, fid).number(2, mapping_id).message(4, _Message().number(1, fid)))
     for (name, _), fid in functions.items():
-        prof.message(5, _Message().int(1, fid).int(2, s(name)).int(3, s(name)))
-    prof.int(9, time_ns).int(10, duration_ns)
-    prof.message(11, _Message().int(1, s(kind.name)).int(2, s("nanoseconds")))
-    prof.int(12, kind.count_ns)
+        prof.message(5, _Message().number(1, fid).number(2, s(name)).number(3, s(name)))
+    prof.number(9, time_ns).number(10, duration_ns)
+    prof.message(11, _Message().number(1, s(kind.name)).number(2, s("nanoseconds")))
+    prof.number(12, kind.count_ns)
     prof.packed(13, [s(c) for c in comments])
-    prof.int(14, s(kind.name))
+    prof.number(14, s(kind.name))
     for text in s.index:                           # last: every string is in it by now
-        prof.bytes(6, text.encode())
+        prof.data(6, text.encode())
     return gzip.compress(bytes(prof.buf), mtime=0)

@@ -91,7 +91,7 @@ def render(folded: Folded, title: str = "Flame graph", subtitle: str = "", unit:
     multiplied by its scale (1/samples for per-sample, 1/rows for per-row)."""
     root = build_tree(folded, scale_after)
     diff = before is not None
-    if diff:
+    if before is not None:
         _add_deltas(root, build_tree(before, scale_before))
     total = root.value or 1.0
     frames: list[tuple[Node, float, int]] = []   # node, x (in value units), depth
