@@ -44,5 +44,8 @@ def render_ascii(histogram: Histogram, width: int = 30, indent: str = "  ") -> l
     lines = [f"{indent}{'ns':>21} : {'count':<9} distribution"]
     for low, high, c in rows:
         bar = "*" * round(width * c / peak)
+        if high == 0:   # calls the probes' correction took below a nanosecond: not a time a call took
+            lines.append(f"{indent}{'under 1ns':>21}: {c:<9} |{bar:<{width}}| (corrected below the probes' resolution)")
+            continue
         lines.append(f"{indent}{low:>10} -> {high:<10}: {c:<9} |{bar:<{width}}|")
     return lines

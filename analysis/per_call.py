@@ -67,7 +67,10 @@ class PerCall:
         if self.mean_ns is None:
             return "-"
         bound = self.high_ns if self.high_ns is not None else self.mean_ns
-        return H.format_ns(self.mean_ns) if self.resolved else f"<{H.format_ns(bound)}"
+        if self.resolved:
+            return H.format_ns(self.mean_ns)
+        # a bound at or under nothing is no figure: the probes' doubt is all there is
+        return f"<{H.format_ns(bound)}" if bound > 0 else "-"
 
     def percentile_resolved(self, value_ns: float | None) -> bool:
         """A percentile means something where the probes' doubt per call is

@@ -16,6 +16,8 @@ else from the counted ones scaled to the window."""
 
 from __future__ import annotations
 
+import re
+
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -224,4 +226,14 @@ def by_digest(profile: Profile) -> list[Digest]:
             tuple(_by_stage(profile, shapes, seen, ps_stages)), stage_sample, round(own * executions),
             tuple(notes)))
     out.sort(key=lambda d: -d.total_ns)
-    return out
+    # the load's statements are the subject: a session's USE, SET or SHOW, a ping, are not
+    return [d for d in out if not administrative(d.digest_text)]
+
+
+# statements that set a session up or look at the server, not the load's work
+ADMINISTRATIVE = re.compile(r"^\s*(?:USE\b|SET\b|SHOW\b|SELECT\s+@@|SELECT\s+(?:DATABASE|VERSION|CONNECTION_ID)\s*\(|"
+                            r"\((?:Ping|Quit|Init DB|Change user|Statistics|Reset connection)\))", re.I)
+
+
+def administrative(text: str) -> bool:
+    return bool(ADMINISTRATIVE.match(text))

@@ -76,3 +76,15 @@ def test_format_ns():
     assert H.format_ns(955_000_000) == "955ms"
     assert H.format_ns(None) == "-"
     assert H.format_ns(-841_912) == "-842us"
+
+
+def test_calls_corrected_below_a_nanosecond_are_not_printed_as_taking_0ns():
+    """A bucket '0 -> 0 : 304' said 304 calls took no time; they are calls the
+    probes' correction took below its resolution, and the picture says so."""
+    from mysqlprobe.analysis.histogram import render_ascii
+    from mysqlprobe.probes.histogram import MAX_SLOTS, Histogram
+    counts = [0] * MAX_SLOTS
+    counts[0], counts[40] = 304, 10
+    lines = render_ascii(Histogram.of_slots(counts))
+    assert not any("0 -> 0" in line for line in lines)
+    assert any("under 1ns" in line and "304" in line for line in lines)

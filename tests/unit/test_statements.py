@@ -221,3 +221,15 @@ def test_a_digest_whose_parts_pass_its_time_shows_none_of_them():
     head = render_text(Profile(two_digests(update_probed_ns=(70 * US, 4 * US))))
     block = " ".join(head[head.index("UPDATE `t`"):head.index("mysqlprobe insert profile")].split())
     assert "came to more than the statement's: not shown" in block and "70us" not in block
+
+
+@pytest.mark.parametrize("text, admin", [
+    ("USE `mysqlprobe_load`", True), ("SET autocommit = ?", True), ("SHOW GLOBAL STATUS", True),
+    ("SELECT @@version_comment LIMIT ?", True), ("(Ping)", True), ("(Quit)", True),
+    ("INSERT INTO emp_range_5 SELECT * FROM emp_src", False), ("COMMIT", False),
+    ("SELECT c FROM sbtest1 WHERE id = ?", False), ("UPDATE sbtest1 SET k = k + ? WHERE id = ?", False),
+])
+def test_a_sessions_own_setup_is_not_the_loads_statement(text, admin):
+    """The demo's only digest block was its session's USE: the subject is the load's statements."""
+    from mysqlprobe.analysis.statements import administrative
+    assert administrative(text) is admin
