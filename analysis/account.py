@@ -248,14 +248,19 @@ def build(profile: Profile, cpu: Folded | None, off: Folded | None) -> Account |
     cpu_section, off_section = profile.stacks["cpu_profile"], profile.stacks["off_cpu"]
     cpu_scale, off_scale = cpu_section.scale(window_s), off_section.scale(window_s)
     traced = {t.tid: t for t in off_section.threads}
-    # blocked time the tracing never saw begin, thread by thread: a client wait where the thread was
-    # waiting for its client when the window opened, else not traced
+    # blocked time the tracing never saw begin, thread by thread: charged by the stack the thread was
+    # blocked in when the window opened (scanned from its memory), a client wait by its system call,
+    # else not traced
     untraced_idle = untraced = 0.0
+    untraced_parts: dict[str, float] = defaultdict(float)
     for t in load:
         seen = (traced[t.tid].blocked_ns * off_scale) if t.tid in traced else 0.0
         missing = max(t.blocked_ns - seen, 0.0)
-        if _client_wait(t):
+        charge = M.of_stack(["thread", *reversed(t.blocked_in)], off_cpu=True).mechanism if t.blocked_in else None
+        if charge == M.IDLE or (charge in (None, M.OTHER) and _client_wait(t)):
             untraced_idle += missing
+        elif charge not in (None, M.OTHER, M.PROBES_MECHANISM):
+            untraced_parts[charge] += missing
         else:
             untraced += missing
     if not off_section.collected:
@@ -266,16 +271,19 @@ def build(profile: Profile, cpu: Folded | None, off: Folded | None) -> Account |
         on_split.add(M.of_stack(stack.split(";")), count)
     for stack, us in (connection_only(off).stacks.items() if off else ()):
         frames = stack.split(";")
-        target = runq_split if frames[-1] == WAITING_FOR_CPU else blocked_split
-        target.add(M.of_stack(frames[:-1] if frames[-1] == WAITING_FOR_CPU else frames, off_cpu=True), us)
+        waiting = frames[-1] == WAITING_FOR_CPU
+        target = runq_split if waiting else blocked_split
+        target.add(M.of_stack(frames[:-1] if waiting else frames, off_cpu=True, runnable=waiting), us)
 
-    traced_blocked = max(blocked - untraced - untraced_idle, 0.0)
+    traced_blocked = max(blocked - untraced - untraced_idle - sum(untraced_parts.values()), 0.0)
     parts: dict[str, dict[str, float]] = defaultdict(lambda: defaultdict(float))
     _spread(parts, "on_cpu_ns", on, on_split)
     _spread(parts, "blocked_ns", traced_blocked, blocked_split)
     _spread(parts, "runq_ns", runq, runq_split)
     parts[M.IDLE]["blocked_ns"] += untraced_idle
     parts[NOT_TRACED]["blocked_ns"] += untraced
+    for name, ns in untraced_parts.items():
+        parts[name]["blocked_ns"] += ns
     functions = _functions(((on_split, on), (blocked_split, traced_blocked), (runq_split, runq)))
 
     settings = profile.perf_schema.settings
@@ -316,7 +324,7 @@ def wall_stacks(a: Account, cpu: Folded | None, off: Folded | None) -> Folded:
         for stack, weight in (connection_only(folded).stacks.items() if folded else ()):
             frames = stack.split(";")
             waiting = off_cpu and frames[-1] == WAITING_FOR_CPU
-            charge = M.of_stack(frames[:-1] if waiting else frames, off_cpu=off_cpu)
+            charge = M.of_stack(frames[:-1] if waiting else frames, off_cpu=off_cpu, runnable=waiting)
             if charge.mechanism in NOT_ROW_TIME:
                 continue
             unit = a.per_runq_us if waiting else a.per_blocked_us if off_cpu else a.per_sample_ns

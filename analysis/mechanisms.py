@@ -21,7 +21,7 @@ from typing import Any
 
 from mysqlprobe.flamegraphs.stacks import PROBES
 
-IDLE = "waiting for the client"        # between statements: not the row's time
+IDLE = "waiting for the client"        # between statements (its reply sent, its next not come): not the row's
 PROBES_MECHANISM = "mysqlprobe's probes"
 OTHER = "other"
 KERNEL_SUFFIX = "_[k]"
@@ -244,7 +244,11 @@ CATALOG = (
               "my_net_write, vio_write) while it runs",
               ("my_net_read*", "my_net_write", "net_write_command", "net_flush", "net_write_buff",
                "net_real_write", "vio_read*", "vio_write*", "vio_io_wait", "vio_socket_io_wait", "my_real_read*",
-               "net_read_packet*", "Protocol::*", "my_ok", "net_send_ok", "net_send_eof", "Diagnostics_area::*"),
+               "net_read_packet*", "Protocol::*", "my_ok", "net_send_ok", "net_send_eof", "Diagnostics_area::*",
+               # glibc's socket calls keep no frame pointer: a stack stopped in one is cut there
+               "__send", "send", "__libc_send", "sendto", "__libc_sendto", "__sendmsg", "sendmsg",
+               "__libc_recv", "__recv", "recv", "recvfrom", "__libc_recvfrom", "__poll", "poll", "__GI___poll",
+               "ppoll", "__ppoll"),
               ("net_buffer_length", "max_allowed_packet")),
 )
 
@@ -252,7 +256,13 @@ CATALOG = (
 # its next statement; a new connection's thread parks in the thread cache
 _IDLE_FRAMES = ("vio_read", "vio_read_buff", "vio_io_wait", "vio_socket_io_wait", "my_net_read", "my_net_read_packet",
                 "my_net_read_packet_reallen", "net_read_packet", "my_real_read", "cache_thread",
-                "Thread_cache::park", "one_thread_per_connection_end")
+                "Thread_cache::park", "one_thread_per_connection_end",
+                # a connection blocked in a socket read or poll whose stack the libc wrapper cut
+                "__libc_recv", "__recv", "recv", "recvfrom", "__libc_recvfrom", "__poll", "poll", "__GI___poll",
+                "ppoll", "__ppoll")
+
+# where a connection's thread is preempted once its reply is in the client's socket
+_REPLY_SENT = ("__send", "send", "__libc_send", "sendto", "__libc_sendto", "__sendmsg", "sendmsg")
 
 _CLONE = re.compile(r"(\.(isra|constprop|part|cold|lto_priv|clone)(\.\d+)?)+$")
 
@@ -332,13 +342,17 @@ def innermost_function(frames: list[str]) -> str:
     return f"[kernel] {frame_name(frames[-1]).removesuffix(KERNEL_SUFFIX)}" if len(frames) > 1 else "?"
 
 
-def of_stack(frames: list[str], off_cpu: bool = False) -> Charge:
+def of_stack(frames: list[str], off_cpu: bool = False, runnable: bool = False) -> Charge:
     """The charge of one stack (root first: the thread's name, then its frames):
     the probes' machinery, the wait for a client between statements (off CPU
-    only), else the innermost catalog mechanism, else OTHER."""
+    only), else the innermost catalog mechanism, else OTHER. runnable: off
+    CPU waiting for one; preempted in the system call that sent the reply
+    (the client it woke took the CPU), the statement is over for its client."""
     if PROBES in frames:
         return Charge(PROBES_MECHANISM)
     if off_cpu and any(frame_name(f) in _IDLE_FRAMES for f in frames) and not _in_statement(frames):
+        return Charge(IDLE)
+    if runnable and innermost_function(frames) in _REPLY_SENT:
         return Charge(IDLE)
     for frame in reversed(frames[1:]):
         m = of_function(frame)

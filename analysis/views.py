@@ -124,12 +124,14 @@ class ThreadTime:
     involuntary: int = 0
     born_in_window: bool = False
     blocked_at_start: str | None = None
+    blocked_in: tuple[str, ...] = ()     # its callers then, innermost first, scanned from its stack
 
     @classmethod
     def of(cls, r: dict[str, Any]) -> ThreadTime:
         return cls(int(r["tid"]), str(r.get("comm") or "?"), int(r["wall_ns"]), int(r["on_cpu_ns"]),
                    int(r["runq_ns"]), int(r.get("voluntary") or 0), int(r.get("involuntary") or 0),
-                   bool(r.get("born_in_window")), r.get("blocked_at_start"))
+                   bool(r.get("born_in_window")), r.get("blocked_at_start"),
+                   tuple(str(f) for f in r.get("blocked_in") or ()))
 
     @property
     def blocked_ns(self) -> int:

@@ -76,9 +76,8 @@ def by_mechanism(truth: WallTruth) -> dict[str, float]:
                 continue
             for stack, ns in stacks.items():
                 frames = ["thread"] + stack.split(";")
-                if off and frames[-1] == "[waiting for a CPU]":
-                    frames = frames[:-1]
-                c = M.of_stack(frames, off_cpu=off)
+                waiting = off and frames[-1] == "[waiting for a CPU]"
+                c = M.of_stack(frames[:-1] if waiting else frames, off_cpu=off, runnable=waiting)
                 out[c.mechanism] += ns
     return out
 

@@ -9,6 +9,7 @@ import os
 import time
 
 from mysqlprobe.collectors.base import Collector, Cost, CpuClock, Facts, Phases, Section
+from mysqlprobe.collectors.target.addresses import UNKNOWN, file_mappings, user_names
 from dataclasses import dataclass, field
 
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
@@ -37,6 +38,7 @@ class ProcessSnapshot:
     thread_sched: dict[int, tuple[int, int]] = field(default_factory=dict)  # tid -> (on CPU ns, run-queue ns)
     thread_born: dict[int, float] = field(default_factory=dict)   # tid -> its start, seconds of CLOCK_BOOTTIME
     thread_waiting: dict[int, str] = field(default_factory=dict)  # tid -> its state and system call, if blocked
+    thread_stack: dict[int, list[int]] = field(default_factory=dict)  # tid -> return addresses, if blocked
     boottime: float = 0.0                                          # CLOCK_BOOTTIME at `at`
 
 
@@ -71,19 +73,54 @@ def schedstat(path: str) -> tuple[int, int] | None:
         return None
 
 
-def waiting_state(task: str, stat_fields: list[str]) -> str | None:
-    """'S 7' (state, system call number) for a blocked thread, else None:
-    what it was doing when the window opened, for the time it spent off a
-    CPU that the off-CPU tracing never saw begin."""
+def waiting_state(task: str, stat_fields: list[str]) -> tuple[str, int] | None:
+    """('S 7', user stack pointer) for a blocked thread (state, system call
+    number), else None: what it was doing when the window opened, for the
+    time it spent off a CPU that the off-CPU tracing never saw begin."""
     state = stat_fields[0]
     if state not in ("S", "D", "I"):
         return None
     try:
         with open(f"{task}/syscall") as f:
-            call = f.read().split()[0]
-    except (OSError, IndexError):
-        call = "?"
-    return f"{state} {call}"
+            fields = f.read().split()   # number, six arguments, stack pointer, program counter
+        call, sp = fields[0], int(fields[7], 16) if len(fields) > 7 else 0
+    except (OSError, IndexError, ValueError):
+        call, sp = "?", 0
+    return f"{state} {call}", sp
+
+
+STACK_SCAN_BYTES = 16384   # of a blocked thread's stack, read from its pointer up
+STACK_SCAN_FRAMES = 48
+
+
+def scanned_return_addresses(mem, sp: int, code: list[tuple[int, int]]) -> list[int]:
+    """The words on a blocked thread's user stack that point into code just
+    after a call instruction, innermost first: its callers, read from its
+    memory without stopping it (frame pointers cannot be walked from
+    outside: the thread's registers are not to be had). A scan may keep a
+    stale return address below a live one; the innermost mechanism read
+    from them is what counts."""
+    try:
+        mem.seek(sp)
+        data = mem.read(STACK_SCAN_BYTES)
+    except (OSError, ValueError, OverflowError):
+        return []
+    out: list[int] = []
+    for i in range(0, len(data) - 7, 8):
+        word = int.from_bytes(data[i:i + 8], "little")
+        if not any(lo + 7 <= word < hi for lo, hi in code):
+            continue
+        try:
+            mem.seek(word - 7)
+            b = mem.read(7)
+        except (OSError, ValueError):
+            continue
+        if len(b) == 7 and (b[2] == 0xE8 or (b[5] == 0xFF and (b[6] & 0x38) == 0x10)
+                            or (b[4] == 0xFF and (b[5] & 0x38) == 0x10) or (b[1] == 0xFF and (b[2] & 0x38) == 0x10)):
+            out.append(word)
+            if len(out) >= STACK_SCAN_FRAMES:
+                break
+    return out
 
 
 def host_cpu_times(path: str = "/proc/stat") -> dict[str, float]:
@@ -92,8 +129,9 @@ def host_cpu_times(path: str = "/proc/stat") -> dict[str, float]:
     return {name: int(v) / CLOCK_TICKS for name, v in zip(HOST_CPU_FIELDS, values)}
 
 
-def snapshot(pid: int, proc: str = "/proc") -> ProcessSnapshot | None:
-    """None when the process is gone or cannot be read."""
+def snapshot(pid: int, proc: str = "/proc", stacks: bool = False) -> ProcessSnapshot | None:
+    """None when the process is gone or cannot be read; stacks: scan each
+    blocked thread's stack for its callers too."""
     base = f"{proc}/{pid}"
     try:
         user, system = _stat_times(f"{base}/stat")
@@ -105,7 +143,7 @@ def snapshot(pid: int, proc: str = "/proc") -> ProcessSnapshot | None:
             read_b = write_b = None
         with open(f"{base}/statm") as f:
             rss = int(f.read().split()[1]) * PAGE_SIZE
-        thread_cpu, names, thread_ctx, sched, born, waiting = {}, {}, {}, {}, {}, {}
+        thread_cpu, names, thread_ctx, sched, born, waiting, sps = {}, {}, {}, {}, {}, {}, {}
         boottime = time.clock_gettime(time.CLOCK_BOOTTIME)
         for entry in os.listdir(f"{base}/task"):
             task = f"{base}/task/{entry}"
@@ -122,7 +160,7 @@ def snapshot(pid: int, proc: str = "/proc") -> ProcessSnapshot | None:
                 sched[tid] = counts
             state = waiting_state(task, fields)
             if state:
-                waiting[tid] = state
+                waiting[tid], sps[tid] = state
             names[tid] = thread_name(pid, tid, proc)
             try:
                 keyed = _keyed(f"{base}/task/{entry}/status")
@@ -130,11 +168,23 @@ def snapshot(pid: int, proc: str = "/proc") -> ProcessSnapshot | None:
             except OSError:
                 pass
         host = host_cpu_times(f"{proc}/stat")
+        scanned = _scan_stacks(pid, sps, proc) if stacks else {}
     except (OSError, IndexError, ValueError):
         return None
     return ProcessSnapshot(time.monotonic(), user, system, status.get("voluntary_ctxt_switches", 0),
                            status.get("nonvoluntary_ctxt_switches", 0), read_b, write_b, rss, len(thread_cpu),
-                           thread_cpu, host, names, thread_ctx, sched, born, waiting, boottime)
+                           thread_cpu, host, names, thread_ctx, sched, born, waiting, scanned, boottime)
+
+
+def _scan_stacks(pid: int, sps: dict[int, int], proc: str = "/proc") -> dict[int, list[int]]:
+    """Each blocked thread's callers, scanned from its stack (root may read another's memory)."""
+    try:
+        with open(f"{proc}/{pid}/maps") as f:
+            code = [(m.start, m.end) for m in file_mappings(f.read())]
+        with open(f"{proc}/{pid}/mem", "rb", buffering=0) as mem:
+            return {tid: scanned_return_addresses(mem, sp, code) for tid, sp in sps.items() if sp}
+    except OSError:
+        return {}
 
 
 def context_switches(start: ProcessSnapshot, end: ProcessSnapshot) -> tuple[int, int]:
@@ -150,12 +200,13 @@ def context_switches(start: ProcessSnapshot, end: ProcessSnapshot) -> tuple[int,
     return vol, inv
 
 
-def thread_times(start: ProcessSnapshot, end: ProcessSnapshot) -> list[dict]:
+def thread_times(start: ProcessSnapshot, end: ProcessSnapshot, named=None) -> list[dict]:
     """Each thread's wall time in the window and how the kernel spent it:
     on a CPU and runnable on a run queue (schedstat, exact), its context
     switches, and, for one blocked when the window opened, what it was
     blocked in. A thread born in the window counts from its start; one
-    that ended in it is lost (the count is in `threads_ended`)."""
+    that ended in it is lost (the count is in `threads_ended`). named: a
+    blocked thread's scanned callers' names by address, innermost first."""
     if not end.thread_sched:
         return []
     window_s = end.at - start.at
@@ -169,7 +220,9 @@ def thread_times(start: ProcessSnapshot, end: ProcessSnapshot) -> list[dict]:
         out.append({"tid": tid, "comm": end.thread_names.get(tid, "?"), "wall_ns": round(wall_s * 1e9),
                     "on_cpu_ns": max(on - on0, 0), "runq_ns": max(runq - runq0, 0),
                     "voluntary": max(v - v0, 0), "involuntary": max(i - i0, 0), "born_in_window": born,
-                    "blocked_at_start": start.thread_waiting.get(tid)})
+                    "blocked_at_start": start.thread_waiting.get(tid),
+                    **({"blocked_in": [named(a) for a in start.thread_stack[tid]]}
+                       if named and start.thread_stack.get(tid) else {})})
     return out
 
 
@@ -205,7 +258,8 @@ def thread_name(pid: int, tid: int, proc: str = "/proc") -> str:
         return "?"
 
 
-def window_record(start: ProcessSnapshot | None, end: ProcessSnapshot | None, top_threads: int = 10) -> dict | None:
+def window_record(start: ProcessSnapshot | None, end: ProcessSnapshot | None, top_threads: int = 10,
+                  named=None) -> dict | None:
     """The changes between two snapshots, as profile.json stores them (pure)."""
     if start is None or end is None:
         return None
@@ -232,7 +286,7 @@ def window_record(start: ProcessSnapshot | None, end: ProcessSnapshot | None, to
         "busiest_threads": [{"tid": tid, "name": end.thread_names.get(tid, "?"), "cpu_s": round(s, 4)}
                             for tid, s in busiest],
         "host_cpu_share": host,
-        "thread_times": thread_times(start, end),
+        "thread_times": thread_times(start, end, named),
         "threads_ended": len(set(start.thread_cpu) - set(end.thread_cpu)),
     }
 
@@ -254,7 +308,7 @@ class ProcessCollector(Collector):
 
     def start(self) -> None:
         with self.clock:
-            self.first = snapshot(self.pid)
+            self.first = snapshot(self.pid, stacks=True)
 
     def stop(self) -> None:
         with self.clock:
@@ -265,8 +319,18 @@ class ProcessCollector(Collector):
         return self.last.thread_names if self.last else {}
 
     def collect(self, facts: Facts) -> Section:
+        named = None
+        addresses = {a for stack in (self.first.thread_stack.values() if self.first else ()) for a in stack}
+        if addresses:
+            with self.clock:
+                try:
+                    names = user_names(self.pid, addresses, files=facts.mapped_files)
+                    named = lambda a: names.get(a, UNKNOWN)  # noqa: E731
+                except OSError:  # the target is gone: its mappings with it
+                    pass
         cost = Cost(cpu_s=self.clock.seconds, method="this process's CPU time reading /proc")
-        return Section(self.name, {"process": window_record(self.first, self.last)}, list(self.notes), cost)
+        return Section(self.name, {"process": window_record(self.first, self.last, named=named)}, list(self.notes),
+                       cost)
 
 
 def alive(pid: int) -> bool:

@@ -102,9 +102,8 @@ def test_the_top_mechanism_is_the_one_perf_shows(compared, servers, tmp_path):
             for tid, stacks in threads.items():
                 for stack, v in stacks.items() if tid in load else ():
                     frames = ["thread"] + stack.split(";")
-                    if frames[-1] == "[waiting for a CPU]":
-                        frames = frames[:-1]
-                    name = M.of_stack(frames, off_cpu=off).mechanism
+                    waiting = frames[-1] == "[waiting for a CPU]"
+                    name = M.of_stack(frames[:-1] if waiting else frames, off_cpu=off, runnable=waiting).mechanism
                     ns[name] = ns.get(name, 0.0) + v / rows
         per_side.append(ns)
     deltas = {n: per_side[1].get(n, 0.0) - per_side[0].get(n, 0.0)

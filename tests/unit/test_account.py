@@ -55,6 +55,16 @@ def test_a_connection_waiting_for_its_client_is_idle_off_cpu_only():
     assert charge(*LOOP, "dispatch_command", "mysql_load", "my_net_read", "vio_read", off=True) == "client protocol"
 
 
+def test_preempted_once_its_reply_is_sent_the_statement_is_over():
+    """Sending the reply wakes the client, which takes the CPU: the thread
+    waits in send() with its statement done, between statements; the libc
+    wrapper keeps no frame pointer, so the stack stops at it."""
+    assert charge(CONN, "__send", off=True) == "client protocol"          # blocked on a full socket
+    assert M.of_stack([CONN, "__send"], off_cpu=True, runnable=True).mechanism == M.IDLE
+    assert M.of_stack([CONN, "__libc_recv"], off_cpu=True).mechanism == M.IDLE
+    assert charge(CONN, "__send") == "client protocol"                    # on CPU: the load's
+
+
 def test_what_meets_no_mechanism_is_other_named_by_its_innermost_function():
     c = M.of_stack(LOOP + ["dispatch_command", "mysql_execute_command", "evaluate_join_record", "memcpy"])
     assert c == M.Charge(M.OTHER, "memcpy")
@@ -152,6 +162,24 @@ def test_a_wait_for_the_client_begun_before_the_window_is_idle_not_the_rows():
     names = [m["name"] for m in j["mechanisms"]]
     assert M.IDLE not in names and "redo log write and flush" in names
     assert {"name", "ns_per_row", "on_cpu_ns_per_row", "off_cpu_ns_per_row", "settings"} <= set(j["mechanisms"][0])
+
+
+@pytest.mark.parametrize("blocked_in, part", [
+    (["pthread_cond_timedwait", "one_thread_per_connection_end", "do_handle_one_connection"], M.IDLE),
+    (["pthread_cond_wait", "os_event::wait_low", "lock_wait_suspend_thread", "row_ins_clust_index_entry_low",
+      "row_insert_for_mysql", "dispatch_command", "do_handle_one_connection"], "row locks"),
+    (["pthread_cond_wait", "some_wait"], NOT_TRACED),
+])
+def test_a_wait_begun_before_the_window_is_charged_by_the_stack_it_was_in(blocked_in, part):
+    """The thread's stack when the window opened, scanned from its memory,
+    names the wait the tracing never saw begin: a thread parked in the thread
+    cache is idle, one in a row lock wait is in row locks."""
+    doc, stacks = capture(blocked_at_start="S 202", traced_blocked_ns=300_000_000)   # futex
+    doc["process"]["thread_times"][0]["blocked_in"] = blocked_in
+    a = Profile(doc, stacks).account
+    assert a is not None and a.part(part) is not None
+    untraced = WINDOW_NS - 900_000_000 - 50_000_000 - 300_000_000
+    assert a.part(part).blocked_ns == pytest.approx(untraced, rel=0.01)   # the traced waits are elsewhere
 
 
 def test_stacks_seen_in_part_of_the_window_are_scaled_to_it():

@@ -163,3 +163,22 @@ def test_a_live_process_counts_its_threads_switches(tmp_path):
     # the sleeping thread switched out ~50 times; /proc/PID/status's count (this thread's) barely moved
     assert context_switches(start, mid)[0] >= 40
     assert mid.ctx_voluntary - start.ctx_voluntary < 40
+
+
+def test_a_blocked_threads_callers_are_scanned_from_its_stack():
+    """Words on the stack that point into code just after a call are its
+    callers, innermost first; data that merely looks like an address is not."""
+    import io
+    from mysqlprobe.collectors.kernel.process import scanned_return_addresses
+    code_lo, code_hi = 0x400000, 0x500000
+    memory = bytearray(0x600000)
+    call_site = 0x401000                        # call rel32: e8 xx xx xx xx, returning to call_site + 5
+    memory[call_site:call_site + 5] = b"\xe8\x00\x00\x00\x00"
+    indirect = 0x402000                         # call *%rax: ff d0, returning to indirect + 2
+    memory[indirect:indirect + 2] = b"\xff\xd0"
+    sp = 0x580000
+    words = [0x1234, call_site + 5, 0x403000, indirect + 2, 0x7fff0000]
+    for i, w in enumerate(words):
+        memory[sp + 8 * i:sp + 8 * i + 8] = w.to_bytes(8, "little")
+    found = scanned_return_addresses(io.BytesIO(bytes(memory)), sp, [(code_lo, code_hi)])
+    assert found == [call_site + 5, indirect + 2]
