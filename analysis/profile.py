@@ -187,9 +187,14 @@ def estimate_basis(profile: Profile) -> str | None:
 
 
 def probe_estimate(profile: Profile, j: int) -> Estimate:
-    """Sampled mode: the window's calls of the j-th probe, from its calls per
-    unprobed second in the on-phases."""
-    return _by_time([(c.on_s, c.probe_s, c.calls[j]) for c in profile.sampling.per_cycle], profile)
+    """Sampled mode: the window's calls of the j-th probe, on the basis its
+    stage's estimate has (the server's rows, else the time): one function's
+    calls and its stage's are one figure, whichever output prints them."""
+    cycles = profile.sampling.per_cycle
+    if estimate_basis(profile) == "rows":
+        pairs = [(c.rows or 0, (c.row_calls or (0,) * (j + 1))[j]) for c in cycles if not c.misread]
+        return estimate_by_rows(pairs, profile.window.rows_changed or 0, profile.probes[j].calls)
+    return _by_time([(c.on_s, c.probe_s, c.calls[j]) for c in cycles], profile)
 
 
 def _by_time(cycles: list[tuple[float, float, float]], profile: Profile) -> Estimate:
