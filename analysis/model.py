@@ -129,7 +129,9 @@ class Profile:
     def ps_summaries(self) -> dict[str, Any]:
         """The P_S summaries' and counters' changes over the window, those of
         the instruments off in the quiet phases scaled to it (ps_figures.py)."""
-        return ps_deltas(self.perf_schema, self.window, self.sampling)
+        a = self.account
+        threads = a.threads if a is not None and a.threads else self.process.threads
+        return ps_deltas(self.perf_schema, self.window, self.sampling, threads)
 
     @cached_property
     def collector_costs(self) -> dict[str, dict[str, Any]] | None:

@@ -57,21 +57,47 @@ def _quieted(kind: str, key: str, instruments: set[str], prefixes: set[str]) -> 
     return False
 
 
-def ps_deltas(ps: PerfSchema, window: Window, sampling: Sampling) -> dict[str, Any]:
+# the instruments whose time is spent in the load's threads: none of it is more than threads x window
+THREAD_TIMED = ("stages", "thread_stages", "digests")
+
+
+def ps_deltas(ps: PerfSchema, window: Window, sampling: Sampling, threads: int | None = None) -> dict[str, Any]:
     """perf_schema.deltas with the quieted instruments' rows scaled to the
-    whole window (each such row gains `scaled_by`)."""
+    whole window (each such row gains `scaled_by`). A stage or statement
+    that ran across the quiet phases is summed whole when it ends, so the
+    scale could take it past what its threads had: a time scaled to more
+    than threads x the window keeps what P_S measured (`scaled_by` null,
+    `not_scaled` says why)."""
     deltas = ps.deltas
     scale = quiet_scale(ps, window, sampling)
     if scale is None:
         return deltas
     instruments = set(ps.quieted_instruments)
     prefixes = {p for n in instruments for p in (n.split("/")[0] + "/", "/".join(n.split("/")[:3]) + "/")}
+    window_ps = window.duration_s * 1e12
+    # the threads that ran each stage, where its events were kept; a thread's own row is one thread's
+    ran: dict[str, set[int]] = {}
+    for e in ps.stages:
+        ran.setdefault(e.event_name, set()).add(e.thread_id)
+
+    def limit_ps(kind: str, name: str) -> float:
+        n = 1 if kind == "thread_stages" else len(ran.get(name, ())) or threads or 0
+        return n * window_ps
     out = {}
     for kind, rows in deltas.items():
         if kind == "status":
             out[kind] = rows
             continue
-        out[kind] = [{**r, **{c: round(r[c] * scale) for c in SCALED_COLUMNS if r.get(c) is not None},
-                      "scaled_by": round(scale, 4)}
-                     if _quieted(kind, r["name"], instruments, prefixes) else r for r in rows]
+        scaled = []
+        for r in rows:
+            if not _quieted(kind, r["name"], instruments, prefixes):
+                scaled.append(r)
+            elif kind in THREAD_TIMED and 0 < limit_ps(kind, r["name"]) < (r.get("timer_ps") or 0) * scale:
+                scaled.append({**r, "scaled_by": None,
+                               "not_scaled": f"scaled by {scale:.3g} it would take more than its threads had "
+                                             "in the window: as P_S measured it"})
+            else:
+                scaled.append({**r, **{c: round(r[c] * scale) for c in SCALED_COLUMNS if r.get(c) is not None},
+                               "scaled_by": round(scale, 4)})
+        out[kind] = scaled
     return out

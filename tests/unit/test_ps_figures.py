@@ -91,3 +91,22 @@ def test_a_quiet_phase_keeps_the_statements_on():
     consumers, instruments = ps.quieted_setup()
     assert consumers == ["events_stages_current", "events_stages_history_long"]
     assert instruments == ["stage/sql/Sending data"]
+
+
+def test_a_stage_is_not_scaled_past_what_its_threads_had():
+    """One statement's 'Sending data' ran across the quiet phases and was
+    summed whole when it ended: scaled by the rows outside them (x1.98) it
+    read 23.2 s for one thread in an 11.8-s window. Kept as P_S measured it."""
+    from mysqlprobe.analysis.ps_figures import ps_deltas
+    from mysqlprobe.analysis.views import PerfSchema, Sampling, Window
+    ps = PerfSchema.of({"status": "collected", "quieted": {"instruments": ["stage/sql/Sending data",
+                                                                          "stage/sql/init"], "quiet_s": 5.9},
+                        "stages": [{"thread_id": 7, "statement_event_id": 1, "event_name": "stage/sql/Sending data"}],
+                        "deltas": {"status": {}, "stages": [
+                            {"name": "stage/sql/Sending data", "count": 1, "timer_ps": int(11.7e12)},
+                            {"name": "stage/sql/init", "count": 10, "timer_ps": int(1e9)}]}})
+    window = Window.of({"duration_s": 11.8})
+    out = ps_deltas(ps, window, Sampling.of({"mode": "sampled"}), threads=2)
+    sending, init = out["stages"]
+    assert sending["timer_ps"] == int(11.7e12) and sending["scaled_by"] is None and "not_scaled" in sending
+    assert init["scaled_by"] == pytest.approx(11.8 / 5.9, rel=1e-3) and init["timer_ps"] == round(1e9 * 2)
