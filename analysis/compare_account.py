@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import math
 import statistics
+import textwrap
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Callable
@@ -294,8 +295,9 @@ def headline(x: Explanation, server_a: str, server_b: str, top: int = 4) -> list
     share = abs(w.delta) / w.a if w.a else 0.0
     how = (f"paired over {x.pairs} alternated runs" if x.paired
            else f"{x.runs[0]} and {x.runs[1]} runs, not alternated")
-    lines = [f"B ({server_b}) is {share:.0%} {way} per row than A ({server_a}) without the probes: "
-             f"{_ns(w.a)} -> {_ns(w.b)}, {_signed(w.delta)} (95% {_signed(w.low)} to {_signed(w.high)}; {how})"]
+    lines = textwrap.wrap(f"B ({server_b}) is {share:.0%} {way} per row than A ({server_a}) without the probes: "
+                          f"{_ns(w.a)} -> {_ns(w.b)}, {_signed(w.delta)} (95% {_signed(w.low)} to "
+                          f"{_signed(w.high)}; {how})", 78, subsequent_indent="  ")
     if not w.excludes_zero:
         return lines + ["the interval holds zero: no finding."]
     findings = [m for m in x.mechanisms if m.finding][:top]

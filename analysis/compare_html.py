@@ -11,6 +11,7 @@ from typing import Any
 import html
 
 from mysqlprobe.analysis import compare as C
+from mysqlprobe.analysis.compare_account import Explanation, headline as account_headline
 from mysqlprobe.analysis.compare_figures import ns_text, signed_ns
 from mysqlprobe.analysis.drilldown import evidence_line
 from mysqlprobe.analysis.html_report import PAGE_SCRIPT
@@ -106,25 +107,61 @@ def stage_graphs(a: list[C.Run], b: list[C.Run], result: dict[str, Any]) -> list
     return out
 
 
+def _headline_lines(result: dict[str, Any]) -> list[str]:
+    """The text report's headline, from the same source: the mechanisms' where the sampled runs gave them."""
+    x: Explanation | None = result.get("explanation")
+    if x is not None:
+        return account_headline(x, result["a"]["server"], result["b"]["server"])
+    return C._headline(result)
+
+
+def mechanisms_html(result: dict[str, Any]) -> str:
+    """The delta by mechanism as a table, A's row time to B's: each part's
+    signed ns per row, its interval, on and off CPU, finding or noise."""
+    x: Explanation | None = result.get("explanation")
+    if x is None:
+        return ""
+    rows = []
+    for m in x.mechanisms:
+        if max(abs(m.total.a), abs(m.total.b)) < 1:
+            continue
+        rows.append(f"<tr class={'finding' if m.finding else 'noise'}><td>{html.escape(m.name)}</td>"
+                    f"<td>{m.total.a:,.0f}</td><td>{m.total.b:,.0f}</td><td>{m.total.delta:+,.0f}</td>"
+                    f"<td>{m.total.low:+,.0f} to {m.total.high:+,.0f}</td><td>{m.on_cpu.delta:+,.0f}</td>"
+                    f"<td>{m.off_cpu.delta:+,.0f}</td><td>{'finding' if m.finding else 'noise'}</td></tr>")
+    u = x.unattributed
+    rows.append(f"<tr class=rest><td>unattributed</td><td></td><td></td><td>{u.delta:+,.0f}</td>"
+                f"<td>{u.low:+,.0f} to {u.high:+,.0f}</td><td></td><td></td><td></td></tr>")
+    return ("<h2>The delta per row by mechanism (ns, B - A)</h2><table class=mechanisms><tr><th>mechanism</th>"
+            "<th>A</th><th>B</th><th>B - A</th><th>95% interval</th><th>on CPU</th><th>off CPU</th><th></th></tr>"
+            + "".join(rows) + f"<tr class=wall><td>wall time per row</td><td>{x.wall.a:,.0f}</td>"
+            f"<td>{x.wall.b:,.0f}</td><td>{x.wall.delta:+,.0f}</td><td>{x.wall.low:+,.0f} to {x.wall.high:+,.0f}</td>"
+            "<td></td><td></td><td></td></tr></table>")
+
+
 def render_html(result: dict[str, Any], text: str, svg: str | None,
                 stage_svgs: tuple[tuple[str, str], ...] | list[tuple[str, str]] = ()) -> str:
     return ("<!DOCTYPE html><html lang=en><head><meta charset=utf-8><title>mysqlprobe compare</title>"
             f"<script>{PAGE_SCRIPT}</script>"
             "<style>body{font:14px system-ui,sans-serif;margin:24px auto;max-width:1240px}"
             "pre{background:#f8f8f4;padding:10px;font-size:12.5px}.muted{color:#666}"
-            ".stages td{padding:2px 8px}.bars{width:640px}.bar{height:14px;margin:1px 0;font-size:11px;"
+            ".stages td,.mechanisms td{padding:2px 8px}.mechanisms td:not(:first-child){text-align:right}"
+            ".mechanisms .noise{color:#888}.mechanisms .wall{font-weight:bold}"
+            ".bars{width:640px}.bar{height:14px;margin:1px 0;font-size:11px;"
             "white-space:nowrap}.bar.a{background:#8fb3d9}.bar.b{background:#e39b7b}"
             ".rows td{padding:2px 8px;white-space:nowrap}.rowbar{width:900px;display:flex}.seg{height:22px}"
             ".key{margin-right:14px;font-size:12px}.key i{display:inline-block;width:10px;height:10px;"
             "margin-right:4px}</style></head><body>"
             f"<h1>{html.escape(result['a']['server'])} vs {html.escape(result['b']['server'])}</h1>"
-            + "<div id=headline><pre>" + html.escape("\n".join(C._headline(result))) + "</pre></div>"
+            + "<div id=headline><pre>" + html.escape("\n".join(_headline_lines(result))) + "</pre></div>"
+            + mechanisms_html(result)
             + row_bars(result)
             + drilldown_html(result)
             + "<h2>Stages, per row</h2>" + stage_bars(result)
             + "".join(f"<h2>Below {html.escape(stage)}</h2>{g}" for stage, g in stage_svgs)
             + f"<h2>Report</h2><pre>{html.escape(text)}</pre>"
-            + (f"<h2>Differential flame graph of the load's threads, samples per row</h2>{svg}" if svg else "")
+            + (f"<h2>Differential flame graph of the load's threads, "
+               f"{'wall time' if result.get('explanation') else 'samples'} per row</h2>{svg}" if svg else "")
             + "</body></html>\n")
 
 
