@@ -42,17 +42,33 @@ def timeline(profile: Profile) -> Timeline | None:
         return None
     phases, latency = [], []
     columns = [j for j, p in enumerate(profile.probes) if stage and p.stage == stage]
+    per = inserted_per_counted(profile)
+
+    def inserted(rows: float | None) -> int | None:
+        return None if rows is None else round(rows * per)
     for c in cycles:
         at_s = c.at_s or 0.0
         # the rows were read over row_s inside the on-phase: their rate stands for it
-        on_rows = round(c.rows * c.on_s / c.row_s) if c.rows is not None and c.row_s else None
-        phases.append(Phase(at_s, c.on_s, on_rows, ON))
-        phases += [Phase(off.at_s, off.s, off.rows, QUIET if off.quiet else OFF) for off in c.off]
+        on_rows = c.rows * c.on_s / c.row_s if c.rows is not None and c.row_s else None
+        phases.append(Phase(at_s, c.on_s, inserted(on_rows), ON))
+        phases += [Phase(off.at_s, off.s, inserted(off.rows), QUIET if off.quiet else OFF) for off in c.off]
         if columns and c.ns is not None:
             calls = sum(c.calls[j] for j in columns)
             if calls:
                 latency.append((at_s, c.on_s, sum(c.ns[j] for j in columns) / calls))
     return Timeline(profile.window.duration_s, phases, stage if latency else None, latency)
+
+
+def inserted_per_counted(profile: Profile) -> float:
+    """Rows inserted per row the duty cycles counted: they read the server's
+    Handler_write (+ update, delete), which a partitioned table's row passes
+    twice (the partitioning handler's and its partition's); the timeline's
+    rows are the rows inserted (Innodb_rows_inserted), as every other figure's."""
+    inserted = profile.perf_schema.server_status.get("Innodb_rows_inserted")
+    counted = profile.window.rows_changed
+    if inserted and counted and not (profile.window.rows_counter or "").startswith("memory:"):
+        return float(inserted / counted)
+    return 1.0
 
 
 def main_stage(profile: Profile) -> str | None:

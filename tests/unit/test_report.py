@@ -290,6 +290,12 @@ def test_the_timeline_draws_each_phases_rate_and_the_main_stages_latency():
     assert rates[1] < rates[0]                         # the off-phase ran faster: drawn higher
     assert "no timeline" not in render_text(profile)
     assert timeline(Profile(synthetic_run())) is None      # every call counted: one phase
+    # the cycles count Handler_write, which a partitioned table's row passes twice: the timeline's
+    # rows are the rows inserted, as the headline's
+    doc["window"]["rows_changed"] = 20_000
+    doc["perf_schema"] = {"status": "collected", "deltas": {"status": {"Innodb_rows_inserted": 10_000}}}
+    halved = timeline(Profile(doc))
+    assert halved is not None and halved.phases[0].rows_per_s == pytest.approx(10090 / 2, abs=5)
 
 
 def test_calls_scaled_by_time_from_phases_the_load_missed_are_withheld():
