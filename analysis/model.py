@@ -189,7 +189,11 @@ class Profile:
     def overhead(self) -> Overhead:
         """The probes' calibrated cost, the slowdown the duty cycles measured,
         and what each collector measured itself to cost."""
-        estimated = sum(p.overhead_ns for p in self.probes)
+        # one figure for the probes' cost: the latency collector's own (its probe hits x their calibrated
+        # cost, x the in-situ factor the cycles measured, and the switch program's run time), else the
+        # probes' calibrated cost alone (captures from before collectors kept theirs)
+        measured = ((self.collector_costs or {}).get("latency") or {}).get("target_s")
+        estimated = measured * 1e9 if measured else sum(p.overhead_ns for p in self.probes)
         window = window_ns(self)
         return Overhead(estimated_ns=estimated, share_of_window=round(estimated / window, 6) if window else None,
                         measured_slowdown=measured_slowdown(self),
