@@ -287,7 +287,8 @@ def unprobed_ns(conn, table) -> float:
 
 
 def perf_shares(pid: int, conn, table, workdir: Path) -> dict[str, float]:
-    """Each mechanism's share of the row's time, from an unprobed run under perf."""
+    """Each mechanism's share of the row's time, from an unprobed run under perf
+    (a run perf saw nothing of is an error, not an empty truth)."""
     workload.create_target(conn, table)
     time.sleep(0.5)
     recorder = WallRecorder(pid, workdir)
@@ -295,7 +296,9 @@ def perf_shares(pid: int, conn, table, workdir: Path) -> dict[str, float]:
     workload.insert_select(conn, table)
     ns = by_mechanism(recorder.stop())
     row = sum(v for k, v in ns.items() if k not in (M.IDLE, M.PROBES_MECHANISM))
-    return {k: v / row for k, v in ns.items() if k not in (M.IDLE, M.PROBES_MECHANISM)} if row else {}
+    if not row:
+        raise RuntimeError(f"perf recorded none of the load's threads' time (its data in {workdir})")
+    return {k: v / row for k, v in ns.items() if k not in (M.IDLE, M.PROBES_MECHANISM)}
 
 
 def truth_of(servers: list[tuple], table, workdir: Path) -> dict:
@@ -360,6 +363,7 @@ def main_compare() -> int:
     runs = []
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(args.keep) if args.keep else Path(tmp)
+        work.mkdir(parents=True, exist_ok=True)   # perf writes its data there before lab bench makes it
         for spec in args.pairs.split(","):
             a_text, b_text = spec.split("/")
             boxes = []
