@@ -26,7 +26,9 @@ pytestmark = [pytest.mark.root, pytest.mark.server]
 ROWS = 300_007          # prime: about a second a run on these servers
 CELL = "range-100"
 REPEATS = 4
-DELTA = 0.35            # of the truth's delta: its own runs and the tool's each carry this host's noise
+DELTA = 0.5             # of the truth's delta: both sides' few runs carry this host's noise (bench/RESULTS.md
+                        # section 6: the tool's delta -37% to +33% of the truth's over 3 repeats of 5 pairs); a
+                        # delta of the wrong sign, of 0% or of twice the truth's fails it
 TOP = 0.5               # the top mechanism's delta, against the truth's
 
 
