@@ -32,15 +32,13 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from mysqlprobe.lab.benchkit import MYSQLPROBE, bench_parser, derived, log, machine, machine_line, stored, write_results
-from mysqlprobe.lab.benchkit.loads import Load, Shape, rows_inserted, sysbench_command
+from mysqlprobe.lab.benchkit.loads import SYSBENCH_SHAPE, ShapeRun, rows_inserted, shape_sizes
 from mysqlprobe.collectors.kernel.process import cpu_seconds
 from mysqlprobe.lab import sandbox, workload
 from mysqlprobe.lab.benchkit.truth import on_stack_ns
 
 TRUTH_HZ = 999
 STAGES = {"partition.write_row": "ha_partition9write_row", "innodb.row_insert": "row_insert_for_mysql"}
-SYSBENCH_SHAPE = "sysbench-8"   # oltp_insert from 8 clients: one row a transaction, tables not partitioned
-SYSBENCH = Shape("oltp_insert, 8 threads", "oltp_insert", 8)
 
 
 def stages_of(shape: str) -> dict[str, str]:
@@ -48,35 +46,11 @@ def stages_of(shape: str) -> dict[str, str]:
     return {"innodb.row_insert": STAGES["innodb.row_insert"]} if shape == SYSBENCH_SHAPE else STAGES
 
 
-class Statement:
-    """One run of a shape's load: (rows, seconds). A table shape: INSERT ...
-    SELECT into a new table; the sysbench shape: oltp_insert for its
-    seconds, its rows counted by the server (Innodb_rows_inserted)."""
-
-    def __init__(self, sb, conn, shape: str, table=None, seconds: float = 0.0):
-        self.sb, self.conn, self.shape, self.table, self.seconds = sb, conn, shape, table, seconds
-
-    def prepare(self) -> None:
-        if self.table is not None:
-            workload.create_target(self.conn, self.table)
-
-    def run(self) -> tuple[int, float]:
-        if self.table is not None:
-            return workload.insert_select(self.conn, self.table)
-        rows0, t0 = rows_inserted(self.conn), time.perf_counter()
-        subprocess.run(sysbench_command(self.sb.socket, SYSBENCH) + [f"--time={max(round(self.seconds), 1)}",
-                                                                       "run"], check=True, capture_output=True)
-        return rows_inserted(self.conn) - rows0, time.perf_counter() - t0
 BOUND = 0.35          # the issue's bound on a stage's mean per call, against the truth
 COUNT_BOUND = 0.02    # and on estimated calls, against the server's counter
 
 
-def run_statement(conn, table) -> tuple[int, float]:
-    workload.create_target(conn, table)
-    return workload.insert_select(conn, table)
-
-
-def truth_run(pid: int, load: Statement, workdir: Path) -> dict:
+def truth_run(pid: int, load: ShapeRun, workdir: Path) -> dict:
     load.prepare()
     data = workdir / "truth.data"
     perf = subprocess.Popen(["perf", "record", "-q", "-g", "-e", "cpu-clock", "-F", str(TRUTH_HZ), "-p", str(pid),
@@ -96,7 +70,7 @@ def truth_run(pid: int, load: Statement, workdir: Path) -> dict:
                             for stage in stages}}
 
 
-def tool_run(pid: int, load: Statement, lead: float, workdir: Path, keep: Path | None = None) -> dict:
+def tool_run(pid: int, load: ShapeRun, lead: float, workdir: Path, keep: Path | None = None) -> dict:
     load.prepare()
     conn = load.conn
     out = keep if keep is not None else Path(tempfile.mkdtemp(dir=workdir))
@@ -124,25 +98,13 @@ def tool_run(pid: int, load: Statement, lead: float, workdir: Path, keep: Path |
 def bench_shape(sb, pid: int, shape: str, seconds: list[float], repeats: int, leads: list[float],
                 workdir: Path, keep: Path | None = None) -> list[dict]:
     conn = workload.connect(sb.socket)
-    if shape == SYSBENCH_SHAPE:
-        prepared = Load(sb, SYSBENCH)
-        prepared.prepare()
-        prepared.conn.close()
-        sizes = {length: None for length in seconds}
-        table = None
-    else:
-        kind, parts = shape.split("-")
-        table = workload.table(kind, int(parts))
-        # the rate, once, on a statement of 200,003 rows
-        workload.prepare_source(conn, 200_003)
-        rows, took = run_statement(conn, table)
-        sizes = {length: int(rows / took * length) | 1 for length in seconds}
+    table, sizes = shape_sizes(sb, conn, shape, seconds)
     out = []
     for length in seconds:
         n = sizes[length]
         if n is not None:
             workload.prepare_source(conn, n)
-        load = Statement(sb, conn, shape, table, length)
+        load = ShapeRun(sb, conn, shape, table, length)
         for r in range(repeats):
             for lead in leads:
                 truth = truth_run(pid, load, workdir)

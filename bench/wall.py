@@ -31,36 +31,13 @@ from mysqlprobe.flamegraphs.stacks import CONNECTION_FRAMES
 from mysqlprobe.lab import sandbox, workload
 from mysqlprobe.lab.benchkit import (MYSQLPROBE, bench_parser, derived, log, machine, machine_line, run_subcommand,
                                      stored, write_results)
-from mysqlprobe.lab.benchkit.loads import Load, Shape, rows_inserted, sysbench_command
+from mysqlprobe.lab.benchkit.loads import SYSBENCH_SHAPE, ShapeRun, shape_sizes
 from mysqlprobe.lab.benchkit.truth import WallRecorder, WallTruth
 
-SYSBENCH_SHAPE = "sysbench-8"
-SYSBENCH = Shape("oltp_insert, 8 threads", "oltp_insert", 8)
 SHARE = 0.10        # a mechanism the truth gives this much of the row or more is held to BOUND
 BOUND = 0.25
 UNATTRIBUTED = 0.15
 LEAD_S = 1.0
-
-
-class Run:
-    """One run of a shape's load: rows and seconds. A table shape: INSERT ...
-    SELECT into a new table; sysbench-8: oltp_insert for its seconds."""
-
-    def __init__(self, sb, conn, shape: str, table, seconds: float):
-        self.sb, self.conn, self.shape, self.table, self.seconds = sb, conn, shape, table, seconds
-
-    def prepare(self) -> None:
-        if self.table is not None:
-            workload.create_target(self.conn, self.table)
-
-    def run(self) -> tuple[int, float]:
-        rows0, t0 = rows_inserted(self.conn), time.perf_counter()
-        if self.table is not None:
-            workload.insert_select(self.conn, self.table)
-        else:
-            subprocess.run(sysbench_command(self.sb.socket, SYSBENCH) + [f"--time={max(round(self.seconds), 1)}",
-                                                                           "run"], check=True, capture_output=True)
-        return rows_inserted(self.conn) - rows0, time.perf_counter() - t0
 
 
 def by_mechanism(truth: WallTruth) -> dict[str, float]:
@@ -82,7 +59,7 @@ def by_mechanism(truth: WallTruth) -> dict[str, float]:
     return out
 
 
-def truth_run(pid: int, load: Run, workdir: Path) -> dict:
+def truth_run(pid: int, load: ShapeRun, workdir: Path) -> dict:
     load.prepare()
     recorder = WallRecorder(pid, workdir)
     time.sleep(0.5)  # perf's events open
@@ -95,7 +72,7 @@ def truth_run(pid: int, load: Run, workdir: Path) -> dict:
             if rows else {}}
 
 
-def tool_run(pid: int, load: Run, workdir: Path) -> dict:
+def tool_run(pid: int, load: ShapeRun, workdir: Path) -> dict:
     load.prepare()
     out = Path(tempfile.mkdtemp(dir=workdir))
     proc = subprocess.Popen([MYSQLPROBE, "-p", str(pid), "-o", str(out), "-q"], stdout=subprocess.DEVNULL,
@@ -116,24 +93,13 @@ def tool_run(pid: int, load: Run, workdir: Path) -> dict:
 
 def bench_shape(sb, pid: int, shape: str, lengths: list[float], repeats: int, workdir: Path) -> list[dict]:
     conn = workload.connect(sb.socket)
-    if shape == SYSBENCH_SHAPE:
-        prepared = Load(sb, SYSBENCH)
-        prepared.prepare()
-        prepared.conn.close()
-        table, sizes = None, {length: None for length in lengths}
-    else:
-        kind, parts = shape.split("-")
-        table = workload.table(kind, int(parts))
-        workload.prepare_source(conn, 200_003)
-        workload.create_target(conn, table)
-        rows, took = workload.insert_select(conn, table)
-        sizes = {length: int(rows / took * length) | 1 for length in lengths}
+    table, sizes = shape_sizes(sb, conn, shape, lengths)
     out = []
     for length in lengths:
         n = sizes[length]
         if n is not None:
             workload.prepare_source(conn, n)
-        load = Run(sb, conn, shape, table, length)
+        load = ShapeRun(sb, conn, shape, table, length)
         for r in range(repeats):
             truth = truth_run(pid, load, workdir)
             tool = tool_run(pid, load, workdir)

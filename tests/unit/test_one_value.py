@@ -21,18 +21,11 @@ from mysqlprobe.analysis.model import Profile
 from mysqlprobe.analysis.prometheus import exposition
 from mysqlprobe.analysis.report import render_text
 from test_account import capture as account_capture
-from test_report import ROWS, synthetic_run
+from test_report import sampled_run, synthetic_run
 
 
 def sampled() -> Profile:
-    third = [ROWS // 3, ROWS // 3, ROWS - 2 * (ROWS // 3)]
-    cycles = [{"on_s": 0.1, "probe_s": 0.001, "calls": [n, n, n, 0], "rows": 3000 + i,
-               "row_calls": [n - 5.5, n - 5, n - 5, 0], "row_s": 0.09, "lost_s": 0.01, "unprobed_rows_per_s": 3e4}
-              for i, n in enumerate(third)]
-    doc = synthetic_run({"mode": "sampled", "overhead_budget": 0.1, "cycles": 3, "on_s": 0.3, "lost_s": 0.03,
-                         "cost_uncertainty": 0.1, "calls_per_cycle": cycles})
-    doc["window"]["rows_changed"] = 50021
-    return Profile(capture.as_json(doc))
+    return Profile(capture.as_json(sampled_run()))
 
 
 def text_calls(text: str) -> dict[str, int]:

@@ -167,7 +167,8 @@ def test_a_schema_1_capture_reports_as_it_did(name):
         assert render_html(Profile(doc)) == GOLDEN.with_name("report_v1_exact.html").read_text()
 
 
-def test_report_of_a_saved_capture_prints_what_the_live_run_printed(tmp_path):
+def sampled_run() -> dict:
+    """The synthetic capture in sampled mode: three duty cycles, rows counted."""
     third = [ROWS // 3, ROWS // 3, ROWS - 2 * (ROWS // 3)]
     cycles = [{"on_s": 0.1, "probe_s": 0.001, "calls": [n, n, n, 0], "rows": 3000 + i,
                "row_calls": [n - 5.5, n - 5, n - 5, 0], "row_s": 0.09, "lost_s": 0.01, "unprobed_rows_per_s": 3e4}
@@ -175,6 +176,11 @@ def test_report_of_a_saved_capture_prints_what_the_live_run_printed(tmp_path):
     doc = synthetic_run({"mode": "sampled", "overhead_budget": 0.1, "cycles": 3, "on_s": 0.3, "lost_s": 0.03,
                          "cost_uncertainty": 0.1, "calls_per_cycle": cycles})
     doc["window"]["rows_changed"] = 50021
+    return doc
+
+
+def test_report_of_a_saved_capture_prints_what_the_live_run_printed(tmp_path):
+    doc = sampled_run()
     live = render_text(Profile(capture.as_json(doc)))
     capture.write_capture(str(tmp_path), capture.Capture(doc))
     assert render_text(Profile(capture.read_profile(str(tmp_path)))) == live

@@ -379,3 +379,48 @@ def close_quietly(load: Load) -> None:
         load.close()
     except Exception as e:  # noqa: BLE001  the figures are what matters here
         log(f"closing the load: {e}")
+
+
+SYSBENCH_SHAPE = "sysbench-8"   # oltp_insert from 8 clients: one row a transaction, tables not partitioned
+SYSBENCH_8 = Shape("oltp_insert, 8 threads", "oltp_insert", 8)
+
+
+class ShapeRun:
+    """One run of a named load shape, (rows, seconds): a table shape
+    (range-5, hash-100...) is one INSERT ... SELECT into a new table of
+    that kind; sysbench-8 is oltp_insert from 8 clients for `seconds`, its
+    rows counted by the server."""
+
+    def __init__(self, sb: sandbox.Sandbox, conn, shape: str, table: workload.Table | None = None,
+                 seconds: float = 0.0):
+        self.sb, self.conn, self.shape, self.table, self.seconds = sb, conn, shape, table, seconds
+
+    def prepare(self) -> None:
+        if self.table is not None:
+            workload.create_target(self.conn, self.table)
+
+    def run(self) -> tuple[int, float]:
+        if self.table is not None:
+            return workload.insert_select(self.conn, self.table)
+        rows0, t0 = rows_inserted(self.conn), time.perf_counter()
+        subprocess.run(sysbench_command(self.sb.socket, SYSBENCH_8) + [f"--time={max(round(self.seconds), 1)}",
+                                                                         "run"], check=True, capture_output=True)
+        return rows_inserted(self.conn) - rows0, time.perf_counter() - t0
+
+
+def shape_sizes(sb: sandbox.Sandbox, conn, shape: str,
+                lengths: list[float]) -> tuple[workload.Table | None, dict[float, int | None]]:
+    """A shape's table (None for sysbench-8, its tables prepared here) and the
+    rows that make each length of load on this server, sized from its rate
+    on a statement of 200,003 rows (None: sysbench runs for the length)."""
+    if shape == SYSBENCH_SHAPE:
+        prepared = Load(sb, SYSBENCH_8)
+        prepared.prepare()
+        prepared.conn.close()
+        return None, {length: None for length in lengths}
+    kind, parts = shape.split("-")
+    table = workload.table(kind, int(parts))
+    workload.prepare_source(conn, 200_003)
+    workload.create_target(conn, table)
+    rows, took = workload.insert_select(conn, table)
+    return table, {length: int(rows / took * length) | 1 for length in lengths}
