@@ -120,6 +120,7 @@ class Account:
     runq_ns: int
     parts: tuple[Part, ...]            # by mechanism, most first; idle, probes, not traced and other among them
     rows: int | None
+    rows_from: str                     # Innodb_rows_inserted, the load's own count, or the probes' row inserts
     coverage: Coverage
     background_cpu_ns: int
     background: tuple[tuple[str, int], ...]   # background threads' CPU by name, ns
@@ -161,7 +162,7 @@ class Account:
             return _r(ns / rows) if rows else None
 
         return {
-            "threads": self.threads, "rows": rows,
+            "threads": self.threads, "rows": rows, "rows_from": self.rows_from or None,
             "window_wall_ns": self.wall_ns, "on_cpu_ns": self.on_cpu_ns, "blocked_ns": self.blocked_ns,
             "runq_ns": self.runq_ns,
             "idle_ns": _r(self._ns(M.IDLE)), "probes_ns": _r(self._ns(M.PROBES_MECHANISM)),
@@ -305,11 +306,11 @@ def build(profile: Profile, cpu: Folded | None, off: Folded | None) -> Account |
     coverage = Coverage(sampled_on / on if sampled_on is not None and on else None,
                         traced_off / off_total if traced_off is not None and off_total else None)
     background = _background(times, tids, profile)
-    rows = _rows(profile)
+    rows, rows_from = _rows(profile)
     if rows is None and profile.perf_schema.collected and "Innodb_rows_inserted" not in profile.perf_schema.server_status:
-        notes.append("the server keeps no Innodb_rows_inserted (MariaDB 10.6 and later): no figure per row; "
-                     "the account's totals stand for the window")
-    return Account(len(load), wall, on, blocked, runq, tuple(out), rows, coverage,
+        notes.append("the server keeps no Innodb_rows_inserted (MariaDB 10.6 and later) and no probe counted "
+                     "InnoDB's row inserts: no figure per row; the account's totals stand for the window")
+    return Account(len(load), wall, on, blocked, runq, tuple(out), rows, rows_from, coverage,
                    sum(ns for _, ns in background), background, _efficiency(profile, load, background, rows),
                    tuple(notes), _per(on, on_split), _per(traced_blocked, blocked_split), _per(runq, runq_split))
 
@@ -378,14 +379,24 @@ def _background(times: tuple[ThreadTime, ...], tids: set[int], profile: Profile)
     return tuple(sorted(by_name.items(), key=lambda kv: -kv[1]))
 
 
-def _rows(profile: Profile) -> int | None:
-    """Rows inserted in the window: the server's Innodb_rows_inserted, else
-    the load's own count (the lab's driver). Not Handler_write: a
-    partitioned table's row passes it twice."""
+ROW_INSERT_STAGE = "innodb.row_insert"   # one call a row InnoDB inserts
+
+
+def _rows(profile: Profile) -> tuple[int | None, str]:
+    """Rows inserted in the window and where the figure comes from: the
+    server's Innodb_rows_inserted, else the load's own count (the lab's
+    driver), else the probes' calls of InnoDB's row insert (counted, or
+    estimated for the window). Not Handler_write: a partitioned table's
+    row passes it twice."""
     status = profile.perf_schema.server_status
     if status.get("Innodb_rows_inserted"):
-        return int(status["Innodb_rows_inserted"])
-    return int(profile.workload.rows) if profile.workload.rows else None
+        return int(status["Innodb_rows_inserted"]), "Innodb_rows_inserted"
+    if profile.workload.rows:
+        return int(profile.workload.rows), "the load's own count"
+    stage = next((s for s in profile.stages if s.stage == ROW_INSERT_STAGE and s.calls), None)
+    if stage is not None:
+        return round(profile.estimated_calls(stage).value), f"calls of {ROW_INSERT_STAGE}"
+    return None, ""
 
 
 def _efficiency(profile: Profile, load: list[ThreadTime], background: tuple[tuple[str, int], ...],

@@ -178,8 +178,7 @@ def headline(profile: Profile) -> Headline:
     rows, rows_from = rows_written(profile)
     a = profile.account
     if a is not None and a.rows and a.row_time_ns > 0:
-        return account_headline(profile, a, a.rows, "Innodb_rows_inserted",
-                                profile.sampling.load_s or window_ns(profile) / 1e9)
+        return account_headline(profile, a, a.rows, a.rows_from, profile.sampling.load_s or window_ns(profile) / 1e9)
     load_s = profile.sampling.load_s or window_ns(profile) / 1e9
     slowdown = measured_slowdown(profile)
     # a load that measured faster with the probes than without ran as fast: noise, not a gain

@@ -143,13 +143,13 @@ def impossible_figures(capture_dir: Path, hostile: bool = False) -> list[str]:
     from mysqlprobe.analysis.model import Profile
     from mysqlprobe.analysis.per_call import SAMPLED_METHODS
     from mysqlprobe.capture import read_profile
-    from mysqlprobe.errors import CaptureError
+    from mysqlprobe.errors import CaptureError, MysqlprobeError
     from mysqlprobe.reports import capture_dir_stacks
 
     try:
         doc = read_profile(str(capture_dir))
-    except CaptureError:
-        return []      # not a capture (a test's hostile file): the test's own assertions judge it
+    except MysqlprobeError:
+        return []      # not a capture (a test's hostile file, a directory): the test's own assertions judge it
     try:
         profile = Profile(doc, capture_dir_stacks(str(capture_dir), doc))
     except CaptureError as e:

@@ -726,6 +726,12 @@ def test_the_table_names_every_fault_once():
     assert sorted(tried) == sorted(FAULTS) and len(FAULTS) >= 25
     documented = re.findall(r"^\| \d+ \| .*? `([a-z0-9-]+)` \|", FAULTS_DOC.read_text(), re.M)
     assert documented == list(FAULTS), "docs/faults.md is out of date: run scripts/faults_table.py"
+    # and its outcomes: each row says what this file expects of that fault, and that it held
+    rows = re.findall(r"^\| \d+ \| .*? `([a-z0-9-]+)` \| (.*?) \| .*? \| (\w[\w ]*) \|$", FAULTS_DOC.read_text(), re.M)
+    assert [key for key, _, _ in rows] == list(FAULTS)
+    for key, expect, outcome in rows:
+        assert expect == FAULTS[key].expect.replace("|", "\\|").replace("\n", " "), (key, expect)
+        assert outcome == "held", (key, outcome)
 
 
 def test_server_paused_mid_window(server, tmp_path, record_property):
@@ -839,6 +845,7 @@ def test_a_debug_file_of_another_build(server, tmp_path, record_property):
     observed(record_property, "debug-file-mismatched", f"exit 5 (forced too): {seen[0]}")
 
 
+@pytest.mark.hostile_captures
 def test_files_that_are_not_regular_files(server, tmp_path, record_property):
     fifo = tmp_path / "fifo"
     os.mkfifo(fifo)
@@ -865,6 +872,7 @@ def test_files_that_are_not_regular_files(server, tmp_path, record_property):
                                                            + ", ".join(seen[:3]) + ", ...")
 
 
+@pytest.mark.hostile_captures
 def test_captures_with_a_wrong_field(tmp_path, record_property):
     doc = {"schema": "mysqlprobe.profile", "schema_version": 2, "window": {"duration_s": 1.0}, "probes": []}
     (tmp_path / "profile.json").write_text(json.dumps(doc))

@@ -125,7 +125,8 @@ def quiet_phases_leave_nothing_on(doc: dict, before: tuple, after: tuple) -> Non
     the summaries scaled back to the window agree with the server's own
     counters, and its setup updates are not counted as the load's rows."""
     ps, sampling = doc["perf_schema"], doc["sampling"]
-    assert set(sampling["quieted"]) == {"calibration", "cpu_profile", "perf_schema"} and 0.5 <= sampling["quiet_share"] <= 0.9
+    assert set(sampling["quieted"]) == {"calibration", "cpu_profile", "off_cpu", "perf_schema"} \
+        and 0.5 <= sampling["quiet_share"] <= 0.9
     quieted = ps["quieted"]
     assert "events_stages_history_long" in quieted["consumers"]
     assert "stage/sql/closing tables" in quieted["instruments"]

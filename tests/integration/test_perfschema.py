@@ -130,7 +130,7 @@ def test_a_connection_gone_before_the_window_ends_is_joined_by_its_thread(server
     ps = doc["perf_schema"]
     assert ps["progress_reads"] == "not recorded"
     assert doc["sampling"]["cycles"] >= 2
-    assert "quieted" not in ps and doc["sampling"]["quieted"] == ["calibration", "cpu_profile"]
+    assert "quieted" not in ps and doc["sampling"]["quieted"] == ["calibration", "cpu_profile", "off_cpu"]
     (tree,) = [t for t in doc["attribution"]["by_thread"]
                if t["statement"].replace("`", "").startswith("INSERT INTO emp_range_5")]
     assert tree["join"] == "thread" and tree["stages_from"] == "history", tree
