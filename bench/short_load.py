@@ -32,7 +32,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from mysqlprobe.lab.benchkit import MYSQLPROBE, bench_parser, derived, log, machine, machine_line, stored, write_results
-from mysqlprobe.lab.benchkit.loads import SYSBENCH_SHAPE, ShapeRun, rows_inserted, shape_sizes
+from mysqlprobe.lab.benchkit.loads import SYSBENCH_SHAPE, ShapeRun, rows_inserted, shape_runs
 from mysqlprobe.collectors.kernel.process import cpu_seconds
 from mysqlprobe.lab import sandbox, workload
 from mysqlprobe.lab.benchkit.truth import on_stack_ns
@@ -98,13 +98,8 @@ def tool_run(pid: int, load: ShapeRun, lead: float, workdir: Path, keep: Path | 
 def bench_shape(sb, pid: int, shape: str, seconds: list[float], repeats: int, leads: list[float],
                 workdir: Path, keep: Path | None = None) -> list[dict]:
     conn = workload.connect(sb.socket)
-    table, sizes = shape_sizes(sb, conn, shape, seconds)
     out = []
-    for length in seconds:
-        n = sizes[length]
-        if n is not None:
-            workload.prepare_source(conn, n)
-        load = ShapeRun(sb, conn, shape, table, length)
+    for length, load in shape_runs(sb, conn, shape, seconds):
         for r in range(repeats):
             for lead in leads:
                 truth = truth_run(pid, load, workdir)
@@ -112,7 +107,7 @@ def bench_shape(sb, pid: int, shape: str, seconds: list[float], repeats: int, le
                 if kept:
                     kept.mkdir(parents=True)
                 tool = tool_run(pid, load, lead, workdir, kept)
-                out.append({"shape": shape, "seconds": length, "rows": n if n is not None else tool["server_rows"],
+                out.append({"shape": shape, "seconds": length, "rows": load.rows if load.rows is not None else tool["server_rows"],
                             "repeat": r + 1, "lead_s": lead, "truth": truth, "tool": tool})
                 log(f"{shape} {length}s lead {lead}s #{r + 1}: truth {fmt(truth['per_call_ns'])}, "
                     f"tool {fmt(tool['mean_ns'])}, calls {tool['estimated_calls']} for {tool['server_rows']} rows, "

@@ -31,7 +31,7 @@ from mysqlprobe.flamegraphs.stacks import CONNECTION_FRAMES
 from mysqlprobe.lab import sandbox, workload
 from mysqlprobe.lab.benchkit import (MYSQLPROBE, bench_parser, derived, log, machine, machine_line, run_subcommand,
                                      stored, write_results)
-from mysqlprobe.lab.benchkit.loads import SYSBENCH_SHAPE, ShapeRun, shape_sizes
+from mysqlprobe.lab.benchkit.loads import SYSBENCH_SHAPE, ShapeRun, shape_runs
 from mysqlprobe.lab.benchkit.truth import WallRecorder, WallTruth
 
 SHARE = 0.10        # a mechanism the truth gives this much of the row or more is held to BOUND
@@ -93,13 +93,8 @@ def tool_run(pid: int, load: ShapeRun, workdir: Path) -> dict:
 
 def bench_shape(sb, pid: int, shape: str, lengths: list[float], repeats: int, workdir: Path) -> list[dict]:
     conn = workload.connect(sb.socket)
-    table, sizes = shape_sizes(sb, conn, shape, lengths)
     out = []
-    for length in lengths:
-        n = sizes[length]
-        if n is not None:
-            workload.prepare_source(conn, n)
-        load = ShapeRun(sb, conn, shape, table, length)
+    for length, load in shape_runs(sb, conn, shape, lengths):
         for r in range(repeats):
             truth = truth_run(pid, load, workdir)
             tool = tool_run(pid, load, workdir)

@@ -392,8 +392,9 @@ class ShapeRun:
     rows counted by the server."""
 
     def __init__(self, sb: sandbox.Sandbox, conn, shape: str, table: workload.Table | None = None,
-                 seconds: float = 0.0):
+                 seconds: float = 0.0, rows: int | None = None):
         self.sb, self.conn, self.shape, self.table, self.seconds = sb, conn, shape, table, seconds
+        self.rows = rows   # the source's rows a table shape inserts (None: sysbench's, counted by the server)
 
     def prepare(self) -> None:
         if self.table is not None:
@@ -424,3 +425,14 @@ def shape_sizes(sb: sandbox.Sandbox, conn, shape: str,
     workload.create_target(conn, table)
     rows, took = workload.insert_select(conn, table)
     return table, {length: int(rows / took * length) | 1 for length in lengths}
+
+
+def shape_runs(sb: sandbox.Sandbox, conn, shape: str, lengths: list[float]):
+    """(length, its ShapeRun) for each length of a shape's load, the source
+    table sized for it first (sysbench-8's tables prepared once)."""
+    table, sizes = shape_sizes(sb, conn, shape, lengths)
+    for length in lengths:
+        n = sizes[length]
+        if n is not None:
+            workload.prepare_source(conn, n)
+        yield length, ShapeRun(sb, conn, shape, table, length, n)
