@@ -31,7 +31,7 @@ import time
 from datetime import datetime, timezone
 from pathlib import Path
 
-from mysqlprobe.lab.benchkit import MYSQLPROBE, bench_parser, derived, log, machine, machine_line, stored, write_results
+from mysqlprobe.lab.benchkit import bench_parser, derived, log, machine, machine_line, profiled_run, stored, write_results
 from mysqlprobe.lab.benchkit.loads import SYSBENCH_SHAPE, ShapeRun, rows_inserted, shape_runs
 from mysqlprobe.collectors.kernel.process import cpu_seconds
 from mysqlprobe.lab import sandbox, workload
@@ -75,15 +75,7 @@ def tool_run(pid: int, load: ShapeRun, lead: float, workdir: Path, keep: Path | 
     conn = load.conn
     out = keep if keep is not None else Path(tempfile.mkdtemp(dir=workdir))
     rows0 = rows_inserted(conn)
-    proc = subprocess.Popen([MYSQLPROBE, "-p", str(pid), "--insert-profile", "-o", str(out)],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    for line in proc.stderr:
-        if "Tracing PID" in line:
-            break
-    time.sleep(lead)
-    rows, seconds = load.run()
-    proc.send_signal(signal.SIGINT)
-    proc.communicate(timeout=300)
+    rows, seconds = profiled_run(pid, out, load.run, lead, "--insert-profile")
     server_rows = rows_inserted(conn) - rows0
     doc = derived(out)
     stages = {s["stage"]: s for s in doc["stages"]}

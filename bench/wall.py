@@ -16,7 +16,6 @@ its client is not the row's time. Writes sections of bench/RESULTS.md."""
 from __future__ import annotations
 
 import json
-import signal
 import statistics
 import subprocess
 import tempfile
@@ -29,8 +28,8 @@ from mysqlprobe.analysis import mechanisms as M
 from mysqlprobe.analysis.account import NOT_TRACED
 from mysqlprobe.flamegraphs.stacks import CONNECTION_FRAMES
 from mysqlprobe.lab import sandbox, workload
-from mysqlprobe.lab.benchkit import (MYSQLPROBE, bench_parser, derived, log, machine, machine_line, run_subcommand,
-                                     stored, write_results)
+from mysqlprobe.lab.benchkit import (MYSQLPROBE, bench_parser, derived, log, machine, machine_line, profiled_run,
+                                     run_subcommand, stored, write_results)
 from mysqlprobe.lab.benchkit.loads import SYSBENCH_SHAPE, ShapeRun, shape_runs
 from mysqlprobe.lab.benchkit.truth import WallRecorder, WallTruth
 
@@ -75,16 +74,7 @@ def truth_run(pid: int, load: ShapeRun, workdir: Path) -> dict:
 def tool_run(pid: int, load: ShapeRun, workdir: Path) -> dict:
     load.prepare()
     out = Path(tempfile.mkdtemp(dir=workdir))
-    proc = subprocess.Popen([MYSQLPROBE, "-p", str(pid), "-o", str(out), "-q"], stdout=subprocess.DEVNULL,
-                            stderr=subprocess.PIPE, text=True)
-    assert proc.stderr is not None
-    for line in proc.stderr:
-        if "Tracing PID" in line:
-            break
-    time.sleep(LEAD_S)
-    rows, seconds = load.run()
-    proc.send_signal(signal.SIGINT)
-    proc.communicate(timeout=300)
+    rows, seconds = profiled_run(pid, out, load.run, LEAD_S, "-q")
     a = derived(out)["account"] or {}
     return {"rows": rows, "seconds": seconds, "row_ns": a.get("wall_ns_per_row"),
             "unattributed_ns": a.get("unattributed_ns_per_row"), "coverage": a.get("coverage"),

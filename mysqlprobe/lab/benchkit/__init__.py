@@ -109,6 +109,24 @@ class Tool:
         return self.proc.communicate()
 
 
+def profiled_run(pid: int, out: Path, run: Callable[[], tuple[int, float]], lead_s: float,
+                 *args: str) -> tuple[int, float]:
+    """mysqlprobe -p PID -o OUT (and args) in its default mode, `run` started
+    lead_s after its window opened, mysqlprobe stopped (SIGINT) as it
+    returns: the load's (rows, seconds). The capture is in OUT."""
+    proc = subprocess.Popen([MYSQLPROBE, "-p", str(pid), "-o", str(out), *args], stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE, text=True)
+    assert proc.stderr is not None
+    for line in proc.stderr:
+        if "Tracing PID" in line:
+            break
+    time.sleep(lead_s)
+    rows, seconds = run()
+    proc.send_signal(signal.SIGINT)
+    proc.communicate(timeout=300)
+    return rows, seconds
+
+
 class Mysqlprobe:
     """mysqlprobe saving to a new folder, started and stopped around a block of a load."""
 
