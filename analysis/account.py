@@ -31,18 +31,18 @@ from __future__ import annotations
 
 from collections import defaultdict
 from dataclasses import dataclass, field
+from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 from mysqlprobe.analysis import mechanisms as M
 from mysqlprobe.analysis.views import ThreadTime
 from mysqlprobe.flamegraphs.folded import Folded
-from mysqlprobe.flamegraphs.stacks import fold_probe_frames, is_connection_stack
+from mysqlprobe.flamegraphs.stacks import connection_stacks, fold_probe_frames
 
 if TYPE_CHECKING:
     from mysqlprobe.analysis.model import Profile
 
 NOT_TRACED = "off CPU, not traced"
-WAITING_FOR_CPU = "[waiting for a CPU]"   # the off-CPU stacks' leaf of a preempted thread
 NOT_ROW_TIME = (M.IDLE, M.PROBES_MECHANISM)
 TOP_FUNCTIONS = 5       # a part's innermost functions kept (what in it ran; what names "other")
 MAX_UNATTRIBUTED = 0.15  # of the row's time: above it the report says why
@@ -268,13 +268,10 @@ def build(profile: Profile, cpu: Folded | None, off: Folded | None) -> Account |
         notes.append("no off-CPU stacks (the off-CPU collector did not run): the time off CPU is not split")
 
     on_split, blocked_split, runq_split = _Split(), _Split(), _Split()
-    for stack, count in (connection_only(cpu).stacks.items() if cpu else ()):
-        on_split.add(M.of_stack(stack.split(";")), count)
-    for stack, us in (connection_only(off).stacks.items() if off else ()):
-        frames = stack.split(";")
-        waiting = frames[-1] == WAITING_FOR_CPU
-        target = runq_split if waiting else blocked_split
-        target.add(M.of_stack(frames[:-1] if waiting else frames, off_cpu=True, runnable=waiting), us)
+    for _, count, on_charge, _ in charged(cpu, off_cpu=False):
+        on_split.add(on_charge, count)
+    for _, us, off_charge, waiting in charged(off, off_cpu=True):
+        (runq_split if waiting else blocked_split).add(off_charge, us)
 
     traced_blocked = max(blocked - untraced - untraced_idle - sum(untraced_parts.values()), 0.0)
     parts: dict[str, dict[str, float]] = defaultdict(lambda: defaultdict(float))
@@ -325,10 +322,7 @@ def wall_stacks(a: Account, cpu: Folded | None, off: Folded | None) -> Folded:
     draws it), without the waits for the client and the probes' frames."""
     out = Folded()
     for folded, off_cpu in ((cpu, False), (off, True)):
-        for stack, weight in (connection_only(folded).stacks.items() if folded else ()):
-            frames = stack.split(";")
-            waiting = off_cpu and frames[-1] == WAITING_FOR_CPU
-            charge = M.of_stack(frames[:-1] if waiting else frames, off_cpu=off_cpu, runnable=waiting)
+        for stack, weight, charge, waiting in charged(folded, off_cpu):
             if charge.mechanism in NOT_ROW_TIME:
                 continue
             unit = a.per_runq_us if waiting else a.per_blocked_us if off_cpu else a.per_sample_ns
@@ -338,13 +332,13 @@ def wall_stacks(a: Account, cpu: Folded | None, off: Folded | None) -> Folded:
     return out
 
 
-def connection_only(folded: Folded) -> Folded:
-    """The client connections' stacks, the probes' machinery on them folded into one frame."""
-    out = Folded()
-    for stack, count in folded.stacks.items():
-        if is_connection_stack(stack):
-            out.stacks[stack] += count
-    return fold_probe_frames(out)[0]
+def charged(folded: Folded | None, off_cpu: bool) -> Iterator[tuple[str, int, M.Charge, bool]]:
+    """(stack, weight, its charge, a wait for a CPU) of the client
+    connections' stacks, the probes' machinery on them folded into one frame."""
+    if folded is None:
+        return
+    for stack, weight in fold_probe_frames(connection_stacks(folded))[0].stacks.items():
+        yield (stack, weight, *M.of_folded(stack, off_cpu))
 
 
 def _spread(parts: dict[str, dict[str, float]], kind: str, total_ns: float, split: _Split) -> None:

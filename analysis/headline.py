@@ -12,11 +12,8 @@ from __future__ import annotations
 import textwrap
 from dataclasses import dataclass, field
 
-from mysqlprobe.analysis.account import Account
-
 from mysqlprobe.analysis import histogram as H
-from mysqlprobe.analysis.account import NOT_TRACED
-from mysqlprobe.analysis.account import MAX_UNATTRIBUTED
+from mysqlprobe.analysis.account import MAX_UNATTRIBUTED, NOT_TRACED, Account
 from mysqlprobe.analysis.mechanisms import IDLE, OTHER, PROBES_MECHANISM
 from mysqlprobe.analysis.figures import exclusive_totals
 from mysqlprobe.analysis.model import Profile
@@ -175,11 +172,11 @@ def account_headline(profile: Profile, a: Account, rows: int, rows_from: str, lo
 
 
 def headline(profile: Profile) -> Headline:
-    rows, rows_from = rows_written(profile)
+    load_s = profile.sampling.load_s or window_ns(profile) / 1e9
     a = profile.account
     if a is not None and a.rows and a.row_time_ns > 0:
-        return account_headline(profile, a, a.rows, a.rows_from, profile.sampling.load_s or window_ns(profile) / 1e9)
-    load_s = profile.sampling.load_s or window_ns(profile) / 1e9
+        return account_headline(profile, a, a.rows, a.rows_from, load_s)
+    rows, rows_from = rows_written(profile)
     slowdown = measured_slowdown(profile)
     # a load that measured faster with the probes than without ran as fast: noise, not a gain
     unprobed_s = load_s / max(slowdown, 1.0) if slowdown else None

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
-from mysqlprobe.flamegraphs.stacks import PROBES
+from mysqlprobe.flamegraphs.stacks import PROBES, WAITING_FOR_CPU
 
 IDLE = "waiting for the client"        # between statements (its reply sent, its next not come): not the row's
 PROBES_MECHANISM = "mysqlprobe's probes"
@@ -278,10 +278,6 @@ def frame_name(frame: str) -> str:
     return name + KERNEL_SUFFIX if kernel else name
 
 
-def _matches(frame: str, pattern: str) -> bool:
-    return fnmatch.fnmatchcase(frame_name(frame), pattern)
-
-
 def _index() -> tuple[dict[str, Mechanism], list[tuple[str, Mechanism]]]:
     exact: dict[str, Mechanism] = {}
     globs: list[tuple[str, Mechanism]] = []
@@ -359,6 +355,14 @@ def of_stack(frames: list[str], off_cpu: bool = False, runnable: bool = False) -
         if m:
             return Charge(m.name, innermost_function(frames))
     return Charge(OTHER, innermost_function(frames))
+
+
+def of_folded(stack: str, off_cpu: bool = False) -> tuple[Charge, bool]:
+    """The charge of a folded stack (the thread's name first) and whether it
+    is a wait for a CPU: an off-CPU stack ending in WAITING_FOR_CPU."""
+    frames = stack.split(";")
+    waiting = off_cpu and frames[-1] == WAITING_FOR_CPU
+    return of_stack(frames[:-1] if waiting else frames, off_cpu=off_cpu, runnable=waiting), waiting
 
 
 # frames that run a statement: a network read beneath one is the statement's (LOAD DATA LOCAL, a cursor)

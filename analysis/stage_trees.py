@@ -129,10 +129,14 @@ def stage_trees(profile: Profile, stacks: dict[str, Folded], rows: int, exclusiv
 
 def read_capture_stacks(capture_dir: str | Path, profile: Profile, read: Callable[[str], Folded],
                         kinds: tuple[str, ...] = KINDS) -> dict[str, Folded]:
-    """The capture's folded files of those kinds (those it has); `read` parses a path."""
+    """The capture's folded files of those kinds (those it has); `read` parses a
+    path. The stacks the Profile holds already (its account's) are not read again."""
     out = {}
     for kind in kinds:
         section, key = SOURCES[kind]
+        if key == "stacks_file" and section in profile.folded:
+            out[kind] = profile.folded[section]
+            continue
         name = profile.stacks[section].files.get(key)
         if name and (Path(capture_dir) / name).exists():
             out[kind] = read(str(Path(capture_dir) / name))

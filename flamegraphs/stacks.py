@@ -103,6 +103,8 @@ CONNECTION_FRAMES = ("do_handle_one_connection", "handle_one_connection", "do_co
 
 # the root of the stacks of mysqlprobe's own connections to the server (its P_S reads): not the load's
 OWN_CONNECTION = "mysqlprobe/connection"
+# the leaf of an off-CPU stack whose thread was switched out still runnable: it waited for a CPU
+WAITING_FOR_CPU = "[waiting for a CPU]"
 
 
 def is_connection_stack(stack: str) -> bool:

@@ -13,13 +13,12 @@ from mysqlprobe.collectors.kernel.phased import PhasedBpfCollector, PhasedProgra
 from mysqlprobe.collectors.cpu.perf import KERNEL_SUFFIX, fold_samples
 from mysqlprobe.collectors.target.addresses import UNKNOWN
 from mysqlprobe.flamegraphs.folded import Folded
-from mysqlprobe.flamegraphs.stacks import CONNECTION_FRAMES, connection_stacks, stacks_summary
+from mysqlprobe.flamegraphs.stacks import CONNECTION_FRAMES, WAITING_FOR_CPU, connection_stacks, stacks_summary
 from mysqlprobe.probes import abi
 from mysqlprobe.probes.abi import Away, OffCpuKey, OffCpuValue
 from dataclasses import dataclass
 
 OFFCPU_FILE = "offcpu.folded"
-WAITING_FOR_CPU = "[waiting for a CPU]"   # the leaf of a preempted thread's stack
 
 
 @dataclass

@@ -42,12 +42,19 @@ class ProcessSnapshot:
     boottime: float = 0.0                                          # CLOCK_BOOTTIME at `at`
 
 
-def _stat_times(path: str) -> tuple[float, float]:
-    """(user, system) seconds from a stat file of /proc: utime and stime,
-    fields 14 and 15 of proc(5), counted after the command's parenthesis."""
+def _stat_fields_of(path: str) -> list[str]:
+    """A stat file of /proc, its fields after the command's parenthesis (state first)."""
     with open(path) as f:
-        fields = f.read().rsplit(")", 1)[1].split()
+        return f.read().rsplit(")", 1)[1].split()
+
+
+def _times(fields: list[str]) -> tuple[float, float]:
+    """(user, system) seconds: utime and stime, fields 14 and 15 of proc(5)."""
     return int(fields[11]) / CLOCK_TICKS, int(fields[12]) / CLOCK_TICKS
+
+
+def _stat_times(path: str) -> tuple[float, float]:
+    return _times(_stat_fields_of(path))
 
 
 def _keyed(path: str) -> dict[str, int]:
@@ -148,12 +155,11 @@ def snapshot(pid: int, proc: str = "/proc", stacks: bool = False) -> ProcessSnap
         for entry in os.listdir(f"{base}/task"):
             task = f"{base}/task/{entry}"
             try:
-                with open(f"{task}/stat") as f:
-                    fields = f.read().rsplit(")", 1)[1].split()
+                fields = _stat_fields_of(f"{task}/stat")
             except OSError:  # ended since the listing
                 continue
             tid = int(entry)
-            thread_cpu[tid] = (int(fields[11]) + int(fields[12])) / CLOCK_TICKS
+            thread_cpu[tid] = sum(_times(fields))
             born[tid] = int(fields[19]) / CLOCK_TICKS
             counts = schedstat(f"{task}/schedstat")
             if counts:
