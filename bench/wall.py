@@ -20,42 +20,21 @@ import statistics
 import subprocess
 import tempfile
 import time
-from collections import Counter, defaultdict
 from datetime import datetime, timezone
 from pathlib import Path
 
 from mysqlprobe.analysis import mechanisms as M
 from mysqlprobe.analysis.account import NOT_TRACED
-from mysqlprobe.flamegraphs.stacks import CONNECTION_FRAMES
 from mysqlprobe.lab import sandbox, workload
 from mysqlprobe.lab.benchkit import (MYSQLPROBE, bench_parser, derived, log, machine, machine_line, profiled_run,
                                      run_subcommand, stored, write_results)
-from mysqlprobe.lab.benchkit.loads import SYSBENCH_SHAPE, ShapeRun, shape_runs
-from mysqlprobe.lab.benchkit.truth import WallRecorder, WallTruth
+from mysqlprobe.lab.benchkit.loads import SYSBENCH_SHAPE, ShapeRun, shape_runs, unprobed_ns_per_row
+from mysqlprobe.lab.benchkit.truth import WallRecorder
 
 SHARE = 0.10        # a mechanism the truth gives this much of the row or more is held to BOUND
 BOUND = 0.25
 UNATTRIBUTED = 0.15
 LEAD_S = 1.0
-
-
-def by_mechanism(truth: WallTruth) -> dict[str, float]:
-    """The truth's ns by mechanism over the load's threads (their stacks ran a
-    connection's loop), idle and mysqlprobe's frames (none here) apart."""
-    def connection(stacks: Counter) -> bool:
-        return any(M.frame_name(f) in CONNECTION_FRAMES for s in stacks for f in s.split(";"))
-    load = {tid for threads in (truth.on_cpu, truth.off_cpu) for tid, stacks in threads.items() if connection(stacks)}
-    out: dict[str, float] = defaultdict(float)
-    for off, per_thread in ((False, truth.on_cpu), (True, truth.off_cpu)):
-        for tid, stacks in per_thread.items():
-            if tid not in load:
-                continue
-            for stack, ns in stacks.items():
-                frames = ["thread"] + stack.split(";")
-                waiting = off and frames[-1] == "[waiting for a CPU]"
-                c = M.of_stack(frames[:-1] if waiting else frames, off_cpu=off, runnable=waiting)
-                out[c.mechanism] += ns
-    return out
 
 
 def truth_run(pid: int, load: ShapeRun, workdir: Path) -> dict:
@@ -64,7 +43,7 @@ def truth_run(pid: int, load: ShapeRun, workdir: Path) -> dict:
     time.sleep(0.5)  # perf's events open
     rows, seconds = load.run()
     truth = recorder.stop()
-    ns = by_mechanism(truth)
+    ns = truth.mechanisms()
     row_ns = sum(v for k, v in ns.items() if k not in (M.IDLE, M.PROBES_MECHANISM))
     return {"rows": rows, "seconds": seconds, "row_ns": row_ns / rows if rows else None,
             "mechanisms": {k: v / rows for k, v in ns.items() if k not in (M.IDLE, M.PROBES_MECHANISM)}
@@ -229,15 +208,6 @@ def side_spec(text: str) -> tuple[str, list[str]]:
     return version, [f"--{k.replace('_', '-')}={v}" for k, v in (x.split("=", 1) for x in settings)]
 
 
-def unprobed_ns(conn, table) -> float:
-    """The load's time per row with nothing attached; its rows the statement's
-    own (10.11 keeps no Innodb_rows_inserted)."""
-    workload.create_target(conn, table)
-    time.sleep(0.5)
-    rows, seconds = workload.insert_select(conn, table)
-    return seconds * 1e9 / rows
-
-
 def perf_shares(pid: int, conn, table, workdir: Path) -> dict[str, float]:
     """Each mechanism's share of the row's time, from an unprobed run under perf
     (a run perf saw nothing of is an error, not an empty truth)."""
@@ -246,7 +216,7 @@ def perf_shares(pid: int, conn, table, workdir: Path) -> dict[str, float]:
     recorder = WallRecorder(pid, workdir)
     time.sleep(0.5)
     workload.insert_select(conn, table)
-    ns = by_mechanism(recorder.stop())
+    ns = recorder.stop().mechanisms()
     row = sum(v for k, v in ns.items() if k not in (M.IDLE, M.PROBES_MECHANISM))
     if not row:
         raise RuntimeError(f"perf recorded none of the load's threads' time (its data in {workdir})")
@@ -259,7 +229,7 @@ def truth_of(servers: list[tuple], table, workdir: Path) -> dict:
     mech: list[list[dict[str, float]]] = [[], []]
     for _ in range(TRUTH_PAIRS):
         for i, (_, conn) in enumerate(servers):
-            walls[i].append(unprobed_ns(conn, table))
+            walls[i].append(unprobed_ns_per_row(conn, table))
         for i, (pid, conn) in enumerate(servers):
             shares = perf_shares(pid, conn, table, workdir)
             mech[i].append({k: v * walls[i][-1] for k, v in shares.items()})

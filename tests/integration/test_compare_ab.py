@@ -19,7 +19,7 @@ import pytest
 from conftest import MYSQLPROBE
 from mysqlprobe.analysis import mechanisms as M
 from mysqlprobe.lab import sandbox, workload
-from mysqlprobe.lab.benchkit.loads import rows_inserted
+from mysqlprobe.lab.benchkit.loads import rows_inserted, unprobed_ns_per_row
 from mysqlprobe.lab.benchkit.truth import WallRecorder
 
 pytestmark = [pytest.mark.root, pytest.mark.server]
@@ -59,14 +59,6 @@ def servers():
         yield out
 
 
-def unprobed_ns(conn, table) -> float:
-    workload.create_target(conn, table)
-    time.sleep(0.5)
-    rows0 = rows_inserted(conn)
-    _, seconds = workload.insert_select(conn, table)
-    return seconds * 1e9 / (rows_inserted(conn) - rows0)
-
-
 def test_the_alternated_delta_is_the_truths(compared, servers):
     _, result = compared
     wall = result["wall"]
@@ -74,7 +66,7 @@ def test_the_alternated_delta_is_the_truths(compared, servers):
     table = workload.table("range", 100)
     pairs = []
     for _ in range(REPEATS):
-        a, b = (unprobed_ns(conn, table) for _, conn in servers)
+        a, b = (unprobed_ns_per_row(conn, table) for _, conn in servers)
         pairs.append(b - a)
     truth = statistics.fmean(pairs)
     assert abs(wall["delta"] - truth) <= DELTA * abs(truth), (wall, pairs)
@@ -96,18 +88,7 @@ def test_the_top_mechanism_is_the_one_perf_shows(compared, servers, tmp_path):
         rows0 = rows_inserted(conn)
         workload.insert_select(conn, table)
         rows = rows_inserted(conn) - rows0
-        truth = recorder.stop()
-        ns: dict[str, float] = {}
-        load = {tid for threads in (truth.on_cpu, truth.off_cpu) for tid, stacks in threads.items()
-                if any(M.frame_name(f) in ("do_command", "handle_one_connection") for s in stacks for f in s.split(";"))}
-        for off, threads in ((False, truth.on_cpu), (True, truth.off_cpu)):
-            for tid, stacks in threads.items():
-                for stack, v in stacks.items() if tid in load else ():
-                    frames = ["thread"] + stack.split(";")
-                    waiting = frames[-1] == "[waiting for a CPU]"
-                    name = M.of_stack(frames[:-1] if waiting else frames, off_cpu=off, runnable=waiting).mechanism
-                    ns[name] = ns.get(name, 0.0) + v / rows
-        per_side.append(ns)
+        per_side.append({name: ns / rows for name, ns in recorder.stop().mechanisms().items()})
     deltas = {n: per_side[1].get(n, 0.0) - per_side[0].get(n, 0.0)
               for n in set(per_side[0]) | set(per_side[1]) if n not in (M.IDLE, M.PROBES_MECHANISM, M.OTHER)}
     truth_top = max(deltas, key=lambda n: abs(deltas[n]))

@@ -436,3 +436,12 @@ def shape_runs(sb: sandbox.Sandbox, conn, shape: str, lengths: list[float]):
         if n is not None:
             workload.prepare_source(conn, n)
         yield length, ShapeRun(sb, conn, shape, table, length, n)
+
+
+def unprobed_ns_per_row(conn, table: workload.Table, settle_s: float = 0.5) -> float:
+    """One INSERT ... SELECT into a new table with nothing attached: its time
+    per row, its rows the statement's own (10.11 keeps no Innodb_rows_inserted)."""
+    workload.create_target(conn, table)
+    time.sleep(settle_s)
+    rows, seconds = workload.insert_select(conn, table)
+    return seconds * 1e9 / rows

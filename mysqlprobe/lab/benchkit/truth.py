@@ -9,10 +9,13 @@ from __future__ import annotations
 import os
 import re
 import subprocess
-from collections import Counter
+from collections import Counter, defaultdict
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from mysqlprobe.analysis import mechanisms as M
+from mysqlprobe.flamegraphs.stacks import CONNECTION_FRAMES
 
 
 def record_truth(wait, workdir: Path, hz: int) -> Path:
@@ -103,6 +106,22 @@ class WallTruth:
 
     on_cpu: dict[int, Counter] = field(default_factory=dict)     # tid -> stack (root first, ';') -> ns
     off_cpu: dict[int, Counter] = field(default_factory=dict)    # tid -> stack -> ns; leaf [waiting for a CPU]
+
+    def mechanisms(self) -> dict[str, float]:
+        """ns by mechanism over the load's threads (their stacks ran a
+        connection's loop), each stack charged as mysqlprobe's account
+        charges it (analysis/mechanisms.py); idle and probes' parts among
+        them."""
+        def connection(stacks: Counter) -> bool:
+            return any(M.frame_name(f) in CONNECTION_FRAMES for s in stacks for f in s.split(";"))
+        load = {tid for threads in (self.on_cpu, self.off_cpu) for tid, stacks in threads.items() if connection(stacks)}
+        out: dict[str, float] = defaultdict(float)
+        for off, threads in ((False, self.on_cpu), (True, self.off_cpu)):
+            for tid, stacks in threads.items():
+                for stack, ns in stacks.items() if tid in load else ():
+                    charge, _ = M.of_folded("thread;" + stack, off_cpu=off)
+                    out[charge.mechanism] += ns
+        return out
 
 
 class WallRecorder:
