@@ -31,7 +31,7 @@ import time
 from datetime import datetime, timezone
 from pathlib import Path
 
-from mysqlprobe.lab.benchkit import bench_parser, derived, log, machine, machine_line, profiled_run, stored, write_results
+from mysqlprobe.lab.benchkit import bench_parser, derived, log, machine, machine_line, profiled_run, span, stored, write_results
 from mysqlprobe.lab.benchkit.loads import SYSBENCH_SHAPE, ShapeRun, rows_inserted, shape_runs
 from mysqlprobe.collectors.kernel.process import cpu_seconds
 from mysqlprobe.lab import sandbox, workload
@@ -190,12 +190,6 @@ def markdown(result: dict) -> str:
                          f"{span(calls, '{:+.1%}')} | {span(slow, '{:.2f}x')} | {withheld} of {len(runs)} | "
                          f"{'yes' if met else 'NO'} |")
     return "\n".join(lines) + "\n"
-
-
-def span(xs: list[float], f: str) -> str:
-    if not xs:
-        return "-"
-    return f"{f.format(statistics.median(xs))} [{f.format(min(xs))}, {f.format(max(xs))}]"
 
 
 def main() -> int:

@@ -26,7 +26,7 @@ from pathlib import Path
 from mysqlprobe.analysis import mechanisms as M
 from mysqlprobe.analysis.account import NOT_TRACED
 from mysqlprobe.lab import sandbox, workload
-from mysqlprobe.lab.benchkit import (MYSQLPROBE, bench_parser, derived, log, machine, machine_line, profiled_run,
+from mysqlprobe.lab.benchkit import (MYSQLPROBE, bench_parser, derived, log, machine, machine_line, profiled_run, span,
                                      run_subcommand, stored, write_results)
 from mysqlprobe.lab.benchkit.loads import SYSBENCH_SHAPE, ShapeRun, shape_runs, unprobed_ns_per_row
 from mysqlprobe.lab.benchkit.truth import WallRecorder
@@ -76,12 +76,6 @@ def bench_shape(sb, pid: int, shape: str, lengths: list[float], repeats: int, wo
 
 def med(xs: list[float]) -> float | None:
     return statistics.median(xs) if xs else None
-
-
-def span(xs: list[float], f: str = "{:.0f}") -> str:
-    if not xs:
-        return "-"
-    return f"{f.format(statistics.median(xs))} [{f.format(min(xs))}, {f.format(max(xs))}]"
 
 
 def verdicts(runs: list[dict]) -> list[dict]:

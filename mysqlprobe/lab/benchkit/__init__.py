@@ -75,6 +75,13 @@ def spread(xs):
     return [min(xs), max(xs)] if xs else None
 
 
+def span(xs: list[float], f: str = "{:.0f}") -> str:
+    """'median [min, max]' of figures, each as f formats it; '-' for none."""
+    if not xs:
+        return "-"
+    return f"{f.format(statistics.median(xs))} [{f.format(min(xs))}, {f.format(max(xs))}]"
+
+
 class Tool:
     """A probing tool running in the background, ready once its probes are attached."""
 
