@@ -56,6 +56,7 @@ class SetupLease:
         except OSError:
             return None
         _forget_gone_servers(lease_dir)
+        _forget_stale_locks(lease_dir)
         return cls(lease_dir / f"ps-{server_pid}-{started}.json", [me, start_time(me) or 0])
 
     def to_json(self) -> dict:
@@ -65,11 +66,14 @@ class SetupLease:
     def from_json(cls, state: dict) -> "SetupLease":
         return cls(Path(state["path"]), state["holder"])
 
+    @property
+    def lock_path(self) -> str:
+        return str(self.path) + ".lock"
+
     @contextmanager
     def _locked(self):
-        fd = os.open(str(self.path) + ".lock", os.O_RDWR | os.O_CREAT, 0o600)
+        fd = _lock(self.lock_path)
         try:
-            fcntl.flock(fd, fcntl.LOCK_EX)
             try:
                 record = json.loads(self.path.read_text())
             except (OSError, ValueError):
@@ -81,10 +85,13 @@ class SetupLease:
             os.close(fd)
 
     def _write(self, record: dict) -> None:
+        """The record, or none with no holder left: then the lock file goes
+        too (under the lock; _lock's inode check keeps that safe)."""
         if record["holders"]:
             self.path.write_text(json.dumps(record))
         else:
             self.path.unlink(missing_ok=True)
+            _unlink_quietly(self.lock_path)
 
     def join(self, ps) -> int:
         """Enable ps's setup (plan, then apply) and record what it changes;
@@ -122,6 +129,47 @@ class SetupLease:
                 return False
             restore(record["saved"])
             return True
+
+
+def _lock(path: str) -> int:
+    """An exclusive flock on the file at path, held by the descriptor
+    returned. The file may be unlinked by its holder once it is done: a
+    waiter that then gets the lock on the unlinked file sees that the path
+    names another file (or none) and takes the lock again."""
+    while True:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        try:
+            if os.stat(path).st_ino == os.fstat(fd).st_ino:
+                return fd
+        except FileNotFoundError:
+            pass
+        os.close(fd)
+
+
+def _unlink_quietly(path: str) -> None:
+    try:
+        os.unlink(path)
+    except OSError:
+        pass
+
+
+def _forget_stale_locks(lease_dir: Path) -> None:
+    """Lock files with no record beside them, left by a profiler killed
+    while it held one: removed under their own lock, unless in use."""
+    for lock in lease_dir.glob("ps-*-*.json.lock"):
+        try:
+            fd = os.open(str(lock), os.O_RDWR | os.O_NOFOLLOW | os.O_CLOEXEC)
+        except OSError:
+            continue
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            if os.stat(lock).st_ino == os.fstat(fd).st_ino and not os.path.exists(str(lock)[:-len(".lock")]):
+                os.unlink(lock)
+        except OSError:
+            pass   # held by a running profiler, or gone meanwhile
+        finally:
+            os.close(fd)
 
 
 def _forget_gone_servers(lease_dir: Path) -> None:

@@ -127,3 +127,29 @@ def test_the_record_is_written_before_the_setup_changes(tmp_path, monkeypatch):
     assert seen == [{"saved": saved, "holders": [me.holder]}]
     after = json.loads(me.path.read_text())
     assert after["saved"]["background_history_off"] is None and setup.adopted == after["saved"]
+
+
+def test_a_lock_file_left_by_a_killed_profiler_goes_with_the_next_run(tmp_path, monkeypatch):
+    monkeypatch.setenv("MYSQLPROBE_LEASE_DIR", str(tmp_path))
+    me = SetupLease.for_server(os.getpid())
+    stale = tmp_path / (me.path.name + ".lock")
+    stale.write_text("")                      # its holder was killed; no record beside it
+    SetupLease.for_server(os.getpid())
+    assert not stale.exists()
+
+
+def test_a_lock_in_use_is_kept_and_the_last_holder_removes_it(tmp_path, monkeypatch):
+    monkeypatch.setenv("MYSQLPROBE_LEASE_DIR", str(tmp_path))
+    me = SetupLease.for_server(os.getpid())
+    holder = subprocess.Popen([sys.executable, "-c", (
+        "import fcntl, os, sys, time\n"
+        f"fd = os.open({me.lock_path!r}, os.O_RDWR | os.O_CREAT)\n"
+        "fcntl.flock(fd, fcntl.LOCK_EX); print('held', flush=True); time.sleep(1)")],
+        stdout=subprocess.PIPE, text=True)
+    assert holder.stdout.readline().strip() == "held"
+    SetupLease.for_server(os.getpid())        # the lock is held: not removed under its holder
+    assert os.path.exists(me.lock_path)
+    holder.wait()
+    assert me.if_alone(lambda: None) is True  # waited for the lock, held it, and left no holder
+    me.leave(lambda saved: None)
+    assert not list(tmp_path.glob("ps-*"))
