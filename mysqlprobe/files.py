@@ -13,8 +13,10 @@ writes through it, and the file's mode is the one asked for."""
 
 from __future__ import annotations
 
+import errno
 import os
 import stat
+from collections.abc import Iterator
 
 from mysqlprobe.errors import InputFileError, OutputError
 
@@ -32,17 +34,66 @@ def _kind(mode: int) -> str:
     return "not a regular file"
 
 
-def read_bounded(path: str, limit: int, what: str) -> bytes:
+def _open_regular(path: str, limit: int, what: str, follow: bool) -> int:
+    """A read-only descriptor of a regular file of at most `limit` bytes.
+    With follow=False a symlink is refused (ELOOP), as a capture's own files
+    are: a capture another user made could point them at root's files."""
+    flags = os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | (0 if follow else os.O_NOFOLLOW)
+    try:
+        fd = os.open(path, flags)
+    except OSError as e:
+        if e.errno == errno.ELOOP and not follow:
+            raise InputFileError(f"{what} {path}: a symbolic link; a capture's files are read only as "
+                                 "the regular files in it") from None
+        raise
+    st = os.fstat(fd)
+    if not stat.S_ISREG(st.st_mode):
+        os.close(fd)
+        raise InputFileError(f"{what} {path}: {_kind(st.st_mode)}; give a regular file")
+    if st.st_size > limit:
+        os.close(fd)
+        raise InputFileError(f"{what} {path}: {st.st_size} bytes, over the {_size(limit)} a {what} may have")
+    return fd
+
+
+def read_lines_bounded(path: str, limit: int, line_limit: int, what: str, follow: bool = True) -> Iterator[str]:
+    """The lines of a regular file of at most `limit` bytes, read a chunk at
+    a time: a line over `line_limit` bytes is never held whole; it comes
+    out cut to line_limit + 1 bytes, so the reader sees that it was long.
+    Invalid UTF-8 in a kept line is UnicodeDecodeError."""
+    fd = _open_regular(path, limit, what, follow)
+    try:
+        pending, long_line, read = b"", False, 0
+        while True:
+            chunk = os.read(fd, 1 << 20)
+            read += len(chunk)
+            if read > limit:
+                raise InputFileError(f"{what} {path}: over the {_size(limit)} a {what} may have")
+            if not chunk:
+                break
+            pieces = chunk.split(b"\n")
+            for i, piece in enumerate(pieces):
+                last = i == len(pieces) - 1
+                if not long_line:
+                    pending += piece
+                    if len(pending) > line_limit:
+                        pending, long_line = pending[:line_limit + 1], True
+                if last:
+                    break
+                yield pending.decode(errors="replace") if long_line else pending.decode()
+                pending, long_line = b"", False
+        if pending:
+            yield pending.decode(errors="replace") if long_line else pending.decode()
+    finally:
+        os.close(fd)
+
+
+def read_bounded(path: str, limit: int, what: str, follow: bool = True) -> bytes:
     """The whole of a regular file of at most `limit` bytes, or one InputFileError.
 
     FileNotFoundError and PermissionError pass through for the caller's own words."""
-    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    fd = _open_regular(path, limit, what, follow)
     try:
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode):
-            raise InputFileError(f"{what} {path}: {_kind(st.st_mode)}; give a regular file")
-        if st.st_size > limit:
-            raise InputFileError(f"{what} {path}: {st.st_size} bytes, over the {_size(limit)} a {what} may have")
         chunks, left = [], limit + 1
         while left > 0:
             chunk = os.read(fd, min(left, 1 << 20))
@@ -58,8 +109,8 @@ def read_bounded(path: str, limit: int, what: str) -> bytes:
         os.close(fd)
 
 
-def read_bounded_text(path: str, limit: int, what: str) -> str:
-    return read_bounded(path, limit, what).decode()
+def read_bounded_text(path: str, limit: int, what: str, follow: bool = True) -> str:
+    return read_bounded(path, limit, what, follow).decode()
 
 
 def _size(n: int) -> str:
@@ -136,6 +187,11 @@ def _staging(out_dir: str) -> str:
     return tempfile.mkdtemp(prefix=STAGING_PREFIX, dir=out_dir)
 
 
+def staging_dir(out_dir: str) -> str:
+    """A new private directory in out_dir, for a capture written whole before it is published."""
+    return _staging(out_dir)
+
+
 def _new_file(path: str):
     """A file made new: never one that stood there, never through a symlink."""
     return os.fdopen(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o666), "wb")
@@ -160,24 +216,45 @@ def write_new(out_dir: str, name: str, data: str | bytes) -> str:
         _remove_staging(staging)
 
 
-def move_in(out_dir: str, name: str, source: str) -> str:
-    """A file made elsewhere (perf.data) moved to out_dir/name the same way:
-    across file systems it is copied into the staging directory first."""
+def link_in(out_dir: str, name: str, source: str) -> str:
+    """A file made elsewhere (perf.data) put at out_dir/name the same way,
+    the source kept (a capture that fails to be written can be written
+    elsewhere from it): hard-linked, or across file systems copied into
+    the staging directory first."""
     import shutil
     staging = _staging(out_dir)
     try:
         staged = os.path.join(staging, name)
         try:
-            os.rename(source, staged)
+            os.link(source, staged)
         except OSError:
             with open(source, "rb") as src, _new_file(staged) as dst:
                 shutil.copyfileobj(src, dst, 1 << 20)
-            os.unlink(source)
         target = os.path.join(out_dir, name)
         os.rename(staged, target)
         return target
     finally:
         _remove_staging(staging)
+
+
+def publish(staging: str, out_dir: str, last: str) -> list[str]:
+    """The files of a whole capture, written in `staging` (a directory in
+    out_dir), renamed into out_dir: `last` (the file that says the capture
+    is whole) after all the others. Renames in one file system: no room
+    is needed and no file is ever seen half-written."""
+    names = sorted(os.listdir(staging), key=lambda n: n == last)
+    out = []
+    for name in names:
+        os.rename(os.path.join(staging, name), os.path.join(out_dir, name))
+        out.append(os.path.join(out_dir, name))
+    os.rmdir(staging)
+    return out
+
+
+def discard(directory: str) -> None:
+    """A staging directory and what is in it, after a failure."""
+    import shutil
+    shutil.rmtree(directory, ignore_errors=True)
 
 
 def _remove_staging(staging: str) -> None:

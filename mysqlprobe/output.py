@@ -10,9 +10,9 @@ import os
 import sys
 import time
 
-from mysqlprobe.capture import Capture, write_capture
+from mysqlprobe.capture import PROFILE_FILE, Capture, discard_sources, write_capture
 from mysqlprobe.errors import CaptureError, OutputError
-from mysqlprobe.files import make_dir
+from mysqlprobe.files import check_trusted_dir, discard, make_dir, publish, staging_dir
 
 MIN_FREE_BYTES = 64 << 20  # profile.json, folded stacks, SVGs and the HTML page of a long window
 
@@ -41,12 +41,27 @@ def fallback_dir() -> str:
 
 
 def _write(cap: Capture, out_dir: str, profile, all_threads: bool = False) -> None:
+    """The whole capture into a staging directory inside out_dir, then
+    published: profile.json, which says the capture is whole, last. A
+    failure on the way (the disk filled) leaves nothing in out_dir."""
     from mysqlprobe.reports import write_visuals
     # the figures withheld, and why, are kept with what was recorded
     cap.doc["consistency"] = [v.to_json() for v in profile.consistency]
-    paths = write_capture(out_dir, cap)
-    paths += write_visuals(out_dir, profile, all_threads)
-    print(f"wrote {', '.join(paths)}", file=sys.stderr)
+    try:
+        check_trusted_dir(out_dir)
+        os.makedirs(out_dir, exist_ok=True)
+        staging = staging_dir(out_dir)
+    except (OSError, OutputError) as e:
+        raise CaptureError(f"cannot write into {out_dir}: {getattr(e, 'strerror', None) or e}") from None
+    try:
+        write_capture(staging, cap)
+        write_visuals(staging, profile, all_threads)
+        paths = publish(staging, out_dir, PROFILE_FILE)
+    except (OSError, CaptureError) as e:
+        discard(staging)
+        why = e.strerror if isinstance(e, OSError) else str(e).replace(staging, out_dir)
+        raise CaptureError(f"cannot write into {out_dir}: {why}") from None
+    print(f"wrote {', '.join(sorted(paths, key=lambda p: not p.endswith(PROFILE_FILE)))}", file=sys.stderr)
 
 
 def save_capture(cap: Capture, out_dir: str, profile=None, all_threads: bool = False) -> OutputError | None:
@@ -61,9 +76,11 @@ def save_capture(cap: Capture, out_dir: str, profile=None, all_threads: bool = F
         profile = capture_profile(cap)
     try:
         _write(cap, out_dir, profile, all_threads)
+        discard_sources(cap)
         return None
     except CaptureError as e:
         why = str(e)
     elsewhere = fallback_dir()
     _write(cap, elsewhere, profile, all_threads)
+    discard_sources(cap)
     return OutputError(f"{why}; the capture was saved in {elsewhere} instead")

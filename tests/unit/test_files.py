@@ -123,6 +123,6 @@ def test_a_moved_file_lands_new_in_place(tmp_path):
     src = tmp_path / "perf.data"
     src.write_bytes(b"PERFILE2")
     (out / "perf.data").symlink_to(tmp_path / "victim")
-    files.move_in(str(out), "perf.data", str(src))
+    files.link_in(str(out), "perf.data", str(src))
     assert (out / "perf.data").read_bytes() == b"PERFILE2" and not (out / "perf.data").is_symlink()
-    assert not src.exists() and not (tmp_path / "victim").exists()
+    assert src.exists() and not (tmp_path / "victim").exists()   # the source is kept until the capture is whole
