@@ -46,14 +46,16 @@ def _walk(a: list[Any], b: list[Any], stage: str, path: list[str], here: Change,
     where none does, the path (whose change is `here`) is a finding. The
     children that hold enough on their own are walked too, beside the one
     that leads."""
-    kids = sorted(((k, _path_change(a, b, stage, path + [k])) for k in sorted(_children(a + b, stage, path))),
-                  key=lambda kc: -abs(kc[1].delta))
-    leads = bool(kids) and kids[0][1].delta * here.delta > 0 and abs(kids[0][1].delta) >= FOLLOW * abs(here.delta)
-    if not leads:
-        found.append((path, here))
-    for i, (name, change) in enumerate(kids):
-        if (leads and i == 0) or abs(change.delta) >= floor:
-            _walk(a, b, stage, path + [name], change, floor, found)
+    todo = [(path, here)]   # depth first, as a recursion would go, without one: trees are as deep as stacks
+    while todo:
+        path, here = todo.pop()
+        kids = sorted(((k, _path_change(a, b, stage, path + [k])) for k in sorted(_children(a + b, stage, path))),
+                      key=lambda kc: -abs(kc[1].delta))
+        leads = bool(kids) and kids[0][1].delta * here.delta > 0 and abs(kids[0][1].delta) >= FOLLOW * abs(here.delta)
+        if not leads:
+            found.append((path, here))
+        todo.extend(reversed([(path + [name], change) for i, (name, change) in enumerate(kids)
+                              if (leads and i == 0) or abs(change.delta) >= floor]))
 
 
 def _evidence(runs: list[Any], stage: str, path: list[str]) -> dict[str, Any]:
@@ -88,17 +90,17 @@ def _syscalls(node: Node) -> dict[tuple[str, str], dict[str, float]]:
     call's kernel frame and then the file's."""
     out: dict[tuple[str, str], dict[str, float]] = {}
 
-    def walk(n: Node) -> None:
-        for name, child in n.children.items():
-            if name.endswith("_[k]") and any(c.get(IO_CALLS) for c in child.children.values()):
-                for file, leaf in child.children.items():
-                    acc = out.setdefault((name[:-4], file_group(file.strip("[]"))), {})
-                    for kind in (IO_NS, IO_BYTES, IO_CALLS):
-                        acc[kind] = acc.get(kind, 0.0) + leaf.get(kind)
-            else:
-                walk(child)
-
-    walk(node)
+    # depth first in the children's order, as a recursion would go, without one: trees are as deep as stacks
+    todo = list(reversed(node.children.items()))
+    while todo:
+        name, child = todo.pop()
+        if name.endswith("_[k]") and any(c.get(IO_CALLS) for c in child.children.values()):
+            for file, leaf in child.children.items():
+                acc = out.setdefault((name[:-4], file_group(file.strip("[]"))), {})
+                for kind in (IO_NS, IO_BYTES, IO_CALLS):
+                    acc[kind] = acc.get(kind, 0.0) + leaf.get(kind)
+        else:
+            todo.extend(reversed(child.children.items()))
     return out
 
 

@@ -51,8 +51,56 @@ def _shown(value: Any) -> str:
     return "null" if value is None else type(value).__name__
 
 
+# the largest magnitude any figure of a capture has: nanoseconds over 31 years, or bytes to an exabyte
+NUMBER_CEILING = 1e18
+# fields that count or measure and so are never negative (by key, wherever they are)
+NON_NEGATIVE_KEYS = frozenset(("calls", "count", "samples", "rows", "rows_changed", "duration_s", "requested_s",
+                               "frequency_hz", "cpus", "pid", "tid", "bytes", "cycles"))
+NON_NEGATIVE_SUFFIXES = ("_calls", "_count", "_samples", "_bytes", "_s")
+# ... and those that must be above zero (a window of no time has no rates)
+POSITIVE = {("window", "duration_s")}
+
+
+def _where(path: tuple[str | int, ...]) -> str:
+    out = ""
+    for part in path:
+        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else part)
+    return out
+
+
+def check_numbers(doc: dict[str, Any]) -> None:
+    """Every number in the document finite and within its physical range:
+    one CaptureError naming the first field that is not (walked without
+    recursion, so no depth of input can exhaust the stack)."""
+    todo: list[tuple[Any, tuple[str | int, ...]]] = [(doc, ())]
+    while todo:
+        value, path = todo.pop()
+        if isinstance(value, dict):
+            todo.extend((v, path + (str(k),)) for k, v in value.items())
+        elif isinstance(value, list):
+            todo.extend((v, path + (i,)) for i, v in enumerate(value))
+        elif isinstance(value, (int, float)) and not isinstance(value, bool):
+            why = _out_of_range(value, path)
+            if why:
+                raise CaptureError(f"field {_where(path)} is {value!r:.40}: {why}")
+
+
+def _out_of_range(value: float, path: tuple[str | int, ...]) -> str | None:
+    if value != value or value in (float("inf"), float("-inf")):
+        return "not a finite number"
+    if abs(value) > NUMBER_CEILING:
+        return f"beyond any figure a capture holds (|x| > {NUMBER_CEILING:g})"
+    key = next((p for p in reversed(path) if isinstance(p, str)), "")
+    if value < 0 and (key in NON_NEGATIVE_KEYS or key.endswith(NON_NEGATIVE_SUFFIXES)):
+        return "negative, and it counts or measures"
+    if value <= 0 and tuple(p for p in path if isinstance(p, str)) in POSITIVE:
+        return "not above zero"
+    return None
+
+
 def check_document(doc: dict[str, Any]) -> None:
     """Raise CaptureError for the first field a reader cannot use."""
+    check_numbers(doc)
     for key, spec in REQUIRED.items():
         if key not in doc:
             raise CaptureError(f"field {key} is missing")

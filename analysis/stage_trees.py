@@ -66,14 +66,13 @@ class Node:
         def total(node: Node) -> float:
             return sum(node.get(k) for k in kinds)
 
-        def walk(node: Node, path: list[str]) -> None:
+        todo: list[tuple[Node, list[str]]] = [(self, [root])]   # no recursion: trees are as deep as stacks
+        while todo:
+            node, path = todo.pop()
             own = total(node) - sum(total(c) for c in node.children.values())
             if round(own * scale) > 0:
                 out.add(path, round(own * scale))
-            for name, child in node.children.items():
-                walk(child, path + [name])
-
-        walk(self, [root])
+            todo.extend((child, path + [name]) for name, child in node.children.items())
         return out
 
 
@@ -127,17 +126,17 @@ def stage_trees(profile: Profile, stacks: dict[str, Folded], rows: int, exclusiv
     return {s: t for s, t in trees.items() if t.values}
 
 
-def read_capture_stacks(capture_dir: str | Path, profile: Profile, read: Callable[[str], Folded],
+def read_capture_stacks(capture_dir: str | Path, profile: Profile, read: Callable[[str | Path, str | None], Folded | None],
                         kinds: tuple[str, ...] = KINDS) -> dict[str, Folded]:
-    """The capture's folded files of those kinds (those it has); `read` parses a
-    path. The stacks the Profile holds already (its account's) are not read again."""
+    """The capture's folded files of those kinds (those it has); `read` parses
+    the file a capture names (None when it has none). The stacks the Profile holds already (its account's) are not read again."""
     out = {}
     for kind in kinds:
         section, key = SOURCES[kind]
         if key == "stacks_file" and section in profile.folded:
             out[kind] = profile.folded[section]
             continue
-        name = profile.stacks[section].files.get(key)
-        if name and (Path(capture_dir) / name).exists():
-            out[kind] = read(str(Path(capture_dir) / name))
+        got = read(capture_dir, profile.stacks[section].files.get(key))
+        if got is not None:
+            out[kind] = got
     return out

@@ -47,10 +47,12 @@ def build_tree(folded: Folded, scale: float = 1.0) -> Node:
     return root
 
 
-def _add_deltas(node: Node, before: Node | None) -> None:
-    node.delta = node.value - (before.value if before else 0.0)
-    for name, child in node.children.items():
-        _add_deltas(child, before.children.get(name) if before else None)
+def _add_deltas(root: Node, before_root: Node | None) -> None:
+    todo: list[tuple[Node, Node | None]] = [(root, before_root)]   # a stack, not recursion: stacks run deep
+    while todo:
+        node, before = todo.pop()
+        node.delta = node.value - (before.value if before else 0.0)
+        todo.extend((child, before.children.get(name) if before else None) for name, child in node.children.items())
 
 
 def _colour(name: str, depth: int) -> str:
@@ -96,14 +98,16 @@ def render(folded: Folded, title: str = "Flame graph", subtitle: str = "", unit:
     total = root.value or 1.0
     frames: list[tuple[Node, float, int]] = []   # node, x (in value units), depth
 
-    def walk(node: Node, x: float, depth: int) -> None:
+    todo = [(root, 0.0, 0)]   # depth first, children in name order, without recursion
+    while todo:
+        node, x, depth = todo.pop()
         frames.append((node, x, depth))
+        shown = []
         for child in sorted(node.children.values(), key=lambda n: n.name):
             if child.value / total * WIDTH >= MIN_FRAME_PX:
-                walk(child, x, depth + 1)
+                shown.append((child, x, depth + 1))
             x += child.value
-
-    walk(root, 0.0, 0)
+        todo.extend(reversed(shown))
     depth_max = max(d for _, _, d in frames)
     height = PAD_TOP + (depth_max + 1) * FRAME_H + PAD_BOTTOM
     biggest = max((abs(n.delta) for n, _, _ in frames if n is not root), default=0.0)

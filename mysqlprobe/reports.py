@@ -8,7 +8,7 @@ from pathlib import Path
 from mysqlprobe.analysis.html_report import render_html
 from mysqlprobe.analysis.model import Profile
 from mysqlprobe.analysis.stage_trees import CPU_NS, IO_NS, OFFCPU_NS, SOURCES, read_capture_stacks, stage_trees
-from mysqlprobe.capture import Capture, read_profile, read_stacks
+from mysqlprobe.capture import Capture, read_member_stacks, read_profile
 from mysqlprobe.errors import CaptureError
 from mysqlprobe.files import write_new
 from mysqlprobe.flamegraphs.folded import Folded
@@ -84,8 +84,9 @@ def capture_dir_stacks(path: str, doc: dict) -> dict[str, Folded]:
         name = (doc.get(section) or {}).get("stacks_file")
         if not name and section == "cpu_profile" and doc.get("schema_version") == 1:
             name = "stacks.folded"
-        if isinstance(name, str) and (base / name).is_file():
-            out[section] = read_stacks(str(base / name))
+        stacks = read_member_stacks(base, name)
+        if stacks is not None:
+            out[section] = stacks
     return out
 
 
@@ -129,14 +130,15 @@ def scoped(folded: Folded, all_threads: bool) -> tuple[Folded, str]:
     return mine, f"{LOAD_THREADS}; --all-threads for every thread"
 
 
-def write_visuals(out_dir: str, profile: Profile, all_threads: bool = False) -> list[str]:
+def write_visuals(out_dir: str, profile: Profile, all_threads: bool = False, capture_dir: str | None = None) -> list[str]:
     """DIR/flamegraph.svg, DIR/offcpu.svg and DIR/io.svg (when the capture
-    has their stacks) and DIR/report.html. Each folded file is read once:
-    its own picture and the stages' are drawn from it. The off-CPU and I/O
-    pictures show the load's threads unless all_threads."""
+    has their stacks) and DIR/report.html, the stacks read from capture_dir
+    (by default DIR itself). Each folded file is read once: its own picture
+    and the stages' are drawn from it. The off-CPU and I/O pictures show the
+    load's threads unless all_threads."""
     path = Path(out_dir)
     written = []
-    stacks = read_capture_stacks(path, profile, read_stacks, kinds=(CPU_NS, OFFCPU_NS, IO_NS))
+    stacks = read_capture_stacks(capture_dir or out_dir, profile, read_member_stacks, kinds=(CPU_NS, OFFCPU_NS, IO_NS))
 
     def picture(kind: str, svg_file: str, titles, **style) -> str | None:
         section = SOURCES[kind][0]

@@ -143,7 +143,7 @@ def impossible_figures(capture_dir: Path, hostile: bool = False) -> list[str]:
     from mysqlprobe.analysis.model import Profile
     from mysqlprobe.analysis.per_call import SAMPLED_METHODS
     from mysqlprobe.capture import read_profile
-    from mysqlprobe.errors import CaptureError, MysqlprobeError
+    from mysqlprobe.errors import MysqlprobeError
     from mysqlprobe.reports import capture_dir_stacks
 
     try:
@@ -152,7 +152,7 @@ def impossible_figures(capture_dir: Path, hostile: bool = False) -> list[str]:
         return []      # not a capture (a test's hostile file, a directory): the test's own assertions judge it
     try:
         profile = Profile(doc, capture_dir_stacks(str(capture_dir), doc))
-    except CaptureError as e:
+    except MysqlprobeError as e:   # a refusal in one line (exit 7, or 11 for a file that is not regular)
         return [] if hostile else [f"the Profile refuses it: {e}"]
     except Exception as e:  # noqa: BLE001 - a crash of the analysis on a document: always a failure
         return [f"the Profile cannot be built: {type(e).__name__}: {e}"]

@@ -13,7 +13,7 @@ from mysqlprobe.analysis.account import wall_stacks
 from mysqlprobe.analysis.compare_account import Explanation, WallRun, detail, explain, headline, wall_run
 from mysqlprobe.analysis.compare_html import diff_graph, render_html, stage_graphs
 from mysqlprobe.analysis.stage_trees import CPU_NS, read_capture_stacks
-from mysqlprobe.capture import PROFILE_FILE, read_profile, read_stacks
+from mysqlprobe.capture import PROFILE_FILE, read_member_stacks, read_profile
 from mysqlprobe.errors import CaptureError
 from mysqlprobe.files import make_dir, write_new
 from mysqlprobe.flamegraphs.folded import Folded
@@ -76,7 +76,7 @@ def load_side(path: str) -> Side:
                 side.stacks.stacks.update({k: round(v * run.scale) for k, v in stacks.stacks.items()})
                 side.rows += run.rows
             continue
-        evidence = read_capture_stacks(d, profile, read_stacks)
+        evidence = read_capture_stacks(d, profile, read_member_stacks)
         try:
             side.profiled.append(C.run_of(profile, str(d), evidence.get(CPU_NS), evidence))
         except ValueError as e:

@@ -54,7 +54,7 @@ def write_pprof(args) -> int:
         raise UsageError("--pprof takes one capture directory")
     capture = Path(args.stacks[0])
     profile = load_profile(str(capture))
-    stacks = read_stacks(str(capture / (OFFCPU_FILE if args.off_cpu else STACKS_FILE)))
+    stacks = read_stacks(str(capture / (OFFCPU_FILE if args.off_cpu else STACKS_FILE)), follow=False)
     data = pprof_of(profile, stacks, args.off_cpu,
                     comments=(f"mysqlprobe capture {capture.resolve()}", f"PID {profile.target.pid}"))
     if not args.output:

@@ -11,13 +11,15 @@ from mysqlprobe.analysis.prometheus import exposition
 from mysqlprobe.analysis.report import render_text
 
 from mysqlprobe.errors import UsageError
+from mysqlprobe.files import make_dir
 from mysqlprobe.reports import load_profile, write_visuals
 
 EXAMPLES = """examples:
   mysqlprobe report /tmp/run1              # text report of /tmp/run1/profile.json
   mysqlprobe report /tmp/run1 --json       # the stage summaries as JSON
   mysqlprobe report /tmp/run1 --json=all   # the whole capture with everything derived from it
-  mysqlprobe report /tmp/run1 --html       # write report.html and flamegraph.svg again
+  mysqlprobe report /tmp/run1 --html       # write report.html and flamegraph.svg again, into /tmp/run1
+  mysqlprobe report /tmp/run1 --html -o /tmp/pages   # ... into /tmp/pages, the capture untouched
   mysqlprobe report /tmp/run1 --prometheus # the figures in Prometheus's text format
 """
 
@@ -29,7 +31,10 @@ def add_arguments(p) -> None:
     p.add_argument("--prometheus", action="store_true",
                    help="print the figures in the Prometheus text exposition format")
     p.add_argument("--html", action="store_true",
-                   help="write CAPTURE/report.html (and flamegraph.svg from its stacks) again")
+                   help="write report.html (and flamegraph.svg from its stacks) again: into the capture "
+                        "directory, or into -o DIR")
+    p.add_argument("-o", "--output", metavar="DIR",
+                   help="with --html: write the pages into DIR (made if missing) and leave the capture as it is")
     p.add_argument("--all-threads", action="store_true",
                    help="with --html: the off-CPU and I/O flame graphs of every thread (default: the load's, "
                         "its client connections)")
@@ -40,7 +45,13 @@ def run(args, parser) -> int:
     if args.html:
         if not Path(args.capture).is_dir():
             raise UsageError("--html needs the capture directory, not its profile.json")
-        print(f"wrote {', '.join(write_visuals(args.capture, profile, args.all_threads))}", file=sys.stderr)
+        out_dir = args.output or args.capture
+        if args.output:
+            make_dir(args.output)
+        written = write_visuals(out_dir, profile, args.all_threads, capture_dir=args.capture)
+        print(f"wrote {', '.join(written)}", file=sys.stderr)
+    elif args.output:
+        raise UsageError("-o goes with --html; the text, --json and --prometheus go to standard output")
     elif args.prometheus:
         sys.stdout.write(exposition(profile))
     elif args.json:

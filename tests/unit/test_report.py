@@ -666,7 +666,7 @@ def test_a_schema_1_captures_cpu_stacks_are_found_under_their_old_name(tmp_path)
     profile = Profile(doc)
     cpu = profile.stacks["cpu_profile"]
     assert cpu.collected and cpu.files == {"stacks_file": "stacks.folded"} and cpu.scale(1.5) == 3.0
-    assert read_capture_stacks(tmp_path, profile, capture.read_stacks)[CPU_NS].total == 7
+    assert read_capture_stacks(tmp_path, profile, capture.read_member_stacks)[CPU_NS].total == 7
     today = synthetic_run()
     today["cpu_profile"] = {"status": "collected", "frequency_hz": 499}
-    assert read_capture_stacks(tmp_path, Profile(today), capture.read_stacks) == {}
+    assert read_capture_stacks(tmp_path, Profile(today), capture.read_member_stacks) == {}
