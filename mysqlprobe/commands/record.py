@@ -18,6 +18,7 @@ from mysqlprobe.collectors.perfschema.connection import ConnectOptions
 from mysqlprobe.collectors.cpu.cpu_bursts import BURST_FREQUENCY
 from mysqlprobe.collectors.cpu.perf import PerfOptions
 from mysqlprobe.collectors.cpu.perf_record import DEFAULT_FREQUENCY
+from mysqlprobe.privileges import require_attach_privileges
 from mysqlprobe.collectors.target.symbols import Binary, load_binary, load_target_binary, resolve_target
 from mysqlprobe.errors import TargetError, UsageError
 from mysqlprobe.output import check_output_dir, save_capture
@@ -283,6 +284,8 @@ def record(args, control: Control) -> int:
         stages.append(catalog.STAGE_CHANGE)  # P_S names the stages the probed calls ran in
     stages += [s for s in args.stage if s not in stages]
     control.signals.reached("symbols")
+    if args.pid is not None and not args.list:
+        require_attach_privileges("profiling a server")
     target = None if args.pid is None else resolve_target(args.pid)
 
     def make() -> tuple[Binary, Plan]:

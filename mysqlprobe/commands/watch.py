@@ -15,7 +15,6 @@ import os
 import sys
 import threading
 import traceback
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 from mysqlprobe import catalog
@@ -29,8 +28,10 @@ from mysqlprobe.collectors.cpu.cpu_bursts import BURST_FREQUENCY
 from mysqlprobe.collectors.cpu.perf import PerfOptions
 from mysqlprobe.collectors.target.symbols import resolve_target
 from mysqlprobe.commands.record import add_probe_argument
-from mysqlprobe.errors import Interrupted, MysqlprobeError, TargetError, UsageError
+from mysqlprobe.errors import Interrupted, MysqlprobeError, PermissionProblem, TargetError, UsageError
 from mysqlprobe.files import make_dir, write_new
+from mysqlprobe.httpserve import MetricsServer, Routes
+from mysqlprobe.privileges import require_attach_privileges
 from mysqlprobe.reports import capture_profile, pprof_of
 from mysqlprobe.recorder.options import Control, RecordOptions
 from mysqlprobe.recorder.plan import plan_cached, plan_in_child
@@ -43,6 +44,8 @@ EXAMPLES = """examples:
   mysqlprobe watch --binary /usr/sbin/mariadbd --datadir /var/lib/mysql --listen :9465 --pprof-dir /var/lib/mysqlprobe
 """
 FIND_EVERY_S = 1.0   # while the server is away: how often to look for it
+PPROF_KINDS = {STACKS_FILE: ("cpu", False), OFFCPU_FILE: ("offcpu", True)}
+PPROF_KEEP = 100   # windows' profiles of each kind kept in --pprof-dir by default
 
 
 def add_arguments(p) -> None:
@@ -57,6 +60,8 @@ def add_arguments(p) -> None:
                    help="slow the load down by at most PCT%% (default 1)")
     add_probe_argument(p)
     p.add_argument("--pprof-dir", metavar="DIR", help="write each window's CPU and off-CPU profiles here (pprof)")
+    p.add_argument("--pprof-keep", type=int, default=PPROF_KEEP, metavar="N",
+                   help=f"keep the newest N windows' profiles of each kind in --pprof-dir (default {PPROF_KEEP})")
     p.add_argument("--sampler", choices=("auto", "bpf", "perf"), default="auto",
                    help="who takes the CPU samples, as for a recording (default auto: in BPF where the "
                         "binary keeps frame pointers, perf record with DWARF stacks where not)")
@@ -138,38 +143,41 @@ class Metrics:
             return self.totals.exposition(out)
 
 
-def serve(metrics: Metrics, host: str, port: int) -> ThreadingHTTPServer:
-    class Handler(BaseHTTPRequestHandler):
-        def do_GET(self):
-            if self.path.split("?")[0] != "/metrics":
-                self.send_error(404, "only /metrics is served here")
-                return
-            body = metrics.text().encode()
-            self.send_response(200)
-            self.send_header("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-
-        def log_message(self, *args):  # scrapes are not news
-            pass
-
+def serve(metrics: Metrics, host: str, port: int) -> MetricsServer:
+    """/metrics on host:port, from a thread of its own (mysqlprobe/httpserve.py:
+    no client can hold it)."""
+    routes: Routes = {"/metrics": ("text/plain; version=0.0.4; charset=utf-8", lambda: metrics.text().encode())}
     try:
-        server = ThreadingHTTPServer((host, port), Handler)
+        return MetricsServer(host, port, routes).start()
     except OSError as e:
         raise UsageError(f"--listen {host}:{port}: {e.strerror}") from None
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    return server
 
 
-def write_profiles(directory: str, cap, profile: Profile) -> None:
-    """The window's CPU and off-CPU stacks as pprof files, named by the window's start."""
+def write_profiles(directory: str, cap, profile: Profile, keep: int = PPROF_KEEP) -> None:
+    """The window's CPU and off-CPU stacks as pprof files, named by the
+    window's start; then only the newest `keep` of each kind are kept."""
     stamp = profile.window.start.replace(":", "")
-    kinds = {STACKS_FILE: ("cpu", False), OFFCPU_FILE: ("offcpu", True)}
     for f in cap.files:
-        if f.name in kinds and not isinstance(f.content, str):
-            name, off_cpu = kinds[f.name]
+        if f.name in PPROF_KINDS and not isinstance(f.content, str):
+            name, off_cpu = PPROF_KINDS[f.name]
             write_new(directory, f"{name}-{stamp}.pb.gz", pprof_of(profile, f.content, off_cpu))
+    prune_profiles(directory, keep)
+
+
+def prune_profiles(directory: str, keep: int) -> list[str]:
+    """The older windows' pprof files of each kind past the newest `keep`,
+    removed (their names sort by the window's start); the names removed."""
+    removed = []
+    for kind, _ in PPROF_KINDS.values():
+        mine = sorted(p for p in os.listdir(directory)
+                      if p.startswith(f"{kind}-") and p.endswith(".pb.gz") and p[len(kind) + 1:len(kind) + 2].isdigit())
+        for name in mine[:max(len(mine) - keep, 0)]:
+            try:
+                os.unlink(os.path.join(directory, name))
+                removed.append(name)
+            except FileNotFoundError:
+                pass
+    return removed
 
 
 class Watch:
@@ -223,7 +231,7 @@ class Watch:
         profile = capture_profile(cap)  # plain already (the recorder made it so); read, not written
         self.metrics.add(profile)
         if self.args.pprof_dir:
-            write_profiles(self.args.pprof_dir, cap, profile)
+            write_profiles(self.args.pprof_dir, cap, profile, self.args.pprof_keep)
         w = profile.window
         counter = memory_counter(profile.window)
         unit = f"of {counter}" if counter else "rows"
@@ -256,7 +264,7 @@ class Watch:
                 self.one_window(pid)
             except Interrupted:
                 break
-            except UsageError:  # the command line's (a --progress-counter the server lacks): no window will do
+            except (UsageError, PermissionProblem):  # the command line's, or privileges: no window will do
                 raise
             except Exception as e:  # one window's trouble must not end a watch of weeks
                 self.metrics.failures += 1
@@ -275,6 +283,9 @@ def run(args, parser) -> int:
         parser.error("--interval takes at least 1 second")
     if not 0 < args.budget <= 100:
         parser.error("--budget takes a percentage above 0 and at most 100")
+    if args.pprof_keep < 1:
+        parser.error("--pprof-keep takes at least 1")
+    require_attach_privileges("watch")
     if args.pprof_dir:
         make_dir(args.pprof_dir, "--pprof-dir")
     return Watch(args).run()
