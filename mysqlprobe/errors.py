@@ -22,6 +22,44 @@ EXIT_INTERRUPTED = 130    # Ctrl-C before the window opened (128 + SIGINT); SIGT
                           # SIGHUP 129: a run stopped before its window records nothing
 
 
+# code -> what it means, for docs/cli.md's table and the commands' --help (scripts/exit_codes.py writes the table)
+EXIT_MEANINGS: dict[int, str] = {
+    EXIT_OK: "success",
+    EXIT_FAILURE: "internal error (a bug: please report it with `-v` output)",
+    EXIT_USAGE: "bad command line",
+    EXIT_NO_TARGET: "no such process, not a MySQL/MariaDB server, or its binary cannot be read",
+    EXIT_PERMISSION: "permission: attaching needs root (CAP_BPF, CAP_PERFMON and CAP_SYS_ADMIN); "
+                     "the line names what is missing",
+    EXIT_NO_SYMBOLS: "stripped binary and no debug symbols (with `--strict` or `--list`), or a debug file "
+                     "that is not the binary's: the line names the stages lost and what to install",
+    EXIT_BPF: "BPF load or attach failed",
+    EXIT_CAPTURE: "a capture that cannot be read: not a capture, a field of the wrong shape, a number out of "
+                  "its range, or nested too deep; the line names the field",
+    EXIT_SANDBOX: "sandbox server could not be fetched or started (lab)",
+    EXIT_WORKLOAD: "load driver failed (lab)",
+    EXIT_OUTPUT: "output cannot be written: `-o` is checked before anything is attached; should writing fail "
+                 "at the end anyway (a full disk), the capture is saved whole in a fallback directory the "
+                 "message names",
+    EXIT_INPUT_FILE: "an input that is no regular file (a FIFO, a device, a directory, a symbolic link inside "
+                     "a capture) or over its size bound",
+    EXIT_INTERRUPTED: "stopped by SIGINT (129 SIGHUP, 143 SIGTERM) before the window opened, or by a second "
+                      "signal while the capture is written: nothing recorded, nothing left attached",
+}
+
+
+def exit_table() -> str:
+    """The exit codes as docs/cli.md's Markdown table."""
+    rows = ["| code | meaning |", "|---|---|"]
+    rows += [f"| {code} | {meaning} |" for code, meaning in sorted(EXIT_MEANINGS.items())]
+    return "\n".join(rows) + "\n"
+
+
+def exit_help() -> str:
+    """The exit codes, a line each, for the end of a command's --help."""
+    return "exit codes:\n" + "".join(f"  {code:<4} {meaning.split(':')[0].split(' (')[0]}\n"
+                                     for code, meaning in sorted(EXIT_MEANINGS.items()))
+
+
 class MysqlprobeError(Exception):
     """An error the user can act on; its message is the whole story."""
 

@@ -57,7 +57,7 @@ def _write(cap: Capture, out_dir: str, profile, all_threads: bool = False) -> No
         write_capture(staging, cap)
         write_visuals(staging, profile, all_threads)
         paths = publish(staging, out_dir, PROFILE_FILE)
-    except (OSError, CaptureError) as e:
+    except (OSError, CaptureError, OutputError) as e:
         discard(staging)
         why = e.strerror if isinstance(e, OSError) else str(e).replace(staging, out_dir)
         raise CaptureError(f"cannot write into {out_dir}: {why}") from None

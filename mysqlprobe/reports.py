@@ -9,7 +9,7 @@ from mysqlprobe.analysis.html_report import render_html
 from mysqlprobe.analysis.model import Profile
 from mysqlprobe.analysis.stage_trees import CPU_NS, IO_NS, OFFCPU_NS, SOURCES, read_capture_stacks, stage_trees
 from mysqlprobe.capture import Capture, read_member_stacks, read_profile
-from mysqlprobe.errors import CaptureError
+from mysqlprobe.errors import CaptureError, OutputError
 from mysqlprobe.files import write_new
 from mysqlprobe.flamegraphs.folded import Folded
 from mysqlprobe.flamegraphs.stacks import connection_stacks, fold_probe_frames
@@ -160,5 +160,5 @@ def write_visuals(out_dir: str, profile: Profile, all_threads: bool = False, cap
         written.append(write_new(out_dir, HTML_FILE, render_html(profile, cpu, waits, io,
                                                                   stage_pictures(profile, stacks), all_threads)))
     except OSError as e:
-        raise CaptureError(f"cannot write into {path}: {e.strerror}") from None
+        raise OutputError(f"cannot write into {path}: {e.strerror}") from None
     return written

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from mysqlprobe.analysis.model import Profile
 from mysqlprobe.capture import OFFCPU_FILE, PROFILE_FILE, STACKS_FILE, read_stacks
-from mysqlprobe.errors import UsageError
+from mysqlprobe.errors import OutputError, UsageError
 from mysqlprobe.files import write_output_file
 from mysqlprobe.flamegraphs.svg import render
 from mysqlprobe.reports import flamegraph_title, load_profile, pprof_of
@@ -63,7 +63,7 @@ def write_pprof(args) -> int:
     try:
         write_output_file(args.output, data)
     except OSError as e:
-        raise UsageError(f"cannot write {args.output}: {e.strerror}") from None
+        raise OutputError(f"cannot write {args.output}: {e.strerror}") from None
     print(f"wrote {args.output}", file=sys.stderr)
     return 0
 
@@ -96,7 +96,7 @@ def run(args, parser) -> int:
         try:
             write_output_file(args.output, svg)
         except OSError as e:
-            raise UsageError(f"cannot write {args.output}: {e.strerror}") from None
+            raise OutputError(f"cannot write {args.output}: {e.strerror}") from None
         print(f"wrote {args.output}", file=sys.stderr)
     else:
         sys.stdout.write(svg)
