@@ -14,7 +14,7 @@ import sys
 import threading
 
 from mysqlprobe import __version__
-from mysqlprobe.errors import EXIT_FAILURE, EXIT_INTERRUPTED, EXIT_USAGE, Interrupted, MysqlprobeError
+from mysqlprobe.errors import EXIT_FAILURE, EXIT_INTERRUPTED, EXIT_USAGE, Interrupted, MysqlprobeError, exit_help
 from mysqlprobe.recorder.priority import START_PRIORITY, asked_start_nice
 from mysqlprobe.recorder.window import RunSignals
 
@@ -35,13 +35,40 @@ def command_module(command: str):
     return importlib.import_module(f"mysqlprobe.commands.{command}")
 
 
+# one line a command, for the top-level help (known without importing the commands' modules)
+SUMMARIES = {
+    "record": "profile a running server (the default: `mysqlprobe -p PID`)",
+    "report": "the report of a saved capture again: text, --json, --prometheus, --html",
+    "compare": "two runs (or repeats of each) per row inserted: what changed and why",
+    "flamegraph": "flame graph of a capture or folded file; with two, the differential one; --pprof",
+    "watch": "profile all the time within a budget; serve /metrics to Prometheus",
+    "sandbox": "start, stop or inspect a sandbox MariaDB (10.1.23, 10.2.11, 10.11.5)",
+    "load": "run the seed load on a server",
+    "demo": "the sandbox, the seed load, profiled: what `make demo` runs",
+    "bench": "a load matrix on one or two servers, a capture per run (A and B alternated)",
+}
+
+
+def commands_help() -> str:
+    out = ["commands:"]
+    out += [f"  mysqlprobe {name:<12} {SUMMARIES[name]}" for name in COMMANDS]
+    out += [f"  mysqlprobe lab {name:<8} {SUMMARIES[name]}" for name in LAB_COMMANDS]
+    return "\n".join(out) + "\n  mysqlprobe COMMAND --help   a command's own options\n"
+
+
+def description(module) -> str:
+    """A command module's first paragraph, as one line."""
+    first = (module.__doc__ or "").strip().split("\n\n")[0]
+    return " ".join(first.split()).removeprefix(f"mysqlprobe {module.__name__.rsplit('.', 1)[-1]}: ")
+
+
 def build_parser(command: str, module) -> argparse.ArgumentParser:
     prog = ("mysqlprobe" if command == "record" else f"mysqlprobe lab {command}" if command in LAB_COMMANDS
             else f"mysqlprobe {command}")
-    p = argparse.ArgumentParser(prog=prog, description=(module.__doc__ or "").strip().splitlines()[0]
-                                if command != "record" else DESCRIPTION,
-                                epilog=getattr(module, "EXAMPLES", None),
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    epilog = "\n".join(part for part in ((commands_help() if command == "record" else None),
+                                         getattr(module, "EXAMPLES", None), exit_help()) if part)
+    p = argparse.ArgumentParser(prog=prog, description=description(module) if command != "record" else DESCRIPTION,
+                                epilog=epilog, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("-v", "--verbose", action="store_true", help="tracebacks and libbpf messages on errors")
     p.add_argument("--version", action="version", version=f"mysqlprobe {__version__}")
     if command in WRITES_CAPTURES:
@@ -79,7 +106,14 @@ def lab_argv(argv: list[str]) -> list[str]:
     at the top level, as before, still run, with a line saying so."""
     if argv and argv[0] == "lab":
         if len(argv) < 2 or argv[1] not in LAB_COMMANDS:
-            print(f"usage: mysqlprobe lab {{{','.join(LAB_COMMANDS)}}} ...", file=sys.stderr)
+            usage = (f"usage: mysqlprobe lab {{{','.join(LAB_COMMANDS)}}} ...\n\nthe lab: sandbox servers and "
+                     "loads to profile, apart from the product\n\n"
+                     + "".join(f"  mysqlprobe lab {n:<8} {SUMMARIES[n]}\n" for n in LAB_COMMANDS)
+                     + "  mysqlprobe lab COMMAND --help   a command's own options\n")
+            if len(argv) == 2 and argv[1] in ("-h", "--help"):
+                sys.stdout.write(usage)
+                raise SystemExit(0)
+            sys.stderr.write(usage)
             raise SystemExit(EXIT_USAGE)
         return argv[1:]
     if argv and argv[0] in LAB_COMMANDS:

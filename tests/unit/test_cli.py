@@ -3,6 +3,7 @@ traceback only with -v), --list without root."""
 
 import os
 import pkgutil
+import re
 import subprocess
 import sys
 
@@ -10,6 +11,7 @@ import pytest
 
 from conftest import MYSQLPROBE, compile_fixture, strip_with_debug_file
 from mysqlprobe import cli, errors
+from mysqlprobe.errors import exit_help
 from mysqlprobe.collectors.target.elf import read_elf
 from test_debuginfod import publish, serving
 
@@ -48,10 +50,20 @@ def test_old_spellings_still_parse_and_say_the_new_one(tmp_path):
         "mysqlprobe: --no-perf-schema is now --no-ps (the old spelling will go)"]
 
 
-def test_help_ends_with_examples():
+def test_help_lists_the_commands_and_ends_with_examples_and_exit_codes():
     code, out, _ = mysqlprobe("--help")
     assert code == 0 and "--insert-profile" in out
-    assert out.rstrip().splitlines()[-1].strip().startswith("mysqlprobe lab demo")
+    for name in cli.COMMANDS + cli.LAB_COMMANDS:
+        assert re.search(rf"^  mysqlprobe (lab )?{name} +\S", out, re.M), name
+    assert set(cli.SUMMARIES) == set(cli.COMMANDS + cli.LAB_COMMANDS)
+    for command in ("report", "compare", "flamegraph", "watch", "lab demo", "lab bench"):
+        code, out, err = mysqlprobe(*command.split(), "--help")
+        assert code == 0 and not err and "examples:" in out, command
+        assert out.rstrip().endswith(exit_help().rstrip()), command
+    code, out, err = mysqlprobe("lab", "--help")
+    assert code == 0 and "mysqlprobe lab demo" in out and not err
+    code, out, _ = mysqlprobe("watch", "--help")
+    assert "continuously within a small budget and serve the figures to Prometheus" in out
 
 
 def test_missing_process():
