@@ -36,12 +36,13 @@ setup(
         "mysqlprobe.analysis": "analysis",
         "mysqlprobe.flamegraphs": "flamegraphs",
     },
-    package_data={"mysqlprobe.probes": ["*.bpf.c", "*.h"]},
+    package_data={"mysqlprobe.probes": ["*.bpf.c", "*.h"], "mysqlprobe.analysis": ["capture_types.json"]},
     install_requires=[
         "PyMySQL>=1.0",
     ],
     # pyelftools and psutil: what the ELF and /proc readers are checked against; ruff and mypy: `make lint`
-    extras_require={"test": ["pytest>=7.0", "pyelftools>=0.29", "psutil>=5.9", "ruff>=0.6", "mypy>=1.10"]},
+    extras_require={"test": ["pytest>=7.0", "pyelftools>=0.29", "psutil>=5.9", "ruff>=0.6", "mypy>=1.10",
+                             "hypothesis>=6.0"]},
     entry_points={"console_scripts": ["mysqlprobe=mysqlprobe.cli:main"]},
     cmdclass={"build_py": BuildWithProbes},
 )

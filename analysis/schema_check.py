@@ -5,6 +5,11 @@ reporter's KeyError later."""
 
 from __future__ import annotations
 
+import json
+import re
+from collections.abc import Iterator
+from functools import lru_cache
+from pathlib import Path
 from typing import Any
 
 from mysqlprobe.errors import CaptureError
@@ -100,7 +105,6 @@ def _out_of_range(value: float, path: tuple[str | int, ...]) -> str | None:
 
 def check_document(doc: dict[str, Any]) -> None:
     """Raise CaptureError for the first field a reader cannot use."""
-    check_numbers(doc)
     for key, spec in REQUIRED.items():
         if key not in doc:
             raise CaptureError(f"field {key} is missing")
@@ -112,6 +116,8 @@ def check_document(doc: dict[str, Any]) -> None:
         _check(probe, PROBE, f"probes[{i}]")
         for j, bucket in enumerate(probe["histogram"]):
             _check(bucket, BUCKET, f"probes[{i}].histogram[{j}]")
+    check_numbers(doc)
+    check_types(doc)
 
 
 def upgraded(doc: dict[str, Any]) -> dict[str, Any]:
@@ -129,3 +135,91 @@ def upgraded(doc: dict[str, Any]) -> dict[str, Any]:
     if isinstance(sampling, dict) and isinstance(sampling.get("quieted"), list):
         out["sampling"] = {**sampling, "quieted": [name(n) for n in sampling["quieted"]]}
     return out
+
+
+# the fields of a capture and their JSON types, from a corpus of real captures (scripts/capture_schema.py)
+TYPES_FILE = Path(__file__).with_name("capture_types.json")
+FIELD_NAME = re.compile(r"[a-z_][a-z0-9_]*\Z")
+
+
+def json_type(value: Any) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "bool"
+    return {int: "int", float: "float", str: "str", list: "list", dict: "dict"}.get(type(value), type(value).__name__)
+
+
+def walk(doc: Any) -> Iterator[tuple[tuple[str | int, ...], Any]]:
+    """Every value of a document with its path, without recursion."""
+    todo: list[tuple[tuple[str | int, ...], Any]] = [((), doc)]
+    while todo:
+        path, value = todo.pop()
+        yield path, value
+        if isinstance(value, dict):
+            todo.extend((path + (str(k),), v) for k, v in value.items())
+        elif isinstance(value, list):
+            todo.extend((path + (i,), v) for i, v in enumerate(value))
+
+
+def field_of(path: tuple[str | int, ...]) -> str:
+    """A path as the field it is an instance of: list indexes as [], keys
+    that are data (thread ids, stage and function names) as *."""
+    out = ""
+    for part in path:
+        if isinstance(part, int):
+            out += "[]"
+        else:
+            out += ("." if out else "") + (part if FIELD_NAME.match(part) else "*")
+    return out
+
+
+def parent_of(field: str) -> str:
+    if field.endswith("[]"):
+        return field[:-2]
+    return field.rpartition(".")[0]
+
+
+@lru_cache(maxsize=1)
+def _known() -> tuple[dict[str, frozenset[str]], frozenset[str]]:
+    known = json.loads(TYPES_FILE.read_text())
+    return {f: frozenset(t) for f, t in known["types"].items()}, frozenset(known["required"])
+
+
+def check_types(doc: dict[str, Any]) -> None:
+    """Each field of a type some real capture had it in (an integral float
+    where integers were seen, an integer where floats were), and the
+    fields the readers index present: else one CaptureError naming the
+    first field that is not. Fields no capture had are let be."""
+    types, required = _known()
+    for path, value in walk(doc):
+        field = field_of(path)
+        seen = types.get(field)
+        if seen is None:
+            continue
+        kind = json_type(value)
+        if kind not in seen and not (kind == "int" and "float" in seen) \
+                and not (kind == "float" and "int" in seen and float(value).is_integer()):
+            raise CaptureError(f"field {_where(path)} is {_shown_value(value)}, where a capture has "
+                               f"{' or '.join(_TYPE_WORDS.get(t, t) for t in sorted(seen))}")
+        if isinstance(value, dict):
+            for key in (r for r in _children(field) if r in required):
+                if key.rpartition(".")[2] not in value:
+                    raise CaptureError(f"field {_where(path + (key.rpartition('.')[2],))} is missing")
+
+
+_TYPE_WORDS = {"null": "null", "bool": "true/false", "int": "an integer", "float": "a number", "str": "a string",
+               "list": "a list", "dict": "an object"}
+
+
+@lru_cache(maxsize=None)
+def _children(field: str) -> tuple[str, ...]:
+    _, required = _known()
+    return tuple(r for r in required if parent_of(r) == field)
+
+
+def _shown_value(value: Any) -> str:
+    kind = json_type(value)
+    if kind in ("list", "dict", "null"):
+        return {"list": "a list", "dict": "an object", "null": "null"}[kind]
+    return f"{value!r:.40}"

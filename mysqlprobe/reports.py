@@ -106,9 +106,11 @@ def checked_profile(doc: dict, where: str) -> Profile:
     a document whose fields do not fit the schema is one CaptureError that
     names the file."""
     try:
-        return Profile(doc, capture_dir_stacks(where, doc))
+        profile = Profile(doc)   # the document is checked before the files it names are read
     except CaptureError as e:
         raise CaptureError(f"{where}: {e}") from None
+    profile.folded = capture_dir_stacks(where, doc)
+    return profile
 
 
 def load_profile(path: str) -> Profile:

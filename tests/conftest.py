@@ -209,6 +209,7 @@ def impossible_figures(capture_dir: Path, hostile: bool = False) -> list[str]:
 
 # every capture checked once: (path, mtime) of those seen
 _CHECKED: set[tuple[str, float]] = set()
+_IN_HOSTILE_TEST = [False]   # whether the test running writes documents made to be refused
 
 
 @pytest.fixture(autouse=True)
@@ -216,6 +217,7 @@ def captures_are_physically_possible(request, tmp_path_factory):
     """Every capture any test leaves under pytest's temporary directories
     (a module's or a session's as well as its own tmp_path) keeps the bounds
     in what it prints: checked after each test, each capture once."""
+    _IN_HOSTILE_TEST[0] = request.node.get_closest_marker("hostile_captures") is not None
     yield
     base = tmp_path_factory.getbasetemp()
     broken = []
@@ -230,3 +232,23 @@ def captures_are_physically_possible(request, tmp_path_factory):
         hostile = request.node.get_closest_marker("hostile_captures") is not None
         broken += [f"{p.parent}: {b}" for b in impossible_figures(p.parent, hostile)]
     assert not broken, broken
+
+
+# scripts/capture_schema.py's corpus: with MYSQLPROBE_TYPES_CORPUS=DIR, every document a Profile accepts in
+# this run (the tests' own synthetic ones as well as the captures) is kept in DIR/N/profile.json
+if os.environ.get("MYSQLPROBE_TYPES_CORPUS"):
+    from mysqlprobe.analysis import model as _model
+
+    _accepting = _model.Profile.__init__
+    _kept = [0]
+
+    def _keep_document(self, doc, stacks=None):
+        _accepting(self, doc, stacks)
+        if _IN_HOSTILE_TEST[0]:
+            return
+        where = Path(os.environ["MYSQLPROBE_TYPES_CORPUS"]) / f"{os.getpid()}-{_kept[0]}"
+        _kept[0] += 1
+        where.mkdir(parents=True, exist_ok=True)
+        (where / "profile.json").write_text(json.dumps(doc))
+
+    _model.Profile.__init__ = _keep_document  # type: ignore[method-assign]
