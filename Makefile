@@ -9,7 +9,7 @@ STAMP    = $(VENV)/.installed
 TEST_STAMP = $(VENV)/.test-installed
 SOURCES := $(shell find mysqlprobe collectors analysis flamegraphs probes -name '*.py' -o -name '*.c' -o -name '*.h') setup.py pyproject.toml
 
-.PHONY: all install demo lint test test-unit test-integration bench clean
+.PHONY: all install demo lint test test-unit test-integration bench fuzz clean
 
 all: install
 
@@ -53,6 +53,11 @@ test-unit: $(TEST_STAMP)
 
 test-integration: $(TEST_STAMP)
 	$(call run_pytest,-ra tests/integration)
+
+# the capture readers' coverage-guided fuzzing campaign (atheris), 10 minutes -> bench/RESULTS.md section 21
+fuzz: $(TEST_STAMP)
+	$(BIN)/python -m pip install -q "atheris>=2.3"
+	$(BIN)/python bench/fuzz.py --seconds 600
 
 # overhead, accuracy and attach time against bpftrace -> bench/RESULTS.md (about 20 minutes)
 bench: $(TEST_STAMP)

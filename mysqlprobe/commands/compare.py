@@ -14,7 +14,7 @@ from mysqlprobe.analysis.compare_account import Explanation, WallRun, detail, ex
 from mysqlprobe.analysis.compare_html import diff_graph, render_html, stage_graphs
 from mysqlprobe.analysis.stage_trees import CPU_NS, read_capture_stacks
 from mysqlprobe.capture import PROFILE_FILE, read_member_stacks, read_profile
-from mysqlprobe.errors import CaptureError
+from mysqlprobe.errors import CaptureError, OutputError
 from mysqlprobe.files import make_dir, write_new
 from mysqlprobe.flamegraphs.folded import Folded
 from mysqlprobe.flamegraphs.svg import render
@@ -123,7 +123,7 @@ def run(args, parser) -> int:
                 write_new(args.output, "diff.svg", svg)
             write_new(args.output, "compare.html", render_html(result, text, svg, stage_graphs(a, b, result)))
         except OSError as e:
-            raise CaptureError(f"cannot write into {out}: {e.strerror}") from None
+            raise OutputError(f"cannot write into {out}: {e.strerror}") from None
         print(f"wrote {out}/compare.txt, compare.json, compare.html" + (", diff.svg" if svg else ""),
               file=sys.stderr)
     return 0
@@ -149,5 +149,5 @@ def _sampled_only(args, x: Explanation, a: Side, b: Side) -> int:
             if svg:
                 write_new(args.output, "diff.svg", svg)
         except OSError as e:
-            raise CaptureError(f"cannot write into {args.output}: {e.strerror}") from None
+            raise OutputError(f"cannot write into {args.output}: {e.strerror}") from None
     return 0

@@ -76,16 +76,17 @@ def run(args, parser) -> int:
     if len(args.stacks) > 2:
         parser.error("give one input, or two for a differential graph")
     after_path = args.stacks[-1]
+    profile = _profile_or_none(after_path)   # a capture that cannot be read is refused before its stacks are read
     after = read_stacks(after_path)
-    profile = _profile_or_none(after_path)
     title, sub = flamegraph_title(profile) if profile else ("Flame graph", after_path)
     if len(args.stacks) == 1:
         svg = render(after, args.title or title, sub)
     else:
         before_path = args.stacks[0]
+        before_profile = _profile_or_none(before_path)
         before = read_stacks(before_path)
         if args.per == "row":
-            scale_before = 1 / _rows(before_path, _profile_or_none(before_path))
+            scale_before = 1 / _rows(before_path, before_profile)
             scale_after, unit = 1 / _rows(after_path, profile), "samples/row"
         else:
             scale_before, scale_after, unit = 1 / before.total, 1 / after.total, "of samples"
