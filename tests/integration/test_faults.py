@@ -90,7 +90,8 @@ FAULTS: dict[str, Fault] = {
     "overlap-3-last-ends-first": Fault("three profilers overlap; they end in reverse order", "as above"),
     "disk-full-at-start": Fault("-o on a 16 MiB tmpfs", "exit 10 before anything is attached: 'only N MiB free'"),
     "disk-full-at-end": Fault("-o on a tmpfs that fills up during the window",
-                              "exit 10; the capture in a fallback directory the last line names"),
+                              "exit 10; the capture whole (its stacks, report.html) in a fallback directory the "
+                              "last line names; nothing of it left in -o"),
     "output-in-proc": Fault("-o /proc/1/x", "exit 10 before anything is attached: 'cannot write there'"),
     "output-under-a-file": Fault("-o FILE/sub", "exit 10 before anything is attached"),
     "output-foreign-owner": Fault("-o a directory another user owns, holding symlinks named profile.json.tmp, "
@@ -131,6 +132,24 @@ FAULTS: dict[str, Fault] = {
     "capture-wrong-fields": Fault("`report` and `compare` of a capture with the schema marker but a field "
                                   "missing or of the wrong type", "exit 7: one line naming the field"),
     "flamegraph-garbage": Fault("`flamegraph` of binary garbage, an empty file", "exit 7: one line each"),
+    "folded-huge-line": Fault("`flamegraph` of a 300 MB folded file of one line, and of 150,000 distinct "
+                              "stacks, under a 512 MiB address-space limit",
+                              "exit 7 'line(s) over 64 KiB skipped' / exit 0 with the stacks past the limit "
+                              "counted; never out of memory"),
+    "folded-deep-stack": Fault("`flamegraph` of a stack of 5,000 frames",
+                               "exit 0: the stack kept to its 512 innermost frames, said in one line"),
+    "capture-not-finite": Fault("`report` (text, --prometheus, --json=all) and `compare` of a capture holding NaN, "
+                                "Infinity, 1e308, an integer of 100,000 digits, arrays nested 200,000 deep, a "
+                                "negative or zero window",
+                                "exit 7: one line naming the field or the limit"),
+    "capture-symlinked-stacks": Fault("`flamegraph DIR` and `report DIR --html -o OUT` of a capture whose "
+                                      "stacks.folded links to a 0600 file of root's",
+                                      "exit 11: 'a symbolic link'; the file's content in no output"),
+    "report-html-elsewhere": Fault("`report DIR --html -o OUT`", "exit 0: the pages in OUT; the capture unchanged"),
+    "no-privileges": Fault("`record -p` and `watch` as an unprivileged user",
+                           "exit 4 at once: one line naming CAP_BPF"),
+    "lease-lock-left": Fault("a lock file of the P_S lease left by a profiler killed (-9) while it held the lease",
+                             "the next run removes it; none is left after a run"),
 }
 
 
@@ -485,6 +504,8 @@ def test_disk_fills_during_the_window(server, tmp_path, tmpfs, record_property):
     assert code == 10
     saved = line.rsplit(" in ", 1)[1].split()[0]
     assert Path(saved).parent == fallback and (Path(saved) / "profile.json").exists()
+    assert {"stacks.folded", "report.html"} <= set(os.listdir(saved))     # whole, the files it names with it
+    assert not (disk / "out" / "profile.json").exists()                  # nothing in -o claims to be a capture
     nothing_left(trial.held, f"/proc/{server.pid}/", server.pid)
     observed(record_property, "disk-full-at-end", f"exit {code}: {line.replace(str(fallback), 'FALLBACK')}")
 
@@ -711,6 +732,128 @@ def test_garbage_for_every_file_reading_command(tmp_path, record_property, key):
     observed(record_property, key, "exit 7; " + "; ".join(seen))
 
 
+def _capture_doc(tmp_path: Path) -> Path:
+    """A capture of the fault suite's own: the stand-in's, recorded once per session."""
+    cap = tmp_path / "cap"
+    cap.mkdir()
+    doc = json.loads(FIXTURE_DOC.read_text())
+    doc["cpu_profile"] = {**(doc.pop("perf", None) or doc.get("cpu_profile") or {}), "stacks_file": "stacks.folded"}
+    (cap / "profile.json").write_text(json.dumps(doc))
+    (cap / "stacks.folded").write_text("sql/one_connection;do_command;row_insert_for_mysql 7\n")
+    return cap
+
+
+FIXTURE_DOC = Path(__file__).resolve().parents[1] / "fixtures" / "profile_v1_exact.json"
+ADDRESS_SPACE = 512 << 20
+
+
+def _capped():
+    import resource
+    resource.setrlimit(resource.RLIMIT_AS, (ADDRESS_SPACE, ADDRESS_SPACE))
+
+
+@pytest.mark.hostile_captures
+def test_folded_files_too_big_to_hold(tmp_path, record_property):
+    huge = tmp_path / "huge.folded"
+    with open(huge, "wb") as f:
+        f.write(b"a;" * (150 << 20) + b" 1\n")
+    many = tmp_path / "many.folded"
+    with open(many, "w") as f:
+        for i in range(150_000):
+            f.write(";".join(f"fn_{i}_{j}" for j in range(12)) + " 1\n")
+    seen = []
+    for path, want_code, want in ((huge, 7, "line(s) over 64 KiB skipped"), (many, 0, "counted as")):
+        p = subprocess.run([MYSQLPROBE, "flamegraph", str(path), "-o", str(tmp_path / "f.svg")], capture_output=True,
+                           text=True, timeout=300, preexec_fn=_capped)
+        assert p.returncode == want_code and want in p.stderr and "Traceback" not in p.stderr, p.stderr
+        seen.append(f"{path.name}: exit {p.returncode}, '{want}'")
+    observed(record_property, "folded-huge-line", "; ".join(seen) + "; within 512 MiB")
+
+
+def test_a_stack_deeper_than_any(tmp_path, record_property):
+    deep = tmp_path / "deep.folded"
+    deep.write_text(";".join(f"f{i}" for i in range(5000)) + " 3\n")
+    code, _, err = run_cli("flamegraph", str(deep), "-o", str(tmp_path / "d.svg"))
+    assert code == 0 and "kept to their 512 innermost" in err and "Traceback" not in err, err
+    observed(record_property, "folded-deep-stack", f"exit 0: {err.strip().splitlines()[0].split(': ', 2)[-1]}")
+
+
+@pytest.mark.hostile_captures
+def test_numbers_no_capture_holds(tmp_path, record_property):
+    text = FIXTURE_DOC.read_text()
+    duration = re.search(r'"duration_s": [0-9.]+', text).group(0)
+    cases = {"NaN": '"duration_s": NaN', "Infinity": '"duration_s": Infinity', "1e308": '"duration_s": 1e308',
+             "100,000 digits": '"duration_s": 1' + "0" * 100_000, "negative": '"duration_s": -1',
+             "zero": '"duration_s": 0'}
+    seen = []
+    for name, value in [*cases.items(), ("200,000 deep", None)]:
+        d = tmp_path / name.replace(",", "").replace(" ", "-")
+        d.mkdir()
+        body = text.replace(duration, value) if value else text.rstrip()[:-1] + ', "x": ' + "[" * 200_000 + "]" * 200_000 + "}"
+        (d / "profile.json").write_text(body)
+        for args in (["report", str(d)], ["report", str(d), "--prometheus"], ["report", str(d), "--json=all"],
+                     ["compare", str(d), str(d)]):
+            code, _, err = run_cli(*args)
+            line = one_clear_line(err, "refused", "field window.duration_s", "nested")
+            assert code == 7, err
+        seen.append(f"{name}: {line.split(': ', 2)[-1][:70]}")
+    observed(record_property, "capture-not-finite", "exit 7; " + "; ".join(seen))
+
+
+@pytest.mark.hostile_captures
+def test_a_symlink_in_a_capture(tmp_path, record_property):
+    secret = tmp_path / "secret"
+    secret.write_text("root's own;secret-line 1\n")
+    os.chmod(secret, 0o600)
+    cap = _capture_doc(tmp_path)
+    (cap / "stacks.folded").unlink()
+    (cap / "stacks.folded").symlink_to(secret)
+    for args in (["flamegraph", str(cap)], ["report", str(cap), "--html", "-o", str(tmp_path / "pages")]):
+        code, out, err = run_cli(*args)
+        one_clear_line(err, "a symbolic link")
+        assert code == 11 and "secret-line" not in out
+    assert not any("secret-line" in p.read_text(errors="replace") for p in tmp_path.rglob("*") if p.is_file()
+                   and p != secret)
+    observed(record_property, "capture-symlinked-stacks", "exit 11 both; the file's content in no output")
+
+
+def test_report_html_elsewhere(tmp_path, record_property):
+    cap = _capture_doc(tmp_path)
+    before = {p.name: p.stat().st_mtime_ns for p in cap.iterdir()}
+    code, _, err = run_cli("report", str(cap), "--html", "-o", str(tmp_path / "pages"))
+    assert code == 0, err
+    assert {p.name: p.stat().st_mtime_ns for p in cap.iterdir()} == before
+    assert (tmp_path / "pages" / "report.html").exists()
+    observed(record_property, "report-html-elsewhere", f"exit 0; {len(os.listdir(tmp_path / 'pages'))} files in OUT; "
+                                                       "the capture's files unchanged")
+
+
+def test_no_privileges(server, record_property):
+    seen = []
+    for args in (["-p", str(server.pid), "-d", "1"], ["watch", "-p", str(server.pid), "--listen", "127.0.0.1:0"]):
+        p = subprocess.run(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "--inh-caps=-all",
+                            MYSQLPROBE, *args], capture_output=True, text=True, timeout=30)
+        line = one_clear_line(p.stderr, "CAP_BPF")
+        assert p.returncode == 4, p.stderr
+        seen.append(f"{args[0] if args[0] == 'watch' else 'record'}: exit 4")
+    observed(record_property, "no-privileges", "; ".join(seen) + f": {line.split(': ', 1)[1][:90]}")
+
+
+def test_a_lease_lock_left_by_a_killed_profiler(server, tmp_path, record_property):
+    leases = tmp_path / "leases"
+    env = {"MYSQLPROBE_LEASE_DIR": str(leases)}
+    trial = Trial(server, tmp_path / "out", *PROFILE, "-d", "30", env=env)
+    trial.wait_for("Tracing PID")
+    trial.proc.kill()
+    trial.proc.wait()
+    left = sorted(p.name for p in leases.glob("ps-*.lock"))
+    code, _, err = run_cli("-p", str(server.pid), *PROFILE, "-d", "1", "-o", str(tmp_path / "next"), env=env)
+    assert code == 0, err
+    assert wait_until(lambda: not list(leases.glob("ps-*")), timeout=30), sorted(os.listdir(leases))
+    observed(record_property, "lease-lock-left", f"killed with {len(left)} lock file(s) held; after the next run: "
+                                                 f"{len(list(leases.glob('ps-*')))} left")
+
+
 def test_the_table_names_every_fault_once():
     """Each fault of FAULTS is tried by exactly one test case of this file."""
     tried = [f"{s.lower()}-{p}" for p in PHASES for s in SIGNALS]
@@ -721,7 +864,9 @@ def test_the_table_names_every_fault_once():
               "password-file-missing", "defaults-file-garbage", "debug-file-garbage", "window-very-short",
               "window-very-long", "window-not-finite", "report-garbage", "compare-garbage", "flamegraph-garbage",
               "server-paused-mid-window", "output-foreign-owner", "output-foreign-symlink", "output-precreated-files",
-              "debug-file-mismatched", "file-options-not-regular", "capture-wrong-fields"]
+              "debug-file-mismatched", "file-options-not-regular", "capture-wrong-fields", "folded-huge-line",
+              "folded-deep-stack", "capture-not-finite", "capture-symlinked-stacks", "report-html-elsewhere",
+              "no-privileges", "lease-lock-left"]
     tried += [f"overlap-{n}-{o}" for n in (2, 3) for o in ("first-ends-first", "last-ends-first")]
     assert sorted(tried) == sorted(FAULTS) and len(FAULTS) >= 25
     documented = re.findall(r"^\| \d+ \| .*? `([a-z0-9-]+)` \|", FAULTS_DOC.read_text(), re.M)

@@ -222,3 +222,38 @@ def test_without_a_connection_a_counter_in_memory_is_the_progress(tmp_path):
             proc.send_signal(signal.SIGINT)
             proc.wait(timeout=60)
         sb.stop()
+
+
+def test_slow_clients_and_500_scrapes_do_not_hold_watch(watched):
+    """1,000 connections that never finish their request head, then 500
+    scrapes from 50 clients at once: every scrape is answered, the windows
+    go on, watch holds no thread a connection and no stream of tracebacks;
+    and its pprof directory keeps the newest windows only."""
+    import resource
+    from concurrent.futures import ThreadPoolExecutor
+    sb, proc, url, port, tmp_path = watched
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (min(hard, 8192), hard))
+    windows = lambda: metric(get(url), "mysqlprobe_windows_total") or 0   # noqa: E731
+    assert wait_until(lambda: windows() >= 1, timeout=60)
+    slow = []
+    try:
+        for _ in range(1000):
+            s = socket.create_connection(("127.0.0.1", port))
+            s.sendall(b"GET /metrics HTTP/1.1\r\nX-Slow: ")
+            slow.append(s)
+        before = windows()
+        with ThreadPoolExecutor(50) as pool:
+            answered = list(pool.map(lambda _: "mysqlprobe_up" in get(url), range(500)))
+        assert answered.count(True) == 500
+        assert wait_until(lambda: windows() >= before + 2, timeout=60), "the windows stopped"
+        threads = int(open(f"/proc/{proc.pid}/status").read().split("Threads:")[1].split()[0])
+        assert threads < 40, threads
+    finally:
+        for s in slow:
+            s.close()
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+    proc.send_signal(signal.SIGINT)
+    assert proc.wait(timeout=60) == 0
+    err = proc.stderr.read()
+    assert "Traceback" not in err and "BrokenPipe" not in err, err[-2000:]
