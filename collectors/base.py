@@ -15,6 +15,9 @@ capture document above them."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Generic, TypeVar
+
 import os
 import sys
 import threading
@@ -73,8 +76,9 @@ class Cost:
     cpu_s: float | None = None
     method: str = ""
 
-    def to_json(self) -> dict:
-        r = lambda x: None if x is None else round(x, 6)  # noqa: E731
+    def to_json(self) -> dict[str, Any]:
+        def r(x: float | None) -> float | None:
+            return None if x is None else round(x, 6)
         return {"target_s": r(self.target_s), "cpu_s": r(self.cpu_s), "method": self.method}
 
 
@@ -89,7 +93,7 @@ class Facts:
     process_comm: str = ""
     # the target's mapped files' function tables, read once for all the stacks
     # of one collection (addresses.user_names): off-CPU's and I/O's share them
-    mapped_files: dict = field(default_factory=dict)
+    mapped_files: dict[str, Any] = field(default_factory=dict)
     # the kernel's symbol starts, read once for the CPU and off-CPU stacks
     kernel_symbols: KernelSymbols = field(default_factory=KernelSymbols)
 
@@ -101,38 +105,41 @@ class Section:
     section that will name it, Folded stacks or the path of a file to move)."""
 
     name: str
-    fields: dict
+    fields: dict[str, Any]
     notes: list[str] = field(default_factory=list)
     cost: Cost = field(default_factory=Cost)
-    files: dict = field(default_factory=dict)
+    files: dict[str, Any] = field(default_factory=dict)
 
 
-class Background:
+T = TypeVar("T")
+
+
+class Background(Generic[T]):
     """A collector's slow part (a BPF object to verify, a server to set up)
     run in a thread from begin(), so that the collectors' slow parts run
     side by side; join() gives its result or raises what it raised.
     close() must join it before releasing what it may still be making."""
 
-    def __init__(self, fn, name: str):
-        self._result = None
+    def __init__(self, fn: Callable[[], T], name: str) -> None:
+        self._result: T | None = None
         self._error: BaseException | None = None
         self._thread = threading.Thread(target=self._run, args=(fn,), name=f"mysqlprobe-{name}", daemon=True)
         self._thread.start()
 
-    def _run(self, fn) -> None:
+    def _run(self, fn: Callable[[], T]) -> None:
         try:
             self._result = fn()
         except BaseException as e:  # handed to join()
             self._error = e
 
-    def join(self):
+    def join(self) -> T:
         self._thread.join()
         if self._error is not None:
             error, self._error = self._error, None
             raise error
-        return self._result
+        return self._result  # type: ignore[return-value]   # set, since fn returned
 
-    def settle(self):
+    def settle(self) -> T | None:
         """Its result once finished, None if it failed (for close(): what it
         made must be released, what it raised no longer matters)."""
         try:
@@ -196,7 +203,7 @@ class Collector:
         super().__init_subclass__(**kwargs)
         Collector.kinds.append(cls)
 
-    def __init__(self):
+    def __init__(self) -> None:
         self.notes: list[str] = []
         self.paced = False
         self.on_s = 0.0          # seconds it was on, when paced
@@ -272,12 +279,12 @@ class CpuClock:
     """CPU seconds this process spent in a collector's own calls (status
     reads, map reads between cycles): wrap them with `with clock:`."""
 
-    def __init__(self):
+    def __init__(self) -> None:
         self.seconds = 0.0
 
     def __enter__(self) -> "CpuClock":
         self._t0 = time.thread_time()
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.seconds += time.thread_time() - self._t0

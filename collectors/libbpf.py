@@ -4,6 +4,10 @@ ends, even kill -9, the kernel closes them and the uprobes go away."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
+from typing import Any
+
 import ctypes
 import errno
 import functools
@@ -97,11 +101,11 @@ PROG_INFO_RUN_TIME_NS = 192
 PROG_INFO_RUN_CNT = 200
 
 
-def _bpf_syscall(cmd: int, attr: ctypes.Array) -> int:
+def _bpf_syscall(cmd: int, attr: ctypes.Array[Any]) -> int:
     libc = ctypes.CDLL(None, use_errno=True)
     libc.syscall.restype = ctypes.c_long
     ctypes.set_errno(0)
-    return libc.syscall(ctypes.c_long(SYS_BPF), ctypes.c_long(cmd), attr, ctypes.c_long(len(attr)))
+    return int(libc.syscall(ctypes.c_long(SYS_BPF), ctypes.c_long(cmd), attr, ctypes.c_long(len(attr))))
 
 
 # perf events (linux/perf_event.h)
@@ -112,7 +116,7 @@ PERF_FLAG_DISABLED = 1          # attr.flags bit 0
 PERF_FLAG_FD_CLOEXEC = 8
 
 
-def perf_event_open(attr: ctypes.Array, pid: int, cpu: int = -1) -> int:
+def perf_event_open(attr: ctypes.Array[Any], pid: int, cpu: int = -1) -> int:
     """A perf event's descriptor (attr: struct perf_event_attr's bytes);
     OSError with the kernel's errno when refused."""
     libc = ctypes.CDLL(None, use_errno=True)
@@ -123,10 +127,10 @@ def perf_event_open(attr: ctypes.Array, pid: int, cpu: int = -1) -> int:
     if fd < 0:
         err = ctypes.get_errno()
         raise OSError(err, os.strerror(err))
-    return fd
+    return int(fd)
 
 
-def cpu_clock_attr(period_ns: int) -> ctypes.Array:
+def cpu_clock_attr(period_ns: int) -> ctypes.Array[Any]:
     """A cpu-clock event firing every period_ns of CPU time, off until enabled."""
     attr = (ctypes.c_uint8 * PERF_ATTR_SIZE)()
     struct.pack_into("<IIQQ", attr, 0, PERF_TYPE_SOFTWARE, PERF_ATTR_SIZE, PERF_COUNT_SW_CPU_CLOCK, period_ns)
@@ -195,7 +199,7 @@ class RunTimeMeter:
     run time and runs, from read() (their run statistics, summed). The
     statistics are on from open() until close(), where the kernel allows."""
 
-    def __init__(self, read):
+    def __init__(self, read: Callable[[], tuple[int, int]]) -> None:
         self.read = read
         self._fd: int | None = None
         self._at = (0, 0)
@@ -268,23 +272,23 @@ class BpfObject:
     def __enter__(self) -> "BpfObject":
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.close()
 
     def program(self, name: str) -> int:
         p = lib().bpf_object__find_program_by_name(self._obj, name.encode())
         if not p:
             raise BpfError(f"BPF program {name} not found in the object")
-        return p
+        return int(p)
 
     def program_fd(self, name: str) -> int:
-        return lib().bpf_program__fd(self.program(name))
+        return int(lib().bpf_program__fd(self.program(name)))
 
     def map_fd(self, name: str) -> int:
         m = lib().bpf_object__find_map_by_name(self._obj, name.encode())
         if not m:
             raise BpfError(f"BPF map {name} not found in the object")
-        return lib().bpf_map__fd(m)
+        return int(lib().bpf_map__fd(m))
 
     def attach_uprobe(self, program: int, pid: int, binary: str, offset: int,
                       cookie: int, retprobe: bool, ref_ctr_offset: int = 0) -> None:
@@ -361,21 +365,25 @@ class BpfObject:
             self._obj = None
 
 
-def lookup(fd: int, key: ctypes.Structure | ctypes._SimpleCData, value) -> bool:
-    return lib().bpf_map_lookup_elem(fd, ctypes.byref(key), ctypes.byref(value)) == 0
+# a ctypes value a map holds: a structure or a plain C number
+CData = Any
 
 
-def update(fd: int, key, value) -> None:
+def lookup(fd: int, key: CData, value: CData) -> bool:
+    return bool(lib().bpf_map_lookup_elem(fd, ctypes.byref(key), ctypes.byref(value)) == 0)
+
+
+def update(fd: int, key: CData, value: CData) -> None:
     ctypes.set_errno(0)
     if lib().bpf_map_update_elem(fd, ctypes.byref(key), ctypes.byref(value), 0) != 0:
         raise _errno_error("updating a BPF map failed")
 
 
-def delete(fd: int, key) -> bool:
-    return lib().bpf_map_delete_elem(fd, ctypes.byref(key)) == 0
+def delete(fd: int, key: CData) -> bool:
+    return bool(lib().bpf_map_delete_elem(fd, ctypes.byref(key)) == 0)
 
 
-def keys(fd: int, key_type) -> list:
+def keys(fd: int, key_type: Callable[[], CData]) -> list[Any]:
     """All keys of a hash map (a snapshot; entries may come and go meanwhile)."""
     so = lib()
     out = []

@@ -6,6 +6,8 @@ ms of mysqlprobe's start."""
 
 from __future__ import annotations
 
+from typing import BinaryIO
+
 import struct
 
 from dataclasses import dataclass
@@ -35,7 +37,7 @@ class ElfSections:
     """An open ELF file's header fields and sections. A file that is not a
     64-bit little-endian ELF file, or is cut short, raises ValueError."""
 
-    def __init__(self, f):
+    def __init__(self, f: BinaryIO) -> None:
         self.file = f
         f.seek(0)
         self.head = f.read(64)

@@ -27,6 +27,14 @@ nothing for them."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Iterator
+from typing import TYPE_CHECKING
+if TYPE_CHECKING:
+    from mysqlprobe.collectors.target.elf import ElfImage
+    from mysqlprobe.collectors.uprobes.session import ProbeSpec
+
+from typing import Any
+
 import os
 from collections import Counter
 
@@ -44,7 +52,7 @@ from dataclasses import dataclass
 BURST_FREQUENCY = 1999
 
 
-def sample_stacks(lines):
+def sample_stacks(lines: Iterable[str]) -> Iterator[tuple[int, list[str]]]:
     """(period, symbols from the sampled one outwards) per sample of `perf
     script -F period,ip,sym --no-demangle`: one line a sample without
     stacks, or a line of the period and a tab-indented line a frame ("" for
@@ -76,18 +84,18 @@ def _named(sym: str) -> str:
 class BurstTime:
     """What the CPU bursts sampled: per function and per stage, and in all."""
 
-    functions: dict[str, dict]  # mangled symbol: its own samples and CPU ns
-    stages: dict[str, dict]     # stage: samples with one of its functions on the stack, and their ns
+    functions: dict[str, dict[str, Any]]  # mangled symbol: its own samples and CPU ns
+    stages: dict[str, dict[str, Any]]     # stage: samples with one of its functions on the stack, and their ns
     target_ns: int
     samples: int
 
 
-def burst_time(lines, stages: dict[str, list[str]]) -> tuple[BurstTime, int]:
+def burst_time(lines: Iterable[str], stages: dict[str, list[str]]) -> tuple[BurstTime, int]:
     """burst_time_of the samples of `perf script -F period,ip,sym` lines."""
     return burst_time_of(((period, frames, 1) for period, frames in sample_stacks(lines)), stages)
 
 
-def burst_time_of(samples, stages: dict[str, list[str]]) -> tuple[BurstTime, int]:
+def burst_time_of(samples: Iterable[tuple[int, list[str], int]], stages: dict[str, list[str]]) -> tuple[BurstTime, int]:
     """The samples in each function's own code and, where they have stacks,
     those with one of a stage's functions anywhere on the stack. samples:
     (period in ns, mangled symbols from the sampled one outwards, how many)."""
@@ -108,14 +116,14 @@ def burst_time_of(samples, stages: dict[str, list[str]]) -> tuple[BurstTime, int
     return BurstTime(functions, staged, total_ns, count), count
 
 
-def burst_stacks(image) -> Unwinding | None:
+def burst_stacks(image: ElfImage) -> Unwinding | None:
     """Frame-pointer stacks where the binary keeps them, else none: a DWARF
     stack copies kilobytes a sample, too dear to take beside the load."""
     unwinding = choose_unwinding(image)
     return unwinding if unwinding.mode == "fp" else None
 
 
-def burst_stages(specs) -> dict[str, list[str]]:
+def burst_stages(specs: Iterable[ProbeSpec]) -> dict[str, list[str]]:
     """The probed functions' mangled symbols by stage (probe:NAME for a
     --probe function, as the analysis names it)."""
     stages: dict[str, list[str]] = {}

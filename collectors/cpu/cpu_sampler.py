@@ -12,6 +12,8 @@ which is all they need there."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import ctypes
 import os
 import re
@@ -98,7 +100,7 @@ class CpuSampleSession(PhasedPrograms):
     def period_ns(self) -> int:
         return round(1e9 / self.frequency)
 
-    def config(self):
+    def config(self) -> abi.SampleConfig:
         try:
             with open(f"/proc/{self.pid}/maps") as f:
                 maps = f.read()
@@ -132,7 +134,8 @@ class CpuSampleSession(PhasedPrograms):
 _CLONE_SUFFIX = re.compile(r"(\.(isra|constprop|part|cold|lto_priv)(\.\d+)?)+$")
 
 
-def cpu_frames(record: SampleRecord, user_name, kernel_name) -> list[str]:
+def cpu_frames(record: SampleRecord, user_name: Callable[[int], str],
+               kernel_name: Callable[[int], str | None]) -> list[str]:
     """A sample's frames, root first: its user frames, then its kernel ones
     (marked as perf's are). A sample at a return-probed function's entry is
     that function and [uprobes] (the probe's landing; the frames the

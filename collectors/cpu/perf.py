@@ -8,6 +8,12 @@ perf_record)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable
+from typing import TypeVar
+
+
+from typing import Any
+
 import os
 import re
 import subprocess
@@ -61,8 +67,8 @@ def entry_function(root_first: list[str]) -> str | None:
     return None
 
 
-def fold_script(lines, thread_names: dict[int, str] | None = None,
-                by_thread: list | None = None) -> tuple[Folded, int]:
+def fold_script(lines: Iterable[str], thread_names: dict[int, str] | None = None,
+                by_thread: list[Any] | None = None) -> tuple[Folded, int]:
     """Folded stacks from `perf script -F comm,tid,ip,sym,dso` output, with
     the thread's name as root frame: its Performance Schema name (by tid,
     from thread_names), else its comm when the server named its threads,
@@ -74,7 +80,7 @@ def fold_script(lines, thread_names: dict[int, str] | None = None,
     header: tuple[str, int | None] | None = None
     frames: list[str] = []
 
-    def flush():
+    def flush() -> None:
         if header is not None:
             samples.append((header[0], header[1], frames[::-1], 1))
 
@@ -97,11 +103,11 @@ def fold_script(lines, thread_names: dict[int, str] | None = None,
     return fold_samples(samples, names), len(samples)
 
 
-def threads_record(samples: list[tuple[str, int | None, list[str], int]]) -> list[dict]:
+def threads_record(samples: list[tuple[str, int | None, list[str], int]]) -> list[dict[str, Any]]:
     """Per tid, its samples' weight and whether any of its stacks is a client
     connection's (the wall-time account joins them with the kernel's
     per-thread times)."""
-    weights: Counter = Counter()
+    weights: Counter[Any] = Counter()
     connection: set[int] = set()
     for _, tid, frames, weight in samples:
         if tid is None:
@@ -116,7 +122,7 @@ def fold_samples(samples: list[tuple[str, int | None, list[str], int]], thread_n
     """Folded stacks from (comm, tid, frames root first, weight), each under
     its thread's name: its Performance Schema name (by tid), else its comm
     when the server named its threads, else comm/entry function."""
-    entries: dict[int | None, Counter] = {}
+    entries: dict[int | None, Counter[Any]] = {}
     comms = Counter(comm for comm, _, _, _ in samples)
     for _, tid, stack, _ in samples:
         entry = entry_function(stack)
@@ -143,12 +149,17 @@ def _header(line: str) -> tuple[str, int | None]:
     return line.strip(), None
 
 
-def read_perf_script(perf_data: str, pid: int, fields: str, read, *options: str):
+T = TypeVar("T")
+
+
+def read_perf_script(perf_data: str, pid: int, fields: str, read: Callable[[Iterable[str]], tuple[T, int]],
+                     *options: str) -> tuple[T, int]:
     """What read(lines) makes of `perf script -F fields` over one process's
     samples; read returns (result, samples). A perf script that failed
     before giving a sample raises PerfUnavailable."""
     proc = subprocess.Popen([perf_binary(), "script", "-i", perf_data, "--pid", str(pid), "-F", fields, *options],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, errors="replace")
+    assert proc.stdout is not None   # asked for: PIPE
     result, samples = read(proc.stdout)
     _, err = proc.communicate()
     if proc.returncode != 0 and samples == 0:
@@ -181,7 +192,7 @@ class PerfCollector(PerfProcessCollector):
     def __init__(self, pid: int, image: ElfImage, opts: PerfOptions):
         super().__init__()
         self.pid, self.image, self.opts = pid, image, opts
-        self.record: dict = {}
+        self.record: dict[str, Any] = {}
         self.started_at = 0.0
         self.seconds = 0.0
         self._cpu0: float | None = None
@@ -231,7 +242,7 @@ class PerfCollector(PerfProcessCollector):
         self.stop()
         if self.recorder.error:
             return self.unavailable("unavailable", self._note(f"perf record failed: {self.recorder.error}"))
-        weights: list[dict] = []
+        weights: list[dict[str, Any]] = []
         try:
             # --no-inline: resolving inlined frames through addr2line takes minutes on a server binary
             folded, samples = read_perf_script(self.recorder.perf_data, self.pid, "comm,tid,ip,sym,dso",

@@ -79,7 +79,7 @@ class PerfRecorder:
         # unwinding None: no stacks; start_off: sampling waits for sample(True)
         self.pid, self.perf_data, self.unwinding, self.frequency = pid, perf_data, unwinding, frequency
         self.start_off = start_off
-        self.proc: subprocess.Popen | None = None
+        self.proc: subprocess.Popen[str] | None = None
         self.cpu_s = 0.0
         self.window_cpu_s: float | None = None  # perf's CPU from window_opens() to stop()
         self._window_cpu0: float | None = None
@@ -223,7 +223,7 @@ class PerfProcessCollector(Collector):
 
     unavailable_note = "{error}"   # the capture's note when perf cannot run
 
-    def __init__(self):
+    def __init__(self) -> None:
         super().__init__()
         self.recorder: PerfRecorder | None = None
         self._begun: PerfUnavailable | None = None   # what launching perf in begin() met

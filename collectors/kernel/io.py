@@ -6,6 +6,10 @@ they moved, and calls."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
+from typing import Any
+
 import ctypes
 import os
 import time
@@ -81,7 +85,7 @@ class IoSession(PhasedPrograms):
 
     def __init__(self, pid: int, verbose: bool = False):
         super().__init__(pid, verbose)
-        self.cut: dict[tuple, list[int]] = {}   # IoKey fields -> [calls, ns] of calls open at a phase's end
+        self.cut: dict[tuple[Any, ...], list[int]] = {}   # IoKey fields -> [calls, ns] of calls open at a phase's end
 
     def stop(self) -> None:
         super().stop()
@@ -183,11 +187,12 @@ class FdNames:
         return file_label(path or self.at_end.get(fd) or self.at_start.get(fd), fd)
 
 
-def fold_io(records: list[IoRecord], user_name, labels, comms: dict[int, str], process_comm: str,
+def fold_io(records: list[IoRecord], user_name: Callable[[int], str], labels: Callable[[int, int], str],
+            comms: dict[int, str], process_comm: str,
             thread_names: dict[int, str]) -> dict[str, Folded]:
     """Three folded stacks (us, bytes, calls): the thread's name, its user
     frames, the system call (a kernel frame) and the file it touched."""
-    samples: dict[str, list] = {IO_FILE: [], IO_BYTES_FILE: [], IO_CALLS_FILE: []}
+    samples: dict[str, list[Any]] = {IO_FILE: [], IO_BYTES_FILE: [], IO_CALLS_FILE: []}
     for r in records:
         frames = [user_name(a) for a in reversed(r.user)] + [r.call + KERNEL_SUFFIX, f"[{labels(r.fd, r.gen)}]"]
         comm = comms.get(r.tid, process_comm)
@@ -197,18 +202,18 @@ def fold_io(records: list[IoRecord], user_name, labels, comms: dict[int, str], p
     return {file: fold_samples(s, thread_names) for file, s in samples.items()}
 
 
-def connection_records(records: list[IoRecord], user_name, thread_names: dict[int, str], comms: dict[int, str],
+def connection_records(records: list[IoRecord], user_name: Callable[[int], str], thread_names: dict[int, str], comms: dict[int, str],
                        process_comm: str) -> list[IoRecord]:
     """The client connections' calls: the load's, not the background threads' own."""
     return [r for r in records if is_connection_stack(";".join(
         [thread_names.get(r.tid) or comms.get(r.tid, process_comm)] + [user_name(a) for a in reversed(r.user)]))]
 
 
-def summarize(records: list[IoRecord], labels) -> dict:
+def summarize(records: list[IoRecord], labels: Callable[[int, int], str]) -> dict[str, Any]:
     """Totals, per call and per file (the top ones by time)."""
     totals = {"calls": 0, "bytes": 0, "ns": 0, "errors": 0}
-    by_call: dict[str, dict] = defaultdict(lambda: dict.fromkeys(("calls", "bytes", "ns", "errors"), 0))
-    by_file: dict[str, dict] = defaultdict(lambda: dict.fromkeys(
+    by_call: dict[str, dict[str, Any]] = defaultdict(lambda: dict[str, Any].fromkeys(("calls", "bytes", "ns", "errors"), 0))
+    by_file: dict[str, dict[str, Any]] = defaultdict(lambda: dict[str, Any].fromkeys(
         ("calls", "ns", "read_bytes", "write_bytes", "syncs"), 0))
     for r in records:
         for acc in (totals, by_call[r.call]):
@@ -225,7 +230,7 @@ def summarize(records: list[IoRecord], labels) -> dict:
         elif way == "sync":
             f["syncs"] += r.calls
 
-    def seconds(d: dict) -> dict:
+    def seconds(d: dict[str, Any]) -> dict[str, Any]:
         ns = d.pop("ns")
         return {**d, "s": round(ns / 1e9, 6)}
 

@@ -4,6 +4,10 @@ a CPU) during the window, from the sched_switch tracepoint in BPF
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
+from typing import Any
+
 import ctypes
 import time
 
@@ -44,7 +48,7 @@ class OffCpuSession(PhasedPrograms):
 
     def __init__(self, pid: int, verbose: bool = False):
         super().__init__(pid, verbose)
-        self.cut: dict[tuple, list[int]] = {}  # (tid, ustack, kstack, preempted) -> [ns, waits]
+        self.cut: dict[tuple[Any, ...], list[int]] = {}  # (tid, ustack, kstack, preempted) -> [ns, waits]
 
     def stop(self) -> None:
         super().stop()
@@ -73,7 +77,7 @@ class OffCpuSession(PhasedPrograms):
 
 
 
-def kernel_frames(leaf_first: list[int], kernel_name) -> list[str]:
+def kernel_frames(leaf_first: list[int], kernel_name: Callable[[int], str | None]) -> list[str]:
     """A blocked thread's kernel frames, root first, down to where it gave up
     its CPU: the scheduler and the tracing that took the stack are left out."""
     out = []
@@ -88,7 +92,8 @@ def kernel_frames(leaf_first: list[int], kernel_name) -> list[str]:
 _SCHEDULER = {"schedule", "__schedule", "schedule_idle", "preempt_schedule", "preempt_schedule_common"}
 
 
-def fold_offcpu(records: list[OffCpuRecord], user_name, kernel_name, comms: dict[int, str], process_comm: str,
+def fold_offcpu(records: list[OffCpuRecord], user_name: Callable[[int], str],
+                kernel_name: Callable[[int], str | None], comms: dict[int, str], process_comm: str,
                 thread_names: dict[int, str]) -> Folded:
     """Folded stacks weighted in microseconds off CPU: the thread's name, its
     user frames, then its kernel frames (blocked) or '[waiting for a CPU]'
@@ -104,7 +109,7 @@ def fold_offcpu(records: list[OffCpuRecord], user_name, kernel_name, comms: dict
     return fold_samples(samples, thread_names)
 
 
-def by_thread(records: list[OffCpuRecord], user_name) -> list[dict]:
+def by_thread(records: list[OffCpuRecord], user_name: Callable[[int], str]) -> list[dict[str, Any]]:
     """Per thread, ns blocked and ns waiting for a CPU, as traced, and
     whether any of its stacks is a client connection's."""
     out: dict[int, list[int]] = {}
@@ -118,7 +123,7 @@ def by_thread(records: list[OffCpuRecord], user_name) -> list[dict]:
             for tid, (b, q) in sorted(out.items())]
 
 
-def totals(records: list[OffCpuRecord]) -> dict:
+def totals(records: list[OffCpuRecord]) -> dict[str, Any]:
     """Seconds the threads were blocked and waited for a CPU, and how often they left it."""
     blocked = sum(r.ns for r in records if not r.preempted)
     waiting = sum(r.ns for r in records if r.preempted)

@@ -5,6 +5,10 @@ collector around it, whose cost is the kernel's own timing of its runs."""
 
 from __future__ import annotations
 
+from typing import Self
+
+from collections.abc import Callable, Iterable
+
 import ctypes
 
 from mysqlprobe import probes
@@ -55,7 +59,7 @@ class PhasedPrograms:
             self._obj.close()
             raise
 
-    def config(self):
+    def config(self) -> ctypes.Structure | ctypes.c_uint32:
         """The object's .rodata configuration: the target's process id."""
         return ctypes.c_uint32(self.pid)
 
@@ -63,10 +67,10 @@ class PhasedPrograms:
         for p in self.programs:
             self._obj.attach_program(self._obj.program(p), self.what)
 
-    def __enter__(self):
+    def __enter__(self) -> Self:
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.close()
 
     def _enable(self, on: bool) -> None:
@@ -110,7 +114,7 @@ class PhasedBpfCollector(Collector):
     kernel allows them)."""
 
     can_pace = True
-    session_type: type = PhasedPrograms
+    session_type: type[PhasedPrograms] = PhasedPrograms
     label = ""                # what it records, for messages
     lacks = ""                # what the capture lacks without it
 
@@ -119,7 +123,7 @@ class PhasedBpfCollector(Collector):
         self.pid, self.verbose = pid, verbose
         self.session = None
         self.meter = libbpf.RunTimeMeter(lambda: self.session.run_stats())
-        self._loader: Background | None = None
+        self._loader: Background[PhasedPrograms] | None = None
 
     def begin(self) -> None:
         """Load and verify the object in a thread: the kernel's part (the
@@ -167,7 +171,8 @@ class PhasedBpfCollector(Collector):
                                                          f"{self.session.what} ({self.meter.runs} runs, all "
                                                          "threads of the host)")
 
-    def _user_names(self, addresses, facts: Facts, named=function_name):
+    def _user_names(self, addresses: Iterable[int], facts: Facts,
+                    named: Callable[[str], str] = function_name) -> Callable[[int], str]:
         """A name for each of these user addresses of the target, looked up
         together (named: what a mangled symbol is shown as)."""
         try:

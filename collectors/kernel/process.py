@@ -5,6 +5,12 @@ steal (a noisy neighbour on a VM)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
+from typing import BinaryIO
+
+from typing import Any
+
 import os
 import time
 
@@ -100,7 +106,7 @@ STACK_SCAN_BYTES = 16384   # of a blocked thread's stack, read from its pointer 
 STACK_SCAN_FRAMES = 48
 
 
-def scanned_return_addresses(mem, sp: int, code: list[tuple[int, int]]) -> list[int]:
+def scanned_return_addresses(mem: BinaryIO, sp: int, code: list[tuple[int, int]]) -> list[int]:
     """The words on a blocked thread's user stack that point into code just
     after a call instruction, innermost first: its callers, read from its
     memory without stopping it (frame pointers cannot be walked from
@@ -206,7 +212,8 @@ def context_switches(start: ProcessSnapshot, end: ProcessSnapshot) -> tuple[int,
     return vol, inv
 
 
-def thread_times(start: ProcessSnapshot, end: ProcessSnapshot, named=None) -> list[dict]:
+def thread_times(start: ProcessSnapshot, end: ProcessSnapshot,
+                 named: Callable[[int], str] | None = None) -> list[dict[str, Any]]:
     """Each thread's wall time in the window and how the kernel spent it:
     on a CPU and runnable on a run queue (schedstat, exact), its context
     switches, and, for one blocked when the window opened, what it was
@@ -265,13 +272,13 @@ def thread_name(pid: int, tid: int, proc: str = "/proc") -> str:
 
 
 def window_record(start: ProcessSnapshot | None, end: ProcessSnapshot | None, top_threads: int = 10,
-                  named=None) -> dict | None:
+                  named: Callable[[int], str] | None = None) -> dict[str, Any] | None:
     """The changes between two snapshots, as profile.json stores them (pure)."""
     if start is None or end is None:
         return None
     seconds = max(end.at - start.at, 1e-9)
 
-    def delta(a, b):
+    def delta(a: int | None, b: int | None) -> int | None:
         return None if a is None or b is None else b - a
 
     host_total = sum(end.host.values()) - sum(start.host.values())

@@ -8,6 +8,13 @@ or by a guard process should this one be killed."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import TypeVar
+from mysqlprobe.collectors.perfschema.connection import Connection
+
+
+from typing import Any
+
 import time
 
 from mysqlprobe.collectors.perfschema import connection
@@ -48,7 +55,7 @@ NOT_ANSWERING = ("Performance Schema: the server did not answer at the window's 
                  "process lives)")
 
 
-def thread_names(record: dict | None) -> dict[int, str]:
+def thread_names(record: dict[str, Any] | None) -> dict[int, str]:
     """tid -> 'innodb/page_cleaner_thread', 'sql/one_connection', ... where
     Performance Schema knows the OS thread id."""
     out = {}
@@ -59,6 +66,9 @@ def thread_names(record: dict | None) -> dict[int, str]:
     for tid in (record or {}).get("own_os_tids", []):
         out[int(tid)] = OWN_CONNECTION   # its stacks are not the load's
     return out
+
+
+T = TypeVar("T")
 
 
 class PerfSchemaCollector(Collector):
@@ -83,8 +93,8 @@ class PerfSchemaCollector(Collector):
         self.guard: GuardProcess | None = None
         self.lease: SetupLease | None = None
         self._restore_tried = False
-        self._setup: Background | None = None
-        self.record: dict = {"status": "not requested"}
+        self._setup: Background[Any] | None = None
+        self.record: dict[str, Any] = {"status": "not requested"}
         self.query_s = 0.0  # wall time of this collector's own queries
         # the server's CPU for this collector's connections in the window, from
         # their threads (None where the server does not name them)
@@ -92,7 +102,7 @@ class PerfSchemaCollector(Collector):
         self._own_cpu0: dict[int, float] = {}
         self.own_rows_changed = 0  # setup rows this collector's quiet phases changed
 
-    def _timed(self, fn, *args):
+    def _timed(self, fn: Callable[..., T], *args: Any) -> T:
         t0 = time.monotonic()
         try:
             return fn(*args)
@@ -141,8 +151,8 @@ class PerfSchemaCollector(Collector):
 
     def _set_up(self) -> None:
         conn, args, why = connection.connect(self.pid, self.opts)
-        if conn is None:
-            return self._give_up("unavailable", why)
+        if conn is None or args is None:
+            return self._give_up("unavailable", why or "no connection")
         self.conn = self.progress = conn
         self.ps = PerfSchema(conn, self.waits, full_sql=self.full_sql)
         try:
@@ -201,7 +211,7 @@ class PerfSchemaCollector(Collector):
         except pymysql.err.MySQLError:
             return []
 
-    def _own_tids(self, threads: list[dict]) -> list[int]:
+    def _own_tids(self, threads: list[dict[str, Any]]) -> list[int]:
         return [t["os_tid"] for t in threads if t["thread_id"] in self.ps.own_threads and t["os_tid"]]
 
     def start(self) -> None:
@@ -223,7 +233,7 @@ class PerfSchemaCollector(Collector):
         if self.conn is not None:
             self.conn._read_timeout = self.conn._write_timeout = seconds
 
-    def _unrecorded_connection(self, connect_args: dict):
+    def _unrecorded_connection(self, connect_args: dict[str, Any]) -> Connection | None:
         """Another connection to the server, whose statements P_S does not
         record; None if there is none."""
         try:
@@ -238,14 +248,14 @@ class PerfSchemaCollector(Collector):
         self.ps.own_threads.add(thread_id)
         return conn
 
-    def _progress_connection(self, connect_args: dict):
+    def _progress_connection(self, connect_args: dict[str, Any]) -> Connection | None:
         """The connection for the progress reads: one P_S does not record,
         else the P_S connection itself."""
         conn = self._unrecorded_connection(connect_args)
         self.record["progress_reads"] = "recorded" if conn is None else "not recorded"
         return conn or self.conn
 
-    def _thread_watch(self, connect_args: dict) -> ThreadWatch | None:
+    def _thread_watch(self, connect_args: dict[str, Any]) -> ThreadWatch | None:
         quiet = self.ps.saved_background_history_off is not None
         conn = self._unrecorded_connection(connect_args)
         self.record["background_history"] = ("kept (no threads.HISTORY, or no right to change it)" if not quiet else
@@ -323,7 +333,7 @@ class PerfSchemaCollector(Collector):
                                                       "is not seen from here")
         return Section(self.name, {self.name: self.record}, list(self.notes), cost)
 
-    def _start_guard(self, connect_args: dict) -> None:
+    def _start_guard(self, connect_args: dict[str, Any]) -> None:
         """A process that restores the setup should this one die first (kill -9)."""
         state = {"connect": connect_args, "saved": None, "lease": self.lease.to_json() if self.lease else None,
                  "connections": self._connection_ids(),
@@ -333,6 +343,7 @@ class PerfSchemaCollector(Collector):
     def _change_setup(self) -> int:
         """The window's setup on; the rows' old state is in the lease's record
         (or told the guard) before they change."""
+        assert self.ps is not None   # _set_up made it
         if self.lease:
             return self.lease.join(self.ps)
         self.ps.plan()
@@ -381,7 +392,7 @@ class PerfSchemaCollector(Collector):
         if not self.lease:
             return self.ps.restore()
 
-        def restore(saved: dict) -> None:
+        def restore(saved: dict[str, Any]) -> None:
             self.ps.adopt(saved)
             self.ps.restore()
 

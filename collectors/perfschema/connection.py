@@ -4,6 +4,12 @@ PID unless given, credentials from --defaults-file, ~/.my.cnf or
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+if TYPE_CHECKING:
+    from configparser import ConfigParser
+
+from typing import Any
+
 import os
 from pathlib import Path
 
@@ -20,13 +26,15 @@ class _Driver:
     start paying its 0.02-0.03 s (ssl, decimal, configparser) before them.
     The import system's own lock makes a first use from two threads safe."""
 
-    def __getattr__(self, name: str):
+    def __getattr__(self, name: str) -> Any:
         import pymysql
         return getattr(pymysql, name)
 
 
 # used as the module: pymysql.connect(...), except pymysql.err.MySQLError
 pymysql = _Driver()
+# a PyMySQL connection (PyMySQL ships no types: mypy sees Any)
+Connection = Any
 
 
 @dataclass
@@ -110,7 +118,7 @@ def check_files(opts: ConnectOptions) -> str | None:
 
 
 # configparser is imported where an option file is read: most starts have none
-def _parser():
+def _parser() -> ConfigParser:
     import configparser
 
     return configparser.ConfigParser(allow_no_value=True, strict=False, interpolation=None)
@@ -141,14 +149,14 @@ def option_file(path: str) -> dict[str, str]:
 ANSWER_TIMEOUT_S = 15
 
 
-def resolve(pid: int, opts: ConnectOptions) -> dict:
+def resolve(pid: int, opts: ConnectOptions) -> dict[str, Any]:
     """pymysql.connect() arguments, and where each came from (no password)."""
     files = [opts.defaults_file] if opts.defaults_file else [os.path.expanduser("~/.my.cnf")]
     conf: dict[str, str] = {}
     for f in files:
         if f and os.path.isfile(f):
             conf.update(option_file(f))
-    args: dict = {"user": opts.user or conf.get("user") or "root", "connect_timeout": 5, "autocommit": True,
+    args: dict[str, Any] = {"user": opts.user or conf.get("user") or "root", "connect_timeout": 5, "autocommit": True,
                   "read_timeout": ANSWER_TIMEOUT_S, "write_timeout": ANSWER_TIMEOUT_S}
     if opts.password_file:
         args["password"] = read_bounded_text(opts.password_file, SECRET_FILE_LIMIT, "--password-file").rstrip("\n")
@@ -175,12 +183,12 @@ def resolve(pid: int, opts: ConnectOptions) -> dict:
     return args
 
 
-def describe(args: dict) -> str:
+def describe(args: dict[str, Any]) -> str:
     where = args.get("unix_socket") or f"{args.get('host')}:{args.get('port')}"
     return f"{args['user']}@{where}"
 
 
-def connect(pid: int, opts: ConnectOptions):
+def connect(pid: int, opts: ConnectOptions) -> tuple[Connection | None, dict[str, Any] | None, str | None]:
     """(connection, its arguments, None) or (None, arguments or None, why not);
     never raises for a server problem."""
     try:

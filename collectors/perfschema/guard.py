@@ -16,6 +16,12 @@ import sys
 
 from mysqlprobe.collectors.safety.guard_process import receive, told_done
 
+# typing is not imported at run time: a guard waits on two CPUs and imports no more than it needs
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from mysqlprobe.collectors.perfschema.connection import Connection
+    from typing import Any
+
 CONNECTIONS_END_S = 5.0  # for the server to end a killed mysqlprobe's connections
 RESUME_WAIT_S = 600      # how long a paused (SIGSTOPped) or hung server is waited for
 RETRY_S = 1.0
@@ -34,7 +40,7 @@ def main() -> int:
     from mysqlprobe.collectors.perfschema.settings import PerfSchema
     from mysqlprobe.collectors.perfschema.lease import SetupLease
 
-    def restore(saved: dict) -> None:
+    def restore(saved: dict[str, Any]) -> None:
         ps = PerfSchema(conn)
         ps.adopt(saved)
         ps.restore()
@@ -54,7 +60,7 @@ def main() -> int:
     return 0
 
 
-def _same_server(server: dict | None) -> bool:
+def _same_server(server: dict[str, Any] | None) -> bool:
     """The server process the setup was changed on still runs (paused or not);
     one restarted under its PID has a setup of its own."""
     if not server:
@@ -67,7 +73,7 @@ def _same_server(server: dict | None) -> bool:
     return fields[0] not in ("Z", "X") and int(fields[19]) == server["start_ticks"]
 
 
-def connect_when_answering(state: dict):
+def connect_when_answering(state: dict[str, Any]) -> Connection | None:
     """A connection once the server answers; None once it is gone, or after
     RESUME_WAIT_S of not answering."""
     import time
@@ -83,7 +89,7 @@ def connect_when_answering(state: dict):
             time.sleep(RETRY_S)
 
 
-def end_connections(conn, ids: list[int], timeout_s: float = CONNECTIONS_END_S) -> None:
+def end_connections(conn: Connection, ids: list[int], timeout_s: float = CONNECTIONS_END_S) -> None:
     """mysqlprobe's connections, which may still run a statement it sent
     before it died (an UPDATE of the setup): ended, and waited for, so that
     none lands after the restore."""

@@ -14,11 +14,19 @@ dropped by whoever looks next, and its guard leaves on its behalf."""
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
+
 import fcntl
 import json
 import os
 from contextlib import contextmanager
 from pathlib import Path
+
+# typing is not imported at run time: a guard waits on two CPUs and imports no more than it needs
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
+    from mysqlprobe.collectors.perfschema.settings import PerfSchema
 
 LEASE_DIR = "/run/mysqlprobe"
 
@@ -59,11 +67,11 @@ class SetupLease:
         _forget_stale_locks(lease_dir)
         return cls(lease_dir / f"ps-{server_pid}-{started}.json", [me, start_time(me) or 0])
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         return {"path": str(self.path), "holder": self.holder}
 
     @classmethod
-    def from_json(cls, state: dict) -> "SetupLease":
+    def from_json(cls, state: dict[str, Any]) -> "SetupLease":
         return cls(Path(state["path"]), state["holder"])
 
     @property
@@ -71,7 +79,7 @@ class SetupLease:
         return str(self.path) + ".lock"
 
     @contextmanager
-    def _locked(self):
+    def _locked(self) -> Iterator[dict[str, Any]]:
         fd = _lock(self.lock_path)
         try:
             try:
@@ -84,7 +92,7 @@ class SetupLease:
         finally:
             os.close(fd)
 
-    def _write(self, record: dict) -> None:
+    def _write(self, record: dict[str, Any]) -> None:
         """The record, or none with no holder left: then the lock file goes
         too (under the lock; _lock's inode check keeps that safe)."""
         if record["holders"]:
@@ -93,7 +101,7 @@ class SetupLease:
             self.path.unlink(missing_ok=True)
             _unlink_quietly(self.lock_path)
 
-    def join(self, ps) -> int:
+    def join(self, ps: PerfSchema) -> int:
         """Enable ps's setup (plan, then apply) and record what it changes;
         how many rows it changed. The record, this holder in it, is written
         before any row changes: a guard that finds this one killed midway
@@ -110,7 +118,7 @@ class SetupLease:
             ps.adopt(record["saved"])
         return changed
 
-    def if_alone(self, change) -> bool:
+    def if_alone(self, change: Callable[[], object]) -> bool:
         """Call change() if this is the server's only profiler now (under the
         lock, so none joins meanwhile); whether it did."""
         with self._locked() as record:
@@ -121,7 +129,7 @@ class SetupLease:
             change()
             return True
 
-    def leave(self, restore) -> bool:
+    def leave(self, restore: Callable[[dict[str, Any]], object]) -> bool:
         """Leave; the last to leave calls restore(saved) with the merged
         record. True if this one restored."""
         with self._locked() as record:
@@ -183,7 +191,7 @@ def _forget_gone_servers(lease_dir: Path) -> None:
             record.unlink(missing_ok=True)
 
 
-def merge(earlier: dict | None, later: dict) -> dict:
+def merge(earlier: dict[str, Any] | None, later: dict[str, Any]) -> dict[str, Any]:
     """Two records of the rows changed: a row's earliest record wins."""
     if earlier is None:
         return later

@@ -14,6 +14,10 @@ calls 'Sending data' 'executing'."""
 
 from __future__ import annotations
 
+from mysqlprobe.collectors.perfschema.connection import Connection
+
+from typing import Any
+
 import re
 
 from mysqlprobe.collectors.perfschema.connection import pymysql
@@ -68,14 +72,14 @@ COLUMNS = {
 ROW_COUNTERS = ("Handler_write", "Handler_update", "Handler_delete")
 
 
-def global_status(conn, names: tuple[str, ...]) -> dict[str, int]:
+def global_status(conn: Connection, names: tuple[str, ...]) -> dict[str, int]:
     """These of the server's status variables, read by name (not all 500)."""
     with conn.cursor() as cur:
         cur.execute(f"SHOW GLOBAL STATUS WHERE Variable_name IN ({', '.join(['%s'] * len(names))})", names)
         return {name: int(value) for name, value in cur.fetchall()}
 
 
-def rows_changed(conn) -> int:
+def rows_changed(conn: Connection) -> int:
     """Rows the server has written, updated or deleted since it started (all
     sessions): the load's progress, cheap enough to read between duty cycles."""
     return sum(global_status(conn, ROW_COUNTERS).values())
@@ -86,7 +90,7 @@ SECRET_SETTING = re.compile(r"password|passwd|_auth|secret|credential|_key$", re
 NOT_KEPT = "(not kept)"
 
 
-def server_settings(conn) -> dict[str, str]:
+def server_settings(conn: Connection) -> dict[str, str]:
     """SHOW GLOBAL VARIABLES, every one (compare sets the two servers' side
     by side); a credential's value is not kept."""
     with conn.cursor() as cur:
@@ -94,7 +98,7 @@ def server_settings(conn) -> dict[str, str]:
         return {name: NOT_KEPT if SECRET_SETTING.search(name) else value for name, value in cur.fetchall()}
 
 
-def leave_out_own_statements(conn) -> int | None:
+def leave_out_own_statements(conn: Connection) -> int | None:
     """Have P_S stop recording this connection's statements; its P_S thread
     id, or None where that was refused. The history tables are small shared
     rings (1000 stage rows by default): progress reads every few hundred ms
@@ -110,7 +114,7 @@ def leave_out_own_statements(conn) -> int | None:
         return None
 
 
-def own_thread_id(conn) -> int | None:
+def own_thread_id(conn: Connection) -> int | None:
     """The P_S thread id of this connection."""
     with conn.cursor() as cur:
         cur.execute("SELECT THREAD_ID FROM performance_schema.threads WHERE PROCESSLIST_ID = CONNECTION_ID()")
@@ -139,7 +143,7 @@ class PerfSchema:
     own_threads: set[int] = field(default_factory=set)  # this process's connections
     restored: bool = True
 
-    def _rows(self, sql: str, args=None) -> list[tuple]:
+    def _rows(self, sql: str, args: tuple[Any, ...] | None = None) -> list[tuple[Any, ...]]:
         with self.conn.cursor() as cur:
             cur.execute(sql, args)
             return list(cur.fetchall())
@@ -153,7 +157,7 @@ class PerfSchema:
     def enabled(self) -> bool:
         return bool(self._rows("SELECT @@performance_schema")[0][0])
 
-    def setup_state(self) -> tuple[dict, dict]:
+    def setup_state(self) -> tuple[dict[str, Any], dict[str, Any]]:
         consumers = dict(self._rows("SELECT NAME, ENABLED FROM performance_schema.setup_consumers"))
         patterns = INSTRUMENTS + (SYNCH_INSTRUMENTS if self.waits == "all" else ())
         where = " OR ".join(["NAME LIKE %s"] * len(patterns))
@@ -219,13 +223,13 @@ class PerfSchema:
         return bool(self._rows("SELECT COUNT(*) FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = %s "
                                "AND TABLE_NAME = %s AND COLUMN_NAME = %s", (schema, table, column))[0][0])
 
-    def saved_state(self) -> dict:
+    def saved_state(self) -> dict[str, Any]:
         """The rows enable() changes, as they were (JSON)."""
         return {"consumers": self.saved_consumers,
                 "instruments": {k: list(v) for k, v in self.saved_instruments.items()},
                 "background_history_off": self.saved_background_history_off}
 
-    def adopt(self, saved: dict) -> None:
+    def adopt(self, saved: dict[str, Any]) -> None:
         """Restore to `saved` (a saved_state(), maybe several profilers' merged) from now on."""
         self.saved_consumers = dict(saved.get("consumers") or {})
         self.saved_instruments = {k: tuple(v) for k, v in (saved.get("instruments") or {}).items()}
@@ -291,7 +295,7 @@ class PerfSchema:
         return int(self._rows("SELECT TIMER_START FROM performance_schema.events_statements_current "
                               "WHERE THREAD_ID = %s", (self.thread_id,))[0][0] or 0)
 
-    def summaries(self) -> dict:
+    def summaries(self) -> dict[str, Any]:
         out = {}
         for name, sql in SUMMARIES.items():
             rows = {}
@@ -304,7 +308,7 @@ class PerfSchema:
         out["status"] = global_status(self.conn, STATUS)
         return out
 
-    def threads(self) -> list[dict]:
+    def threads(self) -> list[dict[str, Any]]:
         return list_threads(self.conn, self.os_tid_source)
 
     def _text(self, sql: str | None, digest_text: str | None) -> str:
@@ -313,7 +317,7 @@ class PerfSchema:
             return redacted(sql or "")
         return digest_text or normalized(sql or "")
 
-    def window_events(self, t0: int, t1: int) -> tuple[list[dict], list[dict]]:
+    def window_events(self, t0: int, t1: int) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
         """Statements of other threads than this process's that ran in
         [t0, t1], and their stages."""
         cols = ("THREAD_ID, EVENT_ID, TIMER_START, TIMER_END, TIMER_WAIT, SQL_TEXT, DIGEST, ROWS_AFFECTED, "
@@ -337,7 +341,7 @@ class PerfSchema:
         return statements, stages
 
 
-def set_by_name(cur, table: str, assignments: str, values: tuple, names: list[str]) -> int:
+def set_by_name(cur: Any, table: str, assignments: str, values: tuple[Any, ...], names: list[str]) -> int:
     """UPDATE performance_schema.TABLE SET assignments (their %s from
     values) for the rows of these names, 200 at a time; the rows changed."""
     changed = 0
@@ -351,7 +355,7 @@ def set_by_name(cur, table: str, assignments: str, values: tuple, names: list[st
 STAGE_COLUMNS = "THREAD_ID, NESTING_EVENT_ID, EVENT_NAME, TIMER_START, TIMER_END, TIMER_WAIT"
 
 
-def deltas(before: dict, after: dict) -> dict:
+def deltas(before: dict[str, Any], after: dict[str, Any]) -> dict[str, Any]:
     """after - before per summary row; rows that did not move are left out."""
     out = {}
     for name, rows in after.items():

@@ -4,6 +4,10 @@ while the window is open."""
 
 from __future__ import annotations
 
+from mysqlprobe.collectors.perfschema.connection import Connection
+
+from typing import Any
+
 import threading
 
 from mysqlprobe.collectors.perfschema.connection import pymysql
@@ -25,10 +29,10 @@ class ThreadWatch:
     ids, so that a connection that came and went inside the window is still
     joined to the probes by its thread."""
 
-    def __init__(self, conn, os_tid_source: str | None, quiet: bool, period: float = 0.25, list_every: int = 4):
+    def __init__(self, conn: Connection, os_tid_source: str | None, quiet: bool, period: float = 0.25, list_every: int = 4):
         self.conn, self.os_tid_source, self.quiet = conn, os_tid_source, quiet
         self.period, self.list_every = period, list_every
-        self.seen: dict[int, dict] = {}
+        self.seen: dict[int, dict[str, Any]] = {}
         self.rows_changed = 0  # P_S rows its updates changed: the server counts them as Handler_update
         self.error: str | None = None
         self._stop = threading.Event()
@@ -51,7 +55,7 @@ class ThreadWatch:
                 return
             n += 1
 
-    def stop(self) -> list[dict]:
+    def stop(self) -> list[dict[str, Any]]:
         """Stop (again: no harm); the threads seen."""
         if not self._stop.is_set():
             self._stop.set()
@@ -67,7 +71,7 @@ OS_THREAD_ID = "performance_schema.threads.THREAD_OS_ID"
 PROCESSLIST_TID = "information_schema.PROCESSLIST.TID"
 
 
-def list_threads(conn, os_tid_source: str | None) -> list[dict]:
+def list_threads(conn: Connection, os_tid_source: str | None) -> list[dict[str, Any]]:
     """P_S threads with their Linux thread ids: THREAD_OS_ID (MySQL 5.7+,
     MariaDB 10.5+), else for connections MariaDB's PROCESSLIST.TID
     (10.1-10.4); MySQL 5.6 has neither."""
@@ -87,15 +91,15 @@ def list_threads(conn, os_tid_source: str | None) -> list[dict]:
             for r in rows]
 
 
-def quiet_background_threads(conn) -> int:
+def quiet_background_threads(conn: Connection) -> int:
     """Turn the history of every background thread off; how many changed."""
     with conn.cursor() as cur:
         cur.execute("UPDATE performance_schema.threads SET HISTORY = 'NO' "
                     "WHERE TYPE = 'BACKGROUND' AND HISTORY = 'YES'")
-        return cur.rowcount
+        return int(cur.rowcount)
 
 
-def merge_threads(*lists: list[dict]) -> list[dict]:
+def merge_threads(*lists: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """The threads of all the lists (read in this order through the window),
     each as last read: a connection that ended in the window keeps its row
     and Linux thread id."""

@@ -21,6 +21,8 @@ died) waits for mysqlprobe to be gone and removes what was left."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 import ctypes
 import os
 import struct
@@ -28,11 +30,16 @@ import threading
 from pathlib import Path
 
 from mysqlprobe.collectors import libbpf
-from mysqlprobe.collectors.target.addresses import file_mappings
+from mysqlprobe.collectors.target.addresses import Mapping, file_mappings
 from mysqlprobe.collectors.safety.codecheck import DiskReader
 from mysqlprobe.collectors.target.elf import entry_offset
 from mysqlprobe.collectors.safety.guard_process import GuardProcess
 from mysqlprobe.errors import BpfError, TargetError
+
+# typing is not imported at run time: a guard waits on two CPUs and imports no more than it needs
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from mysqlprobe.collectors.uprobes.session import ProbeSpec
 
 INT3 = 0xCC
 UPROBE_PMU_TYPE = Path("/sys/bus/event_source/devices/uprobe/type")
@@ -47,7 +54,7 @@ def _same_file(a: str, b: str) -> bool:
     return (sa.st_dev, sa.st_ino) == (sb.st_dev, sb.st_ino)
 
 
-def _code_mappings(pid: int, binary: str):
+def _code_mappings(pid: int, binary: str) -> list[Mapping]:
     with open(f"/proc/{pid}/maps") as f:
         maps = f.read()
     return [m for m in file_mappings(maps) if _same_file(f"/proc/{pid}/root{m.path}", binary)]
@@ -134,7 +141,7 @@ def sentinel_offset(binary: str) -> list[int]:
         return []
 
 
-def probed_offsets(specs) -> list[int]:
+def probed_offsets(specs: Iterable[ProbeSpec]) -> list[int]:
     """The file offsets where the probes of these specs put their breakpoints."""
     out = set()
     for s in specs:

@@ -18,6 +18,11 @@ from pathlib import Path
 from mysqlprobe.collectors.target.addresses import file_mappings
 from dataclasses import dataclass
 
+# typing is not imported at run time: a guard waits on two CPUs and imports no more than it needs
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
+
 INT3 = 0xCC
 BLOCK = 1 << 20
 DIRECT_ALIGN = 4096  # O_DIRECT offsets, lengths and buffers: a page covers any block size
@@ -58,7 +63,7 @@ class DiskReader:
     def __enter__(self) -> "DiskReader":
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.close()
 
 
@@ -73,7 +78,7 @@ class CodeChanges:
     cache_differing: tuple[int, ...] = ()
     uncached: bool = False      # the file was read past the page cache
 
-    def as_dict(self) -> dict:
+    def as_dict(self) -> dict[str, Any]:
         return {"pid": self.pid, "bytes_checked": self.bytes_checked, "bytes_differing": len(self.differing),
                 "int3_left": len(self.int3), "int3_at": [hex(o) for o in self.int3],
                 "compared_with": "disk" if self.uncached else "page cache",

@@ -18,23 +18,29 @@ from __future__ import annotations
 import marshal
 import sys
 
+# typing is not imported at run time: a guard waits on two CPUs and imports no more than it needs
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import IO, Any
+
 
 def command(module: str, *python_flags: str) -> list[str]:
     """The guard's command line: its module's main(), in an isolated interpreter."""
     return [sys.executable, "-I", *python_flags, "-c", f"import sys; from {module} import main; sys.exit(main())"]
 
 
-def encode(state: dict) -> str:
+def encode(state: dict[str, Any]) -> str:
     """The state line mysqlprobe writes."""
     return marshal.dumps(state).hex() + "\n"
 
 
-def receive(stream) -> dict:
+def receive(stream: IO[str]) -> dict[str, Any]:
     """The state line, in the guard."""
-    return marshal.loads(bytes.fromhex(stream.readline().strip()))
+    state: dict[str, Any] = marshal.loads(bytes.fromhex(stream.readline().strip()))
+    return state
 
 
-def told_done(stream, state: dict | None = None) -> bool:
+def told_done(stream: IO[str], state: dict[str, Any] | None = None) -> bool:
     """Wait for mysqlprobe's word (or its end), in the guard; the updates
     meanwhile go into state."""
     for line in stream:
@@ -49,14 +55,14 @@ def told_done(stream, state: dict | None = None) -> bool:
 class GuardProcess:
     """One guard, started with its state."""
 
-    def __init__(self, module: str, state: dict):
+    def __init__(self, module: str, state: dict[str, Any]):
         import subprocess  # imported by the caller already; not by the guard
         self.proc = subprocess.Popen(command(module), stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
                                      stderr=subprocess.DEVNULL, text=True, start_new_session=True)
         self.proc.stdin.write(encode(state))
         self.proc.stdin.flush()
 
-    def send(self, update: dict) -> None:
+    def send(self, update: dict[str, Any]) -> None:
         """More of the state, for the guard to act on should this process die."""
         try:
             self.proc.stdin.write("+" + encode(update))

@@ -10,6 +10,10 @@ Python objects cost mysqlprobe 45 MB at its peak."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
+from typing import Any
+
 import bisect
 import functools
 import os
@@ -75,7 +79,7 @@ class FileFunctions:
         except OSError:
             return {}
 
-    def _name_at(self, vaddr: int, read) -> str | None:
+    def _name_at(self, vaddr: int, read: Callable[[int], str | None]) -> str | None:
         i = bisect.bisect_right(self.starts, vaddr) - 1
         if i < 0:
             return None
@@ -99,7 +103,7 @@ class FileFunctions:
         return None
 
 
-def _sorted_order(starts: array) -> array:
+def _sorted_order(starts: array[int]) -> array[int]:
     """The indices of starts in ascending order of their values. A file's
     symbol table comes in any order; /proc/kallsyms in order but for a
     few entries at its end (BPF programs, modules): its sorted head is kept
@@ -120,7 +124,7 @@ def _sorted_order(starts: array) -> array:
     return order
 
 
-def _order_from(starts: array, first: int) -> array:
+def _order_from(starts: array[int], first: int) -> array[int]:
     """The indices from `first` on in ascending order of their values: one
     list of packed (start above the lowest, index) keys where both fit in
     64 bits, else sorted with a key function."""
@@ -184,7 +188,8 @@ def function_name(mangled: str) -> str:
 
 
 def user_names(pid: int, addresses: Iterable[int], maps_text: str | None = None,
-               root: str | None = None, files: dict | None = None, named=function_name) -> dict[int, str]:
+               root: str | None = None, files: dict[str, Any] | None = None,
+               named: Callable[[str], str] = function_name) -> dict[int, str]:
     """Each address of the process's mapped code to its function's name
     (`[file]` where its file has no symbol for it, `[unknown]` where no
     file is mapped). Read while the process runs: the mappings are those
@@ -236,9 +241,9 @@ class KernelSymbols:
 
     def __init__(self, path: str = "/proc/kallsyms"):
         self.path = path
-        self._index: tuple[array, array] | None = None
+        self._index: tuple[array[int], array[int]] | None = None
 
-    def _starts(self) -> tuple[array, array]:
+    def _starts(self) -> tuple[array[int], array[int]]:
         if self._index is None:
             starts, lines = array("Q"), array("I")
             try:

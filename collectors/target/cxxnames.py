@@ -4,6 +4,8 @@ and compiler clones (.isra, .constprop, .part, .cold) told apart."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import ctypes
 import functools
 import re
@@ -15,7 +17,7 @@ _SPECIAL_PREFIXES = ("non-virtual thunk to ", "virtual thunk to ", "covariant re
 
 
 @functools.lru_cache(maxsize=None)
-def _cxa_demangle():
+def _cxa_demangle() -> tuple[Any, Any]:
     import ctypes.util  # the first name demangled, not every start
 
     lib = ctypes.CDLL(ctypes.util.find_library("stdc++") or "libstdc++.so.6")

@@ -4,6 +4,8 @@ belongs to the binary."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import os
 import zlib
 
@@ -39,7 +41,7 @@ def debug_file_candidates(image: ElfImage, exe_path: str, root: str = "/") -> li
     return list(dict.fromkeys(out))
 
 
-def find_debug_file(image: ElfImage, exe_path: str, root: str, read_elf) -> str | None:
+def find_debug_file(image: ElfImage, exe_path: str, root: str, read_elf: Callable[[str], ElfImage]) -> str | None:
     """The debug file that belongs to image (same build-id, or the debuglink's CRC); read_elf reads a candidate."""
     for cand in debug_file_candidates(image, exe_path, root):
         if not os.path.isfile(cand) or os.path.realpath(cand) == os.path.realpath(image.path):

@@ -4,6 +4,10 @@ gdb and mysqlprobe share it and a second start needs no network."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
+from typing import Any
+
 import os
 import re
 from pathlib import Path
@@ -25,7 +29,7 @@ DISTRIBUTION_SERVERS = {
 }
 
 
-def server_urls(option: str | None = None, env=os.environ) -> list[str]:
+def server_urls(option: str | None = None, env: Mapping[str, str] = os.environ) -> list[str]:
     """The servers to ask: the option's, else DEBUGINFOD_URLS (space-separated)."""
     text = option if option is not None else env.get("DEBUGINFOD_URLS", "")
     return [u.rstrip("/") for u in text.split() if u.startswith(("http://", "https://", "file://"))]
@@ -36,13 +40,13 @@ def shown(url: str) -> str:
     return re.sub(r"//[^/@]*@", "//", url)
 
 
-def cache_dir(env=os.environ) -> Path:
+def cache_dir(env: Mapping[str, str] = os.environ) -> Path:
     if env.get("DEBUGINFOD_CACHE_PATH"):
         return Path(env["DEBUGINFOD_CACHE_PATH"])
     return Path(env.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "debuginfod_client"
 
 
-def timeout_s(env=os.environ) -> float:
+def timeout_s(env: Mapping[str, str] = os.environ) -> float:
     try:
         return float(env.get("DEBUGINFOD_TIMEOUT", TIMEOUT_S))
     except ValueError:
@@ -71,8 +75,12 @@ class Fetched:
     errors: list[str] = field(default_factory=list)
 
 
-def fetch_debuginfo(build_id: str, urls: list[str], read_elf: Callable, cache: Path | None = None,
-                    progress: Callable[[str, int, int | None], None] | None = None,
+# told the server, the bytes done and the total (None: not known)
+Progress = Callable[[str, int, "int | None"], None]
+
+
+def fetch_debuginfo(build_id: str, urls: list[str], read_elf: Callable[..., Any], cache: Path | None = None,
+                    progress: Progress | None = None,
                     timeout: float | None = None) -> Fetched:
     """The debug file of build_id: from the cache when one there belongs to
     it (offline too), else from the first server that has it. A download is
@@ -104,14 +112,14 @@ def fetch_debuginfo(build_id: str, urls: list[str], read_elf: Callable, cache: P
     return Fetched(None, None, errors)
 
 
-def _belongs(path: Path, build_id: str, read_elf) -> bool:
+def _belongs(path: Path, build_id: str, read_elf: Callable[[str], Any]) -> bool:
     try:
-        return read_elf(str(path)).build_id == build_id
+        return bool(read_elf(str(path)).build_id == build_id)
     except TargetError:
         return False
 
 
-def _download(server: str, path: str, into: Path, progress, timeout: float) -> Path:
+def _download(server: str, path: str, into: Path, progress: Progress | None, timeout: float) -> Path:
     """The body of server + path in a new file under `into` (the caller
     renames or removes it); progress is told the server, bytes done and total."""
     import urllib.request  # http and email come with it: 0.04 s a start that needs no download

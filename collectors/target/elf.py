@@ -4,6 +4,10 @@ debuglink), and a virtual address's file offset."""
 
 from __future__ import annotations
 
+from typing import Any, BinaryIO
+
+from collections.abc import Iterable, Iterator
+
 import contextlib
 import functools
 import re
@@ -182,7 +186,7 @@ class ElfImage:
 class ElfHeaders(ElfSections):
     """An x86-64 ELF file's sections and its load segments."""
 
-    def __init__(self, f, path: str):
+    def __init__(self, f: BinaryIO, path: str) -> None:
         self.path = path
         super().__init__(f)
         phoff = struct.unpack_from("<Q", self.head, 32)[0]
@@ -196,13 +200,13 @@ class ElfHeaders(ElfSections):
         if self.head[4] != 2 or self.head[5] != 1 or self.machine != EM_X86_64:
             raise TargetError(f"{self.path}: only x86-64 ELF binaries are supported")
 
-    def symbol_tables(self):
+    def symbol_tables(self) -> Iterator[tuple[Section, Section, Iterator[tuple[Any, ...]]]]:
         """(table, its string table's section, Elf64_Sym tuples) of .symtab and .dynsym."""
         for sec in self.sections:
             if sec.type in (SHT_SYMTAB, SHT_DYNSYM):
                 yield sec, self.sections[sec.link], ELF64_SYM.iter_unpack(self.data(sec))
 
-    def function_symbols(self):
+    def function_symbols(self) -> Iterator[tuple[Section, bytes, Iterator[tuple[Any, ...]]]]:
         """(table, strtab, Elf64_Sym tuples) of .symtab and .dynsym."""
         for sec, strtab, symbols in self.symbol_tables():
             yield sec, self.data(strtab), symbols
@@ -224,14 +228,14 @@ def defined_function(st_info: int, shndx: int, value: int) -> bool:
     return (st_info & 0xF) in (STT_FUNC, STT_GNU_IFUNC) and shndx != SHN_UNDEF and value != 0
 
 
-def _read_functions(table: Section, strtab: bytes, symbols) -> list[Function]:
+def _read_functions(table: Section, strtab: bytes, symbols: Iterable[tuple[Any, ...]]) -> list[Function]:
     binding_names = {STB_LOCAL: "local", STB_GLOBAL: "global", STB_WEAK: "weak"}
     return [Function(c_string(strtab, st_name), value, size, binding_names.get(st_info >> 4, "other"), table.name)
             for st_name, st_info, _other, shndx, value, size in symbols if defined_function(st_info, shndx, value)]
 
 
 @contextlib.contextmanager
-def elf_file(path: str):
+def elf_file(path: str) -> Iterator[ElfHeaders]:
     """The headers of the ELF file at path, open while in the block; any
     way the file cannot be read (missing, no permission, truncated,
     malformed) is one TargetError."""

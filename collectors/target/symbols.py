@@ -8,6 +8,11 @@ non-PIE), and tells the server family and version from the binary itself."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
+from mysqlprobe.collectors.target.debuginfod import Progress
+
+
 import fnmatch
 import os
 import re
@@ -50,7 +55,7 @@ _MARIADB_VERSION = re.compile(rb"(?<![\d.])(\d{1,2}\.\d{1,2}\.\d{1,3})-MariaDB")
 _MYSQL_VERSION = re.compile(rb"\x00((?:5\.[0-7]|8\.[0-4]|9\.\d)\.\d{1,3})(?:-[\w.]+)?\x00")
 
 
-def line_for(family: str, version: tuple[int, ...], has_function) -> str:
+def line_for(family: str, version: tuple[int, ...], has_function: Callable[[str], bool]) -> str:
     if family == "mariadb":
         return "mariadb"
     if version:
@@ -67,7 +72,7 @@ def line_for(family: str, version: tuple[int, ...], has_function) -> str:
     return "mysql-5.6"
 
 
-def identify_server(image: ElfImage, has_function) -> ServerInfo:
+def identify_server(image: ElfImage, has_function: Callable[[str], bool]) -> ServerInfo:
     """Family and version from the version string in .rodata; has_function
     (qualified name -> bool) settles what the string does not."""
     rodata = image.rodata()
@@ -115,7 +120,7 @@ class SymbolTable:
                 by_addr[fn.address] = fn
         self.functions = sorted(by_addr.values(), key=lambda f: f.address)
         self._names: dict[str, list[Function]] | None = None
-        self._index: tuple[dict, dict] | None = None
+        self._index: tuple[dict[str, list[Function]], dict[str, list[Function]]] | None = None
         self.released = False
 
     @property
@@ -276,7 +281,7 @@ class Binary:
 
 def load_binary(path: str, display_path: str | None = None, root: str = "/",
                 debug_file: str | None = None, debuginfod_urls: list[str] | None = None,
-                progress=None, force_debug_file: bool = False) -> Binary:
+                progress: Progress | None = None, force_debug_file: bool = False) -> Binary:
     """A binary and its symbols: from debug_file when given (it must have the
     same build-id and layout: collectors/target/debug_match.py), else from .symtab, else from a debug file found for it
     on this machine, else from the debuginfod servers (DEBUGINFOD_URLS when
@@ -304,6 +309,6 @@ def load_binary(path: str, display_path: str | None = None, root: str = "/",
 
 
 def load_target_binary(target: Target, debug_file: str | None = None, debuginfod_urls: list[str] | None = None,
-                       progress=None, force_debug_file: bool = False) -> Binary:
+                       progress: Progress | None = None, force_debug_file: bool = False) -> Binary:
     return load_binary(target.proc_exe, target.exe, target.root, debug_file, debuginfod_urls, progress,
                        force_debug_file)

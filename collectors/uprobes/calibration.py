@@ -18,6 +18,13 @@ the BPF program does the subtraction per call (see uprobe_latency.h)."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+from typing import TYPE_CHECKING
+if TYPE_CHECKING:
+    from mysqlprobe.collectors.uprobes.session import UprobeSession
+
+from typing import Any
+
 import subprocess
 import threading
 import time
@@ -35,12 +42,12 @@ EMULATED, SINGLE_STEP = "emulated", "single-step"
 HELPER_FUNCTION = {EMULATED: "cal_push", SINGLE_STEP: "cal_step"}
 
 
-def median(values) -> float:
+def median(values: Iterable[float]) -> float:
     """The middle value (the mean of the middle two); the statistics module
     imports fractions and decimal, on the path to the probes' attach."""
     ordered = sorted(values)
     half = len(ordered) // 2
-    return ordered[half] if len(ordered) % 2 else (ordered[half - 1] + ordered[half]) / 2
+    return float(ordered[half] if len(ordered) % 2 else (ordered[half - 1] + ordered[half]) / 2)
 
 
 def entry_class(code: bytes) -> str:
@@ -102,7 +109,7 @@ class Calibration:
     in_situ: float | None = None
     # bursts of an earlier run on this kernel and CPU the medians started from:
     # {"bursts": n, "taken": unix time}; None when all were measured in this run
-    reused: dict | None = None
+    reused: dict[str, Any] | None = None
 
     def own(self, klass: str) -> float:
         return self.classes[klass].inside_ns if klass in self.classes else 0.0
@@ -118,7 +125,7 @@ class Calibration:
         """pair() for a probed function, as own_of()."""
         return self.pair(spec.entry_class) * spec.cost_share
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         return {"method": "helper process probed in the same BPF session; bursts of timed runs without "
                           "probes, with an entry probe, with entry and return probes; medians of the last "
                           f"{ROLLING} bursts, kept up to date while the window is open",
@@ -145,7 +152,7 @@ REUSE_CHECKS = 2
 
 
 class _Helper:
-    def __init__(self):
+    def __init__(self) -> None:
         path = probes.helper_path("calibrate")
         try:
             self.proc = subprocess.Popen([path], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
@@ -195,7 +202,7 @@ class Calibrator:
         self.in_window = 0
         self.applied: dict[str, dict[str, tuple[int, int]]] = {}
         self.in_situ: float | None = None
-        self.reused: dict | None = None
+        self.reused: dict[str, Any] | None = None
         self._thread: threading.Thread | None = None
         self._stop = threading.Event()
         # held through the duty cycles' quiet phases: no burst runs in them
@@ -204,10 +211,10 @@ class Calibrator:
     def __enter__(self) -> "Calibrator":
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def burst(self, session, budget_s: float, in_window: bool = False) -> None:
+    def burst(self, session: UprobeSession, budget_s: float, in_window: bool = False) -> None:
         """One timed run of each kind per class; each lasts about budget_s."""
         h = self.helper
         for klass, name in HELPER_FUNCTION.items():
@@ -240,7 +247,7 @@ class Calibrator:
         return Calibration(out, self.bursts, time.monotonic() - self.started, self.in_window,
                            {k: dict(r) for k, r in self.applied.items()}, self.in_situ, self.reused)
 
-    def apply(self, session) -> Calibration:
+    def apply(self, session: UprobeSession) -> Calibration:
         """Hand the kernel the current costs, in whole ns, and remember their range."""
         cal = self.current()
         for klass, row in COST_CLASS.items():
@@ -254,7 +261,7 @@ class Calibrator:
         cal.applied = {k: dict(r) for k, r in self.applied.items()}
         return cal
 
-    def calibrate(self, session, earlier: dict | None = None, budget_s: float = 0.01) -> Calibration:
+    def calibrate(self, session: UprobeSession, earlier: dict[str, Any] | None = None, budget_s: float = 0.01) -> Calibration:
         """FIRST_BURSTS bursts; or, given an earlier run's (same kernel and
         CPU: see mysqlprobe.caches), a short burst that the earlier medians
         must agree with, a second where the first did not (one burst that a
@@ -275,7 +282,7 @@ class Calibrator:
             self.burst(session, budget_s)
         return self.apply(session)
 
-    def _agrees(self, earlier: dict) -> bool:
+    def _agrees(self, earlier: dict[str, Any]) -> bool:
         if set(earlier) != set(self.samples):
             return False
         for klass, runs in self.samples.items():
@@ -288,14 +295,14 @@ class Calibrator:
                 return False
         return True
 
-    def kept(self) -> dict:
+    def kept(self) -> dict[str, Any]:
         """The bursts the medians stand on now: for the next run to start from."""
         return {k: {kind: [round(x, 2) for x in xs[-ROLLING:]] for kind, xs in runs.items()}
                 for k, runs in self.samples.items() if runs["both"]}
 
-    def follow(self, session, interval_s: float = 1.0, budget_s: float = 0.002) -> None:
+    def follow(self, session: UprobeSession, interval_s: float = 1.0, budget_s: float = 0.002) -> None:
         """Keep calibrating in the background while the window is open."""
-        def loop():
+        def loop() -> None:
             while not self._stop.wait(interval_s):
                 with self.gate:
                     if self._stop.is_set():
@@ -333,12 +340,12 @@ class CalibrationCollector(Collector):
     phases = Phases(begin=20, prepare=40, start=0, collect=30)
     can_quiet = True
 
-    def __init__(self, first_index: int, earlier: dict | None = None):
+    def __init__(self, first_index: int, earlier: dict[str, Any] | None = None):
         super().__init__()
         self.first_index = first_index
         self.earlier = earlier  # an earlier run's bursts on this host (mysqlprobe.caches), to start from
         self.calibrator: Calibrator | None = None
-        self.session = None
+        self.session: UprobeSession | None = None
         self._cpu_s: float | None = None
         self._cpu0: float | None = None
 
@@ -351,10 +358,10 @@ class CalibrationCollector(Collector):
             self.begin()
 
     @property
-    def group(self):
+    def group(self) -> ProbeGroup:
         return self.calibrator.group
 
-    def calibrate(self, session) -> Calibration:
+    def calibrate(self, session: UprobeSession) -> Calibration:
         self.session = session
         return self.calibrator.calibrate(session, self.earlier)
 
@@ -364,7 +371,7 @@ class CalibrationCollector(Collector):
         if factor is not None and self.calibrator is not None:
             self.calibrator.in_situ = factor
 
-    def kept(self) -> dict:
+    def kept(self) -> dict[str, Any]:
         """The bursts to keep for the next run (after stop())."""
         return self.calibrator.kept() if self.calibrator else {}
 
@@ -373,6 +380,7 @@ class CalibrationCollector(Collector):
 
     def start(self) -> None:
         self._cpu0 = self._helper_cpu_s()
+        assert self.session is not None   # calibrate() came first
         self.calibrator.follow(self.session)
 
     def _silence(self, on: bool) -> bool:

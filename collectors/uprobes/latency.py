@@ -5,6 +5,11 @@ per (thread, probed caller)."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+from mysqlprobe.probes.histogram import Histogram
+
+from typing import Any
+
 import time
 
 from mysqlprobe.collectors import libbpf
@@ -14,7 +19,6 @@ from mysqlprobe.collectors.safety.breakpoints import (BreakpointGuard, probed_of
 from mysqlprobe.collectors.uprobes.calibration import Calibration, CalibrationCollector
 from mysqlprobe.collectors.uprobes.session import ProbeCounts, ProbeSpec, StatementCounts, UprobeSession
 from mysqlprobe.probes.abi import COM_QUERY, COM_STMT_EXECUTE, STMT_KEY_NO_TEXT
-from mysqlprobe.probes.histogram import Histogram
 from mysqlprobe.sqltext import normalized, redacted
 
 COMMANDS = {0: "Sleep", 1: "Quit", 2: "Init DB", 3: "Query", 4: "Field List", 9: "Statistics", 14: "Ping",
@@ -22,12 +26,12 @@ COMMANDS = {0: "Sleep", 1: "Quit", 2: "Init DB", 3: "Query", 4: "Field List", 9:
             26: "Reset stmt", 27: "Set option", 28: "Fetch"}
 
 
-def latency_fields(total_ns: int, histogram: Histogram) -> dict:
+def latency_fields(total_ns: int, histogram: Histogram) -> dict[str, Any]:
     return {"total_ns": total_ns, "histogram": histogram.to_record()}
 
 
 def probe_record(spec: ProbeSpec, counts: ProbeCounts | None, calibration: Calibration | None,
-                 corrected: bool) -> dict:
+                 corrected: bool) -> dict[str, Any]:
     """One probed function: what it is and what the kernel counted. The
     latencies are corrected for the probes' own cost unless `corrected` is
     off; `raw` has them as measured."""
@@ -36,7 +40,7 @@ def probe_record(spec: ProbeSpec, counts: ProbeCounts | None, calibration: Calib
     own = calibration.own_of(spec) if calibration else 0.0
     pair = calibration.pair_of(spec) if calibration else 0.0
 
-    def latency(total, hist, ctotal, chist) -> dict:
+    def latency(total: int, hist: Histogram, ctotal: int, chist: Histogram) -> dict[str, Any]:
         return {**(latency_fields(ctotal, chist) if corrected else latency_fields(total, hist)),
                 "raw": latency_fields(total, hist)}
 
@@ -77,7 +81,7 @@ def statement_text(counts: StatementCounts, key: int, full_sql: bool) -> str:
 
 
 def statement_records(snapshot_statements: dict[int, StatementCounts], corrected: bool,
-                      full_sql: bool) -> list[dict]:
+                      full_sql: bool) -> list[dict[str, Any]]:
     """The statement shapes the kernel kept, most time first."""
     out = []
     for key, c in sorted(snapshot_statements.items(), key=lambda kv: -kv[1].total_ns):
@@ -113,7 +117,7 @@ class LatencyCollector(Collector):
         self.session: UprobeSession | None = None
         self.timings: dict[str, float] = {}
         self._snapshot = None
-        self._loader: Background | None = None
+        self._loader: Background[UprobeSession] | None = None
         self.guard: BreakpointGuard | None = None
         # on_switch's run time and runs over the window
         self.switches = libbpf.RunTimeMeter(lambda: self.session.switch_run_stats())
@@ -173,7 +177,7 @@ class LatencyCollector(Collector):
         assert self.session is not None, "prepare() first"
         return self.session
 
-    def keep_statements_out(self, tids) -> None:
+    def keep_statements_out(self, tids: Iterable[int]) -> None:
         """Statements of these threads (mysqlprobe's own connections) are not kept."""
         self.probes.keep_statements_out(tids)
 

@@ -4,6 +4,8 @@ latency histogram, and the same per partition and per thread."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 import ctypes
 import errno
 import os
@@ -317,7 +319,7 @@ class UprobeSession:
     def __enter__(self) -> "UprobeSession":
         return self.open()
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.close()
 
     @property
@@ -339,7 +341,7 @@ class UprobeSession:
             self._windows += 1
         libbpf.update(self._fds[".bss"], ctypes.c_uint32(0), ctypes.c_uint32(self._windows if on else 0))
 
-    def keep_statements_out(self, tids) -> None:
+    def keep_statements_out(self, tids: Iterable[int]) -> None:
         """Statements of these threads (mysqlprobe's own connections) are not kept."""
         for tid in tids:
             libbpf.update(self._fds["quiet_threads"], ctypes.c_uint32(tid), ctypes.c_uint8(1))
@@ -355,14 +357,14 @@ class UprobeSession:
             return ProbeCounts()
         return probe_counts(value)
 
-    def calls(self, indices) -> dict[int, int]:
+    def calls(self, indices: Iterable[int]) -> dict[int, int]:
         """Calls counted so far per probe, read in one quick pass: what the
         duty cycles put next to the server's row counter."""
         value = ProbeStats()
         fd = self._fds["stats"]
         return {i: value.calls if libbpf.lookup(fd, ctypes.c_uint32(i), value) else 0 for i in indices}
 
-    def calls_and_time(self, indices) -> dict[int, tuple[int, int]]:
+    def calls_and_time(self, indices: Iterable[int]) -> dict[int, tuple[int, int]]:
         """Calls and corrected ns so far per probe, in one pass: each duty
         cycle's own figures (the report's timeline)."""
         value = ProbeStats()

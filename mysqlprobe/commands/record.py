@@ -283,6 +283,7 @@ def record(args, control: Control) -> int:
     if args.insert_profile and not args.no_perf_schema:
         stages.append(catalog.STAGE_CHANGE)  # P_S names the stages the probed calls ran in
     stages += [s for s in args.stage if s not in stages]
+    assert control.signals is not None   # run() set them
     control.signals.reached("symbols")
     if args.pid is not None and not args.list:
         require_attach_privileges("profiling a server")

@@ -4,6 +4,12 @@ load slows down by at most the budget, paced on the server's own progress
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING
+if TYPE_CHECKING:
+    from mysqlprobe.collectors.uprobes.calibration import Calibration
+    from mysqlprobe.collectors.uprobes.session import ProbeSpec
+
 import math
 import time
 
@@ -11,9 +17,10 @@ from mysqlprobe.collectors.uprobes.calibration import CalibrationCollector
 from mysqlprobe.errors import BpfError
 from mysqlprobe.recorder.pacing import Pacer, in_situ_factor, paired_lead
 from mysqlprobe.recorder.reads import TIGHT_READ_S, rows_and_calls
-from mysqlprobe.recorder.window import Window, alive
+from mysqlprobe.collectors.kernel.process import alive
+from mysqlprobe.recorder.window import Window
 from dataclasses import dataclass
-from typing import Protocol, Sequence
+from typing import Any, Protocol, Sequence
 
 ON_PHASE_S = 0.05    # probes on, per duty cycle
 MAX_OFF_S = 2.0      # longest gap between two on-phases
@@ -67,9 +74,9 @@ class Probes(Protocol):
 
     def stop(self) -> None: ...
 
-    def calls(self, indices) -> dict[int, int]: ...
+    def calls(self, indices: Iterable[int]) -> dict[int, int]: ...
 
-    def calls_and_time(self, indices) -> dict[int, tuple[int, int]]: ...
+    def calls_and_time(self, indices: Iterable[int]) -> dict[int, tuple[int, int]]: ...
 
 
 @dataclass
@@ -78,7 +85,7 @@ class Bursts:
     unprobed), once one of the probes `wanted_by` has been called: those of
     short functions, which the bursts are worth their cost for (None: any)."""
 
-    collectors: list
+    collectors: list[Any]
     wanted_by: set[int] | None = None
 
 
@@ -87,8 +94,8 @@ class DutyCycles:
     when run() is called. cycles: per cycle its on-time, calls per probe,
     the rows the server changed and the time the load lost."""
 
-    def __init__(self, probes: Probes, specs: Sequence, calibration: CalibrationCollector, window: Window,
-                 budget: float, rows_changed, paced: list | None = None, quieted: list | None = None,
+    def __init__(self, probes: Probes, specs: Sequence[ProbeSpec], calibration: CalibrationCollector, window: Window,
+                 budget: float, rows_changed: Callable[[], int | None], paced: list[Any] | None = None, quieted: list[Any] | None = None,
                  bursts: Bursts | None = None):
         self.probes, self.specs = probes, specs
         self.paced = paced or []  # on with the probes, so their cost is in what each cycle measures
@@ -107,7 +114,7 @@ class DutyCycles:
         self._last_read: tuple[float, int] | None = None
         self._idle_phases: list[tuple[float, float, bool]] = []  # zero-row off-phases: (end, seconds, quiet)
         self.pacer = Pacer(budget, on_s=ON_PHASE_S, min_on_s=MIN_ON_S, max_off_s=MAX_OFF_S)
-        self.cycles: list[dict] = []
+        self.cycles: list[dict[str, Any]] = []
         self.holds = 0  # on-phases held on (HOLD_S) for their rows
         self.opened = time.monotonic()  # the window's opening (run() is given it): phases are timed from it
         self.off_rows, self.off_s = 0, 0.0  # every clean off-phase, summed: the load's speed unprobed
@@ -124,7 +131,7 @@ class DutyCycles:
         self._last_ns = {s.index: 0 for s in self.specs}
         self._indices = [s.index for s in self.specs]
 
-    def _tracking(self, read):
+    def _tracking(self, read: Callable[[], int | None]) -> Callable[[], int | None]:
         """read, noting when the row counter first and last moved."""
         def rows() -> int | None:
             value, now = read(), time.monotonic()
@@ -205,8 +212,8 @@ class DutyCycles:
             on_t0 = time.monotonic()
             self.probes.start()
 
-    def _ordinary(self, off_s: float, off_t0: float, speed_from: tuple,
-                  burst: bool) -> tuple[bool, bool, tuple, tuple | None, bool]:
+    def _ordinary(self, off_s: float, off_t0: float, speed_from: tuple[Any, ...],
+                  burst: bool) -> tuple[bool, bool, tuple[Any, ...], tuple[Any, ...] | None, bool]:
         """Wait out an ordinary off-phase. One long enough (a short window's,
         its one or two cycles having paid for most of it) is ordinary for
         its first part only, then quiet for the rest where a quiet phase is
@@ -226,7 +233,8 @@ class DutyCycles:
         ended, tail, speed_from, compared = self._quiet_tail(off_s, off_t0, speed_from)
         return ended, True, speed_from, tail, compared
 
-    def _quiet_tail(self, off_s: float, off_t0: float, speed_from: tuple) -> tuple[bool, tuple | None, tuple, bool]:
+    def _quiet_tail(self, off_s: float, off_t0: float,
+                    speed_from: tuple[Any, ...]) -> tuple[bool, tuple[Any, ...] | None, tuple[Any, ...], bool]:
         """Wait out a quiet phase, reading the rows at its middle: its second
         half is the load's speed once it has got over the on-phase before.
         With the bursts short of their floor, the first half opens with one.
@@ -247,7 +255,7 @@ class DutyCycles:
         middle = (time.monotonic(), self.rows_changed())
         return self.window.wait(max(off_s - (time.monotonic() - off_t0), 0.0)), middle, speed_from, compared
 
-    def _tail(self, middle: tuple, end_t: float, end_rows: int | None) -> None:
+    def _tail(self, middle: tuple[Any, ...], end_t: float, end_rows: int | None) -> None:
         rows = difference(end_rows, middle[1])
         if rows is not None and end_t > middle[0]:
             self._tails.append((end_t, end_t - middle[0], rows))
@@ -351,7 +359,7 @@ class DutyCycles:
             c.resume() if on else c.pause()
         return bool(self.bursts)
 
-    def _burst_for(self, seconds: float, speed_from: tuple, quiet: bool = False) -> tuple[bool, tuple]:
+    def _burst_for(self, seconds: float, speed_from: tuple[Any, ...], quiet: bool = False) -> tuple[bool, tuple[Any, ...]]:
         """Sample the first seconds of an off-phase and stop: that part is a
         burst phase of its own, the rest an ordinary (or quiet) one. (Whether
         the window ended, where the rest's speed is measured from.)"""
@@ -360,7 +368,7 @@ class DutyCycles:
         self._burst(False)
         return ended, speed_from
 
-    def _part_ended(self, since: tuple, quiet: bool = False, burst: bool = False) -> tuple[float, int | None]:
+    def _part_ended(self, since: tuple[Any, ...], quiet: bool = False, burst: bool = False) -> tuple[float, int | None]:
         """Account the part of an off-phase since `since` (when, rows) as an
         off-phase of its own, ending now; where the next part is measured from."""
         now, rows = time.monotonic(), self.rows_changed()
@@ -412,7 +420,7 @@ class DutyCycles:
         self.off_rows += rows
         self.off_s += seconds
 
-    def _on_phase(self, on_s: float, on_t0: float):
+    def _on_phase(self, on_s: float, on_t0: float) -> tuple[dict[str, Any], int | None | bool]:
         """Keep the probes on for on_s; the cycle's record, and the rows
         counter if the window ended in it (else False)."""
         # rows and calls read together inside the on-phase (rows read between
@@ -467,7 +475,8 @@ class DutyCycles:
         self.cycles.append(cycle)
         return cycle, rows1 if ended else False
 
-    def _pace(self, cycle: dict, cycle_t0: float, cycle_rows0: int | None, window_t0: float):
+    def _pace(self, cycle: dict[str, Any], cycle_t0: float, cycle_rows0: int | None,
+              window_t0: float) -> tuple[float, float, float, tuple[Any, ...]] | None:
         """What the cycle cost the load, and the next phases: (on-phase,
         off-phase, when the off-phase began, where its speed is measured
         from); None if the window ended meanwhile."""
@@ -521,7 +530,7 @@ class DutyCycles:
             return 0.0
         return sum(s for end, s, q in self._idle_phases if q == quiet and first < end - s and end <= last)
 
-    def record(self, budget: float) -> dict:
+    def record(self, budget: float) -> dict[str, Any]:
         """The capture's `sampling` section."""
         cal = self.calibration.current()
         known = [c.get("lost_s") for c in self.cycles if c.get("lost_s") is not None]
@@ -543,9 +552,9 @@ class DutyCycles:
                                     for c in self.cycles]}
 
 
-def cost_uncertainty(cal, specs) -> float:
+def cost_uncertainty(cal: Calibration, specs: Iterable[ProbeSpec]) -> float:
     """Relative doubt on the probes' calibrated cost: the spread of the
     bursts, at least 10%."""
     rel = [c.spread_ns / c.pair_ns for k, c in cal.classes.items()
            if c.pair_ns > 0 and any(s.entry_class == k for s in specs)]
-    return max([0.10] + rel)
+    return float(max([0.10] + rel))

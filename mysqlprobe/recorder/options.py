@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+if TYPE_CHECKING:
+    from mysqlprobe.recorder.window import RunSignals, StatusLine
+
 import threading
 
 from mysqlprobe.collectors.perfschema.connection import ConnectOptions
@@ -43,5 +47,5 @@ class Control:
     signals handler says why, the status line shows progress."""
 
     stop: threading.Event = field(default_factory=threading.Event)
-    signals: object | None = None       # window.RunSignals
-    status: object | None = None        # window.StatusLine
+    signals: RunSignals | None = None
+    status: StatusLine | None = None

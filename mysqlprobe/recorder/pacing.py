@@ -4,6 +4,10 @@ own progress; and what the on-phases show the probes cost the target."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
+from typing import Any
+
 import math
 import os
 from collections import deque
@@ -71,9 +75,9 @@ class Pacer:
     lost_per_on_s: float | None = None  # pooled: seconds lost per second of on-phase
     lost_total_s: float = 0.0           # lost by every cycle so far (calibrated where unmeasured)
     cycles: int = 0                     # cycles paced so far
-    _off: deque = field(default_factory=lambda: deque(maxlen=5))
-    _losses: deque = field(default_factory=lambda: deque(maxlen=POOLED_CYCLES))  # (signed lost, on-phase)
-    _in_phase: deque = field(default_factory=lambda: deque(maxlen=POOLED_CYCLES))  # (signed lost, seconds)
+    _off: deque[Any] = field(default_factory=lambda: deque(maxlen=5))
+    _losses: deque[Any] = field(default_factory=lambda: deque(maxlen=POOLED_CYCLES))  # (signed lost, on-phase)
+    _in_phase: deque[Any] = field(default_factory=lambda: deque(maxlen=POOLED_CYCLES))  # (signed lost, seconds)
 
     def off_phase(self, rows: int | None, seconds: float) -> None:
         """A clean off-phase: no probe attached, nothing attaching."""
@@ -156,16 +160,17 @@ class Pacer:
         return on, max(off, on / self.max_coverage - on - transition)
 
 
-def _per_second(losses) -> float:
+def _per_second(losses: Iterable[tuple[float, float]]) -> float:
     """Seconds lost per second, over (lost, seconds) pairs."""
-    return sum(x for x, _ in losses) / sum(t for _, t in losses)
+    pairs = list(losses)
+    return float(sum(x for x, _ in pairs) / sum(t for _, t in pairs))
 
 
 IN_SITU_MIN_COST_S = 0.005    # calibrated probe time in the reads before the factor is trusted
 IN_SITU_RANGE = (0.5, 3.0)
 
 
-def in_situ_factor(cycles: list[dict], pair_ns: list[float]) -> float | None:
+def in_situ_factor(cycles: list[dict[str, Any]], pair_ns: list[float]) -> float | None:
     """What the probes cost inside the target over their calibrated cost,
     from the on-phases of duty cycles: the time the load lost between each
     on-phase's two row reads (the seconds between them less what their rows

@@ -3,6 +3,16 @@ and how the kernel will handle each one's first instruction."""
 
 from __future__ import annotations
 
+from typing import TextIO
+from mysqlprobe.collectors.target.symbols import Target
+
+from typing import TYPE_CHECKING, cast
+if TYPE_CHECKING:
+    from mysqlprobe.catalog import PartitionSource, StatementArgs, UsdtPair
+    from mysqlprobe.collectors.target.symbols import ResolvedSymbol
+
+from typing import Any
+
 import os
 import pickle
 import signal
@@ -16,7 +26,7 @@ from mysqlprobe.caches import PlanCache
 from mysqlprobe.collectors.target import debuginfod
 from mysqlprobe.collectors.uprobes.calibration import entry_point
 from mysqlprobe.collectors.target.elf import read_build_id
-from mysqlprobe.collectors.target.symbols import Binary, Target, load_target_binary
+from mysqlprobe.collectors.target.symbols import Binary, load_target_binary
 from mysqlprobe.collectors.uprobes.session import ProbeSpec, UsdtSites
 from mysqlprobe.errors import MysqlprobeError, NoSymbolsError, TargetError, UsageError
 from dataclasses import dataclass, field, replace
@@ -27,7 +37,7 @@ class Plan:
     """The probes to attach, and what could not be planned and why."""
 
     specs: list[ProbeSpec] = field(default_factory=list)
-    unavailable: list[dict] = field(default_factory=list)
+    unavailable: list[dict[str, Any]] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
     seconds: float = 0.0  # reading symbols and resolving the probes
     cached: bool = False  # taken from the plan cache (an earlier run on the same build)
@@ -39,7 +49,8 @@ def plan_probes(binary: Binary, stages: list[str], patterns: list[str], into: Pl
     plan = into or Plan()
     seen = {s.symbol.address for s in plan.specs}
 
-    def add(sym, stage, partition, statement=None, marks_stage=False, usdt=None):
+    def add(sym: ResolvedSymbol, stage: str | None, partition: PartitionSource | None,
+            statement: StatementArgs | None = None, marks_stage: bool = False, usdt: UsdtSites | None = None) -> None:
         if sym.address in seen:
             return
         seen.add(sym.address)
@@ -77,7 +88,7 @@ def plan_probes(binary: Binary, stages: list[str], patterns: list[str], into: Pl
     return plan
 
 
-def plan_cached(path: str, display_path: str, cache: PlanCache | None, parts: tuple,
+def plan_cached(path: str, display_path: str, cache: PlanCache | None, parts: tuple[Any, ...],
                 make: Callable[[], tuple[Binary, Plan]]) -> tuple[Binary, Plan]:
     """make()'s binary (its symbols released) and plan, or those an earlier
     run made for the same build of the file at `path` and the same `parts`
@@ -141,7 +152,7 @@ def plan_in_child(target: Target, stages: list[str], functions: list[str] | None
     result = pickle.loads(payload) if payload else RuntimeError("planning failed: its process ended unheard")
     if isinstance(result, BaseException):
         raise result
-    return result
+    return cast("tuple[Binary, Plan]", result)
 
 
 def _one_statement_boundary(plan: Plan) -> None:
@@ -157,13 +168,13 @@ def _one_statement_boundary(plan: Plan) -> None:
                   for s in plan.specs]
 
 
-def usdt_sites(binary: Binary, pair, text_arg: int | None = None) -> UsdtSites | None:
+def usdt_sites(binary: Binary, pair: UsdtPair, text_arg: int | None = None) -> UsdtSites | None:
     """Where a USDT pair attaches; None without a done site (no span to time).
     text_arg: the start probe's operand holding a statement's text, kept
     for each start site (a statement boundary)."""
     table = binary.symbols
 
-    def sites(name):
+    def sites(name: str) -> tuple[tuple[int, int], ...]:
         sem = table.usdt_semaphore(pair.provider, name)
         return tuple((s.offset, sem) for s in table.usdt_sites(pair.provider, name))
     dones = sites(pair.done)
@@ -180,7 +191,9 @@ def usdt_stand_ins(binary: Binary, stages: list[str]) -> list[str]:
     """The insert profile's USDT stages (catalog.INSERT_PROFILE_USDT) not
     asked for already whose probes the binary's notes hold: on a stripped
     binary they stand in for the functions it lost."""
-    def present(pair) -> bool:
+    def present(pair: UsdtPair | None) -> bool:
+        if pair is None:
+            return False
         sites = usdt_sites(binary, pair)
         return bool(sites and sites.starts)
     return [name for name in catalog.INSERT_PROFILE_USDT if name not in stages
@@ -244,7 +257,7 @@ def check_symbols(binary: Binary, plan: Plan, stages: list[str]) -> NoSymbolsErr
                           f"{', '.join(lost)} cannot be probed; {fix}", lost, fix)
 
 
-def list_plan(binary: Binary, plan: Plan, out=sys.stdout) -> None:
+def list_plan(binary: Binary, plan: Plan, out: TextIO = sys.stdout) -> None:
     print(f"{binary.display_path}: {binary.server.describe()} ({binary.server.line}), "
           f"{'PIE' if binary.image.pie else 'non-PIE'}, symbols from {symbols_source(binary)}", file=out)
     for s in plan.specs:
@@ -258,10 +271,10 @@ def list_plan(binary: Binary, plan: Plan, out=sys.stdout) -> None:
     list_usdt(binary, out)
 
 
-def list_usdt(binary: Binary, out=sys.stdout) -> None:
+def list_usdt(binary: Binary, out: TextIO = sys.stdout) -> None:
     """The binary's USDT probes by provider and name: sites, semaphore and
     arguments (what the notes say; they stay in a stripped binary)."""
-    sites: dict[tuple[str, str], list] = {}
+    sites: dict[tuple[str, str], list[Any]] = {}
     for p in binary.image.usdt:
         sites.setdefault((p.provider, p.name), []).append(p)
     if not sites:
@@ -284,7 +297,7 @@ def symbols_source(binary: Binary) -> str:
     return ".symtab" if binary.image.has_symtab else ".dynsym only (stripped)"
 
 
-def target_record(target, binary: Binary) -> dict:
+def target_record(target: Target, binary: Binary) -> dict[str, Any]:
     return {
         "pid": target.pid,
         "comm": target.comm,

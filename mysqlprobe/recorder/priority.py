@@ -16,6 +16,8 @@ every thread of this process and of its descendants."""
 
 from __future__ import annotations
 
+import argparse
+
 import os
 from pathlib import Path
 
@@ -57,7 +59,7 @@ class StartPriority:
     """The process's start priority: raised once a recording starts,
     settled once its window opens (and on any way out)."""
 
-    def __init__(self):
+    def __init__(self) -> None:
         self.caller_nice: int | None = None  # set while raised
         self.applied: int | None = None      # the start's niceness, the last time it was raised
 
@@ -114,7 +116,7 @@ def asked_start_nice(argv: list[str]) -> int:
     return nice
 
 
-def add_start_nice(p) -> None:
+def add_start_nice(p: argparse.ArgumentParser) -> None:
     """--start-nice, for the commands that record."""
     p.add_argument("--start-nice", type=int, default=START_NICE, metavar="NICE",
                    help="the start's niceness, until the probes are attached (default %(default)s: under load the "

@@ -3,13 +3,16 @@ duty cycle's calls per row is made of."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import time
 
 TIGHT_READ_S = 0.002  # calls read on either side of a row-counter query at most this far apart
 READ_TRIES = 3
 
 
-def rows_and_calls(rows_changed, counts) -> tuple[dict[int, float], int | None, float, float]:
+def rows_and_calls(rows_changed: Callable[[], int | None],
+                   counts: Callable[[], dict[int, int]]) -> tuple[dict[int, float], int | None, float, float]:
     """The server's rows counter, the calls as it was read (the calls on
     either side of the query, averaged), when, and how far apart the two
     reads of the calls were. A read that took long (this process

@@ -21,6 +21,11 @@ probes and their calibration are what a capture is, and fail it."""
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
+from mysqlprobe.collectors.target.elf import ElfImage
+
+from typing import Any
+
 import ctypes
 import gc
 import os
@@ -55,7 +60,7 @@ from mysqlprobe.recorder.priority import START_PRIORITY
 from mysqlprobe.recorder.window import Window
 from dataclasses import replace
 
-def cpu_profile(pid: int, image, perf: PerfOptions, sampler: str, verbose: bool = False) -> Collector:
+def cpu_profile(pid: int, image: ElfImage, perf: PerfOptions, sampler: str, verbose: bool = False) -> Collector:
     """The window's CPU samples: taken in BPF where the kernel can walk the
     stacks (frame pointers), else by perf record, which copies each
     sample's user stack for DWARF unwinding; --sampler decides otherwise."""
@@ -67,7 +72,7 @@ def cpu_profile(pid: int, image, perf: PerfOptions, sampler: str, verbose: bool 
     return PerfCollector(pid, image, perf)
 
 
-def cpu_bursts(pid: int, stages: dict, frequency: int, stacks: Unwinding | None, sampler: str,
+def cpu_bursts(pid: int, stages: dict[str, Any], frequency: int, stacks: Unwinding | None, sampler: str,
                verbose: bool = False) -> Collector:
     """The off-phases' CPU bursts: in BPF (they need frame pointers for
     stacks only, and take the sampled address alone without them) unless
@@ -89,7 +94,7 @@ class Recorder:
         self.collectors = self._collectors()
         self.unavailable: dict[str, CollectorUnavailable] = {}
         self.notes: list[str] = []
-        self.timings: dict = {}  # seconds each collector took to prepare and to start, and to the window
+        self.timings: dict[str, Any] = {}  # seconds each collector took to prepare and to start, and to the window
 
     def _collectors(self) -> dict[str, Collector]:
         o, pid = self.options, self.target.pid
@@ -190,7 +195,7 @@ class Recorder:
         if ps and "perf_schema" not in self.unavailable and "latency" in self.collectors:
             self.collectors["latency"].keep_statements_out(ps.own_os_threads())
 
-    def _window(self) -> tuple[dict, dict, int | None]:
+    def _window(self) -> tuple[dict[str, Any], dict[str, Any], int | None]:
         """Open the window, keep it open until it ends, close it."""
         o, latency = self.options, self.collectors.get("latency")
         exact = o.exact
@@ -257,7 +262,7 @@ class Recorder:
         return MemoryCounter(self.target.pid, self.target.exe, self.binary.image.segments,
                              self.options.progress_counter, self.counter_symbol)
 
-    def _rows_changed(self):
+    def _rows_changed(self) -> Callable[[], int | None]:
         """The load's progress: the counter read from the target's memory
         where one is named, else the server's rows changed (None: neither)."""
         if self.counter:
@@ -278,7 +283,7 @@ class Recorder:
                 facts.comms = c.thread_comms()
         return sections
 
-    def _capture(self, window: dict, sampling: dict, rows, sections: list[Section]) -> Capture:
+    def _capture(self, window: dict[str, Any], sampling: dict[str, Any], rows: int | None, sections: list[Section]) -> Capture:
         head = {"target": target_record(self.target, self.binary), "window": window, "sampling": sampling,
                 "unavailable": self.plan.unavailable}
         cap = assemble(self.options.argv, head, sections, self.unavailable, list(self.plan.warnings) + self.notes,
@@ -315,7 +320,7 @@ def own_cpu_seconds() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
-def assemble(argv, head: dict, sections: list[Section], unavailable: dict[str, CollectorUnavailable],
+def assemble(argv: Sequence[str], head: dict[str, Any], sections: list[Section], unavailable: dict[str, CollectorUnavailable],
              warnings: list[str], order: list[str] | None = None) -> Capture:
     """One capture from the window's head (target, window, sampling, the
     stages the plan could not probe) and the collectors' sections: their

@@ -4,6 +4,13 @@ line that shows it running."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Self, TextIO
+if TYPE_CHECKING:
+    from mysqlprobe.recorder.options import Control
+
+from typing import Any
+
 import signal
 import sys
 import threading
@@ -37,15 +44,15 @@ class RunSignals:
         self.reason: str | None = None
         self.phase = "starting"
         self.mode = "abort"
-        self._old: dict = {}
+        self._old: dict[signal.Signals, Any] = {}
 
-    def __enter__(self):
+    def __enter__(self) -> Self:
         if threading.current_thread() is threading.main_thread():
             for s in HANDLED:
                 self._old[s] = signal.signal(s, self._handler)
         return self
 
-    def __exit__(self, *exc):
+    def __exit__(self, *exc: object) -> None:
         for s, h in self._old.items():
             signal.signal(s, h)
 
@@ -77,9 +84,9 @@ class RunSignals:
         profiler hung an hour in CI so)."""
         threading.Thread(target=self.stop.set, name="mysqlprobe-signal", daemon=True).start()
 
-    def _handler(self, signum, _frame):
+    def _handler(self, signum: int, _frame: object) -> None:
         if self.mode == "window":
-            self.reason = {signal.SIGINT: "interrupt", signal.SIGTERM: "sigterm"}.get(signum, "sighup")
+            self.reason = {int(signal.SIGINT): "interrupt", int(signal.SIGTERM): "sigterm"}.get(signum, "sighup")
             self._set_stop()
             return
         if self.mode == "finish" and self.reason is None:
@@ -96,7 +103,8 @@ class Window:
     """When the window ends: its duration, a stop (Ctrl-C, SIGTERM, the
     caller), or the target's exit."""
 
-    def __init__(self, pid: int, duration: float | None, control, stop_reason: str, calls_so_far):
+    def __init__(self, pid: int, duration: float | None, control: Control, stop_reason: str,
+                 calls_so_far: Callable[[], int]) -> None:
         self.pid, self.duration, self.stop = pid, duration, control.stop
         self.signals, self.status = control.signals, control.status
         self.stop_reason, self.calls_so_far = stop_reason, calls_so_far
@@ -132,7 +140,7 @@ class Window:
 class StatusLine:
     """One line on stderr, rewritten in place: elapsed time and calls so far."""
 
-    def __init__(self, stream=sys.stderr, enabled: bool = True):
+    def __init__(self, stream: TextIO = sys.stderr, enabled: bool = True) -> None:
         self.stream = stream
         self.enabled = enabled and stream.isatty()
         self._last = 0.0
@@ -143,7 +151,7 @@ class StatusLine:
         print(f"Tracing PID {pid}: {functions} functions, {probes} probes ({mode}). "
               f"Ctrl-C to end.", file=self.stream, flush=True)
 
-    def tick(self, elapsed: float, calls_so_far) -> None:
+    def tick(self, elapsed: float, calls_so_far: Callable[[], int]) -> None:
         if not self.enabled or elapsed - self._last < 1:
             return
         self._last = elapsed
