@@ -12,7 +12,7 @@ from mysqlprobe.analysis.consistency import callers_of
 from mysqlprobe.analysis.per_call import PerCall, window_total
 from mysqlprobe.analysis.profile import StageSummary, estimated_calls, stage_per_call, window_ns, window_scale
 from mysqlprobe.analysis.textfit import pct
-from mysqlprobe.analysis.views import StageFigure
+from mysqlprobe.analysis.views import UNRESOLVED, WITHHELD, StageFigure
 
 if TYPE_CHECKING:
     from mysqlprobe.analysis.model import Profile
@@ -64,16 +64,28 @@ def _latencies(pc: PerCall, percentiles: dict[str, Any]) -> dict[str, Any]:
     percentiles, starred where the probes' doubt per call outweighs the
     histogram's resolution."""
     shown = [v for v in percentiles.values() if v is not None]
+    resolved = all(pc.percentile_resolved(v) for v in shown)
+    # percentiles within the probes' doubt are the probes' cost, not the call's: not printed
     return {"mean_ns": pc.mean_ns, "mean": pc.text(), "per_call": pc,
-            "mark": "" if all(pc.percentile_resolved(v) for v in shown) else UNRESOLVED,
-            **{k: fmt(v) for k, v in percentiles.items()}}
+            "mark": "" if resolved else UNRESOLVED,
+            **{k: fmt(v) if resolved else WITHHELD for k, v in percentiles.items()}}
 
-
-UNRESOLVED = "*"
 
 
 def unresolved_note(marks: Iterable[str], indent: str = "") -> list[str]:
     """The line that says what a '*' on percentiles means, where one is."""
     if not any(marks):
         return []
-    return [f"{indent}{UNRESOLVED} percentiles within the probes' doubt per call: not measurements"]
+    return [f"{indent}{UNRESOLVED} percentiles withheld: within the probes' doubt per call"]
+
+
+def histogram_withheld(s: StageSummary, profile: Profile) -> str | None:
+    """Why a stage's latency histogram is not drawn, None where it is: it
+    goes with the percentiles, withheld where they broke a bound or are
+    within the probes' doubt per call."""
+    from mysqlprobe.analysis.consistency import PERCENTILES, withheld
+    if withheld(profile.consistency, s.stage, PERCENTILES):
+        return "withheld with the percentiles, see above"
+    if stage_figures([s], profile)[0].mark == UNRESOLVED:
+        return "withheld with the percentiles, within the probes' doubt"
+    return None

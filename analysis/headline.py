@@ -15,9 +15,11 @@ from dataclasses import dataclass, field
 from mysqlprobe.analysis import histogram as H
 from mysqlprobe.analysis.account import MAX_UNATTRIBUTED, NOT_TRACED, Account
 from mysqlprobe.analysis.mechanisms import IDLE, OTHER, PROBES_MECHANISM
+from mysqlprobe.analysis.consistency import MEAN, PERCENTILES, withheld
 from mysqlprobe.analysis.figures import exclusive_totals
 from mysqlprobe.analysis.model import Profile
 from mysqlprobe.analysis.profile import StageSummary, measured_slowdown, window_ns
+from mysqlprobe.analysis.views import WITHHELD, StageFigure
 
 UNATTRIBUTED = (OTHER, NOT_TRACED)      # the account's parts that name no mechanism
 ROOT_STAGES = ("sql.statement",)   # the whole statement: what it holds beyond the stages is "not probed"
@@ -153,7 +155,10 @@ def cost_line(profile: Profile) -> str:
 
 def probed_stages(profile: Profile) -> list[Probed]:
     """The probed stages as the stage table prints them: calls and latencies per call."""
-    return [Probed(f.stage, f.calls, profile.sampled, f.mean, f.p50, f.p99)
+    def shown(f: StageFigure, figure: str, *texts: str) -> tuple[str, ...]:
+        # a figure the stage table withholds is withheld here too: one value per figure
+        return (WITHHELD,) * len(texts) if withheld(profile.consistency, f.stage, figure) else texts
+    return [Probed(f.stage, f.calls, profile.sampled, *shown(f, MEAN, f.mean), *shown(f, PERCENTILES, f.p50, f.p99))
             for f in profile.figures
             if f.stage not in ROOT_STAGES and not f.stage.startswith("sql.stage") and f.counted]
 
@@ -280,10 +285,12 @@ def _account_lines(h: Headline) -> list[str]:
                  f"{e.redo_bytes:.3g} redo bytes" if e.redo_bytes is not None else ""]
         lines += _prose("per row: " + ", ".join(b for b in bits if b))
     if h.probed:
-        lines += _prose("probed functions (exact counts, latency per call; the stage tables below):")
+        counted = "~ estimated from the duty cycles" if any(s.estimated for s in h.probed) else "every call counted"
+        lines += _prose(f"probed functions (calls: {counted}; latency per call; the stage tables below):")
         for s in h.probed[:SHOWN_STAGES]:
             calls = f"~{s.calls:,.0f}" if s.estimated else f"{s.calls:,.0f}"
-            lines.append(f"    {s.stage:<28} {calls:>12} calls  mean {s.mean:>8}  p50 {s.p50:>8}  p99 {s.p99:>8}")
+            spread = f"  p50 {s.p50:>8}  p99 {s.p99:>8}" if (s.p50, s.p99) != (WITHHELD, WITHHELD) else ""
+            lines.append(f"    {s.stage:<28} {calls:>12} calls  mean {s.mean:>8}{spread}")
     if h.skew:
         lines += _prose(f"partitions: {h.skew}")
     return lines + _prose(f"cost: {h.cost}")

@@ -13,10 +13,10 @@ import re
 
 from mysqlprobe.analysis import histogram as H
 from mysqlprobe.analysis import report as text
-from mysqlprobe.analysis.figures import total_text, unresolved_note
+from mysqlprobe.analysis.figures import histogram_withheld, total_text, unresolved_note
 from mysqlprobe.analysis.stacks_report import io_block, off_cpu_block, samples_block
 from mysqlprobe.analysis.textfit import pct
-from mysqlprobe.analysis.views import StageFigure
+from mysqlprobe.analysis.views import WITHHELD, StageFigure
 from mysqlprobe.analysis.where_report import attribution_block, digest_block
 from mysqlprobe.analysis.consistency import CALLS, MEAN, PERCENTILES, TOTAL, report_lines, withheld
 from mysqlprobe.analysis.headline import DigestHeadline, digest_headlines, headline, partition_calls, skewed
@@ -204,7 +204,7 @@ def _stage_rows(profile: Profile) -> list[list[Any]]:
         if not f.calls and not f.counted:
             continue  # on one line under the table
         def shown(figure: str, *values: str) -> list[str]:
-            return [text.WITHHELD] * len(values) if withheld(profile.consistency, f.stage, figure) else list(values)
+            return [WITHHELD] * len(values) if withheld(profile.consistency, f.stage, figure) else list(values)
         calls = [*shown(CALLS, f"{mark}{f.calls:,.0f}")] + ([*shown(CALLS, _interval(f))] if sampled else [])
         rows.append([f.stage + f.mark, *calls]
                     + [f.counted, *shown(MEAN, f.mean), *shown(PERCENTILES, f.p50, f.p90, f.p99),
@@ -367,8 +367,8 @@ def render_html(profile: Profile, flamegraph_svg: str | None = None, offcpu_svg:
         parts.append(f'<div class=stage><b>{_e(s.stage)}</b> <span class=muted>{_e(s.title)}</span><br>'
                      f'<span class=muted>{_e(", ".join(s.symbols))}</span><br>'
                      + (f'<span class=muted>{_e(waits)}</span><br>' if waits else "")
-                     + ("<p class=muted>histogram withheld with the percentiles (see the note under "
-                        "the stage table)</p>" if withheld(profile.consistency, s.stage, PERCENTILES) else histogram_chart(s))
+                     + (f"<p class=muted>histogram {_e(why)}</p>" if (why := histogram_withheld(s, profile))
+                        else histogram_chart(s))
                      + f"{_partitions(s, profile)}</div>")
     parts.append("<h2>Flame graph (CPU samples)</h2>")
     perf, window_s = doc.get("cpu_profile") or {}, profile.window.duration_s

@@ -12,7 +12,7 @@ import math
 
 from mysqlprobe.catalog import BY_NAME
 from mysqlprobe.probes.histogram import Histogram
-from mysqlprobe.analysis.views import Cycle, Latency, Probe, Sampling, Window
+from mysqlprobe.analysis.views import UNRESOLVED, Cycle, Latency, Probe, Sampling, Window
 
 if TYPE_CHECKING:   # the Profile is made of these figures
     from mysqlprobe.analysis.model import Profile
@@ -447,6 +447,8 @@ def stage_record(s: StageSummary, profile: Profile) -> dict[str, Any]:
     est = estimated_calls(s, profile)
     share = s.total_ns * window_scale(profile) / window if window else None
     mean = stage_per_call(s, profile)
+    figure = next((f for f in profile.figures if f.stage == s.stage), None)
+    unresolved = figure is not None and figure.mark == UNRESOLVED
     return {
         "stage": s.stage,
         "title": s.title,
@@ -455,6 +457,9 @@ def stage_record(s: StageSummary, profile: Profile) -> dict[str, Any]:
         "estimated_calls": est.to_json(),
         "calls_per_s": round(est.value / seconds, 3) if seconds else None,
         **latency_record(s.total_ns, s.calls, s.histogram),
+        # as the text prints them: percentiles within the probes' doubt per call are withheld
+        **({"percentiles_ns": None, "percentiles_withheld": "the probes' doubt per call is wider than their "
+            "resolution"} if unresolved else {}),
         **mean.to_json(),
         "off_phase_cpu": burst_record(s, profile, mean),
         "share_of_window": round(share, 6) if share is not None else None,

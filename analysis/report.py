@@ -11,7 +11,7 @@ from mysqlprobe.analysis import histogram as H
 from mysqlprobe.analysis.consistency import CALLS, MEAN, PERCENTILES, TOTAL, Violation, report_lines, withheld
 from mysqlprobe.analysis.headline import digest_headlines, headline, render as render_headline
 from mysqlprobe.analysis.model import Profile
-from mysqlprobe.analysis.views import Calibration, Overhead, StageFigure
+from mysqlprobe.analysis.views import WITHHELD, Calibration, Overhead, StageFigure
 from mysqlprobe.analysis.per_call import SAMPLED_METHODS, PerCall, samples_to_resolve, window_total
 from mysqlprobe.analysis.profile import (StageSummary, burst_figures, coverage, estimate_basis,
                                          estimated_calls, measured_slowdown, memory_counter, partition_per_call,
@@ -20,10 +20,9 @@ from mysqlprobe.analysis.ps_figures import quiet_scale
 from mysqlprobe.analysis.textfit import fit as _fit, pct
 from mysqlprobe.analysis.stacks_report import io_block, off_cpu_block, samples_block
 from mysqlprobe.analysis.where_report import attribution_block, digest_block
-from mysqlprobe.analysis.figures import _latencies, stage_figures, total_text, unresolved_note
+from mysqlprobe.analysis.figures import _latencies, histogram_withheld, stage_figures, total_text, unresolved_note
 
 fmt = H.format_ns
-WITHHELD = "?"
 
 
 def _rate(calls: float, seconds: float) -> str:
@@ -285,11 +284,9 @@ def stage_detail(s: StageSummary, profile: Profile, violations: list[Violation] 
         lines += burst_line(s, profile, pc)
     lines += cpu_wait_line(s)
     lines += estimate_line(s, profile, violations)
-    if withheld(violations or [], s.stage, PERCENTILES):
-        # the corrected latencies the percentiles came from: not a distribution to draw either
-        lines.append(f"  histogram: {WITHHELD} (withheld with the percentiles, see above)")
-    else:
-        lines += H.render_ascii(s.histogram)
+    # the corrected latencies the percentiles came from: where they are withheld, no distribution to draw either
+    why = histogram_withheld(s, profile)
+    lines += [f"  histogram: {WITHHELD} ({why})"] if why else H.render_ascii(s.histogram)
     lines += partition_table(s, profile)
     return lines
 
@@ -346,9 +343,9 @@ def perf_schema_block(profile: Profile) -> list[str]:
     return _fit(lines)
 
 
-GLOSSARY = ("marks: ~ estimated for the whole window from the duty cycles; * percentiles within the probes' doubt "
-            "per call; < an upper bound (its interval is wider than the value); ? withheld: it broke a "
-            "bound a true figure keeps")
+GLOSSARY = ("marks: ~ estimated for the whole window from the duty cycles; * percentiles withheld: the probes' "
+            "doubt per call is wider than the histogram's resolution; < an upper bound (its interval is wider than "
+            "the value); ? withheld: it broke a bound a true figure keeps")
 
 
 def render_text(profile: Profile) -> str:

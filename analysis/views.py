@@ -717,6 +717,10 @@ class Overhead:
         return asdict(self)
 
 
+UNRESOLVED = "*"   # a stage's percentiles within the probes' doubt per call
+WITHHELD = "?"     # a figure the data cannot support, in its place
+
+
 @dataclass(frozen=True, slots=True)
 class StageFigure:
     """What every reporter prints of a stage (analysis/figures.py): calls

@@ -10,10 +10,10 @@ from mysqlprobe.analysis import histogram as H
 from mysqlprobe.analysis.attribution import Node
 from mysqlprobe.analysis.model import Profile
 from mysqlprobe.analysis.textfit import fit as _fit, pct
+from mysqlprobe.analysis.views import WITHHELD  # as the stage table: a figure that broke a bound
 
 fmt = H.format_ns
 BELOW_ZERO = "?"
-WITHHELD = "?"    # the stage table's figure broke a bound: not printed here either
 BELOW_ZERO_NOTE = ("? below 0 once the probes' calibrated cost was taken off: their cost outweighs these calls "
                    "here (a busy host, or calls shorter than a probe); --raw gives the times as measured")
 
