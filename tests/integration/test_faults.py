@@ -504,7 +504,10 @@ def test_disk_fills_during_the_window(server, tmp_path, tmpfs, record_property):
     assert code == 10
     saved = line.rsplit(" in ", 1)[1].split()[0]
     assert Path(saved).parent == fallback and (Path(saved) / "profile.json").exists()
-    assert {"stacks.folded", "report.html"} <= set(os.listdir(saved))     # whole, the files it names with it
+    doc = json.loads((Path(saved) / "profile.json").read_text())
+    named = {v for section in doc.values() if isinstance(section, dict)
+             for k, v in section.items() if k.endswith("_file") and isinstance(v, str)}
+    assert named and named | {"report.html"} <= set(os.listdir(saved))   # whole: every file it names is there
     assert not (disk / "out" / "profile.json").exists()                  # nothing in -o claims to be a capture
     nothing_left(trial.held, f"/proc/{server.pid}/", server.pid)
     observed(record_property, "disk-full-at-end", f"exit {code}: {line.replace(str(fallback), 'FALLBACK')}")
@@ -812,8 +815,8 @@ def test_a_symlink_in_a_capture(tmp_path, record_property):
         code, out, err = run_cli(*args)
         one_clear_line(err, "a symbolic link")
         assert code == 11 and "secret-line" not in out
-    assert not any("secret-line" in p.read_text(errors="replace") for p in tmp_path.rglob("*") if p.is_file()
-                   and p != secret)
+    assert not any("secret-line" in p.read_text(errors="replace") for p in tmp_path.rglob("*")
+                   if p.is_file() and not p.is_symlink() and p != secret)   # nothing written holds it
     observed(record_property, "capture-symlinked-stacks", "exit 11 both; the file's content in no output")
 
 
