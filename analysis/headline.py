@@ -93,7 +93,10 @@ def digest_headlines(profile: Profile) -> list[DigestHeadline]:
         rows = d.rows_per_execution
         per_row = rows if rows and rows >= 1 else 1.0
         own = d.mean_ns
-        parts = [Part(f.stage, f.exclusive_ns / per_row, f.exclusive_ns / own)
+        # each function's own time, its probed callees' left out: a caller's part says so, so that it is
+        # not read as the whole call the table above gives
+        parts = [Part(f.stage + (" (self)" if f.inclusive_ns > f.exclusive_ns else ""), f.exclusive_ns / per_row,
+                      f.exclusive_ns / own)
                  for f in sorted(d.functions, key=lambda f: -f.exclusive_ns) if f.exclusive_ns > 0]
         probed = sum(f.exclusive_ns for f in d.functions)
         # parts that come to more than the statement cannot all be true: the rest is not printed

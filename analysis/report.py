@@ -226,8 +226,10 @@ def burst_line(s: StageSummary, profile: Profile, pc: PerCall) -> list[str]:
     figures = burst_figures(s, profile)
     assert figures is not None   # a mean from CPU samples has them
     what = "CPU with its callees'" if figures.callees else "own CPU (callees left out)"
-    text = (f"the mean is the function's {what}: {figures.samples} CPU samples "
-            f"over ~{figures.calls.value:,.0f} calls, taken with the probes off")
+    rate = profile.cpu_bursts.frequency_hz
+    # the CPU bursts' samples, not the flame graph's 'CPU samples': another sampler, at its own rate
+    text = (f"the mean is the function's {what}: {figures.samples} samples of the CPU bursts"
+            f"{f' ({rate:g} Hz)' if rate else ''} over ~{figures.calls.value:,.0f} calls, taken with the probes off")
     if not pc.resolved:
         text += "; " + resolve_hint(figures.samples, samples_to_resolve(figures.calls), profile.window.duration_s)
     return textwrap.wrap(text, 78, initial_indent="  ", subsequent_indent="  ")

@@ -559,7 +559,7 @@ def test_a_short_function_the_probes_cannot_resolve_takes_its_mean_from_cpu_samp
     write = stages["partition.write_row"]
     assert write["mean_method"].startswith("probe timestamps") and not write["off_phase_cpu"]["used"]
     text = " ".join(render_text(Profile(doc)).split())
-    assert "mean 40ns (95% interval" in text and "400 CPU samples over ~2,001,400 calls" in text
+    assert "mean 40ns (95% interval" in text and "400 samples of the CPU bursts (5000 Hz) over ~2,001,400 calls" in text
 
 
 def test_with_their_stacks_the_bursts_count_a_stages_callees_too():
@@ -579,7 +579,7 @@ def test_with_their_stacks_the_bursts_count_a_stages_callees_too():
     assert figures["mean_ns"] == pytest.approx(9000 * 200_000 / calls, abs=0.1)
     assert write["mean_method"].startswith("probe timestamps") == (not figures["used"])
     text = " ".join(render_text(Profile(doc)).split())
-    assert "the mean is the function's CPU with its callees': 440 CPU samples" in text
+    assert "the mean is the function's CPU with its callees': 440 samples of the CPU" in text
 
 
 def test_counts_scaled_by_a_counter_in_memory_say_so():

@@ -195,9 +195,9 @@ def test_a_mixed_load_gets_a_headline_block_per_digest_that_adds_up():
     assert insert.text.startswith("INSERT") and insert.per == "row" and insert.rows_each == 2.0
     by_insert = {p.stage: p.ns_per_row for p in insert.parts}
     # per row: the execution's exclusive times over its two rows
-    assert by_insert == {"innodb.row_insert": 10 * US, "partition.write_row": 5 * US}
+    assert by_insert == {"innodb.row_insert": 10 * US, "partition.write_row (self)": 5 * US}
     assert update.rows_each == 1.0 and {p.stage: p.ns_per_row for p in update.parts} == {
-        "partition.write_row": 6 * US, "innodb.row_insert": 4 * US}
+        "partition.write_row (self)": 6 * US, "innodb.row_insert": 4 * US}
     for d in (insert, update):   # the parts and the rest are the statement's time without the probes, per row
         assert sum(p.ns_per_row for p in d.parts) + d.not_probed.ns_per_row == \
             pytest.approx(d.unprobed_ns / d.rows_each)
