@@ -22,9 +22,9 @@ SUITE = ROOT / "tests" / "integration" / "test_faults.py"
 HEADER = """# Faults and bad input
 
 Every row is a fault or a bad input that `tests/integration/test_faults.py`
-tries on a real server (MariaDB 10.2.11 from the sandbox) or on the MySQL
-stand-in. Besides its own expectation, each run that reaches the server is
-checked for:
+tries on a real server (MariaDB 10.2.11 from the sandbox), on the MySQL
+stand-in, or on a capture given to the commands that read one. Besides its
+own expectation, each run that reaches the server is checked for:
 
 - one clear line on stderr with the exit code of its class, no traceback;
 - no probe left: the BPF programs and links mysqlprobe held are gone from the
@@ -34,12 +34,13 @@ checked for:
 - a load running through the fault (the window phase) changed exactly its
   20,011 rows.
 
-Exit codes: 0 done, 2 bad usage, 3 no such server process, 5 no symbols (or
-a debug file that is not the binary's), 7 unreadable capture (or one whose
-fields do not fit its schema), 10 output cannot be written (or is refused:
-another user could change it), 11 a named input that is no regular file or
-is over its size bound, 128+N stopped by signal N before the window opened
-(129 SIGHUP, 130 SIGINT, 143 SIGTERM).
+Exit codes (docs/cli.md has the table): 0 done, 2 bad usage, 3 no such
+server process, 4 no privileges to attach, 5 no symbols (or a debug file that
+is not the binary's), 7 unreadable capture (or one whose fields, numbers or
+nesting no capture has), 10 output cannot be written (or is refused: another
+user could change it), 11 an input that is no regular file (a symbolic link
+inside a capture) or is over its size bound, 128+N stopped by signal N before
+the window opened (129 SIGHUP, 130 SIGINT, 143 SIGTERM).
 
 Written by `scripts/faults_table.py` from the run below; do not edit by hand.
 
