@@ -33,14 +33,17 @@ DERIVED_IN_SCHEMA_1 = ("stages", "attribution", "overhead", "consistency")
 
 
 class Profile:
-    def __init__(self, doc: dict[str, Any], stacks: dict[str, Folded] | None = None):
+    def __init__(self, doc: dict[str, Any], stacks: dict[str, Folded] | None = None, recorded_here: bool = False):
         """stacks: the capture's CPU and off-CPU folded stacks by section
         ("cpu_profile", "off_cpu"), for the wall-time account; without
-        them the account has no split."""
+        them the account has no split. recorded_here: the document this
+        process's recorder just made, held to its shape but not to the
+        types and ranges a capture from elsewhere is: a recording is never
+        lost at its end to a type no earlier capture had."""
         self.folded = stacks or {}
         self.schema_version = doc.get("schema_version")   # as written, before any upgrade
         doc = upgraded(doc)
-        check_document(doc)  # a field of the wrong shape: one CaptureError here, not a KeyError in a reporter
+        check_document(doc, shape_only=recorded_here)  # a field of the wrong shape: one CaptureError, not a KeyError
         self.recorded = {k: v for k, v in doc.items() if k not in DERIVED_IN_SCHEMA_1}
         self.probes = tuple(Probe.of(p) for p in doc.get("probes", []))
         # the recorded sections the analysis functions still read as they are (the probes are typed)

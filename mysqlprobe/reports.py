@@ -98,7 +98,7 @@ def pending_stacks(cap: Capture) -> dict[str, Folded]:
 
 def capture_profile(cap: Capture) -> Profile:
     """The Profile of a capture just recorded, its stacks in memory."""
-    return Profile(cap.doc, pending_stacks(cap))
+    return Profile(cap.doc, pending_stacks(cap), recorded_here=True)
 
 
 def checked_profile(doc: dict, where: str) -> Profile:

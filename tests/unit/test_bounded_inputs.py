@@ -191,3 +191,11 @@ def test_the_worst_folded_input_stays_under_the_memory_ceiling(tmp_path, kind):
         p = subprocess.run([MYSQLPROBE, *args], capture_output=True, text=True, timeout=300, preexec_fn=capped)
         assert p.returncode in (0, EXIT_CAPTURE), (args, p.stderr[-3000:])
         assert "Traceback" not in p.stderr and "MemoryError" not in p.stderr
+
+
+def test_a_type_no_capture_had_is_refused_when_read_but_not_when_just_recorded():
+    doc = json.loads(json.dumps(synthetic_run()))
+    doc["window"]["ended_by"] = 42          # a string in every capture of the corpus
+    with pytest.raises(CaptureError, match=r"field window.ended_by is 42, where a capture has a string"):
+        Profile(doc)
+    assert Profile(doc, recorded_here=True).window.duration_s == 1.5   # a recording is not lost at its end
