@@ -303,7 +303,7 @@ def build(profile: Profile, cpu: Folded | None, off: Folded | None) -> Account |
     coverage = Coverage(sampled_on / on if sampled_on is not None and on else None,
                         traced_off / off_total if traced_off is not None and off_total else None)
     background = _background(times, tids, profile)
-    rows, rows_from = _rows(profile)
+    rows, rows_from = profile.rows_inserted
     if rows is None and profile.perf_schema.collected and "Innodb_rows_inserted" not in profile.perf_schema.server_status:
         notes.append("the server keeps no Innodb_rows_inserted (MariaDB 10.6 and later) and no probe counted "
                      "InnoDB's row inserts: no figure per row; the account's totals stand for the window")
@@ -371,26 +371,6 @@ def _background(times: tuple[ThreadTime, ...], tids: set[int], profile: Profile)
         name = "mysqlprobe's connections" if t.tid in own else (names.get(t.tid) or t.comm or "?")
         by_name[name] += t.on_cpu_ns
     return tuple(sorted(by_name.items(), key=lambda kv: -kv[1]))
-
-
-ROW_INSERT_STAGE = "innodb.row_insert"   # one call a row InnoDB inserts
-
-
-def _rows(profile: Profile) -> tuple[int | None, str]:
-    """Rows inserted in the window and where the figure comes from: the
-    server's Innodb_rows_inserted, else the load's own count (the lab's
-    driver), else the probes' calls of InnoDB's row insert (counted, or
-    estimated for the window). Not Handler_write: a partitioned table's
-    row passes it twice."""
-    status = profile.perf_schema.server_status
-    if status.get("Innodb_rows_inserted"):
-        return int(status["Innodb_rows_inserted"]), "Innodb_rows_inserted"
-    if profile.workload.rows:
-        return int(profile.workload.rows), "the load's own count"
-    stage = next((s for s in profile.stages if s.stage == ROW_INSERT_STAGE and s.calls), None)
-    if stage is not None:
-        return round(profile.estimated_calls(stage).value), f"calls of {ROW_INSERT_STAGE}"
-    return None, ""
 
 
 def _efficiency(profile: Profile, load: list[ThreadTime], background: tuple[tuple[str, int], ...],

@@ -29,7 +29,7 @@ from mysqlprobe.analysis.consistency import TOLERANCE, stage_threads
 from mysqlprobe.analysis.figures import exclusive_totals
 from mysqlprobe.analysis.profile import window_scale
 from mysqlprobe.analysis.stage_trees import Node, stage_trees
-from mysqlprobe.analysis.views import Probe
+from mysqlprobe.analysis.views import UNRESOLVED, Probe
 from mysqlprobe.flamegraphs.folded import Folded
 from mysqlprobe.flamegraphs.stacks import PROBES, connection_stacks, fold_probe_frames
 from dataclasses import dataclass, field
@@ -41,13 +41,9 @@ WRITE_EVENTS = ("statement/sql/insert", "statement/sql/replace", "statement/sql/
 def rows_of(profile: Profile) -> tuple[int | None, str, Probe | None]:
     """Rows the load inserted in the window, where the figure comes from,
     and the probe whose calls stand for rows where no server counts them."""
-    status = profile.perf_schema.server_status
-    if status.get("Innodb_rows_inserted"):
-        return status["Innodb_rows_inserted"], "Innodb_rows_inserted", None
-    if profile.workload.rows:
-        return profile.workload.rows, "the load's rows", None
-    if profile.window.rows_changed:
-        return profile.window.rows_changed, "rows changed (Handler_write...)", None
+    rows, source = profile.rows_inserted   # the one figure every per-row output divides by
+    if rows:
+        return rows, source, None
     top = outermost_probe(profile.probes)
     if top:   # no server counter: a call of the function the others run inside is the unit
         return round(top.calls * window_scale(profile)), f"calls of {top.name}", top
@@ -157,10 +153,12 @@ def run_of(profile: Profile, label: str, stacks: Folded | None = None,
               seconds_source, stacks=stacks,
               cpu_waits_left_out=profile.engine.cpu_waits_left_out)
     scale = window_scale(profile)
+    marks = {f.stage: f.mark for f in profile.figures}
     for s in profile.stages:
         if not s.calls:
             continue
-        p = s.percentiles()
+        # percentiles within the probes' doubt per call are withheld here as in the report
+        p = s.percentiles() if marks.get(s.stage) != UNRESOLVED else {"p50": None, "p99": None}
         run.stages[s.stage] = {"calls_per_row": profile.estimated_calls(s).value / rows,
                                "ns_per_row": s.total_ns * scale / rows, "p50_ns": p["p50"], "p99_ns": p["p99"],
                                "symbols": s.symbols}

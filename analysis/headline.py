@@ -18,7 +18,7 @@ from mysqlprobe.analysis.mechanisms import IDLE, OTHER, PROBES_MECHANISM
 from mysqlprobe.analysis.consistency import MEAN, PERCENTILES, withheld
 from mysqlprobe.analysis.figures import exclusive_totals
 from mysqlprobe.analysis.model import Profile
-from mysqlprobe.analysis.profile import StageSummary, measured_slowdown, window_ns
+from mysqlprobe.analysis.profile import StageSummary, measured_slowdown, rows_inserted, window_ns
 from mysqlprobe.analysis.views import WITHHELD, StageFigure
 
 UNATTRIBUTED = (OTHER, NOT_TRACED)      # the account's parts that name no mechanism
@@ -108,15 +108,6 @@ def digest_headlines(profile: Profile) -> list[DigestHeadline]:
     return out
 
 
-def rows_written(profile: Profile) -> tuple[int | None, str]:
-    """Rows the load inserted (the server's Innodb_rows_inserted), else the rows it changed."""
-    status = profile.perf_schema.server_status
-    if status.get("Innodb_rows_inserted"):
-        return int(status["Innodb_rows_inserted"]), "Innodb_rows_inserted"
-    rows = profile.window.rows_changed
-    return (int(rows), profile.window.rows_counter or "rows changed") if rows else (None, "")
-
-
 def partition_calls(s: StageSummary) -> dict[int, int]:
     """A stage's calls per partition id."""
     return {pid: p.calls for pid, p in s.partitions.items()}
@@ -184,7 +175,7 @@ def headline(profile: Profile) -> Headline:
     a = profile.account
     if a is not None and a.rows and a.row_time_ns > 0:
         return account_headline(profile, a, a.rows, a.rows_from, load_s)
-    rows, rows_from = rows_written(profile)
+    rows, rows_from = rows_inserted(profile)
     slowdown = measured_slowdown(profile)
     # a load that measured faster with the probes than without ran as fast: noise, not a gain
     unprobed_s = load_s / max(slowdown, 1.0) if slowdown else None

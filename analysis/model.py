@@ -18,7 +18,7 @@ from mysqlprobe.flamegraphs.folded import Folded
 from mysqlprobe.analysis.consistency import MEAN, TOTAL, Violation, check as check_bounds, withheld
 from mysqlprobe.analysis.figures import stage_figures
 from mysqlprobe.analysis.sampling import Estimate
-from mysqlprobe.analysis.schema_check import check_document, upgraded
+from mysqlprobe.analysis.schema_check import DERIVED_SECTIONS, check_document, upgraded
 from mysqlprobe.analysis.statements import Digest, by_digest
 from mysqlprobe.analysis.ps_figures import ps_deltas
 from mysqlprobe.analysis.views import (STACK_SECTIONS, Calibration, CpuBursts, Engine, Host, Overhead, PerfSchema, Probe, Process,
@@ -26,10 +26,10 @@ from mysqlprobe.analysis.views import (STACK_SECTIONS, Calibration, CpuBursts, E
                                       StageFigure, Target, Window)
 from mysqlprobe.analysis.profile import (StageSummary, always_on_slowdown, calibrated_slowdown, estimated_calls,
                                          measured_slowdown, phase_slowdown, probe_estimate, slowdown_reference,
-                                         sampled_cycles, stage_of, stage_record, stage_summaries, standing_cpu_s, standing_slowdown,
-                                         window_ns)
+                                         rows_inserted, sampled_cycles, stage_of, stage_record, stage_summaries,
+                                         standing_cpu_s, standing_slowdown, window_ns)
 
-DERIVED_IN_SCHEMA_1 = ("stages", "attribution", "overhead", "consistency")
+DERIVED_IN_SCHEMA_1 = tuple(sorted(DERIVED_SECTIONS))
 
 
 class Profile:
@@ -48,6 +48,11 @@ class Profile:
         self.probes = tuple(Probe.of(p) for p in doc.get("probes", []))
         # the recorded sections the analysis functions still read as they are (the probes are typed)
         self.doc = {k: v for k, v in self.recorded.items() if k != "probes"}
+
+    @cached_property
+    def rows_inserted(self) -> tuple[int | None, str]:
+        """The window's rows inserted and their source: what every per-row figure divides by (profile.py)."""
+        return rows_inserted(self)
 
     @cached_property
     def account(self) -> Account | None:

@@ -472,3 +472,27 @@ def stage_record(s: StageSummary, profile: Profile) -> dict[str, Any]:
                         "raw": latency_record(p.raw_total_ns, p.calls, p.raw_histogram)}
                        for _, p in sorted(s.partitions.items())],
     }
+
+
+ROW_INSERT_STAGE = "innodb.row_insert"   # one call a row InnoDB inserts
+
+
+def rows_inserted(profile: Profile) -> tuple[int | None, str]:
+    """The rows the load inserted in the window, and where the figure comes
+    from: the server's Innodb_rows_inserted, else the load's own count (the
+    lab's driver), else the calls of InnoDB's row insert (counted, or
+    estimated for the window), else the rows the server changed (its
+    Handler_* counters: a partitioned table's row passes Handler_write
+    twice, so this comes last). Every figure per row divides by this one."""
+    status = profile.perf_schema.server_status
+    if status.get("Innodb_rows_inserted"):
+        return int(status["Innodb_rows_inserted"]), "Innodb_rows_inserted"
+    if profile.workload.rows:
+        return int(profile.workload.rows), "the load's own count"
+    stage = next((s for s in profile.stages if s.stage == ROW_INSERT_STAGE and s.calls), None)
+    if stage is not None:
+        estimated = stage.cycle_calls is not None   # sampled: the window's calls from the duty cycles'
+        return (round(estimated_calls(stage, profile).value),
+                f"calls of {ROW_INSERT_STAGE}{', estimated for the window' if estimated else ''}")
+    rows = profile.window.rows_changed
+    return (int(rows), profile.window.rows_counter or "rows changed") if rows else (None, "")

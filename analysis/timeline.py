@@ -63,8 +63,8 @@ def inserted_per_counted(profile: Profile) -> float:
     """Rows inserted per row the duty cycles counted: they read the server's
     Handler_write (+ update, delete), which a partitioned table's row passes
     twice (the partitioning handler's and its partition's); the timeline's
-    rows are the rows inserted (Innodb_rows_inserted), as every other figure's."""
-    inserted = profile.perf_schema.server_status.get("Innodb_rows_inserted")
+    rows are the rows inserted (profile.rows_inserted), as every other figure's."""
+    inserted, _ = profile.rows_inserted
     counted = profile.window.rows_changed
     if inserted and counted and not (profile.window.rows_counter or "").startswith("memory:"):
         return float(inserted / counted)

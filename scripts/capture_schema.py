@@ -41,7 +41,7 @@ def indexed_keys() -> set[str]:
 
 def main() -> None:
     from mysqlprobe.analysis.model import Profile
-    from mysqlprobe.analysis.schema_check import field_of, json_type, parent_of, upgraded, walk
+    from mysqlprobe.analysis.schema_check import DERIVED_SECTIONS, check_numbers, field_of, json_type, parent_of, upgraded, walk
     from mysqlprobe.capture import read_profile
 
     ap = argparse.ArgumentParser()
@@ -56,11 +56,13 @@ def main() -> None:
         for p in sorted(Path(d).rglob("profile.json")):
             try:
                 doc = read_profile(str(p))
-                Profile(doc)
+                Profile(doc, recorded_here=True)   # its shape: the types are what this learns
+                check_numbers(upgraded(doc))
             except Exception:   # noqa: BLE001 - a document a test made to be refused is no example
                 continue
             used += 1
-            for path, value in walk(upgraded(doc)):
+            recorded = {k: v for k, v in upgraded(doc).items() if k not in DERIVED_SECTIONS}
+            for path, value in walk(recorded):
                 field = field_of(path)
                 types[field].add(json_type(value))
                 if isinstance(value, dict):

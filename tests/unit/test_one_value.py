@@ -87,3 +87,26 @@ def test_the_html_page_and_the_text_print_the_same_stage_figures():
             assert figure in row.split(), (f.stage, figure, row)
             assert f"<td>{html.escape(figure)}</td>" in cells, (f.stage, figure, cells)
         assert f"mean {f.mean}" in text and f"<td>{html.escape(f.mean)}</td>" in cells, (f.stage, f.mean)
+
+
+@pytest.mark.parametrize("counts", ["server", "load", "calls"])
+def test_the_rows_inserted_are_one_figure_for_every_per_row_output(counts):
+    """The headline, the account, compare and the timeline divide by one
+    count of rows: the server's Innodb_rows_inserted, else the load's own,
+    else InnoDB's row-insert calls; never the Handler_* rows changed where
+    any of those is there (a partitioned row passes Handler_write twice)."""
+    from mysqlprobe.analysis.compare import rows_of
+    from mysqlprobe.analysis.headline import headline
+    from mysqlprobe.analysis.timeline import inserted_per_counted
+    doc = capture.as_json(synthetic_run())
+    doc["window"]["rows_changed"] = 20014                    # Handler_write of a partitioned table: twice
+    if counts == "server":
+        doc["perf_schema"] = {"status": "collected", "server_status": {"Innodb_rows_inserted": 10007}}
+    elif counts == "load":
+        doc["workload"] = {"table": "t", "ddl": "CREATE TABLE t (id int) ENGINE=InnoDB", "rows": 10007}
+    profile = Profile(doc)
+    rows, source = profile.rows_inserted
+    assert rows == 10007 and source
+    assert headline(profile).rows == rows and rows_of(profile)[0] == rows
+    assert inserted_per_counted(profile) == pytest.approx(10007 / 20014 if counts == "server" else 0.5, rel=1e-9) \
+        or counts != "server"
