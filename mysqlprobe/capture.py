@@ -15,13 +15,12 @@ import io
 import json
 import os
 import re
-import sys
 import time
 from pathlib import Path
 from typing import Any
 
 from mysqlprobe import __version__
-from mysqlprobe.errors import CaptureError, OutputError
+from mysqlprobe.errors import CaptureError, OutputError, note
 from mysqlprobe.files import CAPTURE_FILE_LIMIT, check_trusted_dir, link_in, read_bounded, read_lines_bounded, write_new
 from mysqlprobe.flamegraphs import folded as folded_io
 from mysqlprobe.flamegraphs.folded import Folded
@@ -270,10 +269,9 @@ def read_stacks(path: str, follow: bool | None = None) -> Folded:
         raise CaptureError(f"{p}: no folded stacks in it (lines of 'frame;frame;frame count')"
                            + "".join(f"; {what}" for what in cut))
     if stacks.ignored:
-        print(f"mysqlprobe: {p}: skipped {stacks.ignored} line(s) that are not 'frame;frame;frame count'",
-              file=sys.stderr)
+        note(f"{p}: skipped {stacks.ignored} line(s) that are not 'frame;frame;frame count'")
     for what in cut:
-        print(f"mysqlprobe: {p}: {what}", file=sys.stderr)
+        note(f"{p}: {what}")
     return stacks
 
 

@@ -14,7 +14,8 @@ import sys
 import threading
 
 from mysqlprobe import __version__
-from mysqlprobe.errors import EXIT_FAILURE, EXIT_INTERRUPTED, EXIT_USAGE, Interrupted, MysqlprobeError, exit_help
+from mysqlprobe.errors import (EXIT_FAILURE, EXIT_INTERRUPTED, EXIT_USAGE, Interrupted, MysqlprobeError, exit_help,
+                               take_notes)
 from mysqlprobe.recorder.priority import START_PRIORITY, asked_start_nice
 from mysqlprobe.recorder.window import RunSignals
 
@@ -171,20 +172,27 @@ def print_traceback() -> None:
 
 def _run(command, args, parser) -> int:
     try:
-        return command.run(args, parser)
+        code = command.run(args, parser)
     except MysqlprobeError as e:
+        take_notes()   # a refusal is one line: what was noticed on the way is not news then
         if args.verbose:
             print_traceback()
         print(f"mysqlprobe: {e}", file=sys.stderr)
         return e.exit_code
     except KeyboardInterrupt:
+        take_notes()
         print("mysqlprobe: interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED
     except BrokenPipeError:
+        take_notes()
         return EXIT_FAILURE
     except Exception as e:  # a bug: still one line unless -v
+        take_notes()
         if args.verbose:
             print_traceback()
         print(f"mysqlprobe: internal error: {type(e).__name__}: {e} (run with -v for the traceback)",
               file=sys.stderr)
         return EXIT_FAILURE
+    for line in take_notes():
+        print(f"mysqlprobe: {line}", file=sys.stderr)
+    return int(code)

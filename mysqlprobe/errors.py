@@ -119,3 +119,18 @@ class Interrupted(MysqlprobeError):
         self.signum, self.phase = signum, phase
         self.exit_code = 128 + signum
         super().__init__(f"stopped by {signal.Signals(signum).name} while {phase}; nothing was recorded")
+
+
+# what a reader noticed about its input (lines skipped, stacks cut): said once the command has done its work,
+# and not at all when it fails, so that a refusal is one line (cli.py)
+_NOTES: list[str] = []
+
+
+def note(message: str) -> None:
+    _NOTES.append(message)
+
+
+def take_notes() -> list[str]:
+    out = _NOTES[:]
+    _NOTES.clear()
+    return out

@@ -113,3 +113,13 @@ REGRESSIONS = {
 @pytest.mark.parametrize("name", sorted(REGRESSIONS))
 def test_found_cases_stay_fixed(name):
     assert problems(REGRESSIONS[name], STACKS) == []
+
+
+def test_a_refusal_after_notes_on_the_stacks_is_still_one_line():
+    """Found by the atheris campaign: compare read the stacks (one line
+    skipped, said at once) and then refused the capture (no rows): two
+    lines. Notes on the input are said once a command has done its work."""
+    doc = json.loads(json.dumps(BASE))
+    doc["window"].pop("rows_changed")
+    doc["probes"] = []
+    assert problems(json.dumps(doc).encode(), STACKS + b"not a folded line\n") == []
