@@ -77,14 +77,8 @@ def check_numbers(doc: dict[str, Any]) -> None:
     """Every number in the document finite and within its physical range:
     one CaptureError naming the first field that is not (walked without
     recursion, so no depth of input can exhaust the stack)."""
-    todo: list[tuple[Any, tuple[str | int, ...]]] = [({k: v for k, v in doc.items() if k not in DERIVED_SECTIONS}, ())]
-    while todo:
-        value, path = todo.pop()
-        if isinstance(value, dict):
-            todo.extend((v, path + (str(k),)) for k, v in value.items())
-        elif isinstance(value, list):
-            todo.extend((v, path + (i,)) for i, v in enumerate(value))
-        elif isinstance(value, (int, float)) and not isinstance(value, bool):
+    for path, value in walk(recorded(doc)):
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
             why = _out_of_range(value, path)
             if why:
                 raise CaptureError(f"field {_where(path)} is {value!r:.40}: {why}")
@@ -156,6 +150,11 @@ def json_type(value: Any) -> str:
     return {int: "int", float: "float", str: "str", list: "list", dict: "dict"}.get(type(value), type(value).__name__)
 
 
+def recorded(doc: dict[str, Any]) -> dict[str, Any]:
+    """The document less the sections a reader recomputes: what the gates check."""
+    return {k: v for k, v in doc.items() if k not in DERIVED_SECTIONS}
+
+
 def walk(doc: Any) -> Iterator[tuple[tuple[str | int, ...], Any]]:
     """Every value of a document with its path, without recursion."""
     todo: list[tuple[tuple[str | int, ...], Any]] = [((), doc)]
@@ -198,7 +197,7 @@ def check_types(doc: dict[str, Any]) -> None:
     fields the readers index present: else one CaptureError naming the
     first field that is not. Fields no capture had are let be."""
     types, required = _known()
-    for path, value in walk({k: v for k, v in doc.items() if k not in DERIVED_SECTIONS}):
+    for path, value in walk(recorded(doc)):
         field = field_of(path)
         seen = types.get(field)
         if seen is None:

@@ -41,7 +41,7 @@ def indexed_keys() -> set[str]:
 
 def main() -> None:
     from mysqlprobe.analysis.model import Profile
-    from mysqlprobe.analysis.schema_check import DERIVED_SECTIONS, check_numbers, field_of, json_type, parent_of, upgraded, walk
+    from mysqlprobe.analysis.schema_check import check_numbers, field_of, json_type, parent_of, recorded, upgraded, walk
     from mysqlprobe.capture import read_profile
 
     ap = argparse.ArgumentParser()
@@ -61,8 +61,7 @@ def main() -> None:
             except Exception:   # noqa: BLE001 - a document a test made to be refused is no example
                 continue
             used += 1
-            recorded = {k: v for k, v in upgraded(doc).items() if k not in DERIVED_SECTIONS}
-            for path, value in walk(recorded):
+            for path, value in walk(recorded(upgraded(doc))):
                 field = field_of(path)
                 types[field].add(json_type(value))
                 if isinstance(value, dict):
