@@ -86,6 +86,6 @@ def histogram_withheld(s: StageSummary, profile: Profile) -> str | None:
     from mysqlprobe.analysis.consistency import PERCENTILES, withheld
     if withheld(profile.consistency, s.stage, PERCENTILES):
         return "withheld with the percentiles, see above"
-    if stage_figures([s], profile)[0].mark == UNRESOLVED:
+    if any(f.stage == s.stage and f.mark == UNRESOLVED for f in profile.figures):   # the figures already made
         return "withheld with the percentiles, within the probes' doubt"
     return None
