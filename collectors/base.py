@@ -51,6 +51,17 @@ def hold_if_asked(point: str) -> None:
         time.sleep(seconds)
 
 
+V = TypeVar("V")
+
+
+def opened(value: V | None, what: str) -> V:
+    """What a phase made (a loaded object, a helper, a connection), where a
+    later phase uses it: used before it exists is a bug, said so."""
+    if value is None:
+        raise RuntimeError(f"{what} used before it was opened")
+    return value
+
+
 class CollectorUnavailable(Exception):
     """A collector cannot run here (no perf, no BTF, no connection): the
     capture goes on without it. reason goes in its section, note in the
@@ -194,10 +205,15 @@ class Collector:
     phases = Phases(begin=50, prepare=50, start=50, collect=50)
     optional = False    # a run may leave it out: its section then says "not requested"
     can_pace = False
-    can_quiet = False
+    quiets = False      # a quiet phase can switch it off (can_quiet)
     can_burst = False
 
     kinds: ClassVar[list[type[Collector]]] = []   # every collector class, as they are defined
+
+    @property
+    def can_quiet(self) -> bool:
+        """Whether a quiet phase switches it off now."""
+        return self.quiets
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -240,7 +256,7 @@ class Collector:
             return False
         if on:
             self._quiet_since = time.monotonic()
-        else:
+        elif self._quiet_since is not None:
             self.quiet_s += time.monotonic() - self._quiet_since
             self._quiet_since = None
         return True

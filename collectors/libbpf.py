@@ -15,7 +15,7 @@ import os
 import struct
 import threading
 
-from mysqlprobe.errors import BpfError, PermissionProblem
+from mysqlprobe.errors import BpfError, MysqlprobeError, PermissionProblem
 
 
 class _UprobeOpts(ctypes.Structure):
@@ -77,7 +77,7 @@ def _errno_error(what: str) -> Exception:
     err = ctypes.get_errno()
     text = f"{what}: {os.strerror(err)}"
     if err in (errno.EPERM, errno.EACCES):
-        exc: Exception = PermissionProblem(f"{text}: run as root (or with CAP_BPF and CAP_PERFMON)")
+        exc: MysqlprobeError = PermissionProblem(f"{text}: run as root (or with CAP_BPF and CAP_PERFMON)")
     else:
         exc = BpfError(text)
     exc.errno = err

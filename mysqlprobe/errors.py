@@ -64,6 +64,7 @@ class MysqlprobeError(Exception):
     """An error the user can act on; its message is the whole story."""
 
     exit_code = EXIT_FAILURE
+    errno: int | None = None   # the system's error number, where one is behind it
 
 
 class UsageError(MysqlprobeError):

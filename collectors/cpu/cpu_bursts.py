@@ -100,7 +100,10 @@ def burst_time_of(samples: Iterable[tuple[int, list[str], int]], stages: dict[st
     those with one of a stage's functions anywhere on the stack. samples:
     (period in ns, mangled symbols from the sampled one outwards, how many)."""
     owner = {sym: stage for stage, syms in stages.items() for sym in syms}
-    own, own_ns, on_stack, on_stack_ns = Counter(), Counter(), Counter(), Counter()
+    own: Counter[str] = Counter()
+    own_ns: Counter[str] = Counter()
+    on_stack: Counter[str] = Counter()
+    on_stack_ns: Counter[str] = Counter()
     total_ns = count = 0
     for period, frames, n in samples:
         count += n
@@ -160,30 +163,30 @@ class CpuBurstCollector(PerfProcessCollector):
 
     def prepare(self) -> None:
         self.wait_recording()
-        if not self.recorder.controlled:  # it would sample all along, probes on or not
-            self.recorder.stop()
+        if not self.perf.controlled:  # it would sample all along, probes on or not
+            self.perf.stop()
             raise CollectorUnavailable("perf record does not take --control",
                                        "CPU bursts: this perf cannot switch sampling on and off; short "
                                        "functions' costs come from the probes alone")
 
     def start(self) -> None:
-        self.recorder.window_opens()
+        self.perf.window_opens()
 
     def _turn(self, on: bool) -> None:
-        if not self.recorder.sample(on):
+        if not self.perf.sample(on):
             self.switch_failures += 1
 
     def stop(self) -> None:
         self.pause()
         if self.recorder and self.recorder.proc:
-            self.recorder.stop()
+            self.perf.stop()
 
     def collect(self, facts: Facts) -> Section:
         self.stop()
-        if self.recorder.error:
-            return self.unavailable("unavailable", self._note(f"perf record failed: {self.recorder.error}"))
+        if self.perf.error:
+            return self.unavailable("unavailable", self._note(f"perf record failed: {self.perf.error}"))
         try:
-            read, samples = read_perf_script(self.recorder.perf_data, self.pid, "period,ip,sym",
+            read, samples = read_perf_script(self.perf.perf_data, self.pid, "period,ip,sym",
                                              lambda lines: burst_time(lines, self.stages), "--no-demangle")
         except PerfUnavailable as e:
             return self.unavailable("unavailable", self._note(str(e)))
@@ -191,10 +194,10 @@ class CpuBurstCollector(PerfProcessCollector):
                   "on_s": round(self.on_s, 6), "samples": samples, "target_cpu_s": round(read.target_ns / 1e9, 6),
                   "switch_failures": self.switch_failures, "functions": read.functions,
                   "stacks": self.stacks.describe() if self.stacks else None,
-                  "command": " ".join(self.recorder.command())}
+                  "command": " ".join(self.perf.command())}
         if self.stacks:
             record["stages"] = read.stages
-        cost = Cost(cpu_s=self.recorder.window_cpu_s, method="perf's own CPU time in the window; what sampling costs the "
+        cost = Cost(cpu_s=self.perf.window_cpu_s, method="perf's own CPU time in the window; what sampling costs the "
                     "target falls in the ordinary off-phases, and so in the measured slowdown")
         return Section(self.name, {self.name: record}, list(self.notes), cost)
 

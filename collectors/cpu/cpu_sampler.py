@@ -149,7 +149,7 @@ def cpu_frames(record: SampleRecord, user_name: Callable[[int], str],
     return user + [_CLONE_SUFFIX.sub("", kernel_name(a) or UNKNOWN) + KERNEL_SUFFIX for a in reversed(record.kernel)]
 
 
-class BpfSampling(PhasedBpfCollector):
+class BpfSampling(PhasedBpfCollector[CpuSampleSession]):
     """What both BPF samplers share: the session and its cost (the kernel's
     run time of the sampling program)."""
 
@@ -164,7 +164,10 @@ class BpfSampling(PhasedBpfCollector):
     def new_session(self) -> CpuSampleSession:
         return CpuSampleSession(self.pid, self.frequency, self.user_stacks, self.kernel_stacks, self.verbose)
 
-    def _turn(self, on: bool) -> bool:
+    def _turn(self, on: bool) -> None:
+        self._switched(on)
+
+    def _switched(self, on: bool) -> bool:
         """Sampling on or off; whether it took. A CPU's event that cannot be
         opened again mid-window (the descriptors' limit reached, the CPU
         taken offline) leaves sampling off until the next try, counted,
@@ -173,7 +176,7 @@ class BpfSampling(PhasedBpfCollector):
             super()._turn(on)
             return True
         except BpfError as e:
-            self.session.stop()  # the CPUs it did open: off with the rest
+            self.live.stop()  # the CPUs it did open: off with the rest
             self.switch_failures += 1
             self._switch_error = str(e)
             return False
@@ -199,7 +202,7 @@ class CpuProfileCollector(BpfSampling):
     name = "cpu_profile"
     optional = True
     phases = Phases(begin=10, prepare=30, start=45, collect=60)  # as perf record's (collectors/cpu/perf.py)
-    can_quiet = True
+    quiets = True
     label, lacks = "CPU sampling in BPF", "CPU stacks (--sampler perf samples with the perf tool)"
 
     def __init__(self, pid: int, frequency: int, unwinding: Unwinding, verbose: bool = False):
@@ -213,7 +216,7 @@ class CpuProfileCollector(BpfSampling):
         self.started_at = time.monotonic()
 
     def _silence(self, on: bool) -> bool:
-        return self._turn(not on)
+        return self._switched(not on)
 
     def stop(self) -> None:
         self.quiet(False)  # a quiet phase still open ends (nothing if none is)
@@ -223,7 +226,7 @@ class CpuProfileCollector(BpfSampling):
 
     def collect(self, facts: Facts) -> Section:
         """The samples folded under the threads' names, and a summary."""
-        records = self.session.records()
+        records = self.live.records()
         kernel = facts.kernel_symbols.names(a for r in records for a in r.kernel)
         user = self._user_names((a for r in records for a in r.user), facts)
         named = [(facts.comms.get(r.tid, facts.process_comm), r.tid, cpu_frames(r, user, kernel.get), r.count)
@@ -237,7 +240,7 @@ class CpuProfileCollector(BpfSampling):
                   "samples": samples, "quiet_s": round(self.quiet_s, 6), "switch_failures": self.switch_failures,
                   "perf_cpu_share": round(cost.target_s / self.seconds, 4)
                   if cost.target_s is not None and self.seconds else None,
-                  "dropped": self.session.dropped(abi.SAMPLE_DROPPED), "by_thread": threads_record(named),
+                  "dropped": self.live.dropped(abi.SAMPLE_DROPPED), "by_thread": threads_record(named),
                   **stacks_summary(folded)}
         return Section(self.name, {self.name: record}, self.switch_notes(), cost,
                        {STACKS_FILE: ("stacks_file", folded)} if samples else {})
@@ -262,9 +265,9 @@ class CpuBurstSampler(BpfSampling):
         self.meter.start()   # off until a burst
 
     def collect(self, facts: Facts) -> Section:
-        records = self.session.records()
+        records = self.live.records()
         mangled = self._user_names((a for r in records for a in r.user), facts, named=lambda symbol: symbol)
-        period = self.session.period_ns
+        period = self.live.period_ns
         read, samples = burst_time_of(((period, ([KERNEL_FRAME] if r.in_kernel else [])
                                         + [_symbol(mangled(a)) for a in r.user], r.count) for r in records),
                                       self.stages)
@@ -272,7 +275,7 @@ class CpuBurstSampler(BpfSampling):
                   "on_s": round(self.on_s, 6), "samples": samples, "target_cpu_s": round(read.target_ns / 1e9, 6),
                   "switch_failures": self.switch_failures, "functions": read.functions,
                   "stacks": self.stacks.describe() if self.stacks else None,
-                  "dropped": self.session.dropped(abi.SAMPLE_DROPPED)}
+                  "dropped": self.live.dropped(abi.SAMPLE_DROPPED)}
         if self.stacks:
             record["stages"] = read.stages
         return Section(self.name, {self.name: record}, self.switch_notes(), self._cost())

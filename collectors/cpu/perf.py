@@ -8,7 +8,7 @@ perf_record)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from typing import TypeVar
 
 
@@ -20,7 +20,7 @@ import subprocess
 import time
 from collections import Counter
 
-from mysqlprobe.collectors.base import Cost, Facts, Phases, Section
+from mysqlprobe.collectors.base import Cost, Facts, Phases, Section, opened
 from mysqlprobe.collectors.cpu.perf_record import (DEFAULT_FREQUENCY, PerfProcessCollector, PerfRecorder, PerfUnavailable,
                                                choose_unwinding, perf_binary)
 from mysqlprobe.collectors.kernel.process import cpu_seconds
@@ -103,7 +103,7 @@ def fold_script(lines: Iterable[str], thread_names: dict[int, str] | None = None
     return fold_samples(samples, names), len(samples)
 
 
-def threads_record(samples: list[tuple[str, int | None, list[str], int]]) -> list[dict[str, Any]]:
+def threads_record(samples: Sequence[tuple[str, int | None, list[str], int]]) -> list[dict[str, Any]]:
     """Per tid, its samples' weight and whether any of its stacks is a client
     connection's (the wall-time account joins them with the kernel's
     per-thread times)."""
@@ -118,7 +118,7 @@ def threads_record(samples: list[tuple[str, int | None, list[str], int]]) -> lis
     return [{"tid": tid, "samples": n, "connection": tid in connection} for tid, n in sorted(weights.items())]
 
 
-def fold_samples(samples: list[tuple[str, int | None, list[str], int]], thread_names: dict[int, str]) -> Folded:
+def fold_samples(samples: Sequence[tuple[str, int | None, list[str], int]], thread_names: dict[int, str]) -> Folded:
     """Folded stacks from (comm, tid, frames root first, weight), each under
     its thread's name: its Performance Schema name (by tid), else its comm
     when the server named its threads, else comm/entry function."""
@@ -133,8 +133,8 @@ def fold_samples(samples: list[tuple[str, int | None, list[str], int]], thread_n
     for comm, tid, stack, weight in samples:
         root = thread_names.get(tid) if tid is not None else None
         if root is None:
-            entry = entries.get(tid)
-            root = f"{comm}/{entry.most_common(1)[0][0]}" if comm == process_comm and entry else comm
+            entry_counts = entries.get(tid)
+            root = f"{comm}/{entry_counts.most_common(1)[0][0]}" if comm == process_comm and entry_counts else comm
         folded.add([root] + stack, weight)
     return folded
 
@@ -186,7 +186,7 @@ class PerfCollector(PerfProcessCollector):
     # perf record starts early (reading the kernel's symbols takes 0.1-0.5 s under
     # load) and before the calibration, which should see the probes' cost with it on
     phases = Phases(begin=10, prepare=30, start=45, collect=60)
-    can_quiet = True
+    quiets = True
     unavailable_note = "CPU sampling: {error}; the report has no stacks"
 
     def __init__(self, pid: int, image: ElfImage, opts: PerfOptions):
@@ -204,13 +204,13 @@ class PerfCollector(PerfProcessCollector):
 
     def prepare(self) -> None:
         self.wait_recording()
-        unwinding = self.recorder.unwinding
+        unwinding = opened(self.perf.unwinding, "the perf collector's stack unwinding")
         self.started_at = time.monotonic()
         self._cpu0 = cpu_seconds(self.pid)
         self.record = {"status": "recording", "event": "cpu-clock", "frequency_hz": self.opts.frequency,
                        "unwinding": {"mode": unwinding.mode, "describe": unwinding.describe(),
                                      "reason": unwinding.reason},
-                       "command": " ".join(self.recorder.command())}
+                       "command": " ".join(self.perf.command())}
 
     def samples_so_far(self) -> int | None:
         """About how many samples perf has taken: cpu-clock samples each
@@ -225,42 +225,42 @@ class PerfCollector(PerfProcessCollector):
         return int((cpu - self._cpu0) * self.opts.frequency)
 
     def start(self) -> None:
-        self.recorder.window_opens()
+        self.perf.window_opens()
 
     def _silence(self, on: bool) -> bool:
-        return self.recorder.sample(not on)
+        return self.perf.sample(not on)
 
     def stop(self) -> None:
         """perf takes a moment to write its data: not part of the window."""
         self.quiet(False)  # a quiet phase still open ends (nothing if none is)
         if self.recorder and self.recorder.proc:
-            self.recorder.stop()
+            self.perf.stop()
             self.seconds = time.monotonic() - self.started_at
 
     def collect(self, facts: Facts) -> Section:
         """The samples folded under the threads' names, and a summary."""
         self.stop()
-        if self.recorder.error:
-            return self.unavailable("unavailable", self._note(f"perf record failed: {self.recorder.error}"))
+        if self.perf.error:
+            return self.unavailable("unavailable", self._note(f"perf record failed: {self.perf.error}"))
         weights: list[dict[str, Any]] = []
         try:
             # --no-inline: resolving inlined frames through addr2line takes minutes on a server binary
-            folded, samples = read_perf_script(self.recorder.perf_data, self.pid, "comm,tid,ip,sym,dso",
+            folded, samples = read_perf_script(self.perf.perf_data, self.pid, "comm,tid,ip,sym,dso",
                                                lambda lines: fold_script(lines, facts.thread_names, weights),
                                                "--no-inline")
         except PerfUnavailable as e:
             return self.unavailable("unavailable", self._note(str(e)))
-        cpu_s = self.recorder.cpu_s
+        cpu_s = self.perf.cpu_s
         self.record.update({"status": "collected", "samples": samples, "perf_cpu_s": round(cpu_s, 3),
                             "quiet_s": round(self.quiet_s, 6), "by_thread": weights,
                             "perf_cpu_share": round(cpu_s / self.seconds, 4) if self.seconds else None,
                             **stacks_summary(folded)})
-        files = {}
+        files: dict[str, tuple[str, Any]] = {}
         if samples:
             files[STACKS_FILE] = ("stacks_file", folded)
         if self.opts.keep_data:
             files["perf.data"] = ("perf_data", self._keep_perf_data())
-        cost = Cost(cpu_s=self.recorder.window_cpu_s, method="perf's own CPU time in the window (starting and writing "
+        cost = Cost(cpu_s=self.perf.window_cpu_s, method="perf's own CPU time in the window (starting and writing "
                     f"its data, {cpu_s:.2f}s in all, fall outside it); what sampling adds to the target's "
                     "threads is not seen from here")
         return Section(self.name, {self.name: self.record}, list(self.notes), cost, files)
@@ -274,4 +274,4 @@ class PerfCollector(PerfProcessCollector):
         import shutil  # only where perf record ran
         import tempfile
         keep = tempfile.mkdtemp(prefix="mysqlprobe-perf-data-")
-        return shutil.move(self.recorder.perf_data, os.path.join(keep, "perf.data"))
+        return shutil.move(self.perf.perf_data, os.path.join(keep, "perf.data"))

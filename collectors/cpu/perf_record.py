@@ -13,7 +13,7 @@ import signal
 import subprocess
 import time
 
-from mysqlprobe.collectors.base import Collector, CollectorUnavailable
+from mysqlprobe.collectors.base import Collector, CollectorUnavailable, opened
 from mysqlprobe.collectors.target.elf import ElfImage
 from mysqlprobe.collectors.kernel.process import cpu_seconds
 from dataclasses import dataclass
@@ -109,7 +109,7 @@ class PerfRecorder:
 
     def sample(self, on: bool, timeout_s: float = 1.0) -> bool:
         """Turn sampling on or off; whether perf acknowledged it in time."""
-        if self._control is None or not self.proc or self.proc.poll() is not None:
+        if self._control is None or self._ack is None or not self.proc or self.proc.poll() is not None:
             return False
         os.write(self._control, b"enable\n" if on else b"disable\n")
         ready, _, _ = select.select([self._ack], [], [], timeout_s)
@@ -159,17 +159,18 @@ class PerfRecorder:
     def _wait_recording(self) -> None:
         # perf opens its events within milliseconds; a failure ends it at once
         deadline = time.monotonic() + 0.5
-        while time.monotonic() < deadline and self.proc.poll() is None:
+        proc = opened(self.proc, "perf record")
+        while time.monotonic() < deadline and proc.poll() is None:
             if os.path.exists(self.perf_data) and os.path.getsize(self.perf_data) > 0:
                 return
             time.sleep(0.02)
-        if self.proc.poll() is not None:
+        if proc.poll() is not None:
             self.close_control()
-            err = (self.proc.stderr.read() or "").strip()
+            err = (opened(proc.stderr, "perf's stderr").read() or "").strip()
             if self.controlled and "control" in err:
                 raise ControlRefused("perf record does not take --control")
             lines = err.splitlines()
-            raise PerfUnavailable(f"perf record failed: {lines[-1] if lines else f'exit {self.proc.returncode}'}")
+            raise PerfUnavailable(f"perf record failed: {lines[-1] if lines else f'exit {proc.returncode}'}")
 
     def window_opens(self) -> None:
         """From here perf's CPU counts as the window's (its start does not)."""
@@ -232,6 +233,10 @@ class PerfProcessCollector(Collector):
     def new_recorder(self) -> PerfRecorder:
         raise NotImplementedError
 
+    @property
+    def perf(self) -> PerfRecorder:
+        return opened(self.recorder, "perf record")
+
     def begin(self) -> None:
         self.recorder = self.new_recorder()
         self._begun = _launched(self.recorder)
@@ -239,7 +244,7 @@ class PerfProcessCollector(Collector):
     def wait_recording(self) -> None:
         if self.recorder is None:
             self.begin()
-        error = self._begun or _launched(self.recorder, ready=True)
+        error = self._begun or _launched(self.perf, ready=True)
         if error:
             raise CollectorUnavailable(str(error), self.unavailable_note.format(error=error)) from None
 

@@ -127,7 +127,7 @@ class IoSession(PhasedPrograms):
 
 def open_files(pid: int) -> dict[int, str]:
     """The process's file descriptors and what they name, now."""
-    out = {}
+    out: dict[int, str] = {}
     base = f"/proc/{pid}/fd"
     try:
         names = os.listdir(base)
@@ -242,7 +242,7 @@ def summarize(records: list[IoRecord], labels: Callable[[int, int], str]) -> dic
             "files_left_out": max(0, len(files) - TOP_FILES)}
 
 
-class IoCollector(PhasedBpfCollector):
+class IoCollector(PhasedBpfCollector[IoSession]):
     """The target's I/O system calls in the window (in the on-phases when
     paced: each call costs the two programs' runs)."""
 
@@ -274,14 +274,14 @@ class IoCollector(PhasedBpfCollector):
 
     def collect(self, facts: Facts) -> Section:
         self.fds.at_end = open_files(self.pid)
-        self.fds.opened = self.session.opened()
-        records = self.session.records()
+        self.fds.opened = self.live.opened()
+        records = self.live.records()
         user = self._user_names((a for r in records for a in r.user), facts)
         folded = fold_io(records, user, self.fds.label, facts.comms, facts.process_comm, facts.thread_names)
         load = connection_records(records, user, facts.thread_names, facts.comms, facts.process_comm)
         record = {"status": "collected", **summarize(records, self.fds.label),
                   "load": summarize(load, self.fds.label),
-                  "dropped": self.session.dropped(abi.IO_DROPPED),
+                  "dropped": self.live.dropped(abi.IO_DROPPED),
                   **({"on_s": round(self.on_s, 6)} if self.paced else {})}
         fields = {IO_FILE: "stacks_file", IO_BYTES_FILE: "bytes_file", IO_CALLS_FILE: "calls_file"}
         return Section(self.name, {self.name: record}, list(self.notes), self._cost(),

@@ -98,7 +98,7 @@ def fold_offcpu(records: list[OffCpuRecord], user_name: Callable[[int], str],
     """Folded stacks weighted in microseconds off CPU: the thread's name, its
     user frames, then its kernel frames (blocked) or '[waiting for a CPU]'
     (preempted)."""
-    samples = []
+    samples: list[tuple[str, int | None, list[str], int]] = []
     for r in records:
         us = round(r.ns / 1000)
         if us <= 0:
@@ -131,7 +131,7 @@ def totals(records: list[OffCpuRecord]) -> dict[str, Any]:
             "switches": sum(r.count for r in records)}
 
 
-class OffCpuCollector(PhasedBpfCollector):
+class OffCpuCollector(PhasedBpfCollector[OffCpuSession]):
     """Where the target's threads waited in the window: every switch of
     theirs timed, all window long but in the duty cycles' quiet phases (the
     wall-time account needs the whole window, not the probes' on-phases); a
@@ -140,7 +140,7 @@ class OffCpuCollector(PhasedBpfCollector):
     name = "off_cpu"
     optional = True
     can_pace = False
-    can_quiet = True
+    quiets = True
     # its BPF object loads first in prepare, while a perf record starts
     phases = Phases(begin=50, prepare=0, start=50, collect=70)
     session_type = OffCpuSession
@@ -156,7 +156,7 @@ class OffCpuCollector(PhasedBpfCollector):
 
     def collect(self, facts: Facts) -> Section:
         """The stacks folded under the threads' names, and a summary."""
-        records = self.session.records()
+        records = self.live.records()
         kernel = facts.kernel_symbols.names(a for r in records for a in r.kernel)
         user = self._user_names((a for r in records for a in r.user), facts)
         folded = fold_offcpu(records, user, kernel.get, facts.comms, facts.process_comm, facts.thread_names)
@@ -167,7 +167,7 @@ class OffCpuCollector(PhasedBpfCollector):
                                for f in summary["top_self"]],
                   # the client connections' time, picked as offcpu.svg picks them
                   "load_us": connection_stacks(folded).total,
-                  "dropped": self.session.dropped(abi.OFFCPU_DROPPED),
+                  "dropped": self.live.dropped(abi.OFFCPU_DROPPED),
                   "by_thread": by_thread(records, user), "quiet_s": round(self.quiet_s, 6),
                   **({"on_s": round(self.on_s, 6)} if self.paced else {})}
         return Section(self.name, {self.name: record}, list(self.notes), self._cost(),

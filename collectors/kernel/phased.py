@@ -5,7 +5,7 @@ collector around it, whose cost is the kernel's own timing of its runs."""
 
 from __future__ import annotations
 
-from typing import Self
+from typing import Generic, Self, TypeVar
 
 from collections.abc import Callable, Iterable
 
@@ -14,7 +14,7 @@ import ctypes
 from mysqlprobe import probes
 from mysqlprobe.collectors import libbpf
 from mysqlprobe.collectors.base import (Background, Collector, CollectorUnavailable, Cost, Facts,
-                                        lower_thread_priority)
+                                        lower_thread_priority, opened)
 from mysqlprobe.collectors.target.addresses import UNKNOWN, function_name, user_names
 from mysqlprobe.errors import BpfError
 from mysqlprobe.probes import abi
@@ -107,23 +107,31 @@ class PhasedPrograms:
         self._obj.close()
 
 
-class PhasedBpfCollector(Collector):
+S = TypeVar("S", bound=PhasedPrograms)
+
+
+class PhasedBpfCollector(Collector, Generic[S]):
     """A collector of PhasedPrograms: on in the window, or in the on-phases
     when paced. Its cost is what the kernel timed its programs' runs at,
     with run-time statistics held on while the window is open (where the
     kernel allows them)."""
 
     can_pace = True
-    session_type: type[PhasedPrograms] = PhasedPrograms
+    session_type: type[S]
     label = ""                # what it records, for messages
     lacks = ""                # what the capture lacks without it
 
     def __init__(self, pid: int, verbose: bool = False):
         super().__init__()
         self.pid, self.verbose = pid, verbose
-        self.session = None
-        self.meter = libbpf.RunTimeMeter(lambda: self.session.run_stats())
-        self._loader: Background[PhasedPrograms] | None = None
+        self.session: S | None = None
+        self.meter = libbpf.RunTimeMeter(lambda: self.live.run_stats())
+        self._loader: Background[S] | None = None
+
+    @property
+    def live(self) -> S:
+        """The loaded programs (from prepare() on)."""
+        return opened(self.session, f"{self.label}'s BPF programs")
 
     def begin(self) -> None:
         """Load and verify the object in a thread: the kernel's part (the
@@ -131,7 +139,7 @@ class PhasedBpfCollector(Collector):
         preparations, not after them."""
         self._loader = Background(self._load_behind, f"{self.name}-load")
 
-    def _load_behind(self) -> PhasedPrograms:
+    def _load_behind(self) -> S:
         """The load, at a lower priority: on two CPUs the probes' own load
         and calibration, not due before the window, wait for it otherwise."""
         lower_thread_priority(LOADER_NICENESS)
@@ -146,7 +154,7 @@ class PhasedBpfCollector(Collector):
             raise CollectorUnavailable(note, note) from None
         self.meter.open()
 
-    def new_session(self) -> PhasedPrograms:
+    def new_session(self) -> S:
         return self.session_type(self.pid, self.verbose)
 
     def start(self) -> None:
@@ -156,9 +164,9 @@ class PhasedBpfCollector(Collector):
     def _turn(self, on: bool) -> None:
         # attached while on only
         if on:
-            self.session.start()
+            self.live.start()
         else:
-            self.session.stop()
+            self.live.stop()
 
     def stop(self) -> None:
         self.pause()
@@ -168,7 +176,7 @@ class PhasedBpfCollector(Collector):
         if not self.meter.measured:
             return Cost(method="not measured: the kernel refused BPF run-time statistics")
         return Cost(target_s=self.meter.ns / 1e9, method=f"the kernel's run time of the programs on "
-                                                         f"{self.session.what} ({self.meter.runs} runs, all "
+                                                         f"{self.live.what} ({self.meter.runs} runs, all "
                                                          "threads of the host)")
 
     def _user_names(self, addresses: Iterable[int], facts: Facts,

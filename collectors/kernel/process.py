@@ -149,6 +149,8 @@ def snapshot(pid: int, proc: str = "/proc", stacks: bool = False) -> ProcessSnap
     try:
         user, system = _stat_times(f"{base}/stat")
         status = _keyed(f"{base}/status")
+        read_b: int | None
+        write_b: int | None
         try:
             io = _keyed(f"{base}/io")
             read_b, write_b = io["read_bytes"], io["write_bytes"]

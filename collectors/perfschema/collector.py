@@ -19,7 +19,7 @@ import time
 
 from mysqlprobe.collectors.perfschema import connection
 from mysqlprobe.flamegraphs.stacks import OWN_CONNECTION
-from mysqlprobe.collectors.base import Background, Collector, Cost, Facts, Phases, Section, hold_if_asked
+from mysqlprobe.collectors.base import Background, Collector, Cost, Facts, Phases, Section, hold_if_asked, opened
 from mysqlprobe.collectors.perfschema.connection import ConnectOptions, pymysql
 from mysqlprobe.collectors.safety.guard_process import GuardProcess
 from mysqlprobe.collectors.perfschema.settings import (PerfSchema, deltas, leave_out_own_statements, rows_changed,
@@ -30,7 +30,7 @@ from mysqlprobe.collectors.perfschema.lease import SetupLease
 from mysqlprobe.collectors.perfschema.threads import ThreadWatch, merge_threads
 
 
-def _why(e: pymysql.err.MySQLError) -> str:
+def _why(e: Exception) -> str:
     return str(e.args[-1] if e.args else e)
 
 
@@ -171,10 +171,18 @@ class PerfSchemaCollector(Collector):
                            "stage_names": self.ps.stage_names()}
             self.progress = self._progress_connection(args)
             self.watch = self._thread_watch(args)
-            self.guard.send({"connections": self._connection_ids()})
+            self.live_guard.send({"connections": self._connection_ids()})
         except pymysql.err.MySQLError as e:
             self.restore()
             self._give_up("unavailable", f"cannot use performance_schema as {connection.describe(args)}: {_why(e)}")
+
+    @property
+    def live_ps(self) -> PerfSchema:
+        return opened(self.ps, "Performance Schema's connection")
+
+    @property
+    def live_guard(self) -> GuardProcess:
+        return opened(self.guard, "the setup's guard")
 
     @property
     def can_quiet(self) -> bool:
@@ -191,11 +199,11 @@ class PerfSchemaCollector(Collector):
             return False
 
         def change() -> None:
-            self.own_rows_changed += self._timed(self.ps.quiet, on)
+            self.own_rows_changed += self._timed(self.live_ps.quiet, on)
 
         try:
             if on:
-                return self.lease.if_alone(change)
+                return opened(self.lease, "the setup lease").if_alone(change)
             change()
             return True
         except pymysql.err.MySQLError as e:
@@ -212,7 +220,7 @@ class PerfSchemaCollector(Collector):
             return []
 
     def _own_tids(self, threads: list[dict[str, Any]]) -> list[int]:
-        return [t["os_tid"] for t in threads if t["thread_id"] in self.ps.own_threads and t["os_tid"]]
+        return [t["os_tid"] for t in threads if t["thread_id"] in self.live_ps.own_threads and t["os_tid"]]
 
     def start(self) -> None:
         if not self.ps:
@@ -245,7 +253,7 @@ class PerfSchemaCollector(Collector):
         if thread_id is None:
             conn.close()
             return None
-        self.ps.own_threads.add(thread_id)
+        self.live_ps.own_threads.add(thread_id)
         return conn
 
     def _progress_connection(self, connect_args: dict[str, Any]) -> Connection | None:
@@ -256,11 +264,11 @@ class PerfSchemaCollector(Collector):
         return conn or self.conn
 
     def _thread_watch(self, connect_args: dict[str, Any]) -> ThreadWatch | None:
-        quiet = self.ps.saved_background_history_off is not None
+        quiet = self.live_ps.saved_background_history_off is not None
         conn = self._unrecorded_connection(connect_args)
         self.record["background_history"] = ("kept (no threads.HISTORY, or no right to change it)" if not quiet else
                                              "off" if conn else "off for the threads there at the start")
-        return ThreadWatch(conn, self.ps.os_tid_source, quiet).start() if conn else None
+        return ThreadWatch(conn, self.live_ps.os_tid_source, quiet).start() if conn else None
 
     def stop(self) -> None:
         """Read what the window left in P_S, then restore its setup."""
@@ -308,7 +316,7 @@ class PerfSchemaCollector(Collector):
 
     def _check_consumers(self) -> None:
         """Say so if the window's consumers were turned off under it."""
-        off = self.ps.turned_off()
+        off = self.live_ps.turned_off()
         if off:
             self.record["turned_off_in_window"] = off
             self.notes.append(f"Performance Schema: {', '.join(off)} turned off during the window by something "
@@ -343,13 +351,13 @@ class PerfSchemaCollector(Collector):
     def _change_setup(self) -> int:
         """The window's setup on; the rows' old state is in the lease's record
         (or told the guard) before they change."""
-        assert self.ps is not None   # _set_up made it
+        ps, guard = self.live_ps, self.live_guard
         if self.lease:
-            return self.lease.join(self.ps)
-        self.ps.plan()
-        self.guard.send({"saved": self.ps.saved_state()})
-        changed = self.ps.apply()
-        self.guard.send({"saved": self.ps.saved_state()})  # the threads' history may have stayed as it was
+            return self.lease.join(ps)
+        ps.plan()
+        guard.send({"saved": ps.saved_state()})
+        changed = ps.apply()
+        guard.send({"saved": ps.saved_state()})  # the threads' history may have stayed as it was
         return changed
 
     def _connection_ids(self) -> list[int]:
@@ -389,15 +397,17 @@ class PerfSchemaCollector(Collector):
             self.guard = None
 
     def _restore_setup(self) -> None:
+        ps = self.live_ps
         if not self.lease:
-            return self.ps.restore()
+            ps.restore()
+            return
 
         def restore(saved: dict[str, Any]) -> None:
-            self.ps.adopt(saved)
-            self.ps.restore()
+            ps.adopt(saved)
+            ps.restore()
 
         if not self.lease.leave(restore):
-            self.ps.restored = True  # another profiler of this server is still running: it will
+            ps.restored = True  # another profiler of this server is still running: it will
             self.record["setup_restored"] = "left to another mysqlprobe still recording this server"
 
     def close(self) -> None:

@@ -130,7 +130,7 @@ class PerfSchemaError(Exception):
 class PerfSchema:
     """The server's Performance Schema: its setup as the window needs it and as it was, and reads."""
 
-    conn: object
+    conn: Connection
     waits: str = "io"                          # "io" or "all" (synch waits too)
     full_sql: bool = False                     # statements' own text, literals and all; else digests
     saved_consumers: dict[str, str] = field(default_factory=dict)
@@ -194,7 +194,8 @@ class PerfSchema:
         if self.saved_background_history_off is not None:
             changed += self._quiet_background()
         self.thread_id = own_thread_id(self.conn)
-        self.own_threads.add(self.thread_id)
+        if self.thread_id is not None:
+            self.own_threads.add(self.thread_id)
         self.os_tid_source = (OS_THREAD_ID if self._has_column("performance_schema", "threads", "THREAD_OS_ID")
                               else PROCESSLIST_TID if self._has_column("information_schema", "PROCESSLIST", "TID")
                               else None)
@@ -296,7 +297,7 @@ class PerfSchema:
                               "WHERE THREAD_ID = %s", (self.thread_id,))[0][0] or 0)
 
     def summaries(self) -> dict[str, Any]:
-        out = {}
+        out: dict[str, Any] = {}
         for name, sql in SUMMARIES.items():
             rows = {}
             for row in self._rows(sql):
@@ -357,7 +358,7 @@ STAGE_COLUMNS = "THREAD_ID, NESTING_EVENT_ID, EVENT_NAME, TIMER_START, TIMER_END
 
 def deltas(before: dict[str, Any], after: dict[str, Any]) -> dict[str, Any]:
     """after - before per summary row; rows that did not move are left out."""
-    out = {}
+    out: dict[str, Any] = {}
     for name, rows in after.items():
         if name == "status":
             out[name] = {k: v - before.get(name, {}).get(k, 0) for k, v in rows.items()}

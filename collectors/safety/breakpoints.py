@@ -143,7 +143,7 @@ def sentinel_offset(binary: str) -> list[int]:
 
 def probed_offsets(specs: Iterable[ProbeSpec]) -> list[int]:
     """The file offsets where the probes of these specs put their breakpoints."""
-    out = set()
+    out: set[int] = set()
     for s in specs:
         if s.usdt:
             out.update(offset for offset, _ref in (*s.usdt.starts, *s.usdt.dones))

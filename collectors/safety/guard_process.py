@@ -59,14 +59,19 @@ class GuardProcess:
         import subprocess  # imported by the caller already; not by the guard
         self.proc = subprocess.Popen(command(module), stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
                                      stderr=subprocess.DEVNULL, text=True, start_new_session=True)
-        self.proc.stdin.write(encode(state))
-        self.proc.stdin.flush()
+        self.to_guard.write(encode(state))
+        self.to_guard.flush()
+
+    @property
+    def to_guard(self) -> IO[str]:
+        assert self.proc.stdin is not None   # asked for: PIPE
+        return self.proc.stdin
 
     def send(self, update: dict[str, Any]) -> None:
         """More of the state, for the guard to act on should this process die."""
         try:
-            self.proc.stdin.write("+" + encode(update))
-            self.proc.stdin.flush()
+            self.to_guard.write("+" + encode(update))
+            self.to_guard.flush()
         except (OSError, ValueError):  # the guard is gone (or finished): nothing to tell
             pass
 
@@ -74,7 +79,7 @@ class GuardProcess:
         """Leave the rest to the guard (no "done"), and do not wait for it:
         it runs on, in a session of its own, until its work is done."""
         try:
-            self.proc.stdin.close()
+            self.to_guard.close()
         except OSError:
             pass
 
@@ -82,8 +87,8 @@ class GuardProcess:
         """Tell the guard whether it has anything left to do, and wait for it."""
         if self.proc.poll() is None:
             try:
-                self.proc.stdin.write("done\n" if done else "")
-                self.proc.stdin.close()
+                self.to_guard.write("done\n" if done else "")
+                self.to_guard.close()
             except OSError:
                 pass
         self.proc.wait(timeout=timeout)

@@ -30,7 +30,7 @@ import threading
 import time
 
 from mysqlprobe import probes
-from mysqlprobe.collectors.base import Collector, Cost, Facts, Phases, Section
+from mysqlprobe.collectors.base import Collector, Cost, Facts, Phases, Section, opened
 from mysqlprobe.collectors.kernel.process import cpu_seconds
 from mysqlprobe.collectors.target.symbols import load_binary
 from mysqlprobe.collectors.uprobes.session import ProbeGroup, ProbeSpec
@@ -158,21 +158,23 @@ class _Helper:
             self.proc = subprocess.Popen([path], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
         except OSError as e:
             raise BpfError(f"cannot start the calibration helper {path}: {e.strerror}") from None
-        if self.proc.stdout.readline().strip() != "ready":
+        # pipes asked for are there
+        self.requests, self.replies = opened(self.proc.stdin, "stdin"), opened(self.proc.stdout, "stdout")
+        if self.replies.readline().strip() != "ready":
             raise BpfError("the calibration helper did not start")
         self.path = path
 
     def ns_per_call(self, name: str, calls: int) -> float:
-        self.proc.stdin.write(f"run {name} {calls}\n")
-        self.proc.stdin.flush()
-        reply = self.proc.stdout.readline().split()
+        self.requests.write(f"run {name} {calls}\n")
+        self.requests.flush()
+        reply = self.replies.readline().split()
         if len(reply) != 2 or reply[0] != "ns":
             raise BpfError(f"calibration helper: unexpected reply {' '.join(reply)!r}")
         return int(reply[1]) / calls
 
     def close(self) -> None:
         if self.proc.poll() is None:
-            self.proc.stdin.close()
+            self.requests.close()
             self.proc.wait(timeout=10)
 
 
@@ -186,7 +188,7 @@ class Calibrator:
         self.started = time.monotonic()
         self.helper = _Helper()
         symbols = load_binary(self.helper.path).symbols
-        specs = []
+        specs: list[ProbeSpec] = []
         self.index: dict[str, int] = {}
         for klass, name in HELPER_FUNCTION.items():
             for suffix, with_return in (("_entry", False), ("_both", True)):
@@ -338,7 +340,7 @@ class CalibrationCollector(Collector):
     # prepared once the samplers run (the probes' cost measured as in the window),
     # before the probes it calibrates; started first, its helper's bursts go on
     phases = Phases(begin=20, prepare=40, start=0, collect=30)
-    can_quiet = True
+    quiets = True
 
     def __init__(self, first_index: int, earlier: dict[str, Any] | None = None):
         super().__init__()
@@ -358,12 +360,16 @@ class CalibrationCollector(Collector):
             self.begin()
 
     @property
+    def live(self) -> Calibrator:
+        return opened(self.calibrator, "the calibration helper")
+
+    @property
     def group(self) -> ProbeGroup:
-        return self.calibrator.group
+        return self.live.group
 
     def calibrate(self, session: UprobeSession) -> Calibration:
         self.session = session
-        return self.calibrator.calibrate(session, self.earlier)
+        return self.live.calibrate(session, self.earlier)
 
     def record_in_situ(self, factor: float | None) -> None:
         """What the on-phases showed the probes cost in the target against
@@ -376,26 +382,25 @@ class CalibrationCollector(Collector):
         return self.calibrator.kept() if self.calibrator else {}
 
     def current(self) -> Calibration:
-        return self.calibrator.current()
+        return self.live.current()
 
     def start(self) -> None:
         self._cpu0 = self._helper_cpu_s()
-        assert self.session is not None   # calibrate() came first
-        self.calibrator.follow(self.session)
+        self.live.follow(opened(self.session, "the session calibrate() is given"))
 
     def _silence(self, on: bool) -> bool:
         # waits for a burst under way to end: a few ms
-        self.calibrator.gate.acquire() if on else self.calibrator.gate.release()
+        self.live.gate.acquire() if on else self.live.gate.release()
         return True
 
     def stop(self) -> None:
         self.quiet(False)  # a quiet phase still open ends (nothing if none is)
         cpu = self._helper_cpu_s()
         self._cpu_s = cpu - self._cpu0 if cpu is not None and self._cpu0 is not None else None
-        self.calibrator.close()
+        self.live.close()
 
     def _helper_cpu_s(self) -> float | None:
-        return cpu_seconds(self.calibrator.helper.proc.pid)
+        return cpu_seconds(self.live.helper.proc.pid)
 
     def collect(self, facts: Facts) -> Section:
         cost = Cost(cpu_s=self._cpu_s, method="the calibration helper's CPU time in the window (its bursts "

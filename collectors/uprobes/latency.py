@@ -13,11 +13,12 @@ from typing import Any
 import time
 
 from mysqlprobe.collectors import libbpf
-from mysqlprobe.collectors.base import Background, Collector, Cost, Facts, Phases, Section
+from mysqlprobe.collectors.base import Background, Collector, Cost, Facts, Phases, Section, opened
 from mysqlprobe.collectors.safety.breakpoints import (BreakpointGuard, probed_offsets, remove_left_breakpoints,
                                                sentinel_offset)
 from mysqlprobe.collectors.uprobes.calibration import Calibration, CalibrationCollector
-from mysqlprobe.collectors.uprobes.session import ProbeCounts, ProbeSpec, StatementCounts, UprobeSession
+from mysqlprobe.collectors.uprobes.counts import ProbeCounts, Snapshot, StatementCounts
+from mysqlprobe.collectors.uprobes.session import ProbeSpec, UprobeSession
 from mysqlprobe.probes.abi import COM_QUERY, COM_STMT_EXECUTE, STMT_KEY_NO_TEXT
 from mysqlprobe.sqltext import normalized, redacted
 
@@ -116,11 +117,11 @@ class LatencyCollector(Collector):
         self.specs, self.calibration, self.corrected = specs, calibration, corrected
         self.session: UprobeSession | None = None
         self.timings: dict[str, float] = {}
-        self._snapshot = None
+        self._snapshot: Snapshot | None = None
         self._loader: Background[UprobeSession] | None = None
         self.guard: BreakpointGuard | None = None
         # on_switch's run time and runs over the window
-        self.switches = libbpf.RunTimeMeter(lambda: self.session.switch_run_stats())
+        self.switches = libbpf.RunTimeMeter(lambda: self.probes.switch_run_stats())
 
     def begin(self) -> None:
         """Load and verify the BPF object in a thread (a tenth of a second,
@@ -141,15 +142,15 @@ class LatencyCollector(Collector):
             self.session = loader.join()
         elif self.session is None:
             self.session = self._open_session()
-        if self.session.cpu_waits_left_out:  # on before calibrating: in a hit's cost
+        if self.probes.cpu_waits_left_out:  # on before calibrating: in a hit's cost
             self.switches.open()
         t0 = time.monotonic()
-        self.calibration.calibrate(self.session)
+        self.calibration.calibrate(self.probes)
         self.timings["calibration_s"] = round(time.monotonic() - t0, 3)
         if self.guard is None:  # not begun
             self._guard_breakpoints()
         t0 = time.monotonic()
-        self.session.attach_target()
+        self.probes.attach_target()
         self.timings["attach_s"] = round(time.monotonic() - t0, 3)
 
     def _guard_breakpoints(self) -> None:
@@ -169,13 +170,12 @@ class LatencyCollector(Collector):
     @property
     def can_duty_cycle(self) -> bool:
         """Attaching and detaching take one system call each (uprobe_multi links)."""
-        return self.session.link_kind == "uprobe_multi"
+        return self.probes.link_kind == "uprobe_multi"
 
     @property
     def probes(self) -> UprobeSession:
         """The attached probes, for the duty cycles to drive (recorder/duty.py Probes)."""
-        assert self.session is not None, "prepare() first"
-        return self.session
+        return opened(self.session, "the probes' session")
 
     def keep_statements_out(self, tids: Iterable[int]) -> None:
         """Statements of these threads (mysqlprobe's own connections) are not kept."""
@@ -190,24 +190,26 @@ class LatencyCollector(Collector):
 
     def start(self) -> None:
         self.switches.start()
-        self.session.start()
+        self.probes.start()
 
     def stop(self) -> None:
-        self.session.stop()
-        self.session.detach_target()
-        self._snapshot = self.session.snapshot()
+        self.probes.stop()
+        self.probes.detach_target()
+        self._snapshot = self.probes.snapshot()
         self.switches.stop()
 
     def collect(self, facts: Facts) -> Section:
         cal = self.calibration.current()
-        probes = [probe_record(s, self._snapshot.probes.get(s.index), cal, self.corrected) for s in self.specs]
+        snapshot = opened(self._snapshot, "the window's probe counts")
+        probes = [probe_record(s, snapshot.probes.get(s.index), cal, self.corrected) for s in self.specs]
         hits_s = sum(p["calls"] * p["entry"]["pair_cost_ns"] for p in probes) / 1e9
         switch_s = self.switches.ns / 1e9 if self.switches.measured else 0.0
-        engine = {"probes_attached": self.session.attached_count, "links": self.session.link_kind,
-                  "cpu_waits_left_out": self.session.cpu_waits_left_out,
-                  "sentinel_offset": self.session.sentinel_offset,
-                  "counters": self._snapshot.counters, "timings": dict(self.timings)}
-        if self.switches.measured and self.session.cpu_waits_left_out:
+        session = self.probes
+        engine = {"probes_attached": session.attached_count, "links": session.link_kind,
+                  "cpu_waits_left_out": session.cpu_waits_left_out,
+                  "sentinel_offset": session.sentinel_offset,
+                  "counters": snapshot.counters, "timings": dict(self.timings)}
+        if self.switches.measured and session.cpu_waits_left_out:
             # on in every phase, the quiet ones too: a cost no phase comparison shows
             engine["switch_program"] = {"s": round(switch_s, 6), "runs": self.switches.runs}
         cost = Cost(target_s=hits_s * (cal.in_situ or 1.0) + switch_s,
@@ -220,7 +222,7 @@ class LatencyCollector(Collector):
         if boundary:
             fields["statements"] = {
                 "probe": boundary.index, "text": "full" if self.full_sql else "normalized",
-                "shapes": statement_records(self._snapshot.statements, self.corrected, self.full_sql)}
+                "shapes": statement_records(snapshot.statements, self.corrected, self.full_sql)}
         return Section(self.name, fields, list(self.notes), cost)
 
     def close(self) -> None:

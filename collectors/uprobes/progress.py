@@ -55,9 +55,11 @@ class MemoryCounter:
 
     def read(self) -> int | None:
         """Its value now; None once the process is gone."""
+        if self._fd is None:  # closed
+            return None
         try:
             raw = os.pread(self._fd, self.size, self.address)
-        except (OSError, TypeError):
+        except OSError:
             return None
         return int.from_bytes(raw, "little") if len(raw) == self.size else None
 

@@ -13,6 +13,7 @@ import time
 
 from mysqlprobe import probes
 from mysqlprobe.collectors import libbpf
+from mysqlprobe.collectors.base import opened
 from mysqlprobe.collectors.safety.breakpoints import sentinel_offset
 from mysqlprobe.collectors.target.elf import UsdtArg
 from mysqlprobe.collectors.target.symbols import ResolvedSymbol
@@ -64,8 +65,8 @@ def usdt_text_operand(arg: UsdtArg | None) -> int:
     """A USDT site's text operand as its cookie bits: a 64-bit register, or
     the 8 bytes at one plus a displacement that fits 16 bits; anything else
     (a constant, a narrower operand, a far displacement) reads no text."""
-    reg = _REGISTERS.get(arg.register) if arg and arg.size == 8 else None
-    if reg is None or arg.kind not in ("reg", "mem") or not -0x8000 <= arg.value < 0x8000:
+    reg = _REGISTERS.get(arg.register) if arg and arg.size == 8 and arg.register else None
+    if arg is None or reg is None or arg.kind not in ("reg", "mem") or not -0x8000 <= arg.value < 0x8000:
         return (STMT_TEXT_USDT | STMT_REG_NONE) << STMT_TEXT_ARG_SHIFT
     if arg.kind == "reg":
         return (STMT_TEXT_USDT | reg) << STMT_TEXT_ARG_SHIFT
@@ -128,9 +129,10 @@ class ProbeSpec:
 
     def site_cookies(self, sites: str) -> list[tuple[int, int, int]]:
         """(site, semaphore, cookie) of a USDT pair's "starts" or "dones"."""
-        at = getattr(self.usdt, sites)
+        usdt = opened(self.usdt, "a USDT pair's sites")
+        at = getattr(usdt, sites)
         if sites == "starts" and self.kind == "usdt_statement":
-            texts = self.usdt.texts or (None,) * len(at)
+            texts = usdt.texts or (None,) * len(at)
             return [(offset, ref, self.cookie | usdt_text_operand(text)) for (offset, ref), text in zip(at, texts)]
         return [(offset, ref, self.cookie) for offset, ref in at]
 
@@ -184,7 +186,7 @@ class UprobeSession:
             self._attach_all()
         except BpfError as e:
             forced = os.environ.get("MYSQLPROBE_LINKS") == "perf"
-            if not forced and getattr(e, "errno", None) not in (errno.EINVAL, errno.EOPNOTSUPP, errno.ENOSYS,
+            if not forced and e.errno not in (errno.EINVAL, errno.EOPNOTSUPP, errno.ENOSYS,
                                                                 errno.E2BIG):
                 self.close()
                 raise
@@ -201,17 +203,21 @@ class UprobeSession:
         return self
 
     @property
+    def obj(self) -> libbpf.BpfObject:
+        return opened(self._obj, "the probes' BPF object")
+
+    @property
     def link_kind(self) -> str:
         return "uprobe_multi" if self._obj and self._obj.multi else "perf_event"
 
     def _attach_all(self) -> None:
-        self._fds = {name: self._obj.map_fd(name)
+        self._fds = {name: self.obj.map_fd(name)
                      for name in ("stats", "part_stats", "edges", "counters", "costs", ".bss", "statements",
                                   "stmt_edges", "quiet_threads")}
         self.cpu_waits_left_out = self._attach_switches()
         if self.calibration:
             self._attach_group(self.calibration)
-        if self._obj.multi:
+        if self.obj.multi:
             self._attach_sentinel()
         self._target_links = None
         if self.defer_target:
@@ -233,7 +239,7 @@ class UprobeSession:
         cannot be placed, the session goes on without it."""
         for offset in sentinel_offset(self.binary):
             try:
-                link = self._obj.attach_uprobe_multi(self._obj.program("sentinel"), self.pid, self.binary,
+                link = self.obj.attach_uprobe_multi(self.obj.program("sentinel"), self.pid, self.binary,
                                                      [offset], [0], False)
             except BpfError:
                 return
@@ -248,14 +254,14 @@ class UprobeSession:
         """on_switch, that keeps waits for a CPU out of the calls, on for the session
         (off the window a switch costs it an array read); False: waits stay in."""
         try:
-            self._obj.attach_program(self._obj.program("on_switch"), "the sched_switch tracepoint")
+            self.obj.attach_program(self.obj.program("on_switch"), "the sched_switch tracepoint")
             return True
         except BpfError:
             return False
 
     def switch_run_stats(self) -> tuple[int, int]:
         """The kernel's (ns, runs) of on_switch, while run-time statistics are on."""
-        return libbpf.program_run_stats(self._obj.program_fd("on_switch")) if self.cpu_waits_left_out else (0, 0)
+        return libbpf.program_run_stats(self.obj.program_fd("on_switch")) if self.cpu_waits_left_out else (0, 0)
 
     def _attach_group(self, g: ProbeGroup) -> list[int]:
         """Returns the links of a multi attach (none to track for per-probe links)."""
@@ -268,24 +274,25 @@ class UprobeSession:
                          return_name: str | None) -> list[int]:
         if not specs:
             return []
-        entry = self._obj.program(entry_name)
-        ret = self._obj.program(return_name) if return_name else None
+        entry = self.obj.program(entry_name)
+        with_return = [s for s in specs if s.with_return]
+        ret = self.obj.program(opened(return_name, f"the return program of {specs[0].kind} probes")) \
+            if with_return or specs[0].kind in USDT_KINDS else 0
         if specs[0].kind in USDT_KINDS:
             return self._attach_usdt(g, specs, entry, ret)
-        with_return = [s for s in specs if s.with_return]
-        if self._obj.multi:
+        if self.obj.multi:
             # returns first: an entry without its return would leave frames on the stacks
             links = []
             if with_return:
-                links.append(self._obj.attach_uprobe_multi(ret, g.pid, g.binary, [s.attach_offset for s in with_return],
+                links.append(self.obj.attach_uprobe_multi(ret, g.pid, g.binary, [s.attach_offset for s in with_return],
                                                            [s.cookie for s in with_return], True))
-            links.append(self._obj.attach_uprobe_multi(entry, g.pid, g.binary, [s.attach_offset for s in specs],
+            links.append(self.obj.attach_uprobe_multi(entry, g.pid, g.binary, [s.attach_offset for s in specs],
                                                        [s.cookie for s in specs], False))
             return links
         for spec in specs:
             if spec.with_return:
-                self._obj.attach_uprobe(ret, g.pid, g.binary, spec.attach_offset, spec.cookie, True)
-            self._obj.attach_uprobe(entry, g.pid, g.binary, spec.attach_offset, spec.cookie, False)
+                self.obj.attach_uprobe(ret, g.pid, g.binary, spec.attach_offset, spec.cookie, True)
+            self.obj.attach_uprobe(entry, g.pid, g.binary, spec.attach_offset, spec.cookie, False)
         return []
 
     def _attach_usdt(self, g: ProbeGroup, specs: list[ProbeSpec], entry: int, ret: int) -> list[int]:
@@ -298,12 +305,12 @@ class UprobeSession:
             at = [site for s in specs for site in s.site_cookies(sites)]
             if not at:
                 continue
-            if self._obj.multi:
-                links.append(self._obj.attach_uprobe_multi(program, g.pid, g.binary, [a[0] for a in at],
+            if self.obj.multi:
+                links.append(self.obj.attach_uprobe_multi(program, g.pid, g.binary, [a[0] for a in at],
                                                            [a[2] for a in at], False, [a[1] for a in at]))
                 continue
             for offset, ref, cookie in at:
-                self._obj.attach_uprobe(program, g.pid, g.binary, offset, cookie, False, ref)
+                self.obj.attach_uprobe(program, g.pid, g.binary, offset, cookie, False, ref)
         return links
 
     def detach_target(self) -> None:
