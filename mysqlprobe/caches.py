@@ -123,6 +123,8 @@ def planning_code() -> str:
     digest = sha256(__version__.encode())
     for name in PLANNING_MODULES:
         spec = importlib.util.find_spec(name)
+        if spec is None or spec.origin is None:
+            raise ImportError(f"planning code {name} not found")
         with open(spec.origin, "rb") as f:
             digest.update(f.read())
     return digest.hexdigest()

@@ -51,7 +51,7 @@ def stage_pictures(profile: Profile, stacks: dict[str, Folded]) -> list[tuple[st
     """A flame graph per stage, rooted at its function: the CPU and off-CPU
     time of the stacks that pass through it, in microseconds of the window
     (what a collector saw in part of it scaled up), largest first."""
-    out = []
+    out: list[tuple[str, str]] = []
     for stage, tree in sorted(stage_trees(profile, stacks, rows=1).items(), key=lambda kv: -kv[1].wall_ns):
         folded = tree.folded((CPU_NS, OFFCPU_NS), stage, scale=1e-3)
         if folded.total:

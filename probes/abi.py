@@ -11,6 +11,7 @@ collectors call it before loading, tests/unit/test_abi.py at build."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 import ctypes
 from functools import lru_cache
 
@@ -225,7 +226,7 @@ RODATA = {"uprobe_latency": ("config", LatencyConfig), "offcpu": ("target_tgid",
           "cpu_sample": ("config", SampleConfig)}
 
 
-def layout_mismatches(btf: Btf, mirrors: dict[str, type]) -> list[str]:
+def layout_mismatches(btf: Btf, mirrors: Mapping[str, type[ctypes.Structure]]) -> list[str]:
     """How the ctypes mirrors differ from the object's structures (none: they agree)."""
     out = []
     for name, mirror in mirrors.items():

@@ -322,6 +322,7 @@ def record(args, control: Control) -> int:
     binary.symbols.release()  # planned: the window and the collection reuse its memory
     if args.output:
         check_output_dir(args.output)  # before anything is attached: a typo must not cost the window
+    assert target is not None   # --binary goes with --list only (the parser holds it)
     cap = Recorder(target, binary, plan, options_from(args), control).record()
     report(cap, args.output, control.signals, as_json=args.json, all_threads=args.all_threads)
     return 0

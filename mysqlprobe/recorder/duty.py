@@ -79,6 +79,24 @@ class Probes(Protocol):
     def calls_and_time(self, indices: Iterable[int]) -> dict[int, tuple[int, int]]: ...
 
 
+@dataclass(frozen=True)
+class LoadSpan:
+    """The load's span: the read (monotonic time, row counter) before the
+    counter's first change and the read after its last; a window opened
+    before the load started, or left open after it ended, is idle outside it."""
+
+    first: tuple[float, int]
+    last: tuple[float, int]
+
+    @property
+    def seconds(self) -> float:
+        return self.last[0] - self.first[0]
+
+    @property
+    def rows(self) -> int:
+        return self.last[1] - self.first[1]
+
+
 @dataclass
 class Bursts:
     """Collectors on in every other ordinary off-phase (they sample the code
@@ -106,11 +124,7 @@ class DutyCycles:
         self._burst_wanted = self.burst_for is None
         self.calibration, self.window = calibration, window
         self.rows_changed = self._tracking(rows_changed)
-        # the load's span: the read before the first change of the row
-        # counter and the read after its last (monotonic times); a window
-        # opened before the load started, or left open after it ended, is idle outside it
-        self.load_span: list[float | None] = [None, None]
-        self._span_rows: list[int | None] = [None, None]  # the counter at those reads
+        self.load_span: LoadSpan | None = None
         self._last_read: tuple[float, int] | None = None
         self._idle_phases: list[tuple[float, float, bool]] = []  # zero-row off-phases: (end, seconds, quiet)
         self.pacer = Pacer(budget, on_s=ON_PHASE_S, min_on_s=MIN_ON_S, max_off_s=MAX_OFF_S)
@@ -138,9 +152,7 @@ class DutyCycles:
             if value is None:
                 return None
             if self._last_read is not None and value > self._last_read[1]:
-                if self.load_span[0] is None:
-                    self.load_span[0], self._span_rows[0] = self._last_read
-                self.load_span[1], self._span_rows[1] = now, value
+                self.load_span = LoadSpan(self.load_span.first if self.load_span else self._last_read, (now, value))
             self._last_read = (now, value)
             return value
         return rows
@@ -149,8 +161,7 @@ class DutyCycles:
         """The row counter moved by a load's worth (min_rows), not by a few rows of
         the server's own (10.11.5 idle changes some): an idle server's quiet
         phases come as ever."""
-        first, last = self._span_rows
-        return first is not None and last is not None and last - first >= self.pacer.min_rows
+        return self.load_span is not None and self.load_span.rows >= self.pacer.min_rows
 
     def _hold_wanted(self, rows: int | None) -> bool:
         """Whether an on-phase that counted `rows` stays on HOLD_S longer:
@@ -166,9 +177,9 @@ class DutyCycles:
 
     def run(self, started: tuple[float, int | None]) -> int | None:
         """Until the window ends; the server's rows counter then."""
-        self.opened = started[0]
-        if started[1] is not None:
-            self._last_read = started
+        self.opened, rows0 = started
+        if rows0 is not None:
+            self._last_read = (self.opened, rows0)
         on_s, on_t0 = self.pacer.longest_on_s(), started[0]
         cycle_t0, cycle_rows0 = started  # a cycle: attach, on-phase, detach
         while True:
@@ -263,7 +274,7 @@ class DutyCycles:
     def _tails_in_load(self) -> tuple[float, int]:
         """Seconds and rows of the quiet phases' second halves that ended
         before the load's last row: the one it ended in ran partly idle."""
-        last = self.load_span[1]
+        last = self.load_span.last[0] if self.load_span else None
         kept = [(s, rows) for end, s, rows in self._tails if last is not None and end < last]
         return round(sum(s for s, _ in kept), 6), sum(rows for _, rows in kept)
 
@@ -458,7 +469,7 @@ class DutyCycles:
         delta = {i: now[i] - self._last[i] for i in now}
         spent = {i: ns - self._last_ns[i] for i, (_, ns) in read.items()}
         self._last, self._last_ns = now, {i: ns for i, (_, ns) in read.items()}
-        if not self._burst_wanted and any(delta.get(i) for i in self.burst_for):
+        if not self._burst_wanted and self.burst_for and any(delta.get(i) for i in self.burst_for):
             self._burst_wanted = True
         cal = self.calibration.current()
         probe_s = sum(delta[s.index] * cal.pair_of(s) for s in self.specs) / 1e9
@@ -493,10 +504,11 @@ class DutyCycles:
             lost = self.pacer.lost(cycle_s, cycle_rows)
         speed = self.pacer.speed()
         held = cycle.get("held") and cycle["rows"] and cycle["row_s"] > 0
-        if lost is not None and held:
+        hold_lost = self.pacer.lost(cycle["row_s"], cycle["rows"], signed=True) if lost is not None and held else None
+        if hold_lost is not None:
             # held in a load that started in it: the cycle's rows before the hold were
             # the statement getting under way, so its loss per second is the hold's
-            lost = max(self.pacer.lost(cycle["row_s"], cycle["rows"], signed=True) / cycle["row_s"], 0.0) * cycle_s
+            lost = max(hold_lost / cycle["row_s"], 0.0) * cycle_s
         if cycle["rows"] == 0 or (speed and cycle["rows"] is not None and cycle["row_s"] > 0 and not held
                                   and cycle["rows"] / cycle["row_s"] * MAX_PROBE_SLOWDOWN < speed):
             # (next to) no row changed while the probes were on (a load that starts
@@ -506,11 +518,13 @@ class DutyCycles:
             # its 53-ms on-phase, 800k a second after) kept the probes off for the rest
             lost = None
         cycle["lost_s"] = None if lost is None else round(lost, 6)
-        cycle["unprobed_rows_per_s"] = None if lost is None else round(self.pacer.speed(), 1)
+        unprobed = self.pacer.speed()
+        cycle["unprobed_rows_per_s"] = None if lost is None or unprobed is None else round(unprobed, 1)
         # a held cycle's loss is its hold's already (see above), and kept as it is
         signed = None if lost is None else lost if held else self.pacer.lost(cycle_s, cycle_rows, signed=True)
-        in_phase = None if lost is None or not cycle["rows"] else (
-            self.pacer.lost(cycle["row_s"], cycle["rows"], signed=True), cycle["row_s"])
+        in_phase_lost = None if lost is None or not cycle["rows"] else self.pacer.lost(cycle["row_s"], cycle["rows"],
+                                                                                      signed=True)
+        in_phase = None if in_phase_lost is None else (in_phase_lost, cycle["row_s"])
         on_s, off_s = self.pacer.next_phases(cycle["on_s"], cycle_s, lost, cycle["probe_s"],
                                              elapsed_s=off_t0 - window_t0, signed_lost_s=signed, in_phase=in_phase)
         return on_s, off_s, off_t0, speed_from
@@ -525,22 +539,22 @@ class DutyCycles:
     def _gap_s(self, quiet: bool) -> float:
         """Zero-row off-phases of a kind inside the load's span: gaps in
         the load, its time as much as the rest (before and after it, idle)."""
-        first, last = self.load_span
-        if first is None:
+        if self.load_span is None:
             return 0.0
+        first, last = self.load_span.first[0], self.load_span.last[0]
         return sum(s for end, s, q in self._idle_phases if q == quiet and first < end - s and end <= last)
 
     def record(self, budget: float) -> dict[str, Any]:
         """The capture's `sampling` section."""
         cal = self.calibration.current()
-        known = [c.get("lost_s") for c in self.cycles if c.get("lost_s") is not None]
-        first, last = self.load_span
+        known = [c["lost_s"] for c in self.cycles if c.get("lost_s") is not None]
+        span = self.load_span
         return {"mode": "sampled", "overhead_budget": budget, "cycles": len(self.cycles),
                 "cost_uncertainty": round(cost_uncertainty(cal, self.specs), 3),
                 "on_s": round(sum(c["on_s"] for c in self.cycles), 6),
                 "lost_s": round(sum(known), 6) if known else None,
-                **({"load_s": round(last - first, 6), "load_rows": self._span_rows[1] - self._span_rows[0]}
-                   if first is not None else {"load_s": None, "load_rows": None}),
+                **({"load_s": round(span.seconds, 6), "load_rows": span.rows}
+                   if span else {"load_s": None, "load_rows": None}),
                 "off_s": round(self.off_s + self._gap_s(False), 6), "off_rows": self.off_rows,
                 **({"quiet_s": round(self.quiet_s + self._gap_s(True), 6), "quiet_rows": self.quiet_rows,
                     **dict(zip(("quiet_tail_s", "quiet_tail_rows"), self._tails_in_load())),

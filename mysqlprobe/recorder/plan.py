@@ -25,7 +25,7 @@ from mysqlprobe import catalog
 from mysqlprobe.caches import PlanCache
 from mysqlprobe.collectors.target import debuginfod
 from mysqlprobe.collectors.uprobes.calibration import entry_point
-from mysqlprobe.collectors.target.elf import read_build_id
+from mysqlprobe.collectors.target.elf import UsdtArg, read_build_id
 from mysqlprobe.collectors.target.symbols import Binary, load_target_binary
 from mysqlprobe.collectors.uprobes.session import ProbeSpec, UsdtSites
 from mysqlprobe.errors import MysqlprobeError, NoSymbolsError, TargetError, UsageError
@@ -101,8 +101,8 @@ def plan_cached(path: str, display_path: str, cache: PlanCache | None, parts: tu
         build_id = read_build_id(path) if cache else None
     except TargetError:
         build_id = None
-    key = cache.key(build_id, os.path.getsize(path), *parts) if build_id else None
-    found = cache.load(key) if key else None
+    key = cache.key(build_id, os.path.getsize(path), *parts) if cache and build_id else None
+    found = cache.load(key) if cache and key else None
     if found:
         binary, plan = found
         binary.path = binary.image.path = path  # this process's, as make() would have it
@@ -110,7 +110,7 @@ def plan_cached(path: str, display_path: str, cache: PlanCache | None, parts: tu
         plan.seconds, plan.cached = time.monotonic() - started, True
         return binary, plan
     binary, plan = make()
-    if key and binary.image.has_symtab and not binary.debug_file:
+    if cache and key and binary.image.has_symtab and not binary.debug_file:
         binary.symbols.release()
         cache.save(key, (binary, plan))
     return binary, plan
@@ -141,15 +141,15 @@ def plan_in_child(target: Target, stages: list[str], functions: list[str] | None
         finally:
             os._exit(0)  # never back into the parent's code, whatever happened
     os.close(write_end)
-    payload = None
+    reply: bytes | None = None
     try:
         with os.fdopen(read_end, "rb") as answer:
-            payload = answer.read()
+            reply = answer.read()
     finally:
-        if payload is None:   # interrupted: the child's answer is not wanted
+        if reply is None:   # interrupted: the child's answer is not wanted
             os.kill(child, signal.SIGKILL)
         os.waitpid(child, 0)
-    result = pickle.loads(payload) if payload else RuntimeError("planning failed: its process ended unheard")
+    result = pickle.loads(reply) if reply else RuntimeError("planning failed: its process ended unheard")
     if isinstance(result, BaseException):
         raise result
     return cast("tuple[Binary, Plan]", result)
@@ -180,7 +180,7 @@ def usdt_sites(binary: Binary, pair: UsdtPair, text_arg: int | None = None) -> U
     dones = sites(pair.done)
     if not dones:
         return None
-    texts = ()
+    texts: tuple[UsdtArg | None, ...] = ()
     if text_arg is not None:
         texts = tuple(p.args[text_arg] if len(p.args) > text_arg else None for p in table.image.usdt
                       if (p.provider, p.name) == (pair.provider, pair.start))

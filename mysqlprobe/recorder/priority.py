@@ -71,7 +71,7 @@ class StartPriority:
         """This thread (and what it spawns from here) at `nice`, where that
         is below the caller's and the system allows it; None or a niceness
         not below the caller's leaves it (or puts it back) as the caller's."""
-        caller = self.caller_nice if self.raised else _nice_of(0)
+        caller = self.caller_nice if self.caller_nice is not None else _nice_of(0)
         if nice is None or nice >= caller:
             self.settle()
             self.applied = None
@@ -86,9 +86,9 @@ class StartPriority:
     def settle(self) -> None:
         """Every thread of this process and of its descendants back to the
         caller's niceness."""
-        if not self.raised:
-            return
         caller, self.caller_nice = self.caller_nice, None
+        if caller is None:   # not raised
+            return
         for tid in descendants_tasks(os.getpid()):
             try:
                 if _nice_of(tid) < caller:

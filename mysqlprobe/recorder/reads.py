@@ -19,7 +19,8 @@ def rows_and_calls(rows_changed: Callable[[], int | None],
     preempted, a slow reply) would misplace the rows against the calls; it
     is taken again, and the tightest of a few kept (analysis leaves out a
     cycle whose reads were still wide against its span: `misread`)."""
-    best = None
+    best: tuple[float, dict[int, int], int | None, dict[int, int]] | None = None
+    best_t0 = 0.0
     for _ in range(READ_TRIES):
         t0 = time.monotonic()
         before = counts()
@@ -30,5 +31,6 @@ def rows_and_calls(rows_changed: Callable[[], int | None],
             best, best_t0 = (width, before, rows, after), t0
         if width <= TIGHT_READ_S or rows is None:
             break
+    assert best is not None   # READ_TRIES > 0
     width, before, rows, after = best
     return {i: (before[i] + after[i]) / 2 for i in before}, rows, best_t0 + width / 2, width

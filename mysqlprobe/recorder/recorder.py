@@ -24,7 +24,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from mysqlprobe.collectors.target.elf import ElfImage
 
-from typing import Any
+from typing import Any, TypeVar
 
 import ctypes
 import gc
@@ -82,6 +82,9 @@ def cpu_bursts(pid: int, stages: dict[str, Any], frequency: int, stacks: Unwindi
     return CpuBurstSampler(pid, stages, frequency, stacks, verbose)
 
 
+C = TypeVar("C", bound=Collector)
+
+
 class Recorder:
     def __init__(self, target: Target, binary: Binary, plan: Plan, options: RecordOptions,
                  control: Control | None = None):
@@ -123,6 +126,10 @@ class Recorder:
             for c in out.values():
                 c.pace()
         return out
+
+    def _one(self, kind: type[C]) -> C | None:
+        """The run's collector of this kind, if it has one."""
+        return next((c for c in self.collectors.values() if isinstance(c, kind)), None)
 
     def _ordered(self, phase: str) -> list[str]:
         """The collectors' names in the order they take `phase` (collectors/base.py Phases)."""
@@ -183,7 +190,7 @@ class Recorder:
 
     def _keep_calibration(self) -> None:
         """The calibration's bursts, for the next run on this kernel and CPU to start from."""
-        cal = self.collectors.get("calibration")
+        cal = self._one(CalibrationCollector)
         kept = cal.kept() if cal and "calibration" not in self.unavailable else {}
         if self.calibration_cache and kept:
             if not self.calibration_cache.save(kept):
@@ -191,13 +198,13 @@ class Recorder:
                                   "the next run calibrates afresh")
 
     def _keep_own_statements_out(self) -> None:
-        ps = self.collectors.get("perf_schema")
-        if ps and "perf_schema" not in self.unavailable and "latency" in self.collectors:
-            self.collectors["latency"].keep_statements_out(ps.own_os_threads())
+        ps, latency = self._one(PerfSchemaCollector), self._one(LatencyCollector)
+        if ps and "perf_schema" not in self.unavailable and latency:
+            latency.keep_statements_out(ps.own_os_threads())
 
     def _window(self) -> tuple[dict[str, Any], dict[str, Any], int | None]:
         """Open the window, keep it open until it ends, close it."""
-        o, latency = self.options, self.collectors.get("latency")
+        o, latency = self.options, self._one(LatencyCollector)
         exact = o.exact
         if latency is None:
             if not exact:
@@ -230,20 +237,20 @@ class Recorder:
                                         latency.attached_count if latency else 0, exact, o.budget)
         self.timings["start_nice"] = START_PRIORITY.applied
         START_PRIORITY.settle()  # the window at the caller's niceness: what the load feels from here is measured
-        if exact:
+        if exact or latency is None:
             while not win.wait(3600):
                 pass
             rows_at_end, sampling = rows_changed(), {"mode": "exact"}
         else:
             running = self._running("start")
-            cycles = DutyCycles(latency.probes, latency.specs, self.collectors["calibration"], win, o.budget, rows_changed,
+            cycles = DutyCycles(latency.probes, latency.specs, latency.calibration, win, o.budget, rows_changed,
                                 paced=[c for c in running if c.paced],
                                 quieted=[c for c in running if c.can_quiet and not c.paced],
                                 bursts=Bursts([c for c in running if c.can_burst],
                                               {s.index for s in latency.specs
                                                if s.stage is None or s.stage in SHORT_STAGES}))
             rows_at_end = cycles.run(started)
-            self.collectors["calibration"].record_in_situ(cycles.in_situ_factor())
+            latency.calibration.record_in_situ(cycles.in_situ_factor())
             sampling = cycles.record(o.budget)
         elapsed, own_cpu = win.elapsed(), own_cpu_seconds() - own_cpu0
         if self.control.signals:
@@ -257,7 +264,7 @@ class Recorder:
         return window, sampling, rows_at_end
 
     def _progress_counter(self) -> MemoryCounter | None:
-        if not self.counter_symbol:
+        if not self.counter_symbol or not self.options.progress_counter:
             return None
         return MemoryCounter(self.target.pid, self.target.exe, self.binary.image.segments,
                              self.options.progress_counter, self.counter_symbol)
@@ -267,7 +274,7 @@ class Recorder:
         where one is named, else the server's rows changed (None: neither)."""
         if self.counter:
             return self.counter.read
-        ps = self.collectors.get("perf_schema")
+        ps = self._one(PerfSchemaCollector)
         return ps.rows_changed if ps else (lambda: None)
 
     def _collect(self) -> list[Section]:
@@ -279,7 +286,7 @@ class Recorder:
             sections.append(c.collect(facts))
             if c.name == "perf_schema":
                 facts.thread_names = thread_names(sections[-1].fields.get("perf_schema"))
-            elif c.name == "process":
+            elif isinstance(c, ProcessCollector):
                 facts.comms = c.thread_comms()
         return sections
 
@@ -329,7 +336,9 @@ def assemble(argv: Sequence[str], head: dict[str, Any], sections: list[Section],
     doc.update({"histogram_scheme": histogram.SCHEME, **head})
     for name in optional_sections():   # each collector declares whether a run may leave it out
         doc[name] = {"status": "not requested"}
-    files, notes, collectors = [], [], {}
+    files: list[PendingFile] = []
+    notes: list[str] = []
+    collectors: dict[str, dict[str, Any]] = {}
     by_name = {s.name: s for s in sections}
     for name in order or [*by_name, *unavailable]:  # the collectors' begin order
         if name in unavailable:

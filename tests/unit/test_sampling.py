@@ -355,9 +355,9 @@ def test_no_quiet_phase_before_half_a_second_of_ordinary_ones_saw_the_load(clock
     cycles = DutyCycles(_Session(), [], None, window, 0.10, lambda: 0, quieted=[_Quieted()])
     cycles._ordinary_phases = 3                 # idle ones: the server changed no row in them
     assert cycles._quiet_due()                  # an idle server: quiet phases as ever
-    cycles._span_rows = [1000, 1000 + 10]       # a few rows of the server's own: still idle
+    cycles.load_span = duty.LoadSpan((0.0, 1000), (1.0, 1000 + 10))     # a few rows of the server's own: still idle
     assert cycles._quiet_due()
-    cycles._span_rows = [1000, 1000 + 5000]     # then a statement starts
+    cycles.load_span = duty.LoadSpan((0.0, 1000), (1.0, 1000 + 5000))   # then a statement starts
     assert not cycles._quiet_due()
     cycles.ordinary_phase_s = duty.ORDINARY_FIRST_S - 0.01
     assert not cycles._quiet_due()
@@ -437,7 +437,7 @@ def test_the_quiet_half_the_load_ended_in_is_left_out():
     cycles = DutyCycles(_Session(), [], None, window, 0.10, lambda: 0,
                         quieted=[_Quieted()])
     cycles._tails = [(10.0, 0.2, 4000), (11.0, 0.2, 4100), (12.0, 0.2, 900)]  # (end, seconds, rows)
-    cycles.load_span[:] = [9.0, 11.9]    # the last row moved inside the third
+    cycles.load_span = duty.LoadSpan((9.0, 0), (11.9, 9000))   # the last row moved inside the third
     assert cycles._tails_in_load() == (0.4, 8100)
 
 
@@ -855,13 +855,13 @@ def test_a_long_ordinary_off_phase_goes_quiet_for_its_rest(clock):
     rows = lambda: int((clock.monotonic() - t0) * 20_000)  # noqa: E731
     quieted = _Quieted()
     cycles = DutyCycles(_Session(), [], None, window, 0.10, rows, quieted=[quieted])
-    cycles._ordinary_phases, cycles._span_rows = 1, [0, 10_000]   # the load seen
+    cycles._ordinary_phases, cycles.load_span = 1, duty.LoadSpan((0.0, 0), (1.0, 10_000))   # the load seen
     ended, quiet, _, tail, _ = cycles._ordinary(2.0, clock.monotonic(), (clock.monotonic(), rows()), burst=False)
     assert not ended and quiet and quieted.switches == [True] and tail is not None
     assert cycles.ordinary_phase_s == pytest.approx(duty.ORDINARY_FIRST_S)
     # a short one stays ordinary
     cycles = DutyCycles(_Session(), [], None, window, 0.10, rows, quieted=[_Quieted()])
-    cycles._ordinary_phases, cycles._span_rows = 1, [0, 10_000]
+    cycles._ordinary_phases, cycles.load_span = 1, duty.LoadSpan((0.0, 0), (1.0, 10_000))
     assert not cycles._ordinary(0.6, clock.monotonic(), (clock.monotonic(), rows()), burst=False)[1]
 
 

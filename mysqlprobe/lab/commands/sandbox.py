@@ -28,8 +28,8 @@ def run(args, parser) -> int:
         inst = sandbox.install(args.version, _log)
         print(inst.mysqld)
     elif args.action == "start":
-        pid = sb.start(_log)
-        print(f"MariaDB {args.version} PID {pid} socket {sb.socket}")
+        started = sb.start(_log)
+        print(f"MariaDB {args.version} PID {started} socket {sb.socket}")
     elif args.action == "stop":
         print(f"MariaDB {args.version} " + ("stopped" if sb.stop() else "was not running"))
     else:
