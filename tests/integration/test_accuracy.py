@@ -4,10 +4,8 @@ Pass/fail here rests on counts, on the correction's arithmetic (every call
 counted, and each call's calibrated probe cost, its own plus the full cost
 of each probed call nested in it, taken off its latency), and on the truth
 the fixture times on unprobed twins in the same run: each corrected mean
-from a microsecond up within 10% of it, the bench's target (bench/RESULTS.md
-section 1). cost_100ns is held to the arithmetic only: the bench measures
-it +61 ns off its 102 ns (section 1), outside the 35% a sub-100-ns
-function is to be held to; that gap is the correction's, and open.
+from a microsecond up within 10% of it, cost_100ns within max(10 ns, 35%),
+the bench's targets (bench/RESULTS.md section 1).
 
 """
 
@@ -24,6 +22,7 @@ pytestmark = pytest.mark.root
 CALLS = {"cost_100ns": 4000, "cost_1us": 1000, "cost_10us": 200, "outer_10us": 100}
 ROUNDS = 9
 WITHIN = 0.10   # the bench's target for a corrected mean from a microsecond up
+SHORT_WITHIN = (10.0, 0.35)  # below a microsecond: within max(10 ns, 35%)
 
 
 def _command(proc, line):
@@ -75,9 +74,10 @@ def test_corrected_latencies_take_off_the_calibrated_cost(known_cost, tmp_path):
     # and against the truth the fixture timed on its unprobed twins in this run: within the
     # bench's target (bench/RESULTS.md section 1: +-10% from a microsecond up). The twins run
     # interleaved with the probed calls, so a busy host slows both alike.
-    for name in ("cost_1us", "cost_10us", "outer_10us"):
+    for name in ("cost_100ns", "cost_1us", "cost_10us", "outer_10us"):
         corrected, raw = probes[name]["mean_ns"], probes[name]["raw"]["mean_ns"]
-        assert abs(corrected - truth[name]) <= WITHIN * truth[name], (name, truth[name], corrected, raw)
+        bound = max(SHORT_WITHIN[0], SHORT_WITHIN[1] * truth[name]) if truth[name] < 1000 else WITHIN * truth[name]
+        assert abs(corrected - truth[name]) <= bound, (name, truth[name], corrected, raw)
         assert abs(corrected - truth[name]) < abs(raw - truth[name]), (name, truth[name], corrected, raw)
 
 
