@@ -17,6 +17,7 @@ from mysqlprobe.analysis.attribution import StatementTree, attribute
 from mysqlprobe.flamegraphs.folded import Folded
 from mysqlprobe.analysis.consistency import MEAN, TOTAL, Violation, check as check_bounds, withheld
 from mysqlprobe.analysis.figures import stage_figures
+from mysqlprobe.analysis.index_build import IndexBuild, build as build_index
 from mysqlprobe.analysis.sampling import Estimate
 from mysqlprobe.analysis.schema_check import DERIVED_SECTIONS, check_document, upgraded
 from mysqlprobe.analysis.statements import Digest, by_digest
@@ -58,6 +59,11 @@ class Profile:
     def account(self) -> Account | None:
         """The load threads' wall time by mechanism (account.py): what every figure of time reads."""
         return build_account(self, self.folded.get("cpu_profile"), self.folded.get("off_cpu"))
+
+    @cached_property
+    def index_build(self) -> IndexBuild | None:
+        """The window's index build, phase by phase (index_build.py); None without one."""
+        return build_index(self)
 
     @cached_property
     def stages(self) -> list[StageSummary]:
@@ -222,4 +228,5 @@ class Profile:
                 "attribution": {"by_thread": [t.to_json() for t in self.attribution],
                                 "by_digest": [d.to_json() for d in self.by_digest]},
                 "overhead": self.overhead.to_json(), "consistency": [v.to_json() for v in self.consistency],
-                "account": self.account.to_json() if self.account else None}
+                "account": self.account.to_json() if self.account else None,
+                "index_build": self.index_build.to_json() if self.index_build else None}

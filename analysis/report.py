@@ -350,12 +350,42 @@ GLOSSARY = ("marks: ~ estimated for the whole window from the duty cycles; * per
             "the value); ? withheld: it broke a bound a true figure keeps")
 
 
+def index_block(profile: Profile) -> list[str]:
+    """The window's index build: its counts and its phases (--index-profile)."""
+    b = profile.index_build
+    if b is None:
+        return []
+
+    def n(x: float | None) -> str:
+        return "not seen" if x is None else f"{x:,.0f}"
+
+    wall = f", {b.wall_ns / 1e9:.3f}s" if b.wall_ns else ""
+    lines = ["", f"index build ({b.method or 'insert method not probed'}): {n(b.builds)} index(es){wall}",
+             f"  rows scanned {n(b.rows_scanned)}, tuples inserted {n(b.tuples_inserted)}"
+             + (f", node pointers {n(b.node_pointers)}, pages {n(b.pages)}" if b.pages is not None else "")]
+    if b.runs is not None:
+        passes = "" if b.merge_passes is None else f", {b.merge_passes} merge pass(es)"
+        blocks = ", ".join(f"{v:,.0f} in the {k}" for k, v in b.blocks_written.items())
+        lines.append(f"  sort runs {n(b.runs)}{passes}" + (f"; blocks written {blocks}" if blocks else ""))
+    if b.compressions:
+        lines.append(f"  pages compressed {n(b.compressions)}")
+    if b.phases:
+        lines.append(f"  {'phase':<20}{'share':>7}{'ns/row':>9}   (share of the build: {b.share_source})")
+        for ph in b.phases:
+            share = "-" if ph.share is None else f"{ph.share:.1%}"
+            per_row = "-" if ph.ns_per_row is None else f"{ph.ns_per_row:,.0f}"
+            lines.append(f"  {ph.name:<20}{share:>7}{per_row:>9}")
+    lines += [f"  note: {note}" for note in b.notes]
+    return lines
+
+
 def render_text(profile: Profile) -> str:
     doc, stages = profile.doc, profile.stages
     out = render_headline(headline(profile), digest_headlines(profile)) + [""] + header(profile) + [""]
     out += summary_table(profile)
     out.append("share: time in the stage / window length (above 100% with several threads)")
     out += textwrap.wrap(GLOSSARY, 80, subsequent_indent="  ")
+    out += index_block(profile)
     block = process_block(doc.get("process"))
     if block:
         out += [""] + block

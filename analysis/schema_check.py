@@ -135,7 +135,7 @@ def upgraded(doc: dict[str, Any]) -> dict[str, Any]:
 
 
 # sections a reader recomputes and drops where a document has them (schema 1 stored them; --json=all prints them)
-DERIVED_SECTIONS = frozenset(("stages", "attribution", "overhead", "consistency"))
+DERIVED_SECTIONS = frozenset(("stages", "attribution", "overhead", "consistency", "index_build"))
 
 # the fields of a capture and their JSON types, from a corpus of real captures (scripts/capture_schema.py)
 TYPES_FILE = Path(__file__).with_name("capture_types.json")

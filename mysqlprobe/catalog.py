@@ -136,6 +136,9 @@ class Stage:
     candidates: tuple[Candidate, ...]
     select: str = "all"          # "all" present candidates, or the "first" present one
     background: bool = False     # usually runs in InnoDB background threads too
+    # probe only the candidates expected on the server's line: a function that
+    # is the stage on one line and something else, called more often, on another
+    only_expected: bool = False
 
 
 PART_OUT = PartitionSource("out", 1)   # get_partition_id_*(part_info, uint32 *part_id, longlong *func_value)
@@ -228,6 +231,51 @@ STAGES: tuple[Stage, ...] = (
 )
 
 
+# the in-place index build (CREATE INDEX, ALTER TABLE ... ADD INDEX): InnoDB's
+# row_merge_build_indexes (row0merge.cc) on the 5.6 and 5.7 lines and every
+# MariaDB. It scans the clustered index, builds each row's tuple for the new
+# index into a sort buffer (a run when full: sorted in memory, written to a
+# temporary file in blocks of innodb_sort_buffer_size), merges the runs in
+# passes that each read and write the whole file, then inserts the sorted
+# tuples: bottom-up, a page at a time (BtrBulk, the 5.7 line and MariaDB
+# 10.2+), or one by one through the B-tree (the 5.6 line and MariaDB 10.1).
+# MySQL 8.0.27+ builds through ddl::Builder (parallel DDL): not catalogued.
+BUILD_LINES = expect("mysql-5.6", "mysql-5.7", "mariadb")
+SORTED_BUILD = expect("mysql-5.7", "mariadb:10.2-")
+TUPLE_BUILD = expect("mysql-5.6", "mariadb:10.1")
+# BtrBulk::insert(this, tuple, level): level 0 is the leaf tuples, above it the node pointers
+BULK_LEVEL = PartitionSource("arg", 2)
+
+INDEX_STAGES: tuple[Stage, ...] = (
+    Stage("index.build", "an index build, whole (row_merge_build_indexes)",
+          (Candidate("row_merge_build_indexes", BUILD_LINES),)),
+    Stage("index.scan", "the clustered index read into sort buffers (row_merge_read_clustered_index)",
+          (Candidate("row_merge_read_clustered_index", BUILD_LINES),)),
+    Stage("index.row_build", "a row of the clustered index made into the new index's columns (row_build)",
+          (Candidate("row_build_w_add_vcol", SORTED_BUILD), Candidate("row_build", TUPLE_BUILD)),
+          select="first"),
+    Stage("index.merge_sort", "the runs merged into one, every pass (row_merge_sort)",
+          (Candidate("row_merge_sort", BUILD_LINES),)),
+    # a full sort buffer is sorted and written as one block: the blocks the scan writes are the runs
+    Stage("index.block_write", "a block of the temporary sort file written (row_merge_write)",
+          (Candidate("row_merge_write", BUILD_LINES),)),
+    Stage("index.block_read", "a block of the temporary sort file read (row_merge_read)",
+          (Candidate("row_merge_read", BUILD_LINES),)),
+    Stage("index.insert", "the sorted tuples inserted into the new index (row_merge_insert_index_tuples)",
+          (Candidate("row_merge_insert_index_tuples", BUILD_LINES),)),
+    Stage("index.bulk_insert", "a tuple added bottom-up to a page of the new index (BtrBulk::insert), by level",
+          (Candidate("BtrBulk::insert", SORTED_BUILD, BULK_LEVEL),)),
+    Stage("index.page_commit", "a page of the new index finished and linked (BtrBulk::pageCommit)",
+          (Candidate("BtrBulk::pageCommit", SORTED_BUILD),)),
+    Stage("index.tuple_insert", "a tuple inserted through the B-tree, one by one (btr_cur_optimistic_insert)",
+          (Candidate("btr_cur_optimistic_insert", TUPLE_BUILD),), only_expected=True),
+    Stage("index.tuple_split", "a tuple that did not fit its page, inserted by splitting it (btr_cur_pessimistic_insert)",
+          (Candidate("btr_cur_pessimistic_insert", TUPLE_BUILD),), only_expected=True),
+    Stage("index.flush", "the new index's pages written out before the build commits (FlushObserver::flush)",
+          (Candidate("FlushObserver::flush", expect("mysql-5.7", "mariadb:10.2-10.4")),)),
+)
+
+
 def _usdt_stage(name: str, title: str, start: str, done: str, statement: StatementArgs | None = None) -> Stage:
     """A stage from the server's own USDT probes (MariaDB and MySQL built
     with DTrace/SystemTap probes: MariaDB 10.11.5's sandbox build; not 10.1 or 10.2)."""
@@ -251,7 +299,7 @@ USDT_STAGES: tuple[Stage, ...] = (
                 "handler__wrlock__start", "handler__wrlock__done"),
 )
 
-BY_NAME = {s.name: s for s in STAGES + USDT_STAGES}
+BY_NAME = {s.name: s for s in STAGES + INDEX_STAGES + USDT_STAGES}
 
 # what --insert-profile takes from the server's USDT probes where a stripped
 # binary lost the functions: every row handed to an engine, with no symbols
@@ -262,6 +310,11 @@ INSERT_PROFILE = (
     "partition.get_subpartition_id", "innodb.write_row", "innodb.row_insert",
     "innodb.page_checksum", "innodb.page_verify", "innodb.page_compress", "innodb.page_decompress",
 )
+
+
+# --index-profile: the build's phases, with the compression the seed's row
+# formats pay in it (page_zip_compress) and the statement around it
+INDEX_PROFILE = (STATEMENT,) + tuple(s.name for s in INDEX_STAGES) + ("innodb.page_compress",)
 
 
 def stage(name: str) -> Stage:
@@ -300,6 +353,8 @@ def resolve_stage(st: Stage, symbols: SymbolTable, server: ServerInfo) -> StageR
                           or any(c.expected_in(server) for c in st.candidates))
     ordered = sorted(st.candidates, key=lambda c: not c.expected_in(server))  # expected first, stable
     for cand in ordered:
+        if st.only_expected and server.family != "unknown" and not cand.expected_in(server):
+            continue
         found = _present(cand, symbols)
         if not found and cand.expected_in(server):
             res.missing_expected.append(cand.name)

@@ -36,6 +36,7 @@ if TYPE_CHECKING:
 EXAMPLES = """examples:
   mysqlprobe -p $(pidof mysqld) --insert-profile          # until Ctrl-C
   mysqlprobe -p $(pidof mariadbd) --insert-profile -d 30 -o /tmp/run1
+  mysqlprobe -p $(pidof mariadbd) --index-profile -o /tmp/idx   # around a CREATE INDEX
   mysqlprobe -p 4242 --probe 'get_partition_id_*' --probe row_ins_clust_index_entry_low
   mysqlprobe -p 4242 --stage innodb.btr_insert -d 10
   mysqlprobe -p 4242 --insert-profile --list              # what would be probed
@@ -57,6 +58,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--insert-profile", action="store_true",
                    help="probe the insert path (the default when no --stage or --probe is named): "
                         + ", ".join(catalog.INSERT_PROFILE))
+    p.add_argument("--index-profile", action="store_true",
+                   help="probe InnoDB's index build (CREATE INDEX, ALTER TABLE ... ADD INDEX) phase by phase: "
+                        + ", ".join(catalog.INDEX_PROFILE))
     p.add_argument("--stage", action="append", default=[], metavar="STAGE",
                    help="add a catalog stage (repeatable): " + ", ".join(catalog.BY_NAME))
     add_probe_argument(p)
@@ -188,7 +192,7 @@ def sampling_frequency(duration: float | None) -> int:
 
 
 def check_arguments(args, parser: argparse.ArgumentParser) -> None:
-    if not (args.insert_profile or args.stage or args.probe):
+    if not (args.insert_profile or args.index_profile or args.stage or args.probe):
         args.insert_profile = True  # what the tool is for
     if args.pid is None and not (args.binary and args.list):
         parser.error("-p/--pid is required (or --binary with --list)")
@@ -280,7 +284,8 @@ def run(args, parser) -> int:
 
 def record(args, control: Control) -> int:
     stages = list(catalog.INSERT_PROFILE) if args.insert_profile else []
-    if args.insert_profile and not args.no_perf_schema:
+    stages += [s for s in catalog.INDEX_PROFILE if args.index_profile and s not in stages]
+    if (args.insert_profile or args.index_profile) and not args.no_perf_schema:
         stages.append(catalog.STAGE_CHANGE)  # P_S names the stages the probed calls ran in
     stages += [s for s in args.stage if s not in stages]
     assert control.signals is not None   # run() set them

@@ -196,3 +196,68 @@ def single_row_inserts(socket: str, t: Table, rows: int, clients: int, user: str
     if errors:
         raise WorkloadError(f"single-row inserts failed: {errors[0]}")
     return sum(done), seconds
+
+
+# the index build of the row-format study: a sysbench-shaped table filled,
+# then a secondary index built on k (CREATE INDEX k ON sbtest(k))
+INDEX_COLUMNS = ("(\n  id int NOT NULL,\n  k int NOT NULL,\n  c char(120) NOT NULL,\n  pad char(60) NOT NULL,\n"
+                 "  PRIMARY KEY (id)\n) ENGINE=InnoDB")
+INDEX_NAME = "k"
+
+
+@dataclass(frozen=True)
+class IndexTable:
+    row_format: str = ""     # compact, dynamic, compressed; "" for the server's default
+    key_block_size: int = 0  # compressed: 1, 2, 4, 8 or 16 (KB)
+
+    @property
+    def name(self) -> str:
+        fmt = self.row_format or "default"
+        return f"sbtest_{fmt}" + (f"_{self.key_block_size}" if self.key_block_size else "")
+
+    def ddl(self) -> str:
+        options = f" ROW_FORMAT={self.row_format.upper()}" if self.row_format else ""
+        options += f" KEY_BLOCK_SIZE={self.key_block_size}" if self.key_block_size else ""
+        return f"CREATE TABLE {self.name} {INDEX_COLUMNS}{options}"
+
+
+def index_table(row_format: str = "", key_block_size: int = 0) -> IndexTable:
+    table("none", 0, row_format, key_block_size)   # the same checks as the seed's tables
+    return IndexTable(row_format, key_block_size)
+
+
+def fill_index_table(conn, t: IndexTable, rows: int) -> float:
+    """The table made anew with exactly `rows` rows, no secondary index;
+    k spread over the rows (not in id order: the build has to sort). The
+    seconds the fill took."""
+    with conn.cursor() as cur:
+        cur.execute(f"CREATE DATABASE IF NOT EXISTS {SCHEMA}")
+        cur.execute(f"USE {SCHEMA}")
+        cur.execute(f"DROP TABLE IF EXISTS {t.name}")
+        try:
+            cur.execute(t.ddl())
+        except pymysql.err.MySQLError as e:
+            raise WorkloadError(f"the server would not create {t.name}: {e.args[-1]}") from None
+        start = time.perf_counter()
+        cur.execute("BEGIN")
+        cur.execute(f"INSERT INTO {t.name} SELECT seq, (seq * 7919) % {rows} + 1, "
+                    "RPAD(CONCAT(seq, '-'), 119, 'c'), RPAD(CONCAT(seq, '-'), 59, 'p') "
+                    f"FROM seq_1_to_{rows}")
+        cur.execute("COMMIT")
+        seconds = time.perf_counter() - start
+        got = _scalar(cur, f"SELECT COUNT(*) FROM {t.name}")
+        if got != rows:
+            raise WorkloadError(f"{t.name} has {got} rows, wanted {rows}")
+        return seconds
+
+
+def build_index(conn, t: IndexTable) -> float:
+    """CREATE INDEX k ON the table (dropped first if there); the seconds it took."""
+    with conn.cursor() as cur:
+        cur.execute(f"USE {SCHEMA}")
+        if _scalar(cur, "SELECT COUNT(*) FROM information_schema.STATISTICS WHERE TABLE_SCHEMA = %s "
+                        "AND TABLE_NAME = %s AND INDEX_NAME = %s", (SCHEMA, t.name, INDEX_NAME)):
+            cur.execute(f"DROP INDEX {INDEX_NAME} ON {t.name}")
+        start = time.perf_counter()
+        cur.execute(f"CREATE INDEX {INDEX_NAME} ON {t.name} (k)")
+        return time.perf_counter() - start

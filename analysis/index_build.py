@@ -1,0 +1,214 @@
+"""An index build (CREATE INDEX, ALTER TABLE ... ADD INDEX) in figures:
+its counts from the probes of --index-profile (catalog.INDEX_STAGES), its
+phases' shares of the build's wall time from the account's stacks.
+
+What InnoDB does (row0merge.cc, MariaDB 10.1/10.2/10.11, MySQL 5.6/5.7):
+row_merge_read_clustered_index reads every row of the clustered index
+(row_build makes each the new index's columns) into a sort buffer; a full
+buffer is sorted in memory and written as one block of the temporary sort
+file (row_merge_write): a run. Where all the tuples fit one buffer, no
+file is written and they are inserted from inside the scan. row_merge_sort
+merges the runs pairwise, pass after pass, until one is left:
+ceil(log2(runs)) passes, each reading and writing the whole file.
+row_merge_insert_index_tuples then inserts the sorted tuples: bottom-up a
+page at a time on the 5.7 line and MariaDB 10.2+ (BtrBulk::insert, level 0
+the leaf tuples, above it the node pointers), one by one through the
+B-tree on the 5.6 line and MariaDB 10.1 (btr_cur_optimistic_insert; a
+tuple that does not fit splits its page, btr_cur_pessimistic_insert, and
+the split inserts a node pointer). On 10.2-10.4 and 5.7 the new pages skip
+the redo log and are written out before the build commits
+(FlushObserver::flush). MariaDB 10.11 inlines the scan into
+row_merge_build_indexes: there the build's own time is the scan.
+
+Counts are the probes' (exact with --exact; estimated in sampled mode,
+their intervals beside them). A figure the probes did not see is None
+and says why, never a guess."""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from mysqlprobe.analysis.account import wall_stacks
+from mysqlprobe.analysis.views import Probe
+from mysqlprobe.catalog import INDEX_STAGES
+
+if TYPE_CHECKING:
+    from mysqlprobe.analysis.model import Profile
+
+BUILD = "index.build"
+INDEX_STAGE_NAMES = tuple(s.name for s in INDEX_STAGES)
+# (phase, its stage, the function that is it on a stack), in the order they run
+PHASES = (("scan", "index.scan", "row_merge_read_clustered_index"),
+          ("merge sort", "index.merge_sort", "row_merge_sort"),
+          ("insert", "index.insert", "row_merge_insert_index_tuples"),
+          ("flush", "index.flush", "FlushObserver::flush"))
+BUILD_FUNCTION = "row_merge_build_indexes"
+PHASE_OF = {function: name for name, _, function in PHASES}
+OTHER_PHASE = "rest of the build"
+INLINED_SCAN = "scan (inlined: the build's own code)"
+SORTED = "sorted, bottom-up (BtrBulk)"
+TUPLE_BY_TUPLE = "tuple by tuple through the B-tree"
+
+
+@dataclass(frozen=True, slots=True)
+class Phase:
+    name: str
+    stage: str | None
+    calls: float | None          # the phase function's calls (one per index built, for most)
+    ns_per_row: float | None     # its share of the build's wall time per row scanned
+    share: float | None          # of the build's wall time (the account's stacks; else the probes' spans)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"name": self.name, "stage": self.stage, "calls": _count(self.calls),
+                "ns_per_row": None if self.ns_per_row is None else round(self.ns_per_row, 1),
+                "share": None if self.share is None else round(self.share, 4)}
+
+
+@dataclass(frozen=True, slots=True)
+class IndexBuild:
+    method: str | None            # SORTED or TUPLE_BY_TUPLE (None: neither insert probe was planned)
+    builds: float                 # row_merge_build_indexes calls in the window
+    wall_ns: float | None         # the build's wall time (its probe's span, summed)
+    rows_scanned: float | None    # rows of the clustered index made into tuples (row_build under the scan)
+    tuples_inserted: float | None  # leaf tuples put in the new index
+    node_pointers: float | None   # tuples above the leaves (sorted build)
+    pages: float | None           # pages finished (sorted build: BtrBulk::pageCommit)
+    runs: float | None            # sort buffers written: blocks the scan wrote (None: the scan not probed)
+    merge_passes: int | None      # ceil(log2(runs)): the pairwise merge InnoDB does
+    blocks_written: dict[str, float] = field(default_factory=dict)  # temporary-file blocks by phase
+    compressions: float | None = None  # page_zip_compress calls in the build
+    phases: tuple[Phase, ...] = ()
+    share_source: str = ""
+    notes: tuple[str, ...] = ()
+
+    def to_json(self) -> dict[str, Any]:
+        return {"method": self.method, "builds": _count(self.builds),
+                "wall_ns": None if self.wall_ns is None else round(self.wall_ns),
+                "rows_scanned": _count(self.rows_scanned), "tuples_inserted": _count(self.tuples_inserted),
+                "node_pointers": _count(self.node_pointers), "pages": _count(self.pages),
+                "runs": _count(self.runs), "merge_passes": self.merge_passes,
+                "blocks_written": {k: _count(v) for k, v in self.blocks_written.items()},
+                "compressions": _count(self.compressions),
+                "phases": [p.to_json() for p in self.phases], "share_source": self.share_source,
+                "notes": list(self.notes)}
+
+
+def _count(x: float | None) -> int | None:
+    return None if x is None else round(x)
+
+
+def build(profile: Profile) -> IndexBuild | None:
+    """The window's index build; None where --index-profile's build probe
+    was not planned, or no build ran in the window."""
+    by_stage: dict[str, list[tuple[int, Probe]]] = defaultdict(list)
+    for j, p in enumerate(profile.probes):
+        by_stage[p.stage].append((j, p))
+    if not by_stage.get(BUILD):
+        return None
+
+    def calls(stage: str) -> float | None:
+        probes = by_stage.get(stage)
+        return sum(profile.probe_calls(j).value for j, _ in probes) if probes else None
+
+    def under(stage: str, *parent: str) -> float | None:
+        """Calls of stage's functions whose nearest probed caller is one of
+        the parent stages', scaled as the stage's calls are."""
+        probes, parents = by_stage.get(stage), {p.id for s in parent for _, p in by_stage.get(s, [])}
+        if not probes or not parents:
+            return None
+        total = 0.0
+        for j, p in probes:
+            counted = sum(c.calls for c in p.callers if c.parent in parents)
+            total += counted * (profile.probe_calls(j).value / p.calls if p.calls else 0.0)
+        return total
+
+    builds = calls(BUILD) or 0.0
+    if not builds:
+        return None
+    notes: list[str] = []
+    method = SORTED if by_stage.get("index.bulk_insert") else TUPLE_BY_TUPLE if by_stage.get("index.tuple_insert") \
+        else None
+    rows = under("index.row_build", "index.scan", BUILD)
+    if rows is None:
+        notes.append("rows scanned: row_build was not probed")
+    node_pointers = tuples = None
+    if method == SORTED:
+        levels: dict[int, float] = defaultdict(float)
+        for j, p in by_stage["index.bulk_insert"]:
+            scale = profile.probe_calls(j).value / p.calls if p.calls else 0.0
+            for part in p.partitions:
+                levels[part.id] += part.calls * scale
+        tuples = levels.get(0, 0.0)
+        node_pointers = sum(n for level, n in levels.items() if level > 0)
+    elif method == TUPLE_BY_TUPLE:
+        tuples = under("index.tuple_insert", "index.insert")
+        node_pointers = under("index.tuple_insert", "index.tuple_split")
+    runs = under("index.block_write", "index.scan" if by_stage.get("index.scan") else BUILD)
+    passes = None
+    if runs is not None and not profile.sampled:   # an estimate of runs makes no count of passes
+        passes = math.ceil(math.log2(runs)) if runs > 1 else 0
+    blocks = {phase: n for phase, stage in (("scan", "index.scan" if by_stage.get("index.scan") else BUILD),
+                                            ("merge sort", "index.merge_sort"))
+              if (n := under("index.block_write", stage)) is not None}
+    wall = _span(by_stage[BUILD])
+    phases, source = _phases(profile, by_stage, wall, rows)
+    return IndexBuild(method, builds, wall, rows, tuples, node_pointers, calls("index.page_commit"), runs, passes,
+                      blocks, under("innodb.page_compress", *INDEX_STAGE_NAMES),
+                      tuple(phases), source, tuple(notes))
+
+
+def _span(probes: list[tuple[int, Probe]]) -> float | None:
+    """The wall time of a once-per-index function's calls, entry to return."""
+    total = sum(p.total_ns for _, p in probes)
+    return float(total) if any(p.calls for _, p in probes) else None
+
+
+def _phases(profile: Profile, by_stage: dict[str, list[tuple[int, Probe]]], wall: float | None,
+            rows: float | None) -> tuple[list[Phase], str]:
+    """Each phase's share of the build's wall time: from the account's
+    stacks (on CPU and off it, without the probes' own frames) where the
+    capture has them, else from the phase functions' probed spans."""
+    shares = _stack_shares(profile)
+    source = "the account's stacks (on and off CPU), the probes' frames left out"
+    if shares is None:
+        spans = {name: _span(by_stage.get(stage, [])) for name, stage, _ in PHASES}
+        if not wall or not any(spans.values()):
+            return [], "no stacks and no probed phase spans"
+        shares = {name: ns / wall for name, ns in spans.items() if ns is not None}
+        shares[OTHER_PHASE] = max(1.0 - sum(shares.values()), 0.0)
+        source = "the phase functions' probed spans (no stacks in the capture)"
+    out = []
+    inlined_scan = "index.scan" not in by_stage   # MariaDB 10.11: the build's own code is the scan
+    for name, stage, _ in PHASES + ((OTHER_PHASE, None, ""),):
+        share = shares.get(name)
+        if share is None and stage not in by_stage:
+            continue
+        if name == OTHER_PHASE and inlined_scan:
+            name = INLINED_SCAN
+        probes = by_stage.get(stage or "", [])
+        calls = sum(profile.probe_calls(j).value for j, _ in probes) if probes else None
+        per_row = share * wall / rows if share is not None and wall and rows else None
+        out.append(Phase(name, stage, calls, per_row, share))
+    return out, source
+
+
+def _stack_shares(profile: Profile) -> dict[str, float] | None:
+    """The phases' shares of the wall time of the stacks inside the build."""
+    account = profile.account
+    if account is None or not profile.stacks["cpu_profile"].collected:
+        return None
+    wall = wall_stacks(account, profile.folded.get("cpu_profile"), profile.folded.get("off_cpu"))
+    per: dict[str, float] = defaultdict(float)
+    for stack, ns in wall.stacks.items():
+        frames = stack.split(";")
+        if BUILD_FUNCTION not in frames:
+            continue
+        # the innermost phase on it: on the 5.7 line a build whose tuples fit one
+        # sort buffer inserts them from inside the scan
+        phase = next((PHASE_OF[f] for f in reversed(frames) if f in PHASE_OF), OTHER_PHASE)
+        per[phase] += ns
+    total = sum(per.values())
+    return {name: ns / total for name, ns in per.items()} if total else None

@@ -1,0 +1,73 @@
+"""--index-profile on the real servers: CREATE INDEX k ON a sysbench-shaped
+table of a prime number of rows (the row-format study's build), each
+count held to a truth the server keeps: the table's rows, and the new
+index's leaf pages in InnoDB's persistent statistics."""
+
+from __future__ import annotations
+
+import math
+import sys
+
+import pytest
+
+from helpers import Profiler
+from mysqlprobe.analysis.index_build import INLINED_SCAN, SORTED, TUPLE_BY_TUPLE
+from mysqlprobe.lab import sandbox, workload
+
+pytestmark = [pytest.mark.root, pytest.mark.server]
+ROWS = 300007   # prime; three sort buffers of the k index: runs to merge, in two passes
+# (method, the phases each version's build shows)
+EXPECTED = {
+    "10.1.23": (TUPLE_BY_TUPLE, ["scan", "merge sort", "insert"]),
+    "10.2.11": (SORTED, ["scan", "merge sort", "insert", "flush"]),
+    "10.11.5": (SORTED, ["merge sort", "insert", INLINED_SCAN]),
+}
+
+
+@pytest.fixture(scope="module", params=sandbox.VERSIONS)
+def server(request):
+    sb = sandbox.Sandbox(request.param)
+    with sb.serving(lambda m: print(m, file=sys.stderr)) as pid:
+        yield sb, pid
+
+
+def _leaf_pages(conn, t: workload.IndexTable) -> int:
+    """The new index's leaf pages as InnoDB's persistent statistics count them."""
+    with conn.cursor() as cur:
+        cur.execute(f"ANALYZE TABLE {workload.SCHEMA}.{t.name}")
+        cur.fetchall()
+        cur.execute("SELECT stat_value FROM mysql.innodb_index_stats WHERE database_name = %s AND table_name = %s "
+                    "AND index_name = %s AND stat_name = 'n_leaf_pages'", (workload.SCHEMA, t.name, workload.INDEX_NAME))
+        (pages,) = cur.fetchone()
+    return int(pages)
+
+
+def test_the_build_counted_against_the_table_and_the_new_index(server, tmp_path):
+    sb, pid = server
+    conn = workload.connect(sb.socket)
+    t = workload.index_table()
+    workload.fill_index_table(conn, t, ROWS)
+    prof = Profiler(pid, tmp_path, "--index-profile", "--exact")
+    workload.build_index(conn, t)
+    code, out, err = prof.stop()
+    assert code == 0, err
+    b = prof.profile()["index_build"]
+    method, phases = EXPECTED[sb.version]
+    assert b["method"] == method and b["builds"] == 1
+    # every row of the table made a tuple, and every tuple went into the new index
+    assert b["rows_scanned"] == ROWS and b["tuples_inserted"] == ROWS
+    # the runs: blocks the scan wrote, merged pairwise; each pass rewrites every block
+    runs, passes = b["runs"], b["merge_passes"]
+    assert runs is not None and runs > 1 and passes == math.ceil(math.log2(runs))
+    assert passes * (runs - 1) <= b["blocks_written"]["merge sort"] <= passes * runs
+    # a node pointer for each leaf page of the new index (the sorted build; a split
+    # build inserts them as it splits, all but the first leaf's, which the root raise moves)
+    leaves = _leaf_pages(conn, t)
+    assert b["node_pointers"] == (leaves if method == SORTED else leaves - 1), leaves
+    assert b["pages"] is None or b["pages"] >= leaves
+    names = [p["name"] for p in b["phases"]]
+    assert set(phases) <= set(names), names
+    shares = [p["share"] for p in b["phases"]]
+    assert all(s is not None and 0 <= s <= 1 for s in shares) and sum(shares) == pytest.approx(1.0, abs=0.01)
+    assert "index build (" in out and f"rows scanned {ROWS:,}" in out
+    conn.close()
