@@ -242,7 +242,7 @@ STAGES: tuple[Stage, ...] = (
 # MySQL 8.0.27+ builds through ddl::Builder (parallel DDL): not catalogued.
 BUILD_LINES = expect("mysql-5.6", "mysql-5.7", "mariadb")
 SORTED_BUILD = expect("mysql-5.7", "mariadb:10.2-")
-TUPLE_BUILD = expect("mysql-5.6", "mariadb:10.1")
+TUPLE_BUILD = expect("mysql-5.6", "mariadb:10.1-10.1")
 # BtrBulk::insert(this, tuple, level): level 0 is the leaf tuples, above it the node pointers
 BULK_LEVEL = PartitionSource("arg", 2)
 

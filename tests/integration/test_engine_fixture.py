@@ -25,7 +25,9 @@ ROWS = 10007  # prime: a count cannot match by accident
 class Fixture:
     def __init__(self, path):
         self.proc = subprocess.Popen([str(path)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
-        assert json.loads(self.proc.stdout.readline())["ready"]
+        ready = json.loads(self.proc.stdout.readline())
+        assert ready["ready"]
+        self.version = ready["version"]   # the MySQL version it stands in for
 
     @property
     def pid(self):
@@ -315,3 +317,24 @@ def test_without_symbols_statements_come_from_the_query_probes(mysql_fixtures, t
         code_as_in_file(fx.pid)
     finally:
         fx.close()
+
+
+@pytest.mark.parametrize("fixture_process", ["5.6", "5.7"], indirect=True)
+def test_index_profile_counts_a_build_of_known_shape(fixture_process, tmp_path):
+    """The MySQL lines' index build names (5.6: tuple by tuple, 5.7:
+    bottom-up), each count the stand-in's own."""
+    from mysqlprobe.analysis.index_build import SORTED, TUPLE_BY_TUPLE
+
+    prof = Profiler(fixture_process.pid, tmp_path, "--index-profile", "--exact", "--no-ps")
+    truth = fixture_process.command(f"index {ROWS} 997")
+    code, out, err = prof.stop()
+    assert code == 0, err
+    b = prof.profile()["index_build"]
+    sorted_build = fixture_process.version.startswith("5.7")
+    assert b["method"] == (SORTED if sorted_build else TUPLE_BY_TUPLE)
+    assert b["rows_scanned"] == b["tuples_inserted"] == truth["rows"] == ROWS
+    assert b["runs"] == truth["runs"] and b["merge_passes"] == truth["passes"]
+    assert b["blocks_written"]["merge sort"] == truth["passes"] * truth["runs"]
+    # a node pointer per leaf page bottom-up; per split (all leaves but the first) one by one
+    assert b["node_pointers"] == truth["leaf_pages"] - (0 if sorted_build else 1)
+    assert [p["name"] for p in b["phases"]][:3] == ["scan", "merge sort", "insert"]

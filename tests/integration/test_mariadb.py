@@ -66,6 +66,13 @@ def test_catalog_against_the_real_binary(server):
     assert {"get_partition_id_range", "get_partition_id_list", "get_partition_id_hash_nosub"} <= names
     assert ("vers_get_partition_id" in names) == (sb.version == "10.11.5")
     assert res.missing_expected == [] or res.missing_expected == ["vers_get_partition_id"]
+    # the index build's insert method: tuple by tuple on 10.1, bottom-up after; the
+    # tuple-by-tuple functions are every row insert's on 10.2+, and not probed there
+    for name, function in (("index.tuple_insert", "btr_cur_optimistic_insert"),
+                           ("index.bulk_insert", "BtrBulk::insert")):
+        res = catalog.resolve_stage(catalog.stage(name), binary.symbols, binary.server)
+        wanted = (name == "index.tuple_insert") == (sb.version == "10.1.23")
+        assert [s.name for _, s in res.probes] == ([function] if wanted else []), name
     # USDT: only 10.11.5 is built with them; the row insert has 10 sites behind one semaphore
     starts = [p for p in binary.image.usdt if (p.provider, p.name) == ("mysql", "insert__row__start")]
     assert len(starts) == (10 if sb.version == "10.11.5" else 0)

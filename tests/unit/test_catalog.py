@@ -78,3 +78,40 @@ def test_version_ranges():
     assert fil_compress.expected_in(old) and not fil_compress.expected_in(new)
     assert fil_page.expected_in(new) and not fil_page.expected_in(old)
     assert not fil_page.expected_in(ServerInfo("mysql", "8.0.40", "mysql-8.0"))
+
+
+INDEX_PER_LINE = {
+    # the insert method's stages each line has; the other's are not probed there
+    "5.6": ({"index.tuple_insert": "btr_cur_optimistic_insert", "index.tuple_split": "btr_cur_pessimistic_insert",
+             "index.row_build": "row_build"}, ("index.bulk_insert", "index.page_commit", "index.flush")),
+    "5.7": ({"index.bulk_insert": "BtrBulk::insert", "index.page_commit": "BtrBulk::pageCommit",
+             "index.flush": "FlushObserver::flush", "index.row_build": "row_build_w_add_vcol"},
+            ("index.tuple_insert", "index.tuple_split")),
+}
+
+
+@pytest.mark.parametrize("line", ["5.6", "5.7"])
+def test_index_profile_per_line(mysql_fixtures, line):
+    binary = load_binary(str(mysql_fixtures[line]))
+    present, absent = INDEX_PER_LINE[line]
+    for name in ("index.build", "index.scan", "index.merge_sort", "index.insert", "index.block_write"):
+        res, probes = _resolved(binary, name)
+        assert probes and res.missing_expected == [], name
+    for name, function in present.items():
+        _, probes = _resolved(binary, name)
+        assert [d.split("(")[0] for _, d in probes] == [function], name
+    for name in absent:
+        res, probes = _resolved(binary, name)
+        assert not probes and not res.applicable, name
+    (level,) = [c for c in catalog.stage("index.bulk_insert").candidates]
+    assert level.partition == catalog.PartitionSource("arg", 2)   # BtrBulk::insert(this, tuple, level)
+
+
+def test_index_profile_is_not_claimed_for_mysql_80(mysql_fixtures):
+    """8.0.27+ builds indexes through ddl::Builder: no stage says otherwise."""
+    binary = load_binary(str(mysql_fixtures["8.0"]))
+    for name in catalog.INDEX_PROFILE:
+        if name.startswith("index."):
+            res, probes = _resolved(binary, name)
+            assert not probes and not res.applicable, name
+
