@@ -304,6 +304,14 @@ def record(args, control: Control) -> int:
 
     path, shown = (target.proc_exe, target.exe) if target else (args.binary, args.binary)
     binary, plan = plan_cached(path, shown, PlanCache(), (stages, args.probe, args.debug_file, args.force_debug_file), make)
+    if args.index_profile and not any(s.stage == "index.build" for s in plan.specs):
+        # (where it applies but is missing, plan.unavailable says why)
+        if not any(c.expected_in(binary.server) for c in catalog.stage("index.build").candidates):
+            note = (f"--index-profile: the index build of {catalog.family_name(binary.server.family)} "
+                    f"{binary.server.version or ''} is not catalogued (MySQL 8.0.27+ builds through "
+                    "ddl::Builder): no index_build in this capture")
+            plan.warnings.append(note)
+            print(f"mysqlprobe: {note}", file=sys.stderr)
     stripped = check_symbols(binary, plan, stages)
     if stripped and (args.strict or args.list or not target):
         raise stripped

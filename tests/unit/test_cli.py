@@ -90,6 +90,15 @@ def test_list_insert_profile_of_a_binary(mysql_fixtures):
     assert "[partition: *argument 1 at return]" in out
 
 
+def test_list_index_profile_per_line(mysql_fixtures):
+    code, out, err = mysqlprobe("--binary", mysql_fixtures["5.7"], "--list", "--index-profile")
+    assert code == 0, err
+    assert "BtrBulk::insert" in out and "row_merge_build_indexes" in out and "not catalogued" not in err
+    code, out, err = mysqlprobe("--binary", mysql_fixtures["8.0"], "--list", "--index-profile")
+    assert code == 0, err
+    assert "index build of MySQL 8.0.40 is not catalogued" in err and "row_merge" not in out
+
+
 def test_unknown_probe_suggests_a_name(mysql_fixtures):
     code, _, err = mysqlprobe("--binary", mysql_fixtures["5.7"], "--list", "--probe", "row_insert_for_mysq")
     assert code == errors.EXIT_USAGE
