@@ -39,6 +39,7 @@ if TYPE_CHECKING:
     from mysqlprobe.analysis.model import Profile
 
 BUILD = "index.build"
+STAGE_PREFIX = "stage/innodb/"   # P_S's InnoDB stages, as the capture records their names
 INDEX_STAGE_NAMES = tuple(s.name for s in INDEX_STAGES)
 # (phase, its stage, the function that is it on a stack), in the order they run
 PHASES = (("scan", "index.scan", "row_merge_read_clustered_index"),
@@ -68,6 +69,56 @@ class Phase:
 
 
 @dataclass(frozen=True, slots=True)
+class StageProgress:
+    """One stage of the build as the server's own progress reports showed it."""
+
+    stage: str
+    max_percent: float
+    first_s: float   # seconds into the window it was first and last seen
+    last_s: float
+
+    def to_json(self) -> dict[str, Any]:
+        return {"stage": self.stage, "max_percent": round(self.max_percent, 2),
+                "first_s": round(self.first_s, 3), "last_s": round(self.last_s, 3)}
+
+
+@dataclass(frozen=True, slots=True)
+class ServerProgress:
+    """The server's progress reports, read once a second (collectors/perfschema/build_progress.py)."""
+
+    source: str | None   # performance_schema, processlist, or None: the server reports none
+    reads: int
+    stages: tuple[StageProgress, ...]
+
+    def to_json(self) -> dict[str, Any]:
+        return {"source": self.source, "reads": self.reads, "stages": [s.to_json() for s in self.stages]}
+
+
+def server_progress(record: dict[str, Any] | None, stage_events: list[dict[str, Any]],
+                    window_ps: tuple[int, int] | None) -> ServerProgress | None:
+    """The stages the reads saw, each at the most it reached; with the
+    InnoDB alter stages P_S recorded in the window and the work each did
+    against its estimate when it ended (seconds from the P_S timer)."""
+    if not record:
+        return None
+    stages: dict[str, list[float]] = {}
+    for at_s, stage, percent in record.get("readings") or []:
+        seen = stages.setdefault(stage, [percent, at_s, at_s])
+        seen[0], seen[2] = max(seen[0], percent), at_s
+    for e in stage_events:
+        name = e.get("event_name") or ""
+        if not name.startswith(STAGE_PREFIX + "alter") or not e.get("work_estimated") or window_ps is None:
+            continue
+        percent = 100.0 * min(e.get("work_completed") or 0, e["work_estimated"]) / e["work_estimated"]
+        start = (e["timer_start"] - window_ps[0]) / 1e12
+        end = ((e.get("timer_end") or window_ps[1]) - window_ps[0]) / 1e12
+        seen = stages.setdefault(name.removeprefix(STAGE_PREFIX), [percent, start, end])
+        seen[0], seen[1], seen[2] = max(seen[0], percent), min(seen[1], start), max(seen[2], end)
+    return ServerProgress(record.get("source"), record.get("reads") or 0,
+                          tuple(StageProgress(name, *v) for name, v in stages.items()))
+
+
+@dataclass(frozen=True, slots=True)
 class IndexBuild:
     method: str | None            # SORTED or TUPLE_BY_TUPLE (None: neither insert probe was planned)
     builds: float                 # row_merge_build_indexes calls in the window
@@ -76,12 +127,13 @@ class IndexBuild:
     tuples_inserted: float | None  # leaf tuples put in the new index
     node_pointers: float | None   # tuples above the leaves (sorted build)
     pages: float | None           # pages finished (sorted build: BtrBulk::pageCommit)
-    runs: float | None            # sort buffers written: blocks the scan wrote (None: the scan not probed)
+    runs: float | None            # sort buffers written: blocks the scan wrote (None: no block write probed)
     merge_passes: int | None      # ceil(log2(runs)): the pairwise merge InnoDB does
     blocks_written: dict[str, float] = field(default_factory=dict)  # temporary-file blocks by phase
     compressions: float | None = None  # page_zip_compress calls in the build
     phases: tuple[Phase, ...] = ()
     share_source: str = ""
+    progress: ServerProgress | None = None
     notes: tuple[str, ...] = ()
 
     def to_json(self) -> dict[str, Any]:
@@ -93,6 +145,7 @@ class IndexBuild:
                 "blocks_written": {k: _count(v) for k, v in self.blocks_written.items()},
                 "compressions": _count(self.compressions),
                 "phases": [p.to_json() for p in self.phases], "share_source": self.share_source,
+                "server_progress": self.progress.to_json() if self.progress else None,
                 "notes": list(self.notes)}
 
 
@@ -146,18 +199,25 @@ def build(profile: Profile) -> IndexBuild | None:
     elif method == TUPLE_BY_TUPLE:
         tuples = under("index.tuple_insert", "index.insert")
         node_pointers = under("index.tuple_insert", "index.tuple_split")
-    runs = under("index.block_write", "index.scan" if by_stage.get("index.scan") else BUILD)
+    scan = "index.scan" if by_stage.get("index.scan") else BUILD   # 10.11 inlines the scan into the build
+    runs = under("index.block_write", scan)
     passes = None
     if runs is not None and not profile.sampled:   # an estimate of runs makes no count of passes
         passes = math.ceil(math.log2(runs)) if runs > 1 else 0
-    blocks = {phase: n for phase, stage in (("scan", "index.scan" if by_stage.get("index.scan") else BUILD),
-                                            ("merge sort", "index.merge_sort"))
+    blocks = {phase: n for phase, stage in (("scan", scan), ("merge sort", "index.merge_sort"))
               if (n := under("index.block_write", stage)) is not None}
     wall = _span(by_stage[BUILD])
     phases, source = _phases(profile, by_stage, wall, rows)
     return IndexBuild(method, builds, wall, rows, tuples, node_pointers, calls("index.page_commit"), runs, passes,
                       blocks, under("innodb.page_compress", *INDEX_STAGE_NAMES),
-                      tuple(phases), source, tuple(notes))
+                      tuple(phases), source, _server_progress(profile), tuple(notes))
+
+
+def _server_progress(profile: Profile) -> ServerProgress | None:
+    ps = profile.doc.get("perf_schema") or {}
+    start, end = ps.get("timer_start_ps"), ps.get("timer_end_ps")
+    return server_progress(ps.get("build_progress"), ps.get("stages") or [],
+                           (start, end) if start is not None and end is not None else None)
 
 
 def _span(probes: list[tuple[int, Probe]]) -> float | None:

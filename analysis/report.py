@@ -360,7 +360,7 @@ def index_block(profile: Profile) -> list[str]:
         return "not seen" if x is None else f"{x:,.0f}"
 
     wall = f", {b.wall_ns / 1e9:.3f}s" if b.wall_ns else ""
-    lines = ["", f"index build ({b.method or 'insert method not probed'}): {n(b.builds)} index(es){wall}",
+    lines = ["", f"index build, {b.method or 'insert method not probed'}: {n(b.builds)} index(es){wall}",
              f"  rows scanned {n(b.rows_scanned)}, tuples inserted {n(b.tuples_inserted)}"
              + (f", node pointers {n(b.node_pointers)}, pages {n(b.pages)}" if b.pages is not None else "")]
     if b.runs is not None:
@@ -370,11 +370,16 @@ def index_block(profile: Profile) -> list[str]:
     if b.compressions:
         lines.append(f"  pages compressed {n(b.compressions)}")
     if b.phases:
-        lines.append(f"  {'phase':<20}{'share':>7}{'ns/row':>9}   (share of the build: {b.share_source})")
+        lines += textwrap.wrap(f"share of the build's wall time, from {b.share_source}:", 80,
+                               initial_indent="  ", subsequent_indent="    ")
+        lines.append(f"  {'phase':<36}{'share':>7}{'ns/row':>9}")
         for ph in b.phases:
             share = "-" if ph.share is None else f"{ph.share:.1%}"
             per_row = "-" if ph.ns_per_row is None else f"{ph.ns_per_row:,.0f}"
-            lines.append(f"  {ph.name:<20}{share:>7}{per_row:>9}")
+            lines.append(f"  {ph.name:<36}{share:>7}{per_row:>9}")
+    if b.progress and b.progress.source:
+        seen = ", ".join(f"{s.stage} {s.max_percent:.0f}%" for s in b.progress.stages) or "no build under way at a read"
+        lines.append(f"  the server's progress ({b.progress.source}, {b.progress.reads} reads): {seen}")
     lines += [f"  note: {note}" for note in b.notes]
     return lines
 

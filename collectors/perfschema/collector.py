@@ -26,6 +26,7 @@ from mysqlprobe.collectors.perfschema.settings import (PerfSchema, deltas, leave
                                               server_settings)
 from mysqlprobe.collectors.kernel.process import ServerProcess, thread_cpu_seconds
 from mysqlprobe.collectors.perfschema.guard import RESUME_WAIT_S
+from mysqlprobe.collectors.perfschema.build_progress import BuildProgress, Reading, source_of
 from mysqlprobe.collectors.perfschema.lease import SetupLease
 from mysqlprobe.collectors.perfschema.threads import ThreadWatch, merge_threads
 
@@ -79,7 +80,7 @@ class PerfSchemaCollector(Collector):
     phases = Phases(begin=40, prepare=60, start=10, collect=0)
 
     def __init__(self, pid: int, opts: ConnectOptions, waits: str = "io", full_sql: bool = False,
-                 whole_window: bool = False):
+                 whole_window: bool = False, build_progress: bool = False):
         super().__init__()
         self.pid, self.opts, self.waits, self.full_sql = pid, opts, waits, full_sql
         self.server = ServerProcess.of(pid)  # paused or gone, told apart from /proc
@@ -101,6 +102,8 @@ class PerfSchemaCollector(Collector):
         self.server_cpu_s: float | None = None
         self._own_cpu0: dict[int, float] = {}
         self.own_rows_changed = 0  # setup rows this collector's quiet phases changed
+        self.wants_build_progress = build_progress
+        self.build_progress: BuildProgress | None = None  # an index build's progress, read once a second
 
     def _timed(self, fn: Callable[..., T], *args: Any) -> T:
         t0 = time.monotonic()
@@ -108,6 +111,17 @@ class PerfSchemaCollector(Collector):
             return fn(*args)
         finally:
             self.query_s += time.monotonic() - t0
+
+    def read_build_progress(self, at_s: float) -> Reading | None:
+        """An index build's progress now, as the server reports it (None: none under way, or unreadable)."""
+        if self.build_progress is None or self.server.stopped():
+            return None
+        try:
+            return self._timed(self.build_progress.read, at_s)
+        except pymysql.err.MySQLError as e:
+            self.notes.append(f"reading the index build's progress failed: {_why(e)}")
+            self.build_progress = None
+            return None
 
     def rows_changed(self) -> int | None:
         """The server's rows changed so far, less the P_S setup rows this
@@ -170,6 +184,10 @@ class PerfSchemaCollector(Collector):
                            "statement_text": "full" if self.full_sql else "digest",
                            "stage_names": self.ps.stage_names()}
             self.progress = self._progress_connection(args)
+            if self.wants_build_progress and self.progress is not None:
+                source = source_of(self.progress)
+                self.build_progress = BuildProgress(self.progress, source) if source else None
+                self.record["build_progress"] = {"source": source, "reads": 0, "readings": []}
             self.watch = self._thread_watch(args)
             self.live_guard.send({"connections": self._connection_ids()})
         except pymysql.err.MySQLError as e:
@@ -289,6 +307,8 @@ class PerfSchemaCollector(Collector):
             self.record.update({"timer_start_ps": self.t0, "timer_end_ps": t1,
                                 "deltas": deltas(self.before, after), "statements": statements, "stages": stages,
                                 "threads": merge_threads(self.threads_at_start, seen, self.ps.threads())})
+            if self.build_progress is not None:
+                self.record["build_progress"] = self.build_progress.record()
             # mysqlprobe's own connections: not the load's threads in the wall-time account
             self.record["own_os_tids"] = sorted(int(t) for t in self.own_os_threads())
         except pymysql.err.MySQLError as e:

@@ -333,12 +333,17 @@ class PerfSchema:
                        "rows_affected": r[7], "rows_examined": r[8], "event_name": r[9]} for r in rows]
         keys = {(s["thread_id"], s["event_id"]) for s in statements}
         stage_rows = []
+        # the work a stage did against its estimate, where P_S keeps it (MySQL 5.7+, MariaDB 10.5+)
+        work = self._has_column("performance_schema", "events_stages_current", "WORK_COMPLETED")
+        columns = STAGE_COLUMNS + (", WORK_COMPLETED, WORK_ESTIMATED" if work else "")
         for table in ("events_stages_history_long", "events_stages_current"):
             stage_rows += self._rows(
-                f"SELECT {STAGE_COLUMNS} FROM performance_schema.{table} WHERE TIMER_START <= %s "
+                f"SELECT {columns} FROM performance_schema.{table} WHERE TIMER_START <= %s "
                 "AND (TIMER_END IS NULL OR TIMER_END >= %s)", (t1, t0))
         stages = [{"thread_id": r[0], "statement_event_id": r[1], "event_name": r[2], "timer_start": r[3],
-                   "timer_end": r[4], "timer_wait": r[5]} for r in stage_rows if (r[0], r[1]) in keys]
+                   "timer_end": r[4], "timer_wait": r[5],
+                   **({"work_completed": r[6], "work_estimated": r[7]} if work and r[7] else {})}
+                  for r in stage_rows if (r[0], r[1]) in keys]
         return statements, stages
 
 

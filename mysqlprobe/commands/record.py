@@ -59,7 +59,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="probe the insert path (the default when no --stage or --probe is named): "
                         + ", ".join(catalog.INSERT_PROFILE))
     p.add_argument("--index-profile", action="store_true",
-                   help="probe InnoDB's index build (CREATE INDEX, ALTER TABLE ... ADD INDEX) phase by phase: "
+                   help="probe InnoDB's index build (CREATE INDEX, ALTER TABLE ... ADD INDEX) phase by phase, "
+                        "counting every call (as --exact): "
                         + ", ".join(catalog.INDEX_PROFILE))
     p.add_argument("--stage", action="append", default=[], metavar="STAGE",
                    help="add a catalog stage (repeatable): " + ", ".join(catalog.BY_NAME))
@@ -194,6 +195,10 @@ def sampling_frequency(duration: float | None) -> int:
 def check_arguments(args, parser: argparse.ArgumentParser) -> None:
     if not (args.insert_profile or args.index_profile or args.stage or args.probe):
         args.insert_profile = True  # what the tool is for
+    if args.index_profile:
+        # the duty cycles pace on the rows the server changes, and a build changes none; its
+        # once-per-index phase functions would lose their returns to an off-phase
+        args.exact = True
     if args.pid is None and not (args.binary and args.list):
         parser.error("-p/--pid is required (or --binary with --list)")
     if args.pid is not None and args.pid <= 0:
@@ -247,7 +252,7 @@ def options_from(args) -> RecordOptions:
         off_cpu=not args.no_off_cpu, io=not args.no_io, verbose=args.verbose, argv=tuple(sys.argv),
         perf=None if args.no_perf else PerfOptions(args.perf_freq, args.perf_callgraph, args.keep_perf_data),
         burst_freq=0 if args.no_perf else args.burst_freq, sampler=args.sampler, reuse_calibration=not args.recalibrate,
-        progress_counter=args.progress_counter, start_nice=args.start_nice)
+        progress_counter=args.progress_counter, start_nice=args.start_nice, build_progress=args.index_profile)
 
 
 def report(cap: Capture, out_dir: str | None, signals: RunSignals | None = None, as_json: bool = False,

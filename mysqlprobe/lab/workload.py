@@ -115,8 +115,8 @@ def prepare_source(conn, rows: int) -> None:
             raise WorkloadError(f"{SOURCE} has {got} rows, wanted {rows}")
 
 
-def create_target(conn, t: Table) -> None:
-
+def create_target(conn, t: Table | IndexTable) -> None:
+    """The table made anew, empty."""
     with conn.cursor() as cur:
         cur.execute(f"CREATE DATABASE IF NOT EXISTS {SCHEMA}")
         cur.execute(f"USE {SCHEMA}")
@@ -230,14 +230,8 @@ def fill_index_table(conn, t: IndexTable, rows: int) -> float:
     """The table made anew with exactly `rows` rows, no secondary index;
     k spread over the rows (not in id order: the build has to sort). The
     seconds the fill took."""
+    create_target(conn, t)
     with conn.cursor() as cur:
-        cur.execute(f"CREATE DATABASE IF NOT EXISTS {SCHEMA}")
-        cur.execute(f"USE {SCHEMA}")
-        cur.execute(f"DROP TABLE IF EXISTS {t.name}")
-        try:
-            cur.execute(t.ddl())
-        except pymysql.err.MySQLError as e:
-            raise WorkloadError(f"the server would not create {t.name}: {e.args[-1]}") from None
         start = time.perf_counter()
         cur.execute("BEGIN")
         cur.execute(f"INSERT INTO {t.name} SELECT seq, (seq * 7919) % {rows} + 1, "

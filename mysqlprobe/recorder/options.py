@@ -35,6 +35,7 @@ class RecordOptions:
                                         # in BPF where the binary keeps frame pointers ("auto")
     reuse_calibration: bool = True      # start from the last run's calibration on this kernel and CPU
     progress_counter: str | None = None  # a variable of the target read as its progress, for the rows changed
+    build_progress: bool = False        # read an index build's progress from the server once a second
     start_nice: int | None = START_NICE  # the start's niceness until the window opens (recorder/priority.py)
     verbose: bool = False
     stop_reason: str = "stopped"        # window.ended_by when `stop` is set by the caller

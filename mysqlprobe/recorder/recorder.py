@@ -50,6 +50,7 @@ from mysqlprobe.collectors.cpu.perf_record import Unwinding, choose_unwinding
 from mysqlprobe.collectors.perfschema.settings import ROW_COUNTERS
 from mysqlprobe.collectors.kernel.process import ProcessCollector
 from mysqlprobe.collectors.uprobes.progress import MemoryCounter, counter_symbol
+from mysqlprobe.collectors.perfschema.build_progress import eta_s
 from mysqlprobe.collectors.perfschema.collector import PerfSchemaCollector, thread_names
 from mysqlprobe.collectors.target.symbols import Binary, Target
 from mysqlprobe.errors import PermissionProblem
@@ -120,7 +121,8 @@ class Recorder:
                                               o.full_sql)
         if o.connect is not None:
             out["perf_schema"] = PerfSchemaCollector(pid, o.connect, o.ps_waits, o.full_sql,
-                                                       whole_window=o.ps_whole_window)
+                                                       whole_window=o.ps_whole_window,
+                                                       build_progress=o.build_progress)
         out["process"] = ProcessCollector(pid)
         if not o.exact:  # what costs per switch or per sample runs in the on-phases only
             for c in out.values():
@@ -230,8 +232,10 @@ class Recorder:
         if latency:
             latency.start()  # before the announcement: a load started on it is counted from its first call
         self.timings["process_start_to_window_s"] = since_process_start()
+        ps = self._one(PerfSchemaCollector)
         win = Window(self.target.pid, o.duration, self.control, o.stop_reason,
-                     latency.total_calls if latency else (lambda: 0))
+                     latency.total_calls if latency else (lambda: 0),
+                     self._build_progress(ps) if ps and ps.build_progress else None)
         if self.control.status:
             self.control.status.started(self.target.pid, len(self.plan.specs),
                                         latency.attached_count if latency else 0, exact, o.budget)
@@ -262,6 +266,17 @@ class Recorder:
                   "rows_counter": self.counter.label if self.counter else "+".join(ROW_COUNTERS),
                   "own_cpu_s": round(own_cpu, 4), "start_monotonic_s": round(started[0], 6)}
         return window, sampling, rows_at_end
+
+    @staticmethod
+    def _build_progress(ps: PerfSchemaCollector) -> Callable[[float], str | None]:
+        """The index build's stage, percentage and time left, for the status line."""
+        def line(at_s: float) -> str | None:
+            reading = ps.read_build_progress(at_s)
+            if reading is None or ps.build_progress is None:
+                return None
+            left = eta_s(ps.build_progress.readings)
+            return f"index build: {reading.stage} {reading.percent:.0f}%" + (f", ~{left:.0f}s left" if left else "")
+        return line
 
     def _progress_counter(self) -> MemoryCounter | None:
         if not self.counter_symbol or not self.options.progress_counter:

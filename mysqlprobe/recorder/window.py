@@ -104,10 +104,15 @@ class Window:
     caller), or the target's exit."""
 
     def __init__(self, pid: int, duration: float | None, control: Control, stop_reason: str,
-                 calls_so_far: Callable[[], int]) -> None:
+                 calls_so_far: Callable[[], int], progress: Callable[[float], str | None] | None = None) -> None:
+        """progress: called about once a second with the seconds into the
+        window; what it returns goes on the status line (an index build's
+        stage and percentage)."""
         self.pid, self.duration, self.stop = pid, duration, control.stop
         self.signals, self.status = control.signals, control.status
         self.stop_reason, self.calls_so_far = stop_reason, calls_so_far
+        self.progress = progress
+        self._progress_at = 0.0
         self.start = time.monotonic()
         self.ended_by: str | None = None
 
@@ -132,8 +137,14 @@ class Window:
             if not alive(self.pid):
                 self.ended_by = "target exited"
                 break
+            elapsed = self.elapsed()
+            if self.progress and elapsed - self._progress_at >= 1.0:
+                self._progress_at = elapsed
+                text = self.progress(elapsed)
+                if self.status:
+                    self.status.note = text
             if self.status:
-                self.status.tick(self.elapsed(), self.calls_so_far)
+                self.status.tick(elapsed, self.calls_so_far)
         return True
 
 
@@ -145,6 +156,7 @@ class StatusLine:
         self.enabled = enabled and stream.isatty()
         self._last = 0.0
         self.sampler = None
+        self.note: str | None = None   # said after the counts (an index build's progress)
 
     def started(self, pid: int, functions: int, probes: int, exact: bool = True, budget: float = 0.10) -> None:
         mode = "every call" if exact else f"sampled within {100 * budget:g}% overhead, --exact for every call"
@@ -157,7 +169,8 @@ class StatusLine:
         self._last = elapsed
         samples = self.sampler.samples_so_far() if self.sampler else None
         self.stream.write(f"\r{elapsed:7.1f}s  {calls_so_far():>12,} calls"
-                          + (f"  ~{samples:,} samples" if samples is not None else ""))
+                          + (f"  ~{samples:,} samples" if samples is not None else "")
+                          + (f"  {self.note}" if self.note else "") + "\x1b[K")
         self.stream.flush()
 
     def done(self) -> None:

@@ -23,6 +23,7 @@ EXPECTED = {
     "10.11.5": (SORTED, ["merge sort", "insert", INLINED_SCAN]),
 }
 
+PROGRESS_SOURCE = {"10.1.23": "processlist", "10.2.11": "processlist", "10.11.5": "performance_schema"}
 
 @pytest.fixture(scope="module", params=sandbox.VERSIONS)
 def server(request):
@@ -69,5 +70,17 @@ def test_the_build_counted_against_the_table_and_the_new_index(server, tmp_path)
     assert set(phases) <= set(names), names
     shares = [p["share"] for p in b["phases"]]
     assert all(s is not None and 0 <= s <= 1 for s in shares) and sum(shares) == pytest.approx(1.0, abs=0.01)
-    assert "index build (" in out and f"rows scanned {ROWS:,}" in out
+    assert f"index build, {method}" in out and f"rows scanned {ROWS:,}" in out
+    # the server's own progress: P_S's alter stages with their work on 10.11; MariaDB's
+    # progress report (information_schema.PROCESSLIST) before, read once a second
+    progress = b["server_progress"]
+    assert progress["source"] == PROGRESS_SOURCE[sb.version] and progress["reads"] >= 1
+    stages = {s["stage"]: s["max_percent"] for s in progress["stages"]}
+    if progress["source"] == "performance_schema":
+        assert {"alter table (read PK and internal sort)", "alter table (merge sort)", "alter table (insert)"} <= set(stages)
+        # the scan and the insert end at their estimates; the merge sort's estimate is InnoDB's
+        # upper bound on its passes (75% of it done at its end here, with 3 runs)
+        assert stages["alter table (read PK and internal sort)"] == stages["alter table (insert)"] == 100.0, stages
+        assert 0 < stages["alter table (merge sort)"] <= 100.0, stages
+    assert all(0 <= p <= 100 for p in stages.values())
     conn.close()

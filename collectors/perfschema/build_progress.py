@@ -1,0 +1,89 @@
+"""An index build's progress as the server reports it, read once a second
+while the window is open: Performance Schema's InnoDB alter stages with
+their WORK_COMPLETED / WORK_ESTIMATED (MySQL 5.7+, MariaDB 10.5+), else
+MariaDB's own progress report (information_schema.PROCESSLIST's STAGE,
+MAX_STAGE and PROGRESS: every MariaDB, InnoDB reporting its merge sort and
+insert through thd_progress_report)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from mysqlprobe.collectors.perfschema.connection import Connection
+
+MAX_SAMPLES = 3600   # an hour of once-a-second reads; after that, the last one is kept up to date
+P_S_SQL = ("SELECT EVENT_NAME, WORK_COMPLETED, WORK_ESTIMATED FROM performance_schema.events_stages_current "
+           "WHERE EVENT_NAME LIKE 'stage/innodb/alter%%' ORDER BY WORK_ESTIMATED DESC LIMIT 1")
+PROCESSLIST_SQL = ("SELECT STAGE, MAX_STAGE, PROGRESS, STATE FROM information_schema.PROCESSLIST "
+                   "WHERE PROGRESS > 0 AND ID != CONNECTION_ID() ORDER BY PROGRESS DESC LIMIT 1")
+STAGE_PREFIX = "stage/innodb/"
+
+
+@dataclass(frozen=True, slots=True)
+class Reading:
+    at_s: float            # seconds into the window
+    stage: str             # the InnoDB phase (P_S), or "stage N of M: STATE" (MariaDB's report)
+    percent: float         # of the stage's work (P_S) or of the whole statement (MariaDB's PROGRESS)
+
+    def to_json(self) -> list[Any]:
+        return [round(self.at_s, 3), self.stage, round(self.percent, 2)]
+
+
+def source_of(conn: Connection) -> str | None:
+    """Which progress this server reports: "performance_schema", "processlist" or None."""
+    with conn.cursor() as cur:
+        cur.execute("SELECT COLUMN_NAME FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = %s AND TABLE_NAME = %s",
+                    ("performance_schema", "events_stages_current"))
+        if "WORK_COMPLETED" in {r[0].upper() for r in cur.fetchall()}:
+            return "performance_schema"
+        cur.execute("SELECT COLUMN_NAME FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = %s AND TABLE_NAME = %s",
+                    ("information_schema", "PROCESSLIST"))
+        return "processlist" if "PROGRESS" in {r[0].upper() for r in cur.fetchall()} else None
+
+
+class BuildProgress:
+    """Reads of one server's index build progress, kept for the capture."""
+
+    def __init__(self, conn: Connection, source: str) -> None:
+        self.conn, self.source = conn, source
+        self.readings: list[Reading] = []
+        self.reads = 0
+
+    def read(self, at_s: float) -> Reading | None:
+        """The build under way now, if any (a read that fails is None)."""
+        self.reads += 1
+        with self.conn.cursor() as cur:
+            cur.execute(P_S_SQL if self.source == "performance_schema" else PROCESSLIST_SQL)
+            row = cur.fetchone()
+        if not row:
+            return None
+        if self.source == "performance_schema":
+            name, done, estimated = row
+            if not estimated:
+                return None
+            reading = Reading(at_s, name.removeprefix(STAGE_PREFIX), 100.0 * min(done or 0, estimated) / estimated)
+        else:
+            stage, stages, percent, state = row
+            reading = Reading(at_s, f"stage {stage} of {stages}: {state or '?'}", float(percent))
+        if len(self.readings) < MAX_SAMPLES:
+            self.readings.append(reading)
+        else:
+            self.readings[-1] = reading
+        return reading
+
+    def record(self) -> dict[str, Any]:
+        return {"source": self.source, "reads": self.reads,
+                "readings": [r.to_json() for r in self.readings]}
+
+
+def eta_s(readings: list[Reading]) -> float | None:
+    """Seconds left in the stage now running, at the pace it has kept so far (None: not yet known)."""
+    if not readings:
+        return None
+    last = readings[-1]
+    first = next((r for r in readings if r.stage == last.stage), last)
+    gained, spent = last.percent - first.percent, last.at_s - first.at_s
+    if gained <= 0 or spent <= 0:
+        return None
+    return (100.0 - last.percent) * spent / gained
