@@ -242,8 +242,8 @@ if os.environ.get("MYSQLPROBE_TYPES_CORPUS"):
     _accepting = _model.Profile.__init__
     _kept = [0]
 
-    def _keep_document(self, doc, stacks=None):
-        _accepting(self, doc, stacks)
+    def _keep_document(self, doc, stacks=None, recorded_here=False):
+        _accepting(self, doc, stacks, recorded_here)
         if _IN_HOSTILE_TEST[0]:
             return
         where = Path(os.environ["MYSQLPROBE_TYPES_CORPUS"]) / f"{os.getpid()}-{_kept[0]}"
