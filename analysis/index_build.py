@@ -28,10 +28,12 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from mysqlprobe.analysis.account import wall_stacks
+from mysqlprobe.analysis.mechanisms import frame_name
 from mysqlprobe.analysis.views import Probe
 from mysqlprobe.catalog import INDEX_STAGES
 
@@ -261,14 +263,25 @@ def _stack_shares(profile: Profile) -> dict[str, float] | None:
     if account is None or not profile.stacks["cpu_profile"].collected:
         return None
     wall = wall_stacks(account, profile.folded.get("cpu_profile"), profile.folded.get("off_cpu"))
+    return phase_shares((stack.split(";"), ns) for stack, ns in wall.stacks.items())
+
+
+def phase_of(frames: list[str]) -> str | None:
+    """The build's phase a stack (root first) is in: the innermost phase
+    function on it (on the 5.7 line a build whose tuples fit one sort
+    buffer inserts them from inside the scan); None outside a build."""
+    names = [frame_name(f) for f in frames]   # arguments and clone suffixes off, as perf may print them
+    if BUILD_FUNCTION not in names:
+        return None
+    return next((PHASE_OF[f] for f in reversed(names) if f in PHASE_OF), OTHER_PHASE)
+
+
+def phase_shares(stacks: Iterable[tuple[list[str], float]]) -> dict[str, float] | None:
+    """Each phase's share of the weight of the stacks inside a build."""
     per: dict[str, float] = defaultdict(float)
-    for stack, ns in wall.stacks.items():
-        frames = stack.split(";")
-        if BUILD_FUNCTION not in frames:
-            continue
-        # the innermost phase on it: on the 5.7 line a build whose tuples fit one
-        # sort buffer inserts them from inside the scan
-        phase = next((PHASE_OF[f] for f in reversed(frames) if f in PHASE_OF), OTHER_PHASE)
-        per[phase] += ns
+    for frames, weight in stacks:
+        phase = phase_of(frames)
+        if phase is not None:
+            per[phase] += weight
     total = sum(per.values())
-    return {name: ns / total for name, ns in per.items()} if total else None
+    return {name: w / total for name, w in per.items()} if total else None

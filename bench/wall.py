@@ -3,6 +3,7 @@ mysqlprobe's wall-time account and compare's mechanisms against unprobed runs.
 
     sudo .venv/bin/python bench/wall.py account [--repeats 3] [--seconds 1,10] [--shapes ...]
     sudo .venv/bin/python bench/wall.py compare [--repeats 3] [--pairs ...] [--rows 300007]
+    sudo .venv/bin/python bench/wall.py index-build [--repeats 3] [--servers ...] [--formats ...]
 
 The truth of both: the load unprobed beside two perf records, `perf record
 -g -e cpu-clock -F 999 -p PID` (the threads' CPU by stack, each sample its
@@ -25,6 +26,7 @@ from pathlib import Path
 
 from mysqlprobe.analysis import mechanisms as M
 from mysqlprobe.analysis.account import NOT_TRACED
+from mysqlprobe.analysis.index_build import phase_shares
 from mysqlprobe.lab import sandbox, workload
 from mysqlprobe.lab.benchkit import (MYSQLPROBE, bench_parser, derived, log, machine, machine_line, profiled_run, span,
                                      run_subcommand, stored, write_results)
@@ -350,7 +352,157 @@ def compare_markdown(result: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
-SUBCOMMANDS = {"account": (main_account, DOC_ACCOUNT), "compare": (main_compare, DOC_COMPARE)}
+# --------------------------------------------------------------------------- index build
+
+DOC_INDEX_BUILD = """The index build by row format: CREATE INDEX k on the row-format study's
+table, unprobed and under --index-profile, against perf's picture of it.
+
+    sudo .venv/bin/python bench/wall.py index-build [--repeats 3] [--rows 300007]
+        [--servers 10.1.23,10.2.11] [--formats compact,dynamic,compressed-8,compressed-4,compressed-2]
+
+Per server and row format (sandbox servers; the table id, k, c char(120),
+pad char(60), PK on id, filled with a prime number of rows, k shuffled),
+per repeat, interleaved:
+
+- unprobed: the build's seconds (DROP INDEX, then CREATE INDEX timed by the
+  client);
+- truth: an unprobed build beside `perf record -g` of the server's CPU and
+  of every context switch (its threads' wall time by stack, on CPU and off);
+  each phase's share of the build: the stacks inside row_merge_build_indexes
+  by their innermost phase function, as the tool classifies its own;
+- tool: the build under mysqlprobe --index-profile: its seconds, and the
+  capture's index_build (rows, tuples, runs, passes, the phases' shares).
+
+Reported: the build's ns per row unprobed, the tool's slowdown of it, its
+counts, and each phase's share by the tool against perf's (median over the
+repeats); a phase is held to within 25% of perf's share where perf gives it
+at least 10% of the build. Writes its section of bench/RESULTS.md."""
+
+INDEX_FORMATS = ("compact", "dynamic", "compressed-8", "compressed-4", "compressed-2")
+INDEX_WITHIN = BOUND  # a phase's share against perf's
+INDEX_MIN_SHARE = SHARE  # perf's share of a phase held to the bound: smaller ones are shown, not judged
+
+
+def index_table_of(fmt: str) -> workload.IndexTable:
+    row_format, _, kb = fmt.partition("-")
+    return workload.index_table(row_format, int(kb) if kb else 0)
+
+
+def index_truth_run(pid: int, conn, t: workload.IndexTable, workdir: Path) -> dict:
+    """An unprobed build under perf: its seconds and its phases' shares of the build's wall time."""
+    rec = WallRecorder(pid, workdir)
+    time.sleep(0.5)  # perf's events open
+    seconds = workload.build_index(conn, t)
+    wall = rec.stop()
+    stacks = [(stack.split(";"), ns) for threads in (wall.on_cpu, wall.off_cpu)
+              for per_thread in threads.values() for stack, ns in per_thread.items()]
+    return {"seconds": seconds, "shares": phase_shares(stacks) or {}}
+
+
+def index_tool_run(pid: int, conn, t: workload.IndexTable, workdir: Path) -> dict:
+    out = Path(tempfile.mkdtemp(dir=workdir))
+    _, seconds = profiled_run(pid, out, lambda: (0, workload.build_index(conn, t)), 0.0, "--index-profile")
+    b = derived(out)["index_build"] or {}
+    return {"seconds": seconds, "rows_scanned": b.get("rows_scanned"), "tuples_inserted": b.get("tuples_inserted"),
+            "runs": b.get("runs"), "merge_passes": b.get("merge_passes"), "compressions": b.get("compressions"),
+            "method": b.get("method"), "share_source": b.get("share_source"),
+            "shares": {p["name"]: p["share"] for p in b.get("phases") or [] if p["share"] is not None}}
+
+
+def index_bench_cell(sb: sandbox.Sandbox, pid: int, fmt: str, rows: int, repeats: int, workdir: Path) -> dict:
+    conn = workload.connect(sb.socket)
+    t = index_table_of(fmt)
+    saved = workload.barracuda(conn)
+    fill_s = workload.fill_index_table(conn, t, rows)
+    runs = []
+    for r in range(repeats):
+        unprobed = workload.build_index(conn, t)
+        truth = index_truth_run(pid, conn, t, workdir)
+        tool = index_tool_run(pid, conn, t, workdir)
+        runs.append({"unprobed_s": unprobed, "truth": truth, "tool": tool})
+        log(f"{sb.version} {fmt} #{r + 1}: unprobed {unprobed:.3f}s, under perf {truth['seconds']:.3f}s, "
+            f"profiled {tool['seconds']:.3f}s; shares tool {_shares_text(tool['shares'])}, perf {_shares_text(truth['shares'])}")
+    workload.restore_file_format(conn, saved)
+    conn.close()
+    return {"server": sb.version, "format": fmt, "rows": rows, "fill_s": fill_s, "runs": runs}
+
+
+def _shares_text(shares: dict[str, float]) -> str:
+    return ", ".join(f"{k} {v:.0%}" for k, v in shares.items())
+
+
+def median_share(runs: list[dict], side: str, phase: str) -> float | None:
+    xs = [r[side]["shares"].get(phase) for r in runs if r[side]["shares"].get(phase) is not None]
+    return statistics.median(xs) if xs else None
+
+
+def index_markdown(result: dict) -> str:
+    lines = ["# Index build by row format: CREATE INDEX under --index-profile, against perf", "",
+             f"- date: {result['date']}", f"- command: `{result['command']}`", f"- commit: {result['commit']}",
+             f"- machine: {machine_line(result['machine'])}",
+             "- table: id int PK, k int, c char(120), pad char(60), k shuffled; CREATE INDEX k ON it (k)",
+             "- unprobed: the build's seconds, as the client timed it; slowdown: the profiled build's seconds over "
+             "the unprobed ones (medians)",
+             "- truth: an unprobed build beside perf record -g (the server's CPU at 999 Hz, every context switch): "
+             "the stacks inside row_merge_build_indexes by their innermost phase function",
+             f"- bound: a phase's share within {INDEX_WITHIN:.0%} of perf's where perf gives it at least {INDEX_MIN_SHARE:.0%} "
+             "of the build; medians [min, max] over the repeats", "",
+             "| server | format | rows | ns/row unprobed | slowdown | method | rows scanned | runs | passes "
+             "| pages compressed | phase | tool share | perf share | error | met |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    for cell in result["cells"]:
+        runs = cell["runs"]
+        unprobed = [r["unprobed_s"] for r in runs]
+        slow = [r["tool"]["seconds"] / statistics.median(unprobed) for r in runs]
+        tool0 = runs[0]["tool"]
+        phases = sorted({p for r in runs for side in ("tool", "truth") for p in r[side]["shares"]})
+        head = (f"| {cell['server']} | {cell['format']} | {cell['rows']} | "
+                f"{span([u * 1e9 / cell['rows'] for u in unprobed], '{:.0f}')} | {span(slow, '{:.2f}x')} | "
+                f"{tool0['method'] or '-'} | {tool0['rows_scanned']} | {tool0['runs']} | {tool0['merge_passes']} | "
+                f"{tool0['compressions']} ")
+        for i, phase in enumerate(phases):
+            tool, truth = median_share(runs, "tool", phase), median_share(runs, "truth", phase)
+            err = None if tool is None or not truth else tool / truth - 1
+            judged = truth is not None and truth >= INDEX_MIN_SHARE
+            met = ("yes" if err is not None and abs(err) <= INDEX_WITHIN else "NO") if judged else "-"
+            lines.append((head if i == 0 else "| | | | | | | | | | ")
+                         + f"| {phase} | {'-' if tool is None else f'{tool:.1%}'} | "
+                           f"{'-' if truth is None else f'{truth:.1%}'} | {'-' if err is None else f'{err:+.0%}'} "
+                           f"| {met} |")
+    return "\n".join(lines) + "\n"
+
+
+def main_index_build() -> int:
+    ap = bench_parser(DOC_INDEX_BUILD, repeats=3, rows=300007)
+    ap.add_argument("--servers", default="10.1.23,10.2.11")
+    ap.add_argument("--formats", default=",".join(INDEX_FORMATS))
+    ap.add_argument("--render", action="store_true", help="write its RESULTS.md section again from results.json")
+    args = ap.parse_args()
+    if args.render:
+        write_results(args.out, "index_build", stored("index_build", args.out), index_markdown)
+        return 0
+    host = machine()
+    cells = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for version in args.servers.split(","):
+            sb = sandbox.Sandbox(version, instance="bench")
+            pid = sb.start(log)
+            try:
+                for fmt in args.formats.split(","):
+                    cells.append(index_bench_cell(sb, pid, fmt, args.rows, args.repeats, Path(tmp)))
+            finally:
+                sb.stop()
+    result = {"date": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"), "commit": host["commit"],
+              "command": f"bench/wall.py index-build --repeats {args.repeats} --rows {args.rows} --servers {args.servers} "
+                         f"--formats {args.formats}",
+              "machine": host, "cells": cells}
+    write_results(args.out, "index_build", result, index_markdown)
+    return 0
+
+
+
+SUBCOMMANDS = {"account": (main_account, DOC_ACCOUNT), "compare": (main_compare, DOC_COMPARE),
+               "index-build": (main_index_build, DOC_INDEX_BUILD)}
 
 
 if __name__ == "__main__":

@@ -221,6 +221,25 @@ class IndexTable:
         return f"CREATE TABLE {self.name} {INDEX_COLUMNS}{options}"
 
 
+def barracuda(conn) -> str | None:
+    """MariaDB 10.1 makes COMPRESSED and DYNAMIC tables only with the Barracuda
+    file format (else a COMPACT one, and a warning): set it, return the value
+    to put back (None: nothing to put back)."""
+    with conn.cursor() as cur:
+        cur.execute("SHOW GLOBAL VARIABLES LIKE 'innodb_file_format'")
+        row = cur.fetchone()
+        if not row or row[1].lower() == "barracuda":
+            return None
+        cur.execute("SET GLOBAL innodb_file_format = 'Barracuda'")
+        return row[1]
+
+
+def restore_file_format(conn, saved: str | None) -> None:
+    if saved:
+        with conn.cursor() as cur:
+            cur.execute("SET GLOBAL innodb_file_format = %s", (saved,))
+
+
 def index_table(row_format: str = "", key_block_size: int = 0) -> IndexTable:
     table("none", 0, row_format, key_block_size)   # the same checks as the seed's tables
     return IndexTable(row_format, key_block_size)
@@ -232,6 +251,11 @@ def fill_index_table(conn, t: IndexTable, rows: int) -> float:
     seconds the fill took."""
     create_target(conn, t)
     with conn.cursor() as cur:
+        made = _scalar(cur, "SELECT ROW_FORMAT FROM information_schema.TABLES WHERE TABLE_SCHEMA = %s "
+                            "AND TABLE_NAME = %s", (SCHEMA, t.name))
+        if t.row_format and (made or "").lower() != t.row_format:
+            raise WorkloadError(f"the server made {t.name} {made}, not {t.row_format.upper()} "
+                                "(MariaDB 10.1 needs innodb_file_format=Barracuda: workload.barracuda)")
         start = time.perf_counter()
         cur.execute("BEGIN")
         cur.execute(f"INSERT INTO {t.name} SELECT seq, (seq * 7919) % {rows} + 1, "

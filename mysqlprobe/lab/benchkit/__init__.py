@@ -50,7 +50,8 @@ SECTIONS = (("overhead", "bench/overhead.py"), ("oltp", "bench/oltp.py"), ("per_
             ("io_counts", "bench/counts.py io"), ("usdt_counts", "bench/counts.py usdt"),
             ("startup", "bench/startup.py"), ("start_stop", "bench/lifecycle.py start-stop"),
             ("attach_churn", "bench/lifecycle.py churn"), ("soak", "bench/lifecycle.py soak"),
-            ("account", "bench/wall.py account"), ("fuzz", "bench/fuzz.py"))
+            ("account", "bench/wall.py account"), ("fuzz", "bench/fuzz.py"),
+            ("index_build", "bench/wall.py index-build"))
 MARKER = "<!-- section: {} -->"
 RESULTS_HEAD = """# Benchmark results
 

@@ -139,18 +139,6 @@ def _progress(quiet: bool, msg: str) -> None:
         print(msg, file=sys.stderr, flush=True)
 
 
-def _barracuda(conn) -> str | None:
-    """MariaDB 10.1 makes COMPRESSED and DYNAMIC tables only with the Barracuda
-    file format: set it for the bench, return the value to put back."""
-    with conn.cursor() as cur:
-        cur.execute("SHOW GLOBAL VARIABLES LIKE 'innodb_file_format'")
-        row = cur.fetchone()
-        if not row or row[1].lower() == "barracuda":
-            return None
-        cur.execute("SET GLOBAL innodb_file_format = 'Barracuda'")
-        return row[1]
-
-
 WALL_FREQUENCY = 999   # a 1M-row load's sampled run: a few thousand samples of its thread
 SETTLE_S = 0.5         # after a run's table is dropped (its dirty pages with it), before the next run
 
@@ -263,7 +251,7 @@ def _bench(args, cells: list[Cell], sides: list[Side]) -> None:
         for side in sides:
             _open(side, args)
             if any(c.table.row_format for c in cells):
-                restore_format[side.name] = _barracuda(side.conn)
+                restore_format[side.name] = workload.barracuda(side.conn)
             workload.prepare_source(side.conn, args.rows)
         base = Path(args.output)
         pair = len(sides) == 2
@@ -296,9 +284,7 @@ def _bench(args, cells: list[Cell], sides: list[Side]) -> None:
         for side in sides:
             if side.conn is None:
                 continue
-            if restore_format.get(side.name):
-                with side.conn.cursor() as cur:
-                    cur.execute("SET GLOBAL innodb_file_format = %s", (restore_format[side.name],))
+            workload.restore_file_format(side.conn, restore_format.get(side.name))
             side.conn.close()
 
 
