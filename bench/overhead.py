@@ -36,7 +36,7 @@ from pathlib import Path
 from mysqlprobe import catalog
 from mysqlprobe.lab import sandbox, workload
 from mysqlprobe.lab.benchkit import (BPFTRACE, HERE, MYSQLPROBE, ROOT, Tool, derived, fixture_command, log, machine, med,
-                                     spread, stored, write_results)
+                                     rendered_again, spread, write_results)
 from mysqlprobe.collectors.target.symbols import load_target_binary, resolve_target
 from mysqlprobe.recorder.plan import plan_probes
 
@@ -329,8 +329,7 @@ def main() -> int:
     ap.add_argument("--out", default=str(HERE))
     ap.add_argument("--render", action="store_true", help="only write its RESULTS.md section again from results.json")
     args = ap.parse_args()
-    if args.render:
-        write_results(args.out, "overhead", stored("overhead", args.out), render)
+    if rendered_again(args, "overhead", render):
         return 0
     if os.geteuid() != 0:
         print("bench/overhead.py: run as root (it attaches probes)", file=sys.stderr)

@@ -31,7 +31,8 @@ import time
 from datetime import datetime, timezone
 from pathlib import Path
 
-from mysqlprobe.lab.benchkit import bench_parser, derived, log, machine, machine_line, profiled_run, span, stored, write_results
+from mysqlprobe.lab.benchkit import (bench_parser, derived, log, machine, machine_line, profiled_run, rendered_again,
+                                     span, write_results)
 from mysqlprobe.lab.benchkit.loads import SYSBENCH_SHAPE, ShapeRun, rows_inserted, shape_runs
 from mysqlprobe.collectors.kernel.process import cpu_seconds
 from mysqlprobe.lab import sandbox, workload
@@ -200,8 +201,7 @@ def main() -> int:
     ap.add_argument("--render", action="store_true", help="write its RESULTS.md section again from results.json")
     ap.add_argument("--keep-captures", metavar="DIR", help="keep each profiled run's capture under DIR")
     args = ap.parse_args()
-    if args.render:
-        write_results(args.out, "short_load", stored("short_load", args.out), markdown)
+    if rendered_again(args, "short_load", markdown):
         return 0
     host = machine()   # once, before the runs: its commit is the tree's as it ran
     sb = sandbox.Sandbox("10.2.11", instance="bench")

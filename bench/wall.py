@@ -29,7 +29,7 @@ from mysqlprobe.analysis.account import NOT_TRACED
 from mysqlprobe.analysis.index_build import phase_shares
 from mysqlprobe.lab import sandbox, workload
 from mysqlprobe.lab.benchkit import (MYSQLPROBE, bench_parser, derived, log, machine, machine_line, profiled_run, span,
-                                     run_subcommand, stored, write_results)
+                                     rendered_again, run_subcommand, write_results)
 from mysqlprobe.lab.benchkit.loads import SYSBENCH_SHAPE, ShapeRun, shape_runs, unprobed_ns_per_row
 from mysqlprobe.lab.benchkit.truth import WallRecorder
 
@@ -156,8 +156,7 @@ def main_account() -> int:
     ap.add_argument("--shapes", default=f"range-5,range-100,list-5,list-100,hash-5,hash-100,{SYSBENCH_SHAPE}")
     ap.add_argument("--render", action="store_true", help="write its RESULTS.md section again from results.json")
     args = ap.parse_args()
-    if args.render:
-        write_results(args.out, "account", stored("account", args.out), markdown)
+    if rendered_again(args, "account", markdown):
         return 0
     host = machine()
     sb = sandbox.Sandbox("10.2.11", instance="bench")
@@ -274,8 +273,7 @@ def main_compare() -> int:
     ap.add_argument("--keep", metavar="DIR", help="keep the lab bench captures under DIR")
     ap.add_argument("--render", action="store_true", help="write its RESULTS.md section again from results.json")
     args = ap.parse_args()
-    if args.render:
-        write_results(args.out, "regression", stored("regression", args.out), compare_markdown)
+    if rendered_again(args, "regression", compare_markdown):
         return 0
     host = machine()
     runs = []
@@ -478,8 +476,7 @@ def main_index_build() -> int:
     ap.add_argument("--formats", default=",".join(INDEX_FORMATS))
     ap.add_argument("--render", action="store_true", help="write its RESULTS.md section again from results.json")
     args = ap.parse_args()
-    if args.render:
-        write_results(args.out, "index_build", stored("index_build", args.out), index_markdown)
+    if rendered_again(args, "index_build", index_markdown):
         return 0
     host = machine()
     cells = []

@@ -209,6 +209,15 @@ def bench_parser(doc: str, **numbers: int) -> argparse.ArgumentParser:
     return ap
 
 
+def rendered_again(args: argparse.Namespace, key: str, markdown: Callable[[dict], str]) -> bool:
+    """With --render: the section written again from the figures results.json
+    keeps, nothing measured; whether it was asked."""
+    if not args.render:
+        return False
+    write_results(args.out, key, stored(key, args.out), markdown)
+    return True
+
+
 def run_line(result: dict, command: str | None = None) -> str:
     """A results section's line about the machine, the start and the command."""
     return (f"{machine_line(result['machine'])} Started {result['started']}. Command: "
