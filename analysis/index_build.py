@@ -133,6 +133,10 @@ class IndexBuild:
     merge_passes: int | None      # ceil(log2(runs)): the pairwise merge InnoDB does
     blocks_written: dict[str, float] = field(default_factory=dict)  # temporary-file blocks by phase
     compressions: float | None = None  # page_zip_compress calls in the build
+    # InnoDB's own count over the window (INNODB_CMP): compressions, and those that did not fit
+    # (the page is then split or reorganized and compressed again)
+    server_compressions: int | None = None
+    compression_failures: int | None = None
     phases: tuple[Phase, ...] = ()
     share_source: str = ""
     progress: ServerProgress | None = None
@@ -145,7 +149,8 @@ class IndexBuild:
                 "node_pointers": _count(self.node_pointers), "pages": _count(self.pages),
                 "runs": _count(self.runs), "merge_passes": self.merge_passes,
                 "blocks_written": {k: _count(v) for k, v in self.blocks_written.items()},
-                "compressions": _count(self.compressions),
+                "compressions": _count(self.compressions), "server_compressions": self.server_compressions,
+                "compression_failures": self.compression_failures,
                 "phases": [p.to_json() for p in self.phases], "share_source": self.share_source,
                 "server_progress": self.progress.to_json() if self.progress else None,
                 "notes": list(self.notes)}
@@ -210,8 +215,11 @@ def build(profile: Profile) -> IndexBuild | None:
               if (n := under("index.block_write", stage)) is not None}
     wall = _span(by_stage[BUILD])
     phases, source = _phases(profile, by_stage, wall, rows)
+    cmp = (profile.doc.get("perf_schema") or {}).get("compressions")
+    server_ops = sum(c["compress_ops"] for c in cmp) if cmp is not None else None
+    failures = sum(c["compress_ops"] - c["compress_ops_ok"] for c in cmp) if cmp is not None else None
     return IndexBuild(method, builds, wall, rows, tuples, node_pointers, calls("index.page_commit"), runs, passes,
-                      blocks, under("innodb.page_compress", *INDEX_STAGE_NAMES),
+                      blocks, under("innodb.page_compress", *INDEX_STAGE_NAMES), server_ops, failures,
                       tuple(phases), source, _server_progress(profile), tuple(notes))
 
 

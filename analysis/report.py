@@ -367,8 +367,11 @@ def index_block(profile: Profile) -> list[str]:
         passes = "" if b.merge_passes is None else f", {b.merge_passes} merge pass(es)"
         blocks = ", ".join(f"{v:,.0f} in the {k}" for k, v in b.blocks_written.items())
         lines.append(f"  sort runs {n(b.runs)}{passes}" + (f"; blocks written {blocks}" if blocks else ""))
-    if b.compressions:
-        lines.append(f"  pages compressed {n(b.compressions)}")
+    if b.compressions or b.server_compressions:
+        server = ("" if b.server_compressions is None else
+                  f" (InnoDB's count over the window: {b.server_compressions:,}, {b.compression_failures:,} did not fit and were "
+                  "compressed again)")
+        lines.append(f"  pages compressed {n(b.compressions)}{server}")
     if b.phases:
         lines += textwrap.wrap(f"share of the build's wall time, from {b.share_source}:", 80,
                                initial_indent="  ", subsequent_indent="    ")

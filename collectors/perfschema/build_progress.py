@@ -77,6 +77,29 @@ class BuildProgress:
                 "readings": [r.to_json() for r in self.readings]}
 
 
+# InnoDB's own count of ROW_FORMAT=COMPRESSED page compressions per page size:
+# compress_ops every page_zip_compress call, compress_ops_ok those that fit
+CMP_SQL = "SELECT page_size, compress_ops, compress_ops_ok FROM information_schema.INNODB_CMP"
+
+
+def compression_counts(conn: Connection) -> dict[int, tuple[int, int]]:
+    """page size -> (compressions, those that succeeded) since the server started."""
+    with conn.cursor() as cur:
+        cur.execute(CMP_SQL)
+        return {int(size): (int(ops), int(ok)) for size, ops, ok in cur.fetchall()}
+
+
+def compression_deltas(before: dict[int, tuple[int, int]],
+                       after: dict[int, tuple[int, int]]) -> list[dict[str, int]]:
+    """The window's compressions per page size where there were any."""
+    out = []
+    for size, (ops, ok) in sorted(after.items()):
+        ops0, ok0 = before.get(size, (0, 0))
+        if ops - ops0:
+            out.append({"page_size": size, "compress_ops": ops - ops0, "compress_ops_ok": ok - ok0})
+    return out
+
+
 def eta_s(readings: list[Reading]) -> float | None:
     """Seconds left in the stage now running, at the pace it has kept so far (None: not yet known)."""
     if not readings:

@@ -26,7 +26,8 @@ from mysqlprobe.collectors.perfschema.settings import (PerfSchema, deltas, leave
                                               server_settings)
 from mysqlprobe.collectors.kernel.process import ServerProcess, thread_cpu_seconds
 from mysqlprobe.collectors.perfschema.guard import RESUME_WAIT_S
-from mysqlprobe.collectors.perfschema.build_progress import BuildProgress, Reading, source_of
+from mysqlprobe.collectors.perfschema.build_progress import (BuildProgress, Reading, compression_counts,
+                                                             compression_deltas, source_of)
 from mysqlprobe.collectors.perfschema.lease import SetupLease
 from mysqlprobe.collectors.perfschema.threads import ThreadWatch, merge_threads
 
@@ -104,6 +105,7 @@ class PerfSchemaCollector(Collector):
         self.own_rows_changed = 0  # setup rows this collector's quiet phases changed
         self.wants_build_progress = build_progress
         self.build_progress: BuildProgress | None = None  # an index build's progress, read once a second
+        self._compressions0: dict[int, tuple[int, int]] | None = None  # InnoDB's page compressions at start()
 
     def _timed(self, fn: Callable[..., T], *args: Any) -> T:
         t0 = time.monotonic()
@@ -248,6 +250,8 @@ class PerfSchemaCollector(Collector):
             self.t0 = self.ps.timer_now()
             self.threads_at_start = self.ps.threads()  # connections that end in the window
             self._own_cpu0 = self._own_threads_cpu(self._own_tids(self.threads_at_start))
+            if self.build_progress is not None:
+                self._compressions0 = self._timed(compression_counts, self.build_progress.conn)
         except pymysql.err.MySQLError as e:
             self.restore()
             self._give_up("unavailable", f"reading performance_schema failed: {_why(e)}")
@@ -309,6 +313,9 @@ class PerfSchemaCollector(Collector):
                                 "threads": merge_threads(self.threads_at_start, seen, self.ps.threads())})
             if self.build_progress is not None:
                 self.record["build_progress"] = self.build_progress.record()
+                if self._compressions0 is not None:
+                    now = self._timed(compression_counts, self.build_progress.conn)
+                    self.record["compressions"] = compression_deltas(self._compressions0, now)
             # mysqlprobe's own connections: not the load's threads in the wall-time account
             self.record["own_os_tids"] = sorted(int(t) for t in self.own_os_threads())
         except pymysql.err.MySQLError as e:

@@ -84,3 +84,36 @@ def test_the_build_counted_against_the_table_and_the_new_index(server, tmp_path)
         assert 0 < stages["alter table (merge sort)"] <= 100.0, stages
     assert all(0 <= p <= 100 for p in stages.values())
     conn.close()
+
+
+COMPRESSED_ROWS = 100003   # prime
+
+
+def test_a_compressed_build_counts_the_compressions_innodb_counts(server, tmp_path):
+    """ROW_FORMAT=COMPRESSED, KEY_BLOCK_SIZE=8: every page_zip_compress the
+    probes count in the build is one of InnoDB's own (INNODB_CMP), and the
+    failures are InnoDB's compress_ops less compress_ops_ok."""
+    sb, pid = server
+    conn = workload.connect(sb.socket)
+    saved = workload.barracuda(conn)   # 10.1 makes COMPRESSED tables only so
+    try:
+        t = workload.index_table("compressed", 8)
+        workload.fill_index_table(conn, t, COMPRESSED_ROWS)
+        prof = Profiler(pid, tmp_path, "--index-profile")
+        workload.build_index(conn, t)
+        code, out, err = prof.stop()
+        assert code == 0, err
+    finally:
+        workload.restore_file_format(conn, saved)
+        conn.close()
+    doc = prof.profile()
+    b = doc["index_build"]
+    assert b["rows_scanned"] == b["tuples_inserted"] == COMPRESSED_ROWS
+    assert b["server_compressions"] is not None and b["server_compressions"] > 0
+    # every compression in the window (the statement also compresses the new index's
+    # empty root page as it creates the index, before the build), and those in the build
+    (zip_calls,) = [p["calls"] for p in doc["probes"] if p["name"] == "page_zip_compress"]
+    assert zip_calls == b["server_compressions"]
+    assert 0 < b["compressions"] <= zip_calls
+    assert 0 <= b["compression_failures"] < b["server_compressions"]
+    assert f"InnoDB's count over the window: {b['server_compressions']:,}" in out
