@@ -96,9 +96,16 @@ class SetupLease:
         """The record, or none with no holder left: then the lock file goes
         too (under the lock; _lock's inode check keeps that safe)."""
         if record["holders"]:
-            self.path.write_text(json.dumps(record))
+            # whole or not at all: a record cut short by a kill mid-write would read as
+            # no record, and lose the setup it saved; readers without the lock see one or the other
+            tmp = f"{self.path}.tmp"
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+            with os.fdopen(fd, "w") as f:
+                f.write(json.dumps(record))
+            os.replace(tmp, self.path)
         else:
             self.path.unlink(missing_ok=True)
+            _unlink_quietly(f"{self.path}.tmp")   # one a kill left mid-write
             _unlink_quietly(self.lock_path)
 
     def join(self, ps: PerfSchema) -> int:
