@@ -95,6 +95,13 @@ def profile_plan(pid: int):
 def seed_load(rows: int, repeats: int, workdir: Path) -> dict:
     sb = sandbox.Sandbox("10.2.11")
     pid = sb.start(log)
+    try:
+        return _seed_load(sb, pid, rows, repeats, workdir)
+    finally:
+        sb.stop()   # the server is the bench's: it does not outlive it
+
+
+def _seed_load(sb: sandbox.Sandbox, pid: int, rows: int, repeats: int, workdir: Path) -> dict:
     conn = workload.connect(sb.socket)
     table = workload.table("range", 5)
     log(f"seed load: preparing {rows} rows")
@@ -204,6 +211,13 @@ def accuracy(repeats: int, workdir: Path) -> dict:
 def attach_time(repeats: int, workdir: Path) -> dict:
     sb = sandbox.Sandbox("10.11.5")
     pid = sb.start(log)
+    try:
+        return _attach_time(pid, repeats, workdir)
+    finally:
+        sb.stop()   # the server is the bench's: it does not outlive it
+
+
+def _attach_time(pid: int, repeats: int, workdir: Path) -> dict:
     binary, plan = profile_plan(pid)
     script = bpftrace_script(pid, binary.display_path, [s.symbol.mangled for s in plan.specs])
     times: dict[str, list[float]] = {"mysqlprobe": [], "bpftrace": []}
