@@ -20,8 +20,9 @@ the redo log and are written out before the build commits
 (FlushObserver::flush). MariaDB 10.11 inlines the scan into
 row_merge_build_indexes: there the build's own time is the scan.
 
-Counts are the probes' (exact with --exact; estimated in sampled mode,
-their intervals beside them). A figure the probes did not see is None
+Counts are the probes' (--index-profile counts every call; index.*
+stages named with --stage in sampled mode give the duty cycles' estimates,
+and then no merge pass count). A figure the probes did not see is None
 and says why, never a guess."""
 
 from __future__ import annotations
@@ -170,8 +171,7 @@ def build(profile: Profile) -> IndexBuild | None:
         return None
 
     def calls(stage: str) -> float | None:
-        probes = by_stage.get(stage)
-        return sum(profile.probe_calls(j).value for j, _ in probes) if probes else None
+        return _calls(profile, by_stage.get(stage, []))
 
     def under(stage: str, *parent: str) -> float | None:
         """Calls of stage's functions whose nearest probed caller is one of
@@ -179,11 +179,7 @@ def build(profile: Profile) -> IndexBuild | None:
         probes, parents = by_stage.get(stage), {p.id for s in parent for _, p in by_stage.get(s, [])}
         if not probes or not parents:
             return None
-        total = 0.0
-        for j, p in probes:
-            counted = sum(c.calls for c in p.callers if c.parent in parents)
-            total += counted * (profile.probe_calls(j).value / p.calls if p.calls else 0.0)
-        return total
+        return sum(sum(c.calls for c in p.callers if c.parent in parents) * _scale(profile, j, p) for j, p in probes)
 
     builds = calls(BUILD) or 0.0
     if not builds:
@@ -198,9 +194,8 @@ def build(profile: Profile) -> IndexBuild | None:
     if method == SORTED:
         levels: dict[int, float] = defaultdict(float)
         for j, p in by_stage["index.bulk_insert"]:
-            scale = profile.probe_calls(j).value / p.calls if p.calls else 0.0
             for part in p.partitions:
-                levels[part.id] += part.calls * scale
+                levels[part.id] += part.calls * _scale(profile, j, p)
         tuples = levels.get(0, 0.0)
         node_pointers = sum(n for level, n in levels.items() if level > 0)
     elif method == TUPLE_BY_TUPLE:
@@ -221,6 +216,16 @@ def build(profile: Profile) -> IndexBuild | None:
     return IndexBuild(method, builds, wall, rows, tuples, node_pointers, calls("index.page_commit"), runs, passes,
                       blocks, under("innodb.page_compress", *INDEX_STAGE_NAMES), server_ops, failures,
                       tuple(phases), source, _server_progress(profile), tuple(notes))
+
+
+def _calls(profile: Profile, probes: list[tuple[int, Probe]]) -> float | None:
+    """The window's calls of these probes (counted, or estimated); None: none planned."""
+    return sum(profile.probe_calls(j).value for j, _ in probes) if probes else None
+
+
+def _scale(profile: Profile, j: int, p: Probe) -> float:
+    """What a counted call of the j-th probe stands for in the window (1 with every call counted)."""
+    return profile.probe_calls(j).value / p.calls if p.calls else 0.0
 
 
 def _server_progress(profile: Profile) -> ServerProgress | None:
@@ -258,10 +263,8 @@ def _phases(profile: Profile, by_stage: dict[str, list[tuple[int, Probe]]], wall
             continue
         if name == OTHER_PHASE and inlined_scan:
             name = INLINED_SCAN
-        probes = by_stage.get(stage or "", [])
-        calls = sum(profile.probe_calls(j).value for j, _ in probes) if probes else None
         per_row = share * wall / rows if share is not None and wall and rows else None
-        out.append(Phase(name, stage, calls, per_row, share))
+        out.append(Phase(name, stage, _calls(profile, by_stage.get(stage or "", [])), per_row, share))
     return out, source
 
 
@@ -278,6 +281,8 @@ def phase_of(frames: list[str]) -> str | None:
     """The build's phase a stack (root first) is in: the innermost phase
     function on it (on the 5.7 line a build whose tuples fit one sort
     buffer inserts them from inside the scan); None outside a build."""
+    if not any(BUILD_FUNCTION in f for f in frames):   # most stacks: before any frame is named
+        return None
     names = [frame_name(f) for f in frames]   # arguments and clone suffixes off, as perf may print them
     if BUILD_FUNCTION not in names:
         return None

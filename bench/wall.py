@@ -430,8 +430,7 @@ def _shares_text(shares: dict[str, float]) -> str:
 
 
 def median_share(runs: list[dict], side: str, phase: str) -> float | None:
-    xs = [r[side]["shares"].get(phase) for r in runs if r[side]["shares"].get(phase) is not None]
-    return statistics.median(xs) if xs else None
+    return med([r[side]["shares"][phase] for r in runs if r[side]["shares"].get(phase) is not None])
 
 
 def index_markdown(result: dict) -> str:

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from mysqlprobe.collectors.perfschema.connection import Connection
+from mysqlprobe.collectors.perfschema.settings import has_column
 
 MAX_SAMPLES = 3600   # an hour of once-a-second reads; after that, the last one is kept up to date
 P_S_SQL = ("SELECT EVENT_NAME, WORK_COMPLETED, WORK_ESTIMATED FROM performance_schema.events_stages_current "
@@ -32,14 +33,9 @@ class Reading:
 
 def source_of(conn: Connection) -> str | None:
     """Which progress this server reports: "performance_schema", "processlist" or None."""
-    with conn.cursor() as cur:
-        cur.execute("SELECT COLUMN_NAME FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = %s AND TABLE_NAME = %s",
-                    ("performance_schema", "events_stages_current"))
-        if "WORK_COMPLETED" in {r[0].upper() for r in cur.fetchall()}:
-            return "performance_schema"
-        cur.execute("SELECT COLUMN_NAME FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = %s AND TABLE_NAME = %s",
-                    ("information_schema", "PROCESSLIST"))
-        return "processlist" if "PROGRESS" in {r[0].upper() for r in cur.fetchall()} else None
+    if has_column(conn, "performance_schema", "events_stages_current", "WORK_COMPLETED"):
+        return "performance_schema"
+    return "processlist" if has_column(conn, "information_schema", "PROCESSLIST", "PROGRESS") else None
 
 
 class BuildProgress:

@@ -114,6 +114,14 @@ def leave_out_own_statements(conn: Connection) -> int | None:
         return None
 
 
+def has_column(conn: Connection, schema: str, table: str, column: str) -> bool:
+    """Whether the server's table has the column (the columns differ between servers and versions)."""
+    with conn.cursor() as cur:
+        cur.execute("SELECT COUNT(*) FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = %s AND TABLE_NAME = %s "
+                    "AND COLUMN_NAME = %s", (schema, table, column))
+        return bool(cur.fetchone()[0])
+
+
 def own_thread_id(conn: Connection) -> int | None:
     """The P_S thread id of this connection."""
     with conn.cursor() as cur:
@@ -221,8 +229,7 @@ class PerfSchema:
             return 0
 
     def _has_column(self, schema: str, table: str, column: str) -> bool:
-        return bool(self._rows("SELECT COUNT(*) FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = %s "
-                               "AND TABLE_NAME = %s AND COLUMN_NAME = %s", (schema, table, column))[0][0])
+        return has_column(self.conn, schema, table, column)
 
     def saved_state(self) -> dict[str, Any]:
         """The rows enable() changes, as they were (JSON)."""
