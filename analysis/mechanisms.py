@@ -34,6 +34,9 @@ class Mechanism:
     functions: tuple[str, ...]      # qualified names or globs, user or kernel (`name_[k]`)
     settings: tuple[str, ...]       # SHOW GLOBAL VARIABLES names (absent on a side: shown as -)
     stages: tuple[str, ...] = ()    # catalog stages that are this mechanism
+    # a scoped mechanism: it applies only to a stack with one of these functions on it
+    within: tuple[str, ...] = ()
+    takes: tuple[str, ...] = ()     # there, what the catalog charges to these mechanisms is this one's
 
 
 CATALOG = (
@@ -252,6 +255,81 @@ CATALOG = (
               ("net_buffer_length", "max_allowed_packet")),
 )
 
+BUILD_FUNCTION = "row_merge_build_indexes"   # an index build (CREATE INDEX, ALTER TABLE ... ADD INDEX)
+_SPLITS = ("btr_page_split_and_insert", "btr_root_raise_and_insert", "BtrBulk::pageSplit", "page_zip_reorganize",
+           "btr_page_reorganize", "btr_page_reorganize_low", "btr_page_reorganize_block")
+
+# Inside an index build (row0merge.cc). The phases are its mechanisms: the
+# catalog's INSERT words (the SELECT side, record conversion) pass to the
+# phase function outside them, and the clustered index's row insert is the
+# 5.6 line's tuple-by-tuple insert into the new index. What InnoDB does
+# beneath a phase (a page split, compression, allocation, the redo log, page
+# I/O) stays its own mechanism, innermost as anywhere.
+SCOPED = (
+    Mechanism("index build: clustered index scan",
+              "the build reads every row of the clustered index (row_merge_read_clustered_index) and makes "
+              "each the new index's columns (row_build) into a sort buffer (row_merge_buf_add); MariaDB 10.11 "
+              "inlines the scan into row_merge_build_indexes",
+              ("row_merge_read_clustered_index", "row_build", "row_build_low", "row_build_w_add_vcol",
+               "row_merge_buf_add", BUILD_FUNCTION),
+              ("innodb_sort_buffer_size",), ("index.scan", "index.row_build"), within=(BUILD_FUNCTION,)),
+    Mechanism("index build: runs sorted and written",
+              "a full sort buffer sorted in memory (row_merge_buf_sort, row_merge_tuple_sort) and laid out as "
+              "one block of the temporary sort file (row_merge_buf_write): a run; innodb_sort_buffer_size sets "
+              "the rows a run holds",
+              ("row_merge_buf_sort", "row_merge_tuple_sort", "row_merge_tuple_cmp", "row_merge_buf_write"),
+              ("innodb_sort_buffer_size",), within=(BUILD_FUNCTION,)),
+    Mechanism("index build: temporary sort file I/O",
+              "blocks of the temporary sort file written (row_merge_write) and read back (row_merge_read), "
+              "in innodb_tmpdir (else tmpdir)",
+              ("row_merge_write", "row_merge_read", "row_merge_file_create", "row_merge_file_create_low",
+               "row_merge_file_create_if_needed"),
+              ("innodb_tmpdir", "tmpdir", "innodb_sort_buffer_size"), ("index.block_write", "index.block_read"),
+              within=(BUILD_FUNCTION,)),
+    Mechanism("index build: merge sort",
+              "the runs merged pairwise (row_merge_sort, row_merge_blocks), pass after pass, ceil(log2(runs)) "
+              "passes each reading and writing the whole file; fewer runs (a larger innodb_sort_buffer_size) "
+              "make fewer passes",
+              ("row_merge_sort", "row_merge", "row_merge_blocks", "row_merge_blocks_copy", "row_merge_write_rec",
+               "row_merge_write_rec_low"),
+              ("innodb_sort_buffer_size",), ("index.merge_sort",), within=(BUILD_FUNCTION,)),
+    Mechanism("index build: sorted tuples read back",
+              "the sorted tuples read back from the sort file (row_merge_read_rec) and handed to the new "
+              "index one by one (row_merge_insert_index_tuples' own loop)",
+              # row_merge_read_rec is the merge's too: it is the phase its caller is in
+              ("row_merge_insert_index_tuples", "row_merge_mtuple_to_dtuple", "row_rec_to_index_entry",
+               "row_rec_to_index_entry_low"),
+              (), ("index.insert",), within=(BUILD_FUNCTION,)),
+    Mechanism("sorted index build",
+              "the sorted tuples put in the new index bottom-up, a page at a time, leaves first, node pointers "
+              "above them (BtrBulk::insert, PageBulk::insert, BtrBulk::pageCommit): the 5.7 line and MariaDB "
+              "10.2+; innodb_fill_factor leaves room in each page",
+              ("BtrBulk::*", "*PageBulk::*"),
+              ("innodb_fill_factor", "innodb_page_size"), ("index.bulk_insert", "index.page_commit"),
+              within=(BUILD_FUNCTION,)),
+    Mechanism("tuple-by-tuple index insert",
+              "the sorted tuples inserted one by one through the new index's B-tree (btr_cur_optimistic_insert, "
+              "page_cur_tuple_insert; a tuple that does not fit splits its page): the 5.6 line and MariaDB 10.1",
+              (), ("innodb_page_size",), ("index.tuple_insert",), within=(BUILD_FUNCTION,),
+              takes=("row insert into the clustered index",)),
+    Mechanism("index build: new pages flushed",
+              "the new index's pages written out before the build commits, its pages having skipped the redo "
+              "log (FlushObserver::flush; MariaDB 10.2-10.4 and the 5.7 line)",
+              ("FlushObserver::*",), ("innodb_log_optimize_ddl", "innodb_io_capacity"), ("index.flush",),
+              within=(BUILD_FUNCTION,)),
+    Mechanism("page re-compression",
+              "a compressed page compressed again, whole: its modification log full, it is reorganized and "
+              "recompressed (page_zip_reorganize, btr_page_reorganize: rows inserted one by one into a "
+              "compressed page, as 10.1's index build does), or its compression failed (the page did not fit "
+              "its KEY_BLOCK_SIZE) and it was split and compressed anew (btr_page_split_and_insert, "
+              "BtrBulk::pageSplit); INNODB_CMP counts the failures, and innodb_compression_pad_pct_max leaves "
+              "room to make them rarer",
+              (), ("innodb_compression_failure_threshold_pct", "innodb_compression_pad_pct_max",
+                   "innodb_compression_level"), within=_SPLITS, takes=("page compression",)),
+)
+# what the catalog names an INSERT's work, which inside a build is its phase's
+_BUILD_PASSES = ("SELECT side of INSERT ... SELECT", "record conversion", "SQL layer insert path")
+
 # off CPU in these, under the connection's command loop, the thread waits for
 # its next statement; a new connection's thread parks in the thread cache
 _IDLE_FRAMES = ("vio_read", "vio_read_buff", "vio_io_wait", "vio_socket_io_wait", "my_net_read", "my_net_read_packet",
@@ -267,6 +345,7 @@ _REPLY_SENT = ("__send", "send", "__libc_send", "sendto", "__libc_sendto", "__se
 _CLONE = re.compile(r"(\.(isra|constprop|part|cold|lto_priv|clone)(\.\d+)?)+$")
 
 
+@lru_cache(maxsize=65536)
 def frame_name(frame: str) -> str:
     """A frame as the catalog names functions: no arguments, no clone suffix
     (`.isra.0`), a kernel frame keeping its `_[k]`."""
@@ -291,7 +370,8 @@ def _index() -> tuple[dict[str, Mechanism], list[tuple[str, Mechanism]]]:
 
 
 _EXACT, _GLOBS = _index()
-BY_NAME = {m.name: m for m in CATALOG}
+BY_NAME = {m.name: m for m in CATALOG + SCOPED}
+_SCOPES = frozenset(w for m in SCOPED for w in m.within)
 
 
 @lru_cache(maxsize=65536)
@@ -306,7 +386,7 @@ def of_function(frame: str) -> Mechanism | None:
 
 
 def of_stage(stage: str) -> Mechanism | None:
-    return next((m for m in CATALOG if stage in m.stages), None)
+    return next((m for m in CATALOG + SCOPED if stage in m.stages), None)
 
 
 def of_path(path: list[str]) -> Mechanism | None:
@@ -350,11 +430,24 @@ def of_stack(frames: list[str], off_cpu: bool = False, runnable: bool = False) -
         return Charge(IDLE)
     if runnable and innermost_function(frames) in _REPLY_SENT:
         return Charge(IDLE)
-    for frame in reversed(frames[1:]):
-        m = of_function(frame)
-        if m:
-            return Charge(m.name, innermost_function(frames))
+    names = [frame_name(f) for f in frames[1:]]
+    scoped = [m for m in SCOPED if any(w in names for w in m.within)] if _SCOPES.intersection(names) else []
+    in_build = BUILD_FUNCTION in names
+    for name in reversed(names):
+        m = _of_scoped(name, scoped) or of_function(name)
+        if m is None:
+            continue
+        taker = next((s for s in scoped if m.name in s.takes), None)
+        if taker:
+            m = taker
+        elif in_build and m.name in _BUILD_PASSES:
+            continue
+        return Charge(m.name, innermost_function(frames))
     return Charge(OTHER, innermost_function(frames))
+
+
+def _of_scoped(name: str, scoped: list[Mechanism]) -> Mechanism | None:
+    return next((m for m in scoped for p in m.functions if fnmatch.fnmatchcase(name, p)), None)
 
 
 def of_folded(stack: str, off_cpu: bool = False) -> tuple[Charge, bool]:

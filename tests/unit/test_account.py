@@ -47,6 +47,62 @@ def test_a_stack_is_charged_to_its_innermost_mechanism():
     assert charge(*LOOP, "buf_calc_page_crc32.isra.0") == "page checksums"
 
 
+BUILD = LOOP + ["dispatch_command", "mysql_execute_command", "mysql_alter_table",
+                "ha_innobase::inplace_alter_table(TABLE*, Alter_inplace_info*)", "row_merge_build_indexes"]
+
+
+def test_inside_an_index_build_its_phases_are_the_mechanisms():
+    """The build's stacks (row0merge.cc of 10.1, 10.2, 10.11): the catalog's
+    INSERT words give way to the build's phase, the clustered row insert is
+    10.1's tuple-by-tuple insert, and what runs beneath a phase stays its own."""
+    scan = BUILD + ["row_merge_read_clustered_index"]
+    assert charge(*scan, "btr_pcur_move_to_next_page") == "index build: clustered index scan"   # not the SELECT side
+    assert charge(*scan, "row_merge_buf_add", "row_build_index_entry_low") == "index build: clustered index scan"
+    assert charge(*BUILD, "btr_pcur_move_to_next_page") == "index build: clustered index scan"  # 10.11 inlines it
+    assert charge(*scan, "row_merge_buf_sort", "row_merge_tuple_sort", "cmp_dtuple_rec") \
+        == "index build: runs sorted and written"
+    assert charge(*scan, "row_merge_write", "os_file_write_func", "__pwrite64", "ksys_pwrite64_[k]") \
+        == "index build: temporary sort file I/O"
+    # reading a record of the sort file is the phase that reads it
+    assert charge(*BUILD, "row_merge_sort", "row_merge_read_rec") == "index build: merge sort"
+    insert = BUILD + ["row_merge_insert_index_tuples"]
+    assert charge(*insert, "row_merge_read_rec") == "index build: sorted tuples read back"
+    # 10.1: through the B-tree, one tuple at a time; its descent and splits are theirs
+    assert charge(*insert, "btr_cur_optimistic_insert", "page_cur_tuple_insert", "page_cur_insert_rec_low") \
+        == "tuple-by-tuple index insert"
+    assert charge(*insert, "btr_cur_search_to_nth_level") == "B-tree descent"
+    assert charge(*insert, "btr_cur_pessimistic_insert", "btr_page_split_and_insert") == "page split"
+    # 10.2+: bottom-up, a page at a time
+    bulk = insert + ["BtrBulk::insert(dtuple_t*, unsigned long)"]
+    assert charge(*bulk, "PageBulk::insert(unsigned char const*, unsigned long*)", "rec_get_offsets_func") \
+        == "sorted index build"
+    assert charge(*bulk, "void PageBulk::insertPage<(PageBulk::format)0>(unsigned char const*, unsigned long*)") \
+        == "sorted index build"
+    assert charge(*BUILD, "FlushObserver::flush(bool, trx_t*)") == "index build: new pages flushed"
+    assert charge(*BUILD, "FlushObserver::flush(bool, trx_t*)", "buf_flush_page") == "page flush"
+    # the same frames outside a build keep the INSERT's words
+    assert charge(*LOOP, "btr_pcur_move_to_next_page") == "SELECT side of INSERT ... SELECT"
+    assert charge(*LOOP, "row_ins_clust_index_entry_low", "btr_cur_optimistic_insert") \
+        == "row insert into the clustered index"
+
+
+def test_a_page_compressed_again_after_a_split_or_reorganize_is_re_compression():
+    bulk = BUILD + ["row_merge_insert_index_tuples", "BtrBulk::insert"]
+    assert charge(*bulk, "BtrBulk::pageCommit", "PageBulk::compress", "page_zip_compress", "deflate") \
+        == "page compression"
+    assert charge(*bulk, "BtrBulk::pageSplit", "PageBulk::compress", "page_zip_compress", "deflate") \
+        == "page re-compression"
+    row = LOOP + ["row_insert_for_mysql", "row_ins_clust_index_entry_low"]
+    assert charge(*row, "btr_cur_optimistic_insert", "page_cur_insert_rec_zip", "page_zip_compress") \
+        == "page compression"
+    assert charge(*row, "btr_cur_pessimistic_insert", "btr_page_split_and_insert", "page_zip_compress") \
+        == "page re-compression"
+    assert charge(*row, "btr_cur_optimistic_insert", "page_cur_insert_rec_zip", "page_zip_reorganize",
+                  "page_zip_compress") == "page re-compression"
+    assert M.BY_NAME["page re-compression"].settings[:2] == ("innodb_compression_failure_threshold_pct",
+                                                              "innodb_compression_pad_pct_max")
+
+
 def test_a_connection_waiting_for_its_client_is_idle_off_cpu_only():
     waiting = LOOP + ["my_net_read_packet", "vio_read", "vio_socket_io_wait", "poll", "do_sys_poll_[k]"]
     assert charge(*waiting, off=True) == M.IDLE
@@ -73,9 +129,13 @@ def test_what_meets_no_mechanism_is_other_named_by_its_innermost_function():
 
 
 def test_every_catalog_function_is_named_once_and_has_settings_or_stages():
-    names = [f for m in M.CATALOG for f in m.functions]
-    assert len(names) == len(set(names))
-    assert len({m.name for m in M.CATALOG}) == len(M.CATALOG)
+    for catalog in (M.CATALOG, M.SCOPED):
+        names = [f for m in catalog for f in m.functions]
+        assert len(names) == len(set(names))
+    assert len(M.BY_NAME) == len(M.CATALOG) + len(M.SCOPED)
+    # a scoped mechanism names where it applies; it takes over only mechanisms there are
+    assert all(m.within for m in M.SCOPED) and not any(m.within or m.takes for m in M.CATALOG)
+    assert {t for m in M.SCOPED for t in m.takes} <= {m.name for m in M.CATALOG}
     # an exact name wins over another mechanism's glob
     assert M.of_function("buf_flush_page").name == "page flush"
     assert M.of_function("buf_dblwr_flush_buffered_writes").name == "doublewrite"
@@ -203,3 +263,4 @@ def test_no_account_without_the_kernels_thread_times():
     profile = Profile(doc, stacks)
     assert profile.account is None and profile.to_json()["account"] is None
     assert "WHERE AN INSERTED ROW'S TIME WENT" in render_text(profile)
+
