@@ -64,6 +64,10 @@ class Headline:
     cost: str
     account: Account | None = None        # the parts are its mechanisms where there is one
     probed: list[Probed] = field(default_factory=list)
+    subject: str = "insert"               # or "index build": its rows are those the build indexed
+
+
+INDEX_BUILD = "index build"
 
 
 @dataclass(frozen=True)
@@ -167,7 +171,7 @@ def account_headline(profile: Profile, a: Account, rows: int, rows_from: str, lo
     unattributed = Part("unattributed", sum(p.ns for p in rest) / rows, sum(p.ns for p in rest) / row_ns,
                         sum(p.on_cpu_ns for p in rest) / rows, sum(p.off_cpu_ns for p in rest) / rows)
     return Headline(rows, rows_from, load_s, None, parts, unattributed, partition_skew(profile), cost_line(profile),
-                    a, probed_stages(profile))
+                    a, probed_stages(profile), profile.subject)
 
 
 def headline(profile: Profile) -> Headline:
@@ -194,7 +198,7 @@ def headline(profile: Profile) -> Headline:
         label = "not probed" if all(p.ns_per_row is not None for p in parts) else "not probed, or withheld"
         not_probed = Part(label, rest, rest / row_ns)
     return Headline(rows, rows_from, load_s, unprobed_s, parts, not_probed, partition_skew(profile),
-                    cost_line(profile))
+                    cost_line(profile), subject=profile.subject)
 
 
 def _prose(text: str) -> list[str]:
@@ -229,7 +233,9 @@ def render_digest(d: DigestHeadline) -> list[str]:
 
 
 def render(h: Headline, digests: list[DigestHeadline] | None = None) -> list[str]:
-    lines = ["WHERE AN INSERTED ROW'S TIME WENT"] + _window_lines(h)
+    title = "WHERE A ROW'S TIME WENT IN THE INDEX BUILD" if h.subject == INDEX_BUILD else \
+        "WHERE AN INSERTED ROW'S TIME WENT"
+    lines = [title] + _window_lines(h)
     if digests:
         lines.append("  per statement digest (its executions probed whole):")
         for d in digests:

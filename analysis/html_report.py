@@ -333,7 +333,9 @@ def render_html(profile: Profile, flamegraph_svg: str | None = None, offcpu_svg:
     title = f"mysqlprobe: {profile.target.server}, PID {profile.target.pid}"
     parts = [f"<!DOCTYPE html><html lang=en><head><meta charset=utf-8><title>{_e(title)}</title>"
              f"<style>{_CSS}</style><script>{PAGE_SCRIPT}</script></head><body>",
-             f"<h1>{_e(title)}</h1>", "<h2>Where an inserted row's time went</h2>", summary_card(profile),
+             f"<h1>{_e(title)}</h1>",
+             "<h2>Where a row's time went in the index build</h2>" if profile.subject == "index build"
+             else "<h2>Where an inserted row's time went</h2>", summary_card(profile),
              *[skew_chart(s) for s in stages if s.stage == "partition.write_row" and s.partitions],
              *_timeline_section(profile),
              "<details><summary>the run</summary>", _pre(text.header(profile)), "</details>"]
@@ -350,6 +352,9 @@ def render_html(profile: Profile, flamegraph_svg: str | None = None, offcpu_svg:
     withheld_lines = report_lines(profile.consistency)
     if withheld_lines:
         parts.append(_pre(withheld_lines))
+    build = text.index_block(profile)
+    if build:
+        parts += ["<h2>Index build</h2>", _pre(build[1:])]
     tree = attribution_block(profile)
     if tree:
         parts += ["<h2>Where the time went</h2>", _pre(tree)]

@@ -55,6 +55,7 @@ OTHER_PHASE = "rest of the build"
 INLINED_SCAN = "scan (inlined: the build's own code)"
 SORTED = "sorted, bottom-up (BtrBulk)"
 TUPLE_BY_TUPLE = "tuple by tuple through the B-tree"
+STACKS_SOURCE = "the account's stacks (on and off CPU), the probes' frames left out"
 
 
 @dataclass(frozen=True, slots=True)
@@ -124,8 +125,8 @@ def server_progress(record: dict[str, Any] | None, stage_events: list[dict[str, 
 @dataclass(frozen=True, slots=True)
 class IndexBuild:
     method: str | None            # SORTED or TUPLE_BY_TUPLE (None: neither insert probe was planned)
-    builds: float                 # row_merge_build_indexes calls in the window
-    wall_ns: float | None         # the build's wall time (its probe's span, summed)
+    builds: float | None          # row_merge_build_indexes calls in the window (None: not probed)
+    wall_ns: float | None         # the build's wall time (its probe's span, summed; else its stacks')
     rows_scanned: float | None    # rows of the clustered index made into tuples (row_build under the scan)
     tuples_inserted: float | None  # leaf tuples put in the new index
     node_pointers: float | None   # tuples above the leaves (sorted build)
@@ -162,32 +163,19 @@ def _count(x: float | None) -> int | None:
 
 
 def build(profile: Profile) -> IndexBuild | None:
-    """The window's index build; None where --index-profile's build probe
-    was not planned, or no build ran in the window."""
-    by_stage: dict[str, list[tuple[int, Probe]]] = defaultdict(list)
-    for j, p in enumerate(profile.probes):
-        by_stage[p.stage].append((j, p))
+    """The window's index build; None where none ran in it. Its counts are
+    the probes' (--index-profile); without them (a run with no probes, or
+    the default mode) the build is its phases from the account's stacks."""
+    by_stage = _by_stage(profile)
     if not by_stage.get(BUILD):
-        return None
-
-    def calls(stage: str) -> float | None:
-        return _calls(profile, by_stage.get(stage, []))
-
-    def under(stage: str, *parent: str) -> float | None:
-        """Calls of stage's functions whose nearest probed caller is one of
-        the parent stages', scaled as the stage's calls are."""
-        probes, parents = by_stage.get(stage), {p.id for s in parent for _, p in by_stage.get(s, [])}
-        if not probes or not parents:
-            return None
-        return sum(sum(c.calls for c in p.callers if c.parent in parents) * _scale(profile, j, p) for j, p in probes)
-
-    builds = calls(BUILD) or 0.0
+        return _from_stacks(profile)
+    builds = _calls(profile, by_stage[BUILD]) or 0.0
     if not builds:
         return None
     notes: list[str] = []
     method = SORTED if by_stage.get("index.bulk_insert") else TUPLE_BY_TUPLE if by_stage.get("index.tuple_insert") \
         else None
-    rows = under("index.row_build", "index.scan", BUILD)
+    rows = _under(profile, by_stage, "index.row_build", "index.scan", BUILD)
     if rows is None:
         notes.append("rows scanned: row_build was not probed")
     node_pointers = tuples = None
@@ -199,23 +187,80 @@ def build(profile: Profile) -> IndexBuild | None:
         tuples = levels.get(0, 0.0)
         node_pointers = sum(n for level, n in levels.items() if level > 0)
     elif method == TUPLE_BY_TUPLE:
-        tuples = under("index.tuple_insert", "index.insert")
-        node_pointers = under("index.tuple_insert", "index.tuple_split")
+        tuples = _under(profile, by_stage, "index.tuple_insert", "index.insert")
+        node_pointers = _under(profile, by_stage, "index.tuple_insert", "index.tuple_split")
     scan = "index.scan" if by_stage.get("index.scan") else BUILD   # 10.11 inlines the scan into the build
-    runs = under("index.block_write", scan)
+    runs = _under(profile, by_stage, "index.block_write", scan)
     passes = None
     if runs is not None and not profile.sampled:   # an estimate of runs makes no count of passes
         passes = math.ceil(math.log2(runs)) if runs > 1 else 0
     blocks = {phase: n for phase, stage in (("scan", scan), ("merge sort", "index.merge_sort"))
-              if (n := under("index.block_write", stage)) is not None}
+              if (n := _under(profile, by_stage, "index.block_write", stage)) is not None}
     wall = _span(by_stage[BUILD])
     phases, source = _phases(profile, by_stage, wall, rows)
-    cmp = (profile.doc.get("perf_schema") or {}).get("compressions")
-    server_ops = sum(c["compress_ops"] for c in cmp) if cmp is not None else None
-    failures = sum(c["compress_ops"] - c["compress_ops_ok"] for c in cmp) if cmp is not None else None
-    return IndexBuild(method, builds, wall, rows, tuples, node_pointers, calls("index.page_commit"), runs, passes,
-                      blocks, under("innodb.page_compress", *INDEX_STAGE_NAMES), server_ops, failures,
+    server_ops, failures = _server_compressions(profile)
+    return IndexBuild(method, builds, wall, rows, tuples, node_pointers,
+                      _calls(profile, by_stage.get("index.page_commit", [])), runs, passes, blocks,
+                      _under(profile, by_stage, "innodb.page_compress", *INDEX_STAGE_NAMES), server_ops, failures,
                       tuple(phases), source, _server_progress(profile), tuple(notes))
+
+
+def rows_scanned(profile: Profile) -> float | None:
+    """The rows the probes saw the window's build scan (row_build under the
+    scan); None without those probes. What a build's figures per row divide by."""
+    by_stage = _by_stage(profile)
+    if not by_stage.get(BUILD):
+        return None
+    return _under(profile, by_stage, "index.row_build", "index.scan", BUILD)
+
+
+def _by_stage(profile: Profile) -> dict[str, list[tuple[int, Probe]]]:
+    by_stage: dict[str, list[tuple[int, Probe]]] = defaultdict(list)
+    for j, p in enumerate(profile.probes):
+        by_stage[p.stage].append((j, p))
+    return by_stage
+
+
+def _under(profile: Profile, by_stage: dict[str, list[tuple[int, Probe]]], stage: str, *parent: str) -> float | None:
+    """Calls of stage's functions whose nearest probed caller is one of the
+    parent stages', scaled as the stage's calls are; None: not probed."""
+    probes, parents = by_stage.get(stage), {p.id for s in parent for _, p in by_stage.get(s, [])}
+    if not probes or not parents:
+        return None
+    return sum(sum(c.calls for c in p.callers if c.parent in parents) * _scale(profile, j, p) for j, p in probes)
+
+
+def _server_compressions(profile: Profile) -> tuple[int | None, int | None]:
+    """InnoDB's own compressions over the window (INNODB_CMP), and those that failed."""
+    cmp = (profile.doc.get("perf_schema") or {}).get("compressions")
+    if cmp is None:
+        return None, None
+    return sum(c["compress_ops"] for c in cmp), sum(c["compress_ops"] - c["compress_ops_ok"] for c in cmp)
+
+
+def _from_stacks(profile: Profile) -> IndexBuild | None:
+    """A build seen by the account's stacks alone (no build probe): its
+    method from the functions on them, its wall time theirs, its phases'
+    shares of it, per row of the load's own count where the capture has one."""
+    stacks = _build_stacks(profile)
+    if not stacks:
+        return None
+    wall = float(sum(ns for _, ns in stacks))
+    shares = phase_shares(stacks) or {}
+    names = {frame_name(f) for frames, _ in stacks for f in frames if "Bulk::" in f or "btr_cur_" in f}
+    method = SORTED if any(n.startswith(("BtrBulk::", "PageBulk::")) for n in names) else \
+        TUPLE_BY_TUPLE if "btr_cur_optimistic_insert" in names else None
+    rows = profile.workload.rows or None
+    phases = [Phase(INLINED_SCAN if name == OTHER_PHASE and "scan" not in shares else name, stage, None,
+                    shares[name] * wall / rows if rows else None, shares[name])
+              for name, stage, _ in PHASES + ((OTHER_PHASE, None, ""),) if name in shares]
+    server_ops, failures = _server_compressions(profile)
+    return IndexBuild(method, None, wall, rows, None, None, None, None, None,
+                      server_compressions=server_ops, compression_failures=failures, phases=tuple(phases),
+                      share_source=STACKS_SOURCE, progress=_server_progress(profile),
+                      notes=("counts: no probe of the build in this capture (mysqlprobe --index-profile counts "
+                             "its rows, tuples, runs and pages); its wall time and phases from the account's "
+                             "stacks" + ("" if rows else ", and no count of rows to put them per row"),))
 
 
 def _calls(profile: Profile, probes: list[tuple[int, Probe]]) -> float | None:
@@ -247,7 +292,7 @@ def _phases(profile: Profile, by_stage: dict[str, list[tuple[int, Probe]]], wall
     stacks (on CPU and off it, without the probes' own frames) where the
     capture has them, else from the phase functions' probed spans."""
     shares = _stack_shares(profile)
-    source = "the account's stacks (on and off CPU), the probes' frames left out"
+    source = STACKS_SOURCE
     if shares is None:
         spans = {name: _span(by_stage.get(stage, [])) for name, stage, _ in PHASES}
         if not wall or not any(spans.values()):
@@ -270,11 +315,18 @@ def _phases(profile: Profile, by_stage: dict[str, list[tuple[int, Probe]]], wall
 
 def _stack_shares(profile: Profile) -> dict[str, float] | None:
     """The phases' shares of the wall time of the stacks inside the build."""
+    return phase_shares(_build_stacks(profile))
+
+
+def _build_stacks(profile: Profile) -> list[tuple[list[str], float]]:
+    """The account's wall-time stacks (ns; on CPU and off it, the probes'
+    frames and the waits for the client left out) inside a build."""
     account = profile.account
     if account is None or not profile.stacks["cpu_profile"].collected:
-        return None
+        return []
     wall = wall_stacks(account, profile.folded.get("cpu_profile"), profile.folded.get("off_cpu"))
-    return phase_shares((stack.split(";"), ns) for stack, ns in wall.stacks.items())
+    return [(frames, float(ns)) for stack, ns in wall.stacks.items()
+            if phase_of(frames := stack.split(";")) is not None]
 
 
 def phase_of(frames: list[str]) -> str | None:

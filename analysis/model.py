@@ -66,6 +66,15 @@ class Profile:
         return build_index(self)
 
     @cached_property
+    def subject(self) -> str:
+        """What the capture profiles: an "index build" where one ran and the
+        server counted no row inserted (its rows are those the build indexed),
+        else "insert"."""
+        if self.index_build is not None and self.rows_inserted[1] != "Innodb_rows_inserted":
+            return "index build"
+        return "insert"
+
+    @cached_property
     def stages(self) -> list[StageSummary]:
         return stage_summaries(self.probes, sampled_cycles(self))
 

@@ -18,6 +18,7 @@ if TYPE_CHECKING:   # the Profile is made of these figures
     from mysqlprobe.analysis.model import Profile
 from mysqlprobe.analysis.per_call import (SAMPLED, SAMPLED_METHODS, SAMPLED_STACKS, Z95, PerCall, best_per_call,
                                           per_call, sampled_per_call, samples_to_resolve)
+from mysqlprobe.analysis.index_build import rows_scanned as index_rows_scanned
 from mysqlprobe.analysis.sampling import Estimate, estimate_by_rows, estimate_total, rounded
 from dataclasses import dataclass, field
 
@@ -480,7 +481,7 @@ ROW_INSERT_STAGE = "innodb.row_insert"   # one call a row InnoDB inserts
 def rows_inserted(profile: Profile) -> tuple[int | None, str]:
     """The rows the load inserted in the window, and where the figure comes
     from: the server's Innodb_rows_inserted, else the load's own count (the
-    lab's driver), else the calls of InnoDB's row insert (counted, or
+    lab's driver), else the rows an index build scanned (its probes), else the calls of InnoDB's row insert (counted, or
     estimated for the window), else the rows the server changed (its
     Handler_* counters: a partitioned table's row passes Handler_write
     twice, so this comes last). Every figure per row divides by this one."""
@@ -489,6 +490,9 @@ def rows_inserted(profile: Profile) -> tuple[int | None, str]:
         return int(status["Innodb_rows_inserted"]), "Innodb_rows_inserted"
     if profile.workload.rows:
         return int(profile.workload.rows), "the load's own count"
+    scanned = index_rows_scanned(profile)
+    if scanned:   # a build inserts no row: its figures are per row of the table it indexes
+        return round(scanned), "rows the index build scanned"
     stage = next((s for s in profile.stages if s.stage == ROW_INSERT_STAGE and s.calls), None)
     if stage is not None:
         estimated = stage.cycle_calls is not None   # sampled: the window's calls from the duty cycles'

@@ -35,7 +35,7 @@ def _rate(calls: float, seconds: float) -> str:
 def header(profile: Profile) -> list[str]:
     t, w = profile.target, profile.window
     lines = [
-        f"mysqlprobe insert profile: {t.server}, PID {t.pid}",
+        f"mysqlprobe {profile.subject} profile: {t.server}, PID {t.pid}",
         f"binary   {t.binary}",
         f"symbols  {t.symbols}",
         f"window   {w.start}, {w.duration_s:.2f}s (ended by {w.ended_by})",
@@ -360,7 +360,8 @@ def index_block(profile: Profile) -> list[str]:
         return "not seen" if x is None else f"{x:,.0f}"
 
     wall = f", {b.wall_ns / 1e9:.3f}s" if b.wall_ns else ""
-    lines = ["", f"index build, {b.method or 'insert method not probed'}: {n(b.builds)} index(es){wall}",
+    seen = f"{n(b.builds)} index(es)" if b.builds is not None else "seen in the stacks, not probed"
+    lines = ["", f"index build, {b.method or 'insert method not seen'}: {seen}{wall}",
              f"  rows scanned {n(b.rows_scanned)}, tuples inserted {n(b.tuples_inserted)}"
              + (f", node pointers {n(b.node_pointers)}, pages {n(b.pages)}" if b.pages is not None else "")]
     if b.runs is not None:

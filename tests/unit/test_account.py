@@ -264,3 +264,55 @@ def test_no_account_without_the_kernels_thread_times():
     assert profile.account is None and profile.to_json()["account"] is None
     assert "WHERE AN INSERTED ROW'S TIME WENT" in render_text(profile)
 
+
+def build_capture(bulk: bool = True) -> tuple[dict, dict[str, Folded]]:
+    """The load's thread in a CREATE INDEX (no probe of it): 900 samples on
+    CPU, 300 ms of traced waits; the lab's count of the table's rows."""
+    doc, _ = capture(traced_blocked_ns=300_000_000)
+    doc["perf_schema"]["deltas"]["status"]["Innodb_rows_inserted"] = 0   # a build inserts no row
+    doc["workload"] = {"cell": "index-compact", "table": "sbtest_compact", "ddl": "CREATE TABLE sbtest_compact (...)",
+                       "clients": 1, "statement": "CREATE INDEX k ON sbtest_compact (k)", "repeat": 1,
+                       "unprobed_started": "2026-11-28T09:00:00.000Z", "unprobed": {"rows": ROWS, "seconds": 1.4},
+                       "run": "wall", "rows": ROWS, "seconds": 1.5}
+    insert = ["row_merge_insert_index_tuples"] + (["BtrBulk::insert(dtuple_t*, unsigned long)", "PageBulk::insert"]
+                                                  if bulk else ["btr_cur_optimistic_insert", "page_cur_tuple_insert"])
+    cpu, off = Folded(), Folded()
+    cpu.stacks[";".join(BUILD + ["row_merge_read_clustered_index", "row_merge_buf_add"])] = 300
+    cpu.stacks[";".join(BUILD + ["row_merge_sort", "row_merge_read_rec"])] = 150
+    cpu.stacks[";".join(BUILD + insert)] = 450
+    off.stacks[";".join(BUILD + ["row_merge_sort", "row_merge_write", "__pwrite64", "ext4_file_write_iter_[k]"])] \
+        = 300_000
+    return doc, {"cpu_profile": cpu, "off_cpu": off}
+
+
+def test_a_build_seen_only_in_the_stacks_has_its_phases_per_row_of_the_table():
+    doc, stacks = build_capture()
+    p = Profile(doc, stacks)
+    b = p.index_build
+    assert b is not None and b.builds is None and b.tuples_inserted is None   # no probe counted them
+    assert b.method == "sorted, bottom-up (BtrBulk)"
+    assert p.subject == "index build" and p.rows_inserted == (ROWS, "the load's own count")
+    shares = {ph.name: ph.share for ph in b.phases}
+    # on CPU 300:150:450 samples of 1 ms (900 ms), off CPU the 300 ms traced (the untraced rest of the
+    # blocked time is a part of its own, on no stack)
+    assert b.wall_ns == pytest.approx(900e6 + 300e6, rel=0.01)
+    assert shares["scan"] == pytest.approx(300 / 1200, rel=0.01)
+    assert shares["merge sort"] == pytest.approx((150 + 300) / 1200, rel=0.01)
+    assert shares["insert"] == pytest.approx(450 / 1200, rel=0.01)
+    by = {ph.name: ph for ph in b.phases}
+    assert by["insert"].ns_per_row == pytest.approx(450e6 / ROWS, rel=0.01)
+    by_mechanism = {m.name: m for m in p.account.mechanisms}
+    assert by_mechanism["sorted index build"].on_cpu_ns == pytest.approx(450e6)
+    assert by_mechanism["index build: temporary sort file I/O"].off_cpu_ns == pytest.approx(300e6, rel=0.01)
+    text = render_text(p)
+    assert text.startswith("WHERE A ROW'S TIME WENT IN THE INDEX BUILD")
+    assert "mysqlprobe index build profile:" in text and "seen in the stacks, not probed" in text
+    j = p.to_json()["index_build"]
+    assert j["builds"] is None and [ph["name"] for ph in j["phases"]] == ["scan", "merge sort", "insert"]
+
+
+def test_a_tuple_by_tuple_build_is_named_by_its_stacks():
+    doc, stacks = build_capture(bulk=False)
+    p = Profile(doc, stacks)
+    assert p.index_build is not None and p.index_build.method == "tuple by tuple through the B-tree"
+    assert {m.name for m in p.account.mechanisms} >= {"tuple-by-tuple index insert", "index build: merge sort"}
