@@ -77,6 +77,10 @@ class Totals:
         self.partitions: dict[str, Counter[Any]] = defaultdict(Counter)     # stage -> partition id -> calls
         self.ps_stage_s: Counter[Any] = Counter()
         self.progress: Counter[Any] = Counter()  # --progress-counter's variable: its change
+        self.index_rows = 0.0                                   # rows index builds scanned
+        self.index_phase_s: dict[str, float] = defaultdict(float)   # build phase -> seconds of wall time
+        self.compressions: Counter[Any] = Counter()             # "ops" / "failures": InnoDB's INNODB_CMP counts
+        self.with_builds = False
         self.rows = self.window_s = self.on_s = 0.0
         self.with_rows = False
         self.target: Target | None = None
@@ -106,12 +110,45 @@ class Totals:
         elif changed is not None:
             self.rows += changed
             self.with_rows = True
+        self._add_build(profile)
         self.window_s += window.duration_s
         self.on_s += sampling.on_s if sampling.sampled else window.duration_s
         slowdown = profile.overhead.measured_slowdown
         self.slowdown = slowdown if slowdown is not None and math.isfinite(slowdown) else None
         self.budget = sampling.overhead_budget
         return self
+
+    def _add_build(self, profile: Profile) -> None:
+        """An index build's figures as the text report has them (analysis/index_build.py)."""
+        b = profile.index_build
+        if b is None:
+            return
+        self.with_builds = True
+        self.index_rows += b.rows_scanned or 0
+        for ph in b.phases:
+            if ph.share is not None and b.wall_ns:
+                self.index_phase_s[ph.name] += ph.share * b.wall_ns / 1e9
+        if b.server_compressions is not None:
+            self.compressions["ops"] += b.server_compressions
+            self.compressions["failures"] += b.compression_failures or 0
+
+    def _build_families(self, out: Exposition) -> None:
+        if self.index_rows:   # unknown where neither a probe nor the load counted them
+            out.family("mysqlprobe_index_build_rows_total", "counter",
+                       "Rows of the table index builds scanned (counted by --index-profile, else the load's own "
+                       "count).")
+            out.sample("mysqlprobe_index_build_rows_total", round(self.index_rows))
+        out.family("mysqlprobe_index_build_phase_seconds_total", "counter",
+                   "Index builds' wall time by phase (scan, merge sort, insert, flush), from the threads' stacks.")
+        for phase, seconds in sorted(self.index_phase_s.items()):
+            out.sample("mysqlprobe_index_build_phase_seconds_total", round(seconds, 9), phase=phase)
+        if self.compressions:
+            out.family("mysqlprobe_page_compressions_total", "counter",
+                       "ROW_FORMAT=COMPRESSED page compressions while an index build was profiled (INNODB_CMP).")
+            out.sample("mysqlprobe_page_compressions_total", self.compressions["ops"])
+            out.family("mysqlprobe_page_compression_failures_total", "counter",
+                       "Of those, the compressions that did not fit the page (compressed again after a split).")
+            out.sample("mysqlprobe_page_compression_failures_total", self.compressions["failures"])
 
     def exposition(self, out: Exposition | None = None) -> str:
         out = out or Exposition()
@@ -161,6 +198,8 @@ class Totals:
         if self.budget is not None:
             out.family("mysqlprobe_overhead_budget_ratio", "gauge", "The slowdown the duty cycles may cost.")
             out.sample("mysqlprobe_overhead_budget_ratio", self.budget)
+        if self.with_builds:
+            self._build_families(out)
         out.family("mysqlprobe_probes_on_seconds_total", "counter", "Time the probes were attached.")
         out.sample("mysqlprobe_probes_on_seconds_total", round(self.on_s, 6))
         return out.text()

@@ -14,6 +14,7 @@ from __future__ import annotations
 import os
 import sys
 import threading
+import time
 import traceback
 from pathlib import Path
 
@@ -46,6 +47,7 @@ EXAMPLES = """examples:
 FIND_EVERY_S = 1.0   # while the server is away: how often to look for it
 PPROF_KINDS = {STACKS_FILE: ("cpu", False), OFFCPU_FILE: ("offcpu", True)}
 PPROF_KEEP = 100   # windows' profiles of each kind kept in --pprof-dir by default
+PROGRESS_FRESH_S = 3.0   # a build's progress read longer ago than this is no build under way
 
 
 def add_arguments(p) -> None:
@@ -119,6 +121,12 @@ class Metrics:
         self.windows = self.failures = 0
         self.probes = self.functions = 0
         self.pid: int | None = None
+        # the index build under way: (stage, percent, seconds left, when read), read once a second
+        self.build: tuple[str, float, float | None, float] | None = None
+
+    def build_progress(self, stage: str, percent: float, left_s: float | None) -> None:
+        with self.lock:
+            self.build = (stage, percent, left_s, time.monotonic())
 
     def add(self, profile: Profile) -> None:
         with self.lock:
@@ -140,6 +148,17 @@ class Metrics:
             out.sample("mysqlprobe_probes", self.probes)
             out.family("mysqlprobe_functions", "gauge", "Functions the last window probed.")
             out.sample("mysqlprobe_functions", self.functions)
+            build = self.build
+            if build is not None and time.monotonic() - build[3] <= PROGRESS_FRESH_S:
+                stage, percent, left, _ = build
+                out.family("mysqlprobe_index_build_progress_ratio", "gauge",
+                           "The index build under way: the share of its stage's work done, as the server reports "
+                           "it (P_S WORK_COMPLETED / WORK_ESTIMATED, else MariaDB's PROGRESS of the statement).")
+                out.sample("mysqlprobe_index_build_progress_ratio", round(percent / 100, 4), stage=stage)
+                if left is not None:
+                    out.family("mysqlprobe_index_build_seconds_left", "gauge",
+                               "The index build's time left at its rate so far.")
+                    out.sample("mysqlprobe_index_build_seconds_left", round(left, 1), stage=stage)
             return self.totals.exposition(out)
 
 
@@ -193,7 +212,8 @@ class Watch:
             perf=PerfOptions(), off_cpu=True, verbose=args.verbose,
             # the CPU bursts' rate shrinks with the budget: 1999 Hz at 10%, 200 Hz at 1%
             burst_freq=max(round(BURST_FREQUENCY * min(args.budget / 10, 1.0)), 1),
-            progress_counter=args.progress_counter, sampler=args.sampler, start_nice=args.start_nice)
+            progress_counter=args.progress_counter, sampler=args.sampler, start_nice=args.start_nice,
+            build_progress=not args.no_perf_schema)   # one query a second: the gauge of a build under way
         self._plans: dict = {}
 
     def log(self, msg: str) -> None:
@@ -225,7 +245,7 @@ class Watch:
         binary, plan = self.plan(target)
         if not plan.specs:
             raise TargetError(f"PID {pid}: nothing of the insert profile to probe in {binary.display_path}")
-        control = Control(stop=self.stop)
+        control = Control(stop=self.stop, build_progress=self.metrics.build_progress)
         with RunSignals(self.stop) as control.signals:
             cap = Recorder(target, binary, plan, self.options, control).record()
         profile = capture_profile(cap)  # plain already (the recorder made it so); read, not written

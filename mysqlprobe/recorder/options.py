@@ -7,6 +7,7 @@ if TYPE_CHECKING:
     from mysqlprobe.recorder.window import RunSignals, StatusLine
 
 import threading
+from collections.abc import Callable
 
 from mysqlprobe.collectors.perfschema.connection import ConnectOptions
 from mysqlprobe.collectors.cpu.cpu_bursts import BURST_FREQUENCY
@@ -50,3 +51,5 @@ class Control:
     stop: threading.Event = field(default_factory=threading.Event)
     signals: RunSignals | None = None
     status: StatusLine | None = None
+    # told each read of an index build's progress (build_progress): its stage, percent and seconds left
+    build_progress: Callable[[str, float, float | None], None] | None = None

@@ -267,14 +267,18 @@ class Recorder:
                   "own_cpu_s": round(own_cpu, 4), "start_monotonic_s": round(started[0], 6)}
         return window, sampling, rows_at_end
 
-    @staticmethod
-    def _build_progress(ps: PerfSchemaCollector) -> Callable[[float], str | None]:
-        """The index build's stage, percentage and time left, for the status line."""
+    def _build_progress(self, ps: PerfSchemaCollector) -> Callable[[float], str | None]:
+        """The index build's stage, percentage and time left, for the status
+        line (and whoever the control says wants each read: watch's gauge)."""
+        sink = self.control.build_progress
+
         def line(at_s: float) -> str | None:
             reading = ps.read_build_progress(at_s)
             if reading is None or ps.build_progress is None:
                 return None
             left = eta_s(ps.build_progress.readings)
+            if sink:
+                sink(reading.stage, reading.percent, left)
             return f"index build: {reading.stage} {reading.percent:.0f}%" + (f", ~{left:.0f}s left" if left else "")
         return line
 

@@ -11,6 +11,8 @@ import subprocess
 from collections import Counter
 from pathlib import Path
 
+import pytest
+
 from conftest import MYSQLPROBE
 from mysqlprobe.analysis.model import Profile
 from mysqlprobe.analysis.prometheus import LADDER_NS, PARTITIONS_SHOWN, Totals, _top_partitions, exposition
@@ -128,3 +130,40 @@ def test_watch_serves_the_probes_its_last_window_attached():
     assert f"mysqlprobe_functions {len(doc['probes'])}\n" in text
     check = subprocess.run([tool("promtool"), "check", "metrics"], input=text, capture_output=True, text=True)
     assert check.returncode == 0, check.stdout + check.stderr
+
+
+def test_an_index_builds_phases_are_counters_read_from_its_one_figure():
+    from test_account import build_capture
+    doc, stacks = build_capture()
+    doc["perf_schema"]["compressions"] = [{"page_size": 8192, "compress_ops": 421, "compress_ops_ok": 338}]
+    profile = Profile(doc, stacks)
+    b = profile.index_build
+    assert b is not None and b.wall_ns
+    text = Totals().add(profile).add(profile).exposition()
+    check = subprocess.run([tool("promtool"), "check", "metrics"], input=text, capture_output=True, text=True)
+    assert check.returncode == 0, check.stdout + check.stderr
+    for ph in b.phases:   # twice the window's phase, as the text report gives it
+        got = float(re.search(rf'mysqlprobe_index_build_phase_seconds_total{{phase="{ph.name}"}} (\S+)', text)[1])
+        assert got == pytest.approx(2 * ph.share * b.wall_ns / 1e9, rel=1e-6)
+    assert f"mysqlprobe_index_build_rows_total {2 * b.rows_scanned:.0f}\n" in text
+    assert "mysqlprobe_page_compressions_total 842\n" in text
+    assert "mysqlprobe_page_compression_failures_total 166\n" in text
+    # a profile without a build adds no index family
+    plain = exposition(Profile(read_profile(str(FIXTURES / "profile_v1_exact.json"))))
+    assert "index_build" not in plain
+
+
+def test_watch_gauges_the_build_under_way_and_drops_it_once_no_read_sees_one(monkeypatch):
+    from mysqlprobe.commands import watch
+    now = [1000.0]
+    monkeypatch.setattr(watch.time, "monotonic", lambda: now[0])
+    metrics = watch.Metrics()
+    assert "index_build_progress" not in metrics.text()
+    metrics.build_progress("stage 2 of 3: merge sort", 42.5, 7.0)
+    text = metrics.text()
+    check = subprocess.run([tool("promtool"), "check", "metrics"], input=text, capture_output=True, text=True)
+    assert check.returncode == 0, check.stdout + check.stderr
+    assert 'mysqlprobe_index_build_progress_ratio{stage="stage 2 of 3: merge sort"} 0.425\n' in text
+    assert 'mysqlprobe_index_build_seconds_left{stage="stage 2 of 3: merge sort"} 7\n' in text
+    now[0] += watch.PROGRESS_FRESH_S + 0.5   # the build ended: the reads see none
+    assert "index_build_progress" not in metrics.text()
