@@ -132,6 +132,7 @@ class Run:
     unprobed_ns_per_row: float | None = None  # the same load timed with nothing attached (lab bench's twin)
     settings: dict[str, str] | None = None  # the server's InnoDB and insert-path settings
     ddl: str | None = None                  # the table's, where the load is known (lab bench, demo)
+    subject: str = "insert"                 # or "index build": its rows are the rows it indexed
 
     @property
     def wall_ns_per_row(self) -> float:
@@ -151,7 +152,7 @@ def run_of(profile: Profile, label: str, stacks: Folded | None = None,
         seconds, seconds_source = free, seconds_source + ", less the probes' calibrated cost"
     run = Run(label, profile.target.server, rows, rows_source, seconds,
               seconds_source, stacks=stacks,
-              cpu_waits_left_out=profile.engine.cpu_waits_left_out)
+              cpu_waits_left_out=profile.engine.cpu_waits_left_out, subject=profile.subject)
     scale = window_scale(profile)
     marks = {f.stage: f.mark for f in profile.figures}
     for s in profile.stages:
@@ -212,9 +213,10 @@ def compare(a: list[Run], b: list[Run], explanation: Explanation | None = None,
     fn_changes = _changes(a, b, "cpu_self_ns", "function")
     detail = {}
     for s in sorted({s for r in a + b for s in r.stages}):
-        detail[s] = {side: {k: figure_of([r for r in runs if s in r.stages], lambda r: r.stages[s][k]).to_json()
+        # a figure withheld on some runs (None) is the median of the runs that have it
+        detail[s] = {side: {k: figure_of(having, lambda r: r.stages[s][k]).to_json()
                             for k in ("calls_per_row", "ns_per_row", "p50_ns", "p99_ns")
-                            if any(s in r.stages and r.stages[s][k] is not None for r in runs)}
+                            if (having := [r for r in runs if s in r.stages and r.stages[s][k] is not None])}
                      | {"symbols": sorted({sym for r in runs for sym in r.stages.get(s, {}).get("symbols", [])})}
                      for side, runs in (("a", a), ("b", b))}
     ps = {kind: _changes(a, b, attr, kind)[:8] for kind, attr in (("ps_stage", "ps_stages"), ("ps_wait", "ps_waits"))}
@@ -278,7 +280,7 @@ def _side(runs: list[Run]) -> dict[str, Any]:
     r = runs[0]
     return {"labels": [x.label for x in runs], "server": r.server, "runs": len(runs),
             "rows": figure_of(runs, lambda x: x.rows).to_json(), "rows_source": r.rows_source,
-            "seconds_source": r.seconds_source}
+            "seconds_source": r.seconds_source, "subject": r.subject}
 
 
 PROBED_METHOD = ("profiled runs, less the probes' calibrated cost (no unprobed runs: mysqlprobe lab bench "
@@ -403,10 +405,18 @@ def why_lines(entries: list[dict[str, Any]]) -> list[str]:
     return lines
 
 
+WITHHELD_LISTED = 3   # more stages withheld than this: one line names them all
+
+
+def row_unit(subject: str | None) -> str:
+    """What compare's figures are per: a row inserted, or a row an index build indexed."""
+    return "row indexed" if subject == "index build" else "row inserted"
+
+
 def render_text(result: dict[str, Any]) -> str:
     a, b, wall = result["a"], result["b"], result["wall"]
     unit = a["rows_source"].replace("calls of", "call of", 1) if a["rows_source"].startswith("calls of") \
-        else "row inserted"
+        else row_unit(a.get("subject"))
     lines = [f"mysqlprobe compare, per {unit}",
              f"A  {a['server']}: {a['runs']} run(s), {a['rows']['median']:.0f} rows ({a['rows_source']})",
              f"B  {b['server']}: {b['runs']} run(s), {b['rows']['median']:.0f} rows ({b['rows_source']})",
@@ -432,7 +442,11 @@ def render_text(result: dict[str, Any]) -> str:
         lines.append(f"  {'in probed stages':<32}{'':>20}{signed_ns(attributed):>10}"
                      + (f"  {attributed / delta:.0%} of B - A" if delta else ""))
         lines.append(f"  {'not attributed to a stage':<32}{'':>20}{signed_ns(delta - attributed):>10}")
-    for w in result.get("withheld") or []:
+    withheld = result.get("withheld") or []
+    if len(withheld) > WITHHELD_LISTED:   # nested per-row probes (an index build's): one line, not one a stage
+        lines += textwrap.wrap(f"not attributed: {', '.join(w['stage'] for w in withheld)} (for instance "
+                               f"{withheld[0]['why']})", 78, initial_indent="  ", subsequent_indent="    ")
+    for w in withheld if len(withheld) <= WITHHELD_LISTED else []:
         lines += textwrap.wrap(f"{w['stage']}: not attributed ({w['why']})", 78, initial_indent="  ",
                                subsequent_indent="    ")
     if result["functions"] and x is None:   # with sampled runs, their mechanisms hold the CPU's changes

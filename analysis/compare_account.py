@@ -23,7 +23,7 @@ from __future__ import annotations
 import math
 import statistics
 import textwrap
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Callable
 
@@ -59,6 +59,8 @@ class WallRun:
     settings: dict[str, str]
     statement: str | None
     ddl: str | None
+    # an index build's phases (analysis/index_build.py), ns per row, scaled as the mechanisms are
+    phases: dict[str, float] = field(default_factory=dict)
 
     @property
     def unattributed_ns(self) -> float:
@@ -77,10 +79,13 @@ def wall_run(profile: Profile, label: str) -> WallRun | None:
     mech = {p.name: (p.on_cpu_ns / a.rows * scale, p.off_cpu_ns / a.rows * scale) for p in a.mechanisms}
     functions = {p.name: {f: ns / a.rows * scale for f, ns in p.functions} for p in a.mechanisms}
     eff = a.efficiency.to_json() if a.efficiency else {}
+    build = profile.index_build
+    phases = {ph.name: ph.share * build.wall_ns / a.rows * scale for ph in build.phases
+              if ph.share is not None} if build is not None and build.wall_ns else {}
     return WallRun(label, _time(w.unprobed_started or profile.window.start), w.pair, w.interleaved, a.rows, twin,
                    scale, mech, functions, {k: v for k, v in eff.items() if v is not None},
                    a.per_sample_ns / a.rows * scale * MIN_SAMPLES, profile.perf_schema.settings or {},
-                   w.statement, w.ddl)
+                   w.statement, w.ddl, phases)
 
 
 def _time(text: str | None) -> datetime | None:
@@ -173,6 +178,7 @@ class Explanation:
     scale: tuple[float, float]                   # the sampled runs' row time over the unprobed, per side
     apart_s: float | None                        # between the sides' mean start times
     warnings: tuple[str, ...] = ()
+    phases: tuple[tuple[str, Delta], ...] = ()   # an index build's, in the order they run
 
     @property
     def verdict(self) -> str:
@@ -200,7 +206,8 @@ class Explanation:
                 "efficiency": {k: d.to_json(4) for k, d in self.efficiency},
                 "sampled_over_unprobed": [round(x, 4) for x in self.scale],
                 "apart_s": None if self.apart_s is None else round(self.apart_s, 1),
-                "warnings": list(self.warnings)}
+                "warnings": list(self.warnings),
+                "index_build_phases": [{"name": n, **dl.to_json()} for n, dl in self.phases]}
 
 
 METHOD_PAIRED = ("unprobed runs, A and B alternated; the mean of each pair's B - A, paired t 95% interval; "
@@ -250,9 +257,15 @@ def explain(a: list[WallRun], b: list[WallRun]) -> Explanation | None:
     def figure(key: str) -> Callable[[WallRun], float]:
         return lambda r: r.efficiency.get(key, 0.0)
     efficiency = tuple((k, d(figure(k))) for k, _ in EFFICIENCY if all(k in r.efficiency for r in a + b))
+
+    def phase(name: str) -> Callable[[WallRun], float]:
+        return lambda r: r.phases.get(name, 0.0)
+    # a phase one side's build has and the other's lacks (10.1 writes no flush) is 0 there
+    built = all(r.phases for r in a + b)
+    phases = tuple((n, d(phase(n))) for n in dict.fromkeys(n for r in a + b for n in r.phases)) if built else ()
     return Explanation(wall, paired, len(common) if paired else 0, (len(a), len(b)), tuple(out), unattributed,
                        efficiency, (statistics.fmean(1 / r.scale for r in a), statistics.fmean(1 / r.scale for r in b)),
-                       _apart(a, b), tuple(_warnings(a, b, paired)))
+                       _apart(a, b), tuple(_warnings(a, b, paired)), phases)
 
 
 def _how(name: str, a: list[WallRun], b: list[WallRun], top: int = 5) -> tuple[tuple[str, float, float], ...]:
@@ -328,6 +341,12 @@ def detail(x: Explanation) -> list[str]:
         lines.append(f"  {m.name[:40]:<40}{_ns(m.total.a):>9}{_ns(m.total.b):>9}{_signed(m.total.delta):>9}  "
                      f"{interval:<18}{_signed(m.on_cpu.delta):>8}{_signed(m.off_cpu.delta):>9}"
                      + ("" if m.finding else "  noise"))
+    if x.phases:
+        lines += ["", "the index build by phase, per row (B - A; its stacks in the sampled runs, scaled as above):"]
+        for name, dl in x.phases:
+            interval = f"{_signed(dl.low)} to {_signed(dl.high)}"
+            lines.append(f"  {name[:40]:<40}{_ns(dl.a):>9}{_ns(dl.b):>9}{_signed(dl.delta):>9}  {interval:<18}"
+                         + ("" if dl.excludes_zero else "  noise"))
     if x.efficiency:
         lines += ["", "efficiency per row (A -> B):"]
         names = dict(EFFICIENCY)

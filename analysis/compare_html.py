@@ -139,6 +139,18 @@ def mechanisms_html(result: dict[str, Any]) -> str:
             "<td></td><td></td><td></td></tr></table>")
 
 
+def phases_html(result: dict[str, Any]) -> str:
+    """An index build's delta per row by phase (the sampled runs' stacks)."""
+    x: Explanation | None = result.get("explanation")
+    if x is None or not x.phases:
+        return ""
+    rows = [f"<tr class={'finding' if d.excludes_zero else 'noise'}><td>{html.escape(name)}</td>"
+            f"<td>{d.a:,.0f}</td><td>{d.b:,.0f}</td><td>{d.delta:+,.0f}</td>"
+            f"<td>{d.low:+,.0f} to {d.high:+,.0f}</td></tr>" for name, d in x.phases]
+    return ("<h2>The index build by phase (ns per row, B - A)</h2><table class=mechanisms><tr><th>phase</th>"
+            "<th>A</th><th>B</th><th>B - A</th><th>95% interval</th></tr>" + "".join(rows) + "</table>")
+
+
 def render_html(result: dict[str, Any], text: str, svg: str | None,
                 stage_svgs: tuple[tuple[str, str], ...] | list[tuple[str, str]] = ()) -> str:
     return ("<!DOCTYPE html><html lang=en><head><meta charset=utf-8><title>mysqlprobe compare</title>"
@@ -155,6 +167,7 @@ def render_html(result: dict[str, Any], text: str, svg: str | None,
             f"<h1>{html.escape(result['a']['server'])} vs {html.escape(result['b']['server'])}</h1>"
             + "<div id=headline><pre>" + html.escape("\n".join(_headline_lines(result))) + "</pre></div>"
             + mechanisms_html(result)
+            + phases_html(result)
             + row_bars(result)
             + drilldown_html(result)
             + "<h2>Stages, per row</h2>" + stage_bars(result)

@@ -60,6 +60,7 @@ class Side:
     stacks: Folded = field(default_factory=Folded)
     rows: int = 0
     server: str = ""
+    subject: str = "insert"   # or "index build" (analysis/model.py Profile.subject)
 
 
 def load_side(path: str) -> Side:
@@ -67,6 +68,7 @@ def load_side(path: str) -> Side:
     for d in capture_dirs(path):
         profile = checked_profile(read_profile(str(d)), str(d))
         side.server = side.server or profile.target.server
+        side.subject = profile.subject
         if profile.workload.run == "wall" or (not profile.probes and profile.account is not None):
             run = wall_run(profile, str(d))
             if run is not None and profile.account is not None:
@@ -131,7 +133,7 @@ def run(args, parser) -> int:
 
 def _sampled_only(args, x: Explanation, a: Side, b: Side) -> int:
     """Sides of sampled runs alone: the explanation, without the probes' figures."""
-    text = "\n".join(["mysqlprobe compare, per row inserted (sampled runs only: no probe counts)"]
+    text = "\n".join([f"mysqlprobe compare, per {C.row_unit(a.subject)} (sampled runs only: no probe counts)"]
                      + headline(x, a.server, b.server) + detail(x)) + "\n"
     doc = {"a": {"server": a.server, "runs": len(a.sampled)}, "b": {"server": b.server, "runs": len(b.sampled)},
            **x.to_json()}

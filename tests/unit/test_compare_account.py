@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import math
 import statistics
+from dataclasses import replace
 
 import pytest
 
@@ -93,3 +94,25 @@ def test_delta_of_is_the_paired_t_interval_or_welchs():
     assert w.delta == pytest.approx(1.0) and w.low < 0 < w.high
     one = delta_of([1.0], [2.0], None)
     assert one.delta == 1.0 and not one.excludes_zero
+
+
+def test_an_index_builds_phases_are_compared_pair_by_pair_with_a_missing_phase_as_zero():
+    """10.1 builds with no flush phase, 10.2 with one: the flush is 0 on A,
+    and each phase's delta is paired as the wall's is."""
+    drift = [0.0, 300.0, -200.0]
+    a = [run(i + 1, 7000 + d, {"page re-compression": (4600 + d, 0)}) for i, d in enumerate(drift)]
+    b = [run(i + 1, 1900 + d, {"page re-compression": (500 + d, 0)}) for i, d in enumerate(drift)]
+    for i, d in enumerate(drift):
+        a[i] = replace(a[i], phases={"scan": 350.0 + d * 0.1, "insert": 6650.0 + d * 0.9})
+        b[i] = replace(b[i], phases={"scan": 400.0 + d * 0.1, "insert": 1250.0 + d * 0.9, "flush": 250.0})
+    x = explain(a, b)
+    assert x is not None
+    phases = dict(x.phases)
+    assert list(phases) == ["scan", "insert", "flush"]
+    assert phases["insert"].delta == pytest.approx(-5400.0) and phases["insert"].high < 0
+    assert phases["flush"].a == 0 and phases["flush"].delta == pytest.approx(250.0)
+    assert phases["scan"].delta == pytest.approx(50.0) and phases["scan"].high - phases["scan"].low < 1e-6
+    assert x.to_json()["index_build_phases"][1]["name"] == "insert"
+    assert any("by phase" in line for line in detail(x))
+    # a side without a build compares no phases
+    assert explain(a, [replace(r, phases={}) for r in b]).phases == ()
