@@ -27,8 +27,9 @@ from mysqlprobe.errors import UsageError, WorkloadError
 from dataclasses import dataclass, field
 
 PARTITION_COUNTS = (5, 25, 50, 100)
+ROW_FORMATS = ("compact", "dynamic", "compressed-8", "compressed-4", "compressed-2")
 DEFAULT_CELLS = ([f"{k}-{n}" for k in ("range", "list", "hash") for n in PARTITION_COUNTS] + ["none"]
-                 + ["compact", "dynamic", "compressed-8", "compressed-4", "compressed-2", "concurrent-4"])
+                 + list(ROW_FORMATS) + ["concurrent-4"] + [f"index-{f}" for f in ROW_FORMATS])
 
 EXAMPLES = """examples:
   mysqlprobe lab bench --server 10.2.11 --cells range-100              # one cell, 5 repeats
@@ -37,10 +38,15 @@ EXAMPLES = """examples:
   mysqlprobe compare out/bench/10.1.23/range-100 out/bench/10.2.11/range-100
   mysqlprobe lab bench --server 10.11.5                                # the whole matrix
   mysqlprobe lab bench --pid $(pidof mariadbd) --socket /run/mysqld/mysqld.sock --cells none,range-5
+  mysqlprobe lab bench --server 10.1.23,10.2.11 --cells compressed-8,index-compressed-8 --rows 300007
+                                                    # the row-format study: the load, then the index build
 
 cells: KIND-N (KIND range, list or hash; N partitions), none (not partitioned),
 compact, dynamic, compressed-KB (row formats, not partitioned; KB 1/2/4/8/16),
-concurrent-C (C clients inserting single rows into a 5-partition RANGE table).
+concurrent-C (C clients inserting single rows into a 5-partition RANGE table),
+index-FORMAT (CREATE INDEX k on a table of --rows rows, id, k, c char(120),
+pad char(60), PK on id, in that row format: the build is the load, profiled
+with --index-profile; the table is filled once per server, unprobed).
 
 Each repeat of a cell runs the load three times on each server: unprobed (its
 time per row: compare's wall delta), sampled only, no probe attached (CPU
@@ -104,10 +110,21 @@ class Cell:
     name: str
     table: workload.Table
     clients: int = 0  # 0: INSERT ... SELECT; else single-row inserts by this many clients
+    index: workload.IndexTable | None = None   # the load is CREATE INDEX on this table (table unused)
 
     def describe(self) -> str:
+        if self.index:
+            return f"CREATE INDEX {workload.INDEX_NAME} ON {self.index.name} (k)"
         how = f"{self.clients} clients, single-row INSERTs" if self.clients else "INSERT ... SELECT"
         return f"{how} into {self.table.name}"
+
+    @property
+    def row_format(self) -> str:
+        return self.index.row_format if self.index else self.table.row_format
+
+    @property
+    def ddl(self) -> str:
+        return self.index.ddl() if self.index else self.table.ddl()
 
 
 def parse_cell(name: str) -> Cell:
@@ -131,6 +148,11 @@ def _cell(name: str) -> Cell:
     m = re.fullmatch(r"concurrent-(\d+)", name)
     if m and int(m.group(1)) > 0:
         return Cell(name, workload.table("range", 5), clients=int(m.group(1)))
+    if name.startswith("index-"):
+        fmt = _cell(name.removeprefix("index-"))
+        if fmt.table.row_format:
+            return Cell(name, fmt.table,
+                        index=workload.index_table(fmt.table.row_format, fmt.table.key_block_size))
     raise WorkloadError("unknown cell (see mysqlprobe lab bench --help)")
 
 
@@ -153,8 +175,10 @@ class Side:
     target: Any = None
     binary: Any = None
     plan: Plan = field(default_factory=Plan)
+    index_plan: Plan = field(default_factory=Plan)   # the index cells' probes (--index-profile's)
     conn: Any = None
     results: list[dict] = field(default_factory=list)
+    filled: set[str] = field(default_factory=set)     # the index cells' tables, filled once
 
 
 def run(args, parser) -> int:
@@ -187,7 +211,10 @@ def run(args, parser) -> int:
 
 
 def run_unprobed(conn, socket: str, cell: Cell, rows: int) -> tuple[int, float]:
-    """The cell's load with nothing attached: (rows, seconds)."""
+    """The cell's load with nothing attached: (rows, seconds); an index
+    build's rows are the table's, which it scans."""
+    if cell.index:
+        return rows, workload.build_index(conn, cell.index)
     if cell.clients:
         return workload.single_row_inserts(socket, cell.table, rows, cell.clients)
     return workload.insert_select(conn, cell.table)
@@ -201,12 +228,20 @@ def _open(side: Side, args) -> None:
     if missing:
         _progress(args.quiet, f"not in {binary.display_path} (inlined, or named otherwise): {', '.join(missing)}")
     side.plan = plan_probes(binary, list(catalog.INSERT_PROFILE), confirm)
+    side.index_plan = plan_probes(binary, list(catalog.INDEX_PROFILE), confirm)
     side.name = side.name or binary.server.version or f"pid{side.pid}"
 
 
-def _fresh(side: Side, cell: Cell) -> None:
-    """The cell's table dropped and made again (its dirty pages go with it), and a pause."""
-    workload.create_target(side.conn, cell.table)
+def _fresh(side: Side, cell: Cell, rows: int) -> None:
+    """The cell's table dropped and made again (its dirty pages go with it), and a pause.
+    An index cell's table is filled once; each run drops the index the last one built."""
+    if cell.index:
+        if cell.index.name not in side.filled:
+            workload.fill_index_table(side.conn, cell.index, rows)
+            side.filled.add(cell.index.name)
+        workload.drop_index(side.conn, cell.index)
+    else:
+        workload.create_target(side.conn, cell.table)
     time.sleep(SETTLE_S)
 
 
@@ -214,26 +249,28 @@ def _one(args, side: Side, cell: Cell, r: int, pair: bool, base: Path) -> dict:
     """One repeat of a cell on one side: unprobed, sampled only, profiled."""
     rows = args.single_rows if cell.clients else args.rows
     conn, socket = side.conn, side.socket
-    _fresh(side, cell)
+    _fresh(side, cell, rows)
     started = now_utc()
     unprobed = run_unprobed(conn, socket, cell, rows)
-    if cell.clients:
-        load = lambda: workload.single_row_inserts(socket, cell.table, rows, cell.clients)  # noqa: E731
-    else:
-        load = lambda: workload.insert_select(conn, cell.table)  # noqa: E731
-    record = {"cell": cell.name, "table": cell.table.name, "ddl": cell.table.ddl(), "clients": cell.clients or 1,
+    load = lambda: run_unprobed(conn, socket, cell, rows)  # noqa: E731
+    table = cell.index.name if cell.index else cell.table.name
+    record = {"cell": cell.name, "table": table, "ddl": cell.ddl, "clients": cell.clients or 1,
               "statement": cell.describe(), "repeat": r + 1, "unprobed_started": started,
               "unprobed": {"rows": unprobed[0], "seconds": round(unprobed[1], 4)}}
     if pair:
         record["pair"] = {"index": r + 1, "side": side.name, "interleaved": True}
     out = {}
+    profiled = side.index_plan if cell.index else side.plan
     for kind, plan, directory in (("wall", Plan(), base / side.name / cell.name / f"wall-r{r + 1}"),
-                                  ("profiled", side.plan, base / side.name / cell.name / f"r{r + 1}")):
-        _fresh(side, cell)
+                                  ("profiled", profiled, base / side.name / cell.name / f"r{r + 1}")):
+        _fresh(side, cell, rows)
         check_output_dir(str(directory))
+        # a build is profiled with every call counted (--index-profile): the duty cycles pace on rows changed
         cap, got, seconds = profile_load(side.target, side.binary, plan, load, socket=socket,
-                                         exact=kind == "wall" or not args.sampled, verbose=args.verbose,
-                                         quiet=True, frequency=args.frequency if kind == "wall" else None)
+                                         exact=kind == "wall" or not args.sampled or bool(cell.index),
+                                         verbose=args.verbose, quiet=True,
+                                         frequency=args.frequency if kind == "wall" else None,
+                                         build_progress=bool(cell.index))
         cap.doc["workload"] = {**record, "run": kind, "rows": got, "seconds": round(seconds, 3)}
         profile = capture_profile(cap)
         failure = save_capture(cap, str(directory), profile)
@@ -250,7 +287,7 @@ def _bench(args, cells: list[Cell], sides: list[Side]) -> None:
     try:
         for side in sides:
             _open(side, args)
-            if any(c.table.row_format for c in cells):
+            if any(c.row_format for c in cells):
                 restore_format[side.name] = workload.barracuda(side.conn)
             workload.prepare_source(side.conn, args.rows)
         base = Path(args.output)

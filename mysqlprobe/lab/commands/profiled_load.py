@@ -41,14 +41,15 @@ class _LoadWhenAttached(StatusLine):
 
 def profile_load(target, binary, plan: Plan, load: Callable[[], tuple[int, float]], *, socket: str,
                  exact: bool, verbose: bool = False, quiet: bool = False,
-                 frequency: int | None = None) -> tuple[Capture, int, float]:
+                 frequency: int | None = None, build_progress: bool = False) -> tuple[Capture, int, float]:
     """The capture of one load, and the load's (rows, seconds). frequency:
     the CPU samples' rate where not the default (a plan without probes
-    records the sampled wall-time account alone)."""
+    records the sampled wall-time account alone); build_progress: the load
+    builds an index (the server's progress reports, InnoDB's compressions)."""
     control = Control()
     control.status = status = _LoadWhenAttached(load, control.stop, quiet)
     options = RecordOptions(exact=exact, connect=ConnectOptions(socket=socket), verbose=verbose,
-                            stop_reason="load finished", argv=tuple(sys.argv),
+                            stop_reason="load finished", argv=tuple(sys.argv), build_progress=build_progress,
                             perf=PerfOptions(frequency=frequency) if frequency else PerfOptions())
     with RunSignals(control.stop) as control.signals:
         cap = Recorder(target, binary, plan, options, control).record()

@@ -1,0 +1,126 @@
+"""compare on index builds: `lab bench --server 10.1.23,10.2.11 --cells
+index-compressed-8` alternates the two servers' CREATE INDEX k, and compare
+explains the delta per row indexed by mechanism and by phase. Held to
+truths this test takes itself: its own alternated unprobed builds for the
+delta, an unprobed pair of builds under perf (cpu-clock and sched_switch,
+classified by the same catalog) for the top mechanism, the binaries'
+symbols for which build method each side can run, and the table's rows."""
+
+from __future__ import annotations
+
+import json
+import statistics
+import subprocess
+import time
+from contextlib import ExitStack
+
+import pytest
+
+from conftest import MYSQLPROBE
+from mysqlprobe.analysis import mechanisms as M
+from mysqlprobe.lab import sandbox, workload
+from mysqlprobe.lab.benchkit.truth import WallRecorder
+
+pytestmark = [pytest.mark.root, pytest.mark.server]
+ROWS = 100_003          # prime: a build of 0.2-0.8 s on these servers
+CELL = "index-compressed-8"
+TABLE = workload.index_table("compressed", 8)
+REPEATS = 3
+DELTA = 0.5             # of the truth's delta (a wrong sign, 0% or twice the truth's fails it)
+TOP = 0.5               # the top mechanism's delta, against perf's
+VERSIONS = ("10.1.23", "10.2.11")
+
+
+@pytest.fixture(scope="module")
+def compared(tmp_path_factory):
+    out = tmp_path_factory.mktemp("index_ab")
+    done = subprocess.run([MYSQLPROBE, "lab", "bench", "--server", ",".join(VERSIONS), "--cells", CELL,
+                           "--rows", str(ROWS), "--repeats", str(REPEATS), "-q", "-o", str(out)],
+                          capture_output=True, text=True, timeout=1800)
+    assert done.returncode == 0, done.stderr[-2000:]
+    cmp = subprocess.run([MYSQLPROBE, "compare", *(str(out / v / CELL) for v in VERSIONS), "--json"],
+                         capture_output=True, text=True)
+    assert cmp.returncode == 0, cmp.stderr
+    return out, json.loads(cmp.stdout)
+
+
+@pytest.fixture(scope="module")
+def servers(compared):
+    """Both servers, each with the cell's table filled again (the lab's runs are over)."""
+    with ExitStack() as stack:
+        out = []
+        for version in VERSIONS:
+            sb = sandbox.Sandbox(version)
+            pid = stack.enter_context(sb.serving(lambda m: None))
+            conn = workload.connect(sb.socket)
+            stack.callback(conn.close)
+            stack.callback(workload.restore_file_format, conn, workload.barracuda(conn))
+            workload.fill_index_table(conn, TABLE, ROWS)
+            out.append((sb, pid, conn))
+        yield out
+
+
+def test_the_alternated_delta_per_row_indexed_is_the_truths(compared, servers):
+    _, result = compared
+    wall = result["wall"]
+    assert wall["paired"] is True and wall["pairs"] == REPEATS, wall
+    pairs = []
+    for _ in range(REPEATS):
+        a, b = (workload.build_index(conn, TABLE) * 1e9 / ROWS for _, _, conn in servers)
+        pairs.append(b - a)
+    truth = statistics.fmean(pairs)
+    assert abs(wall["delta"] - truth) <= DELTA * abs(truth), (wall, pairs)
+    assert wall["verdict"] == "finding", wall
+    named = sum(m["delta_ns_per_row"] for m in result["mechanisms"] if m["finding"])
+    assert named + result["unattributed_ns_per_row"] == pytest.approx(wall["delta"], abs=2.0)
+
+
+def test_the_top_mechanism_is_the_one_perf_shows(compared, servers, tmp_path):
+    _, result = compared
+    per_side = []
+    for _, pid, conn in servers:
+        workload.drop_index(conn, TABLE)
+        time.sleep(0.5)
+        recorder = WallRecorder(pid, tmp_path)
+        time.sleep(0.5)
+        workload.build_index(conn, TABLE)
+        per_side.append({name: ns / ROWS for name, ns in recorder.stop().mechanisms().items()})
+    deltas = {n: per_side[1].get(n, 0.0) - per_side[0].get(n, 0.0)
+              for n in set(per_side[0]) | set(per_side[1]) if n not in (M.IDLE, M.PROBES_MECHANISM, M.OTHER)}
+    truth_top = max(deltas, key=lambda n: abs(deltas[n]))
+    findings = [m for m in result["mechanisms"] if m["finding"]]
+    assert findings and findings[0]["name"] == truth_top, \
+        (findings[:3], sorted(deltas.items(), key=lambda kv: kv[1])[:3])
+    assert abs(findings[0]["delta_ns_per_row"] - deltas[truth_top]) <= TOP * abs(deltas[truth_top]), \
+        (findings[0], deltas[truth_top])
+
+
+def _has(sb: sandbox.Sandbox, symbol: str) -> bool:
+    nm = subprocess.run(["nm", "-C", "--defined-only", str(sandbox.install(sb.version, lambda m: None).mysqld)],
+                        capture_output=True, text=True, check=True)
+    return symbol in nm.stdout
+
+
+def test_each_side_builds_the_way_its_binary_can_and_every_row_is_counted(compared, servers):
+    out, result = compared
+    by = {m["name"]: m for m in result["mechanisms"]}
+    (sb_a, _, conn_a), (sb_b, _, _) = servers
+    bulk_a, bulk_b = _has(sb_a, "BtrBulk::insert"), _has(sb_b, "BtrBulk::insert")
+    assert (bulk_a, bulk_b) == (False, True)   # 10.1: tuple by tuple; 10.2: the sorted build
+    assert by["sorted index build"]["a_ns_per_row"] == 0 < by["sorted index build"]["b_ns_per_row"]
+    assert by["tuple-by-tuple index insert"]["b_ns_per_row"] == 0 < by["tuple-by-tuple index insert"]["a_ns_per_row"]
+    phases = {p["name"]: p for p in result["index_build_phases"]}
+    flush_a, flush_b = _has(sb_a, "FlushObserver::flush"), _has(sb_b, "FlushObserver::flush")
+    assert (flush_a, flush_b) == (False, True) and phases["flush"]["a"] == 0 < phases["flush"]["b"]
+    assert phases["insert"]["delta"] < 0   # the insert is what the sorted build saves
+    # the profiled runs counted every row of the table, on both sides
+    with conn_a.cursor() as cur:
+        cur.execute(f"SELECT COUNT(*) FROM {workload.SCHEMA}.{TABLE.name}")
+        (count,) = cur.fetchone()
+    assert count == ROWS
+    for version in VERSIONS:
+        for r in range(1, REPEATS + 1):
+            shown = subprocess.run([MYSQLPROBE, "report", str(out / version / CELL / f"r{r}"), "--json=all"],
+                                   capture_output=True, text=True, check=True)
+            b = json.loads(shown.stdout)["index_build"]
+            assert b["rows_scanned"] == b["tuples_inserted"] == count, (version, r, b)
