@@ -257,3 +257,42 @@ def test_slow_clients_and_500_scrapes_do_not_hold_watch(watched):
     assert proc.wait(timeout=60) == 0
     err = proc.stderr.read()
     assert "Traceback" not in err and "BrokenPipe" not in err, err[-2000:]
+
+
+def test_a_build_under_way_is_a_gauge_and_its_phases_counters(watched):
+    """CREATE INDEX after CREATE INDEX while watch runs: /metrics gauges the
+    build's progress as MariaDB reports it, drops the gauge once no build
+    runs, and counts the builds' phases, never more than the builds took by
+    the client's clock."""
+    import re
+    sb, proc, url, port, tmp_path = watched
+    conn = workload.connect(sb.socket)
+    t = workload.index_table("compressed", 2)   # about 2.5 us a row on 10.2: builds of most of a second
+    workload.fill_index_table(conn, t, 300007)
+    stop, took = threading.Event(), []
+
+    def builds() -> None:
+        while not stop.is_set():
+            took.append(workload.build_index(conn, t))
+    builder = threading.Thread(target=builds)
+    builder.start()
+    seen: list[tuple[str, float]] = []
+    try:
+        def gauged() -> bool:
+            found = re.findall(r'mysqlprobe_index_build_progress_ratio\{stage="([^"]*)"\} (\S+)', get(url))
+            seen.extend((stage, float(v)) for stage, v in found)
+            return len(seen) >= 3
+        assert wait_until(gauged, timeout=90, step=0.3), "no build progress served"
+        windows = metric(get(url), "mysqlprobe_windows_total") or 0
+        assert wait_until(lambda: (metric(get(url), "mysqlprobe_windows_total") or 0) >= windows + 2, timeout=60)
+    finally:
+        stop.set()
+        builder.join(timeout=120)
+        conn.close()
+    assert all(0.0 <= v <= 1.0 and re.fullmatch(r"stage \d+ of \d+: .+", stage) for stage, v in seen), seen
+    assert wait_until(lambda: "mysqlprobe_index_build_progress_ratio" not in get(url), timeout=10)
+    text = get(url)
+    phases = {k: float(v) for k, v in re.findall(r'mysqlprobe_index_build_phase_seconds_total\{phase="([^"]*)"\} (\S+)',
+                                                 text)}
+    assert phases and "insert" in phases, text[-3000:]
+    assert 0 < sum(phases.values()) <= 1.1 * sum(took), (phases, sum(took))
