@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from mysqlprobe.analysis.account import wall_stacks
-from mysqlprobe.analysis.mechanisms import frame_name
+from mysqlprobe.analysis.mechanisms import frame_name, of_folded
 from mysqlprobe.analysis.views import Probe
 from mysqlprobe.catalog import INDEX_STAGES
 
@@ -143,6 +143,8 @@ class IndexBuild:
     share_source: str = ""
     progress: ServerProgress | None = None
     notes: tuple[str, ...] = ()
+    # the build's wall time by mechanism (its stacks, each charged as the account charges it), largest first
+    mechanisms: tuple[tuple[str, float], ...] = ()
 
     def to_json(self) -> dict[str, Any]:
         return {"method": self.method, "builds": _count(self.builds),
@@ -155,6 +157,9 @@ class IndexBuild:
                 "compression_failures": self.compression_failures,
                 "phases": [p.to_json() for p in self.phases], "share_source": self.share_source,
                 "server_progress": self.progress.to_json() if self.progress else None,
+                "mechanisms": [{"name": n, "share": round(share, 4),
+                                "ns_per_row": round(share * self.wall_ns / self.rows_scanned, 1)
+                                if self.wall_ns and self.rows_scanned else None} for n, share in self.mechanisms],
                 "notes": list(self.notes)}
 
 
@@ -202,7 +207,8 @@ def build(profile: Profile) -> IndexBuild | None:
     return IndexBuild(method, builds, wall, rows, tuples, node_pointers,
                       _calls(profile, by_stage.get("index.page_commit", [])), runs, passes, blocks,
                       _under(profile, by_stage, "innodb.page_compress", *INDEX_STAGE_NAMES), server_ops, failures,
-                      tuple(phases), source, _server_progress(profile), tuple(notes))
+                      tuple(phases), source, _server_progress(profile), tuple(notes),
+                      mechanism_shares(_build_stacks(profile)))
 
 
 def rows_scanned(profile: Profile) -> float | None:
@@ -258,6 +264,7 @@ def _from_stacks(profile: Profile) -> IndexBuild | None:
     return IndexBuild(method, None, wall, rows, None, None, None, None, None,
                       server_compressions=server_ops, compression_failures=failures, phases=tuple(phases),
                       share_source=STACKS_SOURCE, progress=_server_progress(profile),
+                      mechanisms=mechanism_shares(stacks),
                       notes=("counts: no probe of the build in this capture (mysqlprobe --index-profile counts "
                              "its rows, tuples, runs and pages); its wall time and phases from the account's "
                              "stacks" + ("" if rows else ", and no count of rows to put them per row"),))
@@ -339,6 +346,18 @@ def phase_of(frames: list[str]) -> str | None:
     if BUILD_FUNCTION not in names:
         return None
     return next((PHASE_OF[f] for f in reversed(names) if f in PHASE_OF), OTHER_PHASE)
+
+
+def mechanism_shares(stacks: Iterable[tuple[list[str], float]]) -> tuple[tuple[str, float], ...]:
+    """The mechanisms' shares of the weight of the stacks inside a build
+    (the thread's name first; off-CPU stacks may end waiting for a CPU),
+    charged by the account's catalog; largest first."""
+    per: dict[str, float] = defaultdict(float)
+    for frames, weight in stacks:
+        if phase_of(frames) is not None:
+            per[of_folded(";".join(frames), off_cpu=True)[0].mechanism] += weight
+    total = sum(per.values())
+    return tuple(sorted(((n, w / total) for n, w in per.items()), key=lambda kv: -kv[1])) if total else ()
 
 
 def phase_shares(stacks: Iterable[tuple[list[str], float]]) -> dict[str, float] | None:

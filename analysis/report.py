@@ -350,6 +350,9 @@ GLOSSARY = ("marks: ~ estimated for the whole window from the duty cycles; * per
             "the value); ? withheld: it broke a bound a true figure keeps")
 
 
+MECHANISM_SHOWN = 0.02   # a build's mechanisms below this share are summed as the rest
+
+
 def index_block(profile: Profile) -> list[str]:
     """The window's index build: its counts and its phases (--index-profile)."""
     b = profile.index_build
@@ -370,9 +373,10 @@ def index_block(profile: Profile) -> list[str]:
         lines.append(f"  sort runs {n(b.runs)}{passes}" + (f"; blocks written {blocks}" if blocks else ""))
     if b.compressions or b.server_compressions:
         server = ("" if b.server_compressions is None else
-                  f" (InnoDB's count over the window: {b.server_compressions:,}, {b.compression_failures:,} did not fit and were "
-                  "compressed again)")
-        lines.append(f"  pages compressed {n(b.compressions)}{server}")
+                  f"InnoDB's count over the window: {b.server_compressions:,}, {b.compression_failures:,} did not fit "
+                  "and were compressed again")
+        lines.append(f"  pages compressed ({server})" if b.compressions is None else
+                     f"  pages compressed {n(b.compressions)}" + (f" ({server})" if server else ""))
     if b.phases:
         lines += textwrap.wrap(f"share of the build's wall time, from {b.share_source}:", 80,
                                initial_indent="  ", subsequent_indent="    ")
@@ -381,6 +385,11 @@ def index_block(profile: Profile) -> list[str]:
             share = "-" if ph.share is None else f"{ph.share:.1%}"
             per_row = "-" if ph.ns_per_row is None else f"{ph.ns_per_row:,.0f}"
             lines.append(f"  {ph.name:<36}{share:>7}{per_row:>9}")
+    if b.mechanisms:
+        shown = [f"{name} {share:.0%}" for name, share in b.mechanisms if share >= MECHANISM_SHOWN]
+        rest = sum(share for _, share in b.mechanisms if share < MECHANISM_SHOWN)
+        lines += textwrap.wrap("by mechanism: " + ", ".join(shown + ([f"the rest {rest:.0%}"] if rest else [])),
+                               80, initial_indent="  ", subsequent_indent="    ")
     if b.progress and b.progress.source:
         seen = ", ".join(f"{s.stage} {s.max_percent:.0f}%" for s in b.progress.stages) or "no build under way at a read"
         lines.append(f"  the server's progress ({b.progress.source}, {b.progress.reads} reads): {seen}")

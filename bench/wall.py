@@ -26,7 +26,12 @@ from pathlib import Path
 
 from mysqlprobe.analysis import mechanisms as M
 from mysqlprobe.analysis.account import NOT_TRACED
-from mysqlprobe.analysis.index_build import phase_shares
+from mysqlprobe.analysis.index_build import mechanism_shares, phase_shares
+from mysqlprobe.collectors.target.symbols import load_target_binary, resolve_target
+from mysqlprobe.lab.commands.bench import WALL_FREQUENCY
+from mysqlprobe.lab.commands.profiled_load import profile_load
+from mysqlprobe.recorder.plan import Plan
+from mysqlprobe.reports import capture_profile
 from mysqlprobe.lab import sandbox, workload
 from mysqlprobe.lab.benchkit import (MYSQLPROBE, bench_parser, derived, log, machine, machine_line, profiled_run, span,
                                      rendered_again, run_subcommand, write_results)
@@ -353,7 +358,8 @@ def compare_markdown(result: dict) -> str:
 # --------------------------------------------------------------------------- index build
 
 DOC_INDEX_BUILD = """The index build by row format: CREATE INDEX k on the row-format study's
-table, unprobed and under --index-profile, against perf's picture of it.
+table, unprobed, sampled by the tool without probes, and under
+--index-profile, against perf's picture of it.
 
     sudo .venv/bin/python bench/wall.py index-build [--repeats 3] [--rows 300007]
         [--servers 10.1.23,10.2.11] [--formats compact,dynamic,compressed-8,compressed-4,compressed-2]
@@ -366,15 +372,19 @@ per repeat, interleaved:
   client);
 - truth: an unprobed build beside `perf record -g` of the server's CPU and
   of every context switch (its threads' wall time by stack, on CPU and off);
-  each phase's share of the build: the stacks inside row_merge_build_indexes
-  by their innermost phase function, as the tool classifies its own;
-- tool: the build under mysqlprobe --index-profile: its seconds, and the
-  capture's index_build (rows, tuples, runs, passes, the phases' shares).
+  the stacks inside row_merge_build_indexes by their innermost phase
+  function, and by mechanism, as the tool classifies its own;
+- sampled: the build under the tool with no probe attached (CPU samples at
+  999 Hz and traced switches: lab bench's sampled run), its index_build's
+  phases and mechanisms: where the tool's shares come from;
+- profiled: the build under mysqlprobe --index-profile: its seconds and
+  counts (rows, tuples, runs, passes, pages compressed).
 
-Reported: the build's ns per row unprobed, the tool's slowdown of it, its
-counts, and each phase's share by the tool against perf's (median over the
-repeats); a phase is held to within 25% of perf's share where perf gives it
-at least 10% of the build. Writes its section of bench/RESULTS.md."""
+Reported: the build's ns per row unprobed, the tool's slowdown of it in
+each mode, its counts, each phase's and each mechanism's share by the tool
+against perf's (medians over the repeats); a share is held to within 25%
+of perf's where perf gives it at least 10% of the build. Writes its
+section of bench/RESULTS.md."""
 
 INDEX_FORMATS = ("compact", "dynamic", "compressed-8", "compressed-4", "compressed-2")
 INDEX_WITHIN = BOUND  # a phase's share against perf's
@@ -387,18 +397,32 @@ def index_table_of(fmt: str) -> workload.IndexTable:
 
 
 def index_truth_run(pid: int, conn, t: workload.IndexTable, workdir: Path) -> dict:
-    """An unprobed build under perf: its seconds and its phases' shares of the build's wall time."""
+    """An unprobed build under perf: its seconds and its phases' and mechanisms' shares of the build's wall time."""
+    workload.drop_index(conn, t)
     rec = WallRecorder(pid, workdir)
     time.sleep(0.5)  # perf's events open
     seconds = workload.build_index(conn, t)
     wall = rec.stop()
-    stacks = [(stack.split(";"), ns) for threads in (wall.on_cpu, wall.off_cpu)
+    stacks = [(["thread"] + stack.split(";"), ns) for threads in (wall.on_cpu, wall.off_cpu)
               for per_thread in threads.values() for stack, ns in per_thread.items()]
-    return {"seconds": seconds, "shares": phase_shares(stacks) or {}}
+    return {"seconds": seconds, "shares": phase_shares(stacks) or {}, "mechanisms": dict(mechanism_shares(stacks))}
+
+
+def index_sampled_run(target, binary, conn, socket: str, t: workload.IndexTable, rows: int) -> dict:
+    """The build under the tool sampling only, no probe (lab bench's sampled run)."""
+    workload.drop_index(conn, t)
+    cap, _, seconds = profile_load(target, binary, Plan(), lambda: (rows, workload.build_index(conn, t)),
+                                   socket=socket, exact=True, quiet=True, frequency=WALL_FREQUENCY,
+                                   build_progress=True)
+    b = capture_profile(cap).index_build
+    return {"seconds": seconds, "method": b.method if b else None,
+            "shares": {p.name: p.share for p in b.phases if p.share is not None} if b else {},
+            "mechanisms": dict(b.mechanisms) if b else {}}
 
 
 def index_tool_run(pid: int, conn, t: workload.IndexTable, workdir: Path) -> dict:
     out = Path(tempfile.mkdtemp(dir=workdir))
+    workload.drop_index(conn, t)
     _, seconds = profiled_run(pid, out, lambda: (0, workload.build_index(conn, t)), 0.0, "--index-profile")
     b = derived(out)["index_build"] or {}
     return {"seconds": seconds, "rows_scanned": b.get("rows_scanned"), "tuples_inserted": b.get("tuples_inserted"),
@@ -412,14 +436,19 @@ def index_bench_cell(sb: sandbox.Sandbox, pid: int, fmt: str, rows: int, repeats
     t = index_table_of(fmt)
     saved = workload.barracuda(conn)
     fill_s = workload.fill_index_table(conn, t, rows)
+    target = resolve_target(pid)
+    binary = load_target_binary(target)
     runs = []
     for r in range(repeats):
+        workload.drop_index(conn, t)
         unprobed = workload.build_index(conn, t)
         truth = index_truth_run(pid, conn, t, workdir)
+        sampled = index_sampled_run(target, binary, conn, sb.socket, t, rows)
         tool = index_tool_run(pid, conn, t, workdir)
-        runs.append({"unprobed_s": unprobed, "truth": truth, "tool": tool})
+        runs.append({"unprobed_s": unprobed, "truth": truth, "sampled": sampled, "tool": tool})
         log(f"{sb.version} {fmt} #{r + 1}: unprobed {unprobed:.3f}s, under perf {truth['seconds']:.3f}s, "
-            f"profiled {tool['seconds']:.3f}s; shares tool {_shares_text(tool['shares'])}, perf {_shares_text(truth['shares'])}")
+            f"sampled {sampled['seconds']:.3f}s, profiled {tool['seconds']:.3f}s; shares sampled "
+            f"{_shares_text(sampled['shares'])}, perf {_shares_text(truth['shares'])}")
     workload.restore_file_format(conn, saved)
     conn.close()
     return {"server": sb.version, "format": fmt, "rows": rows, "fill_s": fill_s, "runs": runs}
@@ -429,43 +458,75 @@ def _shares_text(shares: dict[str, float]) -> str:
     return ", ".join(f"{k} {v:.0%}" for k, v in shares.items())
 
 
-def median_share(runs: list[dict], side: str, phase: str) -> float | None:
-    return med([r[side]["shares"][phase] for r in runs if r[side]["shares"].get(phase) is not None])
+def median_share(runs: list[dict], side: str, name: str, kind: str = "shares") -> float | None:
+    return med([r[side][kind][name] for r in runs if r[side].get(kind, {}).get(name) is not None])
+
+
+def _judged(tool: float | None, truth: float | None) -> tuple[str, str]:
+    """(error, met) of a share against perf's: judged where perf gives it INDEX_MIN_SHARE or more."""
+    err = None if tool is None or not truth else tool / truth - 1
+    judged = truth is not None and truth >= INDEX_MIN_SHARE
+    met = ("yes" if err is not None and abs(err) <= INDEX_WITHIN else "NO") if judged else "-"
+    return ("-" if err is None else f"{err:+.0%}"), met
+
+
+def _pct(x: float | None) -> str:
+    return "-" if x is None else f"{x:.1%}"
 
 
 def index_markdown(result: dict) -> str:
-    lines = ["# Index build by row format: CREATE INDEX under --index-profile, against perf", "",
+    lines = ["# Index build by row format: CREATE INDEX sampled and under --index-profile, against perf", "",
              f"- date: {result['date']}", f"- command: `{result['command']}`", f"- commit: {result['commit']}",
              f"- machine: {machine_line(result['machine'])}",
              "- table: id int PK, k int, c char(120), pad char(60), k shuffled; CREATE INDEX k ON it (k)",
-             "- unprobed: the build's seconds, as the client timed it; slowdown: the profiled build's seconds over "
-             "the unprobed ones (medians)",
+             "- unprobed: the build's seconds, as the client timed it; slowdown: the tool's build's seconds over "
+             "the unprobed ones (medians), sampled only (no probe: where the shares come from) and profiled "
+             "(--index-profile: where the counts come from)",
              "- truth: an unprobed build beside perf record -g (the server's CPU at 999 Hz, every context switch): "
-             "the stacks inside row_merge_build_indexes by their innermost phase function",
-             f"- bound: a phase's share within {INDEX_WITHIN:.0%} of perf's where perf gives it at least {INDEX_MIN_SHARE:.0%} "
-             "of the build; medians [min, max] over the repeats", "",
-             "| server | format | rows | ns/row unprobed | slowdown | method | rows scanned | runs | passes "
-             "| pages compressed | phase | tool share | perf share | error | met |",
-             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+             "the stacks inside row_merge_build_indexes by their innermost phase function, and by the account's "
+             "mechanism",
+             f"- bound: a share within {INDEX_WITHIN:.0%} of perf's where perf gives it at least {INDEX_MIN_SHARE:.0%} "
+             "of the build; medians [min, max] over the repeats; the profiled run's shares are shown beside, not "
+             "judged (its per-row probes stretch some phases more than others)", "",
+             "| server | format | rows | ns/row unprobed | slowdown sampled | slowdown profiled | method | rows scanned "
+             "| runs | passes | pages compressed | phase | tool share | profiled share | perf share | error | met |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    judged = met = 0
+    mech_lines = []
     for cell in result["cells"]:
         runs = cell["runs"]
         unprobed = [r["unprobed_s"] for r in runs]
-        slow = [r["tool"]["seconds"] / statistics.median(unprobed) for r in runs]
+        base = statistics.median(unprobed)
+        slow = [r["tool"]["seconds"] / base for r in runs]
+        sampled_slow = [r["sampled"]["seconds"] / base for r in runs]
         tool0 = runs[0]["tool"]
-        phases = sorted({p for r in runs for side in ("tool", "truth") for p in r[side]["shares"]})
+        phases = sorted({p for r in runs for side in ("sampled", "truth") for p in r[side]["shares"]})
         head = (f"| {cell['server']} | {cell['format']} | {cell['rows']} | "
-                f"{span([u * 1e9 / cell['rows'] for u in unprobed], '{:.0f}')} | {span(slow, '{:.2f}x')} | "
-                f"{tool0['method'] or '-'} | {tool0['rows_scanned']} | {tool0['runs']} | {tool0['merge_passes']} | "
-                f"{tool0['compressions']} ")
+                f"{span([u * 1e9 / cell['rows'] for u in unprobed], '{:.0f}')} | {span(sampled_slow, '{:.2f}x')} | "
+                f"{span(slow, '{:.2f}x')} | {tool0['method'] or '-'} | {tool0['rows_scanned']} | {tool0['runs']} | "
+                f"{tool0['merge_passes']} | {tool0['compressions']} ")
         for i, phase in enumerate(phases):
-            tool, truth = median_share(runs, "tool", phase), median_share(runs, "truth", phase)
-            err = None if tool is None or not truth else tool / truth - 1
-            judged = truth is not None and truth >= INDEX_MIN_SHARE
-            met = ("yes" if err is not None and abs(err) <= INDEX_WITHIN else "NO") if judged else "-"
-            lines.append((head if i == 0 else "| | | | | | | | | | ")
-                         + f"| {phase} | {'-' if tool is None else f'{tool:.1%}'} | "
-                           f"{'-' if truth is None else f'{truth:.1%}'} | {'-' if err is None else f'{err:+.0%}'} "
-                           f"| {met} |")
+            tool, truth = median_share(runs, "sampled", phase), median_share(runs, "truth", phase)
+            err, ok = _judged(tool, truth)
+            judged, met = judged + (ok != "-"), met + (ok == "yes")
+            lines.append((head if i == 0 else "| | | | | | | | | | | ")
+                         + f"| {phase} | {_pct(tool)} | {_pct(median_share(runs, 'tool', phase))} | {_pct(truth)} "
+                           f"| {err} | {ok} |")
+        names = sorted({n for r in runs for n in r["truth"]["mechanisms"]},
+                       key=lambda n: -(median_share(runs, "truth", n, "mechanisms") or 0))
+        for j, name in enumerate(names):
+            tool, truth = median_share(runs, "sampled", name, "mechanisms"), median_share(runs, "truth", name, "mechanisms")
+            if (truth or 0) < INDEX_MIN_SHARE and (tool or 0) < INDEX_MIN_SHARE:
+                continue
+            err, ok = _judged(tool, truth)
+            judged, met = judged + (ok != "-"), met + (ok == "yes")
+            mech_lines.append(f"| {cell['server'] if j == 0 else ''} | {cell['format'] if j == 0 else ''} | {name} "
+                              f"| {_pct(tool)} | {_pct(truth)} | {err} | {ok} |")
+    lines += ["", "The build's mechanisms at 10% or more of it (perf's or the tool's), the sampled run's share "
+                  "against perf's:", "",
+              "| server | format | mechanism | tool share | perf share | error | met |",
+              "|---|---|---|---|---|---|---|"] + mech_lines
+    lines += ["", f"Met: {met} of {judged} judged shares (phases and mechanisms) within {INDEX_WITHIN:.0%} of perf's."]
     return "\n".join(lines) + "\n"
 
 
@@ -494,7 +555,6 @@ def main_index_build() -> int:
               "machine": host, "cells": cells}
     write_results(args.out, "index_build", result, index_markdown)
     return 0
-
 
 
 SUBCOMMANDS = {"account": (main_account, DOC_ACCOUNT), "compare": (main_compare, DOC_COMPARE),

@@ -307,8 +307,15 @@ def test_a_build_seen_only_in_the_stacks_has_its_phases_per_row_of_the_table():
     text = render_text(p)
     assert text.startswith("WHERE A ROW'S TIME WENT IN THE INDEX BUILD")
     assert "mysqlprobe index build profile:" in text and "seen in the stacks, not probed" in text
+    # the build's mechanisms: its stacks charged as the account charges them, one source for both
+    mechanisms = dict(b.mechanisms)
+    assert mechanisms["sorted index build"] == pytest.approx(450 / 1200, rel=0.01)
+    assert mechanisms["index build: temporary sort file I/O"] == pytest.approx(300 / 1200, rel=0.01)
+    assert sum(mechanisms.values()) == pytest.approx(1.0)
     j = p.to_json()["index_build"]
     assert j["builds"] is None and [ph["name"] for ph in j["phases"]] == ["scan", "merge sort", "insert"]
+    assert j["mechanisms"][0] == {"name": "sorted index build", "share": 0.375, "ns_per_row": 450_000.0}
+    assert "by mechanism: sorted index build 38%" in " ".join(text.split())
 
 
 def test_a_tuple_by_tuple_build_is_named_by_its_stacks():
