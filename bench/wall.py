@@ -7,9 +7,12 @@ mysqlprobe's wall-time account and compare's mechanisms against unprobed runs.
 
 The truth of both: the load unprobed beside two perf records, `perf record
 -g -e cpu-clock -F 999 -p PID` (the threads' CPU by stack, each sample its
-period) and `perf record -g -e sched:sched_switch -a` (each switch-out of a
-server thread with its stack, timed to its switch-in: blocked, or waiting
-for a CPU). The load's threads are those whose stacks run a client
+period) and `perf record -g -e sched:sched_switch -p PID --switch-events`
+(each switch-out of a server thread with its stack, timed to perf's record
+of its switch-in: blocked, or waiting for a CPU; sections written before
+2026-11-28 10:20 recorded sched_switch CPU-wide, -a, which on this VM loses
+the switch-ins of threads woken onto an idle CPU and so reads off-CPU time
+low: mysqlprobe/lab/benchkit/truth.py). The load's threads are those whose stacks run a client
 connection's loop; each stack is charged to the innermost mechanism of
 analysis/mechanisms.py, the catalog the tool uses; a connection waiting for
 its client is not the row's time. Writes sections of bench/RESULTS.md."""
@@ -36,7 +39,7 @@ from mysqlprobe.lab import sandbox, workload
 from mysqlprobe.lab.benchkit import (MYSQLPROBE, bench_parser, derived, log, machine, machine_line, profiled_run, span,
                                      rendered_again, run_subcommand, write_results)
 from mysqlprobe.lab.benchkit.loads import SYSBENCH_SHAPE, ShapeRun, shape_runs, unprobed_ns_per_row
-from mysqlprobe.lab.benchkit.truth import WallRecorder
+from mysqlprobe.lab.benchkit.truth import OLD_SWITCH_RECORD, SWITCH_RECORD, WallRecorder
 
 SHARE = 0.10        # a mechanism the truth gives this much of the row or more is held to BOUND
 BOUND = 0.25
@@ -108,7 +111,7 @@ def markdown(result: dict) -> str:
              f"- date: {result['date']}", f"- command: `{result['command']}`", f"- commit: {result['commit']}",
              f"- machine: {machine_line(result['machine'])}",
              "- truth: the load unprobed beside `perf record -g -e cpu-clock -F 999 -p PID` (CPU by stack) and "
-             "`perf record -g -e sched:sched_switch -a` (each switch-out of a server thread timed to its "
+             f"`{result.get('switch_record', OLD_SWITCH_RECORD)}` (each switch-out of a server thread timed to its "
              "switch-in); the load's threads (a connection's loop on their stacks), each stack charged to the "
              "innermost mechanism of analysis/mechanisms.py; waits for the client left out; per "
              "Innodb_rows_inserted",
@@ -176,7 +179,7 @@ def main_account() -> int:
         sb.stop()
     result = {"date": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"), "commit": host["commit"],
               "command": f"bench/wall.py account --repeats {args.repeats} --seconds {args.seconds} --shapes {args.shapes}",
-              "machine": host, "runs": runs}
+              "machine": host, "runs": runs, "switch_record": SWITCH_RECORD}
     write_results(args.out, "account", result, markdown)
     return 0
 
@@ -316,7 +319,7 @@ def main_compare() -> int:
                     sb.stop()
     result = {"date": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"), "commit": host["commit"],
               "command": f"bench/wall.py compare --repeats {args.repeats} --rows {args.rows} --cell {args.cell} "
-                         f"--pairs {args.pairs}", "machine": host, "runs": runs}
+                         f"--pairs {args.pairs}", "machine": host, "runs": runs, "switch_record": SWITCH_RECORD}
     write_results(args.out, "regression", result, compare_markdown)
     return 0
 
@@ -330,7 +333,8 @@ def compare_markdown(result: dict) -> str:
              f"- date: {result['date']}", f"- command: `{result['command']}`", f"- commit: {result['commit']}",
              f"- machine: {machine_line(result['machine'])}",
              f"- truth: the cell's load alternated A, B ({TRUTH_PAIRS} pairs) unprobed, the mean of the pairs' "
-             "B - A; and under perf (cpu-clock -g and sched_switch -g), each mechanism's share of the row "
+             f"B - A; and under perf (cpu-clock -g and `{result.get('switch_record', OLD_SWITCH_RECORD)}`), each "
+             "mechanism's share of the row "
              "times its unprobed time per row",
              "- tool: `mysqlprobe lab bench --pid A,B` (5 repeats alternated: unprobed, sampled without probes, "
              "profiled), then `mysqlprobe compare --json`",
@@ -482,9 +486,9 @@ def index_markdown(result: dict) -> str:
              "- unprobed: the build's seconds, as the client timed it; slowdown: the tool's build's seconds over "
              "the unprobed ones (medians), sampled only (no probe: where the shares come from) and profiled "
              "(--index-profile: where the counts come from)",
-             "- truth: an unprobed build beside perf record -g (the server's CPU at 999 Hz, every context switch): "
-             "the stacks inside row_merge_build_indexes by their innermost phase function, and by the account's "
-             "mechanism",
+             "- truth: an unprobed build beside perf record -g (the server's CPU at 999 Hz) and "
+             f"`{result.get('switch_record', OLD_SWITCH_RECORD)}` (its threads' context switches): the stacks "
+             "inside row_merge_build_indexes by their innermost phase function, and by the account's mechanism",
              f"- bound: a share within {INDEX_WITHIN:.0%} of perf's where perf gives it at least {INDEX_MIN_SHARE:.0%} "
              "of the build; medians [min, max] over the repeats; the profiled run's shares are shown beside, not "
              "judged (its per-row probes stretch some phases more than others)", "",
@@ -552,7 +556,7 @@ def main_index_build() -> int:
     result = {"date": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"), "commit": host["commit"],
               "command": f"bench/wall.py index-build --repeats {args.repeats} --rows {args.rows} --servers {args.servers} "
                          f"--formats {args.formats}",
-              "machine": host, "cells": cells}
+              "machine": host, "cells": cells, "switch_record": SWITCH_RECORD}
     write_results(args.out, "index_build", result, index_markdown)
     return 0
 
