@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from mysqlprobe.analysis.account import wall_stacks
-from mysqlprobe.analysis.mechanisms import frame_name, of_folded
+from mysqlprobe.analysis.mechanisms import BUILD_FUNCTION, frame_name, of_folded
 from mysqlprobe.analysis.views import Probe
 from mysqlprobe.catalog import INDEX_STAGES
 
@@ -49,7 +49,6 @@ PHASES = (("scan", "index.scan", "row_merge_read_clustered_index"),
           ("merge sort", "index.merge_sort", "row_merge_sort"),
           ("insert", "index.insert", "row_merge_insert_index_tuples"),
           ("flush", "index.flush", "FlushObserver::flush"))
-BUILD_FUNCTION = "row_merge_build_indexes"
 PHASE_OF = {function: name for name, _, function in PHASES}
 OTHER_PHASE = "rest of the build"
 INLINED_SCAN = "scan (inlined: the build's own code)"
@@ -145,6 +144,10 @@ class IndexBuild:
     notes: tuple[str, ...] = ()
     # the build's wall time by mechanism (its stacks, each charged as the account charges it), largest first
     mechanisms: tuple[tuple[str, float], ...] = ()
+    block_bytes: int | None = None  # a temporary-file block: innodb_sort_buffer_size (row_merge_write writes one)
+    # the wall time of the threads' stacks inside the build, the probes' frames left out: what the
+    # phases and mechanisms per row are shares of (None: no stacks)
+    stacks_wall_ns: float | None = None
 
     def to_json(self) -> dict[str, Any]:
         return {"method": self.method, "builds": _count(self.builds),
@@ -153,13 +156,18 @@ class IndexBuild:
                 "node_pointers": _count(self.node_pointers), "pages": _count(self.pages),
                 "runs": _count(self.runs), "merge_passes": self.merge_passes,
                 "blocks_written": {k: _count(v) for k, v in self.blocks_written.items()},
+                "block_bytes": self.block_bytes,
+                "bytes_written": {k: round(v) * self.block_bytes for k, v in self.blocks_written.items()}
+                if self.block_bytes else None,
                 "compressions": _count(self.compressions), "server_compressions": self.server_compressions,
                 "compression_failures": self.compression_failures,
                 "phases": [p.to_json() for p in self.phases], "share_source": self.share_source,
                 "server_progress": self.progress.to_json() if self.progress else None,
                 "mechanisms": [{"name": n, "share": round(share, 4),
-                                "ns_per_row": round(share * self.wall_ns / self.rows_scanned, 1)
-                                if self.wall_ns and self.rows_scanned else None} for n, share in self.mechanisms],
+                                "ns_per_row": round(share * self.stacks_wall_ns / self.rows_scanned, 1)
+                                if self.stacks_wall_ns and self.rows_scanned else None}
+                               for n, share in self.mechanisms],
+                "stacks_wall_ns": None if self.stacks_wall_ns is None else round(self.stacks_wall_ns),
                 "notes": list(self.notes)}
 
 
@@ -202,13 +210,15 @@ def build(profile: Profile) -> IndexBuild | None:
     blocks = {phase: n for phase, stage in (("scan", scan), ("merge sort", "index.merge_sort"))
               if (n := _under(profile, by_stage, "index.block_write", stage)) is not None}
     wall = _span(by_stage[BUILD])
-    phases, source = _phases(profile, by_stage, wall, rows)
+    stacks = _build_stacks(profile)
+    stacks_wall = sum(ns for _, ns in stacks) or None
+    phases, source = _phases(profile, by_stage, stacks_wall or wall, rows, stacks)
     server_ops, failures = _server_compressions(profile)
     return IndexBuild(method, builds, wall, rows, tuples, node_pointers,
                       _calls(profile, by_stage.get("index.page_commit", [])), runs, passes, blocks,
                       _under(profile, by_stage, "innodb.page_compress", *INDEX_STAGE_NAMES), server_ops, failures,
                       tuple(phases), source, _server_progress(profile), tuple(notes),
-                      mechanism_shares(_build_stacks(profile)))
+                      mechanism_shares(stacks), _block_bytes(profile), stacks_wall)
 
 
 def rows_scanned(profile: Profile) -> float | None:
@@ -234,6 +244,15 @@ def _under(profile: Profile, by_stage: dict[str, list[tuple[int, Probe]]], stage
     if not probes or not parents:
         return None
     return sum(sum(c.calls for c in p.callers if c.parent in parents) * _scale(profile, j, p) for j, p in probes)
+
+
+def _block_bytes(profile: Profile) -> int | None:
+    """The size of a block of the build's temporary sort file: innodb_sort_buffer_size, as the server had it."""
+    value = (profile.perf_schema.settings or {}).get("innodb_sort_buffer_size")
+    try:
+        return int(value) if value is not None else None
+    except ValueError:
+        return None
 
 
 def _server_compressions(profile: Profile) -> tuple[int | None, int | None]:
@@ -264,7 +283,7 @@ def _from_stacks(profile: Profile) -> IndexBuild | None:
     return IndexBuild(method, None, wall, rows, None, None, None, None, None,
                       server_compressions=server_ops, compression_failures=failures, phases=tuple(phases),
                       share_source=STACKS_SOURCE, progress=_server_progress(profile),
-                      mechanisms=mechanism_shares(stacks),
+                      mechanisms=mechanism_shares(stacks), stacks_wall_ns=wall,
                       notes=("counts: no probe of the build in this capture (mysqlprobe --index-profile counts "
                              "its rows, tuples, runs and pages); its wall time and phases from the account's "
                              "stacks" + ("" if rows else ", and no count of rows to put them per row"),))
@@ -294,11 +313,12 @@ def _span(probes: list[tuple[int, Probe]]) -> float | None:
 
 
 def _phases(profile: Profile, by_stage: dict[str, list[tuple[int, Probe]]], wall: float | None,
-            rows: float | None) -> tuple[list[Phase], str]:
+            rows: float | None, stacks: list[tuple[list[str], float]]) -> tuple[list[Phase], str]:
     """Each phase's share of the build's wall time: from the account's
     stacks (on CPU and off it, without the probes' own frames) where the
-    capture has them, else from the phase functions' probed spans."""
-    shares = _stack_shares(profile)
+    capture has them, else from the phase functions' probed spans; per row
+    of `wall` (the stacks' own where there are stacks)."""
+    shares = phase_shares(stacks)
     source = STACKS_SOURCE
     if shares is None:
         spans = {name: _span(by_stage.get(stage, [])) for name, stage, _ in PHASES}
@@ -318,11 +338,6 @@ def _phases(profile: Profile, by_stage: dict[str, list[tuple[int, Probe]]], wall
         per_row = share * wall / rows if share is not None and wall and rows else None
         out.append(Phase(name, stage, _calls(profile, by_stage.get(stage or "", [])), per_row, share))
     return out, source
-
-
-def _stack_shares(profile: Profile) -> dict[str, float] | None:
-    """The phases' shares of the wall time of the stacks inside the build."""
-    return phase_shares(_build_stacks(profile))
 
 
 def _build_stacks(profile: Profile) -> list[tuple[list[str], float]]:
