@@ -7,11 +7,15 @@ import json
 import os
 import shutil
 import signal
+import statistics
 import subprocess
 import time
 from pathlib import Path
 
+import pytest
+
 from conftest import MYSQLPROBE
+from mysqlprobe.analysis import mechanisms as M
 from mysqlprobe.reports import load_profile
 from mysqlprobe.lab import workload
 from mysqlprobe.collectors.safety.codecheck import code_changes
@@ -180,3 +184,27 @@ def history_consumers_on(sb) -> bool:
         off = cur.fetchone()[0]
     conn.close()
     return off == 0
+
+
+def assert_delta_is_the_truths(result: dict, pairs: list[float], within: float) -> None:
+    """compare's paired wall delta against a truth's alternated pairs (B - A
+    each), a finding, and its mechanisms with the unattributed rest summing to it."""
+    wall = result["wall"]
+    truth = statistics.fmean(pairs)
+    assert abs(wall["delta"] - truth) <= within * abs(truth), (wall, pairs)
+    assert wall["verdict"] == "finding", wall
+    named = sum(m["delta_ns_per_row"] for m in result["mechanisms"] if m["finding"])
+    assert named + result["unattributed_ns_per_row"] == pytest.approx(wall["delta"], abs=2.0)
+
+
+def assert_top_mechanism_is_perfs(result: dict, per_side: list[dict[str, float]], within: float) -> None:
+    """compare's top finding is the mechanism whose delta is largest in perf's
+    picture of an unprobed pair (ns a row by mechanism, A then B), within `within` of it."""
+    deltas = {n: per_side[1].get(n, 0.0) - per_side[0].get(n, 0.0)
+              for n in set(per_side[0]) | set(per_side[1]) if n not in (M.IDLE, M.PROBES_MECHANISM, M.OTHER)}
+    truth_top = max(deltas, key=lambda n: abs(deltas[n]))
+    findings = [m for m in result["mechanisms"] if m["finding"]]
+    assert findings and findings[0]["name"] == truth_top, \
+        (findings[:3], sorted(deltas.items(), key=lambda kv: kv[1])[:3])
+    assert abs(findings[0]["delta_ns_per_row"] - deltas[truth_top]) <= within * abs(deltas[truth_top]), \
+        (findings[0], deltas[truth_top])

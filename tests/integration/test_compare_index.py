@@ -9,7 +9,6 @@ symbols for which build method each side can run, and the table's rows."""
 from __future__ import annotations
 
 import json
-import statistics
 import subprocess
 import time
 from contextlib import ExitStack
@@ -17,7 +16,7 @@ from contextlib import ExitStack
 import pytest
 
 from conftest import MYSQLPROBE
-from mysqlprobe.analysis import mechanisms as M
+from helpers import assert_delta_is_the_truths, assert_top_mechanism_is_perfs
 from mysqlprobe.lab import sandbox, workload
 from mysqlprobe.lab.benchkit.truth import WallRecorder
 
@@ -68,11 +67,7 @@ def test_the_alternated_delta_per_row_indexed_is_the_truths(compared, servers):
     for _ in range(REPEATS):
         a, b = (workload.build_index(conn, TABLE) * 1e9 / ROWS for _, _, conn in servers)
         pairs.append(b - a)
-    truth = statistics.fmean(pairs)
-    assert abs(wall["delta"] - truth) <= DELTA * abs(truth), (wall, pairs)
-    assert wall["verdict"] == "finding", wall
-    named = sum(m["delta_ns_per_row"] for m in result["mechanisms"] if m["finding"])
-    assert named + result["unattributed_ns_per_row"] == pytest.approx(wall["delta"], abs=2.0)
+    assert_delta_is_the_truths(result, pairs, DELTA)
 
 
 def test_the_top_mechanism_is_the_one_perf_shows(compared, servers, tmp_path):
@@ -85,14 +80,8 @@ def test_the_top_mechanism_is_the_one_perf_shows(compared, servers, tmp_path):
         time.sleep(0.5)
         workload.build_index(conn, TABLE)
         per_side.append({name: ns / ROWS for name, ns in recorder.stop().mechanisms().items()})
-    deltas = {n: per_side[1].get(n, 0.0) - per_side[0].get(n, 0.0)
-              for n in set(per_side[0]) | set(per_side[1]) if n not in (M.IDLE, M.PROBES_MECHANISM, M.OTHER)}
-    truth_top = max(deltas, key=lambda n: abs(deltas[n]))
-    findings = [m for m in result["mechanisms"] if m["finding"]]
-    assert findings and findings[0]["name"] == truth_top, \
-        (findings[:3], sorted(deltas.items(), key=lambda kv: kv[1])[:3])
-    assert abs(findings[0]["delta_ns_per_row"] - deltas[truth_top]) <= TOP * abs(deltas[truth_top]), \
-        (findings[0], deltas[truth_top])
+    assert_top_mechanism_is_perfs(result, per_side, TOP)
+
 
 
 def _has(sb: sandbox.Sandbox, symbol: str) -> bool:

@@ -61,6 +61,11 @@ def test_the_build_counted_against_the_table_and_the_new_index(server, tmp_path)
     runs, passes = b["runs"], b["merge_passes"]
     assert runs is not None and runs > 1 and passes == math.ceil(math.log2(runs))
     assert passes * (runs - 1) <= b["blocks_written"]["merge sort"] <= passes * runs
+    # the blocks' bytes against the I/O tracer's, a collector of its own: the writes to the
+    # temporary file under row_merge_write, the system call's bytes
+    traced = sum(int(line.rsplit(" ", 1)[1]) for line in (tmp_path / "io_bytes.folded").read_text().splitlines()
+                 if ";row_merge_write;" in line and "pwrite" in line)
+    assert b["block_bytes"] and sum(b["bytes_written"].values()) == traced, (b["bytes_written"], traced)
     # a node pointer for each leaf page of the new index (the sorted build; a split
     # build inserts them as it splits, all but the first leaf's, which the root raise moves)
     leaves = _leaf_pages(conn, t)
