@@ -370,6 +370,8 @@ def index_block(profile: Profile) -> list[str]:
     if b.runs is not None:
         passes = "" if b.merge_passes is None else f", {b.merge_passes} merge pass(es)"
         blocks = ", ".join(f"{v:,.0f} in the {k}" for k, v in b.blocks_written.items())
+        if blocks and b.block_bytes:
+            blocks += f" ({b.block_bytes / 2 ** 20:g} MiB each: innodb_sort_buffer_size)"
         lines.append(f"  sort runs {n(b.runs)}{passes}" + (f"; blocks written {blocks}" if blocks else ""))
     if b.compressions or b.server_compressions:
         server = ("" if b.server_compressions is None else
