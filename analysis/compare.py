@@ -23,6 +23,7 @@ from mysqlprobe.analysis.compare_figures import Change, Figure, figure_of, ns_te
 from mysqlprobe.analysis import mechanisms
 from mysqlprobe.analysis.compare_account import Explanation, detail as account_detail, headline as account_headline
 from mysqlprobe.analysis.compare_wall import unprobed_wall
+from mysqlprobe.analysis.index_build import SUBJECT as INDEX_BUILD_SUBJECT
 from mysqlprobe.analysis.drilldown import drilldown, drilldown_lines
 from mysqlprobe.analysis.model import Profile
 from mysqlprobe.analysis.consistency import TOLERANCE, stage_threads
@@ -410,7 +411,7 @@ WITHHELD_LISTED = 3   # more stages withheld than this: one line names them all
 
 def row_unit(subject: str | None) -> str:
     """What compare's figures are per: a row inserted, or a row an index build indexed."""
-    return "row indexed" if subject == "index build" else "row inserted"
+    return "row indexed" if subject == INDEX_BUILD_SUBJECT else "row inserted"
 
 
 def render_text(result: dict[str, Any]) -> str:

@@ -17,6 +17,7 @@ from mysqlprobe.analysis.account import MAX_UNATTRIBUTED, NOT_TRACED, Account
 from mysqlprobe.analysis.mechanisms import IDLE, OTHER, PROBES_MECHANISM
 from mysqlprobe.analysis.consistency import MEAN, PERCENTILES, withheld
 from mysqlprobe.analysis.figures import exclusive_totals
+from mysqlprobe.analysis.index_build import SUBJECT as INDEX_BUILD_SUBJECT
 from mysqlprobe.analysis.model import Profile
 from mysqlprobe.analysis.profile import StageSummary, measured_slowdown, rows_inserted, window_ns
 from mysqlprobe.analysis.views import WITHHELD, StageFigure
@@ -65,9 +66,6 @@ class Headline:
     account: Account | None = None        # the parts are its mechanisms where there is one
     probed: list[Probed] = field(default_factory=list)
     subject: str = "insert"               # or "index build": its rows are those the build indexed
-
-
-INDEX_BUILD = "index build"
 
 
 @dataclass(frozen=True)
@@ -233,7 +231,7 @@ def render_digest(d: DigestHeadline) -> list[str]:
 
 
 def render(h: Headline, digests: list[DigestHeadline] | None = None) -> list[str]:
-    title = "WHERE A ROW'S TIME WENT IN THE INDEX BUILD" if h.subject == INDEX_BUILD else \
+    title = "WHERE A ROW'S TIME WENT IN THE INDEX BUILD" if h.subject == INDEX_BUILD_SUBJECT else \
         "WHERE AN INSERTED ROW'S TIME WENT"
     lines = [title] + _window_lines(h)
     if digests:

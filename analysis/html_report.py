@@ -14,6 +14,7 @@ import re
 from mysqlprobe.analysis import histogram as H
 from mysqlprobe.analysis import report as text
 from mysqlprobe.analysis.figures import histogram_withheld, total_text, unresolved_note
+from mysqlprobe.analysis.index_build import SUBJECT as INDEX_BUILD_SUBJECT
 from mysqlprobe.analysis.stacks_report import io_block, off_cpu_block, samples_block
 from mysqlprobe.analysis.textfit import pct
 from mysqlprobe.analysis.views import WITHHELD, StageFigure
@@ -334,7 +335,7 @@ def render_html(profile: Profile, flamegraph_svg: str | None = None, offcpu_svg:
     parts = [f"<!DOCTYPE html><html lang=en><head><meta charset=utf-8><title>{_e(title)}</title>"
              f"<style>{_CSS}</style><script>{PAGE_SCRIPT}</script></head><body>",
              f"<h1>{_e(title)}</h1>",
-             "<h2>Where a row's time went in the index build</h2>" if profile.subject == "index build"
+             "<h2>Where a row's time went in the index build</h2>" if profile.subject == INDEX_BUILD_SUBJECT
              else "<h2>Where an inserted row's time went</h2>", summary_card(profile),
              *[skew_chart(s) for s in stages if s.stage == "partition.write_row" and s.partitions],
              *_timeline_section(profile),

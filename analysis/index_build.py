@@ -55,6 +55,7 @@ INLINED_SCAN = "scan (inlined: the build's own code)"
 SORTED = "sorted, bottom-up (BtrBulk)"
 TUPLE_BY_TUPLE = "tuple by tuple through the B-tree"
 STACKS_SOURCE = "the account's stacks (on and off CPU), the probes' frames left out"
+SUBJECT = "index build"   # what a capture profiles where a build ran and the server counted no row inserted
 
 
 @dataclass(frozen=True, slots=True)
@@ -188,7 +189,7 @@ def build(profile: Profile) -> IndexBuild | None:
     notes: list[str] = []
     method = SORTED if by_stage.get("index.bulk_insert") else TUPLE_BY_TUPLE if by_stage.get("index.tuple_insert") \
         else None
-    rows = _under(profile, by_stage, "index.row_build", "index.scan", BUILD)
+    rows = _rows_scanned(profile, by_stage)
     if rows is None:
         notes.append("rows scanned: row_build was not probed")
     node_pointers = tuples = None
@@ -225,8 +226,10 @@ def rows_scanned(profile: Profile) -> float | None:
     """The rows the probes saw the window's build scan (row_build under the
     scan); None without those probes. What a build's figures per row divide by."""
     by_stage = _by_stage(profile)
-    if not by_stage.get(BUILD):
-        return None
+    return _rows_scanned(profile, by_stage) if by_stage.get(BUILD) else None
+
+
+def _rows_scanned(profile: Profile, by_stage: dict[str, list[tuple[int, Probe]]]) -> float | None:
     return _under(profile, by_stage, "index.row_build", "index.scan", BUILD)
 
 
@@ -271,14 +274,11 @@ def _from_stacks(profile: Profile) -> IndexBuild | None:
     if not stacks:
         return None
     wall = float(sum(ns for _, ns in stacks))
-    shares = phase_shares(stacks) or {}
     names = {frame_name(f) for frames, _ in stacks for f in frames if "Bulk::" in f or "btr_cur_" in f}
     method = SORTED if any(n.startswith(("BtrBulk::", "PageBulk::")) for n in names) else \
         TUPLE_BY_TUPLE if "btr_cur_optimistic_insert" in names else None
     rows = profile.workload.rows or None
-    phases = [Phase(INLINED_SCAN if name == OTHER_PHASE and "scan" not in shares else name, stage, None,
-                    shares[name] * wall / rows if rows else None, shares[name])
-              for name, stage, _ in PHASES + ((OTHER_PHASE, None, ""),) if name in shares]
+    phases, _ = _phases(profile, {}, wall, rows, stacks)
     server_ops, failures = _server_compressions(profile)
     return IndexBuild(method, None, wall, rows, None, None, None, None, None,
                       server_compressions=server_ops, compression_failures=failures, phases=tuple(phases),
@@ -328,7 +328,8 @@ def _phases(profile: Profile, by_stage: dict[str, list[tuple[int, Probe]]], wall
         shares[OTHER_PHASE] = max(1.0 - sum(shares.values()), 0.0)
         source = "the phase functions' probed spans (no stacks in the capture)"
     out = []
-    inlined_scan = "index.scan" not in by_stage   # MariaDB 10.11: the build's own code is the scan
+    # MariaDB 10.11: the build's own code is the scan (no scan probe; without probes, no scan stack)
+    inlined_scan = "index.scan" not in by_stage if by_stage else "scan" not in shares
     for name, stage, _ in PHASES + ((OTHER_PHASE, None, ""),):
         share = shares.get(name)
         if share is None and stage not in by_stage:

@@ -17,7 +17,7 @@ from mysqlprobe.analysis.attribution import StatementTree, attribute
 from mysqlprobe.flamegraphs.folded import Folded
 from mysqlprobe.analysis.consistency import MEAN, TOTAL, Violation, check as check_bounds, withheld
 from mysqlprobe.analysis.figures import stage_figures
-from mysqlprobe.analysis.index_build import IndexBuild, build as build_index
+from mysqlprobe.analysis.index_build import SUBJECT as INDEX_BUILD_SUBJECT, IndexBuild, build as build_index
 from mysqlprobe.analysis.sampling import Estimate
 from mysqlprobe.analysis.schema_check import DERIVED_SECTIONS, check_document, upgraded
 from mysqlprobe.analysis.statements import Digest, by_digest
@@ -71,7 +71,7 @@ class Profile:
         server counted no row inserted (its rows are those the build indexed),
         else "insert"."""
         if self.index_build is not None and self.rows_inserted[1] != "Innodb_rows_inserted":
-            return "index build"
+            return INDEX_BUILD_SUBJECT
         return "insert"
 
     @cached_property

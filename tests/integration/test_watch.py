@@ -257,4 +257,3 @@ def test_slow_clients_and_500_scrapes_do_not_hold_watch(watched):
     assert proc.wait(timeout=60) == 0
     err = proc.stderr.read()
     assert "Traceback" not in err and "BrokenPipe" not in err, err[-2000:]
-
