@@ -80,8 +80,8 @@ def wall_run(profile: Profile, label: str) -> WallRun | None:
     functions = {p.name: {f: ns / a.rows * scale for f, ns in p.functions} for p in a.mechanisms}
     eff = a.efficiency.to_json() if a.efficiency else {}
     build = profile.index_build
-    phases = {ph.name: ph.share * build.wall_ns / a.rows * scale for ph in build.phases
-              if ph.share is not None} if build is not None and build.wall_ns else {}
+    phases = {ph.name: ph.share * build.shares_of_ns / a.rows * scale for ph in build.phases
+              if ph.share is not None} if build is not None and build.shares_of_ns else {}
     return WallRun(label, _time(w.unprobed_started or profile.window.start), w.pair, w.interleaved, a.rows, twin,
                    scale, mech, functions, {k: v for k, v in eff.items() if v is not None},
                    a.per_sample_ns / a.rows * scale * MIN_SAMPLES, profile.perf_schema.settings or {},

@@ -150,6 +150,12 @@ class IndexBuild:
     # phases and mechanisms per row are shares of (None: no stacks)
     stacks_wall_ns: float | None = None
 
+    @property
+    def shares_of_ns(self) -> float | None:
+        """The wall time the phases' shares are of: the stacks' (the probes'
+        frames out) where there are stacks, else the build probe's span."""
+        return self.stacks_wall_ns or self.wall_ns
+
     def to_json(self) -> dict[str, Any]:
         return {"method": self.method, "builds": _count(self.builds),
                 "wall_ns": None if self.wall_ns is None else round(self.wall_ns),

@@ -126,8 +126,8 @@ class Totals:
         self.with_builds = True
         self.index_rows += b.rows_scanned or 0
         for ph in b.phases:
-            if ph.share is not None and b.wall_ns:
-                self.index_phase_s[ph.name] += ph.share * b.wall_ns / 1e9
+            if ph.share is not None and b.shares_of_ns:
+                self.index_phase_s[ph.name] += ph.share * b.shares_of_ns / 1e9
         if b.server_compressions is not None:
             self.compressions["ops"] += b.server_compressions
             self.compressions["failures"] += b.compression_failures or 0

@@ -146,6 +146,13 @@ def test_an_index_builds_phases_are_counters_read_from_its_one_figure():
         got = float(re.search(rf'mysqlprobe_index_build_phase_seconds_total{{phase="{ph.name}"}} (\S+)', text)[1])
         assert got == pytest.approx(2 * ph.share * b.wall_ns / 1e9, rel=1e-6)
     assert f"mysqlprobe_index_build_rows_total {2 * b.rows_scanned:.0f}\n" in text
+    # probed, the build's span holds the probes' time too: the phases stay the stacks' wall, as the text's
+    from dataclasses import replace
+    profile.__dict__["index_build"] = replace(b, wall_ns=3 * b.wall_ns, stacks_wall_ns=b.wall_ns)
+    probed = Totals().add(profile).exposition()
+    insert = next(ph for ph in b.phases if ph.name == "insert")
+    got = float(re.search(r'mysqlprobe_index_build_phase_seconds_total{phase="insert"} (\S+)', probed)[1])
+    assert got == pytest.approx(insert.ns_per_row * b.rows_scanned / 1e9, rel=1e-6)
     assert "mysqlprobe_page_compressions_total 842\n" in text
     assert "mysqlprobe_page_compression_failures_total 166\n" in text
     # a profile without a build adds no index family
