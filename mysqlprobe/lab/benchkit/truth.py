@@ -123,6 +123,10 @@ class WallTruth:
         return out
 
 
+SWITCH_RECORD = "perf record -g -e sched:sched_switch -p PID --switch-events"
+OLD_SWITCH_RECORD = "perf record -g -e sched:sched_switch -a"   # before 2026-11-28: its switch-ins lost
+
+
 class WallRecorder:
     """Two perf records beside an unprobed load: its CPU samples (-p PID),
     and its threads' context switches (-p PID): the sched_switch tracepoint
