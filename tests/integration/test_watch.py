@@ -6,6 +6,7 @@ profiles it writes."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -45,9 +46,10 @@ def metric(text: str, line_start: str) -> float | None:
     return None
 
 
-@pytest.fixture
-def watched(tmp_path):
-    sb = sandbox.Sandbox("10.2.11", instance="watch")
+@contextlib.contextmanager
+def watching(version: str, tmp_path):
+    """A sandbox of `version` under mysqlprobe watch, windows of 3 s."""
+    sb = sandbox.Sandbox(version, instance="watch")
     pid = sb.start(lambda m: print(m, file=sys.stderr))
     port = free_port()
     proc = subprocess.Popen([MYSQLPROBE, "watch", "-p", str(pid), "--listen", f"127.0.0.1:{port}",
@@ -62,6 +64,12 @@ def watched(tmp_path):
             proc.send_signal(signal.SIGINT)
             proc.wait(timeout=60)
         sb.stop()
+
+
+@pytest.fixture
+def watched(tmp_path):
+    with watching("10.2.11", tmp_path) as w:
+        yield w
 
 
 def _serves(url: str) -> bool:
@@ -257,3 +265,49 @@ def test_slow_clients_and_500_scrapes_do_not_hold_watch(watched):
     assert proc.wait(timeout=60) == 0
     err = proc.stderr.read()
     assert "Traceback" not in err and "BrokenPipe" not in err, err[-2000:]
+
+
+# MariaDB 10.11's Performance Schema has InnoDB's alter stages with their work done
+# and estimated; before 10.5 MariaDB reports an online ADD INDEX's progress nowhere
+# (PROCESSLIST's PROGRESS stays 0 through the build), so there is nothing to gauge
+ALTER_STAGES = {"alter table (read PK and internal sort)", "alter table (merge sort)", "alter table (insert)",
+                "alter table (flush)", "alter table (log apply index)", "alter table (end)"}
+
+
+def test_a_build_under_way_is_a_gauge_and_its_phases_counters(tmp_path):
+    """CREATE INDEX after CREATE INDEX while watch runs on 10.11.5: /metrics
+    gauges the build's progress as the server reports it, drops the gauge
+    once no build runs, and counts the builds' phases, never more than the
+    builds took by the client's clock."""
+    import re
+    with watching("10.11.5", tmp_path) as (sb, proc, url, port, tmp_path):
+        conn = workload.connect(sb.socket)
+        t = workload.index_table("compressed", 8)
+        workload.fill_index_table(conn, t, 100003)
+        stop, took = threading.Event(), []
+
+        def builds() -> None:
+            while not stop.is_set():
+                took.append(workload.build_index(conn, t))
+        builder = threading.Thread(target=builds)
+        builder.start()
+        seen: list[tuple[str, float]] = []
+        try:
+            def gauged() -> bool:
+                found = re.findall(r'mysqlprobe_index_build_progress_ratio\{stage="([^"]*)"\} (\S+)', get(url))
+                seen.extend((stage, float(v)) for stage, v in found)
+                return len(seen) >= 3
+            assert wait_until(gauged, timeout=90, step=0.3), "no build progress served"
+            windows = metric(get(url), "mysqlprobe_windows_total") or 0
+            assert wait_until(lambda: (metric(get(url), "mysqlprobe_windows_total") or 0) >= windows + 2, timeout=60)
+        finally:
+            stop.set()
+            builder.join(timeout=120)
+            conn.close()
+        assert all(0.0 <= v <= 1.0 and stage in ALTER_STAGES for stage, v in seen), seen
+        assert wait_until(lambda: "mysqlprobe_index_build_progress_ratio" not in get(url), timeout=10)
+        text = get(url)
+        phases = {k: float(v) for k, v in
+                  re.findall(r'mysqlprobe_index_build_phase_seconds_total\{phase="([^"]*)"\} (\S+)', text)}
+        assert phases and "insert" in phases, text[-3000:]
+        assert 0 < sum(phases.values()) <= 1.1 * sum(took), (phases, sum(took))
