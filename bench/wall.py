@@ -39,12 +39,13 @@ from mysqlprobe.lab import sandbox, workload
 from mysqlprobe.lab.benchkit import (MYSQLPROBE, bench_parser, derived, log, machine, machine_line, profiled_run, span,
                                      rendered_again, run_subcommand, write_results)
 from mysqlprobe.lab.benchkit.loads import SYSBENCH_SHAPE, ShapeRun, shape_runs, unprobed_ns_per_row
-from mysqlprobe.lab.benchkit.truth import OLD_SWITCH_RECORD, SWITCH_RECORD, WallRecorder
+from mysqlprobe.lab.benchkit.truth import SWITCH_RECORD, SWITCH_TIMING, WallRecorder, switch_truth
 
 SHARE = 0.10        # a mechanism the truth gives this much of the row or more is held to BOUND
 BOUND = 0.25
 UNATTRIBUTED = 0.15
 LEAD_S = 1.0
+SWITCHES = {"switch_record": SWITCH_RECORD, "switch_timing": SWITCH_TIMING}  # how a result's truth was taken
 
 
 def truth_run(pid: int, load: ShapeRun, workdir: Path) -> dict:
@@ -111,8 +112,7 @@ def markdown(result: dict) -> str:
              f"- date: {result['date']}", f"- command: `{result['command']}`", f"- commit: {result['commit']}",
              f"- machine: {machine_line(result['machine'])}",
              "- truth: the load unprobed beside `perf record -g -e cpu-clock -F 999 -p PID` (CPU by stack) and "
-             f"`{result.get('switch_record', OLD_SWITCH_RECORD)}` (each switch-out of a server thread timed to its "
-             "switch-in); the load's threads (a connection's loop on their stacks), each stack charged to the "
+             f"{switch_truth(result)}; the load's threads (a connection's loop on their stacks), each stack charged to the "
              "innermost mechanism of analysis/mechanisms.py; waits for the client left out; per "
              "Innodb_rows_inserted",
              f"- tool: mysqlprobe -p PID (default mode) started {LEAD_S:g} s before the load, its account's "
@@ -179,7 +179,7 @@ def main_account() -> int:
         sb.stop()
     result = {"date": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"), "commit": host["commit"],
               "command": f"bench/wall.py account --repeats {args.repeats} --seconds {args.seconds} --shapes {args.shapes}",
-              "machine": host, "runs": runs, "switch_record": SWITCH_RECORD}
+              "machine": host, "runs": runs, **SWITCHES}
     write_results(args.out, "account", result, markdown)
     return 0
 
@@ -319,7 +319,7 @@ def main_compare() -> int:
                     sb.stop()
     result = {"date": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"), "commit": host["commit"],
               "command": f"bench/wall.py compare --repeats {args.repeats} --rows {args.rows} --cell {args.cell} "
-                         f"--pairs {args.pairs}", "machine": host, "runs": runs, "switch_record": SWITCH_RECORD}
+                         f"--pairs {args.pairs}", "machine": host, "runs": runs, **SWITCHES}
     write_results(args.out, "regression", result, compare_markdown)
     return 0
 
@@ -333,7 +333,7 @@ def compare_markdown(result: dict) -> str:
              f"- date: {result['date']}", f"- command: `{result['command']}`", f"- commit: {result['commit']}",
              f"- machine: {machine_line(result['machine'])}",
              f"- truth: the cell's load alternated A, B ({TRUTH_PAIRS} pairs) unprobed, the mean of the pairs' "
-             f"B - A; and under perf (cpu-clock -g and `{result.get('switch_record', OLD_SWITCH_RECORD)}`), each "
+             f"B - A; and under perf (cpu-clock -g and {switch_truth(result)}), each "
              "mechanism's share of the row "
              "times its unprobed time per row",
              "- tool: `mysqlprobe lab bench --pid A,B` (5 repeats alternated: unprobed, sampled without probes, "
@@ -487,7 +487,7 @@ def index_markdown(result: dict) -> str:
              "the unprobed ones (medians), sampled only (no probe: where the shares come from) and profiled "
              "(--index-profile: where the counts come from)",
              "- truth: an unprobed build beside perf record -g (the server's CPU at 999 Hz) and "
-             f"`{result.get('switch_record', OLD_SWITCH_RECORD)}` (its threads' context switches): the stacks "
+             f"{switch_truth(result)}: the stacks "
              "inside row_merge_build_indexes by their innermost phase function, and by the account's mechanism",
              f"- bound: a share within {INDEX_WITHIN:.0%} of perf's where perf gives it at least {INDEX_MIN_SHARE:.0%} "
              "of the build; medians [min, max] over the repeats; the profiled run's shares are shown beside, not "
@@ -556,7 +556,7 @@ def main_index_build() -> int:
     result = {"date": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"), "commit": host["commit"],
               "command": f"bench/wall.py index-build --repeats {args.repeats} --rows {args.rows} --servers {args.servers} "
                          f"--formats {args.formats}",
-              "machine": host, "cells": cells, "switch_record": SWITCH_RECORD}
+              "machine": host, "cells": cells, **SWITCHES}
     write_results(args.out, "index_build", result, index_markdown)
     return 0
 

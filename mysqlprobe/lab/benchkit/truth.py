@@ -125,13 +125,24 @@ class WallTruth:
 
 SWITCH_RECORD = "perf record -g -e sched:sched_switch -p PID --switch-events"
 OLD_SWITCH_RECORD = "perf record -g -e sched:sched_switch -a"   # before 2026-11-28: its switch-ins lost
+# how a wait is timed; against the kernel's schedstat for one thread through three
+# builds (wall less on-CPU): from the tracepoint +16-17%, from the switch-out record 0-6% under
+SWITCH_TIMING = "from perf's switch-out record to its switch-in"
+OLD_SWITCH_TIMING = "from the sched_switch tracepoint to the switch-in"   # before 2026-11-28 13:30
+
+
+def switch_truth(result: dict) -> str:
+    """The off-CPU truth a bench result was recorded with, in words for its section."""
+    return (f"`{result.get('switch_record', OLD_SWITCH_RECORD)}`, each wait of a server thread timed "
+            f"{result.get('switch_timing', OLD_SWITCH_TIMING)}")
 
 
 class WallRecorder:
     """Two perf records beside an unprobed load: its CPU samples (-p PID),
     and its threads' context switches (-p PID): the sched_switch tracepoint
     at each switch-out, with the stack and the state it left in, and
-    perf's own switch records (--switch-events) for each switch-in. A
+    perf's own switch records (--switch-events) for the switch itself,
+    out and back in: a wait is timed from the one to the other. A
     CPU-wide record of sched_switch (-a) misses switches out of the idle
     task on some CPUs of this VM (a blocked thread's wake-up onto an idle
     CPU1: 17 switch-ins recorded against 1,752 switch-outs of one build),
@@ -159,9 +170,16 @@ class WallRecorder:
         switches = subprocess.Popen(["perf", "script", "-i", str(self.switch_data), "-F",
                                      "tid,time,event,trace,ip,sym,dso", "--show-switch-events"],
                                     stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
-        away: dict[int, tuple[float, str]] = {}
+        leaving: dict[int, str] = {}              # tid -> the stack its last switch-out's tracepoint saw
+        away: dict[int, tuple[float, str]] = {}   # tid -> when it left the CPU, and that stack
         for header, frames in _samples(switches):
             tid, at = int(header.split()[0]), float(header.split(":")[0].split()[-1])
+            if "PERF_RECORD_SWITCH OUT" in header:
+                # the wait starts at the switch itself, not at the tracepoint before it:
+                # between them perf took the sample and walked its call chain (5-30 us)
+                if tid in leaving:
+                    away[tid] = (at, leaving.pop(tid))
+                continue
             if "PERF_RECORD_SWITCH IN" in header:
                 if tid in away:
                     t0, stack = away.pop(tid)
@@ -174,7 +192,7 @@ class WallRecorder:
             kernel = [f for f in frames if f.endswith("_[k]") and not f.startswith(("__traceiter", "__schedule",
                                                                                      "schedule_"))]
             leaf = ["[waiting for a CPU]"] if m.group(2).startswith("R") else kernel
-            away[tid] = (at, ";".join(user + leaf))
+            leaving[tid] = ";".join(user + leaf)
         for data in (self.cpu_data, self.switch_data):
             data.unlink(missing_ok=True)
         return truth
