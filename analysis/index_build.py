@@ -88,9 +88,11 @@ class StageProgress:
 
 @dataclass(frozen=True, slots=True)
 class ServerProgress:
-    """The server's progress reports, read once a second (collectors/perfschema/build_progress.py)."""
+    """The build's progress, read once a second: the server's report
+    (collectors/perfschema/build_progress.py), or the probes' counts where
+    it has none (collectors/uprobes/build_progress.py)."""
 
-    source: str | None   # performance_schema, processlist, or None: the server reports none
+    source: str | None   # performance_schema, processlist, probes, or None: nothing reports it
     reads: int
     stages: tuple[StageProgress, ...]
 

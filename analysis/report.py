@@ -394,7 +394,10 @@ def index_block(profile: Profile) -> list[str]:
                                80, initial_indent="  ", subsequent_indent="    ")
     if b.progress and b.progress.source:
         seen = ", ".join(f"{s.stage} {s.max_percent:.0f}%" for s in b.progress.stages) or "no build under way at a read"
-        lines.append(f"  the server's progress ({b.progress.source}, {b.progress.reads} reads): {seen}")
+        whose = (f"progress from the probes ({b.progress.reads} reads; the server reports none)"
+                 if b.progress.source == "probes" else f"the server's progress ({b.progress.source}, "
+                 f"{b.progress.reads} reads)")
+        lines.append(f"  {whose}: {seen}")
     lines += [f"  note: {note}" for note in b.notes]
     return lines
 

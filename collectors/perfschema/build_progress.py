@@ -7,6 +7,7 @@ insert through thd_progress_report)."""
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -19,6 +20,13 @@ P_S_SQL = ("SELECT EVENT_NAME, WORK_COMPLETED, WORK_ESTIMATED FROM performance_s
 PROCESSLIST_SQL = ("SELECT STAGE, MAX_STAGE, PROGRESS, STATE FROM information_schema.PROCESSLIST "
                    "WHERE PROGRESS > 0 AND ID != CONNECTION_ID() ORDER BY PROGRESS DESC LIMIT 1")
 STAGE_PREFIX = "stage/innodb/"
+ALTER_SQL = ("SELECT DB, INFO FROM information_schema.PROCESSLIST WHERE COMMAND = 'Query' AND ID != CONNECTION_ID() "
+             "AND (INFO LIKE 'create%%index%%' OR INFO LIKE 'alter%%table%%') LIMIT 1")
+ROWS_SQL = "SELECT TABLE_ROWS FROM information_schema.TABLES WHERE TABLE_SCHEMA = %s AND TABLE_NAME = %s"
+# the table a CREATE INDEX or ALTER TABLE names: `db`.`t`, db.t or t
+ALTERED = re.compile(r"^\s*(?:create\s+(?:unique\s+|fulltext\s+|spatial\s+)?index\s+(?:if\s+not\s+exists\s+)?\S+"
+                     r"\s+on|alter\s+(?:online\s+)?(?:ignore\s+)?table)\s+((?:`[^`]+`|\w+)(?:\.(?:`[^`]+`|\w+))?)",
+                     re.IGNORECASE)
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,6 +79,29 @@ class BuildProgress:
     def record(self) -> dict[str, Any]:
         return {"source": self.source, "reads": self.reads,
                 "readings": [r.to_json() for r in self.readings]}
+
+
+def altered_table(db: str | None, statement: str) -> tuple[str, str] | None:
+    """(schema, table) a CREATE INDEX or ALTER TABLE statement builds on; None: neither, or no schema."""
+    m = ALTERED.match(statement or "")
+    if not m:
+        return None
+    parts = [p.strip("`") for p in re.findall(r"`[^`]+`|\w+", m.group(1))]
+    schema, table = (parts[0], parts[1]) if len(parts) == 2 else (db, parts[0])
+    return (schema, table) if schema else None
+
+
+def altered_table_rows(conn: Connection) -> int | None:
+    """InnoDB's estimate of the rows of the table an index is being built on (None: no such statement)."""
+    with conn.cursor() as cur:
+        cur.execute(ALTER_SQL)
+        row = cur.fetchone()
+        found = altered_table(*row) if row else None
+        if found is None:
+            return None
+        cur.execute(ROWS_SQL, found)
+        rows = cur.fetchone()
+    return int(rows[0]) if rows and rows[0] is not None else None
 
 
 # InnoDB's own count of ROW_FORMAT=COMPRESSED page compressions per page size:

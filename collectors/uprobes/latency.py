@@ -184,6 +184,18 @@ class LatencyCollector(Collector):
     def total_calls(self) -> int:
         return self.probes.total_calls()
 
+    def stage_calls(self, part: dict[str, int] | None = None) -> dict[str, int]:
+        """Calls returned so far per probed stage, read live (cheap: one map
+        lookup a probe); part: stages counted in that partition key only."""
+        out: dict[str, int] = {}
+        index_calls = self.probes.calls(s.index for s in self.specs if s.stage)
+        for spec in self.specs:
+            if spec.stage:
+                calls = (self.probes.part_calls(spec.index, part[spec.stage]) if part and spec.stage in part
+                         else index_calls.get(spec.index, 0))
+                out[spec.stage] = out.get(spec.stage, 0) + calls
+        return out
+
     @property
     def attached_count(self) -> int:
         return self.probes.attached_count

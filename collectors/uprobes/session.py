@@ -411,6 +411,12 @@ class UprobeSession:
     def total_calls(self) -> int:
         return sum(self.probe_counts(spec.index).calls for spec in self.specs)
 
+    def part_calls(self, index: int, part: int) -> int:
+        """Calls of one probe with one partition key so far (an index level, for BtrBulk::insert)."""
+        value = PartStats()
+        found = libbpf.lookup(self._fds["part_stats"], PartKey(probe=index, part=part), value)
+        return value.calls if found else 0
+
     def snapshot(self) -> Snapshot:
         if not self._obj:
             raise BpfError("the probes are closed")

@@ -50,7 +50,8 @@ from mysqlprobe.collectors.cpu.perf_record import Unwinding, choose_unwinding
 from mysqlprobe.collectors.perfschema.settings import ROW_COUNTERS
 from mysqlprobe.collectors.kernel.process import ProcessCollector
 from mysqlprobe.collectors.uprobes.progress import MemoryCounter, counter_symbol
-from mysqlprobe.collectors.perfschema.build_progress import eta_s
+from mysqlprobe.collectors.perfschema.build_progress import altered_table_rows, eta_s
+from mysqlprobe.collectors.uprobes.build_progress import LEAF, PHASE_STAGES, ProbedBuildProgress
 from mysqlprobe.collectors.perfschema.collector import PerfSchemaCollector, thread_names
 from mysqlprobe.collectors.target.symbols import Binary, Target
 from mysqlprobe.errors import PermissionProblem
@@ -233,6 +234,8 @@ class Recorder:
             latency.start()  # before the announcement: a load started on it is counted from its first call
         self.timings["process_start_to_window_s"] = since_process_start()
         ps = self._one(PerfSchemaCollector)
+        if ps and ps.build_progress and ps.build_progress.source == "processlist" and latency:
+            ps.build_progress = probed_build_progress(ps, latency) or ps.build_progress
         win = Window(self.target.pid, o.duration, self.control, o.stop_reason,
                      latency.total_calls if latency else (lambda: 0),
                      self._build_progress(ps) if ps and ps.build_progress else None)
@@ -257,6 +260,8 @@ class Recorder:
             latency.calibration.record_in_situ(cycles.in_situ_factor())
             sampling = cycles.record(o.budget)
         elapsed, own_cpu = win.elapsed(), own_cpu_seconds() - own_cpu0
+        if win.progress:
+            win.progress(elapsed)   # a last read: a build that ended since the last one is seen to its end
         if self.control.signals:
             self.control.signals.window_closed()  # the probes come off, the capture is written
         for c in reversed(self._running("start")):
@@ -378,3 +383,15 @@ def assemble(argv: Sequence[str], head: dict[str, Any], sections: list[Section],
         doc.setdefault("engine", {"probes_attached": 0, "links": None, "counters": {}, "timings": {}})
         doc.setdefault("latencies", "corrected")
     return Capture(as_json(doc), files)
+
+
+def probed_build_progress(ps: PerfSchemaCollector, latency: LatencyCollector) -> ProbedBuildProgress | None:
+    """A build's progress from the probes where the server's report has
+    none to give (MariaDB's PROCESSLIST before 10.5) and the build's phase
+    functions are probed (--index-profile); None otherwise."""
+    planned = {s.stage for s in latency.specs}
+    if not PHASE_STAGES <= planned or ps.build_progress is None:
+        return None
+    conn = ps.build_progress.conn
+    return ProbedBuildProgress(conn, lambda: latency.stage_calls(LEAF), lambda: altered_table_rows(conn))
+
