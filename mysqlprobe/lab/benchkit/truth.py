@@ -2,7 +2,8 @@
 CPU of an unprobed run, a function's CPU read off the stacks its samples
 hold (its callees' with it), by this module's own reader of `perf script`;
 and the wall time of an unprobed load's threads by stack, on CPU and off
-it, from perf alone (WallRecorder)."""
+it, from perf alone (WallRecorder); an index build's phases timed at
+their functions' edges by bpftrace (PhaseTimer)."""
 
 from __future__ import annotations
 
@@ -196,3 +197,68 @@ class WallRecorder:
         for data in (self.cpu_data, self.switch_data):
             data.unlink(missing_ok=True)
         return truth
+
+
+# --- a build's phases timed at their functions' edges ---------------------------
+
+PHASE_TIMER = "bpftrace uprobes and uretprobes on row_merge_build_indexes and its phase functions"
+
+
+def _local_symbols(exe: str, names: set[str]) -> dict[str, str]:
+    """name -> the binary's symbol for each function named (C++ mangled, static ones too)."""
+    raw = subprocess.run(["nm", "-p", "--defined-only", exe], capture_output=True, text=True, check=True).stdout
+    plain = subprocess.run(["nm", "-p", "-C", "--defined-only", exe], capture_output=True, text=True, check=True).stdout
+    out: dict[str, str] = {}
+    for mangled, demangled in zip(raw.splitlines(), plain.splitlines()):
+        name = demangled.split(" ", 2)[-1].split("(")[0]
+        if name in names and name not in out:
+            out[name] = mangled.split(" ", 2)[-1]
+    return out
+
+
+class PhaseTimer:
+    """The phases of an index build timed where they begin and end: bpftrace
+    on the build function and each phase function, an entry and a return
+    probe each (about ten hits a build, nothing a row). A phase's wall time
+    is the time its function was the innermost phase open on the building
+    thread (as the tool charges a stack to its innermost phase function);
+    the build's own time outside every phase is `rest`."""
+
+    def __init__(self, pid: int, exe: str, build: str, phases: dict[str, str], rest: str):
+        symbols = _local_symbols(exe, {build, *phases})
+        self.labels = [rest] + [phases[f] for f in phases if f in symbols]
+        probes = [(0, symbols[build])] + [(i + 1, symbols[f]) for i, f in enumerate(f for f in phases if f in symbols)]
+        # BEGIN runs once every probe is attached: "Attaching N probes..." comes before they are
+        program = 'BEGIN { printf("ready\\n"); } ' + " ".join(
+            f'uprobe:{exe}:{sym} /pid == {pid}/ {{ printf("E %d %d %lld\\n", {i}, tid, nsecs); }} '
+            f'uretprobe:{exe}:{sym} /pid == {pid}/ {{ printf("R %d %d %lld\\n", {i}, tid, nsecs); }}'
+            for i, sym in probes)
+        self.proc = subprocess.Popen(["bpftrace", "-e", program], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                                     text=True)
+        assert self.proc.stdout is not None
+        for line in self.proc.stdout:
+            if line.strip() == "ready":
+                break
+        else:
+            raise RuntimeError("bpftrace did not attach its probes")
+
+    def stop(self) -> dict[str, float]:
+        """Each phase's share of the builds' wall time (rest included)."""
+        self.proc.send_signal(2)
+        out, _ = self.proc.communicate(timeout=60)
+        events = sorted((int(ts), kind, int(i), int(tid)) for kind, i, tid, ts in
+                        (line.split() for line in out.splitlines() if line[:2] in ("E ", "R ")))
+        open_phases: dict[int, list[int]] = defaultdict(list)
+        last: dict[int, int] = {}
+        ns: Counter = Counter()
+        for ts, kind, i, tid in events:
+            stack = open_phases[tid]
+            if stack:
+                ns[self.labels[stack[-1]]] += ts - last[tid]
+            last[tid] = ts
+            if kind == "E":
+                stack.append(i)
+            elif stack:
+                stack.pop()
+        total = sum(ns.values())
+        return {label: n / total for label, n in ns.items()} if total else {}
