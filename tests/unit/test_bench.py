@@ -74,3 +74,17 @@ def test_the_page_has_a_section_for_every_script_and_its_figures():
     # one page: no other results file beside it
     assert sorted(p.name for p in BENCH.iterdir() if p.suffix in (".md", ".json")) == \
         ["README.md", "RESULTS.md", "results.json"]
+
+
+def test_a_build_phase_is_the_innermost_open_one_on_its_thread():
+    """PhaseTimer's arithmetic: the build (label 0) holds the scan, which holds an
+    insert (a build whose tuples fit one buffer inserts from inside the scan);
+    another thread's events stay its own."""
+    from mysqlprobe.lab.benchkit.truth import innermost_shares
+    labels = ["rest", "scan", "insert"]
+    events = [("E", 0, 7, 0), ("E", 1, 7, 10), ("E", 2, 7, 40), ("R", 2, 7, 60), ("R", 1, 7, 90),
+              ("R", 0, 7, 100),
+              ("E", 0, 8, 1000), ("R", 0, 8, 1100)]      # another build, on another thread
+    shares = innermost_shares(list(reversed(events)), labels)   # bpftrace's order is not time's
+    assert shares == pytest.approx({"rest": (10 + 10 + 100) / 200, "scan": (30 + 30) / 200, "insert": 20 / 200})
+    assert innermost_shares([], labels) == {}

@@ -246,19 +246,26 @@ class PhaseTimer:
         """Each phase's share of the builds' wall time (rest included)."""
         self.proc.send_signal(2)
         out, _ = self.proc.communicate(timeout=60)
-        events = sorted((int(ts), kind, int(i), int(tid)) for kind, i, tid, ts in
-                        (line.split() for line in out.splitlines() if line[:2] in ("E ", "R ")))
-        open_phases: dict[int, list[int]] = defaultdict(list)
-        last: dict[int, int] = {}
-        ns: Counter = Counter()
-        for ts, kind, i, tid in events:
-            stack = open_phases[tid]
-            if stack:
-                ns[self.labels[stack[-1]]] += ts - last[tid]
-            last[tid] = ts
-            if kind == "E":
-                stack.append(i)
-            elif stack:
-                stack.pop()
-        total = sum(ns.values())
-        return {label: n / total for label, n in ns.items()} if total else {}
+        events = [(kind, int(i), int(tid), int(ts)) for kind, i, tid, ts in
+                  (line.split() for line in out.splitlines() if line[:2] in ("E ", "R "))]
+        return innermost_shares(events, self.labels)
+
+
+def innermost_shares(events: list[tuple[str, int, int, int]], labels: list[str]) -> dict[str, float]:
+    """Each label's share of the time some label was open, charged to the
+    innermost one open on its thread; events ("E" entry or "R" return,
+    label index, thread id, ns), in any order."""
+    open_phases: dict[int, list[int]] = defaultdict(list)
+    last: dict[int, int] = {}
+    ns: Counter = Counter()
+    for kind, i, tid, ts in sorted(events, key=lambda e: e[3]):
+        stack = open_phases[tid]
+        if stack:
+            ns[labels[stack[-1]]] += ts - last[tid]
+        last[tid] = ts
+        if kind == "E":
+            stack.append(i)
+        elif stack:
+            stack.pop()
+    total = sum(ns.values())
+    return {label: n / total for label, n in ns.items()} if total else {}
