@@ -413,25 +413,33 @@ def index_truth_run(pid: int, conn, t: workload.IndexTable, workdir: Path) -> di
     return {"seconds": seconds, "shares": phase_shares(stacks) or {}, "mechanisms": dict(mechanism_shares(stacks))}
 
 
+def phase_timer(pid: int) -> PhaseTimer:
+    """bpftrace timing the build's phase functions of this server (about ten probe hits a build)."""
+    return PhaseTimer(pid, os.readlink(f"/proc/{pid}/exe"), M.BUILD_FUNCTION,
+                      {function: name for name, _, function in PHASES}, OTHER_PHASE)
+
+
 def index_timed_run(pid: int, conn, t: workload.IndexTable) -> dict:
-    """An unprobed build with its phase functions timed at their edges by bpftrace (about ten probe hits)."""
+    """An unprobed build with its phase functions timed at their edges."""
     workload.drop_index(conn, t)
-    timer = PhaseTimer(pid, os.readlink(f"/proc/{pid}/exe"), M.BUILD_FUNCTION,
-                       {function: name for name, _, function in PHASES}, OTHER_PHASE)
+    timer = phase_timer(pid)
     seconds = workload.build_index(conn, t)
     return {"seconds": seconds, "shares": timer.stop()}
 
 
 def index_sampled_run(target, binary, conn, socket: str, t: workload.IndexTable, rows: int) -> dict:
-    """The build under the tool sampling only, no probe (lab bench's sampled run)."""
+    """The build under the tool sampling only, no probe (lab bench's sampled run); the same build's
+    phases timed at their functions' edges beside it (`timed`): one build, two ways of seeing it."""
     workload.drop_index(conn, t)
+    timer = phase_timer(target.pid)
     cap, _, seconds = profile_load(target, binary, Plan(), lambda: (rows, workload.build_index(conn, t)),
                                    socket=socket, exact=True, quiet=True, frequency=WALL_FREQUENCY,
                                    build_progress=True)
+    timed = timer.stop()
     b = capture_profile(cap).index_build
     return {"seconds": seconds, "method": b.method if b else None,
             "shares": {p.name: p.share for p in b.phases if p.share is not None} if b else {},
-            "mechanisms": dict(b.mechanisms) if b else {}}
+            "mechanisms": dict(b.mechanisms) if b else {}, "timed": timed}
 
 
 def index_tool_run(pid: int, conn, t: workload.IndexTable, workdir: Path) -> dict:
@@ -463,7 +471,8 @@ def index_bench_cell(sb: sandbox.Sandbox, pid: int, fmt: str, rows: int, repeats
         runs.append({"unprobed_s": unprobed, "truth": truth, "timed": timed, "sampled": sampled, "tool": tool})
         log(f"{sb.version} {fmt} #{r + 1}: unprobed {unprobed:.3f}s, under perf {truth['seconds']:.3f}s, "
             f"sampled {sampled['seconds']:.3f}s, profiled {tool['seconds']:.3f}s; shares sampled "
-            f"{_shares_text(sampled['shares'])}, timed {_shares_text(timed['shares'])}, perf {_shares_text(truth['shares'])}")
+            f"{_shares_text(sampled['shares'])}, timed same build {_shares_text(sampled['timed'])}, own build "
+            f"{_shares_text(timed['shares'])}, perf {_shares_text(truth['shares'])}")
     workload.restore_file_format(conn, saved)
     conn.close()
     return {"server": sb.version, "format": fmt, "rows": rows, "fill_s": fill_s, "runs": runs}
@@ -500,19 +509,21 @@ def index_markdown(result: dict) -> str:
              "- truth: an unprobed build beside perf record -g (the server's CPU at 999 Hz) and "
              f"{switch_truth(result)}: the stacks "
              "inside row_merge_build_indexes by their innermost phase function, and by the account's mechanism",
-             *(["- timed: an unprobed build with " + result["phase_timer"] + ": a phase's wall time is the time "
-                "its function was the innermost phase open on the building thread (about ten probe hits a build, "
-                "none a row); the phases are judged against it, perf's shown beside (perf walks a call chain at "
-                "every context switch of every server thread, which slows the switch-heavy phases most)"]
+             *(["- timed: " + result["phase_timer"] + ": a phase's wall time is the time its function was the "
+                "innermost phase open on the building thread (about ten probe hits a build, none a row); in the "
+                "sampled run's own build (judged: one build, seen two ways) and in a build of its own (shown); "
+                "perf's shown beside (perf walks a call chain at every context switch of every server thread, "
+                "which slows the switch-heavy phases most)"]
                if result.get("phase_timer") else []),
              f"- bound: a share within {INDEX_WITHIN:.0%} of the truth's where it gives it at least "
-             f"{INDEX_MIN_SHARE:.0%} of the build (phases: the timed build's where there is one, else perf's; "
+             f"{INDEX_MIN_SHARE:.0%} of the build (phases: the sampled build's timed phases where there are, else "
+             "perf's; "
              "mechanisms: perf's); medians [min, max] over the repeats; the profiled run's shares are shown beside, "
              "not judged (its per-row probes stretch some phases more than others)", "",
              "| server | format | rows | ns/row unprobed | slowdown sampled | slowdown profiled | method | rows scanned "
-             "| runs | passes | pages compressed | phase | tool share | profiled share | timed share | perf share "
-             "| error | met |",
-             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+             "| runs | passes | pages compressed | phase | tool share | profiled share | timed, same build "
+             "| timed, own build | perf share | error | met |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     judged = met = perf_judged = perf_met = 0
     mech_lines = []
     for cell in result["cells"]:
@@ -522,23 +533,24 @@ def index_markdown(result: dict) -> str:
         slow = [r["tool"]["seconds"] / base for r in runs]
         sampled_slow = [r["sampled"]["seconds"] / base for r in runs]
         tool0 = runs[0]["tool"]
-        timed_runs = all("timed" in r for r in runs)
-        sides = ("sampled", "truth") + (("timed",) if timed_runs else ())
-        phases = sorted({p for r in runs for side in sides for p in r[side]["shares"]})
+        timed_runs = all("timed" in r["sampled"] for r in runs)
+        phases = sorted({p for r in runs for side in ("sampled", "truth") for p in r[side]["shares"]}
+                        | {p for r in runs for p in r["sampled"].get("timed", {})})
         head = (f"| {cell['server']} | {cell['format']} | {cell['rows']} | "
                 f"{span([u * 1e9 / cell['rows'] for u in unprobed], '{:.0f}')} | {span(sampled_slow, '{:.2f}x')} | "
                 f"{span(slow, '{:.2f}x')} | {tool0['method'] or '-'} | {tool0['rows_scanned']} | {tool0['runs']} | "
                 f"{tool0['merge_passes']} | {tool0['compressions']} ")
         for i, phase in enumerate(phases):
             tool, perf = median_share(runs, "sampled", phase), median_share(runs, "truth", phase)
-            timed = median_share(runs, "timed", phase) if timed_runs else None
+            timed = median_share(runs, "sampled", phase, "timed") if timed_runs else None
+            own = median_share(runs, "timed", phase) if all("timed" in r for r in runs) else None
             err, ok = _judged(tool, timed if timed_runs else perf)
             judged, met = judged + (ok != "-"), met + (ok == "yes")
             _, perf_ok = _judged(tool, perf)
             perf_judged, perf_met = perf_judged + (perf_ok != "-"), perf_met + (perf_ok == "yes")
             lines.append((head if i == 0 else "| | | | | | | | | | | ")
                          + f"| {phase} | {_pct(tool)} | {_pct(median_share(runs, 'tool', phase))} | {_pct(timed)} "
-                           f"| {_pct(perf)} | {err} | {ok} |")
+                           f"| {_pct(own)} | {_pct(perf)} | {err} | {ok} |")
         names = sorted({n for r in runs for n in r["truth"]["mechanisms"]},
                        key=lambda n: -(median_share(runs, "truth", n, "mechanisms") or 0))
         for j, name in enumerate(names):
