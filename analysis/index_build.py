@@ -55,6 +55,9 @@ INLINED_SCAN = "scan (inlined: the build's own code)"
 SORTED = "sorted, bottom-up (BtrBulk)"
 TUPLE_BY_TUPLE = "tuple by tuple through the B-tree"
 STACKS_SOURCE = "the account's stacks (on and off CPU), the probes' frames left out"
+CONNECTION_THREAD = "one_connection"   # a client connection's thread, as P_S names it (sql/one_connection)
+CUT_SHORT_FRAMES = 3   # user frames of a stack that stopped in the C library: [unknown], the libc call
+CUT_SHORT_NOTED = 0.05  # of the build's stacks' time: said beside the phases from here
 SUBJECT = "index build"   # what a capture profiles where a build ran and the server counted no row inserted
 
 
@@ -221,6 +224,7 @@ def build(profile: Profile) -> IndexBuild | None:
     wall = _span(by_stage[BUILD])
     stacks = _build_stacks(profile)
     stacks_wall = sum(ns for _, ns in stacks) or None
+    notes += _cut_short_note(profile, stacks_wall or 0.0)
     phases, source = _phases(profile, by_stage, stacks_wall or wall, rows, stacks)
     server_ops, failures = _server_compressions(profile)
     return IndexBuild(method, builds, wall, rows, tuples, node_pointers,
@@ -294,7 +298,8 @@ def _from_stacks(profile: Profile) -> IndexBuild | None:
                       mechanisms=mechanism_shares(stacks), stacks_wall_ns=wall,
                       notes=("counts: no probe of the build in this capture (mysqlprobe --index-profile counts "
                              "its rows, tuples, runs and pages); its wall time and phases from the account's "
-                             "stacks" + ("" if rows else ", and no count of rows to put them per row"),))
+                             "stacks" + ("" if rows else ", and no count of rows to put them per row"),
+                             *_cut_short_note(profile, wall)))
 
 
 def _calls(profile: Profile, probes: list[tuple[int, Probe]]) -> float | None:
@@ -352,12 +357,36 @@ def _phases(profile: Profile, by_stage: dict[str, list[tuple[int, Probe]]], wall
 def _build_stacks(profile: Profile) -> list[tuple[list[str], float]]:
     """The account's wall-time stacks (ns; on CPU and off it, the probes'
     frames and the waits for the client left out) inside a build."""
+    return [(frames, ns) for frames, ns in _wall_stacks(profile) if phase_of(frames) is not None]
+
+
+def _wall_stacks(profile: Profile) -> list[tuple[list[str], float]]:
     account = profile.account
     if account is None or not profile.stacks["cpu_profile"].collected:
         return []
     wall = wall_stacks(account, profile.folded.get("cpu_profile"), profile.folded.get("off_cpu"))
-    return [(frames, float(ns)) for stack, ns in wall.stacks.items()
-            if phase_of(frames := stack.split(";")) is not None]
+    return [(stack.split(";"), float(ns)) for stack, ns in wall.stacks.items()]
+
+
+def cut_short(frames: list[str]) -> bool:
+    """A connection thread's stack (its name first) whose user frames end in
+    the C library: glibc keeps no frame pointers, so a wait inside it (a
+    select(), a futex) loses every caller above it, the build's too."""
+    if CONNECTION_THREAD not in frames[0]:
+        return False
+    user = [f for f in frames[1:] if not f.endswith("_[k]") and not f.startswith("[waiting")]
+    return len(user) <= CUT_SHORT_FRAMES and all(f.startswith(("[", "__")) for f in user)
+
+
+def _cut_short_note(profile: Profile, build_ns: float) -> list[str]:
+    """What a build's phases leave out: connection threads' time whose stacks were cut short."""
+    cut = sum(ns for frames, ns in _wall_stacks(profile) if cut_short(frames))
+    if not build_ns or cut < CUT_SHORT_NOTED * build_ns:
+        return []
+    return [f"{cut / 1e6:,.0f} ms of connection threads' time ({cut / build_ns:.0%} of the build's own stacks) "
+            "has stacks cut short in the C library, which keeps no frame pointers (InnoDB's os_thread_sleep "
+            "sleeps in select()): which phase waited there cannot be told, and the phases' shares leave it "
+            "out. Timed at its functions' edges, such a build put those waits in the scan (docs/index-build.md)"]
 
 
 def phase_of(frames: list[str]) -> str | None:

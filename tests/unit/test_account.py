@@ -323,3 +323,31 @@ def test_a_tuple_by_tuple_build_is_named_by_its_stacks():
     p = Profile(doc, stacks)
     assert p.index_build is not None and p.index_build.method == "tuple by tuple through the B-tree"
     assert {m.name for m in p.account.mechanisms} >= {"tuple-by-tuple index insert", "index build: merge sort"}
+
+
+def test_a_builds_waits_cut_short_in_the_c_library_are_said_not_placed():
+    """The building thread asleep in select() (InnoDB's os_thread_sleep), its
+    user stack stopping in glibc: the phases cannot place that time, and
+    the build says how much there was instead."""
+    doc, stacks = build_capture()
+    cut = ";".join([CONN, "[unknown]", "__select", "entry_SYSCALL_64_after_hwframe_[k]", "do_select_[k]"])
+    stacks["off_cpu"].stacks[cut] = 200_000   # us traced: 200 ms
+    p = Profile(doc, stacks)
+    b = p.index_build
+    assert b is not None
+    (note,) = [n for n in b.notes if "cut short" in n]
+    # the account's time: traced waits scaled to the kernel's blocked time, as every stack is
+    cut_ns = 200_000 * p.account.per_blocked_us
+    assert p.account.per_blocked_us < 1000   # ns a traced us: the kernel blocked less than all now traced
+    assert note.startswith(f"{cut_ns / 1e6:,.0f} ms of connection threads' time "
+                           f"({cut_ns / b.stacks_wall_ns:.0%} of the build's own stacks)"), note
+    shares = {ph.name: ph.share for ph in b.phases}
+    assert shares["scan"] == pytest.approx(300e6 / b.stacks_wall_ns, rel=0.01)   # of the placed time only
+    # a whole stack through the C library is not cut short; nor is another thread's
+    from mysqlprobe.analysis.index_build import cut_short
+    assert not cut_short([CONN, "[libc.so.6]", "pfs_spawn_thread", "handle_one_connection", "poll_[k]"])
+    assert not cut_short(["mysqld/io_handler_thread", "[unknown]", "__select", "do_select_[k]"])
+    assert cut_short([CONN, "[libc.so.6]", "futex_wait_[k]"])
+    # below a twentieth of the build, nothing is said
+    stacks["off_cpu"].stacks[cut] = 50_000
+    assert not [n for n in Profile(doc, stacks).index_build.notes if "cut short" in n]
