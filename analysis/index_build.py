@@ -58,6 +58,7 @@ STACKS_SOURCE = "the account's stacks (on and off CPU), the probes' frames left 
 CONNECTION_THREAD = "one_connection"   # a client connection's thread, as P_S names it (sql/one_connection)
 CUT_SHORT_FRAMES = 3   # user frames of a stack that stopped in the C library: [unknown], the libc call
 CUT_SHORT_NOTED = 0.05  # of the build's stacks' time: said beside the phases from here
+CUT_SHORT_WITHHELD = 0.25  # of the build's time, cut short included: its shares withheld from here
 SUBJECT = "index build"   # what a capture profiles where a build ran and the server counted no row inserted
 
 
@@ -224,14 +225,17 @@ def build(profile: Profile) -> IndexBuild | None:
     wall = _span(by_stage[BUILD])
     stacks = _build_stacks(profile)
     stacks_wall = sum(ns for _, ns in stacks) or None
-    notes += _cut_short_note(profile, stacks_wall or 0.0)
+    withhold, cut_notes = _cut_short(profile, stacks_wall or 0.0)
+    notes += cut_notes
     phases, source = _phases(profile, by_stage, stacks_wall or wall, rows, stacks)
+    if withhold:
+        phases = _withheld(phases)
     server_ops, failures = _server_compressions(profile)
     return IndexBuild(method, builds, wall, rows, tuples, node_pointers,
                       _calls(profile, by_stage.get("index.page_commit", [])), runs, passes, blocks,
                       _under(profile, by_stage, "innodb.page_compress", *INDEX_STAGE_NAMES), server_ops, failures,
                       tuple(phases), source, _server_progress(profile), tuple(notes),
-                      mechanism_shares(stacks), _block_bytes(profile), stacks_wall)
+                      () if withhold else mechanism_shares(stacks), _block_bytes(profile), stacks_wall)
 
 
 def rows_scanned(profile: Profile) -> float | None:
@@ -291,15 +295,17 @@ def _from_stacks(profile: Profile) -> IndexBuild | None:
         TUPLE_BY_TUPLE if "btr_cur_optimistic_insert" in names else None
     rows = profile.workload.rows or None
     phases, _ = _phases(profile, {}, wall, rows, stacks)
+    withhold, cut_notes = _cut_short(profile, wall)
     server_ops, failures = _server_compressions(profile)
     return IndexBuild(method, None, wall, rows, None, None, None, None, None,
-                      server_compressions=server_ops, compression_failures=failures, phases=tuple(phases),
+                      server_compressions=server_ops, compression_failures=failures,
+                      phases=tuple(_withheld(phases) if withhold else phases),
                       share_source=STACKS_SOURCE, progress=_server_progress(profile),
-                      mechanisms=mechanism_shares(stacks), stacks_wall_ns=wall,
+                      mechanisms=() if withhold else mechanism_shares(stacks), stacks_wall_ns=wall,
                       notes=("counts: no probe of the build in this capture (mysqlprobe --index-profile counts "
                              "its rows, tuples, runs and pages); its wall time and phases from the account's "
                              "stacks" + ("" if rows else ", and no count of rows to put them per row"),
-                             *_cut_short_note(profile, wall)))
+                             *cut_notes))
 
 
 def _calls(profile: Profile, probes: list[tuple[int, Probe]]) -> float | None:
@@ -378,15 +384,25 @@ def cut_short(frames: list[str]) -> bool:
     return len(user) <= CUT_SHORT_FRAMES and all(f.startswith(("[", "__")) for f in user)
 
 
-def _cut_short_note(profile: Profile, build_ns: float) -> list[str]:
-    """What a build's phases leave out: connection threads' time whose stacks were cut short."""
+def _cut_short(profile: Profile, build_ns: float) -> tuple[bool, list[str]]:
+    """What a build's phases leave out: connection threads' time whose stacks
+    were cut short. (withhold, notes): the phases' and mechanisms' shares are
+    withheld where a quarter or more of the build's time cannot be placed."""
     cut = sum(ns for frames, ns in _wall_stacks(profile) if cut_short(frames))
     if not build_ns or cut < CUT_SHORT_NOTED * build_ns:
-        return []
-    return [f"{cut / 1e6:,.0f} ms of connection threads' time ({cut / build_ns:.0%} of the build's own stacks) "
-            "has stacks cut short in the C library, which keeps no frame pointers (InnoDB's os_thread_sleep "
-            "sleeps in select()): which phase waited there cannot be told, and the phases' shares leave it "
-            "out. Timed at its functions' edges, such a build put those waits in the scan (docs/index-build.md)"]
+        return False, []
+    withhold = cut >= CUT_SHORT_WITHHELD * (build_ns + cut)
+    return withhold, [
+        f"{cut / 1e6:,.0f} ms of connection threads' time ({cut / build_ns:.0%} of the build's own stacks) has "
+        "stacks cut short in the C library, which keeps no frame pointers (InnoDB's os_thread_sleep sleeps in "
+        "select()): which phase waited there cannot be told" +
+        (f", so the phases' and mechanisms' shares are withheld ({CUT_SHORT_WITHHELD:.0%} or more of the "
+         "build's time unplaced)" if withhold else ", and the phases' shares leave it out") +
+        ". Timed at its functions' edges, such a build put those waits in the scan (docs/index-build.md)"]
+
+
+def _withheld(phases: list[Phase]) -> list[Phase]:
+    return [Phase(ph.name, ph.stage, ph.calls, None, None) for ph in phases]
 
 
 def phase_of(frames: list[str]) -> str | None:

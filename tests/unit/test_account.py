@@ -348,6 +348,16 @@ def test_a_builds_waits_cut_short_in_the_c_library_are_said_not_placed():
     assert not cut_short([CONN, "[libc.so.6]", "pfs_spawn_thread", "handle_one_connection", "poll_[k]"])
     assert not cut_short(["mysqld/io_handler_thread", "[unknown]", "__select", "do_select_[k]"])
     assert cut_short([CONN, "[libc.so.6]", "futex_wait_[k]"])
+    assert "withheld" not in note and "leave it out" in note
     # below a twentieth of the build, nothing is said
     stacks["off_cpu"].stacks[cut] = 50_000
     assert not [n for n in Profile(doc, stacks).index_build.notes if "cut short" in n]
+    # a quarter of the build's time or more unplaced: its shares are withheld, not printed
+    stacks["off_cpu"].stacks[cut] = 30_000_000   # the kernel blocked 550 ms: most of it, scaled
+    stacks["cpu_profile"].stacks[";".join(LOOP + ["dispatch_command", "mysql_parse"])] = 2700   # CPU elsewhere
+    p = Profile(doc, stacks)
+    b = p.index_build
+    (note,) = [n for n in b.notes if "cut short" in n]
+    assert "shares are withheld" in note, note
+    assert all(ph.share is None and ph.ns_per_row is None for ph in b.phases) and b.mechanisms == ()
+    assert all(ph["share"] is None for ph in p.to_json()["index_build"]["phases"])
