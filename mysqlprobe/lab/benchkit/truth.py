@@ -202,6 +202,7 @@ class WallRecorder:
 # --- a build's phases timed at their functions' edges ---------------------------
 
 PHASE_TIMER = "bpftrace uprobes and uretprobes on row_merge_build_indexes and its phase functions"
+STOP_TRIES, STOP_WAIT_S = 3, 10.0
 
 
 def _local_symbols(exe: str, names: set[str]) -> dict[str, str]:
@@ -244,8 +245,17 @@ class PhaseTimer:
 
     def stop(self) -> dict[str, float]:
         """Each phase's share of the builds' wall time (rest included)."""
-        self.proc.send_signal(2)
-        out, _ = self.proc.communicate(timeout=60)
+        out = ""
+        for _ in range(STOP_TRIES):   # an interrupt can go unheeded (seen once in 90 stops): again, then more firmly
+            self.proc.send_signal(2)
+            try:
+                out, _ = self.proc.communicate(timeout=STOP_WAIT_S)
+                break
+            except subprocess.TimeoutExpired:
+                continue
+        else:
+            self.proc.terminate()
+            out, _ = self.proc.communicate(timeout=STOP_WAIT_S)
         events = [(kind, int(i), int(tid), int(ts)) for kind, i, tid, ts in
                   (line.split() for line in out.splitlines() if line[:2] in ("E ", "R "))]
         return innermost_shares(events, self.labels)
