@@ -223,19 +223,16 @@ def build(profile: Profile) -> IndexBuild | None:
     blocks = {phase: n for phase, stage in (("scan", scan), ("merge sort", "index.merge_sort"))
               if (n := _under(profile, by_stage, "index.block_write", stage)) is not None}
     wall = _span(by_stage[BUILD])
-    stacks = _build_stacks(profile)
+    stacks, cut_ns = _build_stacks(profile)
     stacks_wall = sum(ns for _, ns in stacks) or None
-    withhold, cut_notes = _cut_short(profile, stacks_wall or 0.0)
-    notes += cut_notes
     phases, source = _phases(profile, by_stage, stacks_wall or wall, rows, stacks)
-    if withhold:
-        phases = _withheld(phases)
+    phases, mechanisms, cut_notes = _placed(phases, stacks, stacks_wall or 0.0, cut_ns)
     server_ops, failures = _server_compressions(profile)
     return IndexBuild(method, builds, wall, rows, tuples, node_pointers,
                       _calls(profile, by_stage.get("index.page_commit", [])), runs, passes, blocks,
                       _under(profile, by_stage, "innodb.page_compress", *INDEX_STAGE_NAMES), server_ops, failures,
-                      tuple(phases), source, _server_progress(profile), tuple(notes),
-                      () if withhold else mechanism_shares(stacks), _block_bytes(profile), stacks_wall)
+                      tuple(phases), source, _server_progress(profile), tuple(notes + cut_notes),
+                      mechanisms, _block_bytes(profile), stacks_wall)
 
 
 def rows_scanned(profile: Profile) -> float | None:
@@ -286,7 +283,7 @@ def _from_stacks(profile: Profile) -> IndexBuild | None:
     """A build seen by the account's stacks alone (no build probe): its
     method from the functions on them, its wall time theirs, its phases'
     shares of it, per row of the load's own count where the capture has one."""
-    stacks = _build_stacks(profile)
+    stacks, cut_ns = _build_stacks(profile)
     if not stacks:
         return None
     wall = float(sum(ns for _, ns in stacks))
@@ -295,13 +292,12 @@ def _from_stacks(profile: Profile) -> IndexBuild | None:
         TUPLE_BY_TUPLE if "btr_cur_optimistic_insert" in names else None
     rows = profile.workload.rows or None
     phases, _ = _phases(profile, {}, wall, rows, stacks)
-    withhold, cut_notes = _cut_short(profile, wall)
+    phases, mechanisms, cut_notes = _placed(phases, stacks, wall, cut_ns)
     server_ops, failures = _server_compressions(profile)
     return IndexBuild(method, None, wall, rows, None, None, None, None, None,
-                      server_compressions=server_ops, compression_failures=failures,
-                      phases=tuple(_withheld(phases) if withhold else phases),
+                      server_compressions=server_ops, compression_failures=failures, phases=tuple(phases),
                       share_source=STACKS_SOURCE, progress=_server_progress(profile),
-                      mechanisms=() if withhold else mechanism_shares(stacks), stacks_wall_ns=wall,
+                      mechanisms=mechanisms, stacks_wall_ns=wall,
                       notes=("counts: no probe of the build in this capture (mysqlprobe --index-profile counts "
                              "its rows, tuples, runs and pages); its wall time and phases from the account's "
                              "stacks" + ("" if rows else ", and no count of rows to put them per row"),
@@ -360,18 +356,24 @@ def _phases(profile: Profile, by_stage: dict[str, list[tuple[int, Probe]]], wall
     return out, source
 
 
-def _build_stacks(profile: Profile) -> list[tuple[list[str], float]]:
+def _build_stacks(profile: Profile) -> tuple[list[tuple[list[str], float]], float]:
     """The account's wall-time stacks (ns; on CPU and off it, the probes'
-    frames and the waits for the client left out) inside a build."""
-    return [(frames, ns) for frames, ns in _wall_stacks(profile) if phase_of(frames) is not None]
-
-
-def _wall_stacks(profile: Profile) -> list[tuple[list[str], float]]:
+    frames and the waits for the client left out) inside a build; and the
+    ns of connection threads' stacks cut short in the C library, which no
+    phase can be told of (cut_short)."""
     account = profile.account
     if account is None or not profile.stacks["cpu_profile"].collected:
-        return []
+        return [], 0.0
     wall = wall_stacks(account, profile.folded.get("cpu_profile"), profile.folded.get("off_cpu"))
-    return [(stack.split(";"), float(ns)) for stack, ns in wall.stacks.items()]
+    inside: list[tuple[list[str], float]] = []
+    cut_ns = 0.0
+    for stack, ns in wall.stacks.items():
+        frames = stack.split(";")
+        if phase_of(frames) is not None:
+            inside.append((frames, float(ns)))
+        elif cut_short(frames):
+            cut_ns += ns
+    return inside, cut_ns
 
 
 def cut_short(frames: list[str]) -> bool:
@@ -384,25 +386,24 @@ def cut_short(frames: list[str]) -> bool:
     return len(user) <= CUT_SHORT_FRAMES and all(f.startswith(("[", "__")) for f in user)
 
 
-def _cut_short(profile: Profile, build_ns: float) -> tuple[bool, list[str]]:
-    """What a build's phases leave out: connection threads' time whose stacks
-    were cut short. (withhold, notes): the phases' and mechanisms' shares are
-    withheld where a quarter or more of the build's time cannot be placed."""
-    cut = sum(ns for frames, ns in _wall_stacks(profile) if cut_short(frames))
-    if not build_ns or cut < CUT_SHORT_NOTED * build_ns:
-        return False, []
-    withhold = cut >= CUT_SHORT_WITHHELD * (build_ns + cut)
-    return withhold, [
-        f"{cut / 1e6:,.0f} ms of connection threads' time ({cut / build_ns:.0%} of the build's own stacks) has "
-        "stacks cut short in the C library, which keeps no frame pointers (InnoDB's os_thread_sleep sleeps in "
-        "select()): which phase waited there cannot be told" +
-        (f", so the phases' and mechanisms' shares are withheld ({CUT_SHORT_WITHHELD:.0%} or more of the "
-         "build's time unplaced)" if withhold else ", and the phases' shares leave it out") +
-        ". Timed at its functions' edges, such a build put those waits in the scan (docs/index-build.md)"]
-
-
-def _withheld(phases: list[Phase]) -> list[Phase]:
-    return [Phase(ph.name, ph.stage, ph.calls, None, None) for ph in phases]
+def _placed(phases: list[Phase], stacks: list[tuple[list[str], float]], build_ns: float,
+            cut_ns: float) -> tuple[list[Phase], tuple[tuple[str, float], ...], list[str]]:
+    """The build's phases and mechanisms as its stacks place them, and what
+    they leave out: past a twentieth of the build, a note of the time cut
+    short; where a quarter or more of the build's time (cut short included)
+    cannot be placed, the shares withheld."""
+    if not build_ns or cut_ns < CUT_SHORT_NOTED * build_ns:
+        return phases, mechanism_shares(stacks), []
+    withhold = cut_ns >= CUT_SHORT_WITHHELD * (build_ns + cut_ns)
+    note = (f"{cut_ns / 1e6:,.0f} ms of connection threads' time ({cut_ns / build_ns:.0%} of the build's own "
+            "stacks) has stacks cut short in the C library, which keeps no frame pointers (InnoDB's "
+            "os_thread_sleep sleeps in select()): which phase waited there cannot be told" +
+            (f", so the phases' and mechanisms' shares are withheld ({CUT_SHORT_WITHHELD:.0%} or more of the "
+             "build's time unplaced)" if withhold else ", and the phases' shares leave it out") +
+            ". Timed at its functions' edges, such a build put those waits in the scan (docs/index-build.md)")
+    if withhold:
+        return [Phase(ph.name, ph.stage, ph.calls, None, None) for ph in phases], (), [note]
+    return phases, mechanism_shares(stacks), [note]
 
 
 def phase_of(frames: list[str]) -> str | None:
