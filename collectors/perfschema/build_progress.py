@@ -46,17 +46,39 @@ def source_of(conn: Connection) -> str | None:
     return "processlist" if has_column(conn, "information_schema", "PROCESSLIST", "PROGRESS") else None
 
 
-class BuildProgress:
-    """Reads of one server's index build progress, kept for the capture."""
+class ProgressReads:
+    """Reads of an index build's progress, once a second, kept for the
+    capture: the server's report (BuildProgress) or, where it has none, the
+    probes' counts (collectors/uprobes/build_progress.py)."""
 
     def __init__(self, conn: Connection, source: str) -> None:
-        self.conn, self.source = conn, source
+        self.conn, self.source = conn, source   # conn: the server's, InnoDB's compression counts read on it too
         self.readings: list[Reading] = []
         self.reads = 0
 
     def read(self, at_s: float) -> Reading | None:
-        """The build under way now, if any (a read that fails is None)."""
+        """The build under way now, if any (counted, and kept when there is one)."""
         self.reads += 1
+        reading = self._reading(at_s)
+        if reading is not None:
+            if len(self.readings) < MAX_SAMPLES:
+                self.readings.append(reading)
+            else:
+                self.readings[-1] = reading
+        return reading
+
+    def _reading(self, at_s: float) -> Reading | None:
+        raise NotImplementedError
+
+    def record(self) -> dict[str, Any]:
+        return {"source": self.source, "reads": self.reads,
+                "readings": [r.to_json() for r in self.readings]}
+
+
+class BuildProgress(ProgressReads):
+    """The server's own report of the build under way."""
+
+    def _reading(self, at_s: float) -> Reading | None:
         with self.conn.cursor() as cur:
             cur.execute(P_S_SQL if self.source == "performance_schema" else PROCESSLIST_SQL)
             row = cur.fetchone()
@@ -66,19 +88,9 @@ class BuildProgress:
             name, done, estimated = row
             if not estimated:
                 return None
-            reading = Reading(at_s, name.removeprefix(STAGE_PREFIX), 100.0 * min(done or 0, estimated) / estimated)
-        else:
-            stage, stages, percent, state = row
-            reading = Reading(at_s, f"stage {stage} of {stages}: {state or '?'}", float(percent))
-        if len(self.readings) < MAX_SAMPLES:
-            self.readings.append(reading)
-        else:
-            self.readings[-1] = reading
-        return reading
-
-    def record(self) -> dict[str, Any]:
-        return {"source": self.source, "reads": self.reads,
-                "readings": [r.to_json() for r in self.readings]}
+            return Reading(at_s, name.removeprefix(STAGE_PREFIX), 100.0 * min(done or 0, estimated) / estimated)
+        stage, stages, percent, state = row
+        return Reading(at_s, f"stage {stage} of {stages}: {state or '?'}", float(percent))
 
 
 def altered_table(db: str | None, statement: str) -> tuple[str, str] | None:

@@ -26,8 +26,7 @@ from mysqlprobe.collectors.perfschema.settings import (PerfSchema, deltas, leave
                                               server_settings)
 from mysqlprobe.collectors.kernel.process import ServerProcess, thread_cpu_seconds
 from mysqlprobe.collectors.perfschema.guard import RESUME_WAIT_S
-from mysqlprobe.collectors.uprobes.build_progress import ProbedBuildProgress
-from mysqlprobe.collectors.perfschema.build_progress import (BuildProgress, Reading, compression_counts,
+from mysqlprobe.collectors.perfschema.build_progress import (BuildProgress, ProgressReads, Reading, compression_counts,
                                                              compression_deltas, source_of)
 from mysqlprobe.collectors.perfschema.lease import SetupLease
 from mysqlprobe.collectors.perfschema.threads import ThreadWatch, merge_threads
@@ -106,7 +105,7 @@ class PerfSchemaCollector(Collector):
         self.own_rows_changed = 0  # setup rows this collector's quiet phases changed
         self.wants_build_progress = build_progress
         # an index build's progress, read once a second: the server's, or the probes' where it reports none
-        self.build_progress: BuildProgress | ProbedBuildProgress | None = None
+        self.build_progress: ProgressReads | None = None
         self._compressions0: dict[int, tuple[int, int]] | None = None  # InnoDB's page compressions at start()
 
     def _timed(self, fn: Callable[..., T], *args: Any) -> T:

@@ -21,9 +21,8 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from typing import Any
 
-from mysqlprobe.collectors.perfschema.build_progress import MAX_SAMPLES, Reading
+from mysqlprobe.collectors.perfschema.build_progress import ProgressReads, Reading
 from mysqlprobe.collectors.perfschema.connection import Connection
 
 BUILD, SCAN, ROW = "index.build", "index.scan", "index.row_build"
@@ -34,35 +33,24 @@ PHASE_STAGES = {BUILD, SCAN, ROW, INSERT}  # the least a reading needs probed
 SCAN_CEILING = 99.0                     # the scan's estimate of rows is the table's; its end is its return
 
 
-class ProbedBuildProgress:
-    """Readings of the build under way from the probes (source "probes"), kept for the capture."""
-
-    source = "probes"
+class ProbedBuildProgress(ProgressReads):
+    """Readings of the build under way from the probes (source "probes")."""
 
     def __init__(self, conn: Connection, calls: Callable[[], dict[str, int]], table_rows: Callable[[], int | None]) -> None:
-        self.conn = conn                     # the server connection (InnoDB's compression counts are read on it)
+        super().__init__(conn, "probes")
         self.calls, self.table_rows = calls, table_rows
-        self.readings: list[Reading] = []
-        self.reads = 0
         self._base: dict[str, int] = {}      # counts as the build now running began: the last one's end
         self._scan_end: dict[str, int] | None = None   # counts at the first read after its scan returned
         self._rows_estimate: int | None = None
         self._insert_done = False
 
-    def read(self, at_s: float) -> Reading | None:
-        self.reads += 1
+    def _reading(self, at_s: float) -> Reading | None:
         now = self.calls()
         if self._since(now, BUILD):     # a build ended: its insert's last count, then the next starts from here
             reading = self._inserted(now, at_s)
             self._base, self._scan_end, self._rows_estimate, self._insert_done = now, None, None, False
-        else:
-            reading = self._reading(now, at_s)
-        if reading is not None:
-            if len(self.readings) < MAX_SAMPLES:
-                self.readings.append(reading)
-            else:
-                self.readings[-1] = reading
-        return reading
+            return reading
+        return self._phase(now, at_s)
 
     def _inserted(self, now: dict[str, int], at_s: float) -> Reading | None:
         """The insert's share of the rows scanned, counted: 100% when every tuple went in."""
@@ -82,7 +70,7 @@ class ProbedBuildProgress:
     def _since(self, now: dict[str, int], stage: str, base: dict[str, int] | None = None) -> int:
         return now.get(stage, 0) - (self._base if base is None else base).get(stage, 0)
 
-    def _reading(self, now: dict[str, int], at_s: float) -> Reading | None:
+    def _phase(self, now: dict[str, int], at_s: float) -> Reading | None:
         rows = self._since(now, ROW)
         if not rows:
             return None                  # no build under way (or not yet a row of one)
@@ -102,6 +90,3 @@ class ProbedBuildProgress:
         if INSERT in now and not self._since(now, INSERT):
             return Reading(at_s, "insert", min(100.0, 100.0 * self._tuples(now) / rows))
         return self._inserted(now, at_s)   # said once: the flush that follows has no measure
-
-    def record(self) -> dict[str, Any]:
-        return {"source": self.source, "reads": self.reads, "readings": [r.to_json() for r in self.readings]}
