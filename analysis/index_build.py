@@ -379,11 +379,14 @@ def _build_stacks(profile: Profile) -> tuple[list[tuple[list[str], float]], floa
 def cut_short(frames: list[str]) -> bool:
     """A connection thread's stack (its name first) whose user frames end in
     the C library: glibc keeps no frame pointers, so a wait inside it (a
-    select(), a futex) loses every caller above it, the build's too."""
+    select(), a futex) loses every caller above it, the build's too, where
+    the off-CPU program could not recover them (probes/user_stack.h). A
+    stack with no user frame at all is not one: its user stack was not
+    taken (off_cpu.dropped), which says nothing of where it was."""
     if CONNECTION_THREAD not in frames[0]:
         return False
     user = [f for f in frames[1:] if not f.endswith("_[k]") and not f.startswith("[waiting")]
-    return len(user) <= CUT_SHORT_FRAMES and all(f.startswith(("[", "__")) for f in user)
+    return 0 < len(user) <= CUT_SHORT_FRAMES and all(f.startswith(("[", "__")) for f in user)
 
 
 def _placed(phases: list[Phase], stacks: list[tuple[list[str], float]], build_ns: float,
@@ -396,11 +399,12 @@ def _placed(phases: list[Phase], stacks: list[tuple[list[str], float]], build_ns
         return phases, mechanism_shares(stacks), []
     withhold = cut_ns >= CUT_SHORT_WITHHELD * (build_ns + cut_ns)
     note = (f"{cut_ns / 1e6:,.0f} ms of connection threads' time ({cut_ns / build_ns:.0%} of the build's own "
-            "stacks) has stacks cut short in the C library, which keeps no frame pointers (InnoDB's "
-            "os_thread_sleep sleeps in select()): which phase waited there cannot be told" +
+            "stacks) has stacks cut short in the C library, which keeps no frame pointers, and the "
+            "off-CPU program's scan for their callers found none (off_cpu.recovered_s): which phase "
+            "waited there cannot be told" +
             (f", so the phases' and mechanisms' shares are withheld ({CUT_SHORT_WITHHELD:.0%} or more of the "
              "build's time unplaced)" if withhold else ", and the phases' shares leave it out") +
-            ". Timed at its functions' edges, such a build put those waits in the scan (docs/index-build.md)")
+            " (docs/index-build.md)")
     if withhold:
         return [Phase(ph.name, ph.stage, ph.calls, None, None) for ph in phases], (), [note]
     return phases, mechanism_shares(stacks), [note]

@@ -28,6 +28,7 @@ from mysqlprobe.collectors.cpu.cpu_sampler import CpuSampleSession
 from mysqlprobe.collectors.cpu.perf_record import perf_binary
 from mysqlprobe.collectors.kernel.process import cpu_seconds
 
+from mysqlprobe.lab.known_cost import build_known_cost
 from mysqlprobe.lab import sandbox
 from mysqlprobe.lab.benchkit import ROOT, bench_parser, log, machine, med, run_line, run_subcommand, spread, write_results
 from mysqlprobe.lab.benchkit.loads import SHAPES, Load
@@ -189,9 +190,7 @@ def main_cost() -> None:
     args = bench_parser(DOC_COST, rounds=7).parse_args()
     started = datetime.now(timezone.utc).isoformat(timespec="seconds")
     workdir = Path(tempfile.mkdtemp(prefix="mysqlprobe-sample-cost-"))
-    exe = workdir / "known_cost"
-    subprocess.run(["g++", "-O2", "-fno-omit-frame-pointer", "-o", str(exe),
-                    str(ROOT / "tests" / "fixtures" / "known_cost.cc")], check=True)
+    exe = build_known_cost(ROOT / "tests" / "fixtures", workdir)
     fx = Fixture(exe)
     variants = {"none": fx.loop, **{f"bpf {hz}": (lambda hz=hz: with_bpf(fx, hz)) for hz in BPF_RATES},
                 **{f"perf {hz}": (lambda hz=hz: with_perf(fx, hz, workdir)) for hz in PERF_RATES}}

@@ -34,6 +34,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from mysqlprobe import catalog
+from mysqlprobe.lab.known_cost import build_known_cost
 from mysqlprobe.lab import sandbox, workload
 from mysqlprobe.lab.benchkit import (BPFTRACE, HERE, MYSQLPROBE, ROOT, Tool, derived, fixture_command, log, machine, med,
                                      rendered_again, spread, write_results)
@@ -164,8 +165,7 @@ def _seed_load(sb: sandbox.Sandbox, pid: int, rows: int, repeats: int, workdir: 
 # --------------------------------------------------------------------------- 2. accuracy
 
 def accuracy(repeats: int, workdir: Path) -> dict:
-    exe = workdir / "known_cost"
-    subprocess.run(["g++", "-O2", "-o", str(exe), str(ROOT / "tests" / "fixtures" / "known_cost.cc")], check=True)
+    exe = build_known_cost(ROOT / "tests" / "fixtures", workdir, frame_pointers=False)
     names = list(KNOWN_COST)
     rows: dict[str, dict[str, list[float]]] = {n: {"truth": [], "bpftrace": [], "raw": [], "corrected": []}
                                                 for n in names}

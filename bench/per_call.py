@@ -34,6 +34,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 
+from mysqlprobe.lab.known_cost import build_known_cost
 from mysqlprobe.lab.benchkit.truth import on_stack_ns, record_truth
 from mysqlprobe.lab.benchkit.loads import StatementLoop, rows_inserted
 from mysqlprobe.lab.benchkit import (MYSQLPROBE, ROOT, Tool, bench_parser, derived, fixture_command, log, machine, med,
@@ -169,8 +170,7 @@ def known_cost_block(exe: Path, name: str, seconds: int, workdir: Path) -> dict:
 
 
 def bench_fixture(repeats: int, seconds: int, workdir: Path) -> dict[str, list[dict]]:
-    exe = workdir / "known_cost"
-    subprocess.run(["g++", "-O2", "-o", str(exe), str(ROOT / "tests" / "fixtures" / "known_cost.cc")], check=True)
+    exe = build_known_cost(ROOT / "tests" / "fixtures", workdir, frame_pointers=False)
     runs: dict[str, list[dict]] = {n: [] for n in KNOWN_SHORT}
     for r in range(repeats):
         for name in KNOWN_SHORT:

@@ -1,6 +1,6 @@
 """The one Python side of the BPF programs' ABI: the constants and ctypes
 structures of the probes' headers (uprobe_latency.h, histogram.h, tracing.h,
-offcpu.h, io.h, cpu_sample.h), the histogram slots, and the checks that hold
+offcpu.h, io.h, cpu_sample.h, user_stack.h), the histogram slots, and the checks that hold
 them to the compiled objects.
 
 checked_object() compares every mirrored structure (size, member offsets and
@@ -43,7 +43,11 @@ COUNTERS = tuple(COUNTER_IDS.values())
 # tracing.h
 MAX_STACKS, STACK_DEPTH = 16384, 127
 # offcpu.h: each kind of drop's C name -> the capture's
-OFFCPU_DROPS = {"OFFCPU_THREAD_MAP_FULL": "thread map full", "OFFCPU_STACK_MAP_FULL": "stack map full"}
+OFFCPU_DROPS = {"OFFCPU_THREAD_MAP_FULL": "thread map full", "OFFCPU_STACK_MAP_FULL": "stack map full",
+               "OFFCPU_RECOVERED_MAP_FULL": "recovered-stack map full",
+               "OFFCPU_USER_STACK_NOT_TAKEN": "user stacks not taken"}
+# user_stack.h
+SCAN_WORDS, MAX_FRAME_GAP, RECOVERED_STACKS = 64, 1 << 16, 4096
 # io.h
 MAX_IOCBS, IOCB_OP_BASE, PATH_LEN = 8, 1000, 256
 IO_DROPS = {"IO_THREAD_MAP_FULL": "thread map full", "IO_CALL_MAP_FULL": "call map full",
@@ -81,7 +85,9 @@ ENUMS = {
         "server_command": {"COM_QUERY": COM_QUERY, "COM_STMT_EXECUTE": COM_STMT_EXECUTE},
         "counter_id": _numbered(COUNTER_IDS, "CNT_MAX"),
     },
-    "offcpu": {"tracing_limits": TRACING_LIMITS, "offcpu_dropped": _numbered(OFFCPU_DROPS, "OFFCPU_DROPPED_KINDS")},
+    "offcpu": {"tracing_limits": TRACING_LIMITS, "offcpu_dropped": _numbered(OFFCPU_DROPS, "OFFCPU_DROPPED_KINDS"),
+               "user_stack_limits": {"SCAN_WORDS": SCAN_WORDS, "MAX_FRAME_GAP": MAX_FRAME_GAP,
+                                     "RECOVERED_STACKS": RECOVERED_STACKS}},
     "io": {"tracing_limits": TRACING_LIMITS,
            "io_limits": {"MAX_IOCBS": MAX_IOCBS, "IOCB_OP_BASE": IOCB_OP_BASE, "PATH_LEN": PATH_LEN},
            "io_dropped": _numbered(IO_DROPS, "IO_DROPPED_KINDS")},
@@ -161,8 +167,13 @@ class Preempted(ctypes.Structure):
     _fields_ = [("ts", _u64), ("tid", _u32), ("pad", _u32)]
 
 
+class OffCpuConfig(ctypes.Structure):
+    _fields_ = [("target_tgid", _u32), ("pad", _u32), ("text_lo", _u64), ("text_hi", _u64), ("trampoline", _u64)]
+
+
 class OffCpuKey(ctypes.Structure):
-    _fields_ = [("tid", _u32), ("ustack", ctypes.c_int32), ("kstack", ctypes.c_int32), ("preempted", _u32)]
+    _fields_ = [("tid", _u32), ("ustack", ctypes.c_int32), ("kstack", ctypes.c_int32), ("preempted", _u32),
+                ("urecovered", _u64)]
 
 
 class OffCpuValue(ctypes.Structure):
@@ -172,7 +183,7 @@ class OffCpuValue(ctypes.Structure):
 class Away(ctypes.Structure):
     """A thread switched out in an on-phase, not yet back (keyed by its task_struct's address)."""
     _fields_ = [("ts", _u64), ("ustack", ctypes.c_int32), ("kstack", ctypes.c_int32), ("preempted", _u32),
-                ("tid", _u32)]
+                ("tid", _u32), ("urecovered", _u64)]
 
 
 class IoKey(ctypes.Structure):
@@ -216,13 +227,13 @@ MIRRORS = {
                        "part_key": PartKey, "part_stats": PartStats, "edge_key": EdgeKey,
                        "edge_stats": EdgeStats, "stmt_stats": StmtStats, "stmt_edge_key": StmtEdgeKey,
                        "preempted": Preempted},
-    "offcpu": {"offcpu_key": OffCpuKey, "offcpu_value": OffCpuValue, "away": Away},
+    "offcpu": {"offcpu_config": OffCpuConfig, "offcpu_key": OffCpuKey, "offcpu_value": OffCpuValue, "away": Away},
     "io": {"io_key": IoKey, "io_value": IoValue, "iocb_seen": IocbSeen, "in_call": InCall,
            "opened_key": OpenedKey, "path": Path},
     "cpu_sample": {"sample_config": SampleConfig, "sample_key": SampleKey},
 }
 # per object: .rodata variable -> its mirror
-RODATA = {"uprobe_latency": ("config", LatencyConfig), "offcpu": ("target_tgid", _u32), "io": ("target_tgid", _u32),
+RODATA = {"uprobe_latency": ("config", LatencyConfig), "offcpu": ("config", OffCpuConfig), "io": ("target_tgid", _u32),
           "cpu_sample": ("config", SampleConfig)}
 
 

@@ -21,6 +21,7 @@ struct task_struct;
 #define DROPPED_KINDS SAMPLE_DROPPED_KINDS
 #include "tracing.h"
 #include "x86_64_regs.h"
+#include "user_stack.h"
 
 #define MAX_KEYS 65536
 
@@ -72,21 +73,11 @@ static __always_inline __u16 at_entry(unsigned long ip, unsigned long sp, unsign
  * code right after a call. */
 static __always_inline __u64 leaf_caller(unsigned long sp)
 {
-	unsigned long w = 0;
-	__u8 b[7] = {};
+	__u64 w = 0;
 
-	if (!config.text_hi || bpf_probe_read_user(&w, sizeof(w), (const void *)sp) != 0 ||
-	    w < config.text_lo + 7 || w >= config.text_hi || bpf_probe_read_user(b, sizeof(b), (const void *)(w - 7)) != 0)
+	if (!config.text_hi || bpf_probe_read_user(&w, sizeof(w), (const void *)sp) != 0)
 		return 0;
-	if (b[2] == 0xe8)                                       /* call rel32 */
-		return w;
-	if (b[5] == 0xff && ((b[6] & 0xf8) == 0xd0 || (b[6] & 0xf8) == 0x10))   /* call *%reg, *(%reg) */
-		return w;
-	if (b[4] == 0xff && (b[5] & 0xf8) == 0x50)              /* call *disp8(%reg) */
-		return w;
-	if (b[1] == 0xff && (b[2] & 0xf8) == 0x90)              /* call *disp32(%reg) */
-		return w;
-	return 0;
+	return after_call(w, config.text_lo, config.text_hi) ? w : 0;
 }
 
 SEC("perf_event")

@@ -4,12 +4,16 @@
  * taken; when it is switched back in, the time it was away is added to
  * (thread, user stack, kernel stack, preempted). A preempted thread was
  * runnable and waited for a CPU; any other had blocked (I/O, a lock, a
- * condition variable, sleep).
+ * condition variable, sleep). Where the user stack's frame-pointer walk
+ * stops in a library that keeps none (glibc's select(), its futex waits),
+ * the stack is recovered by scanning for the binary's caller (user_stack.h).
  *
  * A raw tracepoint, and no task_struct field read: the thread switched out
  * is still the current one, and the one switched in is known by its
- * task_struct's address, the key its switch-out was kept under. So libbpf
- * needs no kernel BTF (5 MB to parse at every start) and no kernel headers. */
+ * task_struct's address, the key its switch-out was kept under; the user
+ * registers come from bpf_task_pt_regs(). A recovered stack reads the
+ * thread's pending uretprobe returns by CO-RE (user_stack.h), against the
+ * kernel's BTF; no kernel headers are needed. */
 
 #include <linux/types.h>
 #include <linux/bpf.h>
@@ -18,19 +22,64 @@
 #include "offcpu.h"
 #define DROPPED_KINDS OFFCPU_DROPPED_KINDS
 #include "tracing.h"
+#include "x86_64_regs.h"
+#include "user_stack.h"
+
+struct task_struct;
 
 #define MAX_THREADS 16384
 #define MAX_KEYS 65536
 
 #define TASK_DEAD 0x80   /* prev_state of a thread's last switch-out: it never comes back */
 
-const volatile __u32 target_tgid = 0;
+const volatile struct offcpu_config config = {};
 __u32 enabled = 0;   /* switch-outs are taken */
 /* the constants probes/abi.py checks: their enums' names in BTF */
 const volatile struct {
 	enum tracing_limits tracing;
 	enum offcpu_dropped dropped;
+	enum user_stack_limits user_stack;
 } abi_enums = {};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct stack_scan);
+} scan SEC(".maps");
+
+/* user stacks recovered by scanning (user_stack.h), by their hash */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, RECOVERED_STACKS);
+	__type(key, __u64);
+	__uint(value_size, STACK_DEPTH * sizeof(__u64));
+} recovered SEC(".maps");
+
+/* The thread's user stack recovered where the frame-pointer walk stopped in
+ * a library: its key in `recovered`, else 0. */
+static __always_inline __u64 recovered_user_stack(void)
+{
+	struct user_code code = { config.text_lo, config.text_hi, config.trampoline };
+	struct x86_64_regs u = {};
+	__u32 zero = 0;
+	struct stack_scan *s = bpf_map_lookup_elem(&scan, &zero);
+	struct task_struct *task;
+	__u64 h;
+
+	if (!s || !config.text_hi)
+		return 0;
+	task = bpf_get_current_task_btf();
+	bpf_probe_read_kernel(&u, sizeof(u), (const void *)bpf_task_pt_regs(task));
+	h = recover_user_stack(&u, &code, (struct task_struct___mp *)task, s);
+	if (!h)
+		return 0;
+	if (bpf_map_update_elem(&recovered, &h, s->ips, BPF_NOEXIST) != 0 && !bpf_map_lookup_elem(&recovered, &h)) {
+		count_drop(OFFCPU_RECOVERED_MAP_FULL);
+		return 0;
+	}
+	return h;
+}
 
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
@@ -62,7 +111,7 @@ int on_switch(__u64 *ctx)
 		/* prev is still the current task here: its ids and its stacks */
 		__u64 pid_tgid = bpf_get_current_pid_tgid();
 
-		if ((pid_tgid >> 32) == target_tgid) {
+		if ((pid_tgid >> 32) == config.target_tgid) {
 			struct away out = {
 				.ts = now,
 				.ustack = bpf_get_stackid(ctx, &stacks, BPF_F_USER_STACK),
@@ -71,7 +120,11 @@ int on_switch(__u64 *ctx)
 				 * (its time slice ended): it waits for a CPU, not for an event */
 				.preempted = (ctx[0] & 1) || (__u32)ctx[3] == 0,
 				.tid = (__u32)pid_tgid,
+				.urecovered = recovered_user_stack(),
 			};
+
+			if (out.ustack < 0 && !out.urecovered)
+				count_drop(OFFCPU_USER_STACK_NOT_TAKEN);
 
 			task = ctx[1];
 			if (bpf_map_update_elem(&aways, &task, &out, BPF_ANY) != 0)
@@ -84,8 +137,8 @@ int on_switch(__u64 *ctx)
 	if (!a)
 		return 0;   /* not the target's, or it left before the window opened */
 	if (now > a->ts) {
-		struct offcpu_key k = { .tid = a->tid, .ustack = a->ustack, .kstack = a->kstack,
-					.preempted = a->preempted };
+		struct offcpu_key k = { .tid = a->tid, .ustack = a->urecovered ? -1 : a->ustack, .kstack = a->kstack,
+					.preempted = a->preempted, .urecovered = a->urecovered };
 		struct offcpu_value *v = bpf_map_lookup_elem(&offcpu, &k);
 
 		if (v) {

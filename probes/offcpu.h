@@ -9,7 +9,17 @@
 enum offcpu_dropped {
 	OFFCPU_THREAD_MAP_FULL,
 	OFFCPU_STACK_MAP_FULL,
+	OFFCPU_RECOVERED_MAP_FULL,
+	OFFCPU_USER_STACK_NOT_TAKEN,   /* its bucket in `stacks` held another stack, and none was recovered */
 	OFFCPU_DROPPED_KINDS,
+};
+
+struct offcpu_config {
+	__u32 target_tgid;
+	__u32 pad;
+	__u64 text_lo;      /* the target binary's code: where a return address */
+	__u64 text_hi;      /* of a stack recovered by scanning may point */
+	__u64 trampoline;   /* the page of uretprobe trampolines ([uprobes]) */
 };
 
 struct away {
@@ -18,6 +28,7 @@ struct away {
 	__s32 kstack;
 	__u32 preempted;
 	__u32 tid;
+	__u64 urecovered;   /* a recovered user stack's key in `recovered`; 0: none */
 };
 
 struct offcpu_key {
@@ -25,6 +36,7 @@ struct offcpu_key {
 	__s32 ustack;   /* stack ids; negative: the stack could not be taken */
 	__s32 kstack;
 	__u32 preempted;
+	__u64 urecovered;   /* as in struct away: the user stack, recovered, in place of ustack */
 };
 
 struct offcpu_value {

@@ -11,11 +11,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+from mysqlprobe.lab.known_cost import build_known_cost
+
 import pytest
 
 HERE = Path(__file__).parent
 FIXTURE_SRC = HERE / "fixtures" / "mysqld_fixture.cc"
-KNOWN_COST_SRC = HERE / "fixtures" / "known_cost.cc"
 # the installed console script: what a user runs (python -m from the source
 # tree would import the unmapped source layout instead)
 MYSQLPROBE = str(Path(sys.executable).with_name("mysqlprobe"))
@@ -90,11 +91,8 @@ def mysql_fixtures(fixture_dir) -> dict[str, Path]:
 @pytest.fixture(scope="session")
 def known_cost_binary(fixture_dir) -> Path:
     """The target whose functions cost ~100 ns, ~1 us, ~10 us (tests/fixtures/known_cost.cc)."""
-    out = fixture_dir / "known_cost"
     # frame pointers, as in the MariaDB builds: the off-CPU test reads its user stacks
-    subprocess.run([shutil.which("g++") or "g++", "-O2", "-fno-omit-frame-pointer", "-o", str(out),
-                    str(KNOWN_COST_SRC)], check=True)
-    return out
+    return build_known_cost(HERE / "fixtures", fixture_dir)
 
 
 @pytest.fixture

@@ -15,12 +15,11 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import ctypes
-import os
 import re
 import time
 
 from mysqlprobe.collectors import libbpf
-from mysqlprobe.collectors.target.addresses import UNKNOWN, UPROBES, file_mappings, special_mappings
+from mysqlprobe.collectors.target.addresses import UNKNOWN, UPROBES, binary_code, process_maps, uprobe_trampolines
 from mysqlprobe.collectors.base import Cost, Facts, Phases, Section
 from mysqlprobe.collectors.cpu.cpu_bursts import burst_time_of
 from mysqlprobe.collectors.kernel.phased import PhasedBpfCollector, PhasedPrograms
@@ -59,24 +58,6 @@ class SampleRecord:
     caller: int = 0          # a frameless leaf's caller, which the frame-pointer walk skipped
 
 
-# where x86-64 puts the page of uretprobe trampolines (TASK_SIZE - PAGE_SIZE) when
-# the process's maps do not show it yet (it is made at the first probe hit)
-DEFAULT_TRAMPOLINES = 0x7FFFFFFFE000
-
-
-def binary_code(maps_text: str, exe: str) -> tuple[int, int]:
-    """The target binary's code in a /proc/PID/maps text (its lowest and
-    highest address), else (0, 0): where a return address on its stack points."""
-    code = [m for m in file_mappings(maps_text) if m.path == exe]
-    return (min(m.start for m in code), max(m.end for m in code)) if code else (0, 0)
-
-
-def uprobe_trampolines(maps_text: str) -> int:
-    """The [uprobes] page's address in a /proc/PID/maps text, else where the kernel puts it."""
-    found = special_mappings(maps_text, UPROBES)
-    return found[0][0] if found else DEFAULT_TRAMPOLINES
-
-
 class CpuSampleSession(PhasedPrograms):
     """The sampling program on a cpu-clock event of every online CPU, the
     events open while the session is on."""
@@ -101,12 +82,7 @@ class CpuSampleSession(PhasedPrograms):
         return round(1e9 / self.frequency)
 
     def config(self) -> abi.SampleConfig:
-        try:
-            with open(f"/proc/{self.pid}/maps") as f:
-                maps = f.read()
-            exe = os.readlink(f"/proc/{self.pid}/exe").removesuffix(" (deleted)")
-        except OSError:
-            maps, exe = "", ""
+        maps, exe = process_maps(self.pid)
         return abi.SampleConfig(self.pid, self.stacks, uprobe_trampolines(maps), *binary_code(maps, exe))
 
     def _attach(self) -> None:

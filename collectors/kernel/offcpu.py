@@ -15,11 +15,11 @@ from mysqlprobe.collectors import libbpf
 from mysqlprobe.collectors.base import Facts, Phases, Section
 from mysqlprobe.collectors.kernel.phased import PhasedBpfCollector, PhasedPrograms
 from mysqlprobe.collectors.cpu.perf import KERNEL_SUFFIX, fold_samples
-from mysqlprobe.collectors.target.addresses import UNKNOWN
+from mysqlprobe.collectors.target.addresses import UNKNOWN, binary_code, process_maps, uprobe_trampolines
 from mysqlprobe.flamegraphs.folded import Folded
 from mysqlprobe.flamegraphs.stacks import CONNECTION_FRAMES, WAITING_FOR_CPU, connection_stacks, stacks_summary
 from mysqlprobe.probes import abi
-from mysqlprobe.probes.abi import Away, OffCpuKey, OffCpuValue
+from mysqlprobe.probes.abi import STACK_DEPTH, Away, OffCpuKey, OffCpuValue
 from dataclasses import dataclass
 
 OFFCPU_FILE = "offcpu.folded"
@@ -35,6 +35,7 @@ class OffCpuRecord:
     preempted: bool
     ns: int
     count: int
+    recovered: bool = False   # the user stack recovered by scanning where the frame pointers stopped in a library
 
 
 class OffCpuSession(PhasedPrograms):
@@ -44,11 +45,18 @@ class OffCpuSession(PhasedPrograms):
     object_name = "offcpu"
     programs = ("on_switch",)
     what = "the sched_switch tracepoint"
-    maps = (".bss", "offcpu", "stacks", "dropped", "aways")
+    maps = (".bss", "offcpu", "stacks", "dropped", "aways", "recovered")
 
     def __init__(self, pid: int, verbose: bool = False):
         super().__init__(pid, verbose)
-        self.cut: dict[tuple[Any, ...], list[int]] = {}  # (tid, ustack, kstack, preempted) -> [ns, waits]
+        # (tid, ustack, kstack, preempted, urecovered) -> [ns, waits]
+        self.cut: dict[tuple[Any, ...], list[int]] = {}
+
+    def config(self) -> abi.OffCpuConfig:
+        """The target, its binary's code where a recovered stack's return
+        addresses point, and its page of uretprobe trampolines."""
+        maps, exe = process_maps(self.pid)
+        return abi.OffCpuConfig(self.pid, 0, *binary_code(maps, exe), uprobe_trampolines(maps))
 
     def stop(self) -> None:
         super().stop()
@@ -58,7 +66,8 @@ class OffCpuSession(PhasedPrograms):
         away = Away()
         for task in libbpf.keys(self._fds["aways"], ctypes.c_uint64):
             if libbpf.lookup(self._fds["aways"], task, away) and now_ns > away.ts:
-                acc = self.cut.setdefault((away.tid, away.ustack, away.kstack, away.preempted), [0, 0])
+                acc = self.cut.setdefault((away.tid, -1 if away.urecovered else away.ustack, away.kstack,
+                                           away.preempted, away.urecovered), [0, 0])
                 acc[0] += now_ns - away.ts
                 acc[1] += 1
             libbpf.delete(self._fds["aways"], task)
@@ -69,11 +78,19 @@ class OffCpuSession(PhasedPrograms):
         value = OffCpuValue()
         for key in libbpf.keys(self._fds["offcpu"], OffCpuKey):
             if libbpf.lookup(self._fds["offcpu"], key, value):
-                acc = totals.setdefault((key.tid, key.ustack, key.kstack, key.preempted), [0, 0])
+                acc = totals.setdefault((key.tid, key.ustack, key.kstack, key.preempted, key.urecovered), [0, 0])
                 acc[0] += value.ns
                 acc[1] += value.count
-        return [OffCpuRecord(tid, self._stack(ustack), self._stack(kstack), bool(preempted), ns, count)
-                for (tid, ustack, kstack, preempted), (ns, count) in totals.items()]
+        return [OffCpuRecord(tid, self._recovered(urecovered) if urecovered else self._stack(ustack),
+                             self._stack(kstack), bool(preempted), ns, count, bool(urecovered))
+                for (tid, ustack, kstack, preempted, urecovered), (ns, count) in totals.items()]
+
+    def _recovered(self, key: int) -> list[int]:
+        """A user stack recovered by scanning (probes/user_stack.h), leaf first."""
+        frames = (ctypes.c_uint64 * STACK_DEPTH)()
+        if not libbpf.lookup(self._fds["recovered"], ctypes.c_uint64(key), frames):
+            return []
+        return [a for a in frames if a]
 
 
 
@@ -127,8 +144,9 @@ def totals(records: list[OffCpuRecord]) -> dict[str, Any]:
     """Seconds the threads were blocked and waited for a CPU, and how often they left it."""
     blocked = sum(r.ns for r in records if not r.preempted)
     waiting = sum(r.ns for r in records if r.preempted)
+    recovered = sum(r.ns for r in records if r.recovered)
     return {"blocked_s": round(blocked / 1e9, 6), "waiting_for_cpu_s": round(waiting / 1e9, 6),
-            "switches": sum(r.count for r in records)}
+            "switches": sum(r.count for r in records), "recovered_s": round(recovered / 1e9, 6)}
 
 
 class OffCpuCollector(PhasedBpfCollector[OffCpuSession]):

@@ -182,6 +182,34 @@ def file_mappings(maps_text: str, executable: bool = True) -> list[Mapping]:
     return sorted(out, key=lambda m: m.start)
 
 
+def binary_code(maps_text: str, exe: str) -> tuple[int, int]:
+    """The target binary's code in a /proc/PID/maps text (its lowest and
+    highest address), else (0, 0): where a return address on its stack points."""
+    code = [m for m in file_mappings(maps_text) if m.path == exe]
+    return (min(m.start for m in code), max(m.end for m in code)) if code else (0, 0)
+
+
+# where x86-64 puts the page of uretprobe trampolines (TASK_SIZE - PAGE_SIZE) when
+# the process's maps do not show it yet (it is made at the first probe hit)
+DEFAULT_TRAMPOLINES = 0x7FFFFFFFE000
+
+
+def uprobe_trampolines(maps_text: str) -> int:
+    """The [uprobes] page's address in a /proc/PID/maps text, else where the kernel puts it."""
+    found = special_mappings(maps_text, UPROBES)
+    return found[0][0] if found else DEFAULT_TRAMPOLINES
+
+
+def process_maps(pid: int) -> tuple[str, str]:
+    """A process's /proc/PID/maps text and its executable's path; empty where they cannot be read."""
+    try:
+        with open(f"/proc/{pid}/maps") as f:
+            maps = f.read()
+        return maps, os.readlink(f"/proc/{pid}/exe").removesuffix(" (deleted)")
+    except OSError:
+        return "", ""
+
+
 @functools.lru_cache(maxsize=65536)
 def function_name(mangled: str) -> str:
     return qualified_name(demangle(mangled))

@@ -77,3 +77,34 @@ def test_a_wait_open_when_a_phase_ends_counts_up_to_its_end(known_cost):
     assert len(cut) == 1 and cut[0].count == 1 and not cut[0].preempted
     assert cut[0].tid == known_cost.pid                  # its main thread slept
     assert cut[0].ns < slept - open_for - 100_000_000    # not its whole sleep: up to the phase's end
+
+
+def _libsleep(proc, ms: int) -> int:
+    proc.stdin.write(f"libsleep {ms}\n")
+    proc.stdin.flush()
+    return json.loads(proc.stdout.readline())["slept_ns"]
+
+
+@pytest.mark.parametrize("probed", [False, True], ids=["unprobed", "return-probed"])
+def test_a_wait_in_a_library_without_frame_pointers_keeps_its_callers(known_cost, tmp_path, probed):
+    """sleep_in_library() (tests/fixtures/frameless.S) points %rbp at its
+    caller's timespec while it sleeps, as glibc's select() does: the
+    kernel's walk from %rbp ends there. The off-CPU program recovers the
+    callers from the stack (probes/user_stack.h): wait_in_library, then
+    main. Return-probed, wait_in_library's return address on the stack is
+    the uretprobe trampoline: the recovered stack names its caller still."""
+    probe = ("--probe", "wait_in_library") if probed else ("--probe", "cost_1us")
+    prof = Profiler(known_cost.pid, tmp_path, *probe, "--exact", "--no-cpu")
+    slept = _libsleep(known_cost, SLEEP_MS)
+    code, _, err = prof.stop()
+    assert code == 0, err
+    doc = prof.profile()
+    stacks = folded.parse((tmp_path / "offcpu.folded").read_text().splitlines())
+    mine = {s: us for s, us in stacks.stacks.items() if "sleep_in_library" in s.split(";")}
+    assert mine, stacks.stacks
+    assert sum(mine.values()) >= (SLEEP_MS - 1) * 1000 and sum(mine.values()) <= slept / 1000 + 1
+    for stack in mine:
+        user = [f for f in stack.split(";")[1:] if not f.endswith("_[k]")]
+        # root first: ... main, wait_in_library, the library's function; no trampoline in between
+        assert user[-3:] == ["main", "wait_in_library", "sleep_in_library"], stack
+    assert doc["off_cpu"]["recovered_s"] >= (SLEEP_MS - 1) / 1000

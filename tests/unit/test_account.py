@@ -348,6 +348,7 @@ def test_a_builds_waits_cut_short_in_the_c_library_are_said_not_placed():
     assert not cut_short([CONN, "[libc.so.6]", "pfs_spawn_thread", "handle_one_connection", "poll_[k]"])
     assert not cut_short(["mysqld/io_handler_thread", "[unknown]", "__select", "do_select_[k]"])
     assert cut_short([CONN, "[libc.so.6]", "futex_wait_[k]"])
+    assert not cut_short([CONN, "entry_SYSCALL_64_after_hwframe_[k]", "do_fsync_[k]"])   # no user stack taken
     assert "withheld" not in note and "leave it out" in note
     # below a twentieth of the build, nothing is said
     stacks["off_cpu"].stacks[cut] = 50_000

@@ -19,12 +19,12 @@ KERNEL = {0xffff1: "entry_SYSCALL_64_after_hwframe", 0xffff2: "do_fsync", 0xffff
           0xffff4: "schedule", 0xffff5: "__schedule", 0xffff6: "bpf_trace_run4", 0xffff7: "bpf_prog_1234_on_switch"}
 
 
-def _record(tid, user, kernel, ns, preempted=False, count=1):
+def _record(tid, user, kernel, ns, preempted=False, count=1, recovered=False):
     # the BPF stack maps give leaf first
     inverse_u = {v: k for k, v in USER.items()}
     inverse_k = {v: k for k, v in KERNEL.items()}
     return OffCpuRecord(tid, [inverse_u[f] for f in reversed(user)], [inverse_k[f] for f in reversed(kernel)],
-                        preempted, ns, count)
+                        preempted, ns, count, recovered)
 
 
 def test_kernel_frames_stop_where_the_thread_gave_up_its_cpu():
@@ -39,7 +39,7 @@ def test_folded_stacks_weigh_microseconds_under_the_thread_name():
     records = [
         _record(11, ["clone3", "start_thread", "log_write_up_to", "fsync"], blocked, 2_500_400),
         _record(11, ["clone3", "start_thread", "log_write_up_to"], [], 7_000, preempted=True),
-        _record(12, ["clone3", "start_thread", "io_handler_thread", "os_aio_handler"], blocked, 1_000_000),
+        _record(12, ["clone3", "start_thread", "io_handler_thread", "os_aio_handler"], blocked, 1_000_000, recovered=True),
         _record(12, ["clone3", "start_thread", "io_handler_thread"], [], 400, preempted=True),  # under 1 us: dropped
     ]
     folded = fold_offcpu(records, lambda a: USER[a], KERNEL.get, {11: "mysqld", 12: "mysqld"}, "mysqld",
@@ -51,7 +51,8 @@ def test_folded_stacks_weigh_microseconds_under_the_thread_name():
         "thread/innodb/io_write_thread;clone3;start_thread;io_handler_thread;os_aio_handler;"
         "entry_SYSCALL_64_after_hwframe_[k];do_fsync_[k];io_schedule_[k]": 1000,
     }
-    assert totals(records) == {"blocked_s": 0.0035, "waiting_for_cpu_s": 7e-06, "switches": 4}  # to the us
+    assert totals(records) == {"blocked_s": 0.0035, "waiting_for_cpu_s": 7e-06, "switches": 4,  # to the us
+                               "recovered_s": 0.001}
 
 
 def test_addresses_of_this_process_resolve_to_their_functions():
