@@ -40,7 +40,8 @@ from mysqlprobe.lab import sandbox, workload
 from mysqlprobe.lab.benchkit import (MYSQLPROBE, bench_parser, derived, log, machine, machine_line, profiled_run, span,
                                      rendered_again, run_subcommand, write_results)
 from mysqlprobe.lab.benchkit.loads import SYSBENCH_SHAPE, ShapeRun, shape_runs, unprobed_ns_per_row
-from mysqlprobe.lab.benchkit.truth import PHASE_TIMER, SWITCH_RECORD, SWITCH_TIMING, PhaseTimer, WallRecorder, switch_truth
+from mysqlprobe.lab.benchkit.truth import (DWARF_SWITCH_RECORD, PHASE_TIMER, SWITCH_RECORD, SWITCH_TIMING, PhaseTimer,
+                                          WallRecorder, switch_truth)
 
 SHARE = 0.10        # a mechanism the truth gives this much of the row or more is held to BOUND
 BOUND = 0.25
@@ -404,7 +405,7 @@ def index_table_of(fmt: str) -> workload.IndexTable:
 def index_truth_run(pid: int, conn, t: workload.IndexTable, workdir: Path) -> dict:
     """An unprobed build under perf: its seconds and its phases' and mechanisms' shares of the build's wall time."""
     workload.drop_index(conn, t)
-    rec = WallRecorder(pid, workdir)
+    rec = WallRecorder(pid, workdir, switch_stacks="dwarf")
     time.sleep(0.5)  # perf's events open
     seconds = workload.build_index(conn, t)
     wall = rec.stop()
@@ -592,7 +593,8 @@ def main_index_build() -> int:
     result = {"date": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"), "commit": host["commit"],
               "command": f"bench/wall.py index-build --repeats {args.repeats} --rows {args.rows} --servers {args.servers} "
                          f"--formats {args.formats}",
-              "machine": host, "cells": cells, "phase_timer": PHASE_TIMER, **SWITCHES}
+              "machine": host, "cells": cells, "phase_timer": PHASE_TIMER,
+              "switch_record": DWARF_SWITCH_RECORD, "switch_timing": SWITCH_TIMING}
     write_results(args.out, "index_build", result, index_markdown)
     return 0
 

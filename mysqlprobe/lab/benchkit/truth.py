@@ -126,6 +126,10 @@ class WallTruth:
 
 
 SWITCH_RECORD = "perf record -g -e sched:sched_switch -p PID --switch-events"
+# the switch-outs' user stacks unwound by DWARF (.eh_frame): through glibc, which keeps no
+# frame pointers and, in select(), holds another value in %rbp, where -g's stacks stop
+DWARF_SWITCH_RECORD = "perf record --call-graph dwarf,16384 -e sched:sched_switch -p PID --switch-events"
+SWITCH_STACKS = {"fp": ["-g"], "dwarf": ["--call-graph", "dwarf,16384"]}
 OLD_SWITCH_RECORD = "perf record -g -e sched:sched_switch -a"   # before 2026-11-28: its switch-ins lost
 # how a wait is timed; against the kernel's schedstat for one thread through three
 # builds (wall less on-CPU): from the tracepoint +16-17%, from the switch-out record 0-6% under
@@ -150,11 +154,14 @@ class WallRecorder:
     CPU1: 17 switch-ins recorded against 1,752 switch-outs of one build),
     so its waits ran on until the thread's next switch-out, lost."""
 
-    def __init__(self, pid: int, workdir: Path, hz: int = 999):
+    def __init__(self, pid: int, workdir: Path, hz: int = 999, switch_stacks: str = "fp"):
+        """switch_stacks: how the switch-outs' stacks are walked, "fp" or
+        "dwarf" (copies 16 KB of stack a switch: for loads of few switches)."""
         self.pid, self.cpu_data, self.switch_data = pid, workdir / "wall-cpu.data", workdir / "wall-switch.data"
         self.procs = [subprocess.Popen(["perf", "record", "-q", "-g", "-e", "cpu-clock", "-F", str(hz), "-p", str(pid),
                                         "-o", str(self.cpu_data)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL),
-                      subprocess.Popen(["perf", "record", "-q", "-g", "-e", "sched:sched_switch", "-p", str(pid),
+                      subprocess.Popen(["perf", "record", "-q", *SWITCH_STACKS[switch_stacks], "-e",
+                                        "sched:sched_switch", "-p", str(pid),
                                         "--switch-events", "-o", str(self.switch_data)], stdout=subprocess.DEVNULL,
                                        stderr=subprocess.DEVNULL)]
 
