@@ -242,11 +242,14 @@ class PhaseTimer:
         probes = [(i, symbols[f]) for i, f in enumerate([build] + found)]
         # BEGIN runs once every probe is attached: "Attaching N probes..." comes before they are
         program = 'BEGIN { printf("ready\\n"); } ' + " ".join(
-            f'uprobe:{exe}:{sym} /pid == {pid}/ {{ printf("E %d %d %lld\\n", {i}, tid, nsecs); }} '
-            f'uretprobe:{exe}:{sym} /pid == {pid}/ {{ printf("R %d %d %lld\\n", {i}, tid, nsecs); }}'
+            f'uprobe:{exe}:{sym} {{ printf("E %d %d %lld\\n", {i}, tid, nsecs); }} '
+            f'uretprobe:{exe}:{sym} {{ printf("R %d %d %lld\\n", {i}, tid, nsecs); }}'
             for i, sym in probes)
-        self.proc = subprocess.Popen(["bpftrace", "-e", program], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-                                     text=True)
+        # -p: the probes go into that process alone. A predicate on pid would leave them in every
+        # process of the binary, their uretprobe trampolines on the stacks of the bench's other
+        # builds, where perf's DWARF unwinding stops
+        self.proc = subprocess.Popen(["bpftrace", "-p", str(pid), "-e", program], stdout=subprocess.PIPE,
+                                     stderr=subprocess.DEVNULL, text=True)
         assert self.proc.stdout is not None
         for line in self.proc.stdout:
             if line.strip() == "ready":
