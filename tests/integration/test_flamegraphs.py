@@ -71,7 +71,10 @@ def test_samples_fold_into_named_threads(captures):
 def test_off_cpu_stacks_are_named_by_thread_and_read_by_inferno(captures):
     cap = captures["range"]
     off = cap["doc"]["off_cpu"]
-    assert off["status"] == "collected" and off["dropped"] == {}
+    assert off["status"] == "collected"
+    # no map full; a user stack whose bucket in the stack map held another is rare, and said
+    dropped = dict(off["dropped"])
+    assert dropped.pop("user stacks not taken", 0) <= off["switches"] // 100 and dropped == {}, off["dropped"]
     stacks = folded.parse((cap["dir"] / "offcpu.folded").read_text().splitlines())
     assert stacks.ignored == 0
     assert sum(t["us"] for t in off["threads"]) == stacks.total
