@@ -114,7 +114,7 @@ int on_switch(__u64 *ctx)
 		if ((pid_tgid >> 32) == config.target_tgid) {
 			struct away out = {
 				.ts = now,
-				.ustack = bpf_get_stackid(ctx, &stacks, BPF_F_USER_STACK),
+				.ustack = -1,
 				.kstack = bpf_get_stackid(ctx, &stacks, 0),
 				/* preempted in the kernel, or switched out still runnable
 				 * (its time slice ended): it waits for a CPU, not for an event */
@@ -123,8 +123,13 @@ int on_switch(__u64 *ctx)
 				.urecovered = recovered_user_stack(),
 			};
 
-			if (out.ustack < 0 && !out.urecovered)
-				count_drop(OFFCPU_USER_STACK_NOT_TAKEN);
+			/* the kernel's walk only where it is whole: a recovered stack is not
+			 * walked again, nor kept in `stacks` where no key would name it */
+			if (!out.urecovered) {
+				out.ustack = bpf_get_stackid(ctx, &stacks, BPF_F_USER_STACK);
+				if (out.ustack < 0)
+					count_drop(OFFCPU_USER_STACK_NOT_TAKEN);
+			}
 
 			task = ctx[1];
 			if (bpf_map_update_elem(&aways, &task, &out, BPF_ANY) != 0)
@@ -137,7 +142,7 @@ int on_switch(__u64 *ctx)
 	if (!a)
 		return 0;   /* not the target's, or it left before the window opened */
 	if (now > a->ts) {
-		struct offcpu_key k = { .tid = a->tid, .ustack = a->urecovered ? -1 : a->ustack, .kstack = a->kstack,
+		struct offcpu_key k = { .tid = a->tid, .ustack = a->ustack, .kstack = a->kstack,
 					.preempted = a->preempted, .urecovered = a->urecovered };
 		struct offcpu_value *v = bpf_map_lookup_elem(&offcpu, &k);
 

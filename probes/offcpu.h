@@ -28,7 +28,7 @@ struct away {
 	__s32 kstack;
 	__u32 preempted;
 	__u32 tid;
-	__u64 urecovered;   /* a recovered user stack's key in `recovered`; 0: none */
+	__u64 urecovered;   /* a recovered user stack's key in `recovered` (ustack -1 then); 0: none */
 };
 
 struct offcpu_key {

@@ -19,7 +19,7 @@ from mysqlprobe.collectors.target.addresses import UNKNOWN, binary_code, process
 from mysqlprobe.flamegraphs.folded import Folded
 from mysqlprobe.flamegraphs.stacks import CONNECTION_FRAMES, WAITING_FOR_CPU, connection_stacks, stacks_summary
 from mysqlprobe.probes import abi
-from mysqlprobe.probes.abi import STACK_DEPTH, Away, OffCpuKey, OffCpuValue
+from mysqlprobe.probes.abi import Away, OffCpuKey, OffCpuValue
 from dataclasses import dataclass
 
 OFFCPU_FILE = "offcpu.folded"
@@ -66,8 +66,8 @@ class OffCpuSession(PhasedPrograms):
         away = Away()
         for task in libbpf.keys(self._fds["aways"], ctypes.c_uint64):
             if libbpf.lookup(self._fds["aways"], task, away) and now_ns > away.ts:
-                acc = self.cut.setdefault((away.tid, -1 if away.urecovered else away.ustack, away.kstack,
-                                           away.preempted, away.urecovered), [0, 0])
+                acc = self.cut.setdefault((away.tid, away.ustack, away.kstack, away.preempted, away.urecovered),
+                                          [0, 0])
                 acc[0] += now_ns - away.ts
                 acc[1] += 1
             libbpf.delete(self._fds["aways"], task)
@@ -81,16 +81,11 @@ class OffCpuSession(PhasedPrograms):
                 acc = totals.setdefault((key.tid, key.ustack, key.kstack, key.preempted, key.urecovered), [0, 0])
                 acc[0] += value.ns
                 acc[1] += value.count
-        return [OffCpuRecord(tid, self._recovered(urecovered) if urecovered else self._stack(ustack),
-                             self._stack(kstack), bool(preempted), ns, count, bool(urecovered))
+        # a recovered user stack (probes/user_stack.h) is kept by its hash in a map of its own
+        return [OffCpuRecord(tid, self._frames("recovered", ctypes.c_uint64(urecovered)) if urecovered
+                             else self._stack(ustack), self._stack(kstack), bool(preempted), ns, count,
+                             bool(urecovered))
                 for (tid, ustack, kstack, preempted, urecovered), (ns, count) in totals.items()]
-
-    def _recovered(self, key: int) -> list[int]:
-        """A user stack recovered by scanning (probes/user_stack.h), leaf first."""
-        frames = (ctypes.c_uint64 * STACK_DEPTH)()
-        if not libbpf.lookup(self._fds["recovered"], ctypes.c_uint64(key), frames):
-            return []
-        return [a for a in frames if a]
 
 
 

@@ -86,10 +86,12 @@ class PhasedPrograms:
         self._obj.detach_all()
 
     def _stack(self, stack_id: int) -> list[int]:
-        if stack_id < 0:
-            return []
+        return self._frames("stacks", ctypes.c_uint32(stack_id)) if stack_id >= 0 else []
+
+    def _frames(self, map_name: str, key: libbpf.CData) -> list[int]:
+        """A stack of addresses a map keeps under key, leaf first (none where it keeps none)."""
         frames = (ctypes.c_uint64 * STACK_DEPTH)()
-        if not libbpf.lookup(self._fds["stacks"], ctypes.c_uint32(stack_id), frames):
+        if not libbpf.lookup(self._fds[map_name], key, frames):
             return []
         return [a for a in frames if a]
 

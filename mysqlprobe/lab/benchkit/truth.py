@@ -128,8 +128,8 @@ class WallTruth:
 SWITCH_RECORD = "perf record -g -e sched:sched_switch -p PID --switch-events"
 # the switch-outs' user stacks unwound by DWARF (.eh_frame): through glibc, which keeps no
 # frame pointers and, in select(), holds another value in %rbp, where -g's stacks stop
-DWARF_SWITCH_RECORD = "perf record --call-graph dwarf,16384 -e sched:sched_switch -p PID --switch-events"
 SWITCH_STACKS = {"fp": ["-g"], "dwarf": ["--call-graph", "dwarf,16384"]}
+DWARF_SWITCH_RECORD = SWITCH_RECORD.replace(" -g ", f" {' '.join(SWITCH_STACKS['dwarf'])} ", 1)
 OLD_SWITCH_RECORD = "perf record -g -e sched:sched_switch -a"   # before 2026-11-28: its switch-ins lost
 # how a wait is timed; against the kernel's schedstat for one thread through three
 # builds (wall less on-CPU): from the tracepoint +16-17%, from the switch-out record 0-6% under
