@@ -5,17 +5,21 @@ mysqlprobe's wall-time account and compare's mechanisms against unprobed runs.
     sudo .venv/bin/python bench/wall.py compare [--repeats 3] [--pairs ...] [--rows 300007]
     sudo .venv/bin/python bench/wall.py index-build [--repeats 3] [--servers ...] [--formats ...]
 
-The truth of both: the load unprobed beside two perf records, `perf record
--g -e cpu-clock -F 999 -p PID` (the threads' CPU by stack, each sample its
-period) and `perf record -g -e sched:sched_switch -p PID --switch-events`
-(each switch-out of a server thread with its stack, timed to perf's record
-of its switch-in: blocked, or waiting for a CPU; sections written before
-2026-11-28 10:20 recorded sched_switch CPU-wide, -a, which on this VM loses
-the switch-ins of threads woken onto an idle CPU and so reads off-CPU time
-low: mysqlprobe/lab/benchkit/truth.py). The load's threads are those whose stacks run a client
-connection's loop; each stack is charged to the innermost mechanism of
-analysis/mechanisms.py, the catalog the tool uses; a connection waiting for
-its client is not the row's time. Writes sections of bench/RESULTS.md."""
+The truth of both: the load unprobed beside two CPU-wide perf records read
+for the server's threads, `perf record -g -e cpu-clock -F 999 -a` (the
+threads' CPU by stack, each sample its period) and `perf record -g -e
+sched:sched_switch -c N --no-period --switch-events -a` (every switch of a
+server thread timed from perf's switch-out record to its switch-in: blocked,
+or waiting for a CPU; the stack of every Nth switch of a CPU, a thread's
+waits of each kind spread over its sampled stacks; N is 1 but for
+sysbench's clients, whose switches are many: mysqlprobe/lab/benchkit/truth.py).
+Sections written before 2026-11-28 20:00 recorded per task (-p PID) and
+every switch's stack, which slowed 8 sysbench clients by a third; before
+10:20 that day sched_switch CPU-wide alone, which on this VM loses the
+switch-ins of threads woken onto an idle CPU. The load's threads are those
+whose stacks run a client connection's loop; each stack is charged to the
+innermost mechanism of analysis/mechanisms.py, the catalog the tool uses; a
+connection waiting for its client is not the row's time. Writes sections of bench/RESULTS.md."""
 
 from __future__ import annotations
 
@@ -40,25 +44,38 @@ from mysqlprobe.lab import sandbox, workload
 from mysqlprobe.lab.benchkit import (MYSQLPROBE, bench_parser, derived, log, machine, machine_line, profiled_run, span,
                                      rendered_again, run_subcommand, write_results)
 from mysqlprobe.lab.benchkit.loads import SYSBENCH_SHAPE, ShapeRun, shape_runs, unprobed_ns_per_row
-from mysqlprobe.lab.benchkit.truth import (DWARF_SWITCH_RECORD, PHASE_TIMER, SWITCH_RECORD, SWITCH_TIMING, PhaseTimer,
-                                          WallRecorder, switch_truth)
+from mysqlprobe.lab.benchkit.truth import (CPU_RECORD, PHASE_TIMER, SWITCH_TIMING, PhaseTimer, WallRecorder,
+                                          cpu_truth, switch_record, switch_truth)
 
 SHARE = 0.10        # a mechanism the truth gives this much of the row or more is held to BOUND
 BOUND = 0.25
 UNATTRIBUTED = 0.15
 LEAD_S = 1.0
-SWITCHES = {"switch_record": SWITCH_RECORD, "switch_timing": SWITCH_TIMING}  # how a result's truth was taken
+# how a result's truth was taken
+SWITCHES = {"cpu_record": CPU_RECORD, "switch_record": switch_record(), "switch_timing": SWITCH_TIMING}
+# the truth's stacks from every Nth switch of a CPU under sysbench's clients (about 70,000 switches a
+# second on this VM). Rows inserted in 10 s against interleaved runs with nothing attached: every
+# switch's stack 0.6x (per task) or 0.8x (CPU-wide); every 11th or 31st 0.75-0.90x, as the switch
+# records alone (0.84-0.90x): the stacks add nothing measurable
+SYSBENCH_STACK_EVERY = 11
+
+
+def stack_every(shape: str) -> int:
+    """N of the truth's switch record for a shape: one stack each N switches of a CPU."""
+    return SYSBENCH_STACK_EVERY if shape == SYSBENCH_SHAPE else 1
 
 
 def truth_run(pid: int, load: ShapeRun, workdir: Path) -> dict:
     load.prepare()
-    recorder = WallRecorder(pid, workdir)
+    every = stack_every(load.shape)
+    recorder = WallRecorder(pid, workdir, every=every)
     time.sleep(0.5)  # perf's events open
     rows, seconds = load.run()
     truth = recorder.stop()
     ns = truth.mechanisms()
     row_ns = sum(v for k, v in ns.items() if k not in (M.IDLE, M.PROBES_MECHANISM))
-    return {"rows": rows, "seconds": seconds, "row_ns": row_ns / rows if rows else None,
+    return {"rows": rows, "seconds": seconds, "row_ns": row_ns / rows if rows else None, "stack_every": every,
+            "unsampled_ns": truth.unsampled_ns() / rows if rows else None,
             "mechanisms": {k: v / rows for k, v in ns.items() if k not in (M.IDLE, M.PROBES_MECHANISM)}
             if rows else {}}
 
@@ -87,6 +104,17 @@ def bench_shape(sb, pid: int, shape: str, lengths: list[float], repeats: int, wo
     return out
 
 
+def every_text(result: dict) -> str:
+    """How many switches a stack of the truth stands for, per shape, in words (none before it was sampled)."""
+    every = {r["shape"]: r["truth"]["stack_every"] for r in result["runs"] if "stack_every" in r["truth"]}
+    if not every:
+        return ""
+    unsampled = [r["truth"]["unsampled_ns"] for r in result["runs"] if r["truth"].get("unsampled_ns") is not None]
+    return (" (N: " + ", ".join(f"{n} for {shape}" for shape, n in every.items()) + "; a thread's waits of "
+            "each kind, blocked or waiting for a CPU, spread over the stacks of its sampled switches of that kind; "
+            f"waits of a kind with no switch sampled, {span(unsampled)} ns a row, in no mechanism)")
+
+
 def med(xs: list[float]) -> float | None:
     return statistics.median(xs) if xs else None
 
@@ -113,16 +141,17 @@ def markdown(result: dict) -> str:
     lines = ["# Where the row's time went, against perf", "",
              f"- date: {result['date']}", f"- command: `{result['command']}`", f"- commit: {result['commit']}",
              f"- machine: {machine_line(result['machine'])}",
-             "- truth: the load unprobed beside `perf record -g -e cpu-clock -F 999 -p PID` (CPU by stack) and "
-             f"{switch_truth(result)}; the load's threads (a connection's loop on their stacks), each stack charged to the "
+             f"- truth: the load unprobed beside {cpu_truth(result)} (CPU by stack) and "
+             f"{switch_truth(result)}{every_text(result)}; the load's threads (a connection's loop on their "
+             "stacks), each stack charged to the "
              "innermost mechanism of analysis/mechanisms.py; waits for the client left out; per "
              "Innodb_rows_inserted",
              f"- tool: mysqlprobe -p PID (default mode) started {LEAD_S:g} s before the load, its account's "
              "mechanisms per row",
              f"- bound: each mechanism at {SHARE:.0%} or more of the truth's row within {BOUND:.0%} (medians "
              f"[min, max] over repeats), unattributed at most {UNATTRIBUTED:.0%} of the tool's row", "",
-             "| shape | load | row ns: truth | row ns: tool | unattributed | mechanism | truth ns/row | tool ns/row "
-             "| error of medians | met |", "|---|---|---|---|---|---|---|---|---|---|"]
+             "| shape | load | rows/s: truth | rows/s: tool | row ns: truth | row ns: tool | unattributed | mechanism "
+             "| truth ns/row | tool ns/row | error of medians | met |", "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     groups: dict[tuple, list[dict]] = {}
     for run in result["runs"]:
         groups.setdefault((run["shape"], run["seconds"]), []).append(run)
@@ -131,11 +160,12 @@ def markdown(result: dict) -> str:
         truth_row = [r["truth"]["row_ns"] for r in runs if r["truth"]["row_ns"]]
         tool_row = [r["tool"]["row_ns"] for r in runs if r["tool"]["row_ns"]]
         unattributed = [r["tool"]["unattributed_ns"] / r["tool"]["row_ns"] for r in runs if r["tool"]["row_ns"]]
-        head = (f"| {shape} | {length:g}s | {span(truth_row)} | {span(tool_row)} | "
+        rates = [[r[side]["rows"] / r[side]["seconds"] for r in runs if r[side]["seconds"]] for side in ("truth", "tool")]
+        head = (f"| {shape} | {length:g}s | {span(rates[0])} | {span(rates[1])} | {span(truth_row)} | {span(tool_row)} | "
                 f"{span(unattributed, '{:.1%}')} ")
         unattributed_met = bool(unattributed) and (med(unattributed) or 0) <= UNATTRIBUTED
         for i, v in enumerate(verdicts(runs) or [None]):
-            prefix = head if i == 0 else "| | | | | "
+            prefix = head if i == 0 else "| | | | | | | "
             if v is None:
                 lines.append(prefix + "| - | - | - | - | " + ("yes" if unattributed_met else "NO") + " |")
                 continue
@@ -321,7 +351,8 @@ def main_compare() -> int:
                     sb.stop()
     result = {"date": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"), "commit": host["commit"],
               "command": f"bench/wall.py compare --repeats {args.repeats} --rows {args.rows} --cell {args.cell} "
-                         f"--pairs {args.pairs}", "machine": host, "runs": runs, **SWITCHES}
+                         f"--pairs {args.pairs}", "machine": host, "runs": runs, **SWITCHES,
+              "switch_record": switch_record(every=1)}
     write_results(args.out, "regression", result, compare_markdown)
     return 0
 
@@ -335,7 +366,7 @@ def compare_markdown(result: dict) -> str:
              f"- date: {result['date']}", f"- command: `{result['command']}`", f"- commit: {result['commit']}",
              f"- machine: {machine_line(result['machine'])}",
              f"- truth: the cell's load alternated A, B ({TRUTH_PAIRS} pairs) unprobed, the mean of the pairs' "
-             f"B - A; and under perf (cpu-clock -g and {switch_truth(result)}), each "
+             f"B - A; and under perf ({cpu_truth(result)} and {switch_truth(result)}), each "
              "mechanism's share of the row "
              "times its unprobed time per row",
              "- tool: `mysqlprobe lab bench --pid A,B` (5 repeats alternated: unprobed, sampled without probes, "
@@ -507,7 +538,7 @@ def index_markdown(result: dict) -> str:
              "- unprobed: the build's seconds, as the client timed it; slowdown: the tool's build's seconds over "
              "the unprobed ones (medians), sampled only (no probe: where the shares come from) and profiled "
              "(--index-profile: where the counts come from)",
-             "- truth: an unprobed build beside perf record -g (the server's CPU at 999 Hz) and "
+             f"- truth: an unprobed build beside {cpu_truth(result)} (the server's CPU) and "
              f"{switch_truth(result)}: the stacks "
              "inside row_merge_build_indexes by their innermost phase function, and by the account's mechanism",
              *(["- timed: " + result["phase_timer"] + ": a phase's wall time is the time its function was the "
@@ -594,7 +625,8 @@ def main_index_build() -> int:
               "command": f"bench/wall.py index-build --repeats {args.repeats} --rows {args.rows} --servers {args.servers} "
                          f"--formats {args.formats}",
               "machine": host, "cells": cells, "phase_timer": PHASE_TIMER,
-              "switch_record": DWARF_SWITCH_RECORD, "switch_timing": SWITCH_TIMING}
+              "cpu_record": CPU_RECORD, "switch_record": switch_record("dwarf", every=1),
+              "switch_timing": SWITCH_TIMING}
     write_results(args.out, "index_build", result, index_markdown)
     return 0
 

@@ -7,6 +7,7 @@ import json
 import re
 import subprocess
 import sys
+from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -88,3 +89,61 @@ def test_a_build_phase_is_the_innermost_open_one_on_its_thread():
     shares = innermost_shares(list(reversed(events)), labels)   # bpftrace's order is not time's
     assert shares == pytest.approx({"rest": (10 + 10 + 100) / 200, "scan": (30 + 30) / 200, "insert": 20 / 200})
     assert innermost_shares([], labels) == {}
+
+
+# perf script's text of a CPU-wide switch record (`-F pid,tid,time,event,trace,ip,sym,dso
+# --show-switch-events`): the server is pid 100; pid 200 is another process on the same CPUs
+SWITCH_SCRIPT = """\
+100/101 10.000000: sched:sched_switch: prev_comm=mysqld prev_pid=101 prev_prio=120 prev_state=D ==> next_comm=x next_pid=0 next_prio=120
+\tffffffff81000001 __schedule+0x1 ([kernel.kallsyms])
+\tffffffff81000002 io_schedule+0x2 ([kernel.kallsyms])
+\tffffffff81000003 ext4_sync_file+0x3 ([kernel.kallsyms])
+\t7f0000000001 fsync+0x1 (/usr/lib/libc.so.6)
+\t555500000001 log_write_up_to+0x10 (/usr/sbin/mysqld)
+\t555500000002 do_command+0x10 (/usr/sbin/mysqld)
+100/101 10.000010: PERF_RECORD_SWITCH_CPU_WIDE OUT          next pid/tid:     0/0
+200/201 10.000500: PERF_RECORD_SWITCH_CPU_WIDE OUT          next pid/tid:     0/0
+100/101 10.002010: PERF_RECORD_SWITCH_CPU_WIDE IN           prev pid/tid:     0/0
+100/101 10.003000: PERF_RECORD_SWITCH_CPU_WIDE OUT          next pid/tid:     0/0
+200/201 10.004000: PERF_RECORD_SWITCH_CPU_WIDE IN           prev pid/tid:     0/0
+100/101 10.007000: PERF_RECORD_SWITCH_CPU_WIDE IN           prev pid/tid:     0/0
+100/101 10.007900: sched:sched_switch: prev_comm=mysqld prev_pid=101 prev_prio=120 prev_state=R ==> next_comm=x next_pid=201 next_prio=120
+\tffffffff81000001 __schedule+0x1 ([kernel.kallsyms])
+\t555500000003 row_ins_step+0x10 (/usr/sbin/mysqld)
+\t555500000002 do_command+0x10 (/usr/sbin/mysqld)
+100/101 10.008000: PERF_RECORD_SWITCH_CPU_WIDE OUT preempt  next pid/tid:   200/201
+100/101 10.009000: PERF_RECORD_SWITCH_CPU_WIDE IN           prev pid/tid:   200/201
+100/102 10.000000: PERF_RECORD_SWITCH_CPU_WIDE OUT          next pid/tid:     0/0
+100/102 10.500000: PERF_RECORD_SWITCH_CPU_WIDE IN           prev pid/tid:     0/0
+100/101 10.010000: PERF_RECORD_SWITCH_CPU_WIDE OUT          next pid/tid:     0/0
+"""
+
+
+def test_the_truths_waits_are_timed_by_the_switch_records_and_spread_over_the_sampled_stacks():
+    """Every wait of a server thread timed from its switch-out record to its
+    switch-in (another process's ignored, a wait not ended not counted);
+    the sampled switch-outs' stacks carry a thread's waits of their kind in
+    proportion; a kind with no sampled switch is unsampled, in no stack."""
+    from mysqlprobe.lab.benchkit.truth import WAITING_FOR_CPU, waits_by_thread
+    waits = waits_by_thread(SWITCH_SCRIPT.splitlines(keepends=True), server=100)
+    assert set(waits) == {101, 102}
+    blocked, preempted = waits[101][False], waits[101][True]
+    fsync = "do_command;log_write_up_to;fsync;ext4_sync_file_[k];io_schedule_[k]"
+    assert blocked.total_ns == 2_000_000 + 4_000_000
+    assert blocked.sampled == {fsync: 2_000_000}
+    assert blocked.by_stack() == {fsync: 6_000_000} and blocked.unsampled_ns == 0
+    assert preempted.total_ns == 1_000_000
+    assert preempted.by_stack() == {f"do_command;row_ins_step;{WAITING_FOR_CPU}": 1_000_000}
+    idle = waits[102][False]
+    assert idle.total_ns == 500_000_000 and idle.by_stack() == {} and idle.unsampled_ns == 500_000_000
+
+
+def test_the_truth_leaves_unsampled_waits_out_of_every_mechanism():
+    """A load thread's unsampled wait is the truth's unsampled_ns, in no
+    mechanism; a thread that never ran a connection's loop is not the load's."""
+    from mysqlprobe.lab.benchkit.truth import WallTruth
+    truth = WallTruth(on_cpu={1: Counter({"do_command;row_ins_step": 300}), 2: Counter({"srv_master_thread": 50})},
+                      off_cpu={1: Counter({"do_command;log_write_up_to;fsync": 700})}, unsampled={1: 9000, 2: 400})
+    assert truth.load_threads() == {1}
+    assert truth.unsampled_ns() == 9000
+    assert sum(truth.mechanisms().values()) == 1000

@@ -11,7 +11,7 @@ import functools
 import re
 import subprocess
 from collections import Counter, defaultdict
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -82,11 +82,10 @@ def _frames(lines: list[str]) -> list[str]:
     return out
 
 
-def _samples(script: subprocess.Popen) -> Iterator[tuple[str, list[str]]]:
+def _samples(text: Iterable[str]) -> Iterator[tuple[str, list[str]]]:
     """(header, frames root first) of each sample of a perf script's output."""
-    assert script.stdout is not None
     header, lines = None, []
-    for line in script.stdout:
+    for line in text:
         if line.startswith("\t"):
             lines.append(line)
         elif line.strip():
@@ -95,6 +94,14 @@ def _samples(script: subprocess.Popen) -> Iterator[tuple[str, list[str]]]:
             header, lines = line, []
     if header is not None:
         yield header, _frames(lines)
+
+
+def _script(data: Path, fields: str, *options: str) -> Iterator[str]:
+    """The lines of `perf script` of a data file, its fields those named."""
+    script = subprocess.Popen(["perf", "script", "-i", str(data), "-F", fields, *options],
+                              stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    assert script.stdout is not None
+    yield from script.stdout
     script.wait()
 
 
@@ -103,19 +110,29 @@ class WallTruth:
     """An unprobed load's server threads' time by stack: CPU (perf cpu-clock
     samples, ns by their periods) and off CPU (perf's sched_switch events,
     each switch-out timed to the thread's switch-in: blocked, or runnable
-    and waiting for a CPU), per thread id."""
+    and waiting for a CPU), per thread id. A thread's waits of a kind none of
+    whose switches was sampled have no stack: their time is unsampled (an
+    idle connection's one long wait, mostly), in no mechanism."""
 
     on_cpu: dict[int, Counter] = field(default_factory=dict)     # tid -> stack (root first, ';') -> ns
     off_cpu: dict[int, Counter] = field(default_factory=dict)    # tid -> stack -> ns; leaf [waiting for a CPU]
+    unsampled: dict[int, int] = field(default_factory=dict)     # tid -> ns off CPU with no stack sampled
 
-    def mechanisms(self) -> dict[str, float]:
-        """ns by mechanism over the load's threads (their stacks ran a
-        connection's loop), each stack charged as mysqlprobe's account
-        charges it (analysis/mechanisms.py); idle and probes' parts among
-        them."""
+    def load_threads(self) -> set[int]:
+        """The threads whose stacks ran a connection's loop."""
         def connection(stacks: Counter) -> bool:
             return any(M.frame_name(f) in CONNECTION_FRAMES for s in stacks for f in s.split(";"))
-        load = {tid for threads in (self.on_cpu, self.off_cpu) for tid, stacks in threads.items() if connection(stacks)}
+        return {tid for threads in (self.on_cpu, self.off_cpu) for tid, stacks in threads.items() if connection(stacks)}
+
+    def unsampled_ns(self) -> int:
+        """The load's threads' time off CPU with no stack sampled."""
+        return sum(self.unsampled.get(tid, 0) for tid in self.load_threads())
+
+    def mechanisms(self) -> dict[str, float]:
+        """ns by mechanism over the load's threads, each stack charged as
+        mysqlprobe's account charges it (analysis/mechanisms.py); idle and
+        probes' parts among them."""
+        load = self.load_threads()
         out: dict[str, float] = defaultdict(float)
         for off, threads in ((False, self.on_cpu), (True, self.off_cpu)):
             for tid, stacks in threads.items():
@@ -125,16 +142,27 @@ class WallTruth:
         return out
 
 
-SWITCH_RECORD = "perf record -g -e sched:sched_switch -p PID --switch-events"
+CPU_RECORD = "perf record -g -e cpu-clock -F 999 -a"
+SWITCH_RECORD = "perf record -g -e sched:sched_switch -c N --no-period --switch-events -a"
 # the switch-outs' user stacks unwound by DWARF (.eh_frame): through glibc, which keeps no
 # frame pointers and, in select(), holds another value in %rbp, where -g's stacks stop
 SWITCH_STACKS = {"fp": ["-g"], "dwarf": ["--call-graph", "dwarf,16384"]}
-DWARF_SWITCH_RECORD = SWITCH_RECORD.replace(" -g ", f" {' '.join(SWITCH_STACKS['dwarf'])} ", 1)
+# before 2026-11-28 20:00: per task (-p PID), every switch's stack. Per-task events cost
+# at every context switch: 8 sysbench clients inserted a third fewer rows under them
+TASK_SWITCH_RECORD = "perf record -g -e sched:sched_switch -p PID --switch-events"
+TASK_CPU_RECORD = "perf record -g -e cpu-clock -F 999 -p PID"
 OLD_SWITCH_RECORD = "perf record -g -e sched:sched_switch -a"   # before 2026-11-28: its switch-ins lost
 # how a wait is timed; against the kernel's schedstat for one thread through three
 # builds (wall less on-CPU): from the tracepoint +16-17%, from the switch-out record 0-6% under
 SWITCH_TIMING = "from perf's switch-out record to its switch-in"
 OLD_SWITCH_TIMING = "from the sched_switch tracepoint to the switch-in"   # before 2026-11-28 13:30
+WAITING_FOR_CPU = "[waiting for a CPU]"
+
+
+def switch_record(stacks: str = "fp", every: int | None = None) -> str:
+    """The switch record's command as a section names it: N written out if one for all runs."""
+    command = SWITCH_RECORD.replace("-g ", f"{' '.join(SWITCH_STACKS[stacks])} ", 1)
+    return command if every is None else command.replace("-c N", f"-c {every}")
 
 
 def switch_truth(result: dict) -> str:
@@ -143,25 +171,62 @@ def switch_truth(result: dict) -> str:
             f"{result.get('switch_timing', OLD_SWITCH_TIMING)}")
 
 
-class WallRecorder:
-    """Two perf records beside an unprobed load: its CPU samples (-p PID),
-    and its threads' context switches (-p PID): the sched_switch tracepoint
-    at each switch-out, with the stack and the state it left in, and
-    perf's own switch records (--switch-events) for the switch itself,
-    out and back in: a wait is timed from the one to the other. A
-    CPU-wide record of sched_switch (-a) misses switches out of the idle
-    task on some CPUs of this VM (a blocked thread's wake-up onto an idle
-    CPU1: 17 switch-ins recorded against 1,752 switch-outs of one build),
-    so its waits ran on until the thread's next switch-out, lost."""
+def cpu_truth(result: dict) -> str:
+    """The on-CPU truth a bench result was recorded with, as a command."""
+    return f"`{result.get('cpu_record', TASK_CPU_RECORD)}`"
 
-    def __init__(self, pid: int, workdir: Path, hz: int = 999, switch_stacks: str = "fp"):
+
+@dataclass
+class Waits:
+    """One thread's waits of one kind (blocked, or runnable and waiting for
+    a CPU): all of them timed, and those whose switch-out was sampled with
+    its stack."""
+
+    total_ns: int = 0
+    sampled: Counter = field(default_factory=Counter)   # stack -> ns of the sampled waits
+
+    def by_stack(self) -> Counter:
+        """The total spread over the sampled stacks by their waits' shares (a
+        ratio estimate: every Nth switch is sampled, whatever it waits for);
+        none if no switch was (the total is then unsampled_ns)."""
+        seen = sum(self.sampled.values())
+        return Counter({stack: round(ns * self.total_ns / seen) for stack, ns in self.sampled.items()} if seen else {})
+
+    @property
+    def unsampled_ns(self) -> int:
+        return 0 if self.sampled else self.total_ns
+
+
+class WallRecorder:
+    """Two CPU-wide perf records beside an unprobed load, read for the
+    server's threads alone: its CPU samples, and the context switches: perf's
+    own switch records (--switch-events) for every switch, out and back in,
+    a wait timed from the one to the other (the out record says whether the
+    thread was preempted, still runnable); and the sched_switch tracepoint
+    at every Nth switch-out of a CPU (-c N), with the stack and the state
+    it left in. A thread's blocked time and its time waiting for a CPU are
+    each spread over its sampled stacks of that kind.
+
+    Why CPU-wide: per-task events (-p PID) cost the kernel at each context
+    switch of the task; under 8 sysbench clients they took a quarter of the
+    rows away with the CPU samples alone. Why the switch-ins from perf's
+    switch records: on this VM the tracepoint records no switch out of the
+    idle task on CPU1, so a thread woken onto an idle CPU1 has no
+    tracepoint switch-in (17 against 1,752 switch-outs of one build). Why
+    every Nth stack: walking a stack at every switch of an OLTP load slowed
+    it by a fifth; every 11th adds nothing measurable to the switch records,
+    which themselves cost it 10-16% (bench/wall.py's SYSBENCH_STACK_EVERY)."""
+
+    def __init__(self, pid: int, workdir: Path, hz: int = 999, switch_stacks: str = "fp", every: int = 1):
         """switch_stacks: how the switch-outs' stacks are walked, "fp" or
-        "dwarf" (copies 16 KB of stack a switch: for loads of few switches)."""
-        self.pid, self.cpu_data, self.switch_data = pid, workdir / "wall-cpu.data", workdir / "wall-switch.data"
-        self.procs = [subprocess.Popen(["perf", "record", "-q", "-g", "-e", "cpu-clock", "-F", str(hz), "-p", str(pid),
+        "dwarf" (copies 16 KB of stack a switch: for loads of few switches);
+        every: the tracepoint's period, one stack each `every` switches of a CPU."""
+        self.pid = pid
+        self.cpu_data, self.switch_data = workdir / "wall-cpu.data", workdir / "wall-switch.data"
+        self.procs = [subprocess.Popen(["perf", "record", "-q", "-g", "-e", "cpu-clock", "-F", str(hz), "-a",
                                         "-o", str(self.cpu_data)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL),
                       subprocess.Popen(["perf", "record", "-q", *SWITCH_STACKS[switch_stacks], "-e",
-                                        "sched:sched_switch", "-p", str(pid),
+                                        "sched:sched_switch", "-c", str(every), "--no-period", "-a",
                                         "--switch-events", "-o", str(self.switch_data)], stdout=subprocess.DEVNULL,
                                        stderr=subprocess.DEVNULL)]
 
@@ -171,40 +236,59 @@ class WallRecorder:
         for p in self.procs:
             p.wait()
         truth = WallTruth()
-        cpu = subprocess.Popen(["perf", "script", "-i", str(self.cpu_data), "-F", "tid,period,ip,sym,dso"],
-                               stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
-        for header, frames in _samples(cpu):
-            tid, period = (int(x) for x in header.split()[:2])
-            truth.on_cpu.setdefault(tid, Counter())[";".join(frames)] += period
-        switches = subprocess.Popen(["perf", "script", "-i", str(self.switch_data), "-F",
-                                     "tid,time,event,trace,ip,sym,dso", "--show-switch-events"],
-                                    stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
-        leaving: dict[int, str] = {}              # tid -> the stack its last switch-out's tracepoint saw
-        away: dict[int, tuple[float, str]] = {}   # tid -> when it left the CPU, and that stack
-        for header, frames in _samples(switches):
-            tid, at = int(header.split()[0]), float(header.split(":")[0].split()[-1])
-            if "PERF_RECORD_SWITCH OUT" in header:
-                # the wait starts at the switch itself, not at the tracepoint before it:
-                # between them perf took the sample and walked its call chain (5-30 us)
-                if tid in leaving:
-                    away[tid] = (at, leaving.pop(tid))
-                continue
-            if "PERF_RECORD_SWITCH IN" in header:
-                if tid in away:
-                    t0, stack = away.pop(tid)
-                    truth.off_cpu.setdefault(tid, Counter())[stack] += round((at - t0) * 1e9)
-                continue
-            m = SWITCH.search(header)
-            if not m or int(m.group(1)) != tid or m.group(2) == "X":
-                continue
-            user = [f for f in frames if not f.endswith("_[k]")]
-            kernel = [f for f in frames if f.endswith("_[k]") and not f.startswith(("__traceiter", "__schedule",
-                                                                                     "schedule_"))]
-            leaf = ["[waiting for a CPU]"] if m.group(2).startswith("R") else kernel
-            leaving[tid] = ";".join(user + leaf)
+        for header, frames in _samples(_script(self.cpu_data, "pid,tid,period,ip,sym,dso")):
+            pid, tid, period = _ids(header) + (int(header.split()[1]),)
+            if pid == self.pid:
+                truth.on_cpu.setdefault(tid, Counter())[";".join(frames)] += period
+        switches = _script(self.switch_data, "pid,tid,time,event,trace,ip,sym,dso", "--show-switch-events")
+        for tid, waits in waits_by_thread(switches, self.pid).items():
+            off = truth.off_cpu.setdefault(tid, Counter())
+            for kind in waits.values():
+                off.update(kind.by_stack())
+                truth.unsampled[tid] = truth.unsampled.get(tid, 0) + kind.unsampled_ns
         for data in (self.cpu_data, self.switch_data):
             data.unlink(missing_ok=True)
         return truth
+
+
+def _ids(header: str) -> tuple[int, int]:
+    """(pid, tid) of a perf script line that begins with them as pid/tid."""
+    pid, _, tid = header.split()[0].partition("/")
+    return int(pid), int(tid)
+
+
+def waits_by_thread(text: Iterable[str], server: int) -> dict[int, dict[bool, Waits]]:
+    """tid -> (preempted? -> its waits) of the server's threads, from a perf
+    script of switch records and sampled sched_switch tracepoints."""
+    out: dict[int, dict[bool, Waits]] = defaultdict(lambda: {False: Waits(), True: Waits()})
+    leaving: dict[int, str] = {}                          # tid -> the stack its sampled switch-out saw
+    away: dict[int, tuple[float, bool, str | None]] = {}  # tid -> when it left, preempted?, the stack if sampled
+    for header, frames in _samples(text):
+        pid, tid = _ids(header)
+        if pid != server:
+            continue
+        at = float(header.split(":")[0].split()[-1])
+        if "PERF_RECORD_SWITCH" in header:
+            if " OUT" in header:
+                # the wait starts at the switch itself, not at the tracepoint before it:
+                # between them perf took the sample and walked its call chain (5-30 us)
+                away[tid] = (at, " preempt " in header, leaving.pop(tid, None))
+            elif tid in away:
+                t0, preempted, stack = away.pop(tid)
+                waits = out[tid][preempted]
+                ns = round((at - t0) * 1e9)
+                waits.total_ns += ns
+                if stack is not None:
+                    waits.sampled[stack] += ns
+            continue
+        m = SWITCH.search(header)
+        if not m or int(m.group(1)) != tid or m.group(2) == "X":
+            continue
+        user = [f for f in frames if not f.endswith("_[k]")]
+        kernel = [f for f in frames if f.endswith("_[k]") and not f.startswith(("__traceiter", "__schedule",
+                                                                                 "schedule_"))]
+        leaving[tid] = ";".join(user + ([WAITING_FOR_CPU] if m.group(2).startswith("R") else kernel))
+    return out
 
 
 # --- a build's phases timed at their functions' edges ---------------------------
