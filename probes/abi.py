@@ -173,7 +173,7 @@ class OffCpuConfig(ctypes.Structure):
 
 class OffCpuKey(ctypes.Structure):
     _fields_ = [("tid", _u32), ("ustack", ctypes.c_int32), ("kstack", ctypes.c_int32), ("preempted", _u32),
-                ("urecovered", _u64)]
+                ("urecovered", _u64), ("caller", _u64)]
 
 
 class OffCpuValue(ctypes.Structure):
@@ -183,7 +183,7 @@ class OffCpuValue(ctypes.Structure):
 class Away(ctypes.Structure):
     """A thread switched out in an on-phase, not yet back (keyed by its task_struct's address)."""
     _fields_ = [("ts", _u64), ("ustack", ctypes.c_int32), ("kstack", ctypes.c_int32), ("preempted", _u32),
-                ("tid", _u32), ("urecovered", _u64)]
+                ("tid", _u32), ("urecovered", _u64), ("caller", _u64)]
 
 
 class IoKey(ctypes.Structure):

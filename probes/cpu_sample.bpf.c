@@ -66,20 +66,6 @@ static __always_inline __u16 at_entry(unsigned long ip, unsigned long sp, unsign
 	return 0;
 }
 
-/* The return address at the stack's top when the sampled function keeps no
- * frame (a leaf compiled without one, libc's system call wrappers): the
- * walk along the frame pointers starts at its caller's frame and so skips
- * the caller itself. Taken when the word there points into the binary's
- * code right after a call. */
-static __always_inline __u64 leaf_caller(unsigned long sp)
-{
-	__u64 w = 0;
-
-	if (!config.text_hi || bpf_probe_read_user(&w, sizeof(w), (const void *)sp) != 0)
-		return 0;
-	return after_call(w, config.text_lo, config.text_hi) ? w : 0;
-}
-
 SEC("perf_event")
 int on_sample(struct bpf_perf_event_data *ctx)
 {
@@ -108,7 +94,7 @@ int on_sample(struct bpf_perf_event_data *ctx)
 		}
 		k.at_entry = u.sp ? at_entry(u.ip, u.sp, u.bp) : 0;
 		if (!k.at_entry && u.sp)
-			k.caller = leaf_caller(u.sp);
+			k.caller = leaf_caller(u.sp, config.text_lo, config.text_hi);
 	}
 	if (config.stacks & SAMPLE_USER_STACKS) {
 		k.ustack = bpf_get_stackid(ctx, &stacks, BPF_F_USER_STACK);

@@ -57,21 +57,17 @@ struct {
 } recovered SEC(".maps");
 
 /* The thread's user stack recovered where the frame-pointer walk stopped in
- * a library: its key in `recovered`, else 0. */
-static __always_inline __u64 recovered_user_stack(void)
+ * a library: its key in `recovered`, else 0. u: its user registers. */
+static __always_inline __u64 recovered_user_stack(const struct x86_64_regs *u, struct task_struct *task)
 {
 	struct user_code code = { config.text_lo, config.text_hi, config.trampoline };
-	struct x86_64_regs u = {};
 	__u32 zero = 0;
 	struct stack_scan *s = bpf_map_lookup_elem(&scan, &zero);
-	struct task_struct *task;
 	__u64 h;
 
 	if (!s || !config.text_hi)
 		return 0;
-	task = bpf_get_current_task_btf();
-	bpf_probe_read_kernel(&u, sizeof(u), (const void *)bpf_task_pt_regs(task));
-	h = recover_user_stack(&u, &code, (struct task_struct___mp *)task, s);
+	h = recover_user_stack(u, &code, (struct task_struct___mp *)task, s);
 	if (!h)
 		return 0;
 	if (bpf_map_update_elem(&recovered, &h, s->ips, BPF_NOEXIST) != 0 && !bpf_map_lookup_elem(&recovered, &h)) {
@@ -112,6 +108,11 @@ int on_switch(__u64 *ctx)
 		__u64 pid_tgid = bpf_get_current_pid_tgid();
 
 		if ((pid_tgid >> 32) == config.target_tgid) {
+			struct task_struct *t = bpf_get_current_task_btf();
+			struct x86_64_regs u = {};
+
+			/* the user registers it entered the kernel with, or was interrupted at */
+			bpf_probe_read_kernel(&u, sizeof(u), (const void *)bpf_task_pt_regs(t));
 			struct away out = {
 				.ts = now,
 				.ustack = -1,
@@ -120,7 +121,7 @@ int on_switch(__u64 *ctx)
 				 * (its time slice ended): it waits for a CPU, not for an event */
 				.preempted = (ctx[0] & 1) || (__u32)ctx[3] == 0,
 				.tid = (__u32)pid_tgid,
-				.urecovered = recovered_user_stack(),
+				.urecovered = recovered_user_stack(&u, t),
 			};
 
 			/* the kernel's walk only where it is whole: a recovered stack is not
@@ -129,6 +130,10 @@ int on_switch(__u64 *ctx)
 				out.ustack = bpf_get_stackid(ctx, &stacks, BPF_F_USER_STACK);
 				if (out.ustack < 0)
 					count_drop(OFFCPU_USER_STACK_NOT_TAKEN);
+				/* in a library's system call wrapper (a frameless leaf): the walk
+				 * from %rbp skips the binary's function that called it */
+				if (u.ip < config.text_lo || u.ip >= config.text_hi)
+					out.caller = leaf_caller(u.sp, config.text_lo, config.text_hi);
 			}
 
 			task = ctx[1];
@@ -143,7 +148,8 @@ int on_switch(__u64 *ctx)
 		return 0;   /* not the target's, or it left before the window opened */
 	if (now > a->ts) {
 		struct offcpu_key k = { .tid = a->tid, .ustack = a->ustack, .kstack = a->kstack,
-					.preempted = a->preempted, .urecovered = a->urecovered };
+					.preempted = a->preempted, .urecovered = a->urecovered,
+					.caller = a->caller };
 		struct offcpu_value *v = bpf_map_lookup_elem(&offcpu, &k);
 
 		if (v) {

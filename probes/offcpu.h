@@ -29,6 +29,8 @@ struct away {
 	__u32 preempted;
 	__u32 tid;
 	__u64 urecovered;   /* a recovered user stack's key in `recovered` (ustack -1 then); 0: none */
+	__u64 caller;       /* stopped in a library's frameless function: its caller in the binary
+			     * (user_stack.h's leaf_caller), which the walk of ustack skipped; 0: none */
 };
 
 struct offcpu_key {
@@ -37,6 +39,7 @@ struct offcpu_key {
 	__s32 kstack;
 	__u32 preempted;
 	__u64 urecovered;   /* as in struct away: the user stack, recovered, in place of ustack */
+	__u64 caller;       /* as in struct away */
 };
 
 struct offcpu_value {

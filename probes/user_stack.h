@@ -33,6 +33,20 @@ static __always_inline int after_call(__u64 w, __u64 lo, __u64 hi)
 	return 0;
 }
 
+/* The return address at the stack's top when the thread stopped in a
+ * function that keeps no frame (a leaf compiled without one, libc's system
+ * call wrappers): the walk along the frame pointers starts at its caller's
+ * frame and so skips the caller itself. Taken when the word there points
+ * into the binary's code [lo, hi) right after a call; else 0. */
+static __always_inline __u64 leaf_caller(__u64 sp, __u64 lo, __u64 hi)
+{
+	__u64 w = 0;
+
+	if (!hi || bpf_probe_read_user(&w, sizeof(w), (const void *)sp) != 0)
+		return 0;
+	return after_call(w, lo, hi) ? w : 0;
+}
+
 /* The target binary's code, and the page of uretprobe trampolines a
  * return-probed function's return address is replaced with while it runs. */
 struct user_code {

@@ -19,7 +19,8 @@ import re
 import time
 
 from mysqlprobe.collectors import libbpf
-from mysqlprobe.collectors.target.addresses import UNKNOWN, UPROBES, binary_code, process_maps, uprobe_trampolines
+from mysqlprobe.collectors.target.addresses import (UNKNOWN, UPROBES, binary_code, process_maps, uprobe_trampolines,
+                                                    with_leaf_caller)
 from mysqlprobe.collectors.base import Cost, Facts, Phases, Section
 from mysqlprobe.collectors.cpu.cpu_bursts import burst_time_of
 from mysqlprobe.collectors.kernel.phased import PhasedBpfCollector, PhasedPrograms
@@ -118,9 +119,7 @@ def cpu_frames(record: SampleRecord, user_name: Callable[[int], str],
     kernel gave its callers are not to be trusted there)."""
     if record.at_entry and record.user:
         return [user_name(record.user[0]), UPROBES]
-    addresses = list(record.user)
-    if record.caller and len(addresses) > 1 and user_name(record.caller) != user_name(addresses[1]):
-        addresses.insert(1, record.caller)   # the frameless leaf's caller, which the walk skipped
+    addresses = with_leaf_caller(record.user, record.caller, user_name)
     user = [user_name(a) for a in reversed(addresses)] or [UNKNOWN]
     return user + [_CLONE_SUFFIX.sub("", kernel_name(a) or UNKNOWN) + KERNEL_SUFFIX for a in reversed(record.kernel)]
 

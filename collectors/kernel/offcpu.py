@@ -15,7 +15,8 @@ from mysqlprobe.collectors import libbpf
 from mysqlprobe.collectors.base import Facts, Phases, Section
 from mysqlprobe.collectors.kernel.phased import PhasedBpfCollector, PhasedPrograms
 from mysqlprobe.collectors.cpu.perf import KERNEL_SUFFIX, fold_samples
-from mysqlprobe.collectors.target.addresses import UNKNOWN, binary_code, process_maps, uprobe_trampolines
+from mysqlprobe.collectors.target.addresses import (UNKNOWN, binary_code, process_maps, uprobe_trampolines,
+                                                    with_leaf_caller)
 from mysqlprobe.flamegraphs.folded import Folded
 from mysqlprobe.flamegraphs.stacks import CONNECTION_FRAMES, WAITING_FOR_CPU, connection_stacks, stacks_summary
 from mysqlprobe.probes import abi
@@ -36,6 +37,7 @@ class OffCpuRecord:
     ns: int
     count: int
     recovered: bool = False   # the user stack recovered by scanning where the frame pointers stopped in a library
+    caller: int = 0           # stopped in a library's frameless function: its caller, which the walk skipped
 
 
 class OffCpuSession(PhasedPrograms):
@@ -49,7 +51,7 @@ class OffCpuSession(PhasedPrograms):
 
     def __init__(self, pid: int, verbose: bool = False):
         super().__init__(pid, verbose)
-        # (tid, ustack, kstack, preempted, urecovered) -> [ns, waits]
+        # (tid, ustack, kstack, preempted, urecovered, caller) -> [ns, waits]
         self.cut: dict[tuple[Any, ...], list[int]] = {}
 
     def config(self) -> abi.OffCpuConfig:
@@ -66,8 +68,7 @@ class OffCpuSession(PhasedPrograms):
         away = Away()
         for task in libbpf.keys(self._fds["aways"], ctypes.c_uint64):
             if libbpf.lookup(self._fds["aways"], task, away) and now_ns > away.ts:
-                acc = self.cut.setdefault((away.tid, away.ustack, away.kstack, away.preempted, away.urecovered),
-                                          [0, 0])
+                acc = self.cut.setdefault(_key(away), [0, 0])
                 acc[0] += now_ns - away.ts
                 acc[1] += 1
             libbpf.delete(self._fds["aways"], task)
@@ -78,14 +79,19 @@ class OffCpuSession(PhasedPrograms):
         value = OffCpuValue()
         for key in libbpf.keys(self._fds["offcpu"], OffCpuKey):
             if libbpf.lookup(self._fds["offcpu"], key, value):
-                acc = totals.setdefault((key.tid, key.ustack, key.kstack, key.preempted, key.urecovered), [0, 0])
+                acc = totals.setdefault(_key(key), [0, 0])
                 acc[0] += value.ns
                 acc[1] += value.count
         # a recovered user stack (probes/user_stack.h) is kept by its hash in a map of its own
         return [OffCpuRecord(tid, self._frames("recovered", ctypes.c_uint64(urecovered)) if urecovered
                              else self._stack(ustack), self._stack(kstack), bool(preempted), ns, count,
-                             bool(urecovered))
-                for (tid, ustack, kstack, preempted, urecovered), (ns, count) in totals.items()]
+                             bool(urecovered), caller)
+                for (tid, ustack, kstack, preempted, urecovered, caller), (ns, count) in totals.items()]
+
+
+def _key(k: Away | OffCpuKey) -> tuple[int, ...]:
+    """An open wait's or a map key's identity: its thread and stacks."""
+    return (k.tid, k.ustack, k.kstack, k.preempted, k.urecovered, k.caller)
 
 
 
@@ -115,7 +121,7 @@ def fold_offcpu(records: list[OffCpuRecord], user_name: Callable[[int], str],
         us = round(r.ns / 1000)
         if us <= 0:
             continue
-        user = [user_name(a) for a in reversed(r.user)]
+        user = [user_name(a) for a in reversed(with_leaf_caller(r.user, r.caller, user_name))]
         leaf = [WAITING_FOR_CPU] if r.preempted else kernel_frames(r.kernel, kernel_name)
         samples.append((comms.get(r.tid, process_comm), r.tid, user + leaf, us))
     return fold_samples(samples, thread_names)
@@ -171,7 +177,7 @@ class OffCpuCollector(PhasedBpfCollector[OffCpuSession]):
         """The stacks folded under the threads' names, and a summary."""
         records = self.live.records()
         kernel = facts.kernel_symbols.names(a for r in records for a in r.kernel)
-        user = self._user_names((a for r in records for a in r.user), facts)
+        user = self._user_names((a for r in records for a in (*r.user, r.caller) if a), facts)
         folded = fold_offcpu(records, user, kernel.get, facts.comms, facts.process_comm, facts.thread_names)
         summary = stacks_summary(folded)
         record = {"status": "collected", "unit": "us", **totals(records),

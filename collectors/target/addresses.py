@@ -159,6 +159,17 @@ class Mapping:
     path: str
 
 
+def with_leaf_caller(leaf_first: list[int], caller: int, name: Callable[[int], str]) -> list[int]:
+    """A user stack's addresses, leaf first, with the caller of a frameless
+    leaf put back after the leaf: the frame-pointer walk, starting at the
+    caller's frame, skipped it (the BPF programs read it off the stack's top:
+    probes/user_stack.h's leaf_caller). Not twice: where the walk has it, as
+    named, the stack is as it was."""
+    if caller and len(leaf_first) > 1 and name(caller) != name(leaf_first[1]):
+        return [leaf_first[0], caller, *leaf_first[1:]]
+    return leaf_first
+
+
 def special_mappings(maps_text: str, name: str) -> list[tuple[int, int]]:
     """The address ranges of a named kernel mapping ([uprobes], [vdso]) in a /proc/PID/maps text."""
     out = []

@@ -20,8 +20,9 @@ pytestmark = pytest.mark.root
 SLEEP_MS = 307  # prime
 
 
-def _sleep(proc, ms: int) -> int:
-    proc.stdin.write(f"sleep {ms}\n")
+def _sleep(proc, ms: int, command: str = "sleep") -> int:
+    """known_cost's `command` (sleep, libsleep, leafsleep) for ms: the ns it slept."""
+    proc.stdin.write(f"{command} {ms}\n")
     proc.stdin.flush()
     return json.loads(proc.stdout.readline())["slept_ns"]
 
@@ -79,12 +80,6 @@ def test_a_wait_open_when_a_phase_ends_counts_up_to_its_end(known_cost):
     assert cut[0].ns < slept - open_for - 100_000_000    # not its whole sleep: up to the phase's end
 
 
-def _libsleep(proc, ms: int) -> int:
-    proc.stdin.write(f"libsleep {ms}\n")
-    proc.stdin.flush()
-    return json.loads(proc.stdout.readline())["slept_ns"]
-
-
 @pytest.mark.parametrize("probed", [False, True], ids=["unprobed", "return-probed"])
 def test_a_wait_in_a_library_without_frame_pointers_keeps_its_callers(known_cost, tmp_path, probed):
     """sleep_in_library() (tests/fixtures/frameless.S) points %rbp at its
@@ -95,7 +90,7 @@ def test_a_wait_in_a_library_without_frame_pointers_keeps_its_callers(known_cost
     the uretprobe trampoline: the recovered stack names its caller still."""
     probe = ("--probe", "wait_in_library") if probed else ("--probe", "cost_1us")
     prof = Profiler(known_cost.pid, tmp_path, *probe, "--exact", "--no-cpu")
-    slept = _libsleep(known_cost, SLEEP_MS)
+    slept = _sleep(known_cost, SLEEP_MS, "libsleep")
     code, _, err = prof.stop()
     assert code == 0, err
     doc = prof.profile()
@@ -108,3 +103,23 @@ def test_a_wait_in_a_library_without_frame_pointers_keeps_its_callers(known_cost
         # root first: ... main, wait_in_library, the library's function; no trampoline in between
         assert user[-3:] == ["main", "wait_in_library", "sleep_in_library"], stack
     assert doc["off_cpu"]["recovered_s"] >= (SLEEP_MS - 1) / 1000
+
+
+def test_a_wait_in_a_frameless_system_call_wrapper_keeps_its_caller(known_cost, tmp_path):
+    """sleep_in_leaf() (tests/fixtures/frameless.S) sleeps as glibc's system
+    call wrappers do, with no frame of its own and %rbp its caller's: the
+    kernel's walk from %rbp goes on from wait_in_leaf's frame, to main, and
+    skips wait_in_leaf. The off-CPU program reads it off the stack's top;
+    the stack is main, wait_in_leaf, sleep_in_leaf, not recovered."""
+    prof = Profiler(known_cost.pid, tmp_path, "--probe", "cost_1us", "--exact", "--no-cpu")
+    slept = _sleep(known_cost, SLEEP_MS, "leafsleep")
+    code, _, err = prof.stop()
+    assert code == 0, err
+    stacks = folded.parse((tmp_path / "offcpu.folded").read_text().splitlines())
+    mine = {s: us for s, us in stacks.stacks.items() if "sleep_in_leaf" in s.split(";")}
+    assert mine, stacks.stacks
+    assert sum(mine.values()) >= (SLEEP_MS - 1) * 1000 and sum(mine.values()) <= slept / 1000 + 1
+    for stack in mine:
+        user = [f for f in stack.split(";")[1:] if not f.endswith("_[k]")]
+        assert user[-3:] == ["main", "wait_in_leaf", "sleep_in_leaf"], stack
+    assert prof.profile()["off_cpu"]["recovered_s"] < (SLEEP_MS - 1) / 1000   # the walk was whole: nothing to recover
