@@ -97,8 +97,11 @@ def _samples(text: Iterable[str]) -> Iterator[tuple[str, list[str]]]:
 
 
 def _script(data: Path, fields: str, *options: str) -> Iterator[str]:
-    """The lines of `perf script` of a data file, its fields those named."""
-    script = subprocess.Popen(["perf", "script", "-i", str(data), "-F", fields, *options],
+    """The lines of `perf script` of a data file, its fields those named;
+    no inlined function as a frame of its own (with DWARF stacks perf adds
+    them; mysqlprobe's stacks, symbolized by address, have none: a mutex
+    entered inline in log_write_up_to would be a latch there, the redo log here)."""
+    script = subprocess.Popen(["perf", "script", "-i", str(data), "-F", fields, "--no-inline", *options],
                               stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
     assert script.stdout is not None
     yield from script.stdout
