@@ -168,7 +168,8 @@ class Preempted(ctypes.Structure):
 
 
 class OffCpuConfig(ctypes.Structure):
-    _fields_ = [("target_tgid", _u32), ("pad", _u32), ("text_lo", _u64), ("text_hi", _u64), ("trampoline", _u64)]
+    _fields_ = [("target_tgid", _u32), ("stacks_per_s", _u32), ("text_lo", _u64), ("text_hi", _u64),
+                ("trampoline", _u64)]
 
 
 class OffCpuKey(ctypes.Structure):
@@ -183,7 +184,19 @@ class OffCpuValue(ctypes.Structure):
 class Away(ctypes.Structure):
     """A thread switched out in an on-phase, not yet back (keyed by its task_struct's address)."""
     _fields_ = [("ts", _u64), ("ustack", ctypes.c_int32), ("kstack", ctypes.c_int32), ("preempted", _u32),
-                ("tid", _u32), ("urecovered", _u64), ("caller", _u64)]
+                ("tid", _u32), ("urecovered", _u64), ("caller", _u64), ("taken", _u32), ("pad", _u32)]
+
+
+class OffCpuThreadKey(ctypes.Structure):
+    _fields_ = [("tid", _u32), ("preempted", _u32)]
+
+
+class OffCpuTimed(ctypes.Structure):
+    _fields_ = [("ns", _u64), ("count", _u64), ("walked", _u64)]
+
+
+class OffCpuPace(ctypes.Structure):
+    _fields_ = [("since", _u64), ("seen", _u32), ("every", _u32), ("count", _u64)]
 
 
 class IoKey(ctypes.Structure):
@@ -227,7 +240,8 @@ MIRRORS = {
                        "part_key": PartKey, "part_stats": PartStats, "edge_key": EdgeKey,
                        "edge_stats": EdgeStats, "stmt_stats": StmtStats, "stmt_edge_key": StmtEdgeKey,
                        "preempted": Preempted},
-    "offcpu": {"offcpu_config": OffCpuConfig, "offcpu_key": OffCpuKey, "offcpu_value": OffCpuValue, "away": Away},
+    "offcpu": {"offcpu_config": OffCpuConfig, "offcpu_key": OffCpuKey, "offcpu_value": OffCpuValue, "away": Away,
+               "offcpu_thread_key": OffCpuThreadKey, "offcpu_timed": OffCpuTimed, "offcpu_pace": OffCpuPace},
     "io": {"io_key": IoKey, "io_value": IoValue, "iocb_seen": IocbSeen, "in_call": InCall,
            "opened_key": OpenedKey, "path": Path},
     "cpu_sample": {"sample_config": SampleConfig, "sample_key": SampleKey},

@@ -8,6 +8,14 @@
  * stops in a library that keeps none (glibc's select(), its futex waits),
  * the stack is recovered by scanning for the binary's caller (user_stack.h).
  *
+ * Where the target leaves its CPUs more often than stacks are worth taking
+ * (an OLTP load: tens of thousands of switches a second), a CPU takes the
+ * stacks of one switch-out in `every`, chosen by count, not by time, so that
+ * no kind of wait is favoured (`every` follows the CPU's rate over the last
+ * PACE_WINDOW_NS), and weighs `every`. Every wait is timed all the same,
+ * into the thread's totals by kind (thread_waits), which user space spreads
+ * over the thread's taken stacks of that kind by their weighed waits.
+ *
  * A raw tracepoint, and no task_struct field read: the thread switched out
  * is still the current one, and the one switched in is known by its
  * task_struct's address, the key its switch-out was kept under; the user
@@ -78,6 +86,64 @@ static __always_inline __u64 recovered_user_stack(const struct x86_64_regs *u, s
 }
 
 struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct offcpu_pace);
+} pace SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, MAX_THREADS);
+	__type(key, struct offcpu_thread_key);
+	__type(value, struct offcpu_timed);
+} thread_waits SEC(".maps");
+
+/* Whether this switch-out's stacks are taken, as the waits they stand for:
+ * 1 unpaced; else the CPU's `every` if its turn has come, 0 if not (the
+ * CPU's first PACE_WINDOW_NS in the window takes every one: no rate yet). */
+static __always_inline __u32 stacks_taken(__u64 now)
+{
+	__u32 zero = 0;
+	struct offcpu_pace *p;
+	__u32 every;
+
+	if (!config.stacks_per_s || !(p = bpf_map_lookup_elem(&pace, &zero)))
+		return 1;
+	p->seen++;
+	if (now - p->since >= PACE_WINDOW_NS) {
+		/* switch-outs a second at the window's rate, over the stacks wanted a second */
+		__u64 rate = (__u64)p->seen * (1000000000ULL / PACE_WINDOW_NS);
+
+		p->every = rate > config.stacks_per_s ? (__u32)(rate / config.stacks_per_s) : 1;
+		p->seen = 0;
+		p->since = now;
+	}
+	every = p->every ? p->every : 1;
+	return (p->count++ % every) == 0 ? every : 0;
+}
+
+/* ns and waits more on a value, made if new (another CPU may make it meanwhile) */
+static __always_inline void add_wait(void *map, const void *key, __u64 ns, __u64 waits, enum offcpu_dropped full)
+{
+	struct offcpu_value *v = bpf_map_lookup_elem(map, key);
+
+	if (!v) {
+		struct offcpu_value first = { .ns = ns, .count = waits };
+
+		if (bpf_map_update_elem(map, key, &first, BPF_NOEXIST) == 0)
+			return;
+		v = bpf_map_lookup_elem(map, key);
+		if (!v) {
+			count_drop(full);
+			return;
+		}
+	}
+	__sync_fetch_and_add(&v->ns, ns);
+	__sync_fetch_and_add(&v->count, waits);
+}
+
+struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(max_entries, MAX_THREADS);
 	__type(key, __u64);   /* the thread's task_struct, by address */
@@ -108,32 +174,36 @@ int on_switch(__u64 *ctx)
 		__u64 pid_tgid = bpf_get_current_pid_tgid();
 
 		if ((pid_tgid >> 32) == config.target_tgid) {
-			struct task_struct *t = bpf_get_current_task_btf();
-			struct x86_64_regs u = {};
-
-			/* the user registers it entered the kernel with, or was interrupted at */
-			bpf_probe_read_kernel(&u, sizeof(u), (const void *)bpf_task_pt_regs(t));
 			struct away out = {
 				.ts = now,
 				.ustack = -1,
-				.kstack = bpf_get_stackid(ctx, &stacks, 0),
+				.kstack = -1,
 				/* preempted in the kernel, or switched out still runnable
 				 * (its time slice ended): it waits for a CPU, not for an event */
 				.preempted = (ctx[0] & 1) || (__u32)ctx[3] == 0,
 				.tid = (__u32)pid_tgid,
-				.urecovered = recovered_user_stack(&u, t),
+				.taken = stacks_taken(now),
 			};
 
-			/* the kernel's walk only where it is whole: a recovered stack is not
-			 * walked again, nor kept in `stacks` where no key would name it */
-			if (!out.urecovered) {
-				out.ustack = bpf_get_stackid(ctx, &stacks, BPF_F_USER_STACK);
-				if (out.ustack < 0)
-					count_drop(OFFCPU_USER_STACK_NOT_TAKEN);
-				/* in a library's system call wrapper (a frameless leaf): the walk
-				 * from %rbp skips the binary's function that called it */
-				if (u.ip < config.text_lo || u.ip >= config.text_hi)
-					out.caller = leaf_caller(u.sp, config.text_lo, config.text_hi);
+			if (out.taken) {
+				struct task_struct *t = bpf_get_current_task_btf();
+				struct x86_64_regs u = {};
+
+				/* the user registers it entered the kernel with, or was interrupted at */
+				bpf_probe_read_kernel(&u, sizeof(u), (const void *)bpf_task_pt_regs(t));
+				out.kstack = bpf_get_stackid(ctx, &stacks, 0);
+				out.urecovered = recovered_user_stack(&u, t);
+				/* the kernel's walk only where it is whole: a recovered stack is not
+				 * walked again, nor kept in `stacks` where no key would name it */
+				if (!out.urecovered) {
+					out.ustack = bpf_get_stackid(ctx, &stacks, BPF_F_USER_STACK);
+					if (out.ustack < 0)
+						count_drop(OFFCPU_USER_STACK_NOT_TAKEN);
+					/* in a library's system call wrapper (a frameless leaf): the walk
+					 * from %rbp skips the binary's function that called it */
+					if (u.ip < config.text_lo || u.ip >= config.text_hi)
+						out.caller = leaf_caller(u.sp, config.text_lo, config.text_hi);
+				}
 			}
 
 			task = ctx[1];
@@ -147,27 +217,31 @@ int on_switch(__u64 *ctx)
 	if (!a)
 		return 0;   /* not the target's, or it left before the window opened */
 	if (now > a->ts) {
-		struct offcpu_key k = { .tid = a->tid, .ustack = a->ustack, .kstack = a->kstack,
-					.preempted = a->preempted, .urecovered = a->urecovered,
-					.caller = a->caller };
-		struct offcpu_value *v = bpf_map_lookup_elem(&offcpu, &k);
+		struct offcpu_thread_key t = { .tid = a->tid, .preempted = a->preempted };
 
-		if (v) {
-			__sync_fetch_and_add(&v->ns, now - a->ts);
-			__sync_fetch_and_add(&v->count, 1);
+		struct offcpu_timed *w = bpf_map_lookup_elem(&thread_waits, &t);
+
+		if (!w) {
+			struct offcpu_timed none = {};
+
+			bpf_map_update_elem(&thread_waits, &t, &none, BPF_NOEXIST);
+			w = bpf_map_lookup_elem(&thread_waits, &t);
+		}
+		if (w) {
+			__sync_fetch_and_add(&w->ns, now - a->ts);
+			__sync_fetch_and_add(&w->count, 1);
+			if (a->taken)
+				__sync_fetch_and_add(&w->walked, 1);
 		} else {
-			struct offcpu_value first = { .ns = now - a->ts, .count = 1 };
+			count_drop(OFFCPU_THREAD_MAP_FULL);
+		}
+		if (a->taken) {
+			struct offcpu_key k = { .tid = a->tid, .ustack = a->ustack, .kstack = a->kstack,
+						.preempted = a->preempted, .urecovered = a->urecovered,
+						.caller = a->caller };
 
-			if (bpf_map_update_elem(&offcpu, &k, &first, BPF_NOEXIST) != 0) {
-				/* another CPU made it meanwhile, or the map is full */
-				v = bpf_map_lookup_elem(&offcpu, &k);
-				if (v) {
-					__sync_fetch_and_add(&v->ns, now - a->ts);
-					__sync_fetch_and_add(&v->count, 1);
-				} else {
-					count_drop(OFFCPU_STACK_MAP_FULL);
-				}
-			}
+			/* weighed by the waits it stands for: a CPU's period may change */
+			add_wait(&offcpu, &k, (now - a->ts) * a->taken, a->taken, OFFCPU_STACK_MAP_FULL);
 		}
 	}
 	bpf_map_delete_elem(&aways, &task);

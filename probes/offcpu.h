@@ -14,9 +14,15 @@ enum offcpu_dropped {
 	OFFCPU_DROPPED_KINDS,
 };
 
+/* how often stacks are taken where switches are many */
+enum offcpu_pacing {
+	PACE_WINDOW_NS = 100000000,   /* a CPU's rate of the target's switch-outs, measured over this */
+};
+
 struct offcpu_config {
 	__u32 target_tgid;
-	__u32 pad;
+	__u32 stacks_per_s;   /* stacks a CPU takes a second at most, about: every switch-out is timed
+			       * (thread_waits), one in `every` with its stacks (offcpu); 0: all */
 	__u64 text_lo;      /* the target binary's code: where a return address */
 	__u64 text_hi;      /* of a stack recovered by scanning may point */
 	__u64 trampoline;   /* the page of uretprobe trampolines ([uprobes]) */
@@ -31,6 +37,29 @@ struct away {
 	__u64 urecovered;   /* a recovered user stack's key in `recovered` (ustack -1 then); 0: none */
 	__u64 caller;       /* stopped in a library's frameless function: its caller in the binary
 			     * (user_stack.h's leaf_caller), which the walk of ustack skipped; 0: none */
+	__u32 taken;        /* its stacks taken: the waits it stands for (the pacing's period); 0: only timed */
+	__u32 pad;
+};
+
+/* every wait of a thread, of one kind (preempted or blocked), timed: the
+ * totals user space spreads over the thread's taken stacks of that kind */
+struct offcpu_thread_key {
+	__u32 tid;
+	__u32 preempted;
+};
+
+struct offcpu_timed {
+	__u64 ns;
+	__u64 count;
+	__u64 walked;   /* of them, those whose stacks were taken */
+};
+
+/* a CPU's pacing of the stacks it takes: one switch-out in `every` */
+struct offcpu_pace {
+	__u64 since;    /* when this measure of the rate began */
+	__u32 seen;     /* the target's switch-outs on this CPU since */
+	__u32 every;
+	__u64 count;    /* the target's switch-outs on this CPU, all window */
 };
 
 struct offcpu_key {

@@ -1,6 +1,14 @@
 """Off-CPU time: where the target's threads wait (I/O, locks, log flushes,
 a CPU) during the window, from the sched_switch tracepoint in BPF
-(probes/offcpu.bpf.c), as folded stacks weighted in microseconds."""
+(probes/offcpu.bpf.c), as folded stacks weighted in microseconds.
+
+Every wait is timed, per thread and kind (blocked, or waiting for a CPU).
+Where the target leaves its CPUs more than STACKS_PER_CPU_S times a second
+(an OLTP load), a CPU takes the stacks of one switch-out in N, by count,
+each weighed N; each thread's time of a kind is then spread over its taken
+stacks of that kind by their weighed waits (a ratio estimate), so the
+stacks add up to every thread's timed waits; a thread none of whose waits of a kind was taken
+keeps that time apart (`unstacked_s`), in no stack."""
 
 from __future__ import annotations
 
@@ -24,6 +32,10 @@ from mysqlprobe.probes.abi import Away, OffCpuKey, OffCpuValue
 from dataclasses import dataclass
 
 OFFCPU_FILE = "offcpu.folded"
+# stacks a CPU takes a second, about, where the target's switch-outs are more: an OLTP load of
+# 8 sysbench clients leaves them ~25,000 times a second on this 2-CPU VM, and a switch-out's
+# stacks cost the kernel ~3 us (the walks of both stacks): 1,000 a CPU keeps that near 0.6%
+STACKS_PER_CPU_S = 1000
 
 
 @dataclass
@@ -40,6 +52,15 @@ class OffCpuRecord:
     caller: int = 0           # stopped in a library's frameless function: its caller, which the walk skipped
 
 
+@dataclass
+class ThreadWaits:
+    """Every wait of one thread of one kind, timed (its stacks taken or not)."""
+
+    ns: int = 0
+    count: int = 0
+    walked: int = 0   # of them, those whose stacks were taken
+
+
 class OffCpuSession(PhasedPrograms):
     """The sched_switch program for one process. A wait still open when a
     phase closes counts up to then (`cut`)."""
@@ -47,18 +68,23 @@ class OffCpuSession(PhasedPrograms):
     object_name = "offcpu"
     programs = ("on_switch",)
     what = "the sched_switch tracepoint"
-    maps = (".bss", "offcpu", "stacks", "dropped", "aways", "recovered")
+    maps = (".bss", "offcpu", "stacks", "dropped", "aways", "recovered", "thread_waits")
 
-    def __init__(self, pid: int, verbose: bool = False):
+    def __init__(self, pid: int, verbose: bool = False, stacks_per_cpu_s: int = STACKS_PER_CPU_S):
+        self.stacks_per_cpu_s = stacks_per_cpu_s   # before the base loads the program with config()
         super().__init__(pid, verbose)
-        # (tid, ustack, kstack, preempted, urecovered, caller) -> [ns, waits]
+        # (tid, ustack, kstack, preempted, urecovered, caller) -> [ns, waits]: taken stacks' waits cut short
         self.cut: dict[tuple[Any, ...], list[int]] = {}
+        self.cut_waits: dict[tuple[int, bool], ThreadWaits] = {}   # every wait cut short, by (tid, preempted)
+        self.unstacked_ns = 0   # waits of a thread and kind none of whose stacks was taken
+        self.walked = 0         # waits whose stacks were taken
 
     def config(self) -> abi.OffCpuConfig:
-        """The target, its binary's code where a recovered stack's return
-        addresses point, and its page of uretprobe trampolines."""
+        """The target, the stacks a CPU takes a second, its binary's code where
+        a recovered stack's return addresses point, and its page of uretprobe
+        trampolines."""
         maps, exe = process_maps(self.pid)
-        return abi.OffCpuConfig(self.pid, 0, *binary_code(maps, exe), uprobe_trampolines(maps))
+        return abi.OffCpuConfig(self.pid, self.stacks_per_cpu_s, *binary_code(maps, exe), uprobe_trampolines(maps))
 
     def stop(self) -> None:
         super().stop()
@@ -68,13 +94,19 @@ class OffCpuSession(PhasedPrograms):
         away = Away()
         for task in libbpf.keys(self._fds["aways"], ctypes.c_uint64):
             if libbpf.lookup(self._fds["aways"], task, away) and now_ns > away.ts:
-                acc = self.cut.setdefault(_key(away), [0, 0])
-                acc[0] += now_ns - away.ts
-                acc[1] += 1
+                waits = self.cut_waits.setdefault((away.tid, bool(away.preempted)), ThreadWaits())
+                waits.ns += now_ns - away.ts
+                waits.count += 1
+                waits.walked += bool(away.taken)
+                if away.taken:   # weighed as the program weighs it: by the waits it stands for
+                    acc = self.cut.setdefault(_key(away), [0, 0])
+                    acc[0] += (now_ns - away.ts) * away.taken
+                    acc[1] += away.taken
             libbpf.delete(self._fds["aways"], task)
 
     def records(self) -> list[OffCpuRecord]:
-        """What the map holds, with the waits cut by the phases' ends added."""
+        """What the map holds, with the waits cut by the phases' ends added,
+        each thread's taken stacks of a kind carrying all its waits of it."""
         totals = {k: list(v) for k, v in self.cut.items()}
         value = OffCpuValue()
         for key in libbpf.keys(self._fds["offcpu"], OffCpuKey):
@@ -83,10 +115,51 @@ class OffCpuSession(PhasedPrograms):
                 acc[0] += value.ns
                 acc[1] += value.count
         # a recovered user stack (probes/user_stack.h) is kept by its hash in a map of its own
-        return [OffCpuRecord(tid, self._frames("recovered", ctypes.c_uint64(urecovered)) if urecovered
-                             else self._stack(ustack), self._stack(kstack), bool(preempted), ns, count,
-                             bool(urecovered), caller)
-                for (tid, ustack, kstack, preempted, urecovered, caller), (ns, count) in totals.items()]
+        taken = [OffCpuRecord(tid, self._frames("recovered", ctypes.c_uint64(urecovered)) if urecovered
+                              else self._stack(ustack), self._stack(kstack), bool(preempted), ns, count,
+                              bool(urecovered), caller)
+                 for (tid, ustack, kstack, preempted, urecovered, caller), (ns, count) in totals.items()]
+        timed = self._thread_waits()
+        self.walked = sum(w.walked for w in timed.values())
+        records, self.unstacked_ns = spread_waits(taken, timed)
+        return records
+
+    def _thread_waits(self) -> dict[tuple[int, bool], ThreadWaits]:
+        """Every wait timed, by (tid, preempted), those cut short with them."""
+        out = {k: ThreadWaits(w.ns, w.count, w.walked) for k, w in self.cut_waits.items()}
+        value = abi.OffCpuTimed()
+        for key in libbpf.keys(self._fds["thread_waits"], abi.OffCpuThreadKey):
+            if libbpf.lookup(self._fds["thread_waits"], key, value):
+                waits = out.setdefault((key.tid, bool(key.preempted)), ThreadWaits())
+                waits.ns += value.ns
+                waits.count += value.count
+                waits.walked += value.walked
+        return out
+
+
+def spread_waits(taken: list[OffCpuRecord],
+                 timed: dict[tuple[int, bool], ThreadWaits]) -> tuple[list[OffCpuRecord], int]:
+    """Each thread's taken stacks of a kind scaled to all its timed waits of
+    that kind (their ns and their count); and the ns of the threads' kinds
+    with no stack taken. Unpaced, every wait's stacks were taken: the
+    records are as they were."""
+    sampled: dict[tuple[int, bool], list[int]] = {}
+    for r in taken:
+        acc = sampled.setdefault((r.tid, r.preempted), [0, 0])
+        acc[0] += r.ns
+        acc[1] += r.count
+    out = []
+    for r in taken:
+        ns, count = sampled[(r.tid, r.preempted)]
+        all_waits = timed.get((r.tid, r.preempted))
+        if all_waits is None or (all_waits.ns, all_waits.count) == (ns, count) or not ns:
+            out.append(r)
+            continue
+        out.append(OffCpuRecord(r.tid, r.user, r.kernel, r.preempted, round(r.ns * all_waits.ns / ns),
+                                max(1, round(r.count * all_waits.count / count)) if count else r.count,
+                                r.recovered, r.caller))
+    unstacked = sum(w.ns for k, w in timed.items() if k not in sampled)
+    return out, unstacked
 
 
 def _key(k: Away | OffCpuKey) -> tuple[int, ...]:
@@ -188,6 +261,9 @@ class OffCpuCollector(PhasedBpfCollector[OffCpuSession]):
                   "load_us": connection_stacks(folded).total,
                   "dropped": self.live.dropped(abi.OFFCPU_DROPPED),
                   "by_thread": by_thread(records, user), "quiet_s": round(self.quiet_s, 6),
+                  # the pacing of the stacks, and the waits of a thread and kind none of whose stacks it took
+                  "stacks_per_cpu_s": self.live.stacks_per_cpu_s, "stacks_walked": self.live.walked,
+                  "unstacked_s": round(self.live.unstacked_ns / 1e9, 6),
                   **({"on_s": round(self.on_s, 6)} if self.paced else {})}
         return Section(self.name, {self.name: record}, list(self.notes), self._cost(),
                        {OFFCPU_FILE: ("stacks_file", folded)} if folded.stacks else {})

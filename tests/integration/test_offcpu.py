@@ -13,6 +13,7 @@ import pytest
 
 from helpers import Profiler
 from mysqlprobe.collectors.kernel.offcpu import OffCpuSession
+from mysqlprobe.collectors.target.addresses import user_names
 from mysqlprobe.flamegraphs import folded
 
 pytestmark = pytest.mark.root
@@ -123,3 +124,33 @@ def test_a_wait_in_a_frameless_system_call_wrapper_keeps_its_caller(known_cost, 
         user = [f for f in stack.split(";")[1:] if not f.endswith("_[k]")]
         assert user[-3:] == ["main", "wait_in_leaf", "sleep_in_leaf"], stack
     assert prof.profile()["off_cpu"]["recovered_s"] < (SLEEP_MS - 1) / 1000   # the walk was whole: nothing to recover
+
+
+def _schedstat(pid: int) -> tuple[int, int]:
+    """The kernel's ns on a CPU and ns waiting on a run queue of a thread."""
+    on, runq, _ = open(f"/proc/{pid}/task/{pid}/schedstat").read().split()
+    return int(on), int(runq)
+
+
+def test_paced_stacks_add_up_to_every_wait_the_kernel_counted(known_cost):
+    """Paced at 20 stacks a CPU a second, 307 sleeps of 1 ms (and the reads
+    of the commands between them) leave the CPU ~1,000 times a second: the
+    program walks few of their stacks, times every wait, and the thread's
+    stacks are spread to its blocked time, as the kernel's schedstat counts
+    it (wall less on CPU less run queue); the sleeps' stacks hold what the
+    sleeps took."""
+    with OffCpuSession(known_cost.pid, stacks_per_cpu_s=20) as session:
+        (on0, runq0), t0 = _schedstat(known_cost.pid), time.monotonic_ns()
+        session.start()
+        slept = sum(_sleep(known_cost, 1) for _ in range(SLEEP_MS))
+        session.stop()
+        (on1, runq1), t1 = _schedstat(known_cost.pid), time.monotonic_ns()
+        mine = [r for r in session.records() if r.tid == known_cost.pid]
+        taken = session.walked
+    blocked = sum(r.ns for r in mine if not r.preempted)
+    waits = sum(r.count for r in mine)
+    assert waits >= 2 * SLEEP_MS and taken < waits / 2, (taken, waits)     # paced: few walked after the first 0.1 s
+    assert blocked == pytest.approx((t1 - t0) - (on1 - on0) - (runq1 - runq0), rel=0.05)
+    names = user_names(known_cost.pid, [a for r in mine for a in r.user])
+    in_sleep = sum(r.ns for r in mine if not r.preempted and any(names.get(a) == "wait_in_sleep" for a in r.user))
+    assert in_sleep == pytest.approx(slept, rel=0.15)

@@ -10,8 +10,8 @@ import pytest
 
 from mysqlprobe.collectors.target import addresses
 from mysqlprobe.collectors.target.addresses import KernelSymbols, alias_rank, user_names
-from mysqlprobe.collectors.kernel.offcpu import (WAITING_FOR_CPU, OffCpuRecord, fold_offcpu,
-                                          kernel_frames, totals)
+from mysqlprobe.collectors.kernel.offcpu import (WAITING_FOR_CPU, OffCpuRecord, ThreadWaits, fold_offcpu,
+                                          kernel_frames, spread_waits, totals)
 
 USER = {0x401000: "clone3", 0x402000: "start_thread", 0x403000: "log_write_up_to", 0x404000: "fsync",
         0x405000: "io_handler_thread", 0x406000: "os_aio_handler"}
@@ -53,6 +53,24 @@ def test_folded_stacks_weigh_microseconds_under_the_thread_name():
     }
     assert totals(records) == {"blocked_s": 0.0035, "waiting_for_cpu_s": 7e-06, "switches": 4,  # to the us
                                "recovered_s": 0.001}
+
+
+def test_paced_stacks_carry_all_of_their_threads_waits_of_their_kind():
+    """Thread 7 had 10 blocked waits, 4 ms in all; of them 2 were taken, one
+    in log_write_up_to (1 ms) and one in os_aio_handler (0.5 ms): the 4 ms
+    are spread 2:1, the waits 5 each. Its one preempted wait was taken, as
+    timed. Thread 8's blocked waits had no stack taken: apart, in none."""
+    log = _record(7, ["clone3", "log_write_up_to"], ["do_fsync"], 1_000_000)
+    aio = _record(7, ["clone3", "os_aio_handler"], ["io_schedule"], 500_000)
+    cpu = _record(7, ["clone3", "log_write_up_to"], [], 300_000, preempted=True)
+    timed = {(7, False): ThreadWaits(4_000_000, 10), (7, True): ThreadWaits(300_000, 1),
+             (8, False): ThreadWaits(2_000_000, 3)}
+    spread, unstacked = spread_waits([log, aio, cpu], timed)
+    assert [(r.user, r.ns, r.count) for r in spread] == [(log.user, 2_666_667, 5), (aio.user, 1_333_333, 5),
+                                                        (cpu.user, 300_000, 1)]
+    assert spread[2] is cpu and unstacked == 2_000_000
+    assert sum(r.ns for r in spread if not r.preempted) == pytest.approx(4_000_000, abs=1)
+    assert spread_waits([log], {(7, False): ThreadWaits(1_000_000, 1)}) == ([log], 0)   # unpaced: as taken
 
 
 def test_addresses_of_this_process_resolve_to_their_functions():
