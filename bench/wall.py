@@ -56,8 +56,12 @@ SWITCHES = {"cpu_record": CPU_RECORD, "switch_record": switch_record(), "switch_
 # the truth's stacks from every Nth switch of a CPU under sysbench's clients (about 70,000 switches a
 # second on this VM). Rows inserted in 10 s against interleaved runs with nothing attached: every
 # switch's stack 0.6x (per task) or 0.8x (CPU-wide); every 11th or 31st 0.75-0.90x, as the switch
-# records alone (0.84-0.90x): the stacks add nothing measurable
-SYSBENCH_STACK_EVERY = 11
+# records alone (0.84-0.90x): the stacks add nothing measurable. Unwound by DWARF (16 KB of stack a
+# switch), as the account's switch stacks all are: through glibc's futex and cond-var waits, where
+# frame pointers end (the tool recovers them); 31 keeps the record near 45 MB a second
+SYSBENCH_STACK_EVERY = 31
+ACCOUNT_SWITCH_STACKS = "dwarf"
+ACCOUNT_SWITCHES = {**SWITCHES, "switch_record": switch_record(ACCOUNT_SWITCH_STACKS)}
 
 
 def stack_every(shape: str) -> int:
@@ -68,7 +72,7 @@ def stack_every(shape: str) -> int:
 def truth_run(pid: int, load: ShapeRun, workdir: Path) -> dict:
     load.prepare()
     every = stack_every(load.shape)
-    recorder = WallRecorder(pid, workdir, every=every)
+    recorder = WallRecorder(pid, workdir, switch_stacks=ACCOUNT_SWITCH_STACKS, every=every)
     time.sleep(0.5)  # perf's events open
     rows, seconds = load.run()
     truth = recorder.stop()
@@ -211,7 +215,7 @@ def main_account() -> int:
         sb.stop()
     result = {"date": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"), "commit": host["commit"],
               "command": f"bench/wall.py account --repeats {args.repeats} --seconds {args.seconds} --shapes {args.shapes}",
-              "machine": host, "runs": runs, **SWITCHES}
+              "machine": host, "runs": runs, **ACCOUNT_SWITCHES}
     write_results(args.out, "account", result, markdown)
     return 0
 
