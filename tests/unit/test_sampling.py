@@ -246,6 +246,18 @@ def test_a_cycle_without_rows_lost_nothing_it_can_measure():
     assert pacer.lost(0.06, 3_000) == pytest.approx(0.05)
 
 
+def test_off_phases_in_which_no_row_changed_are_not_the_loads_speed():
+    """The window opened before the load: its idle off-phases say nothing of
+    how fast it runs, and counted as 0 rows they made a cycle 5x slower than
+    the load look free."""
+    pacer = Pacer(0.10)
+    for _ in range(4):
+        pacer.off_phase(0, 0.1)                     # before the load began
+    pacer.off_phase(2_000, 0.1)                     # 20,000 rows a second
+    assert pacer.speed() == pytest.approx(20_000)
+    assert pacer.lost(0.1, 400) == pytest.approx(0.08)   # 400 rows in 0.1 s: 0.08 s lost
+
+
 def test_the_tightest_of_a_few_row_reads_is_kept_and_the_rows_sit_at_its_middle(clock):
     calls = iter([{0: 0}, {0: 500}, {0: 600}, {0: 610}])   # before and after each query
     query_s = iter([0.05, 0.001])                            # the first held up, the second not
