@@ -99,8 +99,13 @@ def bench_shape(sb, pid: int, shape: str, lengths: list[float], repeats: int, wo
     out = []
     for length, load in shape_runs(sb, conn, shape, lengths):
         for r in range(repeats):
-            truth = truth_run(pid, load, workdir)
-            tool = tool_run(pid, load, workdir)
+            # each side first in turn, the disk quiet before each: the side after a run paid
+            # for its writeback (perf's data, the capture) in its fsyncs
+            runs = {}
+            for side in (("truth", "tool") if r % 2 == 0 else ("tool", "truth")):
+                os.sync()
+                runs[side] = (truth_run if side == "truth" else tool_run)(pid, load, workdir)
+            truth, tool = runs["truth"], runs["tool"]
             out.append({"shape": shape, "seconds": length, "repeat": r + 1, "truth": truth, "tool": tool})
             log(f"{shape} {length:g}s #{r + 1}: truth {truth['row_ns']:.0f} ns/row, tool "
                 f"{tool['row_ns'] or 0:.0f} ns/row, unattributed {tool['unattributed_ns'] or 0:.0f}")

@@ -209,6 +209,26 @@ def test_the_parts_add_up_to_the_load_threads_wall_time():
     assert e.kb_written == pytest.approx(4.0) and e.fsyncs == pytest.approx(0.01) and e.redo_bytes == 100
 
 
+def test_the_wait_for_a_cpu_after_a_wake_up_stays_with_the_wait_it_ended():
+    """The kernel counts a woken thread's wait for a CPU on the run queue; the
+    off-CPU program times each wait from switch-out to switch-in, that wait
+    in it. Kernel: 600 ms off CPU, 300 of them queued; traced: 500 ms of
+    blocked waits (their wake-ups' queueing in them) and 50 ms switched out
+    runnable. Each traced stack keeps its traced time: the preempted one
+    50 ms, not the kernel's 300 (the old split gave it every wake-up's
+    queueing); the 50 ms the tracing missed is a part of its own."""
+    doc, stacks = capture(runq_ns=300_000_000)
+    doc["off_cpu"]["by_thread"][0]["runq_ns"] = 50_000_000
+    a = Profile(doc, stacks).account
+    assert a is not None and a.runq_ns == 300_000_000 and a.blocked_ns == 300_000_000
+    by = {p.name: p for p in a.parts}
+    assert by["row insert into the clustered index"].runq_ns == pytest.approx(50e6)
+    assert by["redo log write and flush"].blocked_ns == pytest.approx(300e6)
+    assert by["tablespace extension"].blocked_ns == pytest.approx(200e6)
+    assert by[NOT_TRACED].blocked_ns == pytest.approx(50e6)
+    assert sum(p.ns for p in a.parts) == pytest.approx(WINDOW_NS)
+
+
 def test_a_wait_for_the_client_begun_before_the_window_is_idle_not_the_rows():
     doc, stacks = capture(blocked_at_start="S 7", traced_blocked_ns=300_000_000)   # in poll(2)
     a = Profile(doc, stacks).account
@@ -282,6 +302,7 @@ def build_capture(bulk: bool = True) -> tuple[dict, dict[str, Folded]]:
     cpu.stacks[";".join(BUILD + insert)] = 450
     off.stacks[";".join(BUILD + ["row_merge_sort", "row_merge_write", "__pwrite64", "ext4_file_write_iter_[k]"])] \
         = 300_000
+    doc["off_cpu"]["by_thread"][0]["runq_ns"] = 0   # as its stacks: no wait for a CPU traced
     return doc, {"cpu_profile": cpu, "off_cpu": off}
 
 

@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import functools
 import re
+import shutil
 import subprocess
+import tempfile
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
@@ -145,6 +147,7 @@ class WallTruth:
         return out
 
 
+SHM = Path("/dev/shm")
 CPU_RECORD = "perf record -g -e cpu-clock -F 999 -a"
 SWITCH_RECORD = "perf record -g -e sched:sched_switch -c N --no-period --switch-events -a"
 # the switch-outs' user stacks unwound by DWARF (.eh_frame): through glibc, which keeps no
@@ -225,7 +228,10 @@ class WallRecorder:
         "dwarf" (copies 16 KB of stack a switch: for loads of few switches);
         every: the tracepoint's period, one stack each `every` switches of a CPU."""
         self.pid = pid
-        self.cpu_data, self.switch_data = workdir / "wall-cpu.data", workdir / "wall-switch.data"
+        # in memory where there is a tmpfs: its hundreds of MB (DWARF stacks) written back to
+        # the disk would slow the fsyncs of the run after this one
+        self.data_dir = Path(tempfile.mkdtemp(dir=SHM if SHM.is_dir() else workdir))
+        self.cpu_data, self.switch_data = self.data_dir / "wall-cpu.data", self.data_dir / "wall-switch.data"
         self.procs = [subprocess.Popen(["perf", "record", "-q", "-g", "-e", "cpu-clock", "-F", str(hz), "-a",
                                         "-o", str(self.cpu_data)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL),
                       subprocess.Popen(["perf", "record", "-q", *SWITCH_STACKS[switch_stacks], "-e",
@@ -249,8 +255,7 @@ class WallRecorder:
             for kind in waits.values():
                 off.update(kind.by_stack())
                 truth.unsampled[tid] = truth.unsampled.get(tid, 0) + kind.unsampled_ns
-        for data in (self.cpu_data, self.switch_data):
-            data.unlink(missing_ok=True)
+        shutil.rmtree(self.data_dir, ignore_errors=True)
         return truth
 
 
