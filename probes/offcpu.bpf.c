@@ -157,6 +157,27 @@ struct {
 	__type(value, struct offcpu_value);
 } offcpu SEC(".maps");
 
+/* One more wait of a thread of a kind, timed; walked: its stacks were taken. */
+static __always_inline void time_wait(const struct offcpu_thread_key *t, __u64 ns, __u32 walked)
+{
+	struct offcpu_timed *w = bpf_map_lookup_elem(&thread_waits, t);
+
+	if (!w) {
+		struct offcpu_timed none = {};
+
+		bpf_map_update_elem(&thread_waits, t, &none, BPF_NOEXIST);
+		w = bpf_map_lookup_elem(&thread_waits, t);
+		if (!w) {
+			count_drop(OFFCPU_THREAD_MAP_FULL);
+			return;
+		}
+	}
+	__sync_fetch_and_add(&w->ns, ns);
+	__sync_fetch_and_add(&w->count, 1);
+	if (walked)
+		__sync_fetch_and_add(&w->walked, 1);
+}
+
 /* raw_tp/sched_switch(bool preempt, struct task_struct *prev,
  *                     struct task_struct *next, unsigned int prev_state) */
 SEC("raw_tp/sched_switch")
@@ -219,22 +240,7 @@ int on_switch(__u64 *ctx)
 	if (now > a->ts) {
 		struct offcpu_thread_key t = { .tid = a->tid, .preempted = a->preempted };
 
-		struct offcpu_timed *w = bpf_map_lookup_elem(&thread_waits, &t);
-
-		if (!w) {
-			struct offcpu_timed none = {};
-
-			bpf_map_update_elem(&thread_waits, &t, &none, BPF_NOEXIST);
-			w = bpf_map_lookup_elem(&thread_waits, &t);
-		}
-		if (w) {
-			__sync_fetch_and_add(&w->ns, now - a->ts);
-			__sync_fetch_and_add(&w->count, 1);
-			if (a->taken)
-				__sync_fetch_and_add(&w->walked, 1);
-		} else {
-			count_drop(OFFCPU_THREAD_MAP_FULL);
-		}
+		time_wait(&t, now - a->ts, a->taken);
 		if (a->taken) {
 			struct offcpu_key k = { .tid = a->tid, .ustack = a->ustack, .kstack = a->kstack,
 						.preempted = a->preempted, .urecovered = a->urecovered,

@@ -81,6 +81,24 @@ def test_a_wait_open_when_a_phase_ends_counts_up_to_its_end(known_cost):
     assert cut[0].ns < slept - open_for - 100_000_000    # not its whole sleep: up to the phase's end
 
 
+def _slept_in(known_cost, tmp_path, command: str, caller: str, leaf: str, probe: str = "cost_1us") -> dict:
+    """known_cost's `command` for SLEEP_MS under the tool: its off-CPU stacks through `leaf`
+    hold the sleep, each ending main -> caller -> leaf; the capture."""
+    prof = Profiler(known_cost.pid, tmp_path, "--probe", probe, "--exact", "--no-cpu")
+    slept = _sleep(known_cost, SLEEP_MS, command)
+    code, _, err = prof.stop()
+    assert code == 0, err
+    stacks = folded.parse((tmp_path / "offcpu.folded").read_text().splitlines())
+    mine = {s: us for s, us in stacks.stacks.items() if leaf in s.split(";")}
+    assert mine, stacks.stacks
+    assert sum(mine.values()) >= (SLEEP_MS - 1) * 1000 and sum(mine.values()) <= slept / 1000 + 1
+    for stack in mine:
+        user = [f for f in stack.split(";")[1:] if not f.endswith("_[k]")]
+        # root first: ... main, the caller, the library's function; no trampoline in between
+        assert user[-3:] == ["main", caller, leaf], stack
+    return prof.profile()
+
+
 @pytest.mark.parametrize("probed", [False, True], ids=["unprobed", "return-probed"])
 def test_a_wait_in_a_library_without_frame_pointers_keeps_its_callers(known_cost, tmp_path, probed):
     """sleep_in_library() (tests/fixtures/frameless.S) points %rbp at its
@@ -89,20 +107,8 @@ def test_a_wait_in_a_library_without_frame_pointers_keeps_its_callers(known_cost
     callers from the stack (probes/user_stack.h): wait_in_library, then
     main. Return-probed, wait_in_library's return address on the stack is
     the uretprobe trampoline: the recovered stack names its caller still."""
-    probe = ("--probe", "wait_in_library") if probed else ("--probe", "cost_1us")
-    prof = Profiler(known_cost.pid, tmp_path, *probe, "--exact", "--no-cpu")
-    slept = _sleep(known_cost, SLEEP_MS, "libsleep")
-    code, _, err = prof.stop()
-    assert code == 0, err
-    doc = prof.profile()
-    stacks = folded.parse((tmp_path / "offcpu.folded").read_text().splitlines())
-    mine = {s: us for s, us in stacks.stacks.items() if "sleep_in_library" in s.split(";")}
-    assert mine, stacks.stacks
-    assert sum(mine.values()) >= (SLEEP_MS - 1) * 1000 and sum(mine.values()) <= slept / 1000 + 1
-    for stack in mine:
-        user = [f for f in stack.split(";")[1:] if not f.endswith("_[k]")]
-        # root first: ... main, wait_in_library, the library's function; no trampoline in between
-        assert user[-3:] == ["main", "wait_in_library", "sleep_in_library"], stack
+    doc = _slept_in(known_cost, tmp_path, "libsleep", "wait_in_library", "sleep_in_library",
+                    "wait_in_library" if probed else "cost_1us")
     assert doc["off_cpu"]["recovered_s"] >= (SLEEP_MS - 1) / 1000
 
 
@@ -112,18 +118,8 @@ def test_a_wait_in_a_frameless_system_call_wrapper_keeps_its_caller(known_cost, 
     kernel's walk from %rbp goes on from wait_in_leaf's frame, to main, and
     skips wait_in_leaf. The off-CPU program reads it off the stack's top;
     the stack is main, wait_in_leaf, sleep_in_leaf, not recovered."""
-    prof = Profiler(known_cost.pid, tmp_path, "--probe", "cost_1us", "--exact", "--no-cpu")
-    slept = _sleep(known_cost, SLEEP_MS, "leafsleep")
-    code, _, err = prof.stop()
-    assert code == 0, err
-    stacks = folded.parse((tmp_path / "offcpu.folded").read_text().splitlines())
-    mine = {s: us for s, us in stacks.stacks.items() if "sleep_in_leaf" in s.split(";")}
-    assert mine, stacks.stacks
-    assert sum(mine.values()) >= (SLEEP_MS - 1) * 1000 and sum(mine.values()) <= slept / 1000 + 1
-    for stack in mine:
-        user = [f for f in stack.split(";")[1:] if not f.endswith("_[k]")]
-        assert user[-3:] == ["main", "wait_in_leaf", "sleep_in_leaf"], stack
-    assert prof.profile()["off_cpu"]["recovered_s"] < (SLEEP_MS - 1) / 1000   # the walk was whole: nothing to recover
+    doc = _slept_in(known_cost, tmp_path, "leafsleep", "wait_in_leaf", "sleep_in_leaf")
+    assert doc["off_cpu"]["recovered_s"] < (SLEEP_MS - 1) / 1000   # the walk was whole: nothing to recover
 
 
 def _schedstat(pid: int) -> tuple[int, int]:
