@@ -174,7 +174,7 @@ class OffCpuConfig(ctypes.Structure):
 
 class OffCpuKey(ctypes.Structure):
     _fields_ = [("tid", _u32), ("ustack", ctypes.c_int32), ("kstack", ctypes.c_int32), ("preempted", _u32),
-                ("urecovered", _u64), ("caller", _u64)]
+                ("urecovered", _u64), ("caller", _u64), ("length", _u32), ("pad", _u32)]
 
 
 class OffCpuValue(ctypes.Structure):
@@ -188,7 +188,7 @@ class Away(ctypes.Structure):
 
 
 class OffCpuThreadKey(ctypes.Structure):
-    _fields_ = [("tid", _u32), ("preempted", _u32)]
+    _fields_ = [("tid", _u32), ("preempted", _u32), ("length", _u32), ("pad", _u32)]
 
 
 class OffCpuTimed(ctypes.Structure):

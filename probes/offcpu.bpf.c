@@ -157,6 +157,18 @@ struct {
 	__type(value, struct offcpu_value);
 } offcpu SEC(".maps");
 
+/* A wait's decade of length: 0 under SHORTEST_LENGTH_NS, then one a decade, the last open. */
+static __always_inline __u32 wait_length(__u64 ns)
+{
+	__u64 bound = SHORTEST_LENGTH_NS;
+	__u32 i;
+
+	for (i = 0; i < WAIT_LENGTHS - 1; i++, bound *= 10)
+		if (ns < bound)
+			return i;
+	return WAIT_LENGTHS - 1;
+}
+
 /* One more wait of a thread of a kind, timed; walked: its stacks were taken. */
 static __always_inline void time_wait(const struct offcpu_thread_key *t, __u64 ns, __u32 walked)
 {
@@ -238,13 +250,14 @@ int on_switch(__u64 *ctx)
 	if (!a)
 		return 0;   /* not the target's, or it left before the window opened */
 	if (now > a->ts) {
-		struct offcpu_thread_key t = { .tid = a->tid, .preempted = a->preempted };
+		__u32 length = wait_length(now - a->ts);
+		struct offcpu_thread_key t = { .tid = a->tid, .preempted = a->preempted, .length = length };
 
 		time_wait(&t, now - a->ts, a->taken);
 		if (a->taken) {
 			struct offcpu_key k = { .tid = a->tid, .ustack = a->ustack, .kstack = a->kstack,
 						.preempted = a->preempted, .urecovered = a->urecovered,
-						.caller = a->caller };
+						.caller = a->caller, .length = length };
 
 			/* weighed by the waits it stands for: a CPU's period may change */
 			add_wait(&offcpu, &k, (now - a->ts) * a->taken, a->taken, OFFCPU_STACK_MAP_FULL);

@@ -17,6 +17,11 @@ enum offcpu_dropped {
 /* how often stacks are taken where switches are many */
 enum offcpu_pacing {
 	PACE_WINDOW_NS = 100000000,   /* a CPU's rate of the target's switch-outs, measured over this */
+	/* waits are spread over the stacks of waits of their own length, by decade from this up
+	 * (under 0.1 ms, under 1 ms, ... 0.1 s and longer): one idle wait of 40 ms among three
+	 * thousand of 45 us would else swell theirs by a third (or, taken, be counted 21 times) */
+	SHORTEST_LENGTH_NS = 100000,
+	WAIT_LENGTHS = 5,
 };
 
 struct offcpu_config {
@@ -46,6 +51,8 @@ struct away {
 struct offcpu_thread_key {
 	__u32 tid;
 	__u32 preempted;
+	__u32 length;      /* the wait's decade of length: wait_length() */
+	__u32 pad;
 };
 
 struct offcpu_timed {
@@ -69,6 +76,8 @@ struct offcpu_key {
 	__u32 preempted;
 	__u64 urecovered;   /* as in struct away: the user stack, recovered, in place of ustack */
 	__u64 caller;       /* as in struct away */
+	__u32 length;       /* as in struct offcpu_thread_key */
+	__u32 pad;
 };
 
 struct offcpu_value {

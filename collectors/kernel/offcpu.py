@@ -36,6 +36,18 @@ OFFCPU_FILE = "offcpu.folded"
 # 8 sysbench clients leaves them ~25,000 times a second on this 2-CPU VM, and a switch-out's
 # stacks cost the kernel ~3 us (the walks of both stacks): 1,000 a CPU keeps that near 0.6%
 STACKS_PER_CPU_S = 1000
+# probes/offcpu.h: waits are spread over the stacks of waits of their own decade of length
+SHORTEST_LENGTH_NS, WAIT_LENGTHS = 100_000, 5
+
+
+def wait_length(ns: int) -> int:
+    """A wait's decade of length, as the off-CPU program classes it."""
+    bound = SHORTEST_LENGTH_NS
+    for i in range(WAIT_LENGTHS - 1):
+        if ns < bound:
+            return i
+        bound *= 10
+    return WAIT_LENGTHS - 1
 
 
 @dataclass
@@ -50,6 +62,7 @@ class OffCpuRecord:
     count: int
     recovered: bool = False   # the user stack recovered by scanning where the frame pointers stopped in a library
     caller: int = 0           # stopped in a library's frameless function: its caller, which the walk skipped
+    length: int = 0           # its waits' decade of length (wait_length): spread among their own
 
 
 @dataclass
@@ -73,9 +86,9 @@ class OffCpuSession(PhasedPrograms):
     def __init__(self, pid: int, verbose: bool = False, stacks_per_cpu_s: int = STACKS_PER_CPU_S):
         self.stacks_per_cpu_s = stacks_per_cpu_s   # before the base loads the program with config()
         super().__init__(pid, verbose)
-        # (tid, ustack, kstack, preempted, urecovered, caller) -> [ns, waits]: taken stacks' waits cut short
+        # (tid, ustack, kstack, preempted, urecovered, caller, length) -> [ns, waits]: taken stacks' waits cut short
         self.cut: dict[tuple[Any, ...], list[int]] = {}
-        self.cut_waits: dict[tuple[int, bool], ThreadWaits] = {}   # every wait cut short, by (tid, preempted)
+        self.cut_waits: dict[tuple[int, bool, int], ThreadWaits] = {}   # every wait cut short, by (tid, preempted, length)
         self.unstacked_ns = 0   # waits of a thread and kind none of whose stacks was taken
         self.walked = 0         # waits whose stacks were taken
 
@@ -94,12 +107,13 @@ class OffCpuSession(PhasedPrograms):
         away = Away()
         for task in libbpf.keys(self._fds["aways"], ctypes.c_uint64):
             if libbpf.lookup(self._fds["aways"], task, away) and now_ns > away.ts:
-                waits = self.cut_waits.setdefault((away.tid, bool(away.preempted)), ThreadWaits())
+                length = wait_length(now_ns - away.ts)
+                waits = self.cut_waits.setdefault((away.tid, bool(away.preempted), length), ThreadWaits())
                 waits.ns += now_ns - away.ts
                 waits.count += 1
                 waits.walked += bool(away.taken)
                 if away.taken:   # weighed as the program weighs it: by the waits it stands for
-                    acc = self.cut.setdefault(_key(away), [0, 0])
+                    acc = self.cut.setdefault(_key(away, length), [0, 0])
                     acc[0] += (now_ns - away.ts) * away.taken
                     acc[1] += away.taken
             libbpf.delete(self._fds["aways"], task)
@@ -111,26 +125,26 @@ class OffCpuSession(PhasedPrograms):
         value = OffCpuValue()
         for key in libbpf.keys(self._fds["offcpu"], OffCpuKey):
             if libbpf.lookup(self._fds["offcpu"], key, value):
-                acc = totals.setdefault(_key(key), [0, 0])
+                acc = totals.setdefault(_key(key, key.length), [0, 0])
                 acc[0] += value.ns
                 acc[1] += value.count
         # a recovered user stack (probes/user_stack.h) is kept by its hash in a map of its own
         taken = [OffCpuRecord(tid, self._frames("recovered", ctypes.c_uint64(urecovered)) if urecovered
                               else self._stack(ustack), self._stack(kstack), bool(preempted), ns, count,
-                              bool(urecovered), caller)
-                 for (tid, ustack, kstack, preempted, urecovered, caller), (ns, count) in totals.items()]
+                              bool(urecovered), caller, length)
+                 for (tid, ustack, kstack, preempted, urecovered, caller, length), (ns, count) in totals.items()]
         timed = self._thread_waits()
         self.walked = sum(w.walked for w in timed.values())
         records, self.unstacked_ns = spread_waits(taken, timed)
         return records
 
-    def _thread_waits(self) -> dict[tuple[int, bool], ThreadWaits]:
-        """Every wait timed, by (tid, preempted), those cut short with them."""
+    def _thread_waits(self) -> dict[tuple[int, bool, int], ThreadWaits]:
+        """Every wait timed, by (tid, preempted, length), those cut short with them."""
         out = {k: ThreadWaits(w.ns, w.count, w.walked) for k, w in self.cut_waits.items()}
         value = abi.OffCpuTimed()
         for key in libbpf.keys(self._fds["thread_waits"], abi.OffCpuThreadKey):
             if libbpf.lookup(self._fds["thread_waits"], key, value):
-                waits = out.setdefault((key.tid, bool(key.preempted)), ThreadWaits())
+                waits = out.setdefault((key.tid, bool(key.preempted), key.length), ThreadWaits())
                 waits.ns += value.ns
                 waits.count += value.count
                 waits.walked += value.walked
@@ -138,33 +152,34 @@ class OffCpuSession(PhasedPrograms):
 
 
 def spread_waits(taken: list[OffCpuRecord],
-                 timed: dict[tuple[int, bool], ThreadWaits]) -> tuple[list[OffCpuRecord], int]:
-    """Each thread's taken stacks of a kind scaled to all its timed waits of
-    that kind (their ns and their count); and the ns of the threads' kinds
-    with no stack taken. Unpaced, every wait's stacks were taken: the
-    records are as they were."""
-    sampled: dict[tuple[int, bool], list[int]] = {}
+                 timed: dict[tuple[int, bool, int], ThreadWaits]) -> tuple[list[OffCpuRecord], int]:
+    """Each thread's taken stacks of a kind (preempted or blocked, and of
+    one decade of length) scaled to all its timed waits of that kind (their
+    ns and their count); and the ns of the threads' kinds with no stack
+    taken. Unpaced, every wait's stacks were taken: the records are as
+    they were."""
+    sampled: dict[tuple[int, bool, int], list[int]] = {}
     for r in taken:
-        acc = sampled.setdefault((r.tid, r.preempted), [0, 0])
+        acc = sampled.setdefault((r.tid, r.preempted, r.length), [0, 0])
         acc[0] += r.ns
         acc[1] += r.count
     out = []
     for r in taken:
-        ns, count = sampled[(r.tid, r.preempted)]
-        all_waits = timed.get((r.tid, r.preempted))
+        ns, count = sampled[(r.tid, r.preempted, r.length)]
+        all_waits = timed.get((r.tid, r.preempted, r.length))
         if all_waits is None or (all_waits.ns, all_waits.count) == (ns, count) or not ns:
             out.append(r)
             continue
         out.append(OffCpuRecord(r.tid, r.user, r.kernel, r.preempted, round(r.ns * all_waits.ns / ns),
                                 max(1, round(r.count * all_waits.count / count)) if count else r.count,
-                                r.recovered, r.caller))
+                                r.recovered, r.caller, r.length))
     unstacked = sum(w.ns for k, w in timed.items() if k not in sampled)
     return out, unstacked
 
 
-def _key(k: Away | OffCpuKey) -> tuple[int, ...]:
-    """An open wait's or a map key's identity: its thread and stacks."""
-    return (k.tid, k.ustack, k.kstack, k.preempted, k.urecovered, k.caller)
+def _key(k: Away | OffCpuKey, length: int) -> tuple[int, ...]:
+    """An open wait's or a map key's identity: its thread, stacks and decade of length."""
+    return (k.tid, k.ustack, k.kstack, k.preempted, k.urecovered, k.caller, length)
 
 
 

@@ -11,7 +11,7 @@ import pytest
 from mysqlprobe.collectors.target import addresses
 from mysqlprobe.collectors.target.addresses import KernelSymbols, alias_rank, user_names
 from mysqlprobe.collectors.kernel.offcpu import (WAITING_FOR_CPU, OffCpuRecord, ThreadWaits, fold_offcpu,
-                                          kernel_frames, spread_waits, totals)
+                                          kernel_frames, spread_waits, totals, wait_length)
 
 USER = {0x401000: "clone3", 0x402000: "start_thread", 0x403000: "log_write_up_to", 0x404000: "fsync",
         0x405000: "io_handler_thread", 0x406000: "os_aio_handler"}
@@ -63,14 +63,23 @@ def test_paced_stacks_carry_all_of_their_threads_waits_of_their_kind():
     log = _record(7, ["clone3", "log_write_up_to"], ["do_fsync"], 1_000_000)
     aio = _record(7, ["clone3", "os_aio_handler"], ["io_schedule"], 500_000)
     cpu = _record(7, ["clone3", "log_write_up_to"], [], 300_000, preempted=True)
-    timed = {(7, False): ThreadWaits(4_000_000, 10), (7, True): ThreadWaits(300_000, 1),
-             (8, False): ThreadWaits(2_000_000, 3)}
+    timed = {(7, False, 0): ThreadWaits(4_000_000, 10), (7, True, 0): ThreadWaits(300_000, 1),
+             (8, False, 0): ThreadWaits(2_000_000, 3)}
     spread, unstacked = spread_waits([log, aio, cpu], timed)
     assert [(r.user, r.ns, r.count) for r in spread] == [(log.user, 2_666_667, 5), (aio.user, 1_333_333, 5),
                                                         (cpu.user, 300_000, 1)]
     assert spread[2] is cpu and unstacked == 2_000_000
     assert sum(r.ns for r in spread if not r.preempted) == pytest.approx(4_000_000, abs=1)
-    assert spread_waits([log], {(7, False): ThreadWaits(1_000_000, 1)}) == ([log], 0)   # unpaced: as taken
+    assert spread_waits([log], {(7, False, 0): ThreadWaits(1_000_000, 1)}) == ([log], 0)   # unpaced: as taken
+    # a wait of a longer decade with no stack taken stays apart: it does not swell the short waits' stacks
+    spread, unstacked = spread_waits([log], {(7, False, 0): ThreadWaits(2_000_000, 4),
+                                             (7, False, 4): ThreadWaits(900_000_000, 1)})
+    assert [r.ns for r in spread] == [2_000_000] and unstacked == 900_000_000
+
+
+def test_a_waits_length_is_its_decade_from_a_tenth_of_a_millisecond():
+    assert [wait_length(ns) for ns in (0, 99_999, 100_000, 999_999, 1_000_000, 99_999_999, 100_000_000, 10**12)] \
+        == [0, 0, 1, 1, 2, 3, 4, 4]
 
 
 def test_addresses_of_this_process_resolve_to_their_functions():
