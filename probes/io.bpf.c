@@ -143,19 +143,11 @@ static __always_inline enum family family_of(long nr)
 
 static __always_inline void add(struct io_key *k, __u64 bytes, __u64 ns, __u64 error)
 {
-	struct io_value *v = bpf_map_lookup_elem(&io, k);
+	struct io_value zero = {};
+	struct io_value *v = value_for(&io, k, &zero, IO_CALL_MAP_FULL);
 
-	if (!v) {
-		struct io_value zero = {};
-
-		/* another CPU may make it meanwhile: then it is there to add to */
-		bpf_map_update_elem(&io, k, &zero, BPF_NOEXIST);
-		v = bpf_map_lookup_elem(&io, k);
-		if (!v) {
-			count_drop(IO_CALL_MAP_FULL);
-			return;
-		}
-	}
+	if (!v)
+		return;
 	__sync_fetch_and_add(&v->calls, 1);
 	__sync_fetch_and_add(&v->bytes, bytes);
 	__sync_fetch_and_add(&v->ns, ns);

@@ -123,26 +123,6 @@ static __always_inline __u32 stacks_taken(__u64 now)
 	return (p->count++ % every) == 0 ? every : 0;
 }
 
-/* ns and waits more on a value, made if new (another CPU may make it meanwhile) */
-static __always_inline void add_wait(void *map, const void *key, __u64 ns, __u64 waits, enum offcpu_dropped full)
-{
-	struct offcpu_value *v = bpf_map_lookup_elem(map, key);
-
-	if (!v) {
-		struct offcpu_value first = { .ns = ns, .count = waits };
-
-		if (bpf_map_update_elem(map, key, &first, BPF_NOEXIST) == 0)
-			return;
-		v = bpf_map_lookup_elem(map, key);
-		if (!v) {
-			count_drop(full);
-			return;
-		}
-	}
-	__sync_fetch_and_add(&v->ns, ns);
-	__sync_fetch_and_add(&v->count, waits);
-}
-
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(max_entries, MAX_THREADS);
@@ -156,6 +136,18 @@ struct {
 	__type(key, struct offcpu_key);
 	__type(value, struct offcpu_value);
 } offcpu SEC(".maps");
+
+/* ns and waits more on a stack's value */
+static __always_inline void add_wait(const struct offcpu_key *k, __u64 ns, __u64 waits)
+{
+	struct offcpu_value zero = {};
+	struct offcpu_value *v = value_for(&offcpu, k, &zero, OFFCPU_STACK_MAP_FULL);
+
+	if (v) {
+		__sync_fetch_and_add(&v->ns, ns);
+		__sync_fetch_and_add(&v->count, waits);
+	}
+}
 
 /* A wait's decade of length: 0 under SHORTEST_LENGTH_NS, then one a decade, the last open. */
 static __always_inline __u32 wait_length(__u64 ns)
@@ -172,18 +164,11 @@ static __always_inline __u32 wait_length(__u64 ns)
 /* One more wait of a thread of a kind, timed; walked: its stacks were taken. */
 static __always_inline void time_wait(const struct offcpu_thread_key *t, __u64 ns, __u32 walked)
 {
-	struct offcpu_timed *w = bpf_map_lookup_elem(&thread_waits, t);
+	struct offcpu_timed zero = {};
+	struct offcpu_timed *w = value_for(&thread_waits, t, &zero, OFFCPU_THREAD_MAP_FULL);
 
-	if (!w) {
-		struct offcpu_timed none = {};
-
-		bpf_map_update_elem(&thread_waits, t, &none, BPF_NOEXIST);
-		w = bpf_map_lookup_elem(&thread_waits, t);
-		if (!w) {
-			count_drop(OFFCPU_THREAD_MAP_FULL);
-			return;
-		}
-	}
+	if (!w)
+		return;
 	__sync_fetch_and_add(&w->ns, ns);
 	__sync_fetch_and_add(&w->count, 1);
 	if (walked)
@@ -260,7 +245,7 @@ int on_switch(__u64 *ctx)
 						.caller = a->caller, .length = length };
 
 			/* weighed by the waits it stands for: a CPU's period may change */
-			add_wait(&offcpu, &k, (now - a->ts) * a->taken, a->taken, OFFCPU_STACK_MAP_FULL);
+			add_wait(&k, (now - a->ts) * a->taken, a->taken);
 		}
 	}
 	bpf_map_delete_elem(&aways, &task);

@@ -30,3 +30,19 @@ static __always_inline void count_drop(__u32 what)
 	if (n)
 		__sync_fetch_and_add(n, 1);
 }
+
+/* A hash map's value for key, made from zero if new (another CPU may make it
+ * meanwhile: then it is there to add to); NULL where the map is full, that
+ * drop counted as `full`. */
+static __always_inline void *value_for(void *map, const void *key, const void *zero, __u32 full)
+{
+	void *v = bpf_map_lookup_elem(map, key);
+
+	if (v)
+		return v;
+	bpf_map_update_elem(map, key, zero, BPF_NOEXIST);
+	v = bpf_map_lookup_elem(map, key);
+	if (!v)
+		count_drop(full);
+	return v;
+}
