@@ -2,13 +2,14 @@
 a CPU) during the window, from the sched_switch tracepoint in BPF
 (probes/offcpu.bpf.c), as folded stacks weighted in microseconds.
 
-Every wait is timed, per thread and kind (blocked, or waiting for a CPU).
-Where the target leaves its CPUs more than STACKS_PER_CPU_S times a second
-(an OLTP load), a CPU takes the stacks of one switch-out in N, by count,
-each weighed N; each thread's time of a kind is then spread over its taken
-stacks of that kind by their weighed waits (a ratio estimate), so the
-stacks add up to every thread's timed waits; a thread none of whose waits of a kind was taken
-keeps that time apart (`unstacked_s`), in no stack."""
+Every wait is timed, per thread, kind (blocked, or waiting for a CPU) and
+decade of length. Where the target leaves its CPUs more than
+STACKS_PER_CPU_S times a second (an OLTP load), a CPU takes the stacks of
+one switch-out in N, by count, each weighed N; each thread's time of a kind
+and decade is then spread over its taken stacks of the same by their
+weighed waits (a ratio estimate), so the stacks add up to every thread's
+timed waits; where none was taken that time stays apart (`unstacked_s`),
+in no stack."""
 
 from __future__ import annotations
 
@@ -91,6 +92,7 @@ class OffCpuSession(PhasedPrograms):
         self.cut_waits: dict[tuple[int, bool, int], ThreadWaits] = {}   # every wait cut short, by (tid, preempted, length)
         self.unstacked_ns = 0   # waits of a thread and kind none of whose stacks was taken
         self.walked = 0         # waits whose stacks were taken
+        self.switches = 0       # waits timed
 
     def config(self) -> abi.OffCpuConfig:
         """The target, the stacks a CPU takes a second, its binary's code where
@@ -135,6 +137,7 @@ class OffCpuSession(PhasedPrograms):
                  for (tid, ustack, kstack, preempted, urecovered, caller, length), (ns, count) in totals.items()]
         timed = self._thread_waits()
         self.walked = sum(w.walked for w in timed.values())
+        self.switches = sum(w.count for w in timed.values())
         records, self.unstacked_ns = spread_waits(taken, timed)
         return records
 
@@ -229,13 +232,15 @@ def by_thread(records: list[OffCpuRecord], user_name: Callable[[int], str]) -> l
             for tid, (b, q) in sorted(out.items())]
 
 
-def totals(records: list[OffCpuRecord]) -> dict[str, Any]:
-    """Seconds the threads were blocked and waited for a CPU, and how often they left it."""
+def totals(records: list[OffCpuRecord], switches: int | None = None) -> dict[str, Any]:
+    """Seconds the threads were blocked and waited for a CPU, and how often
+    they left it (switches: as timed, where the records' counts are spread)."""
     blocked = sum(r.ns for r in records if not r.preempted)
     waiting = sum(r.ns for r in records if r.preempted)
     recovered = sum(r.ns for r in records if r.recovered)
     return {"blocked_s": round(blocked / 1e9, 6), "waiting_for_cpu_s": round(waiting / 1e9, 6),
-            "switches": sum(r.count for r in records), "recovered_s": round(recovered / 1e9, 6)}
+            "switches": sum(r.count for r in records) if switches is None else switches,
+            "recovered_s": round(recovered / 1e9, 6)}
 
 
 class OffCpuCollector(PhasedBpfCollector[OffCpuSession]):
@@ -268,7 +273,7 @@ class OffCpuCollector(PhasedBpfCollector[OffCpuSession]):
         user = self._user_names((a for r in records for a in (*r.user, r.caller) if a), facts)
         folded = fold_offcpu(records, user, kernel.get, facts.comms, facts.process_comm, facts.thread_names)
         summary = stacks_summary(folded)
-        record = {"status": "collected", "unit": "us", **totals(records),
+        record = {"status": "collected", "unit": "us", **totals(records, self.live.switches),
                   "threads": [{"thread": t["thread"], "us": t["samples"]} for t in summary["threads"]],
                   "top_self": [{"function": f["function"], "us": f["samples"], "share": f["share"]}
                                for f in summary["top_self"]],
