@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from mysqlprobe.analysis import mechanisms as M
-from mysqlprobe.flamegraphs.stacks import CONNECTION_FRAMES
+from mysqlprobe.flamegraphs.stacks import CONNECTION_FRAMES, WAITING_FOR_CPU
 
 
 def record_truth(wait, workdir: Path, hz: int) -> Path:
@@ -153,16 +153,14 @@ SWITCH_RECORD = "perf record -g -e sched:sched_switch -c N --no-period --switch-
 # the switch-outs' user stacks unwound by DWARF (.eh_frame): through glibc, which keeps no
 # frame pointers and, in select(), holds another value in %rbp, where -g's stacks stop
 SWITCH_STACKS = {"fp": ["-g"], "dwarf": ["--call-graph", "dwarf,16384"]}
-# before 2026-11-28 20:00: per task (-p PID), every switch's stack. Per-task events cost
-# at every context switch: 8 sysbench clients inserted a third fewer rows under them
-TASK_SWITCH_RECORD = "perf record -g -e sched:sched_switch -p PID --switch-events"
+# before 2026-11-28 20:00 the CPU samples were per task (-p PID), and so was the switch record
+# (results keep its command): per-task events cost at every context switch of the task
 TASK_CPU_RECORD = "perf record -g -e cpu-clock -F 999 -p PID"
 OLD_SWITCH_RECORD = "perf record -g -e sched:sched_switch -a"   # before 2026-11-28: its switch-ins lost
 # how a wait is timed; against the kernel's schedstat for one thread through three
 # builds (wall less on-CPU): from the tracepoint +16-17%, from the switch-out record 0-6% under
 SWITCH_TIMING = "from perf's switch-out record to its switch-in"
 OLD_SWITCH_TIMING = "from the sched_switch tracepoint to the switch-in"   # before 2026-11-28 13:30
-WAITING_FOR_CPU = "[waiting for a CPU]"
 
 
 def switch_record(stacks: str = "fp", every: int | None = None) -> str:
