@@ -45,7 +45,9 @@ MAX_STACKS, STACK_DEPTH = 16384, 127
 # offcpu.h: each kind of drop's C name -> the capture's
 OFFCPU_DROPS = {"OFFCPU_THREAD_MAP_FULL": "thread map full", "OFFCPU_STACK_MAP_FULL": "stack map full",
                "OFFCPU_RECOVERED_MAP_FULL": "recovered-stack map full",
-               "OFFCPU_USER_STACK_NOT_TAKEN": "user stacks not taken"}
+               "OFFCPU_USER_STACK_NOT_TAKEN": "user stacks not taken",
+               "OFFCPU_KERNEL_STACK_NOT_TAKEN": "kernel stacks not taken"}
+KERNEL_STACKS, COPIED_STACK = 4096, 1
 # user_stack.h
 SCAN_WORDS, MAX_FRAME_GAP, RECOVERED_STACKS = 64, 1 << 16, 4096
 # io.h
@@ -87,7 +89,8 @@ ENUMS = {
     },
     "offcpu": {"tracing_limits": TRACING_LIMITS, "offcpu_dropped": _numbered(OFFCPU_DROPS, "OFFCPU_DROPPED_KINDS"),
                "user_stack_limits": {"SCAN_WORDS": SCAN_WORDS, "MAX_FRAME_GAP": MAX_FRAME_GAP,
-                                     "RECOVERED_STACKS": RECOVERED_STACKS}},
+                                     "RECOVERED_STACKS": RECOVERED_STACKS},
+               "offcpu_stacks": {"KERNEL_STACKS": KERNEL_STACKS, "COPIED_STACK": COPIED_STACK}},
     "io": {"tracing_limits": TRACING_LIMITS,
            "io_limits": {"MAX_IOCBS": MAX_IOCBS, "IOCB_OP_BASE": IOCB_OP_BASE, "PATH_LEN": PATH_LEN},
            "io_dropped": _numbered(IO_DROPS, "IO_DROPPED_KINDS")},

@@ -38,6 +38,7 @@ struct task_struct;
 #define MAX_THREADS 16384
 #define MAX_KEYS 65536
 
+#define EEXIST 17        /* bpf_get_stackid(): the stack's bucket holds another */
 #define TASK_DEAD 0x80   /* prev_state of a thread's last switch-out: it never comes back */
 
 const volatile struct offcpu_config config = {};
@@ -47,6 +48,7 @@ const volatile struct {
 	enum tracing_limits tracing;
 	enum offcpu_dropped dropped;
 	enum user_stack_limits user_stack;
+	enum offcpu_stacks kept;
 } abi_enums = {};
 
 struct {
@@ -64,8 +66,26 @@ struct {
 	__uint(value_size, STACK_DEPTH * sizeof(__u64));
 } recovered SEC(".maps");
 
+/* the kernel stacks of switch-outs (offcpu.h: enum offcpu_stacks) */
+struct {
+	__uint(type, BPF_MAP_TYPE_STACK_TRACE);
+	__uint(max_entries, KERNEL_STACKS);
+	__uint(key_size, sizeof(__u32));
+	__uint(value_size, STACK_DEPTH * sizeof(__u64));
+} kernel_stacks SEC(".maps");
+
+/* s->ips kept in `recovered` by their key h: h, else 0 (the map full) */
+static __always_inline __u64 keep_stack(__u64 h, struct stack_scan *s)
+{
+	if (bpf_map_update_elem(&recovered, &h, s->ips, BPF_NOEXIST) != 0 && !bpf_map_lookup_elem(&recovered, &h)) {
+		count_drop(OFFCPU_RECOVERED_MAP_FULL);
+		return 0;
+	}
+	return h;
+}
+
 /* The thread's user stack recovered where the frame-pointer walk stopped in
- * a library: its key in `recovered`, else 0. u: its user registers. */
+ * a library: its key in `recovered` (even), else 0. u: its user registers. */
 static __always_inline __u64 recovered_user_stack(const struct x86_64_regs *u, struct task_struct *task)
 {
 	struct user_code code = { config.text_lo, config.text_hi, config.trampoline };
@@ -78,11 +98,24 @@ static __always_inline __u64 recovered_user_stack(const struct x86_64_regs *u, s
 	h = recover_user_stack(u, &code, (struct task_struct___mp *)task, s);
 	if (!h)
 		return 0;
-	if (bpf_map_update_elem(&recovered, &h, s->ips, BPF_NOEXIST) != 0 && !bpf_map_lookup_elem(&recovered, &h)) {
-		count_drop(OFFCPU_RECOVERED_MAP_FULL);
+	h &= ~(__u64)COPIED_STACK;
+	return keep_stack(h ? h : 2, s);
+}
+
+/* The thread's user stack walked as bpf_get_stackid() walks it, whose
+ * bucket in `stacks` held another: its key in `recovered` (odd), else 0. */
+static __always_inline __u64 copied_user_stack(void *ctx)
+{
+	__u32 zero = 0;
+	struct stack_scan *s = bpf_map_lookup_elem(&scan, &zero);
+	long bytes;
+
+	if (!s)
 		return 0;
-	}
-	return h;
+	bytes = bpf_get_stack(ctx, s->ips, STACK_DEPTH * sizeof(__u64), BPF_F_USER_STACK);
+	if (bytes <= 0)
+		return 0;
+	return keep_stack(stack_hash(s, (int)(bytes / sizeof(__u64))) | COPIED_STACK, s);
 }
 
 struct {
@@ -209,13 +242,17 @@ int on_switch(__u64 *ctx)
 
 				/* the user registers it entered the kernel with, or was interrupted at */
 				bpf_probe_read_kernel(&u, sizeof(u), (const void *)bpf_task_pt_regs(t));
-				out.kstack = bpf_get_stackid(ctx, &stacks, 0);
+				out.kstack = bpf_get_stackid(ctx, &kernel_stacks, 0);
+				if (out.kstack < 0)
+					count_drop(OFFCPU_KERNEL_STACK_NOT_TAKEN);
 				out.urecovered = recovered_user_stack(&u, t);
 				/* the kernel's walk only where it is whole: a recovered stack is not
 				 * walked again, nor kept in `stacks` where no key would name it */
 				if (!out.urecovered) {
 					out.ustack = bpf_get_stackid(ctx, &stacks, BPF_F_USER_STACK);
-					if (out.ustack < 0)
+					if (out.ustack == -EEXIST)
+						out.urecovered = copied_user_stack(ctx);
+					if (out.ustack < 0 && !out.urecovered)
 						count_drop(OFFCPU_USER_STACK_NOT_TAKEN);
 					/* in a library's system call wrapper (a frameless leaf): the walk
 					 * from %rbp skips the binary's function that called it */

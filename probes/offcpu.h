@@ -10,8 +10,19 @@ enum offcpu_dropped {
 	OFFCPU_THREAD_MAP_FULL,
 	OFFCPU_STACK_MAP_FULL,
 	OFFCPU_RECOVERED_MAP_FULL,
-	OFFCPU_USER_STACK_NOT_TAKEN,   /* its bucket in `stacks` held another stack, and none was recovered */
+	OFFCPU_USER_STACK_NOT_TAKEN,     /* neither walked into `stacks`, nor recovered, nor copied */
+	OFFCPU_KERNEL_STACK_NOT_TAKEN,   /* its bucket in `kernel_stacks` held another stack */
 	OFFCPU_DROPPED_KINDS,
+};
+
+/* Where the stacks are kept. A stack map refuses a stack whose bucket holds
+ * another, for good: a hot stack so refused would be lost at every walk.
+ * The kernel stacks of switch-outs are few, in a map of their own; a user
+ * stack refused by `stacks` is copied into `recovered` by its hash, odd
+ * (COPIED_STACK set), where the recovered ones are even. */
+enum offcpu_stacks {
+	KERNEL_STACKS = 4096,
+	COPIED_STACK = 1,
 };
 
 /* how often stacks are taken where switches are many */
@@ -39,7 +50,8 @@ struct away {
 	__s32 kstack;
 	__u32 preempted;
 	__u32 tid;
-	__u64 urecovered;   /* a recovered user stack's key in `recovered` (ustack -1 then); 0: none */
+	__u64 urecovered;   /* a user stack's key in `recovered` (ustack -1 then), recovered or
+			     * copied (odd: COPIED_STACK); 0: none */
 	__u64 caller;       /* stopped in a library's frameless function: its caller in the binary
 			     * (user_stack.h's leaf_caller), which the walk of ustack skipped; 0: none */
 	__u32 taken;        /* its stacks taken: the waits it stands for (the pacing's period); 0: only timed */

@@ -153,6 +153,15 @@ static long hash_frame(__u32 i, struct recovery *r)
 	return 0;
 }
 
+/* The hash of s->ips's first n addresses, never 0; the rest zeroed. */
+static __always_inline __u64 stack_hash(struct stack_scan *s, int n)
+{
+	struct recovery r = { .s = s, .n = n, .hash = 0xcbf29ce484222325ULL };
+
+	bpf_loop(128, hash_frame, &r, 0);
+	return r.hash ? r.hash : 1;
+}
+
 /* A thread stopped in a library whose code keeps no frame pointer: the
  * kernel's walk starts at %rbp, which the library used for something else,
  * and the stack ends in the library. Scanning up from the stack pointer,
@@ -168,7 +177,7 @@ static long hash_frame(__u32 i, struct recovery *r)
 static __always_inline __u64 recover_user_stack(const struct x86_64_regs *u, const struct user_code *c,
 						struct task_struct___mp *task, struct stack_scan *s)
 {
-	struct recovery r = { .c = c, .s = s, .at = -1, .hash = 0xcbf29ce484222325ULL };
+	struct recovery r = { .c = c, .s = s, .at = -1 };
 
 	if (!c->hi || (u->ip >= c->lo && u->ip < c->hi))
 		return 0;   /* in the binary: its frame pointers are whole */
@@ -189,8 +198,7 @@ static __always_inline __u64 recover_user_stack(const struct x86_64_regs *u, con
 	s->ips[1] = s->words[r.at & (SCAN_WORDS - 1)];
 	r.n = 2;
 	bpf_loop(STACK_DEPTH, walk_frame, &r, 0);
-	bpf_loop(128, hash_frame, &r, 0);
-	return r.hash ? r.hash : 1;
+	return stack_hash(s, r.n);
 }
 
 #endif

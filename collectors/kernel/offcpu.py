@@ -82,7 +82,7 @@ class OffCpuSession(PhasedPrograms):
     object_name = "offcpu"
     programs = ("on_switch",)
     what = "the sched_switch tracepoint"
-    maps = (".bss", "offcpu", "stacks", "dropped", "aways", "recovered", "thread_waits")
+    maps = (".bss", "offcpu", "stacks", "kernel_stacks", "dropped", "aways", "recovered", "thread_waits")
 
     def __init__(self, pid: int, verbose: bool = False, stacks_per_cpu_s: int = STACKS_PER_CPU_S):
         self.stacks_per_cpu_s = stacks_per_cpu_s   # before the base loads the program with config()
@@ -130,10 +130,11 @@ class OffCpuSession(PhasedPrograms):
                 acc = totals.setdefault(_key(key, key.length), [0, 0])
                 acc[0] += value.ns
                 acc[1] += value.count
-        # a recovered user stack (probes/user_stack.h) is kept by its hash in a map of its own
+        # a user stack recovered (probes/user_stack.h), or copied where `stacks` refused it, is kept
+        # by its hash in a map of its own; the kernel stacks are in theirs (probes/offcpu.h)
         taken = [OffCpuRecord(tid, self._frames("recovered", ctypes.c_uint64(urecovered)) if urecovered
-                              else self._stack(ustack), self._stack(kstack), bool(preempted), ns, count,
-                              bool(urecovered), caller, length)
+                              else self._stack(ustack), self._stack(kstack, "kernel_stacks"), bool(preempted),
+                              ns, count, bool(urecovered) and not urecovered & abi.COPIED_STACK, caller, length)
                  for (tid, ustack, kstack, preempted, urecovered, caller, length), (ns, count) in totals.items()]
         timed = self._thread_waits()
         self.walked = sum(w.walked for w in timed.values())

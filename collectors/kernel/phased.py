@@ -85,8 +85,8 @@ class PhasedPrograms:
         self._enable(False)
         self._obj.detach_all()
 
-    def _stack(self, stack_id: int) -> list[int]:
-        return self._frames("stacks", ctypes.c_uint32(stack_id)) if stack_id >= 0 else []
+    def _stack(self, stack_id: int, map_name: str = "stacks") -> list[int]:
+        return self._frames(map_name, ctypes.c_uint32(stack_id)) if stack_id >= 0 else []
 
     def _frames(self, map_name: str, key: libbpf.CData) -> list[int]:
         """A stack of addresses a map keeps under key, leaf first (none where it keeps none)."""

@@ -72,10 +72,9 @@ def test_off_cpu_stacks_are_named_by_thread_and_read_by_inferno(captures):
     cap = captures["range"]
     off = cap["doc"]["off_cpu"]
     assert off["status"] == "collected"
-    # no map full; a user stack whose bucket in the stack map held another is rare, and said: of the
-    # stacks walked (paced, fewer than the switches), 2-3 in 1,500-2,000 here, once 57 (4,671 switches)
-    dropped = dict(off["dropped"])
-    assert dropped.pop("user stacks not taken", 0) <= off["stacks_walked"] // 20 and dropped == {}, off["dropped"]
+    # every stack walked kept: a user stack whose bucket in the stack map held another (5-8% of
+    # 1,500 walked here, before) is copied by its hash; the kernel stacks have a map of their own
+    assert off["dropped"] == {}, off["dropped"]
     stacks = folded.parse((cap["dir"] / "offcpu.folded").read_text().splitlines())
     assert stacks.ignored == 0
     assert sum(t["us"] for t in off["threads"]) == stacks.total
