@@ -110,9 +110,9 @@ def _latency_basis(cal: Calibration) -> list[str]:
         return ["latency  raw: includes the probes' own cost (run without --raw to correct)"]
     costs = ", ".join(f"{fmt(c.entry_ns + c.return_ns)} {k}" for k, c in sorted(cal.classes.items()))
     lines = [f"latency  corrected; probe cost per call {costs}"]
-    if cal.in_situ_factor is not None:   # measured: 1.00x is a finding too
-        lines.append(f"         in the on-phases the probes cost the load {cal.in_situ_factor:.2f}x"
-                     " their calibrated cost")
+    factor = cal.in_situ_factor or 1.0   # None: not measured
+    if factor != 1.0:
+        lines.append(f"         in the on-phases the probes cost the load {factor:.2f}x their calibrated cost")
     return lines
 
 
