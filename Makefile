@@ -1,5 +1,6 @@
 # mysqlprobe: `make demo` and `make test` do all set-up on Debian 12, as root.
 #   make install   the product only: what a database host needs to profile its server
+#   make wheel     dist/mysqlprobe-*.whl, its BPF objects built here: pip installs it on a host with no compiler
 #   make demo      install, then the lab: MariaDB 10.2.11 in a sandbox, the seed load, profiled
 #   make test      the tools the tests check against too, then lint and every test tier
 VENV    ?= .venv
@@ -9,7 +10,7 @@ STAMP    = $(VENV)/.installed
 TEST_STAMP = $(VENV)/.test-installed
 SOURCES := $(shell find mysqlprobe collectors analysis flamegraphs probes -name '*.py' -o -name '*.c' -o -name '*.h') setup.py pyproject.toml
 
-.PHONY: all install demo lint test test-unit test-integration bench fuzz clean
+.PHONY: all install wheel demo lint test test-unit test-integration bench fuzz clean
 
 all: install
 
@@ -29,6 +30,10 @@ $(TEST_STAMP): $(STAMP)
 	touch $@
 
 install: $(STAMP)
+
+wheel: $(STAMP)
+	rm -rf build dist
+	$(BIN)/python -m pip wheel -q --no-deps -w dist .
 
 # the main job: MariaDB 10.2.11 sandbox, the seed load (about 10 s), profiled in the default mode
 demo: $(STAMP)
@@ -64,4 +69,4 @@ bench: $(TEST_STAMP)
 	$(BIN)/python bench/overhead.py --rows 1000000 --repeats 12
 
 clean:
-	rm -rf $(VENV) build *.egg-info out .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) build dist *.egg-info out .pytest_cache .mypy_cache .ruff_cache

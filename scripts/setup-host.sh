@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
 # Installs what mysqlprobe needs on Debian 12, as root; skips what is there.
+#   setup-host.sh host   what a database host needs to run the wheel (`make wheel`): libbpf, perf, python3
 #   setup-host.sh run    the product: build and run (clang, libbpf, perf, python3)
 #   setup-host.sh demo   run, and the lab's sandbox servers (maven fetches MariaDB from Maven Central)
 #   setup-host.sh test   demo, and the tools the tests check mysqlprobe against: g++/binutils (fixtures),
@@ -10,16 +11,18 @@
 set -euo pipefail
 
 level=${1:-run}
-run=(clang libbpf-dev libbpf1 linux-libc-dev gcc make linux-perf python3 python3-venv python3-pip ca-certificates)
+host=(libbpf1 linux-perf python3 python3-venv python3-pip ca-certificates)
+run=("${host[@]}" clang libbpf-dev linux-libc-dev gcc make)
 demo=(maven)
 test=(g++ binutils bpftool bpftrace mariadb-server-core chromium sysbench prometheus debuginfod systemtap-sdt-dev)
 case "$level" in
+    host) packages=("${host[@]}") ;;
     run) packages=("${run[@]}") ;;
     demo) packages=("${run[@]}" "${demo[@]}") ;;
     test) packages=("${run[@]}" "${demo[@]}" "${test[@]}")
           # Go: the machines carry one in /usr/local/go; elsewhere Debian's
           command -v go >/dev/null || [ -x /usr/local/go/bin/go ] || packages+=(golang-go) ;;
-    *) echo "setup-host.sh: run, demo or test, not '$level'" >&2; exit 2 ;;
+    *) echo "setup-host.sh: host, run, demo or test, not '$level'" >&2; exit 2 ;;
 esac
 INFERNO_VERSION=0.12.8
 
