@@ -150,7 +150,7 @@ class MechanismDelta:
         """What ran in it on each side: 'A: fsync 420ns, pwrite64 300ns; B: posix_fallocate64 25ns'."""
         def side(i: int) -> str:
             ranked = sorted(((f, v[i]) for f, *v in ((f, a, b) for f, a, b in self.how)), key=lambda kv: -kv[1])
-            return ", ".join(f"{f} {_ns(ns)}" for f, ns in ranked[:top] if ns >= 1) or "-"
+            return ", ".join(f"{f} {ns_figure(ns)}" for f, ns in ranked[:top] if ns >= 1) or "-"
         return f"A: {side(0)}; B: {side(1)}"
 
     def to_json(self) -> dict[str, Any]:
@@ -300,33 +300,50 @@ def _warnings(a: list[WallRun], b: list[WallRun], paired: bool) -> list[str]:
     return out
 
 
-def headline(x: Explanation, server_a: str, server_b: str, top: int = 4) -> list[str]:
-    """The answer a DBA acts on: the delta, then its mechanisms, their on/off
-    split and the settings that differ, then what is left unattributed."""
+def answer(x: Explanation, server_a: str, server_b: str) -> str:
+    """The delta per row in one sentence, with its interval and how it was measured."""
     w = x.wall
     way = "faster" if w.delta < 0 else "slower"
     share = abs(w.delta) / w.a if w.a else 0.0
     how = (f"paired over {x.pairs} alternated runs" if x.paired
            else f"{x.runs[0]} and {x.runs[1]} runs, not alternated")
-    lines = textwrap.wrap(f"B ({server_b}) is {share:.0%} {way} per row than A ({server_a}) without the probes: "
-                          f"{_ns(w.a)} -> {_ns(w.b)}, {_signed(w.delta)} (95% {_signed(w.low)} to "
-                          f"{_signed(w.high)}; {how})", 78, subsequent_indent="  ")
+    return (f"B ({server_b}) is {share:.0%} {way} per row than A ({server_a}) without the probes: "
+            f"{ns_figure(w.a)} -> {ns_figure(w.b)}, {signed_figure(w.delta)} "
+            f"(95% {signed_figure(w.low)} to {signed_figure(w.high)}; {how})")
+
+
+def headline_parts(x: Explanation, top: int = 4) -> list[tuple[str, list[str]]]:
+    """The findings, largest first, then the unattributed part: each its
+    line (share of the delta, name, delta, interval, on and off CPU) and
+    the lines under it (what ran in it, the settings that differ). None
+    where the delta's interval holds zero."""
+    w = x.wall
     if not w.excludes_zero:
-        return lines + ["the interval holds zero: no finding."]
-    findings = [m for m in x.mechanisms if m.finding][:top]
-    if findings:
-        lines.append("of it, by mechanism (from the sampled runs, no probe attached):")
-    for m in findings:
+        return []
+    parts = []
+    for m in [m for m in x.mechanisms if m.finding][:top]:
         pct = m.total.delta / w.delta if w.delta else 0.0
-        lines.append(f"  {pct:5.0%}  {m.name}: {_signed(m.total.delta)} (95% {_signed(m.total.low)} to "
-                     f"{_signed(m.total.high)}; on CPU {_signed(m.on_cpu.delta)}, off CPU {_signed(m.off_cpu.delta)})")
-        if m.how:
-            lines.append(f"         {m.how_text()}")
-        for n, va, vb in m.settings:
-            lines.append(f"         {n}: A {va}, B {vb}")
+        parts.append((f"{pct:5.0%}  {m.name}: {signed_figure(m.total.delta)} (95% {signed_figure(m.total.low)} to "
+                      f"{signed_figure(m.total.high)}; on CPU {signed_figure(m.on_cpu.delta)}, off CPU {signed_figure(m.off_cpu.delta)})",
+                      ([m.how_text()] if m.how else []) + [f"{n}: A {va}, B {vb}" for n, va, vb in m.settings]))
     u = x.unattributed
     pct = u.delta / w.delta if w.delta else 0.0
-    lines.append(f"  {pct:5.0%}  unattributed: {_signed(u.delta)} (95% {_signed(u.low)} to {_signed(u.high)})")
+    parts.append((f"{pct:5.0%}  unattributed: {signed_figure(u.delta)} (95% {signed_figure(u.low)} to {signed_figure(u.high)})", []))
+    return parts
+
+
+def headline(x: Explanation, server_a: str, server_b: str, top: int = 4) -> list[str]:
+    """The answer a DBA acts on: the delta, then its mechanisms, their on/off
+    split and the settings that differ, then what is left unattributed."""
+    lines = textwrap.wrap(answer(x, server_a, server_b), 78, subsequent_indent="  ")
+    parts = headline_parts(x, top)
+    if not parts:
+        return lines + ["the interval holds zero: no finding."]
+    if len(parts) > 1:
+        lines.append("of it, by mechanism (from the sampled runs, no probe attached):")
+    for line, under in parts:
+        lines.append("  " + line)
+        lines += ["         " + u for u in under]
     return lines
 
 
@@ -337,15 +354,15 @@ def detail(x: Explanation) -> list[str]:
     for m in x.mechanisms:
         if max(abs(m.total.a), abs(m.total.b)) < 1:
             continue
-        interval = f"{_signed(m.total.low)} to {_signed(m.total.high)}"
-        lines.append(f"  {m.name[:40]:<40}{_ns(m.total.a):>9}{_ns(m.total.b):>9}{_signed(m.total.delta):>9}  "
-                     f"{interval:<18}{_signed(m.on_cpu.delta):>8}{_signed(m.off_cpu.delta):>9}"
+        interval = f"{signed_figure(m.total.low)} to {signed_figure(m.total.high)}"
+        lines.append(f"  {m.name[:40]:<40}{ns_figure(m.total.a):>9}{ns_figure(m.total.b):>9}{signed_figure(m.total.delta):>9}  "
+                     f"{interval:<18}{signed_figure(m.on_cpu.delta):>8}{signed_figure(m.off_cpu.delta):>9}"
                      + ("" if m.finding else "  noise"))
     if x.phases:
         lines += ["", "the index build by phase, per row (B - A; its stacks in the sampled runs, scaled as above):"]
         for name, dl in x.phases:
-            interval = f"{_signed(dl.low)} to {_signed(dl.high)}"
-            lines.append(f"  {name[:40]:<40}{_ns(dl.a):>9}{_ns(dl.b):>9}{_signed(dl.delta):>9}  {interval:<18}"
+            interval = f"{signed_figure(dl.low)} to {signed_figure(dl.high)}"
+            lines.append(f"  {name[:40]:<40}{ns_figure(dl.a):>9}{ns_figure(dl.b):>9}{signed_figure(dl.delta):>9}  {interval:<18}"
                          + ("" if dl.excludes_zero else "  noise"))
     if x.efficiency:
         lines += ["", "efficiency per row (A -> B):"]
@@ -364,11 +381,11 @@ def detail(x: Explanation) -> list[str]:
     return lines
 
 
-def _ns(v: float) -> str:
+def ns_figure(v: float) -> str:
     return f"{v:,.0f}ns" if abs(v) < 10_000 else f"{v / 1000:,.1f}us"
 
 
-def _signed(v: float) -> str:
+def signed_figure(v: float) -> str:
     if math.isinf(v):
         return "?"
-    return ("+" if v >= 0 else "-") + _ns(abs(v))
+    return ("+" if v >= 0 else "-") + ns_figure(abs(v))

@@ -1,7 +1,9 @@
 """compare's HTML page and differential flame graphs, from a comparison
-(analysis/compare.py's result): the headline, each side's row as a bar on
-one scale, the drill-down, the stages per row, and the flame graphs of
-the load's threads and below each stage the drill-down went into."""
+(analysis/compare.py's result): the headline, a waterfall from A's row to
+B's by mechanism, the mechanisms' table, each side's row as a bar on one
+scale, the drill-down, the stages per row, the efficiency per row, and the
+flame graphs of the load's threads and below each stage the drill-down
+went into. Tables and charts only: the text report is compare's stdout."""
 
 from __future__ import annotations
 
@@ -9,9 +11,11 @@ from operator import attrgetter
 from typing import Any
 
 import html
+import math
 
 from mysqlprobe.analysis import compare as C
-from mysqlprobe.analysis.compare_account import Explanation, headline as account_headline
+from mysqlprobe.analysis.compare_account import (EFFICIENCY, Explanation, answer, headline_parts, ns_figure,
+                                                    signed_figure)
 from mysqlprobe.analysis.compare_figures import ns_text, signed_ns
 from mysqlprobe.analysis.drilldown import evidence_line
 from mysqlprobe.analysis.html_report import PAGE_SCRIPT
@@ -107,12 +111,109 @@ def stage_graphs(a: list[C.Run], b: list[C.Run], result: dict[str, Any]) -> list
     return out
 
 
-def _headline_lines(result: dict[str, Any]) -> list[str]:
-    """The text report's headline, from the same source: the mechanisms' where the sampled runs gave them."""
+def headline_html(result: dict[str, Any]) -> str:
+    """The text report's headline, from the same source, as a sentence and
+    a list: the mechanisms' where the sampled runs gave them."""
     x: Explanation | None = result.get("explanation")
-    if x is not None:
-        return account_headline(x, result["a"]["server"], result["b"]["server"])
-    return C._headline(result)
+    if x is None:
+        return "<div id=headline>" + "".join(f"<p>{html.escape(line.strip())}</p>"
+                                             for line in C._headline(result)) + "</div>"
+    parts = headline_parts(x)
+    items = "".join(f"<li>{html.escape(line.strip())}"
+                    + "".join(f"<br><span class=muted>{html.escape(u)}</span>" for u in under) + "</li>"
+                    for line, under in parts)
+    return (f"<div id=headline><p class=answer>{html.escape(answer(x, result['a']['server'], result['b']['server']))}"
+            "</p>" + (f"<p>of it, by mechanism (from the sampled runs, no probe attached):</p><ul>{items}</ul>"
+                      if parts else "<p>the interval holds zero: no finding.</p>") + "</div>")
+
+
+WATERFALL_ROW, WATERFALL_LABEL, WATERFALL_PLOT = 26, 330, 620
+
+
+def _ticks(top: float) -> list[float]:
+    """Round gridline values from 0 up to top: 1, 2 or 5 times a power of ten apart, four to eight of them."""
+    step = 10 ** math.floor(math.log10(top / 5)) if top > 0 else 1.0
+    for k in (1, 2, 5, 10):
+        if top / (step * k) <= 8:
+            step *= k
+            break
+    return [i * step for i in range(int(top / step) + 1)]
+
+
+def waterfall_svg(x: Explanation, server_a: str, server_b: str) -> str:
+    """From A's row time to B's: each finding's delta a bar from where the
+    ones before it left the row, with its 95% interval as a whisker; then
+    the unattributed part (the mechanisms within noise, and what no
+    mechanism names). The findings and the unattributed part add up to B's
+    row."""
+    steps = [(m.name, m.total.delta, (m.total.low, m.total.high)) for m in x.mechanisms if m.finding]
+    u = x.unattributed
+    steps.append(("unattributed", u.delta, (u.low, u.high)))
+    rows, at, ends = [], x.wall.a, [x.wall.a, x.wall.b]
+    for name, delta, interval in steps:
+        rows.append((name, at, at + delta, interval))
+        ends += [at + delta, at + interval[0], at + interval[1]]
+        at += delta
+    ticks = _ticks(max(ends) * 1.05)
+    top = ticks[-1] if ticks[-1] >= max(ends) else max(ends)
+
+    def px(v: float) -> float:
+        return WATERFALL_LABEL + WATERFALL_PLOT * max(v, 0.0) / top
+
+    height = WATERFALL_ROW * (len(rows) + 3)
+    out = [f'<svg class=waterfall xmlns="http://www.w3.org/2000/svg" width="{WATERFALL_LABEL + WATERFALL_PLOT + 120}" '
+           f'height="{height}" font-size="12" font-family="system-ui,sans-serif">']
+    for t in ticks:
+        out.append(f'<line x1="{px(t):.1f}" x2="{px(t):.1f}" y1="0" y2="{height - 18}" stroke="#e4e4e4"/>'
+                   f'<text x="{px(t):.1f}" y="{height - 4}" text-anchor="middle" fill="#666">{ns_figure(t)}</text>')
+
+    def bar(i: int, label: str, x0: float, x1: float, colour: str, value: str, title: str,
+            beyond: float = 0.0) -> str:
+        """A bar from x0 to x1 in row i, its value written past it (and past `beyond`, a whisker's end)."""
+        y = i * WATERFALL_ROW + 4
+        left, right = sorted((px(x0), px(x1)))
+        return (f'<g class=step><title>{html.escape(title)}</title>'
+                f'<text x="{WATERFALL_LABEL - 8}" y="{y + 14}" text-anchor="end">{html.escape(label[:48])}</text>'
+                f'<rect x="{left:.1f}" y="{y}" width="{max(right - left, 1):.1f}" height="18" fill="{colour}"/>'
+                f'<text x="{max(right, px(beyond)) + 6:.1f}" y="{y + 14}" fill="#333">{html.escape(value)}</text></g>')
+
+    out.append(bar(0, f"A {server_a}", 0, x.wall.a, "#8c8c8c", ns_figure(x.wall.a), f"A's row: {ns_figure(x.wall.a)}"))
+    for i, (name, x0, x1, interval) in enumerate(rows, start=1):
+        colour = "#c8c8c8" if name == "unattributed" else "#d6604d" if x1 > x0 else "#4393c3"
+        title = (f"{name}: {signed_figure(x1 - x0)} per row (95% {signed_figure(interval[0])} to "
+                 f"{signed_figure(interval[1])})")
+        out.append(bar(i, name, x0, x1, colour, signed_figure(x1 - x0), title, x0 + interval[1]))
+        y = i * WATERFALL_ROW + 13
+        lo, hi = px(x0 + interval[0]), px(x0 + interval[1])
+        out.append(f'<path class=whisker d="M{lo:.1f},{y - 5}v10M{lo:.1f},{y}H{hi:.1f}M{hi:.1f},{y - 5}v10" '
+                   'stroke="#222" fill="none"/>')
+        if i < len(rows):
+            y = (i + 1) * WATERFALL_ROW + 4
+            out.append(f'<line x1="{px(x1):.1f}" x2="{px(x1):.1f}" y1="{y - 8}" y2="{y}" stroke="#999" '
+                       'stroke-dasharray="2,2"/>')
+    out.append(bar(len(rows) + 1, f"B {server_b}", 0, x.wall.b, "#555555", ns_figure(x.wall.b), f"B's row: {ns_figure(x.wall.b)}"))
+    out.append("</svg>")
+    return ("<h2>From A's row to B's</h2><p class=muted>wall time per row without the probes; each mechanism's "
+            "B - A from the sampled runs, its 95% interval as a whisker; red grew, blue shrank</p>" + "".join(out))
+
+
+def details_html(x: Explanation) -> str:
+    """The efficiency per row, how the sampled runs relate to the unprobed ones, and the warnings."""
+    names = dict(EFFICIENCY)
+    rows = "".join(f"<tr class={'finding' if d.excludes_zero else 'noise'}><td>{html.escape(names[k])}</td>"
+                   f"<td>{d.a:.4g}</td><td>{d.b:.4g}</td><td>{d.delta:+.4g}</td>"
+                   f"<td>{d.low:+.4g} to {d.high:+.4g}</td></tr>" for k, d in x.efficiency)
+    sa, sb = x.scale
+    notes = [f"the sampled runs' row time over the unprobed runs': A {sa:.3f}, B {sb:.3f} (what sampling cost "
+             "them; the mechanisms are scaled back)"]
+    if x.apart_s is not None:
+        notes.append(f"the two sides' runs: {'alternated' if x.paired else 'not alternated'}, their mean start "
+                     f"times {x.apart_s:.0f} s apart")
+    return ((("<h2>Efficiency per row</h2><table class=mechanisms><tr><th>per row</th><th>A</th><th>B</th>"
+              f"<th>B - A</th><th>95% interval</th></tr>{rows}</table>") if rows else "")
+            + "".join(f"<p class=muted>{html.escape(n)}</p>" for n in notes)
+            + ("<ul class=warnings>" + "".join(f"<li>warning: {html.escape(w)}</li>" for w in x.warnings) + "</ul>"
+               if x.warnings else ""))
 
 
 def mechanisms_html(result: dict[str, Any]) -> str:
@@ -151,12 +252,14 @@ def phases_html(result: dict[str, Any]) -> str:
             "<th>A</th><th>B</th><th>B - A</th><th>95% interval</th></tr>" + "".join(rows) + "</table>")
 
 
-def render_html(result: dict[str, Any], text: str, svg: str | None,
+def render_html(result: dict[str, Any], svg: str | None,
                 stage_svgs: tuple[tuple[str, str], ...] | list[tuple[str, str]] = ()) -> str:
+    x: Explanation | None = result.get("explanation")
     return ("<!DOCTYPE html><html lang=en><head><meta charset=utf-8><title>mysqlprobe compare</title>"
             f"<script>{PAGE_SCRIPT}</script>"
             "<style>body{font:14px system-ui,sans-serif;margin:24px auto;max-width:1240px}"
-            "pre{background:#f8f8f4;padding:10px;font-size:12.5px}.muted{color:#666}"
+            ".muted{color:#666}.answer{font-size:16px;font-weight:600}#headline li{margin:4px 0}"
+            ".warnings{color:#8a4b00}"
             ".stages td,.mechanisms td{padding:2px 8px}.mechanisms td:not(:first-child){text-align:right}"
             ".mechanisms .noise{color:#888}.mechanisms .wall{font-weight:bold}"
             ".bars{width:640px}.bar{height:14px;margin:1px 0;font-size:11px;"
@@ -165,14 +268,15 @@ def render_html(result: dict[str, Any], text: str, svg: str | None,
             ".key{margin-right:14px;font-size:12px}.key i{display:inline-block;width:10px;height:10px;"
             "margin-right:4px}</style></head><body>"
             f"<h1>{html.escape(result['a']['server'])} vs {html.escape(result['b']['server'])}</h1>"
-            + "<div id=headline><pre>" + html.escape("\n".join(_headline_lines(result))) + "</pre></div>"
+            + headline_html(result)
+            + (waterfall_svg(x, result["a"]["server"], result["b"]["server"]) if x is not None else "")
             + mechanisms_html(result)
             + phases_html(result)
             + row_bars(result)
             + drilldown_html(result)
             + "<h2>Stages, per row</h2>" + stage_bars(result)
             + "".join(f"<h2>Below {html.escape(stage)}</h2>{g}" for stage, g in stage_svgs)
-            + f"<h2>Report</h2><pre>{html.escape(text)}</pre>"
+            + (details_html(x) if x is not None else "")
             + (f"<h2>Differential flame graph of the load's threads, "
                f"{'wall time' if result.get('explanation') else 'samples'} per row</h2>{svg}" if svg else "")
             + "</body></html>\n")

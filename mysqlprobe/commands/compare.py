@@ -123,7 +123,7 @@ def run(args, parser) -> int:
             svg = wall_diff_graph(side_a, side_b) or diff_graph(a, b, result)
             if svg:
                 write_new(args.output, "diff.svg", svg)
-            write_new(args.output, "compare.html", render_html(result, text, svg, stage_graphs(a, b, result)))
+            write_new(args.output, "compare.html", render_html(result, svg, stage_graphs(a, b, result)))
         except OSError as e:
             raise OutputError(f"cannot write into {out}: {e.strerror}") from None
         print(f"wrote {out}/compare.txt, compare.json, compare.html" + (", diff.svg" if svg else ""),

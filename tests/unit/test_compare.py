@@ -197,7 +197,7 @@ def test_the_html_page_draws_each_sides_row_to_one_scale():
 
     result = C.compare([run(A)], [run(B)])
     page = Bars()
-    page.feed(render_html(result, C.render_text(result), None))
+    page.feed(render_html(result, None))
     a, b = page.bars
     # A's row is 10 us (the widest: the whole scale), B's 6 us; each split into its stages and the rest
     assert sum(w for w, _ in a) == pytest.approx(100, abs=0.1)

@@ -116,3 +116,39 @@ def test_an_index_builds_phases_are_compared_pair_by_pair_with_a_missing_phase_a
     assert any("by phase" in line for line in detail(x))
     # a side without a build compares no phases
     assert explain(a, [replace(r, phases={}) for r in b]).phases == ()
+
+
+def test_the_waterfall_walks_from_as_row_to_bs_by_the_findings_and_the_rest():
+    import html
+    import re
+
+    from mysqlprobe.analysis.compare_html import waterfall_svg
+
+    a, b = sides([0.0, 400.0, -300.0, 700.0, 100.0])
+    x = explain(a, b)
+    assert x is not None
+    svg = waterfall_svg(x, "10.1.23", "10.2.11")
+    bars = [(float(m[1]), float(m[1]) + float(m[2]), html.unescape(m[0])) for m in
+            re.findall(r'<title>([^<]*)</title><text[^>]*>[^<]*</text><rect x="([\d.]+)" y="[\d.]+" width="([\d.]+)"',
+                       svg)]
+    findings = [m for m in x.mechanisms if m.finding]
+    assert [t.split(":")[0] for *_, t in bars] == ["A's row", *(m.name for m in findings), "unattributed", "B's row"]
+    at = bars[0][1]                                # A's row ends here; each step starts where the last one ended
+    for left, right, title in bars[1:-1]:
+        assert at == pytest.approx(left, abs=0.15) or at == pytest.approx(right, abs=0.15), (at, title)
+        at = right if at == pytest.approx(left, abs=0.15) else left
+    assert at == pytest.approx(bars[-1][1], abs=0.3)   # and the last one ends where B's row does
+    assert svg.count("class=whisker") == len(findings) + 1
+    assert "tablespace extension: -578ns per row (95% " in svg   # the headline's figure
+
+
+def test_the_compare_page_is_tables_and_charts():
+    from mysqlprobe.analysis.compare_html import headline_html
+
+    a, b = sides([0.0, 400.0, -300.0, 700.0, 100.0])
+    x = explain(a, b)
+    assert x is not None
+    page = headline_html({"explanation": x, "a": {"server": "MariaDB 10.1.23"}, "b": {"server": "MariaDB 10.2.11"}})
+    assert "<pre" not in page
+    assert "<p class=answer>B (MariaDB 10.2.11) is 18% faster per row" in page
+    assert "<li>" in page and "tablespace extension: -578ns" in page and "innodb_use_fallocate: A OFF, B -" in page
