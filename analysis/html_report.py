@@ -15,7 +15,7 @@ from mysqlprobe.analysis import histogram as H
 from mysqlprobe.analysis import report as text
 from mysqlprobe.analysis.figures import histogram_withheld, total_text, unresolved_note
 from mysqlprobe.analysis.index_build import SUBJECT as INDEX_BUILD_SUBJECT
-from mysqlprobe.analysis.stacks_report import io_block, off_cpu_block, samples_block
+from mysqlprobe.analysis.stacks_report import Block, io_calls, off_cpu, samples
 from mysqlprobe.analysis.textfit import pct
 from mysqlprobe.analysis.views import WITHHELD, StageFigure
 from mysqlprobe.analysis.where_report import attribution_block, digest_block
@@ -33,8 +33,9 @@ body{font:14px/1.45 system-ui,sans-serif;margin:24px auto;max-width:1240px;color
 h1{font-size:22px;margin:0 0 4px} h2{font-size:17px;margin:28px 0 8px;border-bottom:1px solid #ddd}
 table{border-collapse:collapse;margin:6px 0} td,th{padding:3px 10px;text-align:right;border-bottom:1px solid #eee}
 th{background:#f4f4f0} td:first-child,th:first-child{text-align:left}
-pre{background:#f8f8f4;padding:10px;overflow-x:auto;font-size:12.5px}
-.meta td{text-align:left} .stage{display:inline-block;vertical-align:top;margin:0 18px 18px 0}
+.tree td{border:0;padding:1px 10px;font-variant-numeric:tabular-nums}
+.meta td{text-align:left} .block td:last-child,.block th:last-child{text-align:left}
+.block td,.block th{font-variant-numeric:tabular-nums} .stage{display:inline-block;vertical-align:top;margin:0 18px 18px 0}
 .warn{color:#a40} .muted{color:#666} .est{color:#555;font-style:italic}
 #search{font:13px monospace;padding:3px 6px;width:260px} tr.linked{cursor:pointer} tr.linked:hover{background:#f3f0e6}
 .card{border:1px solid #ddd;border-radius:6px;padding:12px 16px;background:#fcfcfa;max-width:900px}
@@ -86,7 +87,7 @@ def _e(value: object) -> str:
 def _table(header: list[str], rows: list[list[Any]], cls: str = "") -> str:
     head = "".join(f"<th>{_e(h)}</th>" for h in header)
     body = "".join("<tr>" + "".join(f"<td>{_e(c)}</td>" for c in row) + "</tr>" for row in rows)
-    return f'<table class="{cls}"><tr>{head}</tr>{body}</table>'
+    return f'<table class="{cls}">' + (f"<tr>{head}</tr>" if header else "") + f"{body}</table>"
 
 
 def histogram_chart(s: StageSummary) -> str:
@@ -243,9 +244,50 @@ def _partitions(s: StageSummary, profile: Profile) -> str:
                                                        rows)
 
 
-def _pre(lines: list[str]) -> str:
-    lines = [line for line in lines if line != ""]
-    return f"<pre>{_e(chr(10).join(lines))}</pre>" if lines else ""
+def _block(b: Block | None) -> str:
+    """A report block as the page shows it: sentences, a table, notes."""
+    if b is None:
+        return ""
+    head = "".join(f"<th>{_e(h)}</th>" for h in b.header)
+    body = "".join("<tr>" + "".join(f"<td class=num>{_e(c)}</td>" for c in row[:-1]) + f"<td>{_e(row[-1])}</td></tr>"
+                   for row in b.rows)
+    return ("".join(f"<p>{_e(s)}</p>" for s in b.lead)
+            + "".join(f"<p class=muted>{_e(d)}</p>" for d in b.details)
+            + (f"<table class=block><tr>{head}</tr>{body}</table>" if b.header else "")
+            + "".join(f"<p class=muted>{_e(n)}</p>" for n in b.notes))
+
+
+def _labelled(lines: list[str], width: int = 9) -> str:
+    """Lines of 'label    figures' (the text's label column `width` wide,
+    a line with none going on from the one before) as a two-column table."""
+    rows: list[list[str]] = []
+    for line in lines:
+        label, value = line[:width].strip(), line[width:].strip()
+        if line[:width].endswith(" ") and label and " " not in label:
+            rows.append([label, value])
+        elif rows and not label:
+            rows[-1][1] += " " + value
+        elif line.strip():
+            rows.append(["", line.strip()])
+    return _table([], rows, "meta")
+
+
+def _tree(lines: list[str]) -> str:
+    """An indented text block (a tree, or a list with wrapped items) as a
+    table: each line a row, its first cell indented as the text indents it,
+    its figures (two or more spaces apart in the text) in cells of their own."""
+    rows = []
+    width = 1
+    for line in lines:
+        if not line.strip():
+            continue
+        depth = (len(line) - len(line.lstrip())) // 2
+        cells = re.split(r"\s{2,}", line.strip())
+        width = max(width, len(cells))
+        rows.append((depth, cells))
+    body = "".join(f'<tr><td style="padding-left:{6 + 14 * depth}px">{_e(cells[0])}</td>'
+                   + "".join(f"<td>{_e(c)}</td>" for c in cells[1:]) + "</tr>" for depth, cells in rows)
+    return f"<table class=tree>{body}</table>" if rows else ""
 
 
 def _metadata(profile: Profile) -> str:
@@ -339,7 +381,7 @@ def render_html(profile: Profile, flamegraph_svg: str | None = None, offcpu_svg:
              else "<h2>Where an inserted row's time went</h2>", summary_card(profile),
              *[skew_chart(s) for s in stages if s.stage == "partition.write_row" and s.partitions],
              *_timeline_section(profile),
-             "<details><summary>the run</summary>", _pre(text.header(profile)), "</details>"]
+             "<details><summary>the run</summary>", _labelled(text.header(profile)[1:]), "</details>"]
     parts += ["<h2>Stages</h2>",
               _linked_table(STAGE_COLUMNS[:2] + (["95% interval"] if profile.sampled else []) + STAGE_COLUMNS[2:],
                             _stage_rows(profile), _stage_searches(profile)),
@@ -352,19 +394,19 @@ def render_html(profile: Profile, flamegraph_svg: str | None = None, offcpu_svg:
               + "</p>"]
     withheld_lines = report_lines(profile.consistency)
     if withheld_lines:
-        parts.append(_pre(withheld_lines))
+        parts.append(_tree(withheld_lines))
     build = text.index_block(profile)
     if build:
-        parts += ["<h2>Index build</h2>", _pre(build[1:])]
+        parts += ["<h2>Index build</h2>", _tree(build[1:])]
     tree = attribution_block(profile)
     if tree:
-        parts += ["<h2>Where the time went</h2>", _pre(tree)]
+        parts += ["<h2>Where the time went</h2>", _tree(tree)]
     digests = digest_block(profile)
     if digests:
-        parts += ["<h2>Per statement digest</h2>", _pre(digests[1:])]
-    context = text.process_block(doc.get("process")) + text.perf_schema_block(profile)
+        parts += ["<h2>Per statement digest</h2>", _tree(digests[1:])]
+    context = text.process_facts(doc.get("process")) + text.perf_schema_facts(profile)
     if context:
-        parts += ["<h2>Server and host</h2>", _pre(context)]
+        parts += ["<h2>Server and host</h2>", _table([], [list(f) for f in context], "meta")]
     parts.append("<h2>Latency per stage</h2>")
     for s in stages:
         if not s.calls:
@@ -380,7 +422,7 @@ def render_html(profile: Profile, flamegraph_svg: str | None = None, offcpu_svg:
     perf, window_s = doc.get("cpu_profile") or {}, profile.window.duration_s
     if flamegraph_svg:
         parts += ['<p><input id=search placeholder="search functions (regular expression)"> '
-                  '<span class=muted>click a frame to zoom</span></p>', flamegraph_svg, _pre(samples_block(perf, window_s))]
+                  '<span class=muted>click a frame to zoom</span></p>', flamegraph_svg, _block(samples(perf, window_s))]
     else:
         why = "perf took none: the server used no CPU in the window" if perf.get("status") == "collected" \
             else perf.get("reason") or perf.get("status")
@@ -390,11 +432,11 @@ def render_html(profile: Profile, flamegraph_svg: str | None = None, offcpu_svg:
                   "waited)</h2>",
                   '<p class=muted>widths: microseconds off CPU; the leaf is the kernel function a thread '
                   'blocked in, or [waiting for a CPU]; click a frame to zoom</p>', offcpu_svg,
-                  _pre(off_cpu_block(doc.get("off_cpu") or {}, window_s))]
+                  _block(off_cpu(doc.get("off_cpu") or {}, window_s))]
     if io_svg:
         parts += [f"<h2>I/O flame graph (system calls{'' if all_threads else ' of the load&#x27;s threads'})</h2>",
                   '<p class=muted>widths: microseconds in the calls; below the user frames, the system call '
-                  'and the file it touched; click a frame to zoom</p>', io_svg, _pre(io_block(doc.get("io") or {}, window_s))]
+                  'and the file it touched; click a frame to zoom</p>', io_svg, _block(io_calls(doc.get("io") or {}, window_s))]
     if stage_svgs:
         parts += ["<h2>Below each stage</h2>",
                   '<p class=muted>the CPU samples and off-CPU time whose stacks pass through the stage\'s '

@@ -304,45 +304,59 @@ def _bytes(n: int | None) -> str:
 
 def process_block(p: dict[str, Any] | None) -> list[str]:
     """mysqld and the host over the window (/proc: the capture's process section)."""
+    return _fit([f"{label:<9}{value}" for label, value in process_facts(p)], indent=9)
+
+
+def process_facts(p: dict[str, Any] | None) -> list[tuple[str, str]]:
+    """(label, figures) of mysqld and the host over the window; a label of '' goes on from the line before."""
     if not p:
         return []
     host = p.get("host_cpu_share") or {}
     def share(k: str) -> str:
         return pct(host.get(k)) if host.get(k) is not None else "-"
-    lines = [f"process  CPU user {p['cpu_user_s']:.2f}s system {p['cpu_system_s']:.2f}s "
-             f"({p['cpu_cores']:.2f} cores); {p['threads']} threads, RSS {_bytes(p['rss_bytes'])}",
-             f"         context switches {p['ctx_switches_voluntary']} voluntary, "
-             f"{p['ctx_switches_involuntary']} involuntary; I/O read {_bytes(p['read_bytes'])}, "
-             f"write {_bytes(p['write_bytes'])}",
-             f"host     user {share('user')}, system {share('system')}, iowait {share('iowait')}, "
-             f"steal {share('steal')}, idle {share('idle')}"]
+    facts = [("process", f"CPU user {p['cpu_user_s']:.2f}s system {p['cpu_system_s']:.2f}s "
+                         f"({p['cpu_cores']:.2f} cores); {p['threads']} threads, RSS {_bytes(p['rss_bytes'])}"),
+             ("", f"context switches {p['ctx_switches_voluntary']} voluntary, "
+                  f"{p['ctx_switches_involuntary']} involuntary; I/O read {_bytes(p['read_bytes'])}, "
+                  f"write {_bytes(p['write_bytes'])}"),
+             ("host", f"user {share('user')}, system {share('system')}, iowait {share('iowait')}, "
+                      f"steal {share('steal')}, idle {share('idle')}")]
     busy = p.get("busiest_threads") or []
     if busy:
-        top = ", ".join(f"{t['tid']} {t['name']} {t['cpu_s']:.2f}s" for t in busy[:3])
-        lines.append(f"busiest  {top}")
-    return _fit(lines, indent=9)
+        facts.append(("busiest", ", ".join(f"{t['tid']} {t['name']} {t['cpu_s']:.2f}s" for t in busy[:3])))
+    return facts
 
 
 def perf_schema_block(profile: Profile) -> list[str]:
+    facts = perf_schema_facts(profile)
+    if not facts:
+        return []
+    (_, source), rest = facts[0], facts[1:]
+    return _fit(["", f"Performance Schema ({source})"]
+                + [f"  {label}: {value}" if label else f"  {value}" for label, value in rest])
+
+
+def perf_schema_facts(profile: Profile) -> list[tuple[str, str]]:
+    """(label, figures) of Performance Schema over the window: its source first."""
     ps = profile.perf_schema
     if not ps.collected:
         return []
     d = profile.ps_summaries
-    lines = ["", f"Performance Schema ({ps.connection}, {len(ps.statements)} statements in the window)"]
+    facts = [("Performance Schema", f"{ps.connection}, {len(ps.statements)} statements in the window")]
     for title, key in (("stages", "stages"), ("waits", "waits")):
         top = [r for r in d.get(key, []) if not r["name"].startswith("idle")][:4]
         if top:
-            lines.append(f"  top {title}: " + ", ".join(f"{r['name'].split('/')[-1]} {fmt(r['timer_ps'] / 1000)}"
-                                                      for r in top))
+            facts.append((f"top {title}", ", ".join(f"{r['name'].split('/')[-1]} {fmt(r['timer_ps'] / 1000)}"
+                                                    for r in top)))
     scale = quiet_scale(ps, profile.window, profile.sampling)
     if scale is not None:
-        lines.append(f"  the {len(ps.quieted_instruments)} instruments mysqlprobe turned on were off in the "
-                     f"quiet phases (so their cost is in the measured slowdown): their figures x{scale:.2f} "
-                     "for the whole window")
+        facts.append(("", f"the {len(ps.quieted_instruments)} instruments mysqlprobe turned on were off in the "
+                          f"quiet phases (so their cost is in the measured slowdown): their figures x{scale:.2f} "
+                          "for the whole window"))
     status = d.get("status") or {}
     if status:
-        lines.append("  status: " + ", ".join(f"{k} +{v}" for k, v in sorted(status.items()) if v))
-    return _fit(lines)
+        facts.append(("status", ", ".join(f"{k} +{v}" for k, v in sorted(status.items()) if v)))
+    return facts
 
 
 GLOSSARY = ("marks: ~ estimated for the whole window from the duty cycles; * percentiles withheld: the probes' "

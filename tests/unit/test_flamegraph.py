@@ -1,6 +1,7 @@
 """Flame graph SVG, differential colours, stack summaries and the HTML
 report, on fixed stacks (no root, no server)."""
 
+import html
 import re
 import xml.etree.ElementTree as ET
 from html.parser import HTMLParser
@@ -125,6 +126,22 @@ def test_html_report_is_one_file_with_every_part(report_doc):
     assert chart.startswith("<svg class=\"hist\"") or 'class="hist"' in chart
     without = render_html(Profile({**report_doc, "cpu_profile": {"status": "unavailable", "reason": "no perf here"}}), None)
     assert "no CPU samples: no perf here" in without
+
+
+def test_the_html_report_draws_its_blocks_as_tables_with_the_texts_figures(report_doc):
+    """No text dumps: the CPU samples' block is a table whose rows are the
+    text report's (each function whole, where the text clips it)."""
+    from mysqlprobe.analysis.textfit import pct
+
+    profile = Profile(report_doc)
+    page, text = render_html(profile, render(AFTER, "flame", "sub")), render_text(profile)
+    assert "<pre" not in page
+    top = report_doc["cpu_profile"]["top_self"][:10]
+    assert top
+    for r in top:
+        cells = f"<td class=num>{pct(r['share'])}</td><td class=num>{pct(r.get('total_share'))}</td>"
+        assert f"<tr>{cells}<td>{html.escape(r['function'])}</td></tr>" in page, r
+        assert f"  {pct(r['share']):>6} {pct(r.get('total_share')):>6}  {r['function'][:61]}" in text, r
 
 
 @pytest.fixture
