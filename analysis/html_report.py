@@ -428,8 +428,8 @@ def render_html(profile: Profile, flamegraph_svg: str | None = None, offcpu_svg:
             else perf.get("reason") or perf.get("status")
         parts.append(f"<p class=muted>no CPU samples: {_e(why)}</p>")
     if offcpu_svg:
-        parts += [f"<h2>Off-CPU flame graph (where {'threads' if all_threads else 'the load&#x27;s threads'} "
-                  "waited)</h2>",
+        parts += [f"<h2>Off-CPU flame graph (where {'threads waited' if all_threads else 'the load&#x27;s threads'}"
+                  f"{'' if all_threads else ' waited inside their statements'})</h2>",
                   '<p class=muted>widths: microseconds off CPU; the leaf is the kernel function a thread '
                   'blocked in, or [waiting for a CPU]; click a frame to zoom</p>', offcpu_svg,
                   _block(off_cpu(doc.get("off_cpu") or {}, window_s))]

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from mysqlprobe.analysis import mechanisms as M
+from mysqlprobe.analysis.histogram import format_ns
 from mysqlprobe.analysis.html_report import render_html
 from mysqlprobe.analysis.model import Profile
 from mysqlprobe.analysis.stage_trees import CPU_NS, IO_NS, OFFCPU_NS, SOURCES, read_capture_stacks, stage_trees
@@ -132,6 +134,20 @@ def scoped(folded: Folded, all_threads: bool) -> tuple[Folded, str]:
     return mine, f"{LOAD_THREADS}; --all-threads for every thread"
 
 
+def in_statements(folded: Folded) -> tuple[Folded, int]:
+    """The off-CPU stacks of the load's threads inside their statements: the
+    waits for the client between statements (a connection's socket read or
+    poll outside any statement, as the account charges them) left out, and
+    their weight."""
+    out, idle = Folded(), 0
+    for stack, weight in folded.stacks.items():
+        if M.of_folded(stack, off_cpu=True)[0].mechanism == M.IDLE:
+            idle += weight
+        else:
+            out.stacks[stack] += weight
+    return out, idle
+
+
 def write_visuals(out_dir: str, profile: Profile, all_threads: bool = False, capture_dir: str | None = None) -> list[str]:
     """DIR/flamegraph.svg, DIR/offcpu.svg and DIR/io.svg (when the capture
     has their stacks) and DIR/report.html, the stacks read from capture_dir
@@ -151,6 +167,9 @@ def write_visuals(out_dir: str, profile: Profile, all_threads: bool = False, cap
         if kind != CPU_NS:
             shown, scope = scoped(shown, all_threads)
             sub = f"{sub}; {scope}"
+            if kind == OFFCPU_NS and scope.startswith(LOAD_THREADS):
+                shown, idle = in_statements(shown)
+                sub += f"; {format_ns(idle * 1e3)} waiting for the client between statements left out"
         svg = render(shown, title, sub, **style)
         written.append(write_new(out_dir, svg_file, svg))
         return svg

@@ -383,3 +383,20 @@ def test_a_builds_waits_cut_short_in_the_c_library_are_said_not_placed():
     assert "shares are withheld" in note, note
     assert all(ph.share is None and ph.ns_per_row is None for ph in b.phases) and b.mechanisms == ()
     assert all(ph["share"] is None for ph in p.to_json()["index_build"]["phases"])
+
+
+def test_the_off_cpu_picture_of_the_load_keeps_the_statements_waits_only():
+    """offcpu.svg shows the load's threads inside their statements: a
+    connection's wait for its next statement is not the load's time."""
+    from mysqlprobe.reports import in_statements
+
+    thread = "sql/one_connection"
+    idle = ";".join([thread, *LOOP, "my_net_read_packet", "vio_read", "vio_socket_io_wait", "poll",
+                     "do_sys_poll_[k]"])
+    fsync = ";".join([thread, *LOOP, "dispatch_command", "mysql_execute_command", "trans_commit",
+                      "log_write_up_to", "fsync", "do_fsync_[k]"])
+    load = ";".join([thread, *LOOP, "dispatch_command", "mysql_load", "my_net_read", "vio_read", "poll_[k]"])
+    folded = Folded()
+    folded.stacks.update({idle: 300_000, fsync: 1_200, load: 800})
+    shown, left_out = in_statements(folded)
+    assert dict(shown.stacks) == {fsync: 1_200, load: 800} and left_out == 300_000
