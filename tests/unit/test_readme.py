@@ -149,3 +149,18 @@ def test_every_link_and_anchor_resolves():
 def test_the_quick_start_is_the_two_commands():
     block = README.split("## Quick start", 1)[1].split("```")[1]
     assert [line.split()[:2] for line in block.strip().splitlines()] == [["make", "demo"], ["make", "test"]]
+
+
+def test_the_sample_output_is_what_this_commit_prints_for_the_demos_capture():
+    """README's sample is the report of a real `make demo` capture kept in
+    docs/demo/, as this code prints it: a change to the report fails here
+    until `scripts/readme_sample.py` writes the sample again."""
+    import json
+    import sys
+
+    sys.path.insert(0, str(ROOT / "scripts"))
+    import readme_sample
+
+    doc = json.loads((readme_sample.CAPTURE / "profile.json").read_text())
+    assert doc["workload"]["rows"] == 4000037 and doc["workload"]["table"] == "emp_range_5"   # the demo's load
+    assert readme_sample.shown(README) == readme_sample.block()
