@@ -208,7 +208,7 @@ def report_lines(violations: list[Violation]) -> list[str]:
     grouped: dict[tuple[str, str], list[str]] = {}
     for v in violations:
         grouped.setdefault((v.stage, v.bound), []).append(v.figure)
-    lines = ["withheld: figures that broke a bound a true one keeps (shown '?'):"]
+    lines = ["withheld ('?'): figures that could not be true, and why:"]
     for (stage, bound), figures in grouped.items():
         lines += textwrap.wrap(f"{stage} {', '.join(figures)}: {bound}", 80, initial_indent="  ",
                                subsequent_indent="    ")

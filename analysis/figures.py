@@ -76,7 +76,7 @@ def unresolved_note(marks: Iterable[str], indent: str = "") -> list[str]:
     """The line that says what a '*' on percentiles means, where one is."""
     if not any(marks):
         return []
-    return [f"{indent}{UNRESOLVED} percentiles withheld: within the probes' doubt per call"]
+    return [f"{indent}{UNRESOLVED} percentiles withheld: the probes' cost per call is too uncertain"]
 
 
 def histogram_withheld(s: StageSummary, profile: Profile) -> str | None:
@@ -87,5 +87,5 @@ def histogram_withheld(s: StageSummary, profile: Profile) -> str | None:
     if withheld(profile.consistency, s.stage, PERCENTILES):
         return "withheld with the percentiles, see above"
     if any(f.stage == s.stage and f.mark == UNRESOLVED for f in profile.figures):   # the figures already made
-        return "withheld with the percentiles, within the probes' doubt"
+        return "withheld with the percentiles: probes' cost too uncertain"
     return None

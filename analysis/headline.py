@@ -141,7 +141,7 @@ def cost_line(profile: Profile) -> str:
     sampling = profile.sampling
     if sampling.sampled:
         share = sampling.on_s / profile.window.duration_s if profile.window.duration_s else 0.0
-        what = f"probes on {share:.0%} of the window ({sampling.cycles} cycles)"
+        what = f"probes on {share:.0%} of the time, in {sampling.cycles} spells"
     else:
         what = "every call counted (--exact)"
     measured = ("slowdown not measured" if not slowed else "no slowdown measured" if slowed < 1
@@ -225,7 +225,7 @@ def render_digest(d: DigestHeadline) -> list[str]:
     shown = d.parts[:SHOWN_STAGES]
     if d.not_probed is None:
         return lines + _prose("  its probed functions' time came to more than the statement's: not shown "
-                              "(the probes' cost inside it is known to its calibration's doubt; --exact "
+                              "(the probes' own cost inside it is not known closely enough; --exact "
                               "or a longer window)")
     return lines + _part_lines(shown + [d.not_probed], "    ")
 
@@ -283,7 +283,7 @@ def _account_lines(h: Headline) -> list[str]:
                  f"{e.redo_bytes:.3g} redo bytes" if e.redo_bytes is not None else ""]
         lines += _prose("per row: " + ", ".join(b for b in bits if b))
     if h.probed:
-        counted = "~ estimated from the duty cycles" if any(s.estimated for s in h.probed) else "every call counted"
+        counted = "~ estimated from the part of the time the probes were on" if any(s.estimated for s in h.probed) else "every call counted"
         lines += _prose(f"probed functions (calls: {counted}; latency per call; the stage tables below):")
         for s in h.probed[:SHOWN_STAGES]:
             calls = f"~{s.calls:,.0f}" if s.estimated else f"{s.calls:,.0f}"

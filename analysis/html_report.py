@@ -388,8 +388,9 @@ def render_html(profile: Profile, flamegraph_svg: str | None = None, offcpu_svg:
               "<p class=muted>click a stage to find its functions in the flame graph</p>",
               "".join(f"<p class=muted>{_e(line)}</p>" for line in [" ".join(text.idle_line(profile))] if line),
               "<p class=muted>share: time in the stage / window length (above 100% with several threads)"
-              + ("; ~ estimated for the whole window from the duty cycles" if profile.sampled else "")
-              + "; mean &lt;X: the probes' doubt per call outweighs the call, X bounds it"
+              + ("; ~ estimated for the whole window from the part of the time the probes were on"
+                 if profile.sampled else "")
+              + "; mean &lt;X: at most X (the probes' own cost per call is as large as the call)"
               + "".join(f"; {_e(line)}" for line in unresolved_note(f.mark for f in profile.figures))
               + "</p>"]
     withheld_lines = report_lines(profile.consistency)

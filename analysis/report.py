@@ -359,9 +359,9 @@ def perf_schema_facts(profile: Profile) -> list[tuple[str, str]]:
     return facts
 
 
-GLOSSARY = ("marks: ~ estimated for the whole window from the duty cycles; * percentiles withheld: the probes' "
-            "doubt per call is wider than the histogram's resolution; < an upper bound (its interval is wider than "
-            "the value); ? withheld: it broke a bound a true figure keeps")
+GLOSSARY = ("marks: ~ estimated for the whole window from the part of the time the probes were on; * percentiles "
+            "withheld: the probes' cost per call is too uncertain for them; < at most this (its interval is wider "
+            "than the value); ? not shown: it could not be true (the lines above say why)")
 
 
 MECHANISM_SHOWN = 0.02   # a build's mechanisms below this share are summed as the rest

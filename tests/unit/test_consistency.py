@@ -25,7 +25,7 @@ def kinds(profile: Profile) -> set[tuple[str, str]]:
 def test_the_synthetic_capture_breaks_no_bound():
     profile = Profile(doc())
     assert profile.consistency == []
-    assert "withheld: figures" not in render_text(profile)
+    assert "withheld ('?')" not in render_text(profile)
 
 
 def test_a_stage_longer_than_its_one_thread_times_the_window_is_withheld():
