@@ -16,8 +16,8 @@ from mysqlprobe.reports import load_profile, write_visuals
 
 EXAMPLES = """examples:
   mysqlprobe report /tmp/run1              # text report of /tmp/run1/profile.json
-  mysqlprobe report /tmp/run1 --json       # the stage summaries as JSON
-  mysqlprobe report /tmp/run1 --json=all   # the whole capture with everything derived from it
+  mysqlprobe report /tmp/run1 --json       # the whole capture with everything derived from it (as record --json)
+  mysqlprobe report /tmp/run1 --json=stages   # the stage summaries only
   mysqlprobe report /tmp/run1 --html       # write report.html and flamegraph.svg again, into /tmp/run1
   mysqlprobe report /tmp/run1 --html -o /tmp/pages   # ... into /tmp/pages, the capture untouched
   mysqlprobe report /tmp/run1 --prometheus # the figures in Prometheus's text format
@@ -26,8 +26,9 @@ EXAMPLES = """examples:
 
 def add_arguments(p) -> None:
     p.add_argument("capture", help="a capture directory or its profile.json")
-    p.add_argument("--json", nargs="?", const="stages", choices=("stages", "all"),
-                   help="print the stage summaries (or, with =all, the whole derived profile) as JSON")
+    p.add_argument("--json", nargs="?", const="all", choices=("all", "stages"),
+                   help="print the derived profile as JSON on stdout instead of the text report, as record "
+                        "and compare do (=stages: the stage summaries only; =all, the default, is the whole)")
     p.add_argument("--prometheus", action="store_true",
                    help="print the figures in the Prometheus text exposition format")
     p.add_argument("--html", action="store_true",

@@ -219,3 +219,24 @@ def test_a_short_window_samples_fast_enough_for_a_flame_graph():
         hz = sampling_frequency(d)
         assert DEFAULT_FREQUENCY <= hz <= SHORT_WINDOW_MAX_HZ and (hz * d >= STACKS_WANTED or hz == SHORT_WINDOW_MAX_HZ
                                                                      or hz == DEFAULT_FREQUENCY)
+
+
+def test_json_means_the_whole_result_on_every_command():
+    """report --json prints what record --json does (the whole derived
+    profile, as --json=all did), --json=stages the stage summaries alone."""
+    import json
+    from pathlib import Path
+
+    from mysqlprobe.reports import load_profile
+
+    demo = Path(__file__).resolve().parents[2] / "docs" / "demo"
+
+    def printed(*args: str):
+        done = subprocess.run([MYSQLPROBE, "report", str(demo), *args], capture_output=True, text=True, timeout=120)
+        assert done.returncode == 0, done.stderr
+        return json.loads(done.stdout)
+
+    whole = printed("--json")
+    assert whole == printed("--json=all") == json.loads(json.dumps(load_profile(str(demo)).to_json()))
+    assert printed("--json=stages") == json.loads(json.dumps(load_profile(str(demo)).stage_records))
+    assert "account" in whole and "stages" in whole
