@@ -11,14 +11,13 @@ from operator import attrgetter
 from typing import Any
 
 import html
-import math
 
 from mysqlprobe.analysis import compare as C
 from mysqlprobe.analysis.compare_account import (EFFICIENCY, Explanation, answer, headline_parts, ns_figure,
                                                     signed_figure)
 from mysqlprobe.analysis.compare_figures import ns_text, signed_ns
 from mysqlprobe.analysis.drilldown import evidence_line
-from mysqlprobe.analysis.html_report import PAGE_SCRIPT
+from mysqlprobe.analysis.html_report import PAGE_SCRIPT, axis_ticks
 from mysqlprobe.analysis.stage_trees import CPU_NS, OFFCPU_NS
 from mysqlprobe.flamegraphs.folded import Folded
 from mysqlprobe.flamegraphs.svg import render
@@ -130,16 +129,6 @@ def headline_html(result: dict[str, Any]) -> str:
 WATERFALL_ROW, WATERFALL_LABEL, WATERFALL_PLOT = 26, 330, 620
 
 
-def _ticks(top: float) -> list[float]:
-    """Round gridline values from 0 up to top: 1, 2 or 5 times a power of ten apart, four to eight of them."""
-    step = 10 ** math.floor(math.log10(top / 5)) if top > 0 else 1.0
-    for k in (1, 2, 5, 10):
-        if top / (step * k) <= 8:
-            step *= k
-            break
-    return [i * step for i in range(int(top / step) + 1)]
-
-
 def waterfall_svg(x: Explanation, server_a: str, server_b: str) -> str:
     """From A's row time to B's: each finding's delta a bar from where the
     ones before it left the row, with its 95% interval as a whisker; then
@@ -154,7 +143,7 @@ def waterfall_svg(x: Explanation, server_a: str, server_b: str) -> str:
         rows.append((name, at, at + delta, interval))
         ends += [at + delta, at + interval[0], at + interval[1]]
         at += delta
-    ticks = _ticks(max(ends) * 1.05)
+    ticks = axis_ticks(max(ends) * 1.05)
     top = ticks[-1] if ticks[-1] >= max(ends) else max(ends)
 
     def px(v: float) -> float:

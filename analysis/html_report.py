@@ -9,6 +9,7 @@ from collections.abc import Sequence
 from typing import Any
 
 import html
+import math
 import re
 
 from mysqlprobe.analysis import histogram as H
@@ -119,7 +120,21 @@ def histogram_chart(s: StageSummary) -> str:
 
 
 TL_W, TL_H, TL_LEFT, TL_RIGHT = 900, 170, 64, 64
-PHASE_FILL = {ON: "#fde3c8", QUIET: "#e8e8e8"}
+PHASE_FILL = {ON: "#f9c48f", QUIET: "#f1f1f1"}
+
+
+def axis_ticks(top: float) -> list[float]:
+    """Round gridline values from 0 up to top: 1, 2 or 5 times a power of ten apart, four to eight of them."""
+    step = 10 ** math.floor(math.log10(top / 5)) if top > 0 else 1.0
+    for k in (1, 2, 5, 10):
+        if top / (step * k) <= 8:
+            step *= k
+            break
+    return [round(i * step, 12) for i in range(int(top / step + 1e-9) + 1)]
+
+
+def _seconds(s: float) -> str:
+    return f"{s:g}s"
 
 
 def timeline_chart(t: Timeline) -> str:
@@ -128,8 +143,9 @@ def timeline_chart(t: Timeline) -> str:
     rates = [p.rows_per_s for p in t.phases if p.rows_per_s is not None]
     if not rates or t.window_s <= 0:
         return ""
-    top = max(rates) or 1.0
-    lat_top = max((ns for _, _, ns in t.latency), default=0.0) or 1.0
+    ticks = axis_ticks(max(rates) * 1.05)
+    top = max(ticks[-1], max(rates))
+    lat_top = max((ns for _, _, ns in t.latency), default=0.0) * 1.1 or 1.0
     plot_w = TL_W - TL_LEFT - TL_RIGHT
     def x(s: float) -> float:
         return TL_LEFT + plot_w * min(max(s / t.window_s, 0.0), 1.0)
@@ -138,13 +154,25 @@ def timeline_chart(t: Timeline) -> str:
         return 10 + (TL_H - 10) * (1 - v / m)
     out = [f'<svg id=timeline width="{TL_W}" height="{TL_H + 34}" viewBox="0 0 {TL_W} {TL_H + 34}" '
            'xmlns="http://www.w3.org/2000/svg" font-size="10" font-family="sans-serif">']
-    for p in t.phases:
-        if p.kind in PHASE_FILL:
+    # the quiet phases first, light; the on-phases over them, at least 2 px wide, with a darker edge
+    for kind in (QUIET, ON):
+        for p in t.phases:
+            if p.kind != kind:
+                continue
             rate = f"{p.rows_per_s:,.0f} rows/s" if p.rows_per_s is not None else "rows not read"
             out.append(f'<rect class="phase {p.kind}" x="{x(p.start_s):.1f}" y="10" '
-                       f'width="{max(x(p.start_s + p.seconds) - x(p.start_s), 0.5):.1f}" height="{TL_H - 10}" '
-                       f'fill="{PHASE_FILL[p.kind]}"><title>{_e(p.kind)}-phase at {p.start_s:.3f}s for '
+                       f'width="{max(x(p.start_s + p.seconds) - x(p.start_s), 2 if kind == ON else 0.5):.1f}" '
+                       f'height="{TL_H - 10}" fill="{PHASE_FILL[p.kind]}"'
+                       + (' stroke="#e08a3c" stroke-width="0.6"' if kind == ON else "")
+                       + f'><title>{"probes on" if kind == ON else "collectors quiet"} at {p.start_s:.3f}s for '
                        f'{p.seconds * 1000:.1f}ms: {_e(rate)}</title></rect>')
+    for v in ticks:                                   # rows/s gridlines, left axis
+        out.append(f'<line class=grid x1="{TL_LEFT}" x2="{TL_W - TL_RIGHT}" y1="{y(v, top):.1f}" '
+                   f'y2="{y(v, top):.1f}" stroke="#e6e6e6"/><text x="{TL_LEFT - 4}" y="{y(v, top) + 3:.1f}" '
+                   f'text-anchor="end" fill="#2f5e9e">{v:,.0f}</text>')
+    for v in axis_ticks(t.window_s):                   # seconds, the time axis
+        out.append(f'<line class=grid x1="{x(v):.1f}" x2="{x(v):.1f}" y1="10" y2="{TL_H + 3}" stroke="#e6e6e6"/>'
+                   f'<text x="{x(v):.1f}" y="{TL_H + 14}" text-anchor="middle">{_seconds(v)}</text>')
     for p in t.phases:
         if p.rows_per_s is not None:
             out.append(f'<line class=rate x1="{x(p.start_s):.1f}" x2="{x(p.start_s + p.seconds):.1f}" '
@@ -155,15 +183,14 @@ def timeline_chart(t: Timeline) -> str:
         out.append(f'<circle class=latency cx="{cx:.1f}" cy="{y(ns, lat_top):.1f}" r="3" fill="#c0392b">'
                    f'<title>{_e(t.stage)}: {_e(fmt(ns))} per call in the on-phase at {start:.3f}s</title></circle>')
     out += [f'<line x1="{TL_LEFT}" y1="{TL_H}" x2="{TL_W - TL_RIGHT}" y2="{TL_H}" stroke="#999"/>',
-            f'<text x="{TL_LEFT - 4}" y="14" text-anchor="end" fill="#2f5e9e">{top:,.0f}</text>',
-            f'<text x="{TL_LEFT - 4}" y="{TL_H}" text-anchor="end" fill="#2f5e9e">0 rows/s</text>',
-            f'<text x="{TL_LEFT}" y="{TL_H + 14}">0s</text>',
-            f'<text x="{TL_W - TL_RIGHT}" y="{TL_H + 14}" text-anchor="end">{t.window_s:.2f}s</text>']
+            f'<line x1="{TL_LEFT}" y1="10" x2="{TL_LEFT}" y2="{TL_H}" stroke="#999"/>',
+            f'<text x="{TL_LEFT - 4}" y="{TL_H + 26}" text-anchor="end" fill="#2f5e9e">rows/s</text>']
     if t.latency:
-        out += [f'<text x="{TL_W - TL_RIGHT + 4}" y="14" fill="#c0392b">{_e(fmt(lat_top))}</text>',
-                f'<text x="{TL_W - TL_RIGHT + 4}" y="{TL_H}" fill="#c0392b">0</text>']
-    legend = ("blue: rows/s in each phase; shaded: probes on (orange), off with the other collectors quiet (grey)"
-              + (f"; red: {t.stage}'s mean per call in each on-phase" if t.latency else ""))
+        for v in axis_ticks(lat_top)[1:]:
+            out.append(f'<text x="{TL_W - TL_RIGHT + 4}" y="{y(v, lat_top) + 3:.1f}" fill="#c0392b">'
+                       f'{_e(fmt(v))}</text>')
+    legend = ("blue: rows/s in each phase; orange: the probes on; grey: off, with the other collectors quiet"
+              + (f"; red: {t.stage}'s mean per call while the probes were on" if t.latency else ""))
     out.append(f'<text x="{TL_LEFT}" y="{TL_H + 28}">{_e(legend)}</text></svg>')
     return "".join(out)
 

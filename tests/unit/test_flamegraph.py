@@ -175,3 +175,24 @@ def test_off_cpu_and_io_pictures_show_the_load_threads_unless_asked(tmp_path):
     background = F.parse(["mysqld/io_handler_thread;fil_aio_wait;io_getevents_[k] 9000"])
     shown, scope = scoped(background, all_threads=False)
     assert shown.total == 9000 and "none is a client connection's" in scope
+
+
+def test_the_timeline_has_axes_gridlines_and_on_phases_one_can_see():
+    """A 9.6-s window whose two on-phases last 40 ms (under a pixel at its
+    scale) and whose quiet phase is 4 s: the on-phases are drawn 2 px wide
+    at least, the time axis and the rows/s axis carry round ticks."""
+    from mysqlprobe.analysis.html_report import TL_LEFT, TL_RIGHT, TL_W, axis_ticks, timeline_chart
+    from mysqlprobe.analysis.timeline import OFF, ON, QUIET, Phase, Timeline
+
+    phases = [Phase(0.0, 0.02, 9_000, ON), Phase(0.02, 4.0, 2_000_000, QUIET), Phase(4.02, 5.0, 2_600_000, OFF),
+              Phase(9.02, 0.02, 8_000, ON)]
+    svg = timeline_chart(Timeline(9.6, phases, "partition.write_row", [(0.0, 0.02, 1500.0), (9.02, 0.02, 1400.0)]))
+    widths = [float(w) for w in re.findall(r'class="phase on" x="[\d.]+" y="10" width="([\d.]+)"', svg)]
+    assert len(widths) == 2 and min(widths) >= 2
+    assert axis_ticks(9.6) == [0, 2, 4, 6, 8] and axis_ticks(520_000 * 1.05)[-1] == 500_000
+    labels = re.findall(r'text-anchor="middle">([^<]+)</text>', svg)
+    assert labels == ["0s", "2s", "4s", "6s", "8s"]
+    assert svg.count("class=grid") == 5 + len(axis_ticks(520_000 * 1.05))
+    # the quiet phase under the on-phases, drawn first
+    assert svg.index('class="phase quiet"') < svg.index('class="phase on"')
+    assert TL_LEFT < TL_W - TL_RIGHT
