@@ -177,7 +177,7 @@ class OffCpuConfig(ctypes.Structure):
 
 class OffCpuKey(ctypes.Structure):
     _fields_ = [("tid", _u32), ("ustack", ctypes.c_int32), ("kstack", ctypes.c_int32), ("preempted", _u32),
-                ("urecovered", _u64), ("caller", _u64), ("length", _u32), ("pad", _u32)]
+                ("urecovered", _u64), ("caller", _u64), ("length", _u32), ("pad", _u32), ("kcopied", _u64)]
 
 
 class OffCpuValue(ctypes.Structure):
@@ -187,7 +187,8 @@ class OffCpuValue(ctypes.Structure):
 class Away(ctypes.Structure):
     """A thread switched out in an on-phase, not yet back (keyed by its task_struct's address)."""
     _fields_ = [("ts", _u64), ("ustack", ctypes.c_int32), ("kstack", ctypes.c_int32), ("preempted", _u32),
-                ("tid", _u32), ("urecovered", _u64), ("caller", _u64), ("taken", _u32), ("pad", _u32)]
+                ("tid", _u32), ("urecovered", _u64), ("caller", _u64), ("taken", _u32), ("pad", _u32),
+                ("kcopied", _u64)]
 
 
 class OffCpuThreadKey(ctypes.Structure):

@@ -102,9 +102,10 @@ static __always_inline __u64 recovered_user_stack(const struct x86_64_regs *u, s
 	return keep_stack(h ? h : 2, s);
 }
 
-/* The thread's user stack walked as bpf_get_stackid() walks it, whose
- * bucket in `stacks` held another: its key in `recovered` (odd), else 0. */
-static __always_inline __u64 copied_user_stack(void *ctx)
+/* The thread's stack (user: BPF_F_USER_STACK, else kernel) walked as
+ * bpf_get_stackid() walks it, whose bucket in its map held another: its key
+ * in `recovered` (odd), else 0. */
+static __always_inline __u64 copied_stack(void *ctx, __u64 flags)
 {
 	__u32 zero = 0;
 	struct stack_scan *s = bpf_map_lookup_elem(&scan, &zero);
@@ -112,7 +113,7 @@ static __always_inline __u64 copied_user_stack(void *ctx)
 
 	if (!s)
 		return 0;
-	bytes = bpf_get_stack(ctx, s->ips, STACK_DEPTH * sizeof(__u64), BPF_F_USER_STACK);
+	bytes = bpf_get_stack(ctx, s->ips, STACK_DEPTH * sizeof(__u64), flags);
 	if (bytes <= 0)
 		return 0;
 	return keep_stack(stack_hash(s, (int)(bytes / sizeof(__u64))) | COPIED_STACK, s);
@@ -243,7 +244,9 @@ int on_switch(__u64 *ctx)
 				/* the user registers it entered the kernel with, or was interrupted at */
 				bpf_probe_read_kernel(&u, sizeof(u), (const void *)bpf_task_pt_regs(t));
 				out.kstack = bpf_get_stackid(ctx, &kernel_stacks, 0);
-				if (out.kstack < 0)
+				if (out.kstack == -EEXIST)
+					out.kcopied = copied_stack(ctx, 0);
+				if (out.kstack < 0 && !out.kcopied)
 					count_drop(OFFCPU_KERNEL_STACK_NOT_TAKEN);
 				out.urecovered = recovered_user_stack(&u, t);
 				/* the kernel's walk only where it is whole: a recovered stack is not
@@ -251,7 +254,7 @@ int on_switch(__u64 *ctx)
 				if (!out.urecovered) {
 					out.ustack = bpf_get_stackid(ctx, &stacks, BPF_F_USER_STACK);
 					if (out.ustack == -EEXIST)
-						out.urecovered = copied_user_stack(ctx);
+						out.urecovered = copied_stack(ctx, BPF_F_USER_STACK);
 					if (out.ustack < 0 && !out.urecovered)
 						count_drop(OFFCPU_USER_STACK_NOT_TAKEN);
 					/* in a library's system call wrapper (a frameless leaf): the walk
@@ -279,7 +282,7 @@ int on_switch(__u64 *ctx)
 		if (a->taken) {
 			struct offcpu_key k = { .tid = a->tid, .ustack = a->ustack, .kstack = a->kstack,
 						.preempted = a->preempted, .urecovered = a->urecovered,
-						.caller = a->caller, .length = length };
+						.caller = a->caller, .length = length, .kcopied = a->kcopied };
 
 			/* weighed by the waits it stands for: a CPU's period may change */
 			add_wait(&k, (now - a->ts) * a->taken, a->taken);

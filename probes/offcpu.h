@@ -11,15 +11,15 @@ enum offcpu_dropped {
 	OFFCPU_STACK_MAP_FULL,
 	OFFCPU_RECOVERED_MAP_FULL,
 	OFFCPU_USER_STACK_NOT_TAKEN,     /* neither walked into `stacks`, nor recovered, nor copied */
-	OFFCPU_KERNEL_STACK_NOT_TAKEN,   /* its bucket in `kernel_stacks` held another stack */
+	OFFCPU_KERNEL_STACK_NOT_TAKEN,   /* neither walked into `kernel_stacks` nor copied */
 	OFFCPU_DROPPED_KINDS,
 };
 
 /* Where the stacks are kept. A stack map refuses a stack whose bucket holds
  * another, for good: a hot stack so refused would be lost at every walk.
- * The kernel stacks of switch-outs are few, in a map of their own; a user
- * stack refused by `stacks` is copied into `recovered` by its hash, odd
- * (COPIED_STACK set), where the recovered ones are even. */
+ * The kernel stacks of switch-outs are few, in a map of their own; a stack
+ * refused by its map (user or kernel) is copied into `recovered` by its
+ * hash, odd (COPIED_STACK set), where the recovered user stacks are even. */
 enum offcpu_stacks {
 	KERNEL_STACKS = 4096,
 	COPIED_STACK = 1,
@@ -56,6 +56,8 @@ struct away {
 			     * (user_stack.h's leaf_caller), which the walk of ustack skipped; 0: none */
 	__u32 taken;        /* its stacks taken: the waits it stands for (the pacing's period); 0: only timed */
 	__u32 pad;
+	__u64 kcopied;      /* its kernel stack's key in `recovered` where `kernel_stacks` refused it
+			     * (kstack -1 then; odd: COPIED_STACK); 0: none */
 };
 
 /* every wait of a thread, of one kind (preempted or blocked), timed: the
@@ -90,6 +92,7 @@ struct offcpu_key {
 	__u64 caller;       /* as in struct away */
 	__u32 length;       /* as in struct offcpu_thread_key */
 	__u32 pad;
+	__u64 kcopied;      /* as in struct away */
 };
 
 struct offcpu_value {

@@ -87,7 +87,8 @@ class OffCpuSession(PhasedPrograms):
     def __init__(self, pid: int, verbose: bool = False, stacks_per_cpu_s: int = STACKS_PER_CPU_S):
         self.stacks_per_cpu_s = stacks_per_cpu_s   # before the base loads the program with config()
         super().__init__(pid, verbose)
-        # (tid, ustack, kstack, preempted, urecovered, caller, length) -> [ns, waits]: taken stacks' waits cut short
+        # (tid, ustack, kstack, preempted, urecovered, caller, length, kcopied) -> [ns, waits]: taken stacks'
+        # waits cut short
         self.cut: dict[tuple[Any, ...], list[int]] = {}
         self.cut_waits: dict[tuple[int, bool, int], ThreadWaits] = {}   # every wait cut short, by (tid, preempted, length)
         self.unstacked_ns = 0   # waits of a thread and kind none of whose stacks was taken
@@ -133,9 +134,12 @@ class OffCpuSession(PhasedPrograms):
         # a user stack recovered (probes/user_stack.h), or copied where `stacks` refused it, is kept
         # by its hash in a map of its own; the kernel stacks are in theirs (probes/offcpu.h)
         taken = [OffCpuRecord(tid, self._frames("recovered", ctypes.c_uint64(urecovered)) if urecovered
-                              else self._stack(ustack), self._stack(kstack, "kernel_stacks"), bool(preempted),
+                              else self._stack(ustack),
+                              self._frames("recovered", ctypes.c_uint64(kcopied)) if kcopied
+                              else self._stack(kstack, "kernel_stacks"), bool(preempted),
                               ns, count, bool(urecovered) and not urecovered & abi.COPIED_STACK, caller, length)
-                 for (tid, ustack, kstack, preempted, urecovered, caller, length), (ns, count) in totals.items()]
+                 for (tid, ustack, kstack, preempted, urecovered, caller, length, kcopied), (ns, count)
+                 in totals.items()]
         timed = self._thread_waits()
         self.walked = sum(w.walked for w in timed.values())
         self.switches = sum(w.count for w in timed.values())
@@ -183,7 +187,7 @@ def spread_waits(taken: list[OffCpuRecord],
 
 def _key(k: Away | OffCpuKey, length: int) -> tuple[int, ...]:
     """An open wait's or a map key's identity: its thread, stacks and decade of length."""
-    return (k.tid, k.ustack, k.kstack, k.preempted, k.urecovered, k.caller, length)
+    return (k.tid, k.ustack, k.kstack, k.preempted, k.urecovered, k.caller, length, k.kcopied)
 
 
 
