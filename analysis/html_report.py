@@ -9,6 +9,7 @@ from collections.abc import Sequence
 from typing import Any
 
 import html
+import json
 import math
 import re
 
@@ -17,6 +18,7 @@ from mysqlprobe.analysis import report as text
 from mysqlprobe.analysis.figures import histogram_withheld, total_text, unresolved_note
 from mysqlprobe.analysis.index_build import SUBJECT as INDEX_BUILD_SUBJECT
 from mysqlprobe.analysis.stacks_report import Block, io_calls, off_cpu, samples
+from mysqlprobe.flamegraphs.stacks import fold_probe_frames
 from mysqlprobe.analysis.textfit import pct
 from mysqlprobe.analysis.views import WITHHELD, StageFigure
 from mysqlprobe.analysis.where_report import attribution_block, digest_block
@@ -42,6 +44,10 @@ th{background:#f4f4f0} td:first-child,th:first-child{text-align:left}
 .card{border:1px solid #ddd;border-radius:6px;padding:12px 16px;background:#fcfcfa;max-width:900px}
 .card.digest{margin-top:10px} .card code{font-size:12px;word-break:break-all}
 .card .big{font-size:20px;font-weight:600} .bar{display:flex;height:26px;margin:10px 0 6px;border:1px solid #bbb}
+.sw{position:relative;border:1px solid #eee;margin:4px 0 14px;overflow:hidden}
+.sw-frame{position:absolute;height:17px;background:#f4b183;border:1px solid #fff;box-sizing:border-box;
+font-size:11px;line-height:16px;overflow:hidden;white-space:nowrap;padding-left:2px}
+#sandwich{font:13px monospace;padding:3px 6px;width:360px}
 .seg{height:100%} .key{display:inline-block;margin:2px 14px 2px 0} .key i{display:inline-block;width:11px;
 height:11px;margin-right:5px;vertical-align:-1px}
 """
@@ -76,8 +82,78 @@ document.addEventListener('DOMContentLoaded', function () {
       if (row.cells[0].textContent.replace(/[*?]$/, '') === decodeURIComponent(wanted[1])) row.click();
     });
   }
+  var sandwich = document.getElementById('sandwich');
+  if (sandwich) {
+    var asked = /[#&]sandwich=([^&]*)/.exec(window.location.hash || '');
+    if (asked) sandwich.value = decodeURIComponent(asked[1]);
+    sandwich.addEventListener('change', function () { mpSandwich(sandwich.value); });
+    mpSandwich(sandwich.value);
+  }
   document.documentElement.setAttribute('data-loaded', '1');
 });
+/* A sandwich view (as speedscope and Pyroscope draw one): of the CPU
+   samples whose stacks hold a function, its callers above it (read down:
+   the function, its caller, that one's caller) and its callees below it,
+   each frame as wide as its samples. */
+function mpTree(paths) {
+  var root = {w: 0, c: {}};
+  paths.forEach(function (p) {
+    var node = root;
+    root.w += p[1];
+    p[0].forEach(function (f) {
+      var next = node.c[f] || (node.c[f] = {n: f, w: 0, c: {}});
+      next.w += p[1];
+      node = next;
+    });
+  });
+  return root;
+}
+function mpDrawTree(el, root) {
+  el.innerHTML = '';
+  var deepest = 0;
+  function draw(node, left, depth) {
+    Object.keys(node.c).sort().forEach(function (k) {
+      var c = node.c[k], width = 100 * c.w / root.w;
+      if (width >= 0.05) {
+        var div = document.createElement('div');
+        div.className = 'sw-frame';
+        div.style.left = left + '%';
+        div.style.width = width + '%';
+        div.style.top = (depth * 18) + 'px';
+        div.textContent = c.n;
+        div.title = c.n + ': ' + c.w + ' samples, ' + width.toFixed(1) + '%';
+        div.setAttribute('data-weight', c.w);
+        div.setAttribute('data-depth', depth);
+        el.appendChild(div);
+        deepest = Math.max(deepest, depth + 1);
+        draw(c, left, depth + 1);
+      }
+      left += width;
+    });
+  }
+  draw(root, 0, 0);
+  el.style.height = (deepest * 18 + 2) + 'px';
+}
+function mpSandwich(name) {
+  var data = JSON.parse(document.getElementById('cpu-stacks').textContent);
+  var callers = [], callees = [], total = 0, self = 0, all = 0;
+  Object.keys(data).forEach(function (stack) {
+    var frames = stack.split(';'), i = frames.indexOf(name), w = data[stack];
+    all += w;
+    if (i < 0) return;
+    total += w;
+    if (i === frames.length - 1) self += w;
+    callers.push([frames.slice(0, i + 1).reverse(), w]);
+    callees.push([frames.slice(i), w]);
+  });
+  var summary = document.getElementById('sw-summary');
+  summary.setAttribute('data-total', total);
+  summary.setAttribute('data-self', self);
+  summary.textContent = total ? name + ': on ' + total + ' of ' + all + ' CPU samples (' +
+    (100 * total / all).toFixed(1) + '%), itself on CPU in ' + self : 'no CPU sample holds ' + name;
+  mpDrawTree(document.getElementById('sw-callers'), mpTree(callers));
+  mpDrawTree(document.getElementById('sw-callees'), mpTree(callees));
+}
 """
 
 
@@ -397,6 +473,35 @@ def _timeline_section(profile: Profile) -> list[str]:
     return ["<h2>The window as it went</h2>", chart] if chart else []
 
 
+SANDWICH_CHOICES = 2000   # functions offered by name, most samples first
+
+
+def _sandwich(profile: Profile, perf: dict[str, Any]) -> str:
+    """The sandwich view of a function: its callers and callees over the CPU
+    samples whose stacks hold it, drawn in the page from the folded stacks
+    it carries (the probes' machinery folded, as in the flame graph)."""
+    cpu = profile.folded.get("cpu_profile")
+    if cpu is None or not cpu.total:
+        return ""
+    stacks = fold_probe_frames(cpu)[0].stacks
+    totals: dict[str, int] = {}
+    for stack, weight in stacks.items():
+        for frame in set(stack.split(";")[1:]):
+            totals[frame] = totals.get(frame, 0) + weight
+    names = sorted(totals, key=lambda f: -totals[f])[:SANDWICH_CHOICES]
+    top = [r["function"] for r in perf.get("top_self") or [] if r["function"] in totals]
+    first = top[0] if top else (names[0] if names else "")
+    data = json.dumps(dict(stacks), separators=(",", ":")).replace("</", "<\\/")
+    return ("<h2>Sandwich: a function's callers and callees (CPU samples)</h2>"
+            f'<p><input id=sandwich list=sw-functions value="{_e(first)}"> <span id=sw-summary class=muted></span></p>'
+            "<datalist id=sw-functions>" + "".join(f'<option value="{_e(n)}">' for n in names) + "</datalist>"
+            f"<script type=application/json id=cpu-stacks>{data}</script>"
+            "<p class=muted>its callers, read down from it: who called it, and who called them</p>"
+            "<div id=sw-callers class=sw></div>"
+            "<p class=muted>its callees: what it ran, itself on CPU where nothing is below</p>"
+            "<div id=sw-callees class=sw></div>")
+
+
 def render_html(profile: Profile, flamegraph_svg: str | None = None, offcpu_svg: str | None = None,
                 io_svg: str | None = None, stage_svgs: Sequence[tuple[str, str]] = (), all_threads: bool = False) -> str:
     doc, stages = profile.doc, profile.stages
@@ -455,6 +560,9 @@ def render_html(profile: Profile, flamegraph_svg: str | None = None, offcpu_svg:
         why = "perf took none: the server used no CPU in the window" if perf.get("status") == "collected" \
             else perf.get("reason") or perf.get("status")
         parts.append(f"<p class=muted>no CPU samples: {_e(why)}</p>")
+    sandwich = _sandwich(profile, perf) if flamegraph_svg else ""
+    if sandwich:
+        parts.append(sandwich)
     if offcpu_svg:
         parts += [f"<h2>Off-CPU flame graph (where {'threads waited' if all_threads else 'the load&#x27;s threads'}"
                   f"{'' if all_threads else ' waited inside their statements'})</h2>",

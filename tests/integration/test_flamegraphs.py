@@ -4,6 +4,7 @@ graph load in headless Chromium without errors, draw, and search works."""
 
 from __future__ import annotations
 
+import re
 import shutil
 import subprocess
 import sys
@@ -165,3 +166,23 @@ def test_the_report_page_has_its_parts_and_its_table_finds_functions(captures, a
     matched = float(clicked.split('data-matched="')[1].split('"')[0])
     assert expected > 0 and matched == pytest.approx(expected, abs=0.02)
     screenshot(page, artefacts / "report-full.png", "1280,3000")   # for a person
+
+
+def test_the_sandwich_view_counts_a_functions_samples_as_the_stacks_do(captures):
+    """report.html#sandwich=F draws F's callers and callees from the CPU
+    samples: F's total and self samples, and the first frame of each side,
+    are what the capture's stacks.folded holds (probe frames folded)."""
+    cap = captures["range"]
+    stacks, _ = fold_probe_frames(folded.parse((cap["dir"] / "stacks.folded").read_text().splitlines()))
+    name = "row_insert_for_mysql"
+    total = sum(w for s, w in stacks.stacks.items() if name in s.split(";"))
+    self_ = sum(w for s, w in stacks.stacks.items() if s.split(";")[-1] == name)
+    assert total > 0
+    dom = dom_after_load(cap["dir"] / "report.html", f"#sandwich={name}")
+    assert 'data-errors="' not in dom
+    summary = dom.split('id="sw-summary"')[1].split(">")[0]
+    assert f'data-total="{total}"' in summary and f'data-self="{self_}"' in summary
+    for side in ("sw-callers", "sw-callees"):
+        part = dom.split(f'id="{side}"')[1].split("</div></div>")[0]
+        # the function itself, whole, first: every sample of it
+        assert re.search(rf'data-weight="{total}" data-depth="0"[^>]*>{re.escape(name)}<', part), side
