@@ -220,7 +220,7 @@ def timeline_chart(t: Timeline) -> str:
     if not rates or t.window_s <= 0:
         return ""
     ticks = axis_ticks(max(rates) * 1.05)
-    top = max(ticks[-1], max(rates))
+    top = max(ticks[-1], max(rates)) or 1.0   # no row in any phase: the axis still stands
     lat_top = max((ns for _, _, ns in t.latency), default=0.0) * 1.1 or 1.0
     plot_w = TL_W - TL_LEFT - TL_RIGHT
     def x(s: float) -> float:

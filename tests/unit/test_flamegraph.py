@@ -196,3 +196,7 @@ def test_the_timeline_has_axes_gridlines_and_on_phases_one_can_see():
     # the quiet phase under the on-phases, drawn first
     assert svg.index('class="phase quiet"') < svg.index('class="phase on"')
     assert TL_LEFT < TL_W - TL_RIGHT
+    # a window in which no row changed: the axis stands at 0, nothing divides by it
+    idle = timeline_chart(Timeline(2.0, [Phase(0.0, 0.05, 0, ON), Phase(0.05, 1.9, 0, OFF)], None, []))
+    assert "class=rate" in idle and "NaN" not in idle
+
