@@ -258,8 +258,11 @@ class OffCpuCollector(PhasedBpfCollector[OffCpuSession]):
     optional = True
     can_pace = False
     quiets = True
-    # its BPF object loads first in prepare, while a perf record starts
-    phases = Phases(begin=50, prepare=0, start=50, collect=70)
+    # its BPF object loads first in prepare, while a perf record starts; it starts right
+    # after the process's snapshot of the threads' times and stops right before the
+    # last (collectors/kernel/process.py): a wait open at the end is counted up to
+    # where the kernel's times are read, not the other collectors' stops later
+    phases = Phases(begin=50, prepare=0, start=92, collect=70)
     session_type = OffCpuSession
     label, lacks = "off-CPU time", "off-CPU stacks"
 
