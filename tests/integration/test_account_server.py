@@ -24,6 +24,7 @@ pytestmark = [pytest.mark.root, pytest.mark.server]
 ROWS = 700_001          # prime: about two seconds on 10.2.11 into 5 RANGE partitions
 WHOLE = 0.02            # the bound: on CPU and off it add up to the wall time within 2%
 ROW_TIME = 0.05         # the row's time against the statement's elapsed time, per row
+EDGES_NS = 10e6         # the window's two ends: the kernel's thread times read, the tracer switched
 
 
 @pytest.fixture(scope="module")
@@ -87,8 +88,10 @@ def test_on_and_off_cpu_add_up_to_the_threads_wall_time(server, tmp_path):
     n = samples[load["tid"]]
     period_ns = 1e9 / cpu["frequency_hz"] * window / (window - cpu["quiet_s"])
     off_seen = traced.get(load["tid"], 0) * window / (window - off["quiet_s"])
-    # the traced waits, timed from switch-out to switch-in, against the kernel's time off CPU
-    assert off_seen == pytest.approx(load["wall_ns"] - load["on_cpu_ns"], rel=WHOLE), (load, off_seen)
+    # the traced waits, timed from switch-out to switch-in, against the kernel's time off CPU; at
+    # each end a few ms lie between the kernel's read of the threads and the tracer's switch
+    # (one run: 306.5 ms traced against 313.2); the fault this catches was +60 ms
+    assert off_seen == pytest.approx(load["wall_ns"] - load["on_cpu_ns"], rel=WHOLE, abs=EDGES_NS), (load, off_seen)
     # the samples against the kernel's time on CPU, within three standard errors of their count
     assert abs(n * period_ns - load["on_cpu_ns"]) <= 3 * math.sqrt(n) * period_ns, (load, n, period_ns)
     parts = sum(m["ns_per_row"] for m in a["mechanisms"])
