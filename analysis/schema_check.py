@@ -63,7 +63,7 @@ NON_NEGATIVE_KEYS = frozenset(("calls", "count", "samples", "rows", "rows_change
                                "frequency_hz", "cpus", "pid", "tid", "bytes", "cycles"))
 NON_NEGATIVE_SUFFIXES = ("_calls", "_count", "_samples", "_bytes", "_s")
 # ... and those that must be above zero (a window of no time has no rates)
-POSITIVE = {("window", "duration_s")}
+POSITIVE = {("window", "duration_s"), ("cpu_profile", "slice_s")}
 
 
 def _where(path: tuple[str | int, ...]) -> str:

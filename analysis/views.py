@@ -53,12 +53,13 @@ class Window:
     rows_changed: int | None = None     # the server's rows written, updated or deleted
     rows_counter: str | None = None     # what rows_changed sums (or memory:VARIABLE)
     own_cpu_s: float | None = None      # mysqlprobe's own process over the window
+    start_monotonic_s: float | None = None  # its opening on the host's CLOCK_MONOTONIC
 
     @classmethod
     def of(cls, window: dict[str, Any]) -> Window:
         return cls(window.get("start") or "?", window["duration_s"], window.get("ended_by") or "?",
                    window.get("requested_s"), window.get("rows_changed"), window.get("rows_counter"),
-                   window.get("own_cpu_s"))
+                   window.get("own_cpu_s"), window.get("start_monotonic_s"))
 
     @property
     def duration_ns(self) -> float:
@@ -450,6 +451,10 @@ class StackSection:
     on_s: float | None = None
     quiet_s: float | None = None
     threads: tuple[ThreadShare, ...] = ()
+    # the CPU samples by slice of time (slices_file): each slice_s long, slice 0 from slices_origin_s
+    # on the host's CLOCK_MONOTONIC
+    slice_s: float | None = None
+    slices_origin_s: float | None = None
 
     @classmethod
     def of(cls, name: str, section: dict[str, Any] | None, schema_version: Any = None) -> StackSection:
@@ -458,7 +463,8 @@ class StackSection:
         if name == "cpu_profile" and schema_version == 1 and "stacks_file" not in files:
             files["stacks_file"] = SCHEMA_1_CPU_FILE
         return cls(name, sec.get("status") or "absent", files, sec.get("frequency_hz"), sec.get("on_s"),
-                   sec.get("quiet_s"), tuple(ThreadShare.of(t) for t in sec.get("by_thread") or ()))
+                   sec.get("quiet_s"), tuple(ThreadShare.of(t) for t in sec.get("by_thread") or ()),
+                   sec.get("slice_s"), sec.get("slices_origin_s"))
 
     @property
     def collected(self) -> bool:

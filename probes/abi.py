@@ -57,7 +57,8 @@ IO_DROPS = {"IO_THREAD_MAP_FULL": "thread map full", "IO_CALL_MAP_FULL": "call m
             "IO_OPENED_MAP_FULL": "opened-file map full"}
 # cpu_sample.h
 SAMPLE_USER_STACKS, SAMPLE_KERNEL_STACKS = 1, 2
-SAMPLE_DROPS = {"SAMPLE_MAP_FULL": "sample map full", "SAMPLE_STACKS_NOT_TAKEN": "stacks not taken"}
+SAMPLE_DROPS = {"SAMPLE_MAP_FULL": "sample map full", "SAMPLE_STACKS_NOT_TAKEN": "stacks not taken",
+                "SAMPLE_SLICES_FULL": "samples without their time"}
 OFFCPU_DROPPED, IO_DROPPED, SAMPLE_DROPPED = (tuple(d.values()) for d in (OFFCPU_DROPS, IO_DROPS, SAMPLE_DROPS))
 
 
@@ -230,12 +231,13 @@ class Path(ctypes.Structure):
 
 
 class SampleConfig(ctypes.Structure):
-    _fields_ = [("target_tgid", _u32), ("stacks", _u32), ("trampoline", _u64), ("text_lo", _u64), ("text_hi", _u64)]
+    _fields_ = [("target_tgid", _u32), ("stacks", _u32), ("trampoline", _u64), ("text_lo", _u64), ("text_hi", _u64),
+                ("origin_ns", _u64), ("slice_ns", _u64)]
 
 
 class SampleKey(ctypes.Structure):
-    _fields_ = [("tid", _u32), ("ustack", ctypes.c_int32), ("kstack", ctypes.c_int32), ("in_kernel", ctypes.c_uint16),
-                ("at_entry", ctypes.c_uint16), ("ip", _u64), ("caller", _u64)]
+    _fields_ = [("tid", _u32), ("ustack", ctypes.c_int32), ("kstack", ctypes.c_int32), ("in_kernel", ctypes.c_uint8),
+                ("at_entry", ctypes.c_uint8), ("slice", ctypes.c_uint16), ("ip", _u64), ("caller", _u64)]
 
 
 # per object: C struct name -> its mirror

@@ -4,7 +4,10 @@
  * CPU time; the samples that land in the target's threads are counted by
  * (thread, user stack, kernel stack, or the user address alone). Nothing
  * is copied out per sample: user space reads the counts and the stacks
- * once, at the window's end.
+ * once, at the window's end. With config.slice_ns, each sample is counted
+ * a second time under its slice of time, in `slices`: the same samples,
+ * by when they were taken (a map of its own, so that a long window that
+ * fills it loses the samples' times, counted, never the samples).
  *
  * Stacks are walked by the kernel along the frame pointers. A binary
  * built without them gets the sampled user address alone (config.stacks
@@ -24,6 +27,8 @@ struct task_struct;
 #include "user_stack.h"
 
 #define MAX_KEYS 65536
+#define MAX_SLICED_KEYS 65536
+#define LAST_SLICE 65535   /* a slice past it is counted in it */
 
 const volatile struct sample_config config = {};
 __u32 enabled = 0;   /* samples are counted */
@@ -40,6 +45,30 @@ struct {
 	__type(key, struct sample_key);
 	__type(value, __u64);
 } samples SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, MAX_SLICED_KEYS);
+	__type(key, struct sample_key);
+	__type(value, __u64);
+} slices SEC(".maps");
+
+/* one more sample under key k; false when the map is full */
+static __always_inline int counted(void *map, struct sample_key *k)
+{
+	__u64 one = 1, *n = bpf_map_lookup_elem(map, k);
+
+	if (n) {
+		__sync_fetch_and_add(n, 1);
+		return 1;
+	}
+	if (bpf_map_update_elem(map, k, &one, BPF_NOEXIST) == 0)
+		return 1;
+	n = bpf_map_lookup_elem(map, k);   /* another CPU made it meanwhile */
+	if (n)
+		__sync_fetch_and_add(n, 1);
+	return n != 0;
+}
 
 /* At a probe's breakpoint, or at a return-probed function's first
  * instructions before `mov %rsp,%rbp`: the function's return slot (there
@@ -70,7 +99,7 @@ SEC("perf_event")
 int on_sample(struct bpf_perf_event_data *ctx)
 {
 	__u64 id = bpf_get_current_pid_tgid();
-	__u64 kernel_pc = 0, *n;
+	__u64 kernel_pc = 0;
 
 	if (!enabled || (id >> 32) != config.target_tgid)
 		return 0;
@@ -109,19 +138,16 @@ int on_sample(struct bpf_perf_event_data *ctx)
 			count_drop(SAMPLE_STACKS_NOT_TAKEN);
 	}
 
-	n = bpf_map_lookup_elem(&samples, &k);
-	if (n) {
-		__sync_fetch_and_add(n, 1);
-	} else {
-		__u64 one = 1;
+	if (!counted(&samples, &k)) {
+		count_drop(SAMPLE_MAP_FULL);
+		return 0;
+	}
+	if (config.slice_ns) {
+		__u64 slice = (bpf_ktime_get_ns() - config.origin_ns) / config.slice_ns;
 
-		if (bpf_map_update_elem(&samples, &k, &one, BPF_NOEXIST) != 0) {
-			n = bpf_map_lookup_elem(&samples, &k);   /* another CPU made it meanwhile */
-			if (n)
-				__sync_fetch_and_add(n, 1);
-			else
-				count_drop(SAMPLE_MAP_FULL);   /* the map is full */
-		}
+		k.slice = slice < LAST_SLICE ? slice : LAST_SLICE;
+		if (!counted(&slices, &k))
+			count_drop(SAMPLE_SLICES_FULL);
 	}
 	return 0;
 }

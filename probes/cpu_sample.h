@@ -16,6 +16,7 @@ enum sample_stacks {
 enum sample_dropped {
 	SAMPLE_MAP_FULL,
 	SAMPLE_STACKS_NOT_TAKEN,
+	SAMPLE_SLICES_FULL,     /* counted in `samples`, but not in `slices`: its time is lost */
 	SAMPLE_DROPPED_KINDS,
 };
 
@@ -25,14 +26,17 @@ struct sample_config {
 	__u64 trampoline;   /* the page of uretprobe trampolines ([uprobes]); 0: not checked */
 	__u64 text_lo;      /* the target binary's code: where a return address */
 	__u64 text_hi;      /* at the stack's top may point */
+	__u64 origin_ns;    /* CLOCK_MONOTONIC at the object's load: slice 0 starts there */
+	__u64 slice_ns;     /* the length of a slice of time; 0: samples are not sliced */
 };
 
 struct sample_key {
 	__u32 tid;
 	__s32 ustack;     /* stack ids; negative: not taken, or none */
 	__s32 kstack;
-	__u16 in_kernel;  /* the CPU was in the kernel, on the thread's behalf */
-	__u16 at_entry;   /* at a return-probed function's first instructions: see at_entry() */
+	__u8 in_kernel;   /* the CPU was in the kernel, on the thread's behalf */
+	__u8 at_entry;    /* at a return-probed function's first instructions: see at_entry() */
+	__u16 slice;      /* in `slices`: the slice of time, from config.origin_ns (0 in `samples`) */
 	__u64 ip;         /* the user address, when user stacks are not taken */
 	__u64 caller;     /* a frameless leaf's return address: see leaf_caller() */
 };

@@ -24,13 +24,15 @@ from mysqlprobe.collectors.target.addresses import (UNKNOWN, UPROBES, binary_cod
 from mysqlprobe.collectors.base import Cost, Facts, Phases, Section
 from mysqlprobe.collectors.cpu.cpu_bursts import burst_time_of
 from mysqlprobe.collectors.kernel.phased import PhasedBpfCollector, PhasedPrograms
-from mysqlprobe.collectors.cpu.perf import KERNEL_SUFFIX, STACKS_FILE, fold_samples, threads_record
+from mysqlprobe.collectors.cpu.perf import KERNEL_SUFFIX, STACKS_FILE, fold_samples, thread_roots, threads_record
+from mysqlprobe.flamegraphs.folded import Folded
 from mysqlprobe.collectors.cpu.perf_record import Unwinding
 from mysqlprobe.errors import BpfError
 from mysqlprobe.flamegraphs.stacks import stacks_summary
 from mysqlprobe.probes import abi
 from dataclasses import dataclass
 
+SLICES_FILE = "stacks-by-time.folded"   # the CPU samples by slice of time: `slice;thread;frames count`
 KERNEL_FRAME = "[kernel]"  # a burst sample's own frame when the CPU was in the kernel
 
 
@@ -57,6 +59,7 @@ class SampleRecord:
     count: int
     at_entry: bool = False   # at a return-probed function's first instructions: its callers unknown
     caller: int = 0          # a frameless leaf's caller, which the frame-pointer walk skipped
+    slice: int = 0           # the slice of time it was taken in (sliced records only)
 
 
 class CpuSampleSession(PhasedPrograms):
@@ -66,16 +69,19 @@ class CpuSampleSession(PhasedPrograms):
     object_name = "cpu_sample"
     programs = ("on_sample",)
     what = "cpu-clock perf events"
-    maps = (".bss", "samples", "stacks", "dropped")
+    maps = (".bss", "samples", "slices", "stacks", "dropped")
     # open, its events interrupt every CPU at the frequency, counting or not:
     # the bursts' 4999 Hz left open from the load slowed 8 clients by 5-9%
     # in every phase of the window where no burst had run yet
     idle_while_off = False
 
-    def __init__(self, pid: int, frequency: int, user_stacks: bool, kernel_stacks: bool, verbose: bool = False):
+    def __init__(self, pid: int, frequency: int, user_stacks: bool, kernel_stacks: bool, verbose: bool = False,
+                 slice_ns: int = 0):
         self.frequency = frequency
         self.stacks = (abi.SAMPLE_USER_STACKS if user_stacks else 0) | (abi.SAMPLE_KERNEL_STACKS if kernel_stacks else 0)
         self.cpus = online_cpus()
+        self.slice_ns = slice_ns
+        self.origin_ns = time.monotonic_ns()   # the kernel's bpf_ktime_get_ns() reads the same clock
         super().__init__(pid, verbose)
 
     @property
@@ -84,7 +90,8 @@ class CpuSampleSession(PhasedPrograms):
 
     def config(self) -> abi.SampleConfig:
         maps, exe = process_maps(self.pid)
-        return abi.SampleConfig(self.pid, self.stacks, uprobe_trampolines(maps), *binary_code(maps, exe))
+        return abi.SampleConfig(self.pid, self.stacks, uprobe_trampolines(maps), *binary_code(maps, exe),
+                                self.origin_ns, self.slice_ns)
 
     def _attach(self) -> None:
         program = self._obj.program("on_sample")
@@ -96,14 +103,17 @@ class CpuSampleSession(PhasedPrograms):
                 raise BpfError(f"a cpu-clock event on CPU {cpu}: {e.strerror or e}") from None
             self._obj.attach_perf_event(program, fd, f"the cpu-clock event of CPU {cpu}")
 
-    def records(self) -> list[SampleRecord]:
+    def records(self, sliced: bool = False) -> list[SampleRecord]:
+        """The samples by thread and stacks; sliced: by slice of time too
+        (the `slices` map: empty unless the session slices)."""
         out = []
         count = ctypes.c_uint64()
-        for key in libbpf.keys(self._fds["samples"], abi.SampleKey):
-            if libbpf.lookup(self._fds["samples"], key, count) and count.value:
+        fd = self._fds["slices" if sliced else "samples"]
+        for key in libbpf.keys(fd, abi.SampleKey):
+            if libbpf.lookup(fd, key, count) and count.value:
                 user = self._stack(key.ustack) if key.ustack >= 0 else ([key.ip] if key.ip else [])
                 out.append(SampleRecord(key.tid, user, self._stack(key.kstack), bool(key.in_kernel), count.value,
-                                        bool(key.at_entry), key.caller))
+                                        bool(key.at_entry), key.caller, key.slice))
         return out
 
 
@@ -130,14 +140,17 @@ class BpfSampling(PhasedBpfCollector[CpuSampleSession]):
 
     can_pace = False
 
-    def __init__(self, pid: int, frequency: int, user_stacks: bool, kernel_stacks: bool, verbose: bool = False):
+    def __init__(self, pid: int, frequency: int, user_stacks: bool, kernel_stacks: bool, verbose: bool = False,
+                 slice_s: float = 0.0):
         super().__init__(pid, verbose)
         self.frequency, self.user_stacks, self.kernel_stacks = frequency, user_stacks, kernel_stacks
+        self.slice_ns = round(slice_s * 1e9)
         self.switch_failures = 0
         self._switch_error = ""
 
     def new_session(self) -> CpuSampleSession:
-        return CpuSampleSession(self.pid, self.frequency, self.user_stacks, self.kernel_stacks, self.verbose)
+        return CpuSampleSession(self.pid, self.frequency, self.user_stacks, self.kernel_stacks, self.verbose,
+                                self.slice_ns)
 
     def _turn(self, on: bool) -> None:
         self._switched(on)
@@ -180,8 +193,9 @@ class CpuProfileCollector(BpfSampling):
     quiets = True
     label, lacks = "CPU sampling in BPF", "CPU stacks (--sampler perf samples with the perf tool)"
 
-    def __init__(self, pid: int, frequency: int, unwinding: Unwinding, verbose: bool = False):
-        super().__init__(pid, frequency, user_stacks=True, kernel_stacks=True, verbose=verbose)
+    def __init__(self, pid: int, frequency: int, unwinding: Unwinding, verbose: bool = False,
+                 slice_s: float = 0.0):
+        super().__init__(pid, frequency, user_stacks=True, kernel_stacks=True, verbose=verbose, slice_s=slice_s)
         self.unwinding = unwinding
         self.started_at = 0.0
         self.seconds = 0.0
@@ -200,13 +214,19 @@ class CpuProfileCollector(BpfSampling):
             self.seconds = time.monotonic() - self.started_at
 
     def collect(self, facts: Facts) -> Section:
-        """The samples folded under the threads' names, and a summary."""
+        """The samples folded under the threads' names, and a summary; and
+        the same samples by slice of time (the slice's number as their root
+        frame), for the timeline's span (report.html)."""
         records = self.live.records()
-        kernel = facts.kernel_symbols.names(a for r in records for a in r.kernel)
-        user = self._user_names((a for r in records for a in r.user), facts)
-        named = [(facts.comms.get(r.tid, facts.process_comm), r.tid, cpu_frames(r, user, kernel.get), r.count)
-                 for r in records]
-        folded = fold_samples(named, facts.thread_names)
+        sliced = self.live.records(sliced=True) if self.slice_ns else []
+        kernel = facts.kernel_symbols.names(a for r in records + sliced for a in r.kernel)
+        user = self._user_names((a for r in records + sliced for a in r.user), facts)
+
+        def named(rs: list[SampleRecord]) -> list[tuple[str, int | None, list[str], int]]:
+            return [(facts.comms.get(r.tid, facts.process_comm), r.tid, cpu_frames(r, user, kernel.get), r.count)
+                    for r in rs]
+        whole = named(records)
+        folded = fold_samples(whole, facts.thread_names)
         samples = sum(r.count for r in records)
         cost = self._cost()
         u = self.unwinding
@@ -215,10 +235,18 @@ class CpuProfileCollector(BpfSampling):
                   "samples": samples, "quiet_s": round(self.quiet_s, 6), "switch_failures": self.switch_failures,
                   "perf_cpu_share": round(cost.target_s / self.seconds, 4)
                   if cost.target_s is not None and self.seconds else None,
-                  "dropped": self.live.dropped(abi.SAMPLE_DROPPED), "by_thread": threads_record(named),
+                  "dropped": self.live.dropped(abi.SAMPLE_DROPPED), "by_thread": threads_record(whole),
                   **stacks_summary(folded)}
-        return Section(self.name, {self.name: record}, self.switch_notes(), cost,
-                       {STACKS_FILE: ("stacks_file", folded)} if samples else {})
+        files = {STACKS_FILE: ("stacks_file", folded)} if samples else {}
+        if sliced:
+            # each slice's root: its number, from the session's origin (its monotonic time in the record)
+            roots = thread_roots(whole, facts.thread_names)
+            by_time = Folded()
+            for r, (comm, tid, frames, count) in zip(sliced, named(sliced)):
+                by_time.add([str(r.slice), roots(comm, tid)] + frames, count)
+            record.update(slice_s=self.slice_ns / 1e9, slices_origin_s=round(self.live.origin_ns / 1e9, 9))
+            files[SLICES_FILE] = ("slices_file", by_time)
+        return Section(self.name, {self.name: record}, self.switch_notes(), cost, files)
 
 
 class CpuBurstSampler(BpfSampling):

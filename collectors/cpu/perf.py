@@ -118,10 +118,22 @@ def threads_record(samples: Sequence[tuple[str, int | None, list[str], int]]) ->
     return [{"tid": tid, "samples": n, "connection": tid in connection} for tid, n in sorted(weights.items())]
 
 
-def fold_samples(samples: Sequence[tuple[str, int | None, list[str], int]], thread_names: dict[int, str]) -> Folded:
+def fold_samples(samples: Sequence[tuple[str, int | None, list[str], int]], thread_names: dict[int, str],
+                 leading: Sequence[str] = ()) -> Folded:
     """Folded stacks from (comm, tid, frames root first, weight), each under
     its thread's name: its Performance Schema name (by tid), else its comm
-    when the server named its threads, else comm/entry function."""
+    when the server named its threads, else comm/entry function. leading:
+    a frame per sample put above the thread's (a sample's slice of time)."""
+    root = thread_roots(samples, thread_names)
+    folded = Folded()
+    for i, (comm, tid, stack, weight) in enumerate(samples):
+        folded.add(([leading[i]] if leading else []) + [root(comm, tid)] + stack, weight)
+    return folded
+
+
+def thread_roots(samples: Sequence[tuple[str, int | None, list[str], int]],
+                 thread_names: dict[int, str]) -> Callable[[str, int | None], str]:
+    """The root frame each (comm, tid) of the samples is folded under (fold_samples)."""
     entries: dict[int | None, Counter[Any]] = {}
     comms = Counter(comm for comm, _, _, _ in samples)
     for _, tid, stack, _ in samples:
@@ -129,14 +141,14 @@ def fold_samples(samples: Sequence[tuple[str, int | None, list[str], int]], thre
         if entry:
             entries.setdefault(tid, Counter())[entry] += 1
     process_comm = comms.most_common(1)[0][0] if comms else ""
-    folded = Folded()
-    for comm, tid, stack, weight in samples:
-        root = thread_names.get(tid) if tid is not None else None
-        if root is None:
-            entry_counts = entries.get(tid)
-            root = f"{comm}/{entry_counts.most_common(1)[0][0]}" if comm == process_comm and entry_counts else comm
-        folded.add([root] + stack, weight)
-    return folded
+
+    def root(comm: str, tid: int | None) -> str:
+        name = thread_names.get(tid) if tid is not None else None
+        if name is not None:
+            return name
+        entry_counts = entries.get(tid)
+        return f"{comm}/{entry_counts.most_common(1)[0][0]}" if comm == process_comm and entry_counts else comm
+    return root
 
 
 def _header(line: str) -> tuple[str, int | None]:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import time
 
 import pytest
 
@@ -53,6 +54,41 @@ def test_samples_match_the_cpu_time_and_name_the_busy_function(known_cost):
     assert sum(n for n, _ in in_body) >= 0.9 * total, stacks[:5]
     assert all(len(frames) >= 2 and frames[0] == "[libc.so.6]" for _, frames in in_body), in_body[:5]
     assert all(r.tid == known_cost.pid for r in records)   # the target's one thread, no other process
+
+
+def test_slices_of_time_hold_each_sample_when_it_was_taken(known_cost):
+    """Busy, idle, busy again, the session on all along and slicing by 50 ms:
+    the sliced samples are the samples; none falls in a slice wholly inside
+    the idle gap; each busy spell's slices hold its share of the CPU time
+    the kernel charged over it (/proc, read around each spell)."""
+    slice_ns = 50_000_000
+    with CpuSampleSession(known_cost.pid, FREQUENCY, user_stacks=True, kernel_stacks=False,
+                          slice_ns=slice_ns) as session:
+        session.start()
+        spells = []
+        for ms in (LOOP_MS, 0, 701):
+            t0, cpu0 = time.monotonic_ns(), cpu_seconds(known_cost.pid)
+            if ms:
+                _loop(known_cost, "cost_10us", ms)
+            else:
+                time.sleep(0.6)    # idle: the target waits for its next command
+            spells.append((t0, time.monotonic_ns(), cpu_seconds(known_cost.pid) - cpu0))
+        session.stop()
+        whole, sliced = session.records(), session.records(sliced=True)
+        assert session.dropped(("sample map full", "samples without their time")) == {}
+    assert sum(r.count for r in sliced) == sum(r.count for r in whole) > 500
+
+    def starts(r) -> int:
+        return session.origin_ns + r.slice * slice_ns
+    (a0, a1, a_cpu), (g0, g1, _), (b0, b1, b_cpu) = spells
+    in_gap = [r for r in sliced if starts(r) >= g0 and starts(r) + slice_ns <= g1]
+    assert not in_gap, [(r.slice, r.count) for r in in_gap]
+    in_a = sum(r.count for r in sliced if starts(r) < a1 and starts(r) + slice_ns > a0)
+    in_b = sum(r.count for r in sliced if starts(r) < b1 and starts(r) + slice_ns > b0)
+    assert in_a + in_b == sum(r.count for r in sliced)
+    # each spell's samples over its CPU seconds: the frequency, within 5% and a tick either way
+    for n, cpu_s in ((in_a, a_cpu), (in_b, b_cpu)):
+        assert abs(n - cpu_s * FREQUENCY) <= 0.05 * cpu_s * FREQUENCY + 0.01 * FREQUENCY * 2, (n, cpu_s)
 
 
 def test_nothing_is_counted_while_off(known_cost):
