@@ -4,6 +4,7 @@ a chart, the partitions, the flame graph and the run's metadata."""
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Sequence
 
 from typing import Any
@@ -27,6 +28,8 @@ from mysqlprobe.analysis.headline import DigestHeadline, digest_headlines, headl
 from mysqlprobe.analysis.model import Profile
 from mysqlprobe.analysis.profile import StageSummary
 from mysqlprobe.analysis.timeline import ON, QUIET, Timeline, timeline
+from mysqlprobe.analysis.time_slices import SLICES_FULL, TimeSlices
+from mysqlprobe.flamegraphs.folded import Folded
 
 CHART_W, CHART_H = 560, 150
 fmt = H.format_ns
@@ -48,6 +51,7 @@ th{background:#f4f4f0} td:first-child,th:first-child{text-align:left}
 .sw-frame{position:absolute;height:17px;background:#f4b183;border:1px solid #fff;box-sizing:border-box;
 font-size:11px;line-height:16px;overflow:hidden;white-space:nowrap;padding-left:2px}
 #sandwich{font:13px monospace;padding:3px 6px;width:360px}
+svg.brushable{cursor:crosshair;user-select:none} #span-note{min-height:1.4em}
 .seg{height:100%} .key{display:inline-block;margin:2px 14px 2px 0} .key i{display:inline-block;width:11px;
 height:11px;margin-right:5px;vertical-align:-1px}
 """
@@ -88,6 +92,13 @@ document.addEventListener('DOMContentLoaded', function () {
     if (asked) sandwich.value = decodeURIComponent(asked[1]);
     sandwich.addEventListener('change', function () { mpSandwich(sandwich.value); });
     mpSandwich(sandwich.value);
+  }
+  if (document.getElementById('cpu-slices')) {
+    document.querySelectorAll('svg.brushable').forEach(mpBrushable);
+    var clear = document.getElementById('span-clear');
+    if (clear) clear.addEventListener('click', mpWholeWindow);
+    mpSpanFromHash();
+    window.addEventListener('hashchange', mpSpanFromHash);
   }
   document.documentElement.setAttribute('data-loaded', '1');
 });
@@ -154,6 +165,85 @@ function mpSandwich(name) {
   mpDrawTree(document.getElementById('sw-callers'), mpTree(callers));
   mpDrawTree(document.getElementById('sw-callees'), mpTree(callees));
 }
+/* The timeline's brush: a drag across a chart of the window (or
+   #span=FROM-TO, seconds from the window's opening) draws the flame graph
+   of the CPU samples taken in that span, from the samples' slices of
+   time: every slice that overlaps the span counts whole. */
+function mpSlices() {
+  return window.mpSliceData || (window.mpSliceData = JSON.parse(document.getElementById('cpu-slices').textContent));
+}
+function mpSpanFromHash() {
+  var m = /[#&]span=([0-9.]+)-([0-9.]+)/.exec(window.location.hash || '');
+  if (m) mpSpan(parseFloat(m[1]), parseFloat(m[2]));
+}
+function mpBrushable(svg) {
+  var left = +svg.getAttribute('data-left'), right = +svg.getAttribute('data-right');
+  var span = +svg.getAttribute('data-window'), width = +svg.getAttribute('width');
+  var from = null;
+  function at(ev) {
+    var box = svg.getBoundingClientRect(), x = (ev.clientX - box.left) * width / box.width;
+    return Math.min(Math.max((x - left) / (right - left), 0), 1) * span;
+  }
+  svg.addEventListener('mousedown', function (ev) { from = at(ev); mpShowBrush(from, from); ev.preventDefault(); });
+  window.addEventListener('mousemove', function (ev) { if (from !== null) mpShowBrush(from, at(ev)); });
+  window.addEventListener('mouseup', function (ev) {
+    if (from === null) return;
+    var to = at(ev), a = Math.min(from, to), b = Math.max(from, to);
+    from = null;
+    if (b - a > span / 500) mpSpan(a, b); else mpWholeWindow();
+  });
+}
+function mpShowBrush(a, b) {
+  document.querySelectorAll('svg.brushable').forEach(function (svg) {
+    var left = +svg.getAttribute('data-left'), right = +svg.getAttribute('data-right');
+    var span = +svg.getAttribute('data-window'), rect = svg.querySelector('rect.brush');
+    function x(t) { return left + (right - left) * Math.min(Math.max(t / span, 0), 1); }
+    var x0 = x(Math.min(a, b)), x1 = x(Math.max(a, b));
+    rect.setAttribute('x', x0.toFixed(1));
+    rect.setAttribute('width', Math.max(x1 - x0, 1).toFixed(1));
+    rect.setAttribute('visibility', 'visible');
+  });
+}
+function mpSpan(a, b) {
+  var data = mpSlices(), counts = {}, samples = 0, first = null, last = null;
+  data.slices.forEach(function (s) {
+    if (s[0] >= b || s[0] + s[1] <= a) return;
+    first = first === null ? s[0] : first;
+    last = s[0] + s[1];
+    for (var i = 0; i < s[2].length; i += 2) {
+      counts[s[2][i]] = (counts[s[2][i]] || 0) + s[2][i + 1];
+      samples += s[2][i + 1];
+    }
+  });
+  var paths = Object.keys(counts).map(function (k) { return [data.stacks[k].split(';'), counts[k]]; });
+  var shown = first === null ? 'no CPU sample was taken from ' + a.toFixed(2) + ' s to ' + b.toFixed(2) + ' s' :
+    samples + ' of the ' + data.total + ' CPU samples of the window, taken from ' + first.toFixed(2) + ' s to ' +
+    last.toFixed(2) + ' s (whole slices of ' + data.slice_s + ' s)' +
+    (data.untimed ? '; ' + data.untimed + ' samples of the window have no time, and are in no span' : '');
+  mpShowBrush(a, b);
+  ['span-note', 'span-summary'].forEach(function (id) {
+    var el = document.getElementById(id);
+    if (!el) return;
+    el.textContent = shown;
+    el.setAttribute('data-samples', samples);
+    el.setAttribute('data-from', first === null ? '' : first);
+    el.setAttribute('data-to', last === null ? '' : last);
+  });
+  document.getElementById('span-panel').hidden = false;
+  var whole = document.getElementById('flamegraph');
+  if (whole) whole.style.display = 'none';
+  mpDrawTree(document.getElementById('span-graph'), mpTree(paths));
+  if (history.replaceState) history.replaceState(null, '', '#span=' + a.toFixed(3) + '-' + b.toFixed(3));
+}
+function mpWholeWindow() {
+  document.querySelectorAll('svg.brushable rect.brush').forEach(function (r) { r.setAttribute('visibility', 'hidden'); });
+  var note = document.getElementById('span-note');
+  if (note) { note.textContent = note.getAttribute('data-hint'); note.removeAttribute('data-samples'); }
+  document.getElementById('span-panel').hidden = true;
+  var whole = document.getElementById('flamegraph');
+  if (whole) whole.style.display = '';
+  if (history.replaceState) history.replaceState(null, '', '#');
+}
 """
 
 
@@ -213,9 +303,20 @@ def _seconds(s: float) -> str:
     return f"{s:g}s"
 
 
-def timeline_chart(t: Timeline) -> str:
+BRUSH = '<rect class=brush y="4" height="{h}" fill="#4a78b0" fill-opacity="0.18" stroke="#2f5e9e" visibility="hidden"/>'
+
+
+def _brushable(window_s: float, height: int) -> tuple[str, str]:
+    """A chart's attributes for the brush (the page script maps a drag to
+    seconds with them), and its brush rectangle, hidden until a drag."""
+    return (f' class=brushable data-left="{TL_LEFT}" data-right="{TL_W - TL_RIGHT}" data-window="{window_s:g}"',
+            BRUSH.format(h=height))
+
+
+def timeline_chart(t: Timeline, brushable: bool = False) -> str:
     """Rows per second in each phase (a blue step), the on-phases shaded,
-    and the main stage's mean per call in each on-phase (red, right axis)."""
+    and the main stage's mean per call in each on-phase (red, right axis).
+    brushable: a drag across it picks a span (the CPU samples' slices)."""
     rates = [p.rows_per_s for p in t.phases if p.rows_per_s is not None]
     if not rates or t.window_s <= 0:
         return ""
@@ -228,7 +329,8 @@ def timeline_chart(t: Timeline) -> str:
 
     def y(v: float, m: float) -> float:
         return 10 + (TL_H - 10) * (1 - v / m)
-    out = [f'<svg id=timeline width="{TL_W}" height="{TL_H + 34}" viewBox="0 0 {TL_W} {TL_H + 34}" '
+    brush_attrs, brush = _brushable(t.window_s, TL_H - 4) if brushable else ("", "")
+    out = [f'<svg id=timeline width="{TL_W}" height="{TL_H + 34}" viewBox="0 0 {TL_W} {TL_H + 34}"{brush_attrs} '
            'xmlns="http://www.w3.org/2000/svg" font-size="10" font-family="sans-serif">']
     # the quiet phases first, light; the on-phases over them, at least 2 px wide, with a darker edge
     for kind in (QUIET, ON):
@@ -267,8 +369,64 @@ def timeline_chart(t: Timeline) -> str:
                        f'{_e(fmt(v))}</text>')
     legend = ("blue: rows/s in each phase; orange: the probes on; grey: off, with the other collectors quiet"
               + (f"; red: {t.stage}'s mean per call while the probes were on" if t.latency else ""))
-    out.append(f'<text x="{TL_LEFT}" y="{TL_H + 28}">{_e(legend)}</text></svg>')
+    out.append(f'<text x="{TL_LEFT}" y="{TL_H + 28}">{_e(legend)}</text>{brush}</svg>')
     return "".join(out)
+
+
+STRIP_H = 70
+
+
+def cpu_strip(slices: TimeSlices, window_s: float, frequency_hz: float, t: Timeline | None) -> str:
+    """The load's CPU over the window from the samples' slices: in each
+    slice, the server's threads on CPU on average (samples over the slice's
+    length times the sampling rate), on the timeline's time axis; grey where
+    the sampler was off (the quiet phases). A drag across it picks a span."""
+    busy = [(s, s.samples / (s.seconds * frequency_hz)) for s in slices.slices]
+    top = max(axis_ticks(max((b for _, b in busy), default=1.0) * 1.05)[-1], 0.5)
+    plot_w = TL_W - TL_LEFT - TL_RIGHT
+
+    def x(sec: float) -> float:
+        return TL_LEFT + plot_w * min(max(sec / window_s, 0.0), 1.0)
+    attrs, brush = _brushable(window_s, STRIP_H - 4)
+    out = [f'<svg id=cpu-strip width="{TL_W}" height="{STRIP_H + 30}" viewBox="0 0 {TL_W} {STRIP_H + 30}"{attrs} '
+           'xmlns="http://www.w3.org/2000/svg" font-size="10" font-family="sans-serif">']
+    for p in t.phases if t else ():
+        if p.kind == QUIET:
+            out.append(f'<rect class="phase quiet" x="{x(p.start_s):.1f}" y="4" width="{x(p.start_s + p.seconds) - x(p.start_s):.1f}" '
+                       f'height="{STRIP_H - 4}" fill="{PHASE_FILL[QUIET]}"><title>sampler off (collectors quiet)</title></rect>')
+    for v in axis_ticks(window_s):
+        out.append(f'<line class=grid x1="{x(v):.1f}" x2="{x(v):.1f}" y1="4" y2="{STRIP_H + 3}" stroke="#e6e6e6"/>'
+                   f'<text x="{x(v):.1f}" y="{STRIP_H + 14}" text-anchor="middle">{_seconds(v)}</text>')
+    for s, b in busy:
+        h = (STRIP_H - 8) * b / top
+        out.append(f'<rect class=slice x="{x(s.start_s):.1f}" y="{STRIP_H - h:.1f}" '
+                   f'width="{max(x(s.start_s + s.seconds) - x(s.start_s) - 0.5, 0.5):.1f}" height="{h:.1f}" '
+                   f'fill="#6a9f58" data-samples="{s.samples}"><title>{s.start_s:.2f}s to {s.start_s + s.seconds:.2f}s: '
+                   f'{s.samples} CPU samples, {b:.2f} threads on CPU</title></rect>')
+    out += [f'<line x1="{TL_LEFT}" y1="{STRIP_H}" x2="{TL_W - TL_RIGHT}" y2="{STRIP_H}" stroke="#999"/>',
+            f'<text x="{TL_LEFT - 4}" y="12" text-anchor="end" fill="#3d7a2c">{top:g}</text>',
+            f'<text x="{TL_LEFT - 4}" y="{STRIP_H}" text-anchor="end" fill="#3d7a2c">0</text>',
+            f'<text x="{TL_LEFT}" y="{STRIP_H + 27}">green: the server&#x27;s threads on CPU, on average in each '
+            f'{slices.slice_s:g}-s slice (CPU samples); drag across it, or the chart above, for the flame graph '
+            f'of a span</text>{brush}</svg>']
+    return "".join(out)
+
+
+def slices_data(slices: TimeSlices, window_s: float, total: int, untimed: int = 0) -> str:
+    """The page's data for the brush: the stacks (probe frames folded, as
+    the flame graph's) and, per slice, [start_s, seconds, [stack, samples, ...]];
+    untimed: the window's samples in no slice (the slices' map was full)."""
+    index: dict[str, int] = {}
+    rows = []
+    shown = slices.merged()
+    for s in shown.slices:
+        pairs: list[int] = []
+        for stack, n in sorted(fold_probe_frames(Folded(Counter(s.stacks)))[0].stacks.items()):
+            pairs += [index.setdefault(stack, len(index)), n]
+        rows.append([round(s.start_s, 6), round(s.seconds, 6), pairs])
+    data = {"window_s": window_s, "slice_s": round(shown.slice_s, 6), "total": total,
+            "untimed": slices.untimed + untimed, "stacks": list(index), "slices": rows}
+    return json.dumps(data, separators=(",", ":")).replace("</", "<\\/")
 
 
 SKEW_W = 560
@@ -467,10 +625,37 @@ def summary_card(profile: Profile) -> str:
             + digests)
 
 
-def _timeline_section(profile: Profile) -> list[str]:
+SPAN_HINT = "drag across a chart above to see the flame graph of the CPU samples taken in that span"
+
+
+def _timeline_section(profile: Profile, slices: TimeSlices | None) -> list[str]:
+    """The timeline, and the load's CPU over the window under it where the
+    samples are sliced in time (both brushable)."""
     t = timeline(profile)
-    chart = timeline_chart(t) if t else ""
-    return ["<h2>The window as it went</h2>", chart] if chart else []
+    chart = timeline_chart(t, brushable=bool(slices)) if t else ""
+    cpu = profile.stacks["cpu_profile"]
+    strip = cpu_strip(slices, profile.window.duration_s, cpu.frequency_hz or 1.0, t) \
+        if slices and slices.slices and profile.window.duration_s > 0 else ""
+    if not chart and not strip:
+        return []
+    record = profile.doc.get("cpu_profile") or {}
+    untimed = (record.get("dropped") or {}).get(SLICES_FULL, 0)
+    cpu_samples = record.get("samples") or 0
+    out = ["<h2>The window as it went</h2>", chart, strip]
+    if strip:
+        out += [f'<p class=muted id=span-note data-hint="{_e(SPAN_HINT)}">{_e(SPAN_HINT)}</p>',
+                "<script type=application/json id=cpu-slices>"
+                f"{slices_data(slices, profile.window.duration_s, cpu_samples, untimed) if slices else ''}</script>"]
+    return out
+
+
+def _span_panel(slices: TimeSlices | None) -> str:
+    """Where the flame graph of a span is drawn (the whole window's hidden meanwhile)."""
+    if not slices or not slices.slices:
+        return ""
+    return ("<div id=span-panel hidden><p><b id=span-summary></b> <button id=span-clear>whole window</button></p>"
+            "<div id=span-graph class=sw></div><p class=muted>root at the top: each frame as wide as its samples "
+            "in the span; its callees below it</p></div>")
 
 
 SANDWICH_CHOICES = 2000   # functions offered by name, most samples first
@@ -503,7 +688,8 @@ def _sandwich(profile: Profile, perf: dict[str, Any]) -> str:
 
 
 def render_html(profile: Profile, flamegraph_svg: str | None = None, offcpu_svg: str | None = None,
-                io_svg: str | None = None, stage_svgs: Sequence[tuple[str, str]] = (), all_threads: bool = False) -> str:
+                io_svg: str | None = None, stage_svgs: Sequence[tuple[str, str]] = (), all_threads: bool = False,
+                cpu_slices: TimeSlices | None = None) -> str:
     doc, stages = profile.doc, profile.stages
     title = f"mysqlprobe: {profile.target.server}, PID {profile.target.pid}"
     parts = [f"<!DOCTYPE html><html lang=en><head><meta charset=utf-8><title>{_e(title)}</title>"
@@ -512,7 +698,7 @@ def render_html(profile: Profile, flamegraph_svg: str | None = None, offcpu_svg:
              "<h2>Where a row's time went in the index build</h2>" if profile.subject == INDEX_BUILD_SUBJECT
              else "<h2>Where an inserted row's time went</h2>", summary_card(profile),
              *[skew_chart(s) for s in stages if s.stage == "partition.write_row" and s.partitions],
-             *_timeline_section(profile),
+             *_timeline_section(profile, cpu_slices if flamegraph_svg else None),
              "<details><summary>the run</summary>", _labelled(text.header(profile)[1:]), "</details>"]
     parts += ["<h2>Stages</h2>",
               _linked_table(STAGE_COLUMNS[:2] + (["95% interval"] if profile.sampled else []) + STAGE_COLUMNS[2:],
@@ -555,7 +741,8 @@ def render_html(profile: Profile, flamegraph_svg: str | None = None, offcpu_svg:
     perf, window_s = doc.get("cpu_profile") or {}, profile.window.duration_s
     if flamegraph_svg:
         parts += ['<p><input id=search placeholder="search functions (regular expression)"> '
-                  '<span class=muted>click a frame to zoom</span></p>', flamegraph_svg, _block(samples(perf, window_s))]
+                  '<span class=muted>click a frame to zoom</span></p>', _span_panel(cpu_slices), flamegraph_svg,
+                  _block(samples(perf, window_s))]
     else:
         why = "perf took none: the server used no CPU in the window" if perf.get("status") == "collected" \
             else perf.get("reason") or perf.get("status")

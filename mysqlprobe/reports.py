@@ -9,6 +9,7 @@ from mysqlprobe.analysis import mechanisms as M
 from mysqlprobe.analysis.histogram import format_ns
 from mysqlprobe.analysis.html_report import render_html
 from mysqlprobe.analysis.model import Profile
+from mysqlprobe.analysis.time_slices import time_slices
 from mysqlprobe.analysis.stage_trees import CPU_NS, IO_NS, OFFCPU_NS, SOURCES, read_capture_stacks, stage_trees
 from mysqlprobe.capture import Capture, read_member_stacks, read_profile
 from mysqlprobe.errors import CaptureError, OutputError
@@ -178,8 +179,11 @@ def write_visuals(out_dir: str, profile: Profile, all_threads: bool = False, cap
         cpu = picture(CPU_NS, FLAMEGRAPH_FILE, flamegraph_title)
         waits = picture(OFFCPU_NS, OFFCPU_SVG, offcpu_title, unit="us", element_id="offcpu")
         io = picture(IO_NS, IO_SVG, io_title, unit="us", element_id="io")
+        by_time = read_member_stacks(capture_dir or out_dir, profile.stacks["cpu_profile"].files.get("slices_file"))
+        slices = time_slices(profile, by_time) if by_time is not None else None
         written.append(write_new(out_dir, HTML_FILE, render_html(profile, cpu, waits, io,
-                                                                  stage_pictures(profile, stacks), all_threads)))
+                                                                  stage_pictures(profile, stacks), all_threads,
+                                                                  slices)))
     except OSError as e:
         raise OutputError(f"cannot write into {path}: {e.strerror}") from None
     return written

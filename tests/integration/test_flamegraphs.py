@@ -8,6 +8,7 @@ import re
 import shutil
 import subprocess
 import sys
+from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -186,3 +187,41 @@ def test_the_sandwich_view_counts_a_functions_samples_as_the_stacks_do(captures)
         part = dom.split(f'id="{side}"')[1].split("</div></div>")[0]
         # the function itself, whole, first: every sample of it
         assert re.search(rf'data-weight="{total}" data-depth="0"[^>]*>{re.escape(name)}<', part), side
+
+
+def test_the_timeline_brush_draws_the_flame_graph_of_a_span(captures):
+    """The samples by slice of time are the window's samples, each once (no
+    sample lost to the slices' map), and report.html#span=A-B draws the
+    samples of the slices that overlap the span: their number, and the
+    weight of the span graph's widest thread, are what the capture's
+    stacks-by-time.folded holds there, placed by profile.json's clock."""
+    cap = captures["range"]
+    doc = cap["doc"]
+    cpu = doc["cpu_profile"]
+    assert "samples without their time" not in cpu["dropped"]
+    by_time = folded.parse((cap["dir"] / cpu["slices_file"]).read_text().splitlines())
+    whole = folded.parse((cap["dir"] / "stacks.folded").read_text().splitlines())
+    untimed: Counter[str] = Counter()
+    for stack, n in by_time.stacks.items():
+        untimed[stack.partition(";")[2]] += n
+    assert untimed == whole.stacks
+
+    def start(stack: str) -> float:
+        return cpu["slices_origin_s"] + int(stack.split(";")[0]) * cpu["slice_s"] - doc["window"]["start_monotonic_s"]
+    window = doc["window"]["duration_s"]
+    a, b = round(window / 3, 3), round(2 * window / 3, 3)
+    inside = {s: n for s, n in by_time.stacks.items() if start(s) < b and start(s) + cpu["slice_s"] > a}
+    expected = sum(inside.values())
+    assert expected > 0
+    threads: Counter[str] = Counter()
+    for stack, n in inside.items():
+        threads[stack.split(";")[1]] += n
+    dom = dom_after_load(cap["dir"] / "report.html", f"#span={a}-{b}")
+    assert 'data-errors="' not in dom
+    summary = dom.split('id="span-summary"')[1].split(">")[0]
+    assert f'data-samples="{expected}"' in summary, summary
+    graph = dom.split('id="span-graph"')[1].split("</div></div>")[0]
+    thread, weight = threads.most_common(1)[0]
+    assert re.search(rf'data-weight="{weight}" data-depth="0"[^>]*>{re.escape(thread)}<', graph), (thread, weight)
+    assert 'id="span-panel" hidden' not in dom
+    assert re.search(r'<svg[^>]*id="flamegraph"[^>]*display: none', dom), "the whole window's graph still shown"
