@@ -20,7 +20,7 @@ from mysqlprobe.analysis.figures import exclusive_totals
 from mysqlprobe.analysis.index_build import SUBJECT as INDEX_BUILD_SUBJECT
 from mysqlprobe.analysis.model import Profile
 from mysqlprobe.analysis.profile import StageSummary, measured_slowdown, rows_inserted, window_ns
-from mysqlprobe.analysis.views import WITHHELD, StageFigure
+from mysqlprobe.analysis.views import WITHHELD, Overhead, StageFigure
 
 UNATTRIBUTED = (OTHER, NOT_TRACED)      # the account's parts that name no mechanism
 ROOT_STAGES = ("sql.statement",)   # the whole statement: what it holds beyond the stages is "not probed"
@@ -137,16 +137,26 @@ def partition_skew(profile: Profile) -> str | None:
 
 def cost_line(profile: Profile) -> str:
     o = profile.overhead
-    slowed = o.measured_slowdown
     sampling = profile.sampling
     if sampling.sampled:
         share = sampling.on_s / profile.window.duration_s if profile.window.duration_s else 0.0
         what = f"probes on {share:.0%} of the time, in {sampling.cycles} spells"
     else:
         what = "every call counted (--exact)"
-    measured = ("slowdown not measured" if not slowed else "no slowdown measured" if slowed < 1
-                else f"the load ran {slowed:.2f}x slower, measured")
-    return f"{what}; {measured}"
+    return f"{what}; {slowdown_words(o)}"
+
+
+def slowdown_words(o: Overhead) -> str:
+    """What the run cost the load, as every report says it: the measured
+    slowdown with its 95% interval; 'not measurable' with its doubt where
+    the measure fell below 1.0 (the load's own variation outweighed it)."""
+    if o.measured_slowdown is not None:
+        interval = o.slowdown_interval
+        return (f"the load ran {o.measured_slowdown:.2f}x slower"
+                + (f" (95%: {interval[0]:.2f}-{interval[1]:.2f})" if interval else ""))
+    if o.slowdown_estimate is not None:
+        return f"slowdown not measurable (±{o.slowdown_doubt or 0:.2f})"
+    return "slowdown not measured"
 
 
 def probed_stages(profile: Profile) -> list[Probed]:

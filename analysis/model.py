@@ -26,7 +26,8 @@ from mysqlprobe.analysis.views import (STACK_SECTIONS, Calibration, CpuBursts, E
                                       Sampling, StackSection, Statements, Workload,
                                       StageFigure, Target, Window)
 from mysqlprobe.analysis.profile import (StageSummary, always_on_slowdown, calibrated_slowdown, estimated_calls,
-                                         measured_slowdown, phase_slowdown, probe_estimate, slowdown_reference,
+                                         measured_slowdown, phase_slowdown, printed_slowdown, probe_estimate,
+                                         slowdown_doubt, slowdown_interval, slowdown_reference,
                                          rows_inserted, sampled_cycles, stage_of, stage_record, stage_summaries,
                                          standing_cpu_s, standing_slowdown, window_ns)
 
@@ -219,14 +220,17 @@ class Profile:
         estimated = measured * 1e9 if measured else sum(p.overhead_ns for p in self.probes)
         window = window_ns(self)
         return Overhead(estimated_ns=estimated, share_of_window=round(estimated / window, 6) if window else None,
-                        measured_slowdown=measured_slowdown(self),
+                        measured_slowdown=printed_slowdown(self),
                         measured_against=slowdown_reference(self),
                         phase_slowdown=phase_slowdown(self),
                         standing_slowdown=standing_slowdown(self),
                         standing_cpu_s=standing_cpu_s(self),
                         always_on_slowdown=always_on_slowdown(self),
                         estimated_slowdown=calibrated_slowdown(self),
-                        by_collector=self.collector_costs or {})
+                        by_collector=self.collector_costs or {},
+                        slowdown_estimate=measured_slowdown(self),
+                        slowdown_interval=slowdown_interval(self),
+                        slowdown_doubt=slowdown_doubt(self))
 
     def estimated_calls(self, s: StageSummary) -> Estimate:
         return estimated_calls(s, self)

@@ -208,10 +208,72 @@ def _by_time(cycles: list[tuple[float, float, float]], profile: Profile) -> Esti
 MIN_OFF_ROWS = 200  # rows in the off-phases before their speed stands for the unprobed load's
 
 
+def printed_slowdown(profile: Profile) -> float | None:
+    """The slowdown a report prints: the measured one, where it is 1.0 or
+    more. Below 1.0 the load's own variation outweighed what mysqlprobe cost
+    it (a load cannot run faster for being probed): not measurable (None),
+    its doubt (slowdown_doubt) printed instead."""
+    measured = measured_slowdown(profile)
+    return measured if measured is not None and measured >= 1.0 else None
+
+
+# two-sided 95% quantiles of Student's t by degrees of freedom (more: the normal's)
+T95 = {1: 12.71, 2: 4.30, 3: 3.18, 4: 2.78, 5: 2.57, 6: 2.45, 7: 2.36, 8: 2.31, 9: 2.26, 10: 2.23,
+       12: 2.18, 15: 2.13, 20: 2.09, 30: 2.04, 60: 2.00}
+
+
+def t95(df: int) -> float:
+    return next((T95[k] for k in sorted(T95) if df <= k), 1.96)
+
+
+def reference_rate_doubt(profile: Profile) -> float | None:
+    """The 95% doubt on the unprobed row rate, relative: from how the rate
+    varied between the reference phases (slowdown_reference) of the
+    capture's cycles, a phase's rate taken to vary as one over its length
+    (a phase twice as long averages out twice as much). Their second halves
+    (quiet_tail) are half as long as the quiet phases whose spread is
+    recorded: theirs is taken as the phases' times the square root of two.
+    None with fewer than two such phases with rows."""
+    kind, cycles = slowdown_reference(profile), sampled_cycles(profile)
+    if kind is None or not cycles:
+        return None
+    parts = [(p.s, p.rows) for c in cycles for p in c.off
+             if p.rows and p.s > 0 and p.quiet == (kind != "off")]
+    if len(parts) < 2:
+        return None
+    seconds = sum(s for s, _ in parts)
+    rate = sum(r for _, r in parts) / seconds
+    # the variance of a second's rate, from the phases' spread about the mean, each by its length
+    per_second = sum(s * (r / s - rate) ** 2 for s, r in parts) / (len(parts) - 1)
+    doubt = t95(len(parts) - 1) * math.sqrt(per_second / seconds) / rate
+    return doubt * (math.sqrt(2) if kind == "quiet_tail" else 1.0)
+
+
+def slowdown_interval(profile: Profile) -> tuple[float, float] | None:
+    """The measured slowdown's 95% interval, from the reference rate's doubt,
+    its low end at 1.0 at least (a load is not sped up by being probed);
+    None where the doubt is not known."""
+    measured, doubt = measured_slowdown(profile), reference_rate_doubt(profile)
+    if measured is None or doubt is None:
+        return None
+    return round(max(measured * (1 - doubt), 1.0), 4), round(max(measured * (1 + doubt), 1.0), 4)
+
+
+def slowdown_doubt(profile: Profile) -> float | None:
+    """The ± a report prints beside 'not measurable': the interval's half
+    width, or, where it is not known, how far below 1.0 the measure fell."""
+    measured, doubt = measured_slowdown(profile), reference_rate_doubt(profile)
+    if measured is None:
+        return None
+    return round(max(measured * doubt if doubt is not None else 0.0, 1.0 - measured), 4)
+
+
 def measured_slowdown(profile: Profile) -> float | None:
     """How much mysqlprobe slowed the load down: what the phases show
     (phase_slowdown) times what they cannot (standing_slowdown, where the
-    capture has it). None when it was not measured."""
+    capture has it). None when it was not measured. Below 1.0 where the
+    load's own variation outweighed its cost: printed_slowdown is what a
+    report prints."""
     phases = phase_slowdown(profile)
     if phases is None:
         return None

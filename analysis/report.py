@@ -9,12 +9,12 @@ import textwrap
 
 from mysqlprobe.analysis import histogram as H
 from mysqlprobe.analysis.consistency import CALLS, MEAN, PERCENTILES, TOTAL, Violation, report_lines, withheld
-from mysqlprobe.analysis.headline import digest_headlines, headline, render as render_headline
+from mysqlprobe.analysis.headline import digest_headlines, headline, render as render_headline, slowdown_words
 from mysqlprobe.analysis.model import Profile
 from mysqlprobe.analysis.views import WITHHELD, Calibration, Overhead, StageFigure
 from mysqlprobe.analysis.per_call import SAMPLED_METHODS, PerCall, samples_to_resolve, window_total
 from mysqlprobe.analysis.profile import (StageSummary, burst_figures, coverage, estimate_basis,
-                                         estimated_calls, measured_slowdown, memory_counter, partition_per_call,
+                                         estimated_calls, memory_counter, partition_per_call,
                                          row_cycles, stage_per_call, window_ns)
 from mysqlprobe.analysis.ps_figures import quiet_scale
 from mysqlprobe.analysis.textfit import fit as _fit, pct
@@ -60,11 +60,8 @@ def _overhead_lines(profile: Profile) -> list[str]:
     o = profile.overhead
     if profile.collector_costs is None:
         return []
-    slowdown = o.measured_slowdown
-    if slowdown is not None:
-        # below 1: the load's own variation outweighed what the collectors cost it
-        first = (f"load slowed {slowdown:.2f}x" if slowdown >= 1 else f"load not measurably slowed ({slowdown:.2f}x)")
-        first += _slowdown_basis(profile)
+    if o.slowdown_estimate is not None:
+        first = slowdown_words(o).replace("the load ran", "load ran", 1) + _slowdown_basis(profile)
     elif not profile.sampled:
         first = "slowdown not measured: every call counted (--exact)"
     else:
@@ -72,7 +69,22 @@ def _overhead_lines(profile: Profile) -> list[str]:
         first = ("slowdown not measured (no row counter from the server)"
                  + (f"; the probes' calibrated cost alone: ~{estimate:.2f}x" if estimate else ""))
     costs = _costs(o.by_collector)
-    return _fit([f"overhead {first}"] + ([f"         {costs}"] if costs else []), indent=9)
+    parts = _slowdown_parts(profile)
+    return _fit([f"overhead {first}"] + ([f"         {parts}"] if parts else [])
+                + ([f"         {costs}"] if costs else []), indent=9)
+
+
+def _slowdown_parts(profile: Profile) -> str:
+    """The details of the slowdown: what the phases show, what the CPU
+    mysqlprobe took in every phase adds, and the CPU sampler's own part."""
+    o = profile.overhead
+    out = []
+    if o.standing_slowdown and o.phase_slowdown and o.standing_cpu_s is not None:
+        out += [f"collectors on against off {o.phase_slowdown:.2f}x",
+                f"mysqlprobe's CPU in every phase ({fmt(o.standing_cpu_s * 1e9)}) {o.standing_slowdown:.3f}x"]
+    if o.measured_against in ("quiet", "quiet_tail") and o.always_on_slowdown and o.always_on_slowdown >= 1:
+        out.append(f"CPU sampling {o.always_on_slowdown:.2f}x")
+    return ("in parts: " + "; ".join(out)) if out else ""
 
 
 def _slowdown_basis(profile: Profile) -> str:
@@ -82,19 +94,14 @@ def _slowdown_basis(profile: Profile) -> str:
     o = profile.overhead
     sampled = profile.stacks["cpu_profile"].collected
     if o.measured_against in ("quiet", "quiet_tail"):
-        alone = o.always_on_slowdown
         halves = " (their second halves)" if o.measured_against == "quiet_tail" else ""
         ps_on = profile.perf_schema.collected and "perf_schema" not in profile.sampling.quieted
         basis = (f"its row rate in the window against its rate with the collectors off{halves}"
-                 + (f"; CPU sampling alone {alone:.2f}x" if alone and alone >= 1 else "")
-                 + (": the Performance Schema setup stays on" if ps_on else ""))
+                 + ("; the Performance Schema setup stays on" if ps_on else ""))
     elif sampled:
         basis = "its row rate with the probes on and off; CPU sampling ran all along and is not in this figure"
     else:
         basis = "its row rate with the collectors on and off"
-    if o.standing_slowdown and o.phase_slowdown and o.standing_cpu_s is not None:
-        basis += (f"; {o.phase_slowdown:.2f}x from that, {o.standing_slowdown:.3f}x for the "
-                  f"{fmt(o.standing_cpu_s * 1e9)} of CPU mysqlprobe took in every phase")
     return f" ({basis})"
 
 
@@ -172,8 +179,9 @@ def _sampling_line(profile: Profile) -> list[str]:
     counter = memory_counter(profile.window)
     rows = f"by the counter {counter} in its memory" if counter else "by the server's rows changed"
     basis = {"rows": rows, "time": "by time"}[estimate_basis(profile) or "time"]
-    slowdown = measured_slowdown(profile) if profile.collector_costs is None else None  # else on the overhead line
-    measured = f", load slowed {slowdown:.2f}x" if slowdown is not None else ""
+    # captures of schema 1 have no overhead line: the slowdown is said here
+    measured = f", {slowdown_words(profile.overhead)}" if profile.collector_costs is None \
+        and profile.overhead.slowdown_estimate is not None else ""
     # an interval comes from how calls vary between cycles: one cycle gives none
     interval = "95% intervals below" if sampling.cycles >= 2 else "one cycle, so no interval (a longer window)"
     misread = sampling.cycles - len(row_cycles(profile))

@@ -709,7 +709,7 @@ class Overhead:
 
     estimated_ns: float
     share_of_window: float | None
-    measured_slowdown: float | None
+    measured_slowdown: float | None    # as printed: 1.0 or more, else None (not measurable)
     measured_against: str | None       # "quiet", "quiet_tail", "off" or None
     phase_slowdown: float | None
     standing_slowdown: float | None
@@ -717,6 +717,9 @@ class Overhead:
     always_on_slowdown: float | None
     estimated_slowdown: float | None
     by_collector: dict[str, dict[str, Any]] = field(default_factory=dict)
+    slowdown_estimate: float | None = None   # the measure itself, below 1.0 too
+    slowdown_interval: tuple[float, float] | None = None   # 95%, from the reference phases' spread
+    slowdown_doubt: float | None = None      # the ± printed beside 'not measurable'
     note: str = "probe hits x calibrated cost per hit: thread time the probes added"
 
     def to_json(self) -> dict[str, Any]:

@@ -20,6 +20,7 @@ from pathlib import Path
 
 from mysqlprobe import catalog
 from mysqlprobe.analysis.model import Profile
+from mysqlprobe.analysis.headline import slowdown_words
 from mysqlprobe.analysis.profile import memory_counter
 from mysqlprobe.analysis.prometheus import Exposition, Totals
 from mysqlprobe.caches import PlanCache
@@ -256,7 +257,7 @@ class Watch:
         counter = memory_counter(profile.window)
         unit = f"of {counter}" if counter else "rows"
         self.log(f"PID {pid}: window of {w.duration_s:.1f}s ended by {w.ended_by}, "
-                 f"{w.rows_changed or 0} {unit}; slowdown {profile.overhead.measured_slowdown}")
+                 f"{w.rows_changed or 0} {unit}; {slowdown_words(profile.overhead)}")
 
     def run(self) -> int:
         host, port = parse_listen(self.args.listen)
