@@ -142,14 +142,20 @@ def host_cpu_times(path: str = "/proc/stat") -> dict[str, float]:
     return {name: int(v) / CLOCK_TICKS for name, v in zip(HOST_CPU_FIELDS, values)}
 
 
-def snapshot(pid: int, proc: str = "/proc", stacks: bool = False) -> ProcessSnapshot | None:
+def snapshot(pid: int, proc: str = "/proc", stacks: bool = False, times_first: bool = False) -> ProcessSnapshot | None:
     """None when the process is gone or cannot be read; stacks: scan each
-    blocked thread's stack for its callers too."""
+    blocked thread's stack for its callers too. The threads' run and queue
+    times (schedstat) are read in one pass of their own, as close to the
+    window as can be: last where the window opens after the snapshot, first
+    (times_first) where it closed before it. Read with the rest, a thread's
+    time was up to the whole pass (10-20 ms on a slow host) from the
+    window's edge: the waits the tracing could not see."""
     base = f"{proc}/{pid}"
     try:
         # the blocked threads' stacks first (their scan takes 10-80 ms): the threads'
         # times are read last, at the snapshot's time, as close to the window as can be
         scanned = _scan_stacks(pid, _blocked_stack_pointers(base), proc) if stacks else {}
+        sched: dict[int, tuple[int, int]] = _sched_times(base) if times_first else {}
         at = time.monotonic()
         user, system = _stat_times(f"{base}/stat")
         status = _keyed(f"{base}/status")
@@ -162,7 +168,7 @@ def snapshot(pid: int, proc: str = "/proc", stacks: bool = False) -> ProcessSnap
             read_b = write_b = None
         with open(f"{base}/statm") as f:
             rss = int(f.read().split()[1]) * PAGE_SIZE
-        thread_cpu, names, thread_ctx, sched, born, waiting = {}, {}, {}, {}, {}, {}
+        thread_cpu, names, thread_ctx, born, waiting = {}, {}, {}, {}, {}
         boottime = time.clock_gettime(time.CLOCK_BOOTTIME)
         for entry in os.listdir(f"{base}/task"):
             task = f"{base}/task/{entry}"
@@ -173,9 +179,6 @@ def snapshot(pid: int, proc: str = "/proc", stacks: bool = False) -> ProcessSnap
             tid = int(entry)
             thread_cpu[tid] = sum(_times(fields))
             born[tid] = int(fields[19]) / CLOCK_TICKS
-            counts = schedstat(f"{task}/schedstat")
-            if counts:
-                sched[tid] = counts
             state = waiting_state(task, fields)
             if state:
                 waiting[tid] = state[0]
@@ -186,11 +189,24 @@ def snapshot(pid: int, proc: str = "/proc", stacks: bool = False) -> ProcessSnap
             except OSError:
                 pass
         host = host_cpu_times(f"{proc}/stat")
+        if not times_first:
+            sched = _sched_times(base)
+            at = time.monotonic()
     except (OSError, IndexError, ValueError):
         return None
     return ProcessSnapshot(at, user, system, status.get("voluntary_ctxt_switches", 0),
                            status.get("nonvoluntary_ctxt_switches", 0), read_b, write_b, rss, len(thread_cpu),
                            thread_cpu, host, names, thread_ctx, sched, born, waiting, scanned, boottime)
+
+
+def _sched_times(base: str) -> dict[int, tuple[int, int]]:
+    """Each thread's schedstat (run and queue times), in one pass."""
+    out = {}
+    for entry in os.listdir(f"{base}/task"):
+        counts = schedstat(f"{base}/task/{entry}/schedstat")
+        if counts:
+            out[int(entry)] = counts
+    return out
 
 
 def _blocked_stack_pointers(base: str) -> dict[int, int]:
@@ -345,7 +361,7 @@ class ProcessCollector(Collector):
 
     def stop(self) -> None:
         with self.clock:
-            self.last = snapshot(self.pid)
+            self.last = snapshot(self.pid, times_first=True)
 
     def thread_comms(self) -> dict[int, str]:
         """The threads' names by tid, as the kernel had them at the window's end."""
