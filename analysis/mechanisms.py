@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
-from mysqlprobe.flamegraphs.stacks import PROBES, WAITING_FOR_CPU
+from mysqlprobe.flamegraphs.stacks import PROBES, WAITING_FOR_CPU, under_way_call
 
 IDLE = "waiting for the client"        # between statements (its reply sent, its next not come): not the row's
 PROBES_MECHANISM = "mysqlprobe's probes"
@@ -332,6 +332,9 @@ _BUILD_PASSES = ("SELECT side of INSERT ... SELECT", "record conversion", "SQL l
 
 # off CPU in these, under the connection's command loop, the thread waits for
 # its next statement; a new connection's thread parks in the thread cache
+# the system calls a connection waits for its client in (a wait under way as the tracing switched on
+# names its call alone: flamegraphs/stacks.py's UNDER_WAY)
+CLIENT_WAIT_CALLS = {"read", "poll", "ppoll", "recvfrom", "recvmsg", "epoll_wait", "epoll_pwait"}
 _IDLE_FRAMES = ("vio_read", "vio_read_buff", "vio_io_wait", "vio_socket_io_wait", "my_net_read", "my_net_read_packet",
                 "my_net_read_packet_reallen", "net_read_packet", "my_real_read", "cache_thread",
                 "Thread_cache::park", "one_thread_per_connection_end",
@@ -413,6 +416,8 @@ def innermost_function(frames: list[str]) -> str:
     """The innermost named user function on a stack (root first), else its
     leaf (a kernel stack whose user stack could not be taken)."""
     for f in reversed(frames[1:]):
+        if under_way_call(f):
+            return f
         if not f.endswith(KERNEL_SUFFIX) and not f.startswith("["):
             return frame_name(f)
     return f"[kernel] {frame_name(frames[-1]).removesuffix(KERNEL_SUFFIX)}" if len(frames) > 1 else "?"
@@ -426,7 +431,8 @@ def of_stack(frames: list[str], off_cpu: bool = False, runnable: bool = False) -
     (the client it woke took the CPU), the statement is over for its client."""
     if PROBES in frames:
         return Charge(PROBES_MECHANISM)
-    if off_cpu and any(frame_name(f) in _IDLE_FRAMES for f in frames) and not _in_statement(frames):
+    if off_cpu and any(frame_name(f) in _IDLE_FRAMES or under_way_call(f) in CLIENT_WAIT_CALLS for f in frames) \
+            and not _in_statement(frames):
         return Charge(IDLE)
     if runnable and innermost_function(frames) in _REPLY_SENT:
         return Charge(IDLE)

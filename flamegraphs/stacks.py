@@ -105,6 +105,17 @@ CONNECTION_FRAMES = ("do_handle_one_connection", "handle_one_connection", "do_co
 OWN_CONNECTION = "mysqlprobe/connection"
 # the leaf of an off-CPU stack whose thread was switched out still runnable: it waited for a CPU
 WAITING_FOR_CPU = "[waiting for a CPU]"
+# the only frame of a wait under way when the off-CPU tracing switched on again after a quiet
+# phase (its stack was not taken): the system call the thread was blocked in then, by name or
+# number, or '?' where it was not blocked at that moment (runnable)
+UNDER_WAY = "[in {}() as tracing switched on]"
+_UNDER_WAY = re.compile(r"\[in (.+)\(\) as tracing switched on\]\Z")
+
+
+def under_way_call(frame: str) -> str | None:
+    """The system call an UNDER_WAY frame names, else None."""
+    m = _UNDER_WAY.match(frame)
+    return m.group(1) if m else None
 
 
 def is_connection_stack(stack: str) -> bool:

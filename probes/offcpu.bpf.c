@@ -26,6 +26,7 @@
 #include <linux/types.h>
 #include <linux/bpf.h>
 #include <bpf/bpf_helpers.h>
+#include <bpf/bpf_core_read.h>
 
 #include "offcpu.h"
 #define DROPPED_KINDS OFFCPU_DROPPED_KINDS
@@ -132,6 +133,49 @@ struct {
 	__type(key, struct offcpu_thread_key);
 	__type(value, struct offcpu_timed);
 } thread_waits SEC(".maps");
+
+/* A wait under way when the tracing switched on again after a quiet phase:
+ * its switch-out was not seen, so its switch-in finds no `aways` entry. It
+ * is timed from the switch-on (`switched_on`, which user space sets before
+ * `enabled`; 0 at the window's opening, where the process's snapshot names
+ * the blocked threads' stacks instead), into `under_way` by thread; user
+ * space read what each thread was blocked in at the switch-on. */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, __u64);
+} switched_on SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, MAX_THREADS);
+	__type(key, __u32);
+	__type(value, struct offcpu_timed);
+} under_way SEC(".maps");
+
+/* the ids of the thread switched in, by CO-RE against the kernel's BTF */
+struct task_struct___ids {
+	int pid;
+	int tgid;
+} __attribute__((preserve_access_index));
+
+static __always_inline void time_under_way(__u64 next, __u64 now)
+{
+	struct task_struct___ids *t = (struct task_struct___ids *)next;
+	__u32 zero = 0, tid;
+	__u64 *on = bpf_map_lookup_elem(&switched_on, &zero);
+	struct offcpu_timed first = {}, *w;
+
+	if (!on || !*on || now <= *on || (__u32)BPF_CORE_READ(t, tgid) != config.target_tgid)
+		return;
+	tid = (__u32)BPF_CORE_READ(t, pid);
+	w = value_for(&under_way, &tid, &first, OFFCPU_THREAD_MAP_FULL);
+	if (!w)
+		return;
+	__sync_fetch_and_add(&w->ns, now - *on);
+	__sync_fetch_and_add(&w->count, 1);
+}
 
 /* Whether this switch-out's stacks are taken, as the waits they stand for:
  * 1 unpaced; else the CPU's `every` if its turn has come, 0 if not (the
@@ -272,8 +316,12 @@ int on_switch(__u64 *ctx)
 	/* the thread switched in: one of the target's if its switch-out was kept */
 	task = ctx[2];
 	a = bpf_map_lookup_elem(&aways, &task);
-	if (!a)
-		return 0;   /* not the target's, or it left before the window opened */
+	if (!a) {
+		/* not the target's, or it left before the window opened or in a quiet phase */
+		if (enabled)
+			time_under_way(task, now);
+		return 0;
+	}
 	if (now > a->ts) {
 		__u32 length = wait_length(now - a->ts);
 		struct offcpu_thread_key t = { .tid = a->tid, .preempted = a->preempted, .length = length };

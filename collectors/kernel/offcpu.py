@@ -18,6 +18,7 @@ from collections.abc import Callable
 from typing import Any
 
 import ctypes
+import os
 import time
 
 from mysqlprobe.collectors import libbpf
@@ -27,7 +28,9 @@ from mysqlprobe.collectors.cpu.perf import KERNEL_SUFFIX, fold_samples
 from mysqlprobe.collectors.target.addresses import (UNKNOWN, binary_code, process_maps, uprobe_trampolines,
                                                     with_leaf_caller)
 from mysqlprobe.flamegraphs.folded import Folded
-from mysqlprobe.flamegraphs.stacks import CONNECTION_FRAMES, WAITING_FOR_CPU, connection_stacks, stacks_summary
+from mysqlprobe.collectors.kernel.process import waiting_state
+from mysqlprobe.flamegraphs.stacks import (CONNECTION_FRAMES, UNDER_WAY, WAITING_FOR_CPU, connection_stacks,
+                                           stacks_summary)
 from mysqlprobe.probes import abi
 from mysqlprobe.probes.abi import Away, OffCpuKey, OffCpuValue
 from dataclasses import dataclass
@@ -64,6 +67,7 @@ class OffCpuRecord:
     recovered: bool = False   # the user stack recovered by scanning where the frame pointers stopped in a library
     caller: int = 0           # stopped in a library's frameless function: its caller, which the walk skipped
     length: int = 0           # its waits' decade of length (wait_length): spread among their own
+    frame: str = ""           # no stacks, one frame in their place (UNDER_WAY)
 
 
 @dataclass
@@ -82,7 +86,8 @@ class OffCpuSession(PhasedPrograms):
     object_name = "offcpu"
     programs = ("on_switch",)
     what = "the sched_switch tracepoint"
-    maps = (".bss", "offcpu", "stacks", "kernel_stacks", "dropped", "aways", "recovered", "thread_waits")
+    maps = (".bss", "offcpu", "stacks", "kernel_stacks", "dropped", "aways", "recovered", "thread_waits",
+            "switched_on", "under_way")
 
     def __init__(self, pid: int, verbose: bool = False, stacks_per_cpu_s: int = STACKS_PER_CPU_S):
         self.stacks_per_cpu_s = stacks_per_cpu_s   # before the base loads the program with config()
@@ -94,6 +99,25 @@ class OffCpuSession(PhasedPrograms):
         self.unstacked_ns = 0   # waits of a thread and kind none of whose stacks was taken
         self.walked = 0         # waits whose stacks were taken
         self.switches = 0       # waits timed
+        # waits under way when the tracing switched on again (after a quiet phase), by (tid, what the
+        # thread was blocked in then: 'S 7', or '' where it was not blocked): [ns, waits]
+        self.under_way: dict[tuple[int, str], list[int]] = {}
+        self._starts = 0
+        self._blocked: dict[int, str] = {}   # at the last switch-on
+
+    def start(self) -> None:
+        """On: from the second start on (a quiet phase over), what each thread
+        is blocked in is read first, then the switch-on time stamped, for the
+        waits already under way (probes/offcpu.bpf.c's `under_way`). The
+        window's first start leaves them to the process's snapshot."""
+        zero = ctypes.c_uint32(0)
+        if self._starts:
+            self._blocked = blocked_threads(self.pid)
+            libbpf.update(self._fds["switched_on"], zero, ctypes.c_uint64(time.monotonic_ns()))
+        else:
+            libbpf.update(self._fds["switched_on"], zero, ctypes.c_uint64(0))
+        self._starts += 1
+        super().start()
 
     def config(self) -> abi.OffCpuConfig:
         """The target, the stacks a CPU takes a second, its binary's code where
@@ -105,6 +129,16 @@ class OffCpuSession(PhasedPrograms):
     def stop(self) -> None:
         super().stop()
         self._drain_open_waits(time.monotonic_ns())  # bpf_ktime_get_ns's clock
+        self._drain_under_way()
+
+    def _drain_under_way(self) -> None:
+        timed = abi.OffCpuTimed()
+        for tid in libbpf.keys(self._fds["under_way"], ctypes.c_uint32):
+            if libbpf.lookup(self._fds["under_way"], tid, timed):
+                acc = self.under_way.setdefault((tid.value, self._blocked.get(tid.value, "")), [0, 0])
+                acc[0] += timed.ns
+                acc[1] += timed.count
+            libbpf.delete(self._fds["under_way"], tid)
 
     def _drain_open_waits(self, now_ns: int) -> None:
         away = Away()
@@ -144,7 +178,8 @@ class OffCpuSession(PhasedPrograms):
         self.walked = sum(w.walked for w in timed.values())
         self.switches = sum(w.count for w in timed.values())
         records, self.unstacked_ns = spread_waits(taken, timed)
-        return records
+        return records + [OffCpuRecord(tid, [], [], False, ns, count, frame=UNDER_WAY.format(system_call(blocked)))
+                          for (tid, blocked), (ns, count) in sorted(self.under_way.items())]
 
     def _thread_waits(self) -> dict[tuple[int, bool, int], ThreadWaits]:
         """Every wait timed, by (tid, preempted, length), those cut short with them."""
@@ -191,6 +226,40 @@ def _key(k: Away | OffCpuKey, length: int) -> tuple[int, ...]:
 
 
 
+# x86-64 system call numbers a blocked thread of a server is commonly in, by name
+SYSTEM_CALLS = {0: "read", 7: "poll", 17: "pread64", 18: "pwrite64", 23: "select", 35: "nanosleep", 45: "recvfrom",
+                47: "recvmsg", 74: "fsync", 75: "fdatasync", 202: "futex", 208: "io_getevents", 230: "clock_nanosleep",
+                232: "epoll_wait", 270: "pselect6", 271: "ppoll", 281: "epoll_pwait"}
+
+
+def system_call(blocked: str) -> str:
+    """The system call of a blocked thread's 'S 7' by name (its number where
+    unnamed), '?' where it was not blocked."""
+    _, _, call = blocked.partition(" ")
+    return SYSTEM_CALLS.get(int(call), call) if call.isdigit() else "?"
+
+
+def blocked_threads(pid: int) -> dict[int, str]:
+    """Each blocked thread of the process now: its state and system call ('S 7')."""
+    base = f"/proc/{pid}/task"
+    out: dict[int, str] = {}
+    try:
+        tids = os.listdir(base)
+    except OSError:
+        return out
+    for t in tids:
+        task = f"{base}/{t}"
+        try:
+            with open(f"{task}/stat") as f:
+                stat = f.read()
+        except OSError:
+            continue
+        waiting = waiting_state(task, stat[stat.rfind(")") + 2:].split())
+        if waiting:
+            out[int(t)] = waiting[0]
+    return out
+
+
 def kernel_frames(leaf_first: list[int], kernel_name: Callable[[int], str | None]) -> list[str]:
     """A blocked thread's kernel frames, root first, down to where it gave up
     its CPU: the scheduler and the tracing that took the stack are left out."""
@@ -216,6 +285,9 @@ def fold_offcpu(records: list[OffCpuRecord], user_name: Callable[[int], str],
     for r in records:
         us = round(r.ns / 1000)
         if us <= 0:
+            continue
+        if r.frame:
+            samples.append((comms.get(r.tid, process_comm), r.tid, [r.frame], us))
             continue
         user = [user_name(a) for a in reversed(with_leaf_caller(r.user, r.caller, user_name))]
         leaf = [WAITING_FOR_CPU] if r.preempted else kernel_frames(r.kernel, kernel_name)

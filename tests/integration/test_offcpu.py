@@ -15,6 +15,7 @@ from helpers import Profiler
 from mysqlprobe.collectors.kernel.offcpu import OffCpuSession
 from mysqlprobe.collectors.target.addresses import user_names
 from mysqlprobe.flamegraphs import folded
+from mysqlprobe.flamegraphs.stacks import UNDER_WAY
 
 pytestmark = pytest.mark.root
 
@@ -79,6 +80,30 @@ def test_a_wait_open_when_a_phase_ends_counts_up_to_its_end(known_cost):
     assert len(cut) == 1 and cut[0].count == 1 and not cut[0].preempted
     assert cut[0].tid == known_cost.pid                  # its main thread slept
     assert cut[0].ns < slept - open_for - 100_000_000    # not its whole sleep: up to the phase's end
+
+
+def test_a_wait_under_way_when_the_tracing_switches_on_again_is_timed_from_then(known_cost):
+    """After a quiet phase, a thread already asleep has no switch-out on
+    record: its wait is timed from the switch-on to its wake-up, under the
+    system call it was blocked in then (read from /proc at the switch-on)."""
+    with OffCpuSession(known_cost.pid) as session:
+        session.start()                                  # the window's first phase, then a quiet one
+        session.stop()
+        sent = time.monotonic_ns()
+        known_cost.stdin.write(f"sleep {SLEEP_MS}\n")
+        known_cost.stdin.flush()
+        time.sleep(0.05)                                 # asleep, the tracing off
+        t0 = time.monotonic_ns()
+        session.start()                                  # on again: its wait under way
+        started = time.monotonic_ns()
+        slept = json.loads(known_cost.stdout.readline())["slept_ns"]
+        woke_by = time.monotonic_ns()                    # it woke, and wrote, before this
+        session.stop()
+        under = [r for r in session.records() if r.frame]
+    assert len(under) == 1 and under[0].tid == known_cost.pid and under[0].count == 1, under
+    assert under[0].frame in (UNDER_WAY.format("clock_nanosleep"), UNDER_WAY.format("nanosleep")), under[0].frame
+    # it woke at least `slept` after the command was sent, and the switch-on was stamped inside start()
+    assert sent + slept - started <= under[0].ns <= woke_by - t0, (under[0].ns, sent, slept, t0, started, woke_by)
 
 
 def _slept_in(known_cost, tmp_path, command: str, caller: str, leaf: str, probe: str = "cost_1us") -> dict:

@@ -47,3 +47,16 @@ def test_the_unprobed_delta_and_its_verdict():
     assert unprobed_wall([1.0], [2.0, 3.0]) is None
     doc = w.to_json()
     assert set(doc) >= {"delta", "ci95", "verdict", "method"} and doc["verdict"] == "finding"
+
+
+def test_a_wait_under_way_as_the_tracing_switched_on_is_charged_by_its_system_call():
+    """Its stack was not taken: a client read or poll is the wait for the
+    client; any other call is no mechanism, named by the frame itself."""
+    from mysqlprobe.analysis import mechanisms as M
+    from mysqlprobe.flamegraphs.stacks import UNDER_WAY
+    for call in ("poll", "read", "recvfrom", "ppoll"):
+        assert M.of_stack(["sql/one_connection", UNDER_WAY.format(call)], off_cpu=True).mechanism == M.IDLE
+    futex = M.of_stack(["sql/one_connection", UNDER_WAY.format("futex")], off_cpu=True)
+    assert futex == M.Charge(M.OTHER, UNDER_WAY.format("futex"))
+    # on CPU there is no such frame, and off CPU inside a statement a read is the statement's
+    assert M.of_stack(["t", "dispatch_command", UNDER_WAY.format("read")], off_cpu=True).mechanism != M.IDLE
