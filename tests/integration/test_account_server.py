@@ -72,13 +72,18 @@ def test_on_and_off_cpu_add_up_to_the_threads_wall_time(server, tmp_path):
     many samples can tell (at 99 Hz, 40-60 samples in a 0.6-0.8-s window).
     Read together, the samples' error hid a 76-ms shift between the kernel's
     window and the tracing's (the process's snapshot taken before the other
-    collectors started): on CPU 12% under, off CPU 26% over, their sum within 2%."""
+    collectors started): on CPU 12% under, off CPU 26% over, their sum within 2%.
+
+    Where the window has quiet phases (a slower host: a 1.8-s window) the
+    tracer and the sampler are off in them; the thread's idle wait for its
+    client after the statement may fall there. Then the traced and sampled
+    times are held to the kernel's from above only, and what the account
+    could not trace to no more than the tracer's quiet time."""
     sb, pid, conn, table = server
-    doc, _ = profiled(pid, conn, table, tmp_path / "run", lead_s=-0.5)
+    doc, _ = profiled(pid, conn, table, tmp_path / "run", -0.5)
     a = doc["account"]
     assert a is not None and a["threads"] >= 1, doc["process"].get("thread_times")
     assert a["on_cpu_ns"] + a["blocked_ns"] + a["runq_ns"] == a["window_wall_ns"]   # the kernel's, by construction
-    window = doc["window"]["duration_s"]
     cpu, off = doc["cpu_profile"], doc["off_cpu"]
     samples = {t["tid"]: t["samples"] for t in cpu["by_thread"]}
     traced = {t["tid"]: t["blocked_ns"] + t["runq_ns"] for t in off["by_thread"]}
@@ -86,17 +91,27 @@ def test_on_and_off_cpu_add_up_to_the_threads_wall_time(server, tmp_path):
     (load,) = [t for t in doc["process"]["thread_times"]
                if t["tid"] in samples and not t["blocked_at_start"] and t["on_cpu_ns"] > 0.1 * t["wall_ns"]]
     n = samples[load["tid"]]
-    period_ns = 1e9 / cpu["frequency_hz"] * window / (window - cpu["quiet_s"])
-    off_seen = traced.get(load["tid"], 0) * window / (window - off["quiet_s"])
+    period_ns = 1e9 / cpu["frequency_hz"]
+    off_seen = traced.get(load["tid"], 0)
+    kernel_off = load["wall_ns"] - load["on_cpu_ns"]
     # the traced waits, timed from switch-out to switch-in, against the kernel's time off CPU; at
     # each end a few ms lie between the kernel's read of the threads and the tracer's switch
     # (one run: 306.5 ms traced against 313.2); the fault this catches was +60 ms
-    assert off_seen == pytest.approx(load["wall_ns"] - load["on_cpu_ns"], rel=WHOLE, abs=EDGES_NS), (load, off_seen)
-    # the samples against the kernel's time on CPU, within three standard errors of their count
-    assert abs(n * period_ns - load["on_cpu_ns"]) <= 3 * math.sqrt(n) * period_ns, (load, n, period_ns)
+    edges = max(WHOLE * kernel_off, EDGES_NS)
+    error = 3 * math.sqrt(n) * period_ns   # the samples: three standard errors of their count
+    assert off_seen <= kernel_off + edges, (load, off_seen)
+    assert n * period_ns <= load["on_cpu_ns"] + error, (load, n, period_ns)
+    if not (off["quiet_s"] or cpu["quiet_s"]):
+        assert off_seen >= kernel_off - edges, (load, off_seen)
+        assert n * period_ns >= load["on_cpu_ns"] - error, (load, n, period_ns)
     parts = sum(m["ns_per_row"] for m in a["mechanisms"])
     assert parts == pytest.approx(a["wall_ns_per_row"], rel=1e-3)
-    assert a["unattributed_ns_per_row"] <= 0.15 * a["wall_ns_per_row"], a["mechanisms"]
+    # what no stack named: off CPU where the tracing was off (quiet phases: a window that ends in
+    # one while the thread waits for its client after the statement has that wait here), and
+    # stacks of no mechanism; the first never more than the tracer's quiet time, the second small
+    not_traced = sum(m["ns_per_row"] for m in a["mechanisms"] if m["name"] == "off CPU, not traced")
+    assert not_traced * a["rows"] <= off["quiet_s"] * 1e9 * a["threads"] + EDGES_NS, (not_traced, off["quiet_s"])
+    assert a["unattributed_ns_per_row"] - not_traced <= 0.15 * a["wall_ns_per_row"], a["mechanisms"]
 
 
 def test_the_rows_time_is_the_statements_own(server, tmp_path):
