@@ -25,7 +25,8 @@ import time
 from datetime import datetime, timezone
 from pathlib import Path
 
-from mysqlprobe.lab.benchkit import MYSQLPROBE, Tool, bench_parser, derived, log, machine, med, spread, write_results
+from mysqlprobe.lab.benchkit import (MYSQLPROBE, Tool, bench_parser, derived, log, machine, measure_of, med, spread,
+                                     write_results)
 from mysqlprobe.lab.benchkit.loads import (SHAPES, TABLE_SIZE, TABLES, Blocks, Load, Shape, quiet_rate, quiet_slowdown,
                                           rows_inserted, unprobed_block)
 from mysqlprobe.lab import sandbox
@@ -52,7 +53,7 @@ def figures(doc: dict, truth: int) -> dict:
     """What mysqlprobe reported, and the server's own count of rows inserted in its window."""
     (row_insert,) = [s for s in doc["stages"] if s["stage"] == "innodb.row_insert"]
     est = row_insert["estimated_calls"]["value"]
-    return {"reported_slowdown": doc["overhead"]["measured_slowdown"], "estimated_calls": est,
+    return {"reported_slowdown": measure_of(doc["overhead"]), "estimated_calls": est,
             "quiet_rate": quiet_rate(doc),
             "rows_inserted": truth, "error": (est - truth) / truth if truth else None,
             "cycles": doc["sampling"].get("cycles"), "by_collector": doc["overhead"]["by_collector"],
@@ -121,8 +122,9 @@ def shapes_section(results: dict, title: str = "# The default insert profile und
              "(its start and the writing of its capture fall between blocks and count in neither). "
              "felt: the load's own rate (sysbench's transactions/s from its per-second reports, the seed load's "
              "rows/s from the server's `Innodb_rows_inserted`) in the unprobed blocks just before and after, "
-             "over its rate in the profiled block. reported: `overhead.measured_slowdown` of "
-             "the capture. calls: innodb.row_insert's estimated calls against the server's "
+             "over its rate in the profiled block. reported: `overhead.slowdown_estimate` of "
+             "the capture (the measure; printed from 1.0 up as `measured_slowdown`). "
+             "calls: innodb.row_insert's estimated calls against the server's "
              "`Innodb_rows_inserted` over the same window. noise: unprobed blocks against their neighbours. "
              "quiet: the server's rows changed per second in the unprobed blocks either side over their rate in "
              "the capture's quiet phases (nothing of mysqlprobe meant to be on): above 1 by what stays on in them, "

@@ -37,8 +37,8 @@ from pathlib import Path
 from mysqlprobe.lab.known_cost import build_known_cost
 from mysqlprobe.lab.benchkit.truth import on_stack_ns, record_truth
 from mysqlprobe.lab.benchkit.loads import StatementLoop, rows_inserted
-from mysqlprobe.lab.benchkit import (MYSQLPROBE, ROOT, Tool, bench_parser, derived, fixture_command, log, machine, med,
-                                     run_line, write_results)
+from mysqlprobe.lab.benchkit import (MYSQLPROBE, ROOT, Tool, bench_parser, derived, fixture_command, log, machine, measure_of,
+                                     med, run_line, write_results)
 from mysqlprobe.lab import sandbox, workload
 from mysqlprobe.analysis.per_call import samples_to_resolve
 from mysqlprobe.analysis.sampling import Estimate
@@ -93,7 +93,7 @@ def profiled_block(pid: int, seconds: float, workdir: Path, extra: tuple = ()) -
     innodb_calls, lookup_calls = figures["innodb"]["calls"], figures["lookup"]["calls"]
     # the InnoDB function's calls per row inserted: per lookup, as the probes counted both
     figures["innodb_calls_per_row"] = innodb_calls / lookup_calls if lookup_calls else None
-    figures["slowdown"] = doc["overhead"]["measured_slowdown"]
+    figures["slowdown"] = measure_of(doc["overhead"])
     sampling = doc.get("sampling") or {}
     # where the window's off-time went: the bursts' share decides how many samples a short function gets
     figures["phases"] = {k: sampling.get(k) for k in ("on_s", "off_s", "quiet_s", "quiet_share", "burst_s",

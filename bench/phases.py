@@ -26,7 +26,8 @@ from pathlib import Path
 from mysqlprobe.collectors.perfschema.settings import PerfSchema, rows_changed
 
 from mysqlprobe.lab import sandbox, workload
-from mysqlprobe.lab.benchkit import HERE, Tool, bench_parser, derived, log, machine, med, run_line, run_subcommand, spread, write_results
+from mysqlprobe.lab.benchkit import (HERE, Tool, bench_parser, derived, log, machine, measure_of, med, run_line,
+                                     run_subcommand, spread, write_results)
 from mysqlprobe.lab.benchkit.loads import SHAPES, Blocks, CounterPoll, Load, unprobed_block
 
 # --------------------------------------------------------------------------- profile
@@ -84,7 +85,7 @@ def profiled_block(pid: int, seconds: float, workdir: Path, variant: str) -> dic
     tool.stop()
     overhead = derived(out / "capture")["overhead"]
     return {"variant": variant, "events": [json.loads(line) for line in events.read_text().splitlines()],
-            "reported": overhead.get("measured_slowdown"), "reference": overhead.get("measured_against")}
+            "reported": measure_of(overhead), "reference": overhead.get("measured_against")}
 
 
 def spans(events: list[dict]) -> list[tuple[float, float, str, float]]:

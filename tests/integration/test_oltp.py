@@ -80,7 +80,7 @@ def test_default_mode_says_what_it_cost(server, tmp_path):
     doc = prof.profile()
     truth = rows_inserted(doc)
     assert truth == writes(out)
-    slowdown = doc["overhead"]["measured_slowdown"]
+    slowdown = doc["overhead"]["slowdown_estimate"]   # the measure; printed from 1.0 up
     # timings live in bench/ (section 2); a duty cycler that left the probes on all along would
     # slow 8 clients' inserts by 2x and more: that, this bound catches
     assert slowdown is not None and slowdown < 1.5, slowdown
@@ -103,8 +103,12 @@ def test_default_mode_says_what_it_cost(server, tmp_path):
     assert doc["cpu_profile"]["samples"] > 0 and doc["off_cpu"]["switches"] > 0
     estimate = stage(doc, "innodb.row_insert")["estimated_calls"]["value"]
     assert abs(estimate - truth) / truth < COUNTS, (estimate, truth)   # bench section 2: within 1%
-    said = f"load slowed {slowdown:.2f}x" if slowdown >= 1 else f"load not measurably slowed ({slowdown:.2f}x)"
+    # printed only from 1.0 up (a probed load cannot run faster), with its interval where the phases give one
+    o = doc["overhead"]
+    said = (f"load ran {slowdown:.2f}x slower" if slowdown >= 1
+            else f"slowdown not measurable (±{o['slowdown_doubt']:.2f})")
     assert f"overhead {said}" in " ".join(text.split())
+    assert (o["measured_slowdown"] is None) == (slowdown < 1)
     sampling = doc["sampling"]                     # the unprobed rate it was measured against
     assert sampling["off_rows"] > 0 and 0 < sampling["off_s"] < doc["window"]["duration_s"]
     # what runs in every phase: this process, its helper, the server's threads for its connections, the
@@ -116,7 +120,7 @@ def test_default_mode_says_what_it_cost(server, tmp_path):
     assert doc["perf_schema"]["own_connections_cpu_s"] > 0           # the progress reads took server CPU
     assert costs["perf_schema"]["target_s"] == pytest.approx(doc["perf_schema"]["own_connections_cpu_s"], abs=1e-4)
     assert 1.0 < o["standing_slowdown"] < 1.5
-    assert o["measured_slowdown"] == pytest.approx(o["phase_slowdown"] * o["standing_slowdown"], abs=2e-4)
+    assert o["slowdown_estimate"] == pytest.approx(o["phase_slowdown"] * o["standing_slowdown"], abs=2e-4)
     quiet_phases_leave_nothing_on(doc, before, whole_setup(sb))
 
 
