@@ -14,6 +14,8 @@ from pathlib import Path
 
 import pytest
 
+from mysqlprobe.analysis.profile import t95
+
 from conftest import MYSQLPROBE
 from mysqlprobe.analysis import mechanisms as M
 from mysqlprobe.reports import load_profile
@@ -188,11 +190,17 @@ def history_consumers_on(sb) -> bool:
 
 def assert_delta_is_the_truths(result: dict, pairs: list[float], within: float) -> None:
     """compare's paired wall delta against a truth's alternated pairs (B - A
-    each), a finding, and its mechanisms with the unattributed rest summing to it."""
+    each); a finding wherever the truth's own pairs are decisive (their
+    paired t 95% interval clear of 0: on a noisy host four pairs may not
+    be, and then 'noise' is an honest verdict); and its mechanisms with the
+    unattributed rest summing to the delta."""
     wall = result["wall"]
     truth = statistics.fmean(pairs)
     assert abs(wall["delta"] - truth) <= within * abs(truth), (wall, pairs)
-    assert wall["verdict"] == "finding", wall
+    half = t95(len(pairs) - 1) * statistics.stdev(pairs) / len(pairs) ** 0.5
+    assert wall["verdict"] in ("finding", "noise"), wall
+    if abs(truth) > half:
+        assert wall["verdict"] == "finding", (wall, pairs)
     named = sum(m["delta_ns_per_row"] for m in result["mechanisms"] if m["finding"])
     assert named + result["unattributed_ns_per_row"] == pytest.approx(wall["delta"], abs=2.0)
 
