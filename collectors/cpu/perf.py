@@ -118,16 +118,14 @@ def threads_record(samples: Sequence[tuple[str, int | None, list[str], int]]) ->
     return [{"tid": tid, "samples": n, "connection": tid in connection} for tid, n in sorted(weights.items())]
 
 
-def fold_samples(samples: Sequence[tuple[str, int | None, list[str], int]], thread_names: dict[int, str],
-                 leading: Sequence[str] = ()) -> Folded:
+def fold_samples(samples: Sequence[tuple[str, int | None, list[str], int]], thread_names: dict[int, str]) -> Folded:
     """Folded stacks from (comm, tid, frames root first, weight), each under
     its thread's name: its Performance Schema name (by tid), else its comm
-    when the server named its threads, else comm/entry function. leading:
-    a frame per sample put above the thread's (a sample's slice of time)."""
+    when the server named its threads, else comm/entry function."""
     root = thread_roots(samples, thread_names)
     folded = Folded()
-    for i, (comm, tid, stack, weight) in enumerate(samples):
-        folded.add(([leading[i]] if leading else []) + [root(comm, tid)] + stack, weight)
+    for comm, tid, stack, weight in samples:
+        folded.add([root(comm, tid)] + stack, weight)
     return folded
 
 

@@ -14,7 +14,7 @@ from mysqlprobe.analysis.html_report import render_html, slices_data
 from mysqlprobe.analysis.model import Profile
 from mysqlprobe.analysis.time_slices import TimeSlices, time_slices
 from mysqlprobe.capture import read_profile
-from mysqlprobe.collectors.cpu.perf import fold_samples
+from mysqlprobe.collectors.cpu.perf import fold_samples, thread_roots
 from mysqlprobe.flamegraphs import folded
 from mysqlprobe.flamegraphs.folded import OVERFLOW_STACK, Folded
 from mysqlprobe.recorder.recorder import SHORTEST_SLICE_S, slice_seconds
@@ -113,7 +113,10 @@ def test_the_pages_data_is_bounded_however_many_slices():
 def test_a_leading_frame_keeps_each_samples_thread_root():
     samples = [("mysqld", 11, ["do_command", "write_row"], 3), ("mysqld", 12, ["buf_flush"], 2)]
     whole = fold_samples(samples, {11: "sql/one_connection"})
-    by_time = fold_samples(samples, {11: "sql/one_connection"}, leading=["4", "9"])
+    root = thread_roots(samples, {11: "sql/one_connection"})   # as the sampler's collector folds its slices
+    by_time = Folded()
+    for (comm, tid, frames, n), number in zip(samples, ["4", "9"]):
+        by_time.add([number, root(comm, tid)] + frames, n)
     assert {s.partition(";")[2]: n for s, n in by_time.stacks.items()} == dict(whole.stacks)
     assert "4;sql/one_connection;do_command;write_row" in by_time.stacks
     assert [s.split(";")[0] for s in sorted(by_time.stacks)] == ["4", "9"]
