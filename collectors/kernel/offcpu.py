@@ -18,7 +18,6 @@ from collections.abc import Callable
 from typing import Any
 
 import ctypes
-import os
 import time
 
 from mysqlprobe.collectors import libbpf
@@ -28,7 +27,7 @@ from mysqlprobe.collectors.cpu.perf import KERNEL_SUFFIX, fold_samples
 from mysqlprobe.collectors.target.addresses import (UNKNOWN, binary_code, process_maps, uprobe_trampolines,
                                                     with_leaf_caller)
 from mysqlprobe.flamegraphs.folded import Folded
-from mysqlprobe.collectors.kernel.process import waiting_state
+from mysqlprobe.collectors.kernel.process import blocked_threads
 from mysqlprobe.flamegraphs.stacks import (CONNECTION_FRAMES, UNDER_WAY, WAITING_FOR_CPU, connection_stacks,
                                            stacks_summary)
 from mysqlprobe.probes import abi
@@ -112,7 +111,7 @@ class OffCpuSession(PhasedPrograms):
         window's first start leaves them to the process's snapshot."""
         zero = ctypes.c_uint32(0)
         if self._starts:
-            self._blocked = blocked_threads(self.pid)
+            self._blocked = blocked_now(self.pid)
             libbpf.update(self._fds["switched_on"], zero, ctypes.c_uint64(time.monotonic_ns()))
         else:
             libbpf.update(self._fds["switched_on"], zero, ctypes.c_uint64(0))
@@ -239,25 +238,12 @@ def system_call(blocked: str) -> str:
     return SYSTEM_CALLS.get(int(call), call) if call.isdigit() else "?"
 
 
-def blocked_threads(pid: int) -> dict[int, str]:
+def blocked_now(pid: int) -> dict[int, str]:
     """Each blocked thread of the process now: its state and system call ('S 7')."""
-    base = f"/proc/{pid}/task"
-    out: dict[int, str] = {}
     try:
-        tids = os.listdir(base)
-    except OSError:
-        return out
-    for t in tids:
-        task = f"{base}/{t}"
-        try:
-            with open(f"{task}/stat") as f:
-                stat = f.read()
-        except OSError:
-            continue
-        waiting = waiting_state(task, stat[stat.rfind(")") + 2:].split())
-        if waiting:
-            out[int(t)] = waiting[0]
-    return out
+        return {tid: state for tid, (state, _) in blocked_threads(f"/proc/{pid}").items()}
+    except OSError:   # the process is gone
+        return {}
 
 
 def kernel_frames(leaf_first: list[int], kernel_name: Callable[[int], str | None]) -> list[str]:

@@ -209,8 +209,9 @@ def _sched_times(base: str) -> dict[int, tuple[int, int]]:
     return out
 
 
-def _blocked_stack_pointers(base: str) -> dict[int, int]:
-    """Each blocked thread's user stack pointer, by tid."""
+def blocked_threads(base: str) -> dict[int, tuple[str, int]]:
+    """Each blocked thread of the process at `base` (/proc/PID), by tid: its
+    state and system call ('S 7') and its user stack pointer (waiting_state)."""
     out = {}
     for entry in os.listdir(f"{base}/task"):
         try:
@@ -218,8 +219,13 @@ def _blocked_stack_pointers(base: str) -> dict[int, int]:
         except OSError:   # ended since the listing
             continue
         if state:
-            out[int(entry)] = state[1]
+            out[int(entry)] = state
     return out
+
+
+def _blocked_stack_pointers(base: str) -> dict[int, int]:
+    """Each blocked thread's user stack pointer, by tid."""
+    return {tid: sp for tid, (_, sp) in blocked_threads(base).items()}
 
 
 def _scan_stacks(pid: int, sps: dict[int, int], proc: str = "/proc") -> dict[int, list[int]]:
