@@ -47,14 +47,16 @@ OFFCPU_DROPS = {"OFFCPU_THREAD_MAP_FULL": "thread map full", "OFFCPU_STACK_MAP_F
                "OFFCPU_RECOVERED_MAP_FULL": "recovered-stack map full",
                "OFFCPU_USER_STACK_NOT_TAKEN": "user stacks not taken",
                "OFFCPU_KERNEL_STACK_NOT_TAKEN": "kernel stacks not taken"}
-KERNEL_STACKS, COPIED_STACK = 4096, 1
-# user_stack.h
+KERNEL_STACKS = 4096
+# user_stack.h, kept_stack.h
 SCAN_WORDS, MAX_FRAME_GAP, RECOVERED_STACKS = 64, 1 << 16, 4096
+COPIED_STACK = 1
 # io.h
 MAX_IOCBS, IOCB_OP_BASE, PATH_LEN = 8, 1000, 256
 IO_DROPS = {"IO_THREAD_MAP_FULL": "thread map full", "IO_CALL_MAP_FULL": "call map full",
             "IO_IOCBS_LEFT_OUT": f"io_submit calls of more than {MAX_IOCBS} iocbs",
-            "IO_OPENED_MAP_FULL": "opened-file map full"}
+            "IO_OPENED_MAP_FULL": "opened-file map full", "IO_RECOVERED_MAP_FULL": "copied-stack map full",
+            "IO_USER_STACK_NOT_TAKEN": "user stacks not taken"}
 # cpu_sample.h
 SAMPLE_USER_STACKS, SAMPLE_KERNEL_STACKS = 1, 2
 SAMPLE_DROPS = {"SAMPLE_MAP_FULL": "sample map full", "SAMPLE_STACKS_NOT_TAKEN": "stacks not taken",
@@ -68,6 +70,8 @@ def _numbered(names, count: str) -> dict[str, int]:
 
 
 TRACING_LIMITS = {"MAX_STACKS": MAX_STACKS, "STACK_DEPTH": STACK_DEPTH}
+USER_STACK_LIMITS = {"SCAN_WORDS": SCAN_WORDS, "MAX_FRAME_GAP": MAX_FRAME_GAP, "RECOVERED_STACKS": RECOVERED_STACKS}
+KEPT_STACKS = {"COPIED_STACK": COPIED_STACK}
 # per object: each enum of its header (as the object's BTF carries it) -> its constants
 ENUMS = {
     "uprobe_latency": {
@@ -89,12 +93,12 @@ ENUMS = {
         "counter_id": _numbered(COUNTER_IDS, "CNT_MAX"),
     },
     "offcpu": {"tracing_limits": TRACING_LIMITS, "offcpu_dropped": _numbered(OFFCPU_DROPS, "OFFCPU_DROPPED_KINDS"),
-               "user_stack_limits": {"SCAN_WORDS": SCAN_WORDS, "MAX_FRAME_GAP": MAX_FRAME_GAP,
-                                     "RECOVERED_STACKS": RECOVERED_STACKS},
-               "offcpu_stacks": {"KERNEL_STACKS": KERNEL_STACKS, "COPIED_STACK": COPIED_STACK}},
+               "user_stack_limits": USER_STACK_LIMITS, "offcpu_stacks": {"KERNEL_STACKS": KERNEL_STACKS},
+               "kept_stacks": KEPT_STACKS},
     "io": {"tracing_limits": TRACING_LIMITS,
            "io_limits": {"MAX_IOCBS": MAX_IOCBS, "IOCB_OP_BASE": IOCB_OP_BASE, "PATH_LEN": PATH_LEN},
-           "io_dropped": _numbered(IO_DROPS, "IO_DROPPED_KINDS")},
+           "io_dropped": _numbered(IO_DROPS, "IO_DROPPED_KINDS"), "user_stack_limits": USER_STACK_LIMITS,
+           "kept_stacks": KEPT_STACKS},
     "cpu_sample": {"tracing_limits": TRACING_LIMITS,
                    "sample_stacks": {"SAMPLE_USER_STACKS": SAMPLE_USER_STACKS,
                                      "SAMPLE_KERNEL_STACKS": SAMPLE_KERNEL_STACKS},
@@ -205,7 +209,8 @@ class OffCpuPace(ctypes.Structure):
 
 
 class IoKey(ctypes.Structure):
-    _fields_ = [("tid", _u32), ("ustack", ctypes.c_int32), ("call", _u32), ("fd", ctypes.c_int32), ("gen", _u32)]
+    _fields_ = [("tid", _u32), ("ustack", ctypes.c_int32), ("call", _u32), ("fd", ctypes.c_int32), ("gen", _u32),
+                ("pad", _u32), ("ucopied", _u64)]
 
 
 class IoValue(ctypes.Structure):
@@ -219,7 +224,7 @@ class IocbSeen(ctypes.Structure):
 class InCall(ctypes.Structure):
     """A thread inside an I/O call entered in an on-phase."""
     _fields_ = [("ts", _u64), ("ustack", ctypes.c_int32), ("call", _u32), ("fd", ctypes.c_int32),
-                ("gen", _u32), ("iocbs", _u32), ("iocb", IocbSeen * MAX_IOCBS)]
+                ("gen", _u32), ("iocbs", _u32), ("ucopied", _u64), ("iocb", IocbSeen * MAX_IOCBS)]
 
 
 class OpenedKey(ctypes.Structure):

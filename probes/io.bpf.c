@@ -9,10 +9,12 @@
  * clients and say least about storage) the
  * thread's user stack, the file descriptor and the time are kept; on exit
  * the call's time, the bytes it moved (its return value) and an error, if
- * any, are added to (thread, user stack, call, fd). The iocbs io_submit
- * hands over are read on entry (up to MAX_IOCBS): each submitted one counts
- * under its own fd and operation with its size; the call's time goes to
- * the first.
+ * any, are added to (thread, user stack, call, fd). A user stack the stack
+ * map refuses (its bucket holds another) is copied by its content
+ * (kept_stack.h): no call's stack is lost to a collision. The iocbs
+ * io_submit hands over are read on entry (up to MAX_IOCBS): each submitted
+ * one counts under its own fd and operation with its size; the call's time
+ * goes to the first.
  *
  * File names: an open that returns a descriptor inside a phase gives it a
  * new generation number and keeps its path, so a descriptor closed and
@@ -36,6 +38,9 @@
 #define MAX_OPENED 4096
 
 #include "x86_64_regs.h"
+#include "user_stack.h"
+#define KEPT_STACKS_FULL IO_RECOVERED_MAP_FULL
+#include "kept_stack.h"
 
 const volatile __u32 target_tgid = 0;
 __u32 enabled = 0;   /* calls are taken */
@@ -44,6 +49,8 @@ const volatile struct {
 	enum tracing_limits tracing;
 	enum io_limits limits;
 	enum io_dropped dropped;
+	enum user_stack_limits user_stack;
+	enum kept_stacks kept;
 } abi_enums = {};
 
 /* the uapi struct iocb fields read, at their offsets */
@@ -249,12 +256,18 @@ int on_enter(__u64 *ctx)
 	c->gen = fam == FD_FIRST ? gen_of(c->fd) : 0;
 	c->iocbs = 0;
 	c->ustack = -1;
+	c->ucopied = 0;
 	if (fam == SUBMIT)
 		read_iocbs(c, si, dx);
 	if (fam == OPEN_PATH_FIRST || fam == OPEN_PATH_SECOND)
 		keep_path(tid, fam == OPEN_PATH_FIRST ? di : si);
-	else
+	else {
 		c->ustack = bpf_get_stackid(ctx, &stacks, BPF_F_USER_STACK);
+		if (c->ustack == -EEXIST)
+			c->ucopied = copied_stack(ctx, BPF_F_USER_STACK);
+		if (c->ustack < 0 && !c->ucopied)
+			count_drop(IO_USER_STACK_NOT_TAKEN);
+	}
 	if (bpf_map_update_elem(&in_calls, &tid, c, BPF_ANY) != 0)
 		count_drop(IO_THREAD_MAP_FULL);
 	return 0;
@@ -287,7 +300,7 @@ int on_exit(__u64 *ctx)
 			bpf_map_delete_elem(&opening, &tid);
 	} else if (c->call == 209 && c->iocbs > 0) {
 		for (int i = 0; i < MAX_IOCBS; i++) {
-			struct io_key k = { .tid = tid, .ustack = c->ustack };
+			struct io_key k = { .tid = tid, .ustack = c->ustack, .ucopied = c->ucopied };
 
 			if (i >= c->iocbs || (ret >= 0 && i >= ret))
 				break;
@@ -301,7 +314,8 @@ int on_exit(__u64 *ctx)
 		if (c->iocbs == MAX_IOCBS && ret > MAX_IOCBS)
 			count_drop(IO_IOCBS_LEFT_OUT);
 	} else {
-		struct io_key k = { .tid = tid, .ustack = c->ustack, .call = c->call, .fd = c->fd, .gen = c->gen };
+		struct io_key k = { .tid = tid, .ustack = c->ustack, .call = c->call, .fd = c->fd, .gen = c->gen,
+				     .ucopied = c->ucopied };
 		__u64 bytes = 0;
 
 		/* read/write/send/receive families return bytes moved;

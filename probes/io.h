@@ -17,6 +17,8 @@ enum io_dropped {
 	IO_CALL_MAP_FULL,
 	IO_IOCBS_LEFT_OUT,    /* an io_submit of more than MAX_IOCBS iocbs */
 	IO_OPENED_MAP_FULL,
+	IO_RECOVERED_MAP_FULL,
+	IO_USER_STACK_NOT_TAKEN,   /* neither walked into `stacks` nor copied */
 	IO_DROPPED_KINDS,
 };
 
@@ -35,6 +37,7 @@ struct in_call {
 	__s32 fd;
 	__u32 gen;
 	__u32 iocbs;
+	__u64 ucopied;   /* the user stack's key in `recovered` where `stacks` refused it (kept_stack.h) */
 	struct iocb_seen iocb[MAX_IOCBS];
 };
 
@@ -44,6 +47,9 @@ struct io_key {
 	__u32 call;     /* syscall number, or IOCB_OP_BASE + opcode */
 	__s32 fd;       /* -1: none (io_getevents) */
 	__u32 gen;      /* the fd's open generation: 0, opened before the phase */
+	__u32 pad;
+	__u64 ucopied;  /* the user stack copied where `stacks` refused it (ustack -1 then): its
+			 * key in `recovered`; 0: none */
 };
 
 struct opened_key {

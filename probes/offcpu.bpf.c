@@ -33,13 +33,14 @@
 #include "tracing.h"
 #include "x86_64_regs.h"
 #include "user_stack.h"
+#define KEPT_STACKS_FULL OFFCPU_RECOVERED_MAP_FULL
+#include "kept_stack.h"
 
 struct task_struct;
 
 #define MAX_THREADS 16384
 #define MAX_KEYS 65536
 
-#define EEXIST 17        /* bpf_get_stackid(): the stack's bucket holds another */
 #define TASK_DEAD 0x80   /* prev_state of a thread's last switch-out: it never comes back */
 
 const volatile struct offcpu_config config = {};
@@ -49,23 +50,9 @@ const volatile struct {
 	enum tracing_limits tracing;
 	enum offcpu_dropped dropped;
 	enum user_stack_limits user_stack;
-	enum offcpu_stacks kept;
+	enum offcpu_stacks kernel;
+	enum kept_stacks kept;
 } abi_enums = {};
-
-struct {
-	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-	__uint(max_entries, 1);
-	__type(key, __u32);
-	__type(value, struct stack_scan);
-} scan SEC(".maps");
-
-/* user stacks recovered by scanning (user_stack.h), by their hash */
-struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, RECOVERED_STACKS);
-	__type(key, __u64);
-	__uint(value_size, STACK_DEPTH * sizeof(__u64));
-} recovered SEC(".maps");
 
 /* the kernel stacks of switch-outs (offcpu.h: enum offcpu_stacks) */
 struct {
@@ -74,16 +61,6 @@ struct {
 	__uint(key_size, sizeof(__u32));
 	__uint(value_size, STACK_DEPTH * sizeof(__u64));
 } kernel_stacks SEC(".maps");
-
-/* s->ips kept in `recovered` by their key h: h, else 0 (the map full) */
-static __always_inline __u64 keep_stack(__u64 h, struct stack_scan *s)
-{
-	if (bpf_map_update_elem(&recovered, &h, s->ips, BPF_NOEXIST) != 0 && !bpf_map_lookup_elem(&recovered, &h)) {
-		count_drop(OFFCPU_RECOVERED_MAP_FULL);
-		return 0;
-	}
-	return h;
-}
 
 /* The thread's user stack recovered where the frame-pointer walk stopped in
  * a library: its key in `recovered` (even), else 0. u: its user registers. */
@@ -101,23 +78,6 @@ static __always_inline __u64 recovered_user_stack(const struct x86_64_regs *u, s
 		return 0;
 	h &= ~(__u64)COPIED_STACK;
 	return keep_stack(h ? h : 2, s);
-}
-
-/* The thread's stack (user: BPF_F_USER_STACK, else kernel) walked as
- * bpf_get_stackid() walks it, whose bucket in its map held another: its key
- * in `recovered` (odd), else 0. */
-static __always_inline __u64 copied_stack(void *ctx, __u64 flags)
-{
-	__u32 zero = 0;
-	struct stack_scan *s = bpf_map_lookup_elem(&scan, &zero);
-	long bytes;
-
-	if (!s)
-		return 0;
-	bytes = bpf_get_stack(ctx, s->ips, STACK_DEPTH * sizeof(__u64), flags);
-	if (bytes <= 0)
-		return 0;
-	return keep_stack(stack_hash(s, (int)(bytes / sizeof(__u64))) | COPIED_STACK, s);
 }
 
 struct {

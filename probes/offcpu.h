@@ -15,14 +15,11 @@ enum offcpu_dropped {
 	OFFCPU_DROPPED_KINDS,
 };
 
-/* Where the stacks are kept. A stack map refuses a stack whose bucket holds
- * another, for good: a hot stack so refused would be lost at every walk.
- * The kernel stacks of switch-outs are few, in a map of their own; a stack
- * refused by its map (user or kernel) is copied into `recovered` by its
- * hash, odd (COPIED_STACK set), where the recovered user stacks are even. */
+/* Where the stacks are kept. The kernel stacks of switch-outs are few, in a
+ * map of their own; a stack refused by its map (user or kernel) is copied
+ * into `recovered` (kept_stack.h). */
 enum offcpu_stacks {
 	KERNEL_STACKS = 4096,
-	COPIED_STACK = 1,
 };
 
 /* how often stacks are taken where switches are many */

@@ -74,7 +74,7 @@ class IoSession(PhasedPrograms):
     object_name = "io"
     programs = ("on_enter", "on_exit")
     what = "the sys_enter and sys_exit tracepoints"
-    maps = (".bss", "io", "stacks", "dropped", "in_calls", "fd_gen", "opened")
+    maps = (".bss", "io", "stacks", "recovered", "dropped", "in_calls", "fd_gen", "opened")
 
     def start(self) -> None:
         # an open between phases was not seen: its descriptor is named from
@@ -99,7 +99,7 @@ class IoSession(PhasedPrograms):
             if libbpf.lookup(self._fds["in_calls"], tid, c) and now_ns > c.ts and c.call not in OPENS:
                 first = c.iocb[0] if c.iocbs else None
                 key = (tid.value, c.ustack, abi.IOCB_OP_BASE + first.op if first else c.call,
-                       first.fd if first else c.fd, first.gen if first else c.gen)
+                       first.fd if first else c.fd, first.gen if first else c.gen, c.ucopied)
                 acc = self.cut.setdefault(key, [0, 0])
                 acc[0] += 1
                 acc[1] += now_ns - c.ts
@@ -110,11 +110,13 @@ class IoSession(PhasedPrograms):
         value = IoValue()
         for key in libbpf.keys(self._fds["io"], IoKey):
             if libbpf.lookup(self._fds["io"], key, value) and value.calls:
-                acc = totals.setdefault((key.tid, key.ustack, key.call, key.fd, key.gen), [0, 0, 0, 0])
+                acc = totals.setdefault((key.tid, key.ustack, key.call, key.fd, key.gen, key.ucopied), [0, 0, 0, 0])
                 for i, v in enumerate((value.calls, value.bytes, value.ns, value.errors)):
                     acc[i] += v
-        return [IoRecord(tid, self._stack(ustack), call_name(call), fd, gen, calls, nbytes, ns, errors)
-                for (tid, ustack, call, fd, gen), (calls, nbytes, ns, errors) in totals.items()]
+        # a stack `stacks` refused is copied into `recovered` by its hash (probes/kept_stack.h)
+        return [IoRecord(tid, self._frames("recovered", ctypes.c_uint64(ucopied)) if ucopied else self._stack(ustack),
+                         call_name(call), fd, gen, calls, nbytes, ns, errors)
+                for (tid, ustack, call, fd, gen, ucopied), (calls, nbytes, ns, errors) in totals.items()]
 
     def opened(self) -> dict[tuple[int, int], str]:
         """(fd, generation) -> the path it was opened by, for opens in the phases."""

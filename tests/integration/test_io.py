@@ -18,6 +18,7 @@ pytestmark = pytest.mark.root
 
 WRITES, PAGE = 13, 4096          # prime count
 IOCBS, AIO_PAGE = 14, 8192       # two iocbs per io_submit
+SPREAD = 1 << 12                 # the fixture's writes of a stack each (its SPREAD_BITS)
 
 
 def _command(proc, line: str) -> dict:
@@ -69,6 +70,20 @@ def test_writes_are_counted_with_their_stack_file_and_bytes(known_cost, tmp_path
     assert "I/O system calls:" in out and "pages/t1.ibd" in out
     assert (cap / "io.svg").read_text().startswith("<svg")
     assert "I/O flame graph" in (cap / "report.html").read_text()
+
+
+def test_every_write_keeps_its_stack_where_stacks_collide(known_cost, tmp_path):
+    """4,096 stacks of writes, each its own, in a stack map of 16,384
+    buckets: hundreds share a bucket, which bpf_get_stackid() refuses.
+    Each refused stack is copied by its content: every write is found
+    under its own stack, none without one."""
+    done, io, cap, _ = _profiled(known_cost, tmp_path, "spread/t", f"spread {{data}} {SPREAD} 512")
+    assert done == {"written": SPREAD * 512, "calls": SPREAD}
+    calls = _stacks(cap / io["calls_file"])
+    spread = {s: w for s, w in calls.items() if "write_spread" in s.split(";")}
+    assert sum(spread.values()) == SPREAD and len(spread) == SPREAD, (sum(spread.values()), len(spread))
+    assert _below(_stacks(cap / io["bytes_file"]), "write_spread", "pwrite64", "spread/t") == SPREAD * 512
+    assert not io["dropped"], io["dropped"]
 
 
 def test_iocbs_count_under_their_own_file_and_size(known_cost, tmp_path):
