@@ -53,7 +53,8 @@ time per row: compare's wall delta), sampled only, no probe attached (CPU
 samples at 999 Hz and off-CPU switches: the wall-time account compare explains
 the delta by, DIR/SERVER/CELL/wall-rN), and profiled (the probes' counts and
 latencies per call, DIR/SERVER/CELL/rN). With two servers the runs alternate,
-A then B, repeat by repeat, so that the host's drift falls on both alike.
+each kind's two runs adjacent in time, A first then B first repeat by repeat,
+so that the host's drift falls on both alike.
 """
 
 
@@ -245,41 +246,45 @@ def _fresh(side: Side, cell: Cell, rows: int) -> None:
     time.sleep(SETTLE_S)
 
 
-def _one(args, side: Side, cell: Cell, r: int, pair: bool, base: Path) -> dict:
-    """One repeat of a cell on one side: unprobed, sampled only, profiled."""
+def _unprobed(args, side: Side, cell: Cell, r: int, pair: bool) -> dict:
+    """The cell's load with nothing attached on one side, on a fresh table:
+    the record its captures carry (the unprobed time per row is compare's
+    wall delta)."""
     rows = args.single_rows if cell.clients else args.rows
-    conn, socket = side.conn, side.socket
     _fresh(side, cell, rows)
     started = now_utc()
-    unprobed = run_unprobed(conn, socket, cell, rows)
-    load = lambda: run_unprobed(conn, socket, cell, rows)  # noqa: E731
+    unprobed = run_unprobed(side.conn, side.socket, cell, rows)
     table = cell.index.name if cell.index else cell.table.name
     record = {"cell": cell.name, "table": table, "ddl": cell.ddl, "clients": cell.clients or 1,
               "statement": cell.describe(), "repeat": r + 1, "unprobed_started": started,
               "unprobed": {"rows": unprobed[0], "seconds": round(unprobed[1], 4)}}
     if pair:
         record["pair"] = {"index": r + 1, "side": side.name, "interleaved": True}
-    out = {}
-    profiled = side.index_plan if cell.index else side.plan
-    for kind, plan, directory in (("wall", Plan(), base / side.name / cell.name / f"wall-r{r + 1}"),
-                                  ("profiled", profiled, base / side.name / cell.name / f"r{r + 1}")):
-        _fresh(side, cell, rows)
-        check_output_dir(str(directory))
-        # a build is profiled with every call counted (--index-profile): the duty cycles pace on rows changed
-        cap, got, seconds = profile_load(side.target, side.binary, plan, load, socket=socket,
-                                         exact=kind == "wall" or not args.sampled or bool(cell.index),
-                                         verbose=args.verbose, quiet=True,
-                                         frequency=args.frequency if kind == "wall" else None,
-                                         build_progress=bool(cell.index))
-        cap.doc["workload"] = {**record, "run": kind, "rows": got, "seconds": round(seconds, 3)}
-        profile = capture_profile(cap)
-        failure = save_capture(cap, str(directory), profile)
-        if failure:
-            raise failure
-        out[kind] = (got, seconds, profile)
-    got, seconds, profile = out["profiled"]
-    return {"cell": cell.name, "repeat": r + 1, "rows": got, "seconds": seconds,
-            "unprobed_seconds": probe_free_seconds(profile, seconds)}
+    return record
+
+
+def _captured(args, side: Side, cell: Cell, r: int, kind: str, record: dict, base: Path) -> tuple[int, float, Any]:
+    """The load again on a fresh table under mysqlprobe, saved: sampled
+    only, no probe attached ('wall': the wall-time account compare explains
+    the delta by), or with the probes ('profiled')."""
+    rows = args.single_rows if cell.clients else args.rows
+    load = lambda: run_unprobed(side.conn, side.socket, cell, rows)  # noqa: E731
+    plan = Plan() if kind == "wall" else side.index_plan if cell.index else side.plan
+    directory = base / side.name / cell.name / (f"wall-r{r + 1}" if kind == "wall" else f"r{r + 1}")
+    _fresh(side, cell, rows)
+    check_output_dir(str(directory))
+    # a build is profiled with every call counted (--index-profile): the duty cycles pace on rows changed
+    cap, got, seconds = profile_load(side.target, side.binary, plan, load, socket=side.socket,
+                                     exact=kind == "wall" or not args.sampled or bool(cell.index),
+                                     verbose=args.verbose, quiet=True,
+                                     frequency=args.frequency if kind == "wall" else None,
+                                     build_progress=bool(cell.index))
+    cap.doc["workload"] = {**record, "run": kind, "rows": got, "seconds": round(seconds, 3)}
+    profile = capture_profile(cap)
+    failure = save_capture(cap, str(directory), profile)
+    if failure:
+        raise failure
+    return got, seconds, profile
 
 
 def _bench(args, cells: list[Cell], sides: list[Side]) -> None:
@@ -295,13 +300,23 @@ def _bench(args, cells: list[Cell], sides: list[Side]) -> None:
         total = len(cells) * args.repeats * len(sides)
         done = 0
         for r in range(args.repeats):  # repeats outermost: a drift of the machine spreads over every cell
+            # the two unprobed runs of a pair adjacent in time, before either side's captured runs
+            # (whose dirty pages and slower pace would else fall on one side's unprobed run and not
+            # the other's); A first, then B first (A B B A): neither side always follows the other
+            order = sides if r % 2 == 0 else sides[::-1]
             for cell in cells:
-                for side in sides:     # A then B: each pair of runs adjacent in time
-                    result = _one(args, side, cell, r, pair, base)
-                    side.results.append(result)
+                records = {side.name: _unprobed(args, side, cell, r, pair) for side in order}
+                runs: dict[str, dict[str, tuple[int, float, Any]]] = {side.name: {} for side in order}
+                for kind in ("wall", "profiled"):
+                    for side in order:
+                        runs[side.name][kind] = _captured(args, side, cell, r, kind, records[side.name], base)
+                for side in order:
+                    got, seconds, profile = runs[side.name]["profiled"]
+                    side.results.append({"cell": cell.name, "repeat": r + 1, "rows": got, "seconds": seconds,
+                                         "unprobed_seconds": probe_free_seconds(profile, seconds)})
                     done += 1
                     _progress(args.quiet, f"[{done}/{total}] {side.name} {cell.name} run {r + 1}: "
-                                          f"{result['rows']} rows in {result['seconds']:.2f}s")
+                                          f"{got} rows in {seconds:.2f}s")
         for side in sides:
             summary = summarise(side.results, cells, side.binary.server.describe(), args)
             if args.confirm:
