@@ -60,7 +60,7 @@ IO_DROPS = {"IO_THREAD_MAP_FULL": "thread map full", "IO_CALL_MAP_FULL": "call m
 # cpu_sample.h
 SAMPLE_USER_STACKS, SAMPLE_KERNEL_STACKS = 1, 2
 SAMPLE_DROPS = {"SAMPLE_MAP_FULL": "sample map full", "SAMPLE_STACKS_NOT_TAKEN": "stacks not taken",
-                "SAMPLE_SLICES_FULL": "samples without their time"}
+                "SAMPLE_SLICES_FULL": "samples without their time", "SAMPLE_RECOVERED_MAP_FULL": "copied-stack map full"}
 OFFCPU_DROPPED, IO_DROPPED, SAMPLE_DROPPED = (tuple(d.values()) for d in (OFFCPU_DROPS, IO_DROPS, SAMPLE_DROPS))
 
 
@@ -102,7 +102,8 @@ ENUMS = {
     "cpu_sample": {"tracing_limits": TRACING_LIMITS,
                    "sample_stacks": {"SAMPLE_USER_STACKS": SAMPLE_USER_STACKS,
                                      "SAMPLE_KERNEL_STACKS": SAMPLE_KERNEL_STACKS},
-                   "sample_dropped": _numbered(SAMPLE_DROPS, "SAMPLE_DROPPED_KINDS")},
+                   "sample_dropped": _numbered(SAMPLE_DROPS, "SAMPLE_DROPPED_KINDS"),
+                   "user_stack_limits": USER_STACK_LIMITS, "kept_stacks": KEPT_STACKS},
 }
 
 _u32, _u64, _s64 = ctypes.c_uint32, ctypes.c_uint64, ctypes.c_int64
@@ -242,7 +243,8 @@ class SampleConfig(ctypes.Structure):
 
 class SampleKey(ctypes.Structure):
     _fields_ = [("tid", _u32), ("ustack", ctypes.c_int32), ("kstack", ctypes.c_int32), ("in_kernel", ctypes.c_uint8),
-                ("at_entry", ctypes.c_uint8), ("slice", ctypes.c_uint16), ("ip", _u64), ("caller", _u64)]
+                ("at_entry", ctypes.c_uint8), ("slice", ctypes.c_uint16), ("ip", _u64), ("caller", _u64),
+                ("ucopied", _u64), ("kcopied", _u64)]
 
 
 # per object: C struct name -> its mirror

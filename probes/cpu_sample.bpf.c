@@ -9,7 +9,9 @@
  * by when they were taken (a map of its own, so that a long window that
  * fills it loses the samples' times, counted, never the samples).
  *
- * Stacks are walked by the kernel along the frame pointers. A binary
+ * Stacks are walked by the kernel along the frame pointers; one the stack
+ * map refuses (its bucket holds another) is copied by its content
+ * (kept_stack.h), so a hot stack is not lost at every sample. A binary
  * built without them gets the sampled user address alone (config.stacks
  * without SAMPLE_USER_STACKS): enough to tell the function on the CPU. */
 
@@ -25,6 +27,8 @@ struct task_struct;
 #include "tracing.h"
 #include "x86_64_regs.h"
 #include "user_stack.h"
+#define KEPT_STACKS_FULL SAMPLE_RECOVERED_MAP_FULL
+#include "kept_stack.h"
 
 #define MAX_KEYS 65536
 #define MAX_SLICED_KEYS 65536
@@ -37,6 +41,8 @@ const volatile struct {
 	enum tracing_limits tracing;
 	enum sample_stacks stacks;
 	enum sample_dropped dropped;
+	enum user_stack_limits user_stack;
+	enum kept_stacks kept;
 } abi_enums = {};
 
 struct {
@@ -127,14 +133,18 @@ int on_sample(struct bpf_perf_event_data *ctx)
 	}
 	if (config.stacks & SAMPLE_USER_STACKS) {
 		k.ustack = bpf_get_stackid(ctx, &stacks, BPF_F_USER_STACK);
-		if (k.ustack < 0)
-			count_drop(SAMPLE_STACKS_NOT_TAKEN);   /* its bucket held another stack, or none could be walked */
+		if (k.ustack == -EEXIST)   /* its bucket held another stack: copied */
+			k.ucopied = copied_stack(ctx, BPF_F_USER_STACK);
+		if (k.ustack < 0 && !k.ucopied)
+			count_drop(SAMPLE_STACKS_NOT_TAKEN);
 	} else {
 		bpf_get_stack(ctx, &k.ip, sizeof(k.ip), BPF_F_USER_STACK);
 	}
 	if ((config.stacks & SAMPLE_KERNEL_STACKS) && k.in_kernel) {
 		k.kstack = bpf_get_stackid(ctx, &stacks, 0);
-		if (k.kstack < 0)
+		if (k.kstack == -EEXIST)
+			k.kcopied = copied_stack(ctx, 0);
+		if (k.kstack < 0 && !k.kcopied)
 			count_drop(SAMPLE_STACKS_NOT_TAKEN);
 	}
 

@@ -15,8 +15,9 @@ enum sample_stacks {
 /* the index of each kind of sample the maps' limits cost, in `dropped` */
 enum sample_dropped {
 	SAMPLE_MAP_FULL,
-	SAMPLE_STACKS_NOT_TAKEN,
+	SAMPLE_STACKS_NOT_TAKEN,   /* neither walked into `stacks` nor copied */
 	SAMPLE_SLICES_FULL,     /* counted in `samples`, but not in `slices`: its time is lost */
+	SAMPLE_RECOVERED_MAP_FULL,
 	SAMPLE_DROPPED_KINDS,
 };
 
@@ -39,6 +40,8 @@ struct sample_key {
 	__u16 slice;      /* in `slices`: the slice of time, from config.origin_ns (0 in `samples`) */
 	__u64 ip;         /* the user address, when user stacks are not taken */
 	__u64 caller;     /* a frameless leaf's return address: see leaf_caller() */
+	__u64 ucopied;    /* a stack `stacks` refused (its id -1 then), copied: its key in `recovered` */
+	__u64 kcopied;    /* (kept_stack.h); 0: none */
 };
 
 

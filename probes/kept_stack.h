@@ -3,8 +3,8 @@
  * another (-EEXIST), so a hot stack that collides would be lost at every
  * walk. Such a stack is walked again with bpf_get_stack() and kept under
  * its hash, odd (COPIED_STACK set); offcpu.bpf.c keeps the user stacks it
- * recovers by scanning (user_stack.h) there too, even. What the tracepoint
- * programs (offcpu.bpf.c, io.bpf.c) share. Include after tracing.h and
+ * recovers by scanning (user_stack.h) there too, even. What offcpu.bpf.c,
+ * io.bpf.c and cpu_sample.bpf.c share. Include after tracing.h and
  * user_stack.h, with KEPT_STACKS_FULL defined to the program's drop kind
  * for a full `recovered`. */
 #ifndef MYSQLPROBE_KEPT_STACK_H

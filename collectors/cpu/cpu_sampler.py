@@ -69,7 +69,7 @@ class CpuSampleSession(PhasedPrograms):
     object_name = "cpu_sample"
     programs = ("on_sample",)
     what = "cpu-clock perf events"
-    maps = (".bss", "samples", "slices", "stacks", "dropped")
+    maps = (".bss", "samples", "slices", "stacks", "recovered", "dropped")
     # open, its events interrupt every CPU at the frequency, counting or not:
     # the bursts' 4999 Hz left open from the load slowed 8 clients by 5-9%
     # in every phase of the window where no burst had run yet
@@ -111,8 +111,12 @@ class CpuSampleSession(PhasedPrograms):
         fd = self._fds["slices" if sliced else "samples"]
         for key in libbpf.keys(fd, abi.SampleKey):
             if libbpf.lookup(fd, key, count) and count.value:
-                user = self._stack(key.ustack) if key.ustack >= 0 else ([key.ip] if key.ip else [])
-                out.append(SampleRecord(key.tid, user, self._stack(key.kstack), bool(key.in_kernel), count.value,
+                # a stack `stacks` refused is copied into `recovered` by its hash (probes/kept_stack.h)
+                user = (self._frames("recovered", ctypes.c_uint64(key.ucopied)) if key.ucopied
+                        else self._stack(key.ustack) if key.ustack >= 0 else ([key.ip] if key.ip else []))
+                kernel = (self._frames("recovered", ctypes.c_uint64(key.kcopied)) if key.kcopied
+                          else self._stack(key.kstack))
+                out.append(SampleRecord(key.tid, user, kernel, bool(key.in_kernel), count.value,
                                         bool(key.at_entry), key.caller, key.slice))
         return out
 

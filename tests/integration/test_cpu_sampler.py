@@ -56,6 +56,32 @@ def test_samples_match_the_cpu_time_and_name_the_busy_function(known_cost):
     assert all(r.tid == known_cost.pid for r in records)   # the target's one thread, no other process
 
 
+SPREAD = 1 << 12   # the fixture's stacks of a spread (its SPREAD_BITS)
+
+
+def test_every_sample_keeps_its_stack_where_stacks_collide(known_cost):
+    """CPU time spread over the fixture's 4,096 stacks of 13 frames under
+    write_spread(): a thousand or more of them sampled, in a stack map of
+    16,384 buckets, share buckets by the dozen, and bpf_get_stackid()
+    refuses each stack whose bucket holds another. A refused stack is
+    copied by its content: no sample loses its stack, each keeps all 13."""
+    with CpuSampleSession(known_cost.pid, FREQUENCY, user_stacks=True, kernel_stacks=True) as session:
+        session.start()
+        known_cost.stdin.write(f"spin_spread {SPREAD} 300000\n")
+        known_cost.stdin.flush()
+        assert json.loads(known_cost.stdout.readline()) == {"calls": SPREAD}
+        session.stop()
+        records = session.records()
+        assert session.dropped(("sample map full", "stacks not taken", "copied-stack map full")) == {}
+    names = user_names(known_cost.pid, [a for r in records for a in r.user])
+    stacks = [(r.count, cpu_frames(r, names.get, lambda _a: None)) for r in records]
+    spread = [(n, frames[frames.index("write_spread") + 1:]) for n, frames in stacks if "write_spread" in frames]
+    whole = [(n, tuple(below)) for n, below in spread if len(below) == 13 and
+             all(f in ("spread_a", "spread_b") for f in below)]
+    assert sum(n for n, _ in whole) >= 0.95 * sum(n for n, _ in spread), spread[:5]
+    assert len({below for _, below in whole}) >= 1000
+
+
 def test_slices_of_time_hold_each_sample_when_it_was_taken(known_cost):
     """Busy, idle, busy again, the session on all along and slicing by 50 ms:
     the sliced samples are the samples; none falls in a slice wholly inside
