@@ -14,12 +14,20 @@ import sys
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 
-def compile_probes(out_dir: str) -> list[str]:
+def bpf_command(src: str, obj: str) -> list[str]:
+    """The clang command that compiles one BPF source into an object."""
     clang = os.environ.get("CLANG") or shutil.which("clang")
     if not clang:
         raise SystemExit("building mysqlprobe needs clang (Debian: apt-get install clang libbpf-dev)")
     gcc = shutil.which("gcc")
     multiarch = subprocess.run([gcc, "-print-multiarch"], capture_output=True, text=True).stdout.strip() if gcc else ""
+    cmd = [clang, "-O2", "-g", "-Wall", "-Werror", "-target", "bpf", "-I", HERE, "-c", src, "-o", obj]
+    if multiarch:
+        cmd[1:1] = ["-idirafter", f"/usr/include/{multiarch}"]
+    return cmd
+
+
+def compile_probes(out_dir: str) -> list[str]:
     os.makedirs(out_dir, exist_ok=True)
     built: list[str] = []
     cc = os.environ.get("CC") or shutil.which("cc") or shutil.which("gcc")
@@ -32,9 +40,7 @@ def compile_probes(out_dir: str) -> list[str]:
     built.append(helper)
     for src in sorted(glob.glob(os.path.join(HERE, "*.bpf.c"))):
         obj = os.path.join(out_dir, os.path.basename(src)[:-2] + ".o")
-        cmd = [clang, "-O2", "-g", "-Wall", "-Werror", "-target", "bpf", "-I", HERE, "-c", src, "-o", obj]
-        if multiarch:
-            cmd[1:1] = ["-idirafter", f"/usr/include/{multiarch}"]
+        cmd = bpf_command(src, obj)
         print(" ".join(cmd))
         subprocess.run(cmd, check=True)
         built.append(obj)

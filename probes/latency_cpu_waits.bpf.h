@@ -1,6 +1,7 @@
 /* Part of uprobe_latency.bpf.c (one object: it shares its maps and each
  * thread's stack of open calls): the waits for a CPU left out of the
- * calls' times. Included where probe_return can call count_preempted. */
+ * calls' times. probe_return calls count_preempted. */
+#include "latency_core.bpf.h"
 
 /* the target's threads switched out runnable with probed calls open (see
  * on_switch), and how many there are: a switch-in looks for itself only

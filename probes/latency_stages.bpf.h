@@ -1,5 +1,6 @@
 /* Part of uprobe_latency.bpf.c (one object: it shares its maps and each
  * thread's stack of open calls): stage tracking. */
+#include "latency_core.bpf.h"
 
 /* ---- stage changes ---- */
 

@@ -4,7 +4,8 @@
  * query__start/done USDT sites) mark where each thread's statements begin
  * and end and key them by their text up to its literals, so that probed
  * calls are kept per statement shape (record_stmt_edge) as well as per
- * thread. Included where probe_return can call record_stmt_edge. */
+ * thread. probe_return calls record_stmt_edge. */
+#include "latency_core.bpf.h"
 
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
