@@ -36,7 +36,9 @@ class Mechanism:
     stages: tuple[str, ...] = ()    # catalog stages that are this mechanism
     # a scoped mechanism: it applies only to a stack with one of these functions on it
     within: tuple[str, ...] = ()
-    takes: tuple[str, ...] = ()     # there, what the catalog charges to these mechanisms is this one's
+    # there (scoped), or beneath one of its functions (in the catalog), what the catalog
+    # charges to these mechanisms is this one's
+    takes: tuple[str, ...] = ()
 
 
 CATALOG = (
@@ -109,13 +111,16 @@ CATALOG = (
     Mechanism("free page search and foreground flush",
               "the inserting thread needs a free buffer-pool page and finds none: it scans the LRU list, "
               "flushes a dirty page itself (buf_flush_single_page_from_LRU on 10.1/10.2, buf_flush_LRU on "
-              "10.5+) or sleeps until the page cleaner frees one (buf_LRU_get_free_block)",
+              "10.5+) or sleeps until the page cleaner frees one (buf_LRU_get_free_block); each try takes "
+              "the buffer pool's mutex again, which the page cleaner's LRU flush holds meanwhile: its "
+              "waits for that mutex are this mechanism's, not a latch's",
               ("buf_LRU_get_free_block", "buf_LRU_get_free_only", "buf_flush_single_page_from_LRU",
                "buf_LRU_scan_and_free_block", "buf_flush_LRU", "buf_LRU_free_from_common_LRU_list",
                "buf_LRU_free_from_unzip_LRU_list", "buf_LRU_free_page", "buf_flush_wait_batch_end*",
                "buf_flush_wait_flushed", "buf_flush_sync_for_checkpoint", "buf_flush_ahead"),
               ("innodb_buffer_pool_size", "innodb_lru_scan_depth", "innodb_lru_flush_size",
-               "innodb_empty_free_list_algorithm", "innodb_io_capacity", "innodb_max_dirty_pages_pct")),
+               "innodb_empty_free_list_algorithm", "innodb_io_capacity", "innodb_max_dirty_pages_pct"),
+              takes=("latch and mutex waits",)),
     Mechanism("doublewrite",
               "pages written first to the doublewrite buffer and synced, so that a torn page can be restored "
               "(buf_dblwr_add_to_batch, buf_dblwr_flush_buffered_writes, buf_dblwr_write_single_page; "
@@ -375,6 +380,7 @@ def _index() -> tuple[dict[str, Mechanism], list[tuple[str, Mechanism]]]:
 _EXACT, _GLOBS = _index()
 BY_NAME = {m.name: m for m in CATALOG + SCOPED}
 _SCOPES = frozenset(w for m in SCOPED for w in m.within)
+_TAKEN = frozenset(t for m in CATALOG for t in m.takes)   # what a catalog mechanism takes beneath it
 
 
 @lru_cache(maxsize=65536)
@@ -439,17 +445,25 @@ def of_stack(frames: list[str], off_cpu: bool = False, runnable: bool = False) -
     names = [frame_name(f) for f in frames[1:]]
     scoped = [m for m in SCOPED if any(w in names for w in m.within)] if _SCOPES.intersection(names) else []
     in_build = BUILD_FUNCTION in names
-    for name in reversed(names):
-        m = _of_scoped(name, scoped) or of_function(name)
+    for at in range(len(names) - 1, -1, -1):
+        m = _of_scoped(names[at], scoped) or of_function(names[at])
         if m is None:
             continue
-        taker = next((s for s in scoped if m.name in s.takes), None)
+        taker = next((s for s in scoped if m.name in s.takes), None) or _taker(m, names[:at])
         if taker:
             m = taker
         elif in_build and m.name in _BUILD_PASSES:
             continue
         return Charge(m.name, innermost_function(frames))
     return Charge(OTHER, innermost_function(frames))
+
+
+def _taker(m: Mechanism, outer: list[str]) -> Mechanism | None:
+    """A catalog mechanism further out on the stack that takes m's time
+    (a latch waited for inside the free page search), else None."""
+    if m.name not in _TAKEN:
+        return None
+    return next((o for name in reversed(outer) if (o := of_function(name)) is not None and m.name in o.takes), None)
 
 
 def _of_scoped(name: str, scoped: list[Mechanism]) -> Mechanism | None:

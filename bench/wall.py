@@ -232,7 +232,7 @@ DOC_COMPARE = """compare's delta and its mechanisms against a truth taken here.
 
 Per pair of servers (sandboxes: two versions, or one version with a setting
 changed on B), each repeat of the whole comparison: first the truth, the
-cell's load alternated A, B, A, B... unprobed (the wall delta: the mean of
+cell's load alternated A, B, B, A... unprobed (the wall delta: the mean of
 each pair's B - A) and under perf (above: each mechanism's share of the
 row, times that run's unprobed time per row); then `mysqlprobe lab bench
 --pid A,B` (5 repeats, alternated) and `mysqlprobe compare --json` on the
@@ -254,10 +254,13 @@ def side_spec(text: str) -> tuple[str, list[str]]:
 
 def perf_shares(pid: int, conn, table, workdir: Path) -> dict[str, float]:
     """Each mechanism's share of the row's time, from an unprobed run under perf
-    (a run perf saw nothing of is an error, not an empty truth)."""
+    (a run perf saw nothing of is an error, not an empty truth); its switch
+    stacks unwound by DWARF, as the account bench's: with frame pointers they
+    end in glibc's futex and cond-var waits, and a 32 MB buffer pool's waits
+    in InnoDB were 'other' in the truth."""
     workload.create_target(conn, table)
     time.sleep(0.5)
-    recorder = WallRecorder(pid, workdir)
+    recorder = WallRecorder(pid, workdir, switch_stacks=ACCOUNT_SWITCH_STACKS)
     time.sleep(0.5)
     workload.insert_select(conn, table)
     ns = recorder.stop().mechanisms()
@@ -271,10 +274,14 @@ def truth_of(servers: list[tuple], table, workdir: Path) -> dict:
     """The alternated unprobed runs: the wall delta, and each mechanism's delta per row."""
     walls: list[list[float]] = [[], []]
     mech: list[list[dict[str, float]]] = [[], []]
-    for _ in range(TRUTH_PAIRS):
-        for i, (_, conn) in enumerate(servers):
-            walls[i].append(unprobed_ns_per_row(conn, table))
-        for i, (pid, conn) in enumerate(servers):
+    for n in range(TRUTH_PAIRS):
+        # A first, then B first (as lab bench alternates): neither side's unprobed run always
+        # follows the other's perf'd run and the pages it left to flush
+        order = [0, 1] if n % 2 == 0 else [1, 0]
+        for i in order:
+            walls[i].append(unprobed_ns_per_row(servers[i][1], table))
+        for i in order:
+            pid, conn = servers[i]
             shares = perf_shares(pid, conn, table, workdir)
             mech[i].append({k: v * walls[i][-1] for k, v in shares.items()})
     deltas = [b - a for a, b in zip(*walls)]
@@ -361,7 +368,7 @@ def main_compare() -> int:
     result = {"date": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"), "commit": host["commit"],
               "command": f"bench/wall.py compare --repeats {args.repeats} --rows {args.rows} --cell {args.cell} "
                          f"--pairs {args.pairs}", "machine": host, "runs": runs, **SWITCHES,
-              "switch_record": switch_record(every=1)}
+              "switch_record": switch_record(ACCOUNT_SWITCH_STACKS, every=1)}
     write_results(args.out, "regression", result, compare_markdown)
     return 0
 

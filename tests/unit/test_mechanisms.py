@@ -19,6 +19,28 @@ def test_the_deepest_catalog_function_on_a_path_names_it():
     assert mechanisms.of_path(["some_function"]) is None
 
 
+def test_a_latch_waited_for_in_the_free_page_search_is_the_search():
+    """MariaDB 10.2's buf_LRU_get_free_block takes the buffer pool's mutex at
+    each try (buf_pool_mutex_enter, inlined: the sync array's wait right
+    under it), which the page cleaner's LRU flush holds meanwhile; a 32 MB
+    pool's inserts spend their extra time there. Elsewhere a mutex wait is
+    the latch's, and what the search runs of another mechanism's stays that
+    mechanism's."""
+    base = ["one_connection", "ha_innobase::write_row", "row_ins_clust_index_entry_low", "btr_page_split_and_insert",
+            "fseg_alloc_free_page_general", "buf_page_create"]
+    wait = ["sync_array_wait_event", "os_event_wait_low", "[libc.so.6]", "futex_wait_[k]"]
+    searched = mechanisms.of_stack([*base, "buf_LRU_get_free_block", *wait], off_cpu=True)
+    assert searched.mechanism == "free page search and foreground flush"
+    flushed = mechanisms.of_stack([*base, "buf_LRU_get_free_block", "buf_flush_single_page_from_LRU", "buf_flush_page",
+                                   "buf_page_io_complete", *wait], off_cpu=True)
+    assert flushed.mechanism == "free page search and foreground flush"
+    assert mechanisms.of_stack([*base, "buf_page_make_young", *wait], off_cpu=True).mechanism == \
+        "latch and mutex waits"
+    written = mechanisms.of_stack([*base, "buf_LRU_get_free_block", "buf_flush_single_page_from_LRU",
+                                   "buf_flush_page", "buf_dblwr_flush_buffered_writes", "fsync_[k]"], off_cpu=True)
+    assert written.mechanism == "doublewrite"
+
+
 def test_settings_that_differ_are_listed_with_both_values():
     m = mechanisms.of_function("fil_extend_space_to_desired_size")
     a = {"innodb_autoextend_increment": "64", "innodb_file_per_table": "ON", "innodb_use_fallocate": "OFF"}
