@@ -133,9 +133,11 @@ def test_every_catalog_function_is_named_once_and_has_settings_or_stages():
         names = [f for m in catalog for f in m.functions]
         assert len(names) == len(set(names))
     assert len(M.BY_NAME) == len(M.CATALOG) + len(M.SCOPED)
-    # a scoped mechanism names where it applies; it takes over only mechanisms there are
-    assert all(m.within for m in M.SCOPED) and not any(m.within or m.takes for m in M.CATALOG)
-    assert {t for m in M.SCOPED for t in m.takes} <= {m.name for m in M.CATALOG}
+    # a scoped mechanism names where it applies; a catalog one applies everywhere; either takes
+    # over only mechanisms there are, never itself
+    assert all(m.within for m in M.SCOPED) and not any(m.within for m in M.CATALOG)
+    assert {t for m in M.CATALOG + M.SCOPED for t in m.takes} <= {m.name for m in M.CATALOG}
+    assert not any(m.name in m.takes for m in M.CATALOG + M.SCOPED)
     # an exact name wins over another mechanism's glob
     assert M.of_function("buf_flush_page").name == "page flush"
     assert M.of_function("buf_dblwr_flush_buffered_writes").name == "doublewrite"
