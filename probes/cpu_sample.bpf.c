@@ -132,19 +132,13 @@ int on_sample(struct bpf_perf_event_data *ctx)
 			k.caller = leaf_caller(u.sp, config.text_lo, config.text_hi);
 	}
 	if (config.stacks & SAMPLE_USER_STACKS) {
-		k.ustack = bpf_get_stackid(ctx, &stacks, BPF_F_USER_STACK);
-		if (k.ustack == -EEXIST)   /* its bucket held another stack: copied */
-			k.ucopied = copied_stack(ctx, BPF_F_USER_STACK);
-		if (k.ustack < 0 && !k.ucopied)
+		if (!take_stack(ctx, &stacks, BPF_F_USER_STACK, &k.ustack, &k.ucopied))
 			count_drop(SAMPLE_STACKS_NOT_TAKEN);
 	} else {
 		bpf_get_stack(ctx, &k.ip, sizeof(k.ip), BPF_F_USER_STACK);
 	}
 	if ((config.stacks & SAMPLE_KERNEL_STACKS) && k.in_kernel) {
-		k.kstack = bpf_get_stackid(ctx, &stacks, 0);
-		if (k.kstack == -EEXIST)
-			k.kcopied = copied_stack(ctx, 0);
-		if (k.kstack < 0 && !k.kcopied)
+		if (!take_stack(ctx, &stacks, 0, &k.kstack, &k.kcopied))
 			count_drop(SAMPLE_STACKS_NOT_TAKEN);
 	}
 

@@ -261,13 +261,8 @@ int on_enter(__u64 *ctx)
 		read_iocbs(c, si, dx);
 	if (fam == OPEN_PATH_FIRST || fam == OPEN_PATH_SECOND)
 		keep_path(tid, fam == OPEN_PATH_FIRST ? di : si);
-	else {
-		c->ustack = bpf_get_stackid(ctx, &stacks, BPF_F_USER_STACK);
-		if (c->ustack == -EEXIST)
-			c->ucopied = copied_stack(ctx, BPF_F_USER_STACK);
-		if (c->ustack < 0 && !c->ucopied)
-			count_drop(IO_USER_STACK_NOT_TAKEN);
-	}
+	else if (!take_stack(ctx, &stacks, BPF_F_USER_STACK, &c->ustack, &c->ucopied))
+		count_drop(IO_USER_STACK_NOT_TAKEN);
 	if (bpf_map_update_elem(&in_calls, &tid, c, BPF_ANY) != 0)
 		count_drop(IO_THREAD_MAP_FULL);
 	return 0;

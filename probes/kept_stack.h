@@ -57,4 +57,14 @@ static __always_inline __u64 copied_stack(void *ctx, __u64 flags)
 	return keep_stack(stack_hash(s, (int)(bytes / sizeof(__u64))) | COPIED_STACK, s);
 }
 
+/* The thread's stack (flags as bpf_get_stackid()'s) walked into map: its id
+ * in *id; where the map refused it, *id negative and the stack copied, its
+ * key in *copied (else 0). 0 where neither kept it: the caller counts that. */
+static __always_inline int take_stack(void *ctx, void *map, __u64 flags, __s32 *id, __u64 *copied)
+{
+	*id = bpf_get_stackid(ctx, map, flags);
+	*copied = *id == -EEXIST ? copied_stack(ctx, flags) : 0;
+	return *id >= 0 || *copied;
+}
+
 #endif

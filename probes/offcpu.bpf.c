@@ -247,19 +247,13 @@ int on_switch(__u64 *ctx)
 
 				/* the user registers it entered the kernel with, or was interrupted at */
 				bpf_probe_read_kernel(&u, sizeof(u), (const void *)bpf_task_pt_regs(t));
-				out.kstack = bpf_get_stackid(ctx, &kernel_stacks, 0);
-				if (out.kstack == -EEXIST)
-					out.kcopied = copied_stack(ctx, 0);
-				if (out.kstack < 0 && !out.kcopied)
+				if (!take_stack(ctx, &kernel_stacks, 0, &out.kstack, &out.kcopied))
 					count_drop(OFFCPU_KERNEL_STACK_NOT_TAKEN);
 				out.urecovered = recovered_user_stack(&u, t);
 				/* the kernel's walk only where it is whole: a recovered stack is not
 				 * walked again, nor kept in `stacks` where no key would name it */
 				if (!out.urecovered) {
-					out.ustack = bpf_get_stackid(ctx, &stacks, BPF_F_USER_STACK);
-					if (out.ustack == -EEXIST)
-						out.urecovered = copied_stack(ctx, BPF_F_USER_STACK);
-					if (out.ustack < 0 && !out.urecovered)
+					if (!take_stack(ctx, &stacks, BPF_F_USER_STACK, &out.ustack, &out.urecovered))
 						count_drop(OFFCPU_USER_STACK_NOT_TAKEN);
 					/* in a library's system call wrapper (a frameless leaf): the walk
 					 * from %rbp skips the binary's function that called it */

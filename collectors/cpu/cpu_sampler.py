@@ -111,13 +111,10 @@ class CpuSampleSession(PhasedPrograms):
         fd = self._fds["slices" if sliced else "samples"]
         for key in libbpf.keys(fd, abi.SampleKey):
             if libbpf.lookup(fd, key, count) and count.value:
-                # a stack `stacks` refused is copied into `recovered` by its hash (probes/kept_stack.h)
-                user = (self._frames("recovered", ctypes.c_uint64(key.ucopied)) if key.ucopied
-                        else self._stack(key.ustack) if key.ustack >= 0 else ([key.ip] if key.ip else []))
-                kernel = (self._frames("recovered", ctypes.c_uint64(key.kcopied)) if key.kcopied
-                          else self._stack(key.kstack))
-                out.append(SampleRecord(key.tid, user, kernel, bool(key.in_kernel), count.value,
-                                        bool(key.at_entry), key.caller, key.slice))
+                user = (self._kept(key.ustack, key.ucopied) if key.ustack >= 0 or key.ucopied
+                        else [key.ip] if key.ip else [])
+                out.append(SampleRecord(key.tid, user, self._kept(key.kstack, key.kcopied), bool(key.in_kernel),
+                                        count.value, bool(key.at_entry), key.caller, key.slice))
         return out
 
 

@@ -113,9 +113,7 @@ class IoSession(PhasedPrograms):
                 acc = totals.setdefault((key.tid, key.ustack, key.call, key.fd, key.gen, key.ucopied), [0, 0, 0, 0])
                 for i, v in enumerate((value.calls, value.bytes, value.ns, value.errors)):
                     acc[i] += v
-        # a stack `stacks` refused is copied into `recovered` by its hash (probes/kept_stack.h)
-        return [IoRecord(tid, self._frames("recovered", ctypes.c_uint64(ucopied)) if ucopied else self._stack(ustack),
-                         call_name(call), fd, gen, calls, nbytes, ns, errors)
+        return [IoRecord(tid, self._kept(ustack, ucopied), call_name(call), fd, gen, calls, nbytes, ns, errors)
                 for (tid, ustack, call, fd, gen, ucopied), (calls, nbytes, ns, errors) in totals.items()]
 
     def opened(self) -> dict[tuple[int, int], str]:

@@ -164,13 +164,11 @@ class OffCpuSession(PhasedPrograms):
                 acc = totals.setdefault(_key(key, key.length), [0, 0])
                 acc[0] += value.ns
                 acc[1] += value.count
-        # a user stack recovered (probes/user_stack.h), or copied where `stacks` refused it, is kept
-        # by its hash in a map of its own; the kernel stacks are in theirs (probes/offcpu.h)
-        taken = [OffCpuRecord(tid, self._frames("recovered", ctypes.c_uint64(urecovered)) if urecovered
-                              else self._stack(ustack),
-                              self._frames("recovered", ctypes.c_uint64(kcopied)) if kcopied
-                              else self._stack(kstack, "kernel_stacks"), bool(preempted),
-                              ns, count, bool(urecovered) and not urecovered & abi.COPIED_STACK, caller, length)
+        # a user stack recovered (probes/user_stack.h) is kept by its hash in `recovered`, as a stack
+        # its map refused is; the kernel stacks are in a map of their own (probes/offcpu.h)
+        taken = [OffCpuRecord(tid, self._kept(ustack, urecovered), self._kept(kstack, kcopied, "kernel_stacks"),
+                              bool(preempted), ns, count, bool(urecovered) and not urecovered & abi.COPIED_STACK,
+                              caller, length)
                  for (tid, ustack, kstack, preempted, urecovered, caller, length, kcopied), (ns, count)
                  in totals.items()]
         timed = self._thread_waits()

@@ -88,6 +88,11 @@ class PhasedPrograms:
     def _stack(self, stack_id: int, map_name: str = "stacks") -> list[int]:
         return self._frames(map_name, ctypes.c_uint32(stack_id)) if stack_id >= 0 else []
 
+    def _kept(self, stack_id: int, copied: int, map_name: str = "stacks") -> list[int]:
+        """A stack by its id in map_name, or, where that map refused it, by
+        the key of its copy in `recovered` (probes/kept_stack.h)."""
+        return self._frames("recovered", ctypes.c_uint64(copied)) if copied else self._stack(stack_id, map_name)
+
     def _frames(self, map_name: str, key: libbpf.CData) -> list[int]:
         """A stack of addresses a map keeps under key, leaf first (none where it keeps none)."""
         frames = (ctypes.c_uint64 * STACK_DEPTH)()

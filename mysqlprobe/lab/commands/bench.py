@@ -306,12 +306,12 @@ def _bench(args, cells: list[Cell], sides: list[Side]) -> None:
             order = sides if r % 2 == 0 else sides[::-1]
             for cell in cells:
                 records = {side.name: _unprobed(args, side, cell, r, pair) for side in order}
-                runs: dict[str, dict[str, tuple[int, float, Any]]] = {side.name: {} for side in order}
-                for kind in ("wall", "profiled"):
-                    for side in order:
-                        runs[side.name][kind] = _captured(args, side, cell, r, kind, records[side.name], base)
                 for side in order:
-                    got, seconds, profile = runs[side.name]["profiled"]
+                    _captured(args, side, cell, r, "wall", records[side.name], base)
+                profiled = {side.name: _captured(args, side, cell, r, "profiled", records[side.name], base)
+                            for side in order}
+                for side in order:
+                    got, seconds, profile = profiled[side.name]
                     side.results.append({"cell": cell.name, "repeat": r + 1, "rows": got, "seconds": seconds,
                                          "unprobed_seconds": probe_free_seconds(profile, seconds)})
                     done += 1
