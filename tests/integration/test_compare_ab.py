@@ -1,10 +1,13 @@
-"""compare on two servers alternated by `lab bench --server A,B`, against a
-truth this test takes itself: the wall delta per row from its own
-alternated unprobed runs, within a tolerance that a wrong answer breaks
-(a delta of the wrong sign, or of 0%, or twice the truth's); and the top
-mechanism from an unprobed pair of runs under perf (cpu-clock and
-sched_switch, classified by the same catalog). bench/wall.py compare holds
-the figures to the issue's 15% and 25% over three repeats of the whole."""
+"""compare on two servers alternated by `lab bench --pid A,B`, against the
+servers' own clocks on the same runs: their slow query logs at
+long_query_time 0 give each unprobed run's time, and so the pairs' delta
+per row and its interval, which a wrong answer breaks (a delta of the
+wrong sign, of 0%, of twice the truth's, from the wrong runs or pairs);
+and the top mechanism from an unprobed pair of runs under perf (cpu-clock
+and sched_switch, classified by the same catalog). Whether alternated runs
+give the delta that independent alternated runs give is the bench's:
+bench/wall.py compare holds the figures to the issue's 15% and 25% over
+three repeats of the whole."""
 
 from __future__ import annotations
 
@@ -16,32 +19,18 @@ from contextlib import ExitStack
 import pytest
 
 from conftest import MYSQLPROBE
-from helpers import assert_delta_is_the_truths, assert_top_mechanism_is_perfs
+from helpers import assert_delta_is_the_servers, assert_top_mechanism_is_perfs
 from mysqlprobe.lab import sandbox, workload
-from mysqlprobe.lab.benchkit.loads import rows_inserted, unprobed_ns_per_row
-from mysqlprobe.lab.benchkit.truth import WallRecorder
+from mysqlprobe.lab.benchkit.loads import rows_inserted
+from mysqlprobe.lab.benchkit.truth import WallRecorder, server_seconds, server_timed
 
 pytestmark = [pytest.mark.root, pytest.mark.server]
 ROWS = 300_007          # prime: about a second a run on these servers
 CELL = "range-100"
+TABLE = workload.table("range", 100)
 REPEATS = 4
-DELTA = 0.5             # of the truth's delta: both sides' few runs carry this host's noise (bench/RESULTS.md
-                        # section 6: the tool's delta -37% to +33% of the truth's over 3 repeats of 5 pairs); a
-                        # delta of the wrong sign, of 0% or of twice the truth's fails it
+RUNS = 3                # a repeat's runs on a side, in order: unprobed, sampled only, profiled
 TOP = 0.5               # the top mechanism's delta, against the truth's
-
-
-@pytest.fixture(scope="module")
-def compared(tmp_path_factory):
-    out = tmp_path_factory.mktemp("ab")
-    done = subprocess.run([MYSQLPROBE, "lab", "bench", "--server", "10.1.23,10.2.11", "--cells", CELL,
-                           "--rows", str(ROWS), "--repeats", str(REPEATS), "-q", "-o", str(out)],
-                          capture_output=True, text=True, timeout=1800)
-    assert done.returncode == 0, done.stderr[-2000:]
-    cmp = subprocess.run([MYSQLPROBE, "compare", str(out / "10.1.23" / CELL), str(out / "10.2.11" / CELL), "--json"],
-                         capture_output=True, text=True)
-    assert cmp.returncode == 0, cmp.stderr
-    return out, json.loads(cmp.stdout)
 
 
 @pytest.fixture(scope="module")
@@ -54,33 +43,53 @@ def servers():
             conn = workload.connect(sb.socket)
             stack.callback(conn.close)
             workload.prepare_source(conn, ROWS)
-            out.append((pid, conn))
+            out.append((sb, pid, conn))
         yield out
 
 
-def test_the_alternated_delta_is_the_truths(compared, servers):
-    _, result = compared
+@pytest.fixture(scope="module")
+def compared(servers, tmp_path_factory):
+    """lab bench on the running servers, each timing its statements in a slow
+    log; compare's answer, and each side's unprobed runs in ns a row as its
+    server timed them."""
+    out = tmp_path_factory.mktemp("ab")
+    logs = [out / f"slow-{side}.log" for side in "ab"]
+    with ExitStack() as stack:
+        for (_, _, conn), log in zip(servers, logs):
+            stack.enter_context(server_timed(conn, log))
+        done = subprocess.run([MYSQLPROBE, "lab", "bench", "--pid", ",".join(str(p) for _, p, _ in servers),
+                               "--socket", ",".join(sb.socket for sb, _, _ in servers), "--cells", CELL,
+                               "--rows", str(ROWS), "--repeats", str(REPEATS), "-q", "-o", str(out)],
+                              capture_output=True, text=True, timeout=1800)
+    assert done.returncode == 0, done.stderr[-2000:]
+    cmp = subprocess.run([MYSQLPROBE, "compare", str(out / "a" / CELL), str(out / "b" / CELL), "--json"],
+                         capture_output=True, text=True)
+    assert cmp.returncode == 0, cmp.stderr
+    unprobed = []
+    for log in logs:
+        runs = server_seconds(log, f"INSERT INTO {TABLE.name} SELECT")
+        assert len(runs) == REPEATS * RUNS, runs
+        unprobed.append([s * 1e9 / ROWS for s in runs[::RUNS]])
+    return json.loads(cmp.stdout), unprobed
+
+
+def test_the_alternated_delta_is_the_servers(compared):
+    result, (a_ns, b_ns) = compared
     wall = result["wall"]
     assert wall["paired"] is True and wall["pairs"] == REPEATS, wall
-    table = workload.table("range", 100)
-    pairs = []
-    for _ in range(REPEATS):
-        a, b = (unprobed_ns_per_row(conn, table) for _, conn in servers)
-        pairs.append(b - a)
-    assert_delta_is_the_truths(result, pairs, DELTA)
+    assert_delta_is_the_servers(result, a_ns, b_ns)
 
 
 def test_the_top_mechanism_is_the_one_perf_shows(compared, servers, tmp_path):
-    _, result = compared
-    table = workload.table("range", 100)
+    result, _ = compared
     per_side = []
-    for pid, conn in servers:
-        workload.create_target(conn, table)
+    for _, pid, conn in servers:
+        workload.create_target(conn, TABLE)
         time.sleep(0.5)
         recorder = WallRecorder(pid, tmp_path)
         time.sleep(0.5)
         rows0 = rows_inserted(conn)
-        workload.insert_select(conn, table)
+        workload.insert_select(conn, TABLE)
         rows = rows_inserted(conn) - rows0
         per_side.append({name: ns / rows for name, ns in recorder.stop().mechanisms().items()})
     assert_top_mechanism_is_perfs(result, per_side, TOP)

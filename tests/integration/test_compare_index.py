@@ -1,10 +1,11 @@
-"""compare on index builds: `lab bench --server 10.1.23,10.2.11 --cells
-index-compressed-8` alternates the two servers' CREATE INDEX k, and compare
-explains the delta per row indexed by mechanism and by phase. Held to
-truths this test takes itself: its own alternated unprobed builds for the
-delta, an unprobed pair of builds under perf (cpu-clock and sched_switch,
-classified by the same catalog) for the top mechanism, the binaries'
-symbols for which build method each side can run, and the table's rows."""
+"""compare on index builds: `lab bench --pid A,B --cells index-compressed-8`
+alternates the two servers' CREATE INDEX k, and compare explains the delta
+per row indexed by mechanism and by phase. Held to truths this test takes
+itself: the servers' slow logs (long_query_time 0) for the same unprobed
+builds' times, an unprobed pair of builds under perf (cpu-clock and
+sched_switch, classified by the same catalog) for the top mechanism, the
+binaries' symbols for which build method each side can run, and the
+table's rows."""
 
 from __future__ import annotations
 
@@ -16,36 +17,24 @@ from contextlib import ExitStack
 import pytest
 
 from conftest import MYSQLPROBE
-from helpers import assert_delta_is_the_truths, assert_top_mechanism_is_perfs
+from helpers import assert_delta_is_the_servers, assert_top_mechanism_is_perfs
 from mysqlprobe.lab import sandbox, workload
-from mysqlprobe.lab.benchkit.truth import WallRecorder
+from mysqlprobe.lab.benchkit.truth import WallRecorder, server_seconds, server_timed
 
 pytestmark = [pytest.mark.root, pytest.mark.server]
 ROWS = 100_003          # prime: a build of 0.2-0.8 s on these servers
 CELL = "index-compressed-8"
 TABLE = workload.index_table("compressed", 8)
 REPEATS = 3
-DELTA = 0.5             # of the truth's delta (a wrong sign, 0% or twice the truth's fails it)
+RUNS = 3                # a repeat's builds on a side, in order: unprobed, sampled only, profiled
 TOP = 0.5               # the top mechanism's delta, against perf's
 VERSIONS = ("10.1.23", "10.2.11")
+SIDES = ("a", "b")      # lab bench's names for two running servers, in --pid's order
 
 
 @pytest.fixture(scope="module")
-def compared(tmp_path_factory):
-    out = tmp_path_factory.mktemp("index_ab")
-    done = subprocess.run([MYSQLPROBE, "lab", "bench", "--server", ",".join(VERSIONS), "--cells", CELL,
-                           "--rows", str(ROWS), "--repeats", str(REPEATS), "-q", "-o", str(out)],
-                          capture_output=True, text=True, timeout=1800)
-    assert done.returncode == 0, done.stderr[-2000:]
-    cmp = subprocess.run([MYSQLPROBE, "compare", *(str(out / v / CELL) for v in VERSIONS), "--json"],
-                         capture_output=True, text=True)
-    assert cmp.returncode == 0, cmp.stderr
-    return out, json.loads(cmp.stdout)
-
-
-@pytest.fixture(scope="module")
-def servers(compared):
-    """Both servers, each with the cell's table filled again (the lab's runs are over)."""
+def servers():
+    """Both servers (A 10.1.23, B 10.2.11), each with the cell's table filled."""
     with ExitStack() as stack:
         out = []
         for version in VERSIONS:
@@ -59,19 +48,41 @@ def servers(compared):
         yield out
 
 
-def test_the_alternated_delta_per_row_indexed_is_the_truths(compared, servers):
-    _, result = compared
+@pytest.fixture(scope="module")
+def compared(servers, tmp_path_factory):
+    """lab bench on the running servers, each timing its statements in a slow
+    log; the bench's directory, compare's answer, and each side's unprobed
+    builds in ns a row indexed as its server timed them."""
+    out = tmp_path_factory.mktemp("index_ab")
+    logs = [out / f"slow-{side}.log" for side in SIDES]
+    with ExitStack() as stack:
+        for (_, _, conn), log in zip(servers, logs):
+            stack.enter_context(server_timed(conn, log))
+        done = subprocess.run([MYSQLPROBE, "lab", "bench", "--pid", ",".join(str(p) for _, p, _ in servers),
+                               "--socket", ",".join(sb.socket for sb, _, _ in servers), "--cells", CELL,
+                               "--rows", str(ROWS), "--repeats", str(REPEATS), "-q", "-o", str(out)],
+                              capture_output=True, text=True, timeout=1800)
+    assert done.returncode == 0, done.stderr[-2000:]
+    cmp = subprocess.run([MYSQLPROBE, "compare", *(str(out / s / CELL) for s in SIDES), "--json"],
+                         capture_output=True, text=True)
+    assert cmp.returncode == 0, cmp.stderr
+    unprobed = []
+    for log in logs:
+        builds = server_seconds(log, f"CREATE INDEX {workload.INDEX_NAME} ON {TABLE.name}")
+        assert len(builds) == REPEATS * RUNS, builds
+        unprobed.append([s * 1e9 / ROWS for s in builds[::RUNS]])
+    return out, json.loads(cmp.stdout), unprobed
+
+
+def test_the_alternated_delta_per_row_indexed_is_the_servers(compared):
+    _, result, (a_ns, b_ns) = compared
     wall = result["wall"]
     assert wall["paired"] is True and wall["pairs"] == REPEATS, wall
-    pairs = []
-    for _ in range(REPEATS):
-        a, b = (workload.build_index(conn, TABLE) * 1e9 / ROWS for _, _, conn in servers)
-        pairs.append(b - a)
-    assert_delta_is_the_truths(result, pairs, DELTA)
+    assert_delta_is_the_servers(result, a_ns, b_ns)
 
 
 def test_the_top_mechanism_is_the_one_perf_shows(compared, servers, tmp_path):
-    _, result = compared
+    _, result, _ = compared
     per_side = []
     for _, pid, conn in servers:
         workload.drop_index(conn, TABLE)
@@ -91,7 +102,7 @@ def _has(sb: sandbox.Sandbox, symbol: str) -> bool:
 
 
 def test_each_side_builds_the_way_its_binary_can_and_every_row_is_counted(compared, servers):
-    out, result = compared
+    out, result, _ = compared
     by = {m["name"]: m for m in result["mechanisms"]}
     (sb_a, _, conn_a), (sb_b, _, _) = servers
     bulk_a, bulk_b = _has(sb_a, "BtrBulk::insert"), _has(sb_b, "BtrBulk::insert")
@@ -107,9 +118,9 @@ def test_each_side_builds_the_way_its_binary_can_and_every_row_is_counted(compar
         cur.execute(f"SELECT COUNT(*) FROM {workload.SCHEMA}.{TABLE.name}")
         (count,) = cur.fetchone()
     assert count == ROWS
-    for version in VERSIONS:
+    for side in SIDES:
         for r in range(1, REPEATS + 1):
-            shown = subprocess.run([MYSQLPROBE, "report", str(out / version / CELL / f"r{r}"), "--json=all"],
+            shown = subprocess.run([MYSQLPROBE, "report", str(out / side / CELL / f"r{r}"), "--json=all"],
                                    capture_output=True, text=True, check=True)
             b = json.loads(shown.stdout)["index_build"]
-            assert b["rows_scanned"] == b["tuples_inserted"] == count, (version, r, b)
+            assert b["rows_scanned"] == b["tuples_inserted"] == count, (side, r, b)

@@ -147,3 +147,42 @@ def test_the_truth_leaves_unsampled_waits_out_of_every_mechanism():
     assert truth.load_threads() == {1}
     assert truth.unsampled_ns() == 9000
     assert sum(truth.mechanisms().values()) == 1000
+
+
+SLOW_LOG_TEXT = """\
+/usr/sbin/mysqld, Version: 10.1.23-MariaDB (MariaDB Server). started with:
+# Time: 261129  8:29:41
+# User@Host: root[root] @ localhost []
+# Thread_id: 3  Schema: mysqlprobe_load  QC_hit: No
+# Query_time: 0.001002  Lock_time: 0.000000  Rows_sent: 0  Rows_examined: 0
+# Rows_affected: 0
+SET timestamp=1795939781;
+CREATE TABLE emp_range_100 (
+  id int
+) PARTITION BY RANGE (store_id) (
+  PARTITION p0 VALUES LESS THAN (2)
+);
+# User@Host: root[root] @ localhost []
+# Query_time: 0.204328  Lock_time: 0.006829  Rows_sent: 0  Rows_examined: 30011
+# Rows_affected: 30011
+SET timestamp=1795939781;
+INSERT INTO emp_range_100 SELECT * FROM emp_src;
+# Query_time: 0.000036  Lock_time: 0.000000  Rows_sent: 0  Rows_examined: 0
+use mysqlprobe_load;
+SET timestamp=1795939782;
+SELECT COUNT(*) FROM emp_range_100;
+# Query_time: 1.250000  Lock_time: 0.000100  Rows_sent: 0  Rows_examined: 30011
+SET timestamp=1795939783;
+INSERT INTO emp_range_100 SELECT * FROM emp_src;
+"""
+
+
+def test_the_slow_log_gives_each_statement_the_servers_time_in_order(tmp_path):
+    from mysqlprobe.lab.benchkit.truth import server_seconds
+    log = tmp_path / "slow.log"
+    log.write_text(SLOW_LOG_TEXT)
+    assert server_seconds(log, "INSERT INTO emp_range_100 SELECT") == [0.204328, 1.25]
+    # a statement's time is its own: the CREATE's is not the SELECT's, nor a time the next header replaced
+    assert server_seconds(log, "CREATE TABLE emp_range_100") == [0.001002]
+    assert server_seconds(log, "SELECT COUNT(*)") == [0.000036]
+    assert server_seconds(log, "DROP TABLE") == []

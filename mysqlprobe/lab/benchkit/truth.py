@@ -3,7 +3,8 @@ CPU of an unprobed run, a function's CPU read off the stacks its samples
 hold (its callees' with it), by this module's own reader of `perf script`;
 and the wall time of an unprobed load's threads by stack, on CPU and off
 it, from perf alone (WallRecorder); an index build's phases timed at
-their functions' edges by bpftrace (PhaseTimer)."""
+their functions' edges by bpftrace (PhaseTimer); each statement's time as
+the server itself timed it, from its slow query log (server_timed)."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ import subprocess
 import tempfile
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -383,3 +385,38 @@ def innermost_shares(events: list[tuple[str, int, int, int]], labels: list[str])
             stack.pop()
     total = sum(ns.values())
     return {label: n / total for label, n in ns.items()} if total else {}
+
+
+SLOW_LOG = ("slow_query_log_file", "long_query_time", "log_slow_admin_statements", "slow_query_log")
+
+
+@contextmanager
+def server_timed(conn, path: Path) -> Iterator[None]:
+    """The server's own slow query log at long_query_time 0 into `path` for
+    the sessions opened in the block, DDL such as CREATE INDEX with the rest:
+    each statement's Query_time as the server timed it, an outside clock on
+    runs the tool times itself. The settings are put back after."""
+    with conn.cursor() as cur:
+        cur.execute("SELECT " + ", ".join(f"@@{v}" for v in SLOW_LOG))
+        before = cur.fetchone()
+        for variable, value in zip(SLOW_LOG, (str(path), 0, 1, 1)):
+            cur.execute(f"SET GLOBAL {variable} = %s", (value,))
+    try:
+        yield
+    finally:
+        with conn.cursor() as cur:
+            for variable, value in reversed(list(zip(SLOW_LOG, before))):
+                cur.execute(f"SET GLOBAL {variable} = %s", (value,))
+
+
+def server_seconds(path: Path, statement: str) -> list[float]:
+    """The Query_time of each statement in a slow log that begins with
+    `statement`, in the order the server ran them."""
+    times, query_time = [], None
+    for line in path.read_text().splitlines():
+        if line.startswith("# Query_time:"):
+            query_time = float(line.split()[2])
+        elif query_time is not None and line.startswith(statement):
+            times.append(query_time)
+            query_time = None
+    return times
