@@ -22,7 +22,7 @@ from collections import Counter
 from mysqlprobe.analysis.compare_figures import Change, Figure, figure_of, ns_text, signed_ns
 from mysqlprobe.analysis import mechanisms
 from mysqlprobe.analysis.compare_account import Explanation, detail as account_detail, headline as account_headline
-from mysqlprobe.analysis.compare_wall import unprobed_wall
+from mysqlprobe.analysis.compare_wall import Wall, unprobed_wall
 from mysqlprobe.analysis.index_build import SUBJECT as INDEX_BUILD_SUBJECT
 from mysqlprobe.analysis.drilldown import drilldown, drilldown_lines
 from mysqlprobe.analysis.model import Profile
@@ -190,6 +190,83 @@ def run_of(profile: Profile, label: str, stacks: Folded | None = None,
     return run
 
 
+@dataclass(frozen=True, slots=True)
+class ComparedSide:
+    """What one side of a comparison is: its runs, server and rows."""
+
+    labels: tuple[str, ...]
+    server: str
+    runs: int
+    rows: Figure
+    rows_source: str
+    seconds_source: str
+    subject: str
+
+    def to_json(self) -> dict[str, Any]:
+        return {"labels": list(self.labels), "server": self.server, "runs": self.runs, "rows": self.rows.to_json(),
+                "rows_source": self.rows_source, "seconds_source": self.seconds_source, "subject": self.subject}
+
+
+@dataclass(frozen=True, slots=True)
+class Comparison:
+    """Two sides per row: the wall delta (profiled runs; unprobed and sampled
+    runs' where the bench took them), the probed stages' changes and what
+    they leave, the functions, P_S, the drill-down paths and the why."""
+
+    a: ComparedSide
+    b: ComparedSide
+    wall: Change                      # the profiled runs' wall time per row
+    wall_unprobed: Wall | None        # the unprobed twins' (lab bench), unpaired
+    ranked: list[Change]              # the stages' exclusive time per row, largest change first
+    attributed_ns: float
+    unattributed_ns: float            # what the stages do not hold of the delta explained
+    withheld: list[dict[str, str]]    # {stage, why}: left out of both sides
+    functions: list[Change]           # CPU self time per row
+    stages: dict[str, dict[str, dict[str, Any]]]   # stage -> side -> per-row figures (JSON)
+    perf_schema: dict[str, list[Change]]           # ps_stage, ps_wait
+    drilldown: list[dict[str, Any]]
+    why: list[dict[str, Any]]
+    caveats: list[str]
+    explanation: Explanation | None   # the delta by mechanism, from the sampled runs
+
+    @property
+    def explained_delta(self) -> tuple[float, str]:
+        """The wall delta per row the stages are shares of, and where it comes from."""
+        w = self.wall_unprobed
+        return (w.delta, "unprobed runs") if w is not None else (self.wall.delta, "profiled runs")
+
+    def wall_json(self) -> dict[str, Any]:
+        """compare.json's wall: the sampled runs' twins' delta (paired where the
+        sides alternated), else the unprobed runs', else the profiled runs'."""
+        if self.explanation is not None:
+            return self.explanation.wall_json()
+        if self.wall_unprobed is not None:
+            out: dict[str, Any] = self.wall_unprobed.to_json()
+            return out
+        c = self.wall
+
+        def side(f: Figure) -> dict[str, Any]:
+            return {"mean": round(f.median, 3), "ci95": None, "runs": f.runs}
+        return {"delta": round(c.delta, 3), "ci95": None, "verdict": c.verdict, "method": PROBED_METHOD,
+                "a": side(c.a), "b": side(c.b)}
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"a": self.a.to_json(), "b": self.b.to_json(),
+                               "wall": self.wall_json(), "wall_probed": self.wall.to_json(),
+                               "ranked": [c.to_json() for c in self.ranked],
+                               "attributed_ns": round(self.attributed_ns, 3),
+                               "unattributed_ns": round(self.unattributed_ns, 3),
+                               "withheld": self.withheld, "functions": [c.to_json() for c in self.functions],
+                               "stages": self.stages,
+                               "perf_schema": {kind: [c.to_json() for c in cs] for kind, cs in self.perf_schema.items()},
+                               "drilldown": self.drilldown, "why": self.why, "caveats": self.caveats}
+        if self.explanation is not None:
+            doc = self.explanation.to_json()
+            out.update({key: doc[key] for key in doc if key != "wall"})
+            out["explanation_method"] = doc["wall"]["method"]
+        return out
+
+
 def _changes(a: list[Run], b: list[Run], attr: str, kind: str) -> list[Change]:
     """One change per name in the runs' `attr` (a name -> ns per row dict),
     absent names counting as 0, largest change first."""
@@ -200,7 +277,7 @@ def _changes(a: list[Run], b: list[Run], attr: str, kind: str) -> list[Change]:
 
 
 def compare(a: list[Run], b: list[Run], explanation: Explanation | None = None,
-            top_functions: int = 8) -> dict[str, Any]:
+            top_functions: int = 8) -> Comparison:
     """The comparison of two sides (lists of repeats), per row; explanation:
     the delta by mechanism from the sampled runs beside them (compare_account.py)."""
     wall = Change("wall time per row", "total", figure_of(a, lambda r: r.wall_ns_per_row),
@@ -225,23 +302,14 @@ def compare(a: list[Run], b: list[Run], explanation: Explanation | None = None,
     measured = None
     if all(r.unprobed_ns_per_row for r in a + b):
         measured = unprobed_wall([r.unprobed_ns_per_row or 0.0 for r in a], [r.unprobed_ns_per_row or 0.0 for r in b])
-    return {
-        "a": _side(a), "b": _side(b),
-        "wall": wall,
-        "wall_unprobed": measured,
-        "ranked": ranked,
-        "attributed_ns": attributed,
+    return Comparison(
+        a=_side(a), b=_side(b), wall=wall, wall_unprobed=measured, ranked=ranked, attributed_ns=attributed,
         # what the stages do not hold of the delta the comparison explains
-        "unattributed_ns": (measured.delta if measured is not None else wall.delta) - attributed,
-        "withheld": [{"stage": k, "why": v} for k, v in sorted(held_back.items())],
-        "functions": fn_changes[:top_functions],
-        "stages": detail,
-        "perf_schema": ps,
-        "drilldown": paths,
-        "why": why(a, b, ranked, paths) if explanation is None else [],
-        "caveats": caveats(a, b),
-        "explanation": explanation,
-    }
+        unattributed_ns=(measured.delta if measured is not None else wall.delta) - attributed,
+        withheld=[{"stage": k, "why": v} for k, v in sorted(held_back.items())],
+        functions=fn_changes[:top_functions], stages=detail, perf_schema=ps, drilldown=paths,
+        why=why(a, b, ranked, paths) if explanation is None else [], caveats=caveats(a, b),
+        explanation=explanation)
 
 
 def why(a: list[Run], b: list[Run], ranked: list[Change], paths: list[dict[str, Any]], top: int = 3) -> list[dict[str, Any]]:
@@ -277,56 +345,18 @@ def caveats(a: list[Run], b: list[Run]) -> list[str]:
     return out
 
 
-def _side(runs: list[Run]) -> dict[str, Any]:
+def _side(runs: list[Run]) -> ComparedSide:
     r = runs[0]
-    return {"labels": [x.label for x in runs], "server": r.server, "runs": len(runs),
-            "rows": figure_of(runs, lambda x: x.rows).to_json(), "rows_source": r.rows_source,
-            "seconds_source": r.seconds_source, "subject": r.subject}
+    return ComparedSide(tuple(x.label for x in runs), r.server, len(runs), figure_of(runs, lambda x: x.rows),
+                        r.rows_source, r.seconds_source, r.subject)
 
 
 PROBED_METHOD = ("profiled runs, less the probes' calibrated cost (no unprobed runs: mysqlprobe lab bench "
                  "times one beside each profiled run); verdict from the runs' spread")
 
 
-def wall_json(result: dict[str, Any]) -> dict[str, Any]:
-    """compare.json's wall: the sampled runs' twins' delta (paired where the
-    sides alternated), else the unprobed runs', else the profiled runs'."""
-    x: Explanation | None = result.get("explanation")
-    if x is not None:
-        return x.wall_json()
-    if result.get("wall_unprobed") is not None:
-        out: dict[str, Any] = result["wall_unprobed"].to_json()
-        return out
-    c: Change = result["wall"]
-    def side(f: Figure) -> dict[str, Any]:
-        return {"mean": round(f.median, 3), "ci95": None, "runs": f.runs}
-    return {"delta": round(c.delta, 3), "ci95": None, "verdict": c.verdict, "method": PROBED_METHOD,
-            "a": side(c.a), "b": side(c.b)}
-
-
-def to_json(result: dict[str, Any]) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for k, v in result.items():
-        if k == "wall":
-            out["wall"], out["wall_probed"] = wall_json(result), v.to_json()
-        elif k == "wall_unprobed":
-            continue
-        elif k == "explanation":
-            if v is not None:
-                doc = v.to_json()
-                out.update({key: doc[key] for key in doc if key != "wall"})
-                out["explanation_method"] = doc["wall"]["method"]
-        elif isinstance(v, Change):
-            out[k] = v.to_json()
-        elif k in ("drilldown", "caveats", "why", "withheld"):
-            out[k] = v
-        elif isinstance(v, list):
-            out[k] = [c.to_json() for c in v]
-        elif k == "perf_schema":
-            out[k] = {kind: [c.to_json() for c in cs] for kind, cs in v.items()}
-        else:
-            out[k] = round(v, 3) if isinstance(v, float) else v
-    return out
+def to_json(result: Comparison) -> dict[str, Any]:
+    return result.to_json()
 
 
 def merged_stacks(runs: list[Run]) -> Folded:
@@ -354,18 +384,12 @@ def _mark(c: Change) -> str:
     return {"noise": "noise", "single run": "1 run", "finding": ""}[c.verdict]
 
 
-def explained_delta(result: dict[str, Any]) -> tuple[float, str]:
-    """The wall delta per row the stages are shares of, and where it comes from."""
-    w = result.get("wall_unprobed")
-    return (w.delta, "unprobed runs") if w is not None else (result["wall"].delta, "profiled runs")
-
-
-def _headline(result: dict[str, Any], top: int = 3) -> list[str]:
+def _headline(result: Comparison, top: int = 3) -> list[str]:
     """The answer: the wall delta per row, then the probed stages that carry
     it (findings only, the load's threads' own: P_S waits and CPU functions
     are all threads' and stay in their sections), as shares of it."""
-    delta, source = explained_delta(result)
-    w = result.get("wall_unprobed")
+    delta, source = result.explained_delta
+    w = result.wall_unprobed
     lines = []
     if w is not None:
         way = "faster" if w.delta < 0 else "slower"
@@ -374,17 +398,17 @@ def _headline(result: dict[str, Any], top: int = 3) -> list[str]:
                                f"{signed_ns(w.low)} to {signed_ns(w.high)}): {w.verdict}", 78)
         if w.verdict == "noise":
             return lines + ["The two sides' unprobed intervals overlap: no finding.", ""]
-    pool = [c for c in result["ranked"] if c.verdict != "noise" and abs(c.delta) >= 1]
+    pool = [c for c in result.ranked if c.verdict != "noise" and abs(c.delta) >= 1]
     pool.sort(key=lambda c: -abs(c.delta))
     if not pool:
         return lines + ["No stage changed beyond the runs' spread.", ""]
     lines.append(f"of it, per row (B - A of the {source}: {signed_ns(delta)}):")
-    named = {w["stage"]: w for w in result.get("why") or [] if w.get("stage")}
+    named = {e["stage"]: e for e in result.why if e.get("stage")}
     for c in pool[:top]:
         share = f"{c.delta / delta:6.0%}" if delta else "     -"
-        w = named.get(c.name)
-        lines.append(f"  {signed_ns(c.delta):>9} {share}  {c.name}" + (f": {w['mechanism']}" if w else ""))
-        for s in (w or {}).get("settings", []):
+        entry = named.get(c.name)
+        lines.append(f"  {signed_ns(c.delta):>9} {share}  {c.name}" + (f": {entry['mechanism']}" if entry else ""))
+        for s in (entry or {}).get("settings", []):
             lines.append(f"{'':22}{s['name']}: A {s['a']}, B {s['b']}")
     return lines + [""]
 
@@ -414,55 +438,55 @@ def row_unit(subject: str | None) -> str:
     return "row indexed" if subject == INDEX_BUILD_SUBJECT else "row inserted"
 
 
-def render_text(result: dict[str, Any]) -> str:
-    a, b, wall = result["a"], result["b"], result["wall"]
-    unit = a["rows_source"].replace("calls of", "call of", 1) if a["rows_source"].startswith("calls of") \
-        else row_unit(a.get("subject"))
+def render_text(result: Comparison) -> str:
+    a, b, wall = result.a, result.b, result.wall
+    unit = a.rows_source.replace("calls of", "call of", 1) if a.rows_source.startswith("calls of") \
+        else row_unit(a.subject)
     lines = [f"mysqlprobe compare, per {unit}",
-             f"A  {a['server']}: {a['runs']} run(s), {a['rows']['median']:.0f} rows ({a['rows_source']})",
-             f"B  {b['server']}: {b['runs']} run(s), {b['rows']['median']:.0f} rows ({b['rows_source']})",
-             f"wall time per row, profiled ({a['seconds_source']}):",
+             f"A  {a.server}: {a.runs} run(s), {a.rows.median:.0f} rows ({a.rows_source})",
+             f"B  {b.server}: {b.runs} run(s), {b.rows.median:.0f} rows ({b.rows_source})",
+             f"wall time per row, profiled ({a.seconds_source}):",
              f"   A {_fig(wall.a)}, B {_fig(wall.b)}: {signed_ns(wall.delta)}"
              + (f" ({100 * wall.delta / wall.a.median:+.0f}%)" if wall.a.median else "")
-             + (f"  {_mark(wall)}" if result.get("explanation") is None else "  (the probes' counts come from these)"),
+             + (f"  {_mark(wall)}" if result.explanation is None else "  (the probes' counts come from these)"),
              ""]
-    x: Explanation | None = result.get("explanation")
-    lines += (account_headline(x, a["server"], b["server"]) + [""]) if x is not None else _headline(result)
-    for c in result.get("caveats") or []:
-        lines += textwrap.wrap(c, 78, initial_indent="note: ", subsequent_indent="      ")
-    if wall.verdict == "noise" and result.get("wall_unprobed") is None:
+    x = result.explanation
+    lines += (account_headline(x, a.server, b.server) + [""]) if x is not None else _headline(result)
+    for note in result.caveats:
+        lines += textwrap.wrap(note, 78, initial_indent="note: ", subsequent_indent="      ")
+    if wall.verdict == "noise" and result.wall_unprobed is None:
         lines.append("The difference is within the runs' own spread: no finding.")
-    delta, source = explained_delta(result)
+    delta, source = result.explained_delta
     lines += ["what changed (B - A), time per row outside nested probed stages:",
               f"  {'stage':<32}{'A':>10}{'B':>10}{'B - A':>10}  note"]
-    for c in result["ranked"]:
+    for c in result.ranked:
         lines += _row(c.name, 32, f"{ns_text(c.a.median):>10}{ns_text(c.b.median):>10}{signed_ns(c.delta):>10}  "
                                   f"{_mark(c)}")
-    attributed = result["attributed_ns"]
+    attributed = result.attributed_ns
     if x is None:   # with the sampled runs, the mechanisms above hold the delta; stages are evidence
         lines.append(f"  {'in probed stages':<32}{'':>20}{signed_ns(attributed):>10}"
                      + (f"  {attributed / delta:.0%} of B - A" if delta else ""))
         lines.append(f"  {'not attributed to a stage':<32}{'':>20}{signed_ns(delta - attributed):>10}")
-    withheld = result.get("withheld") or []
+    withheld = result.withheld
     if len(withheld) > WITHHELD_LISTED:   # nested per-row probes (an index build's): one line, not one a stage
         lines += textwrap.wrap(f"not attributed: {', '.join(w['stage'] for w in withheld)} (for instance "
                                f"{withheld[0]['why']})", 78, initial_indent="  ", subsequent_indent="    ")
     for w in withheld if len(withheld) <= WITHHELD_LISTED else []:
         lines += textwrap.wrap(f"{w['stage']}: not attributed ({w['why']})", 78, initial_indent="  ",
                                subsequent_indent="    ")
-    if result["functions"] and x is None:   # with sampled runs, their mechanisms hold the CPU's changes
+    if result.functions and x is None:   # with sampled runs, their mechanisms hold the CPU's changes
         lines += ["", "functions on CPU that grew or shrank most (self time per row, all threads; the",
                   "probes' own frames left out):", f"  {'function':<42}{'A':>9}{'B':>9}{'B - A':>9}  note"]
-        for c in result["functions"]:
+        for c in result.functions:
             lines += _row(c.name, 42, f"{ns_text(c.a.median):>9}{ns_text(c.b.median):>9}{signed_ns(c.delta):>9}"
                                       f"  {_mark(c)}")
-    lines += drilldown_lines(result.get("drilldown") or [])
-    lines += why_lines(result.get("why") or [])
+    lines += drilldown_lines(result.drilldown)
+    lines += why_lines(result.why)
     if x is not None:
         lines += account_detail(x)
     lines += ["", "stages side by side (A -> B):",
               f"  {'stage':<27}{'calls/row':>13}{'p50':>19}{'p99':>19}"]
-    for s, sides in result["stages"].items():
+    for s, sides in result.stages.items():
         def pair(key: str, fmt: Callable[[float], str]) -> str:
             va, vb = sides["a"].get(key), sides["b"].get(key)
             return f"{fmt(va['median']) if va else '-'} -> {fmt(vb['median']) if vb else '-'}"
@@ -473,7 +497,7 @@ def render_text(result: dict[str, Any]) -> str:
                 for sym in sides[side]["symbols"][:2]:
                     lines.append(f"    {side.upper()}: {sym}")
     for kind, title in (("ps_stage", "P_S stages"), ("ps_wait", "P_S waits (all threads)")):
-        changes = [c for c in result["perf_schema"][kind] if max(abs(c.a.median), abs(c.b.median)) >= 1]
+        changes = [c for c in result.perf_schema[kind] if max(abs(c.a.median), abs(c.b.median)) >= 1]
         if changes:
             lines += ["", f"{title} per row (A -> B):"]
             for c in changes[:5]:

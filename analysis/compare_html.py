@@ -8,7 +8,6 @@ went into. Tables and charts only: the text report is compare's stdout."""
 from __future__ import annotations
 
 from operator import attrgetter
-from typing import Any
 
 import html
 
@@ -23,9 +22,9 @@ from mysqlprobe.flamegraphs.folded import Folded
 from mysqlprobe.flamegraphs.svg import render
 
 
-def stage_bars(result: dict[str, Any]) -> str:
+def stage_bars(result: C.Comparison) -> str:
     """A bar per stage: A's and B's time per row outside nested stages."""
-    changes = [c for c in result["ranked"] if max(c.a.median, c.b.median) > 0]
+    changes = [c for c in result.ranked if max(c.a.median, c.b.median) > 0]
     if not changes:
         return ""
     top = max(max(c.a.median, c.b.median) for c in changes)
@@ -43,14 +42,14 @@ SEGMENT_COLOURS = ("#4e79a7", "#f28e2b", "#59a14f", "#e15759", "#76b7b2", "#edc9
 REST_COLOUR = "#d9d9d9"
 
 
-def row_bars(result: dict[str, Any]) -> str:
+def row_bars(result: C.Comparison) -> str:
     """A's and B's row, one bar each on one scale: the row's wall time
     (unprobed where measured) split into the stages' exclusive times and
     what no stage holds."""
-    w = result.get("wall_unprobed")
-    walls = (w.a.mean, w.b.mean) if w is not None else (result["wall"].a.median, result["wall"].b.median)
+    w = result.wall_unprobed
+    walls = (w.a.mean, w.b.mean) if w is not None else (result.wall.a.median, result.wall.b.median)
     source = "unprobed runs" if w is not None else "profiled runs, less the probes' cost"
-    stages = [c for c in result["ranked"] if max(c.a.median, c.b.median) > 0]
+    stages = [c for c in result.ranked if max(c.a.median, c.b.median) > 0]
     colour = {c.name: SEGMENT_COLOURS[i % len(SEGMENT_COLOURS)] for i, c in enumerate(stages)}
     sums = [sum(c.a.median for c in stages), sum(c.b.median for c in stages)]
     top = max(*walls, *sums) or 1.0
@@ -66,7 +65,7 @@ def row_bars(result: dict[str, Any]) -> str:
         segs = "".join(f'<div class=seg style="width:{100 * v / top:.2f}%;background:{c}" '
                        f'title="{html.escape(name)}: {ns_text(v)} per row ({v / wall:.0%})"></div>'
                        for name, v, c in parts if wall)
-        bars.append(f"<tr><td>{label} {html.escape(result[label.lower()]['server'])}</td>"
+        bars.append(f"<tr><td>{label} {html.escape(getattr(result, label.lower()).server)}</td>"
                     f"<td><div class=rowbar>{segs}</div></td><td>{html.escape(ns_text(wall))}</td></tr>")
     legend = "".join(f'<span class=key><i style="background:{c}"></i>{html.escape(n)}</span>'
                      for n, c in [*colour.items(), ("not attributed to a stage", REST_COLOUR)])
@@ -76,8 +75,8 @@ def row_bars(result: dict[str, Any]) -> str:
             + "".join(f"<p class=muted>{html.escape(n)}</p>" for n in notes))
 
 
-def drilldown_html(result: dict[str, Any]) -> str:
-    entries = result.get("drilldown") or []
+def drilldown_html(result: C.Comparison) -> str:
+    entries = result.drilldown
     if not entries:
         return ""
     items = []
@@ -90,12 +89,12 @@ def drilldown_html(result: dict[str, Any]) -> str:
     return "<h2>Drill-down</h2><ol>" + "".join(items) + "</ol>"
 
 
-def stage_graphs(a: list[C.Run], b: list[C.Run], result: dict[str, Any]) -> list[tuple[str, str]]:
+def stage_graphs(a: list[C.Run], b: list[C.Run], result: C.Comparison) -> list[tuple[str, str]]:
     """Differential flame graphs rooted at each stage the drill-down went
     into: CPU and off-CPU time per row (ns), summed over each side's repeats
     and divided by their number."""
     out: list[tuple[str, str]] = []
-    for stage in dict.fromkeys(e["stage"] for e in result.get("drilldown") or []):
+    for stage in dict.fromkeys(e["stage"] for e in result.drilldown):
         def side(runs: list[C.Run]) -> Folded:
             merged = Folded()
             for r in runs:
@@ -104,24 +103,29 @@ def stage_graphs(a: list[C.Run], b: list[C.Run], result: dict[str, Any]) -> list
             return merged
         before, after = side(a), side(b)
         if before.total and after.total:
-            out.append((stage, render(after, f"{stage}: {result['a']['server']} -> {result['b']['server']}",
+            out.append((stage, render(after, f"{stage}: {result.a.server} -> {result.b.server}",
                                       "CPU and off-CPU ns per row; red grew, blue shrank", unit="ns/row",
                                       before=before, element_id=f"stage-{len(out)}")))
     return out
 
 
-def headline_html(result: dict[str, Any]) -> str:
+def headline_html(result: C.Comparison) -> str:
     """The text report's headline, from the same source, as a sentence and
     a list: the mechanisms' where the sampled runs gave them."""
-    x: Explanation | None = result.get("explanation")
+    x = result.explanation
     if x is None:
         return "<div id=headline>" + "".join(f"<p>{html.escape(line.strip())}</p>"
                                              for line in C._headline(result)) + "</div>"
+    return explanation_headline_html(x, result.a.server, result.b.server)
+
+
+def explanation_headline_html(x: Explanation, a_server: str, b_server: str) -> str:
+    """The answer from the sampled runs: the wall delta, then its findings by mechanism."""
     parts = headline_parts(x)
     items = "".join(f"<li>{html.escape(line.strip())}"
                     + "".join(f"<br><span class=muted>{html.escape(u)}</span>" for u in under) + "</li>"
                     for line, under in parts)
-    return (f"<div id=headline><p class=answer>{html.escape(answer(x, result['a']['server'], result['b']['server']))}"
+    return (f"<div id=headline><p class=answer>{html.escape(answer(x, a_server, b_server))}"
             "</p>" + (f"<p>of it, by mechanism (from the sampled runs, no probe attached):</p><ul>{items}</ul>"
                       if parts else "<p>the interval holds zero: no finding.</p>") + "</div>")
 
@@ -205,10 +209,9 @@ def details_html(x: Explanation) -> str:
                if x.warnings else ""))
 
 
-def mechanisms_html(result: dict[str, Any]) -> str:
+def mechanisms_html(x: Explanation | None) -> str:
     """The delta by mechanism as a table, A's row time to B's: each part's
     signed ns per row, its interval, on and off CPU, finding or noise."""
-    x: Explanation | None = result.get("explanation")
     if x is None:
         return ""
     rows = []
@@ -229,9 +232,8 @@ def mechanisms_html(result: dict[str, Any]) -> str:
             "<td></td><td></td><td></td></tr></table>")
 
 
-def phases_html(result: dict[str, Any]) -> str:
+def phases_html(x: Explanation | None) -> str:
     """An index build's delta per row by phase (the sampled runs' stacks)."""
-    x: Explanation | None = result.get("explanation")
     if x is None or not x.phases:
         return ""
     rows = [f"<tr class={'finding' if d.excludes_zero else 'noise'}><td>{html.escape(name)}</td>"
@@ -241,9 +243,9 @@ def phases_html(result: dict[str, Any]) -> str:
             "<th>A</th><th>B</th><th>B - A</th><th>95% interval</th></tr>" + "".join(rows) + "</table>")
 
 
-def render_html(result: dict[str, Any], svg: str | None,
+def render_html(result: C.Comparison, svg: str | None,
                 stage_svgs: tuple[tuple[str, str], ...] | list[tuple[str, str]] = ()) -> str:
-    x: Explanation | None = result.get("explanation")
+    x = result.explanation
     return ("<!DOCTYPE html><html lang=en><head><meta charset=utf-8><title>mysqlprobe compare</title>"
             f"<script>{PAGE_SCRIPT}</script>"
             "<style>body{font:14px system-ui,sans-serif;margin:24px auto;max-width:1240px}"
@@ -256,28 +258,28 @@ def render_html(result: dict[str, Any], svg: str | None,
             ".rows td{padding:2px 8px;white-space:nowrap}.rowbar{width:900px;display:flex}.seg{height:22px}"
             ".key{margin-right:14px;font-size:12px}.key i{display:inline-block;width:10px;height:10px;"
             "margin-right:4px}</style></head><body>"
-            f"<h1>{html.escape(result['a']['server'])} vs {html.escape(result['b']['server'])}</h1>"
+            f"<h1>{html.escape(result.a.server)} vs {html.escape(result.b.server)}</h1>"
             + headline_html(result)
-            + (waterfall_svg(x, result["a"]["server"], result["b"]["server"]) if x is not None else "")
-            + mechanisms_html(result)
-            + phases_html(result)
+            + (waterfall_svg(x, result.a.server, result.b.server) if x is not None else "")
+            + mechanisms_html(x)
+            + phases_html(x)
             + row_bars(result)
             + drilldown_html(result)
             + "<h2>Stages, per row</h2>" + stage_bars(result)
             + "".join(f"<h2>Below {html.escape(stage)}</h2>{g}" for stage, g in stage_svgs)
             + (details_html(x) if x is not None else "")
             + (f"<h2>Differential flame graph of the load's threads, "
-               f"{'wall time' if result.get('explanation') else 'samples'} per row</h2>{svg}" if svg else "")
+               f"{'wall time' if result.explanation else 'samples'} per row</h2>{svg}" if svg else "")
             + "</body></html>\n")
 
 
-def diff_graph(a: list[C.Run], b: list[C.Run], result: dict[str, Any]) -> str | None:
+def diff_graph(a: list[C.Run], b: list[C.Run], result: C.Comparison) -> str | None:
     """The load's threads' CPU samples per row inserted, B against A; None
     where a side has none."""
     before, after = C.merged_stacks(a), C.merged_stacks(b)
     if not (before.total and after.total):
         return None
     rows_a, rows_b = sum(r.rows for r in a), sum(r.rows for r in b)
-    return render(after, f"{result['a']['server']} -> {result['b']['server']}",
+    return render(after, f"{result.a.server} -> {result.b.server}",
                   "red grew, blue shrank (CPU samples per row inserted)", unit="samples/row",
                   before=before, scale_after=1 / rows_b, scale_before=1 / rows_a)

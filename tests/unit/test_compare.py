@@ -71,31 +71,31 @@ def run(spec, label="x", **change):
 
 def test_stages_line_up_and_the_difference_is_shared_out():
     result = C.compare([run(A)], [run(B)])
-    wall = result["wall"]
+    wall = result.wall
     assert wall.a.median == pytest.approx(10 * US) and wall.b.median == pytest.approx(6 * US)
-    changes = {c.name: c.delta for c in result["ranked"]}
+    changes = {c.name: c.delta for c in result.ranked}
     # exclusive: write_row 6-4=2us -> 3-2.5=0.5us; row_insert 4 -> 2.5
     assert changes["partition.write_row"] == pytest.approx(-1.5 * US)
     assert changes["innodb.row_insert"] == pytest.approx(-1.5 * US)
-    assert result["attributed_ns"] == pytest.approx(-3 * US)
-    assert result["unattributed_ns"] == pytest.approx(-1 * US)
+    assert result.attributed_ns == pytest.approx(-3 * US)
+    assert result.unattributed_ns == pytest.approx(-1 * US)
     # the samples place the rest: `copy` went from 3 to 1 sample per row at 1 kHz (1 ms a sample)
-    fn = {c.name: c.delta for c in result["functions"]}
+    fn = {c.name: c.delta for c in result.functions}
     assert fn["copy"] == pytest.approx(-2 * 1e6)
-    detail = result["stages"]["partition.write_row"]
+    detail = result.stages["partition.write_row"]
     assert detail["a"]["symbols"] != detail["b"]["symbols"]
     assert detail["a"]["calls_per_row"]["median"] == pytest.approx(1.0)
-    assert all(c.verdict == "single run" for c in result["ranked"])
+    assert all(c.verdict == "single run" for c in result.ranked)
 
 
 def test_repeats_give_spread_and_noise_is_not_a_finding():
     a = [run(A, wall_us=w) for w in (9.8, 10.0, 10.2)]
     b = [run(B, wall_us=w, row_insert_us=r) for w, r in ((5.9, 2.45), (6.0, 2.5), (6.1, 2.55))]
     result = C.compare(a, b)
-    assert result["wall"].a.spread == pytest.approx(0.2 * US) and result["wall"].verdict == "finding"
-    assert {c.name: c.verdict for c in result["ranked"]}["innodb.row_insert"] == "finding"
+    assert result.wall.a.spread == pytest.approx(0.2 * US) and result.wall.verdict == "finding"
+    assert {c.name: c.verdict for c in result.ranked}["innodb.row_insert"] == "finding"
     same = C.compare(a, [run(A, wall_us=w) for w in (9.9, 10.1, 10.05)])
-    assert same["wall"].verdict == "noise"
+    assert same.wall.verdict == "noise"
     assert "within the runs' own spread" in C.render_text(same)
 
 
@@ -113,9 +113,9 @@ def test_runs_that_differ_in_leaving_waits_for_a_cpu_out_are_flagged():
         doc.setdefault("engine", {})["cpu_waits_left_out"] = left_out
         return C.run_of(Profile(doc), label, stacks)
 
-    assert C.compare([recorded("old", True)], [recorded("new", True)])["caveats"] == []
+    assert C.compare([recorded("old", True)], [recorded("new", True)]).caveats == []
     result = C.compare([recorded("old", False)], [recorded("new", True)])
-    (caveat,) = result["caveats"]
+    (caveat,) = result.caveats
     assert caveat.startswith("the stage times of old keep the calls' waits for a CPU in")
     text = C.render_text(result)
     assert "note: the stage times of old keep" in text and max(len(line) for line in text.splitlines()) <= 80
@@ -159,13 +159,13 @@ def test_a_stage_withheld_on_one_side_is_not_attributed_on_either():
     b = run(B, label="b1", wall_us=2.8, write_row_us=6, row_insert_us=2.5)
     assert "partition.write_row" in b.withheld and "innodb.row_insert" in b.exclusive_ns
     result = C.compare([run(A)], [b])
-    assert [c.name for c in result["ranked"]] == ["innodb.row_insert"]
-    assert result["withheld"][0]["stage"] == "partition.write_row"
-    assert result["withheld"][0]["why"].startswith("B run 1: withheld: 6.05ms in the stage, more than 1 thread")
-    assert result["attributed_ns"] == pytest.approx(-1.5 * US)
+    assert [c.name for c in result.ranked] == ["innodb.row_insert"]
+    assert result.withheld[0]["stage"] == "partition.write_row"
+    assert result.withheld[0]["why"].startswith("B run 1: withheld: 6.05ms in the stage, more than 1 thread")
+    assert result.attributed_ns == pytest.approx(-1.5 * US)
     text = C.render_text(result)
     assert "partition.write_row: not attributed" in text
-    assert json.loads(json.dumps(C.to_json(result)))["withheld"] == result["withheld"]
+    assert json.loads(json.dumps(C.to_json(result)))["withheld"] == result.withheld
 
 
 def test_stages_that_take_more_than_the_rows_wall_time_are_not_attributed():
@@ -174,8 +174,8 @@ def test_stages_that_take_more_than_the_rows_wall_time_are_not_attributed():
     assert b.exclusive_ns == {} and set(b.withheld) == {"partition.write_row", "innodb.row_insert"}
     assert "more than the row's 3.5us wall time on 1 thread" in b.withheld["innodb.row_insert"]
     result = C.compare([run(A)], [b])
-    assert result["ranked"] == [] and result["attributed_ns"] == 0
-    assert result["unattributed_ns"] == pytest.approx(result["wall"].delta)
+    assert result.ranked == [] and result.attributed_ns == 0
+    assert result.unattributed_ns == pytest.approx(result.wall.delta)
 
 
 def test_the_html_page_draws_each_sides_row_to_one_scale():

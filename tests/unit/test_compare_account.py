@@ -143,12 +143,12 @@ def test_the_waterfall_walks_from_as_row_to_bs_by_the_findings_and_the_rest():
 
 
 def test_the_compare_page_is_tables_and_charts():
-    from mysqlprobe.analysis.compare_html import headline_html
+    from mysqlprobe.analysis.compare_html import explanation_headline_html
 
     a, b = sides([0.0, 400.0, -300.0, 700.0, 100.0])
     x = explain(a, b)
     assert x is not None
-    page = headline_html({"explanation": x, "a": {"server": "MariaDB 10.1.23"}, "b": {"server": "MariaDB 10.2.11"}})
+    page = explanation_headline_html(x, "MariaDB 10.1.23", "MariaDB 10.2.11")
     assert "<pre" not in page
     assert "<p class=answer>B (MariaDB 10.2.11) is 18% faster per row" in page
     assert "<li>" in page and "tablespace extension: -578ns" in page and "innodb_use_fallocate: A OFF, B -" in page
