@@ -213,6 +213,19 @@ def assert_delta_is_the_servers(result: dict, a_ns: list[float], b_ns: list[floa
     assert named + result["unattributed_ns_per_row"] == pytest.approx(wall["delta"], abs=2.0)
 
 
+def perf_pictures(sides: list[tuple[int, object]], one_run, pairs: int = 2) -> list[dict[str, float]]:
+    """Each side's ns a row by mechanism as perf sees it, the mean of
+    `pairs` unprobed runs alternated A B, B A (one pair of one-second
+    loads on this host moved a mechanism by a third): one_run(pid, conn)
+    gives one run's picture."""
+    runs: list[list[dict[str, float]]] = [[] for _ in sides]
+    for n in range(pairs):
+        for i in (range(len(sides)) if n % 2 == 0 else reversed(range(len(sides)))):
+            runs[i].append(one_run(*sides[i]))
+    return [{name: statistics.fmean(r.get(name, 0.0) for r in side) for name in {k for r in side for k in r}}
+            for side in runs]
+
+
 def assert_top_mechanism_is_perfs(result: dict, per_side: list[dict[str, float]], within: float) -> None:
     """compare's top finding is the mechanism whose delta is largest in perf's
     picture of an unprobed pair (ns a row by mechanism, A then B), within `within` of it."""

@@ -17,7 +17,7 @@ from contextlib import ExitStack
 import pytest
 
 from conftest import MYSQLPROBE
-from helpers import assert_delta_is_the_servers, assert_top_mechanism_is_perfs
+from helpers import assert_delta_is_the_servers, assert_top_mechanism_is_perfs, perf_pictures
 from mysqlprobe.lab import sandbox, workload
 from mysqlprobe.lab.benchkit.truth import WallRecorder, server_seconds, server_timed
 
@@ -83,15 +83,15 @@ def test_the_alternated_delta_per_row_indexed_is_the_servers(compared):
 
 def test_the_top_mechanism_is_the_one_perf_shows(compared, servers, tmp_path):
     _, result, _ = compared
-    per_side = []
-    for _, pid, conn in servers:
+
+    def one_run(pid, conn):
         workload.drop_index(conn, TABLE)
         time.sleep(0.5)
         recorder = WallRecorder(pid, tmp_path)
         time.sleep(0.5)
         workload.build_index(conn, TABLE)
-        per_side.append({name: ns / ROWS for name, ns in recorder.stop().mechanisms().items()})
-    assert_top_mechanism_is_perfs(result, per_side, TOP)
+        return {name: ns / ROWS for name, ns in recorder.stop().mechanisms().items()}
+    assert_top_mechanism_is_perfs(result, perf_pictures([(pid, conn) for _, pid, conn in servers], one_run), TOP)
 
 
 
