@@ -81,14 +81,20 @@ class Part:
 @dataclass(frozen=True, slots=True)
 class Coverage:
     """The stacks against the kernel's counts: the CPU samples' time (samples
-    times the period, scaled to the window) over the threads' time on CPU,
-    and the traced off-CPU time (scaled likewise) over their time off it."""
+    times the period, scaled to the window) over the threads' time on CPU;
+    the traced off-CPU time (scaled likewise) over their time off it; and
+    the off-CPU time the tracing did not see that the threads' state at the
+    window's opening charged (a wait begun before it: its blocked stack or
+    system call) over that too. The two off-CPU shares near 1 together:
+    the picture is whole."""
 
     on_cpu: float | None
     off_cpu: float | None
+    off_cpu_by_state: float | None = None
 
     def to_json(self) -> dict[str, Any]:
-        return {"on_cpu": _r(self.on_cpu, 4), "off_cpu": _r(self.off_cpu, 4)}
+        return {"on_cpu": _r(self.on_cpu, 4), "off_cpu": _r(self.off_cpu, 4),
+                "off_cpu_by_state": _r(self.off_cpu_by_state, 4)}
 
 
 @dataclass(frozen=True, slots=True)
@@ -313,8 +319,10 @@ def build(profile: Profile, cpu: Folded | None, off: Folded | None) -> Account |
     traced_off = sum((traced[t].blocked_ns + traced[t].runq_ns) * off_scale for t in tids if t in traced) \
         if off_section.threads else None
     off_total = blocked + runq
+    by_state = untraced_idle + sum(untraced_parts.values())
     coverage = Coverage(sampled_on / on if sampled_on is not None and on else None,
-                        traced_off / off_total if traced_off is not None and off_total else None)
+                        traced_off / off_total if traced_off is not None and off_total else None,
+                        by_state / off_total if off_total else None)
     background = _background(times, tids, profile)
     rows, rows_from = profile.rows_inserted
     if rows is None and profile.perf_schema.collected and "Innodb_rows_inserted" not in profile.perf_schema.server_status:

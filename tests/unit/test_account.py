@@ -206,6 +206,7 @@ def test_the_parts_add_up_to_the_load_threads_wall_time():
     assert by[NOT_TRACED].blocked_ns == pytest.approx(50e6)
     assert a.unattributed_ns == pytest.approx(150e6)
     assert a.coverage.on_cpu == pytest.approx(1.0) and a.coverage.off_cpu == pytest.approx(550 / 600)
+    assert a.coverage.off_cpu_by_state == 0   # the untraced 50 ms had no state to charge them by
     e = a.efficiency
     assert e is not None and e.cpu_us_foreground == pytest.approx(900.0) and e.cpu_us_background == pytest.approx(200.0)
     assert e.kb_written == pytest.approx(4.0) and e.fsyncs == pytest.approx(0.01) and e.redo_bytes == 100
@@ -262,6 +263,11 @@ def test_a_wait_begun_before_the_window_is_charged_by_the_stack_it_was_in(blocke
     assert a is not None and a.part(part) is not None
     untraced = WINDOW_NS - 900_000_000 - 50_000_000 - 300_000_000
     assert a.part(part).blocked_ns == pytest.approx(untraced, rel=0.01)   # the traced waits are elsewhere
+    # what the traces saw and what the opening state charged make the threads' time off CPU whole
+    # (a stack that names nothing leaves its wait not traced: no state charged it)
+    off = WINDOW_NS - 900_000_000
+    assert a.coverage.off_cpu == pytest.approx(350e6 / off, rel=0.01)
+    assert a.coverage.off_cpu_by_state == pytest.approx(0 if part == NOT_TRACED else untraced / off, rel=0.01)
 
 
 def test_stacks_seen_in_part_of_the_window_are_scaled_to_it():
