@@ -18,6 +18,7 @@ from mysqlprobe.analysis import histogram as H
 from mysqlprobe.analysis import report as text
 from mysqlprobe.analysis.figures import histogram_withheld, total_text, unresolved_note
 from mysqlprobe.analysis.index_build import SUBJECT as INDEX_BUILD_SUBJECT
+from mysqlprobe.analysis.stack_summaries import CpuSummary
 from mysqlprobe.analysis.stacks_report import Block, io_calls, off_cpu, samples
 from mysqlprobe.flamegraphs.stacks import fold_probe_frames
 from mysqlprobe.analysis.textfit import pct
@@ -554,7 +555,7 @@ def _tree(lines: list[str]) -> str:
 def _metadata(profile: Profile) -> str:
     doc, w, sampling = profile.doc, profile.window, profile.sampling
     target, eng, host, cal = profile.target, profile.engine, profile.host, profile.calibration
-    perf = doc.get("cpu_profile") or {}
+    perf = profile.cpu_summary
     tool = doc.get("tool") or {}
     rows = [["command", " ".join(str(a) for a in tool.get("command", [])) or "-"],
             ["mysqlprobe", tool.get("version", "?")],
@@ -567,7 +568,7 @@ def _metadata(profile: Profile) -> str:
             ["mode", "every call counted (--exact)" if not sampling.sampled else
              f"duty cycles: {sampling.cycles} cycles, probes on {sampling.on_s:.3f}s, budget "
              f"{(sampling.overhead_budget or 0):.0%}"],
-            ["CPU sampling", perf.get("command") or perf.get("reason") or perf.get("status") or "-"],
+            ["CPU sampling", perf.command or perf.reason or perf.status or "-"],
             ["probe cost per hit", ", ".join(f"{name} entry {c.entry_ns:.0f}ns, return "
                                              f"{c.return_ns:.0f}ns" for name, c in cal.classes.items()) or "-"],
             ["in-situ factor", cal.in_situ_factor if cal.in_situ_factor is not None else "not measured"]]
@@ -638,9 +639,9 @@ def _timeline_section(profile: Profile, slices: TimeSlices | None) -> list[str]:
         if slices and slices.slices and profile.window.duration_s > 0 else ""
     if not chart and not strip:
         return []
-    record = profile.doc.get("cpu_profile") or {}
-    untimed = (record.get("dropped") or {}).get(SLICES_FULL, 0)
-    cpu_samples = record.get("samples") or 0
+    summary = profile.cpu_summary
+    untimed = dict(summary.dropped).get(SLICES_FULL, 0)
+    cpu_samples = summary.samples
     out = ["<h2>The window as it went</h2>", chart, strip]
     if strip:
         out += [f'<p class=muted id=span-note data-hint="{_e(SPAN_HINT)}">{_e(SPAN_HINT)}</p>',
@@ -661,7 +662,7 @@ def _span_panel(slices: TimeSlices | None) -> str:
 SANDWICH_CHOICES = 2000   # functions offered by name, most samples first
 
 
-def _sandwich(profile: Profile, perf: dict[str, Any]) -> str:
+def _sandwich(profile: Profile, perf: CpuSummary) -> str:
     """The sandwich view of a function: its callers and callees over the CPU
     samples whose stacks hold it, drawn in the page from the folded stacks
     it carries (the probes' machinery folded, as in the flame graph)."""
@@ -674,7 +675,7 @@ def _sandwich(profile: Profile, perf: dict[str, Any]) -> str:
         for frame in set(stack.split(";")[1:]):
             totals[frame] = totals.get(frame, 0) + weight
     names = sorted(totals, key=lambda f: -totals[f])[:SANDWICH_CHOICES]
-    top = [r["function"] for r in perf.get("top_self") or [] if r["function"] in totals]
+    top = [r.function for r in perf.top_self if r.function in totals]
     first = top[0] if top else (names[0] if names else "")
     data = json.dumps(dict(stacks), separators=(",", ":")).replace("</", "<\\/")
     return ("<h2>Sandwich: a function's callers and callees (CPU samples)</h2>"
@@ -738,14 +739,14 @@ def render_html(profile: Profile, flamegraph_svg: str | None = None, offcpu_svg:
                         else histogram_chart(s))
                      + f"{_partitions(s, profile)}</div>")
     parts.append("<h2>Flame graph (CPU samples)</h2>")
-    perf, window_s = doc.get("cpu_profile") or {}, profile.window.duration_s
+    perf, window_s = profile.cpu_summary, profile.window.duration_s
     if flamegraph_svg:
         parts += ['<p><input id=search placeholder="search functions (regular expression)"> '
                   '<span class=muted>click a frame to zoom</span></p>', _span_panel(cpu_slices), flamegraph_svg,
                   _block(samples(perf, window_s))]
     else:
-        why = "perf took none: the server used no CPU in the window" if perf.get("status") == "collected" \
-            else perf.get("reason") or perf.get("status")
+        why = "perf took none: the server used no CPU in the window" if perf.collected \
+            else perf.reason or perf.status
         parts.append(f"<p class=muted>no CPU samples: {_e(why)}</p>")
     sandwich = _sandwich(profile, perf) if flamegraph_svg else ""
     if sandwich:
@@ -755,11 +756,11 @@ def render_html(profile: Profile, flamegraph_svg: str | None = None, offcpu_svg:
                   f"{'' if all_threads else ' waited inside their statements'})</h2>",
                   '<p class=muted>widths: microseconds off CPU; the leaf is the kernel function a thread '
                   'blocked in, or [waiting for a CPU]; click a frame to zoom</p>', offcpu_svg,
-                  _block(off_cpu(doc.get("off_cpu") or {}, window_s))]
+                  _block(off_cpu(profile.off_cpu_summary, window_s))]
     if io_svg:
         parts += [f"<h2>I/O flame graph (system calls{'' if all_threads else ' of the load&#x27;s threads'})</h2>",
                   '<p class=muted>widths: microseconds in the calls; below the user frames, the system call '
-                  'and the file it touched; click a frame to zoom</p>', io_svg, _block(io_calls(doc.get("io") or {}, window_s))]
+                  'and the file it touched; click a frame to zoom</p>', io_svg, _block(io_calls(profile.io_summary, window_s))]
     if stage_svgs:
         parts += ["<h2>Below each stage</h2>",
                   '<p class=muted>the CPU samples and off-CPU time whose stacks pass through the stage\'s '

@@ -22,6 +22,7 @@ from mysqlprobe.analysis.sampling import Estimate
 from mysqlprobe.analysis.schema_check import DERIVED_SECTIONS, check_document, upgraded
 from mysqlprobe.analysis.statements import Digest, by_digest
 from mysqlprobe.analysis.ps_figures import ps_deltas
+from mysqlprobe.analysis.stack_summaries import CpuSummary, IoSummary, OffCpuSummary
 from mysqlprobe.analysis.views import (STACK_SECTIONS, Calibration, CpuBursts, Engine, Host, Overhead, PerfSchema, Probe, Process,
                                       Sampling, StackSection, Statements, Workload,
                                       StageFigure, Target, Window)
@@ -118,6 +119,19 @@ class Profile:
     def stacks(self) -> dict[str, StackSection]:
         """The collectors of stacks (views.STACK_SECTIONS), as the capture keeps them."""
         return {name: StackSection.of(name, self.doc.get(name), self.schema_version) for name in STACK_SECTIONS}
+
+    @cached_property
+    def cpu_summary(self) -> CpuSummary:
+        """The CPU samples' figures beside their flame graph."""
+        return CpuSummary.of(self.doc.get("cpu_profile"))
+
+    @cached_property
+    def off_cpu_summary(self) -> OffCpuSummary:
+        return OffCpuSummary.of(self.doc.get("off_cpu"))
+
+    @cached_property
+    def io_summary(self) -> IoSummary:
+        return IoSummary.of(self.doc.get("io"))
 
     @cached_property
     def host(self) -> Host:

@@ -438,9 +438,9 @@ def render_text(profile: Profile) -> str:
     out += attribution_block(profile)
     out += digest_block(profile)
     window_s = profile.window.duration_s
-    out += samples_block(doc.get("cpu_profile") or {}, window_s)
-    out += off_cpu_block(doc.get("off_cpu") or {}, window_s)
-    out += io_block(doc.get("io") or {}, window_s)
+    out += samples_block(profile.cpu_summary, window_s)
+    out += off_cpu_block(profile.off_cpu_summary, window_s)
+    out += io_block(profile.io_summary, window_s)
     for s in stages:
         if s.calls:
             out += [""] + stage_detail(s, profile, profile.consistency)

@@ -30,23 +30,22 @@ def _head(profile: Profile) -> str:
 
 
 def flamegraph_title(profile: Profile) -> tuple[str, str]:
-    perf = profile.doc.get("cpu_profile") or {}
-    sub = (f"{_head(profile)}, {perf.get('samples', '?')} samples "
-           f"({perf.get('event', '?')} {perf.get('frequency_hz', '?')} Hz, "
-           f"{(perf.get('unwinding') or {}).get('describe', '?')})")
+    perf = profile.cpu_summary
+    sub = (f"{_head(profile)}, {perf.samples} samples ({perf.event} "
+           f"{'?' if perf.frequency_hz is None else perf.frequency_hz} Hz, {perf.unwinding})")
     return f"{profile.target.server}: CPU flame graph", sub
 
 
 def offcpu_title(profile: Profile) -> tuple[str, str]:
-    off = profile.doc["off_cpu"]
-    sub = (f"{_head(profile)}: blocked {off['blocked_s']:.3f}s, "
-           f"waiting for a CPU {off['waiting_for_cpu_s']:.3f}s (widths in us)")
+    off = profile.off_cpu_summary
+    sub = (f"{_head(profile)}: blocked {off.blocked_s:.3f}s, "
+           f"waiting for a CPU {off.waiting_for_cpu_s:.3f}s (widths in us)")
     return f"{profile.target.server}: off-CPU flame graph", sub
 
 
 def io_title(profile: Profile) -> tuple[str, str]:
-    io = profile.doc["io"]
-    sub = f"{_head(profile)}: {io['calls']} I/O system calls, {io['s']:.3f}s in them (widths in us)"
+    io = profile.io_summary.every
+    sub = f"{_head(profile)}: {io.calls} I/O system calls, {io.s:.3f}s in them (widths in us)"
     return f"{profile.target.server}: I/O flame graph", sub
 
 

@@ -1,0 +1,159 @@
+"""Typed views of what the three stack collectors summarise in the
+capture (its cpu_profile, off_cpu and io sections): the figures the
+reports print beside the flame graphs. Read once from the document
+(`of`), so no reporter reaches into it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+
+def _dropped(section: dict[str, Any]) -> tuple[tuple[str, int], ...]:
+    return tuple((str(k), int(v)) for k, v in (section.get("dropped") or {}).items())
+
+
+@dataclass(frozen=True, slots=True)
+class SeenPart:
+    """What part of the window a collector saw: on_s, the probes' on-phases
+    only (on with them); quiet_s, all but the quiet phases (off in them)."""
+
+    on_s: float | None = None
+    quiet_s: float | None = None
+
+    @classmethod
+    def of(cls, section: dict[str, Any]) -> SeenPart:
+        return cls(section.get("on_s"), section.get("quiet_s"))
+
+
+@dataclass(frozen=True, slots=True)
+class SelfShare:
+    """A function by how often it was on CPU itself (share) and on the stack (total_share)."""
+
+    function: str
+    share: float
+    total_share: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class CpuSummary:
+    """The CPU samples: how many, how taken, per thread and by function."""
+
+    status: str | None                           # None: no such section
+    samples: int = 0
+    event: str = "?"
+    frequency_hz: float | None = None
+    unwinding: str = "?"                        # how the stacks were walked, in words
+    sampler: str | None = None                  # "bpf", else perf
+    cpu_share: float | None = None              # of a CPU, the sampler's own
+    command: str | None = None
+    reason: str | None = None                   # why it did not collect
+    threads: tuple[tuple[str, int], ...] = ()   # (thread, samples), most first
+    top_self: tuple[SelfShare, ...] = ()
+    stacks_file: str | None = None
+    dropped: tuple[tuple[str, int], ...] = ()
+    seen: SeenPart = SeenPart()
+
+    @property
+    def collected(self) -> bool:
+        return self.status == "collected"
+
+    @classmethod
+    def of(cls, section: dict[str, Any] | None) -> CpuSummary:
+        s = section or {}
+        return cls(s.get("status"), s.get("samples") or 0, s.get("event") or "?", s.get("frequency_hz"),
+                   (s.get("unwinding") or {}).get("describe") or "?", s.get("sampler"), s.get("perf_cpu_share"),
+                   s.get("command"), s.get("reason"),
+                   tuple((t["thread"], t["samples"]) for t in s.get("threads") or ()),
+                   tuple(SelfShare(r["function"], r["share"], r.get("total_share")) for r in s.get("top_self") or ()),
+                   s.get("stacks_file"), _dropped(s), SeenPart.of(s))
+
+
+@dataclass(frozen=True, slots=True)
+class OffCpuSummary:
+    """The traced switches: blocked and runnable time, per thread and by the function waited in."""
+
+    status: str | None
+    blocked_s: float = 0.0
+    waiting_for_cpu_s: float = 0.0
+    switches: int = 0
+    load_us: float | None = None                 # the load's threads' (None: a capture from before it)
+    threads: tuple[tuple[str, float], ...] = ()  # (thread, us), most first
+    top_self: tuple[tuple[str, float], ...] = ()  # (function, us)
+    stacks_file: str | None = None
+    dropped: tuple[tuple[str, int], ...] = ()
+    seen: SeenPart = SeenPart()
+
+    @property
+    def collected(self) -> bool:
+        return self.status == "collected"
+
+    @classmethod
+    def of(cls, section: dict[str, Any] | None) -> OffCpuSummary:
+        s = section or {}
+        return cls(s.get("status"), s.get("blocked_s") or 0.0, s.get("waiting_for_cpu_s") or 0.0,
+                   s.get("switches") or 0, s.get("load_us"), tuple((t["thread"], t["us"]) for t in s.get("threads") or ()),
+                   tuple((r["function"], r["us"]) for r in s.get("top_self") or ()), s.get("stacks_file"),
+                   _dropped(s), SeenPart.of(s))
+
+
+@dataclass(frozen=True, slots=True)
+class IoCall:
+    call: str
+    calls: int
+    bytes: int
+    s: float
+
+
+@dataclass(frozen=True, slots=True)
+class IoFile:
+    file: str
+    calls: int
+    s: float
+    read_bytes: int
+    write_bytes: int
+    syncs: int
+
+
+@dataclass(frozen=True, slots=True)
+class IoTotals:
+    """I/O system calls of some threads: totals, by call and by file."""
+
+    calls: int = 0
+    bytes: int = 0
+    s: float = 0.0
+    errors: int = 0
+    by_call: tuple[IoCall, ...] = ()
+    by_file: tuple[IoFile, ...] = ()
+
+    @classmethod
+    def of(cls, t: dict[str, Any]) -> IoTotals:
+        return cls(t.get("calls") or 0, t.get("bytes") or 0, t.get("s") or 0.0, t.get("errors") or 0,
+                   tuple(IoCall(c["call"], c["calls"], c["bytes"], c["s"]) for c in t.get("by_call") or ()),
+                   tuple(IoFile(f["file"], f["calls"], f["s"], f["read_bytes"], f["write_bytes"], f["syncs"])
+                         for f in t.get("by_file") or ()))
+
+
+@dataclass(frozen=True, slots=True)
+class IoSummary:
+    """The I/O system calls: all threads', and the load's threads' apart where the capture holds them."""
+
+    status: str | None
+    every: IoTotals = IoTotals()
+    load: IoTotals | None = None
+    stacks_file: str | None = None
+    bytes_file: str | None = None
+    calls_file: str | None = None
+    dropped: tuple[tuple[str, int], ...] = ()
+    seen: SeenPart = SeenPart()
+
+    @property
+    def collected(self) -> bool:
+        return self.status == "collected"
+
+    @classmethod
+    def of(cls, section: dict[str, Any] | None) -> IoSummary:
+        s = section or {}
+        load = s.get("load")
+        return cls(s.get("status"), IoTotals.of(s), IoTotals.of(load) if load else None,
+                   s.get("stacks_file"), s.get("bytes_file"), s.get("calls_file"), _dropped(s), SeenPart.of(s))
