@@ -36,10 +36,20 @@ class SelfShare:
 
 
 @dataclass(frozen=True, slots=True)
-class CpuSummary:
+class CollectorSummary:
+    """A collector's section: whether it collected (status None: no such section)."""
+
+    status: str | None
+
+    @property
+    def collected(self) -> bool:
+        return self.status == "collected"
+
+
+@dataclass(frozen=True, slots=True)
+class CpuSummary(CollectorSummary):
     """The CPU samples: how many, how taken, per thread and by function."""
 
-    status: str | None                           # None: no such section
     samples: int = 0
     event: str = "?"
     frequency_hz: float | None = None
@@ -54,10 +64,6 @@ class CpuSummary:
     dropped: tuple[tuple[str, int], ...] = ()
     seen: SeenPart = SeenPart()
 
-    @property
-    def collected(self) -> bool:
-        return self.status == "collected"
-
     @classmethod
     def of(cls, section: dict[str, Any] | None) -> CpuSummary:
         s = section or {}
@@ -70,10 +76,9 @@ class CpuSummary:
 
 
 @dataclass(frozen=True, slots=True)
-class OffCpuSummary:
+class OffCpuSummary(CollectorSummary):
     """The traced switches: blocked and runnable time, per thread and by the function waited in."""
 
-    status: str | None
     blocked_s: float = 0.0
     waiting_for_cpu_s: float = 0.0
     switches: int = 0
@@ -83,10 +88,6 @@ class OffCpuSummary:
     stacks_file: str | None = None
     dropped: tuple[tuple[str, int], ...] = ()
     seen: SeenPart = SeenPart()
-
-    @property
-    def collected(self) -> bool:
-        return self.status == "collected"
 
     @classmethod
     def of(cls, section: dict[str, Any] | None) -> OffCpuSummary:
@@ -135,10 +136,9 @@ class IoTotals:
 
 
 @dataclass(frozen=True, slots=True)
-class IoSummary:
+class IoSummary(CollectorSummary):
     """The I/O system calls: all threads', and the load's threads' apart where the capture holds them."""
 
-    status: str | None
     every: IoTotals = IoTotals()
     load: IoTotals | None = None
     stacks_file: str | None = None
@@ -146,10 +146,6 @@ class IoSummary:
     calls_file: str | None = None
     dropped: tuple[tuple[str, int], ...] = ()
     seen: SeenPart = SeenPart()
-
-    @property
-    def collected(self) -> bool:
-        return self.status == "collected"
 
     @classmethod
     def of(cls, section: dict[str, Any] | None) -> IoSummary:

@@ -11,25 +11,21 @@ three repeats of the whole."""
 
 from __future__ import annotations
 
-import json
-import subprocess
 import time
 from contextlib import ExitStack
 
 import pytest
 
-from conftest import MYSQLPROBE
-from helpers import assert_delta_is_the_servers, assert_top_mechanism_is_perfs, perf_pictures
+from helpers import assert_delta_is_the_servers, assert_top_mechanism_is_perfs, bench_timed_by_servers, perf_pictures
 from mysqlprobe.lab import sandbox, workload
 from mysqlprobe.lab.benchkit.loads import rows_inserted
-from mysqlprobe.lab.benchkit.truth import WallRecorder, server_seconds, server_timed
+from mysqlprobe.lab.benchkit.truth import WallRecorder
 
 pytestmark = [pytest.mark.root, pytest.mark.server]
 ROWS = 300_007          # prime: about a second a run on these servers
 CELL = "range-100"
 TABLE = workload.table("range", 100)
 REPEATS = 4
-RUNS = 3                # a repeat's runs on a side, in order: unprobed, sampled only, profiled
 TOP = 0.5               # the top mechanism's delta, against the truth's
 
 
@@ -49,28 +45,9 @@ def servers():
 
 @pytest.fixture(scope="module")
 def compared(servers, tmp_path_factory):
-    """lab bench on the running servers, each timing its statements in a slow
-    log; compare's answer, and each side's unprobed runs in ns a row as its
-    server timed them."""
-    out = tmp_path_factory.mktemp("ab")
-    logs = [out / f"slow-{side}.log" for side in "ab"]
-    with ExitStack() as stack:
-        for (_, _, conn), log in zip(servers, logs):
-            stack.enter_context(server_timed(conn, log))
-        done = subprocess.run([MYSQLPROBE, "lab", "bench", "--pid", ",".join(str(p) for _, p, _ in servers),
-                               "--socket", ",".join(sb.socket for sb, _, _ in servers), "--cells", CELL,
-                               "--rows", str(ROWS), "--repeats", str(REPEATS), "-q", "-o", str(out)],
-                              capture_output=True, text=True, timeout=1800)
-    assert done.returncode == 0, done.stderr[-2000:]
-    cmp = subprocess.run([MYSQLPROBE, "compare", str(out / "a" / CELL), str(out / "b" / CELL), "--json"],
-                         capture_output=True, text=True)
-    assert cmp.returncode == 0, cmp.stderr
-    unprobed = []
-    for log in logs:
-        runs = server_seconds(log, f"INSERT INTO {TABLE.name} SELECT")
-        assert len(runs) == REPEATS * RUNS, runs
-        unprobed.append([s * 1e9 / ROWS for s in runs[::RUNS]])
-    return json.loads(cmp.stdout), unprobed
+    """compare's answer on lab bench's runs, and each side's unprobed runs as its server timed them."""
+    return bench_timed_by_servers(servers, CELL, ROWS, REPEATS, tmp_path_factory.mktemp("ab"),
+                                  f"INSERT INTO {TABLE.name} SELECT")
 
 
 def test_the_alternated_delta_is_the_servers(compared):

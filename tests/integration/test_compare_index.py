@@ -17,16 +17,15 @@ from contextlib import ExitStack
 import pytest
 
 from conftest import MYSQLPROBE
-from helpers import assert_delta_is_the_servers, assert_top_mechanism_is_perfs, perf_pictures
+from helpers import assert_delta_is_the_servers, assert_top_mechanism_is_perfs, bench_timed_by_servers, perf_pictures
 from mysqlprobe.lab import sandbox, workload
-from mysqlprobe.lab.benchkit.truth import WallRecorder, server_seconds, server_timed
+from mysqlprobe.lab.benchkit.truth import WallRecorder
 
 pytestmark = [pytest.mark.root, pytest.mark.server]
 ROWS = 100_003          # prime: a build of 0.2-0.8 s on these servers
 CELL = "index-compressed-8"
 TABLE = workload.index_table("compressed", 8)
 REPEATS = 3
-RUNS = 3                # a repeat's builds on a side, in order: unprobed, sampled only, profiled
 TOP = 0.5               # the top mechanism's delta, against perf's
 VERSIONS = ("10.1.23", "10.2.11")
 SIDES = ("a", "b")      # lab bench's names for two running servers, in --pid's order
@@ -50,28 +49,12 @@ def servers():
 
 @pytest.fixture(scope="module")
 def compared(servers, tmp_path_factory):
-    """lab bench on the running servers, each timing its statements in a slow
-    log; the bench's directory, compare's answer, and each side's unprobed
+    """The bench's directory, compare's answer, and each side's unprobed
     builds in ns a row indexed as its server timed them."""
     out = tmp_path_factory.mktemp("index_ab")
-    logs = [out / f"slow-{side}.log" for side in SIDES]
-    with ExitStack() as stack:
-        for (_, _, conn), log in zip(servers, logs):
-            stack.enter_context(server_timed(conn, log))
-        done = subprocess.run([MYSQLPROBE, "lab", "bench", "--pid", ",".join(str(p) for _, p, _ in servers),
-                               "--socket", ",".join(sb.socket for sb, _, _ in servers), "--cells", CELL,
-                               "--rows", str(ROWS), "--repeats", str(REPEATS), "-q", "-o", str(out)],
-                              capture_output=True, text=True, timeout=1800)
-    assert done.returncode == 0, done.stderr[-2000:]
-    cmp = subprocess.run([MYSQLPROBE, "compare", *(str(out / s / CELL) for s in SIDES), "--json"],
-                         capture_output=True, text=True)
-    assert cmp.returncode == 0, cmp.stderr
-    unprobed = []
-    for log in logs:
-        builds = server_seconds(log, f"CREATE INDEX {workload.INDEX_NAME} ON {TABLE.name}")
-        assert len(builds) == REPEATS * RUNS, builds
-        unprobed.append([s * 1e9 / ROWS for s in builds[::RUNS]])
-    return out, json.loads(cmp.stdout), unprobed
+    result, unprobed = bench_timed_by_servers(servers, CELL, ROWS, REPEATS, out,
+                                              f"CREATE INDEX {workload.INDEX_NAME} ON {TABLE.name}")
+    return out, result, unprobed
 
 
 def test_the_alternated_delta_per_row_indexed_is_the_servers(compared):
