@@ -691,7 +691,7 @@ def _sandwich(profile: Profile, perf: CpuSummary) -> str:
 def render_html(profile: Profile, flamegraph_svg: str | None = None, offcpu_svg: str | None = None,
                 io_svg: str | None = None, stage_svgs: Sequence[tuple[str, str]] = (), all_threads: bool = False,
                 cpu_slices: TimeSlices | None = None) -> str:
-    doc, stages = profile.doc, profile.stages
+    stages = profile.stages
     title = f"mysqlprobe: {profile.target.server}, PID {profile.target.pid}"
     parts = [f"<!DOCTYPE html><html lang=en><head><meta charset=utf-8><title>{_e(title)}</title>"
              f"<style>{_CSS}</style><script>{PAGE_SCRIPT}</script></head><body>",
@@ -724,7 +724,7 @@ def render_html(profile: Profile, flamegraph_svg: str | None = None, offcpu_svg:
     digests = digest_block(profile)
     if digests:
         parts += ["<h2>Per statement digest</h2>", _tree(digests[1:])]
-    context = text.process_facts(doc.get("process")) + text.perf_schema_facts(profile)
+    context = text.process_facts(profile.process) + text.perf_schema_facts(profile)
     if context:
         parts += ["<h2>Server and host</h2>", _table([], [list(f) for f in context], "meta")]
     parts.append("<h2>Latency per stage</h2>")

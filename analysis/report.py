@@ -11,7 +11,7 @@ from mysqlprobe.analysis import histogram as H
 from mysqlprobe.analysis.consistency import CALLS, MEAN, PERCENTILES, TOTAL, Violation, report_lines, withheld
 from mysqlprobe.analysis.headline import digest_headlines, headline, render as render_headline, slowdown_words
 from mysqlprobe.analysis.model import Profile
-from mysqlprobe.analysis.views import WITHHELD, Calibration, Overhead, StageFigure
+from mysqlprobe.analysis.views import WITHHELD, Calibration, Overhead, Process, StageFigure
 from mysqlprobe.analysis.per_call import SAMPLED_METHODS, PerCall, samples_to_resolve, window_total
 from mysqlprobe.analysis.profile import (StageSummary, burst_figures, coverage, estimate_basis,
                                          estimated_calls, memory_counter, partition_per_call,
@@ -310,28 +310,27 @@ def _bytes(n: int | None) -> str:
     return f"{n}B"
 
 
-def process_block(p: dict[str, Any] | None) -> list[str]:
+def process_block(p: Process) -> list[str]:
     """mysqld and the host over the window (/proc: the capture's process section)."""
     return _fit([f"{label:<9}{value}" for label, value in process_facts(p)], indent=9)
 
 
-def process_facts(p: dict[str, Any] | None) -> list[tuple[str, str]]:
+def process_facts(p: Process) -> list[tuple[str, str]]:
     """(label, figures) of mysqld and the host over the window; a label of '' goes on from the line before."""
-    if not p:
+    if not p.recorded:
         return []
-    host = p.get("host_cpu_share") or {}
     def share(k: str) -> str:
-        return pct(host.get(k)) if host.get(k) is not None else "-"
-    facts = [("process", f"CPU user {p['cpu_user_s']:.2f}s system {p['cpu_system_s']:.2f}s "
-                         f"({p['cpu_cores']:.2f} cores); {p['threads']} threads, RSS {_bytes(p['rss_bytes'])}"),
-             ("", f"context switches {p['ctx_switches_voluntary']} voluntary, "
-                  f"{p['ctx_switches_involuntary']} involuntary; I/O read {_bytes(p['read_bytes'])}, "
-                  f"write {_bytes(p['write_bytes'])}"),
+        value = p.host_cpu_share.get(k)
+        return pct(value) if value is not None else "-"
+    facts = [("process", f"CPU user {p.cpu_user_s:.2f}s system {p.cpu_system_s:.2f}s "
+                         f"({p.cpu_cores:.2f} cores); {p.threads} threads, RSS {_bytes(p.rss_bytes)}"),
+             ("", f"context switches {p.voluntary_switches} voluntary, "
+                  f"{p.involuntary_switches} involuntary; I/O read {_bytes(p.read_bytes)}, "
+                  f"write {_bytes(p.write_bytes)}"),
              ("host", f"user {share('user')}, system {share('system')}, iowait {share('iowait')}, "
                       f"steal {share('steal')}, idle {share('idle')}")]
-    busy = p.get("busiest_threads") or []
-    if busy:
-        facts.append(("busiest", ", ".join(f"{t['tid']} {t['name']} {t['cpu_s']:.2f}s" for t in busy[:3])))
+    if p.busiest:
+        facts.append(("busiest", ", ".join(f"{tid} {name} {cpu_s:.2f}s" for tid, name, cpu_s in p.busiest[:3])))
     return facts
 
 
@@ -431,7 +430,7 @@ def render_text(profile: Profile) -> str:
     out.append("share: time in the stage / window length (above 100% with several threads)")
     out += textwrap.wrap(GLOSSARY, 80, subsequent_indent="  ")
     out += index_block(profile)
-    block = process_block(doc.get("process"))
+    block = process_block(profile.process)
     if block:
         out += [""] + block
     out += perf_schema_block(profile)

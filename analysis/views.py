@@ -152,13 +152,24 @@ class Process:
     threads_ended: int = 0
     write_bytes: int | None = None
     read_bytes: int | None = None
+    recorded: bool = False               # the capture has the section (the figures below with it)
+    cpu_user_s: float = 0.0
+    cpu_system_s: float = 0.0
+    cpu_cores: float = 0.0
+    rss_bytes: int | None = None
+    voluntary_switches: int = 0
+    involuntary_switches: int = 0
+    busiest: tuple[tuple[int, str, float], ...] = ()   # (tid, name, CPU s), busiest first
 
     @classmethod
     def of(cls, process: dict[str, Any] | None) -> Process:
         p = process or {}
         return cls(p.get("threads"), p.get("host_cpu_share") or {},
                    tuple(ThreadTime.of(t) for t in p.get("thread_times") or ()), int(p.get("threads_ended") or 0),
-                   p.get("write_bytes"), p.get("read_bytes"))
+                   p.get("write_bytes"), p.get("read_bytes"), bool(p), p.get("cpu_user_s") or 0.0,
+                   p.get("cpu_system_s") or 0.0, p.get("cpu_cores") or 0.0, p.get("rss_bytes"),
+                   p.get("ctx_switches_voluntary") or 0, p.get("ctx_switches_involuntary") or 0,
+                   tuple((t["tid"], t["name"], t["cpu_s"]) for t in p.get("busiest_threads") or ()))
 
 
 @dataclass(frozen=True, slots=True)
