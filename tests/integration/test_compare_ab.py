@@ -3,8 +3,8 @@ servers' own clocks on the same runs: their slow query logs at
 long_query_time 0 give each unprobed run's time, and so the pairs' delta
 per row and its interval, which a wrong answer breaks (a delta of the
 wrong sign, of 0%, of twice the truth's, from the wrong runs or pairs);
-and the top mechanism from an unprobed pair of runs under perf (cpu-clock
-and sched_switch, classified by the same catalog). Whether alternated runs
+and the top mechanism from two alternated pairs of unprobed runs under
+perf (cpu-clock and sched_switch, classified by the same catalog). Whether alternated runs
 give the delta that independent alternated runs give is the bench's:
 bench/wall.py compare holds the figures to the issue's 15% and 25% over
 three repeats of the whole."""

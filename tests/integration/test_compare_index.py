@@ -2,8 +2,9 @@
 alternates the two servers' CREATE INDEX k, and compare explains the delta
 per row indexed by mechanism and by phase. Held to truths this test takes
 itself: the servers' slow logs (long_query_time 0) for the same unprobed
-builds' times, an unprobed pair of builds under perf (cpu-clock and
-sched_switch, classified by the same catalog) for the top mechanism, the
+builds' times, two alternated pairs of unprobed builds under perf
+(cpu-clock and sched_switch, classified by the same catalog) for the top
+mechanism, the
 binaries' symbols for which build method each side can run, and the
 table's rows."""
 
