@@ -123,15 +123,15 @@ class Profile:
     @cached_property
     def cpu_summary(self) -> CpuSummary:
         """The CPU samples' figures beside their flame graph."""
-        return CpuSummary.of(self.doc.get("cpu_profile"))
+        return CpuSummary.of(self.doc.get("cpu_profile"), self.stacks["cpu_profile"])
 
     @cached_property
     def off_cpu_summary(self) -> OffCpuSummary:
-        return OffCpuSummary.of(self.doc.get("off_cpu"))
+        return OffCpuSummary.of(self.doc.get("off_cpu"), self.stacks["off_cpu"])
 
     @cached_property
     def io_summary(self) -> IoSummary:
-        return IoSummary.of(self.doc.get("io"))
+        return IoSummary.of(self.doc.get("io"), self.stacks["io"])
 
     @cached_property
     def host(self) -> Host:

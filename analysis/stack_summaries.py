@@ -1,29 +1,19 @@
 """Typed views of what the three stack collectors summarise in the
 capture (its cpu_profile, off_cpu and io sections): the figures the
 reports print beside the flame graphs. Read once from the document
-(`of`), so no reporter reaches into it."""
+(`of`), so no reporter reaches into it; what part of the window a
+collector saw, and at what rate, is its StackSection's (views.py)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Any
 
+from mysqlprobe.analysis.views import StackSection
+
 
 def _dropped(section: dict[str, Any]) -> tuple[tuple[str, int], ...]:
     return tuple((str(k), int(v)) for k, v in (section.get("dropped") or {}).items())
-
-
-@dataclass(frozen=True, slots=True)
-class SeenPart:
-    """What part of the window a collector saw: on_s, the probes' on-phases
-    only (on with them); quiet_s, all but the quiet phases (off in them)."""
-
-    on_s: float | None = None
-    quiet_s: float | None = None
-
-    @classmethod
-    def of(cls, section: dict[str, Any]) -> SeenPart:
-        return cls(section.get("on_s"), section.get("quiet_s"))
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,9 +27,11 @@ class SelfShare:
 
 @dataclass(frozen=True, slots=True)
 class CollectorSummary:
-    """A collector's section: whether it collected (status None: no such section)."""
+    """A collector's section: its status as recorded (None: no such
+    section), and the section as the Profile's stacks view holds it."""
 
     status: str | None
+    section: StackSection
 
     @property
     def collected(self) -> bool:
@@ -52,7 +44,6 @@ class CpuSummary(CollectorSummary):
 
     samples: int = 0
     event: str = "?"
-    frequency_hz: float | None = None
     unwinding: str = "?"                        # how the stacks were walked, in words
     sampler: str | None = None                  # "bpf", else perf
     cpu_share: float | None = None              # of a CPU, the sampler's own
@@ -62,17 +53,16 @@ class CpuSummary(CollectorSummary):
     top_self: tuple[SelfShare, ...] = ()
     stacks_file: str | None = None
     dropped: tuple[tuple[str, int], ...] = ()
-    seen: SeenPart = SeenPart()
 
     @classmethod
-    def of(cls, section: dict[str, Any] | None) -> CpuSummary:
+    def of(cls, section: dict[str, Any] | None, view: StackSection) -> CpuSummary:
         s = section or {}
-        return cls(s.get("status"), s.get("samples") or 0, s.get("event") or "?", s.get("frequency_hz"),
+        return cls(s.get("status"), view, s.get("samples") or 0, s.get("event") or "?",
                    (s.get("unwinding") or {}).get("describe") or "?", s.get("sampler"), s.get("perf_cpu_share"),
                    s.get("command"), s.get("reason"),
                    tuple((t["thread"], t["samples"]) for t in s.get("threads") or ()),
                    tuple(SelfShare(r["function"], r["share"], r.get("total_share")) for r in s.get("top_self") or ()),
-                   s.get("stacks_file"), _dropped(s), SeenPart.of(s))
+                   s.get("stacks_file"), _dropped(s))
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,15 +77,14 @@ class OffCpuSummary(CollectorSummary):
     top_self: tuple[tuple[str, float], ...] = ()  # (function, us)
     stacks_file: str | None = None
     dropped: tuple[tuple[str, int], ...] = ()
-    seen: SeenPart = SeenPart()
 
     @classmethod
-    def of(cls, section: dict[str, Any] | None) -> OffCpuSummary:
+    def of(cls, section: dict[str, Any] | None, view: StackSection) -> OffCpuSummary:
         s = section or {}
-        return cls(s.get("status"), s.get("blocked_s") or 0.0, s.get("waiting_for_cpu_s") or 0.0,
+        return cls(s.get("status"), view, s.get("blocked_s") or 0.0, s.get("waiting_for_cpu_s") or 0.0,
                    s.get("switches") or 0, s.get("load_us"), tuple((t["thread"], t["us"]) for t in s.get("threads") or ()),
                    tuple((r["function"], r["us"]) for r in s.get("top_self") or ()), s.get("stacks_file"),
-                   _dropped(s), SeenPart.of(s))
+                   _dropped(s))
 
 
 @dataclass(frozen=True, slots=True)
@@ -145,11 +134,10 @@ class IoSummary(CollectorSummary):
     bytes_file: str | None = None
     calls_file: str | None = None
     dropped: tuple[tuple[str, int], ...] = ()
-    seen: SeenPart = SeenPart()
 
     @classmethod
-    def of(cls, section: dict[str, Any] | None) -> IoSummary:
+    def of(cls, section: dict[str, Any] | None, view: StackSection) -> IoSummary:
         s = section or {}
         load = s.get("load")
-        return cls(s.get("status"), IoTotals.of(s), IoTotals.of(load) if load else None,
-                   s.get("stacks_file"), s.get("bytes_file"), s.get("calls_file"), _dropped(s), SeenPart.of(s))
+        return cls(s.get("status"), view, IoTotals.of(s), IoTotals.of(load) if load else None,
+                   s.get("stacks_file"), s.get("bytes_file"), s.get("calls_file"), _dropped(s))

@@ -9,8 +9,9 @@ from typing import Iterable
 import textwrap
 
 from mysqlprobe.analysis.histogram import format_ns as fmt
-from mysqlprobe.analysis.stack_summaries import CpuSummary, IoSummary, OffCpuSummary, SeenPart
+from mysqlprobe.analysis.stack_summaries import CpuSummary, IoSummary, OffCpuSummary
 from mysqlprobe.analysis.textfit import pct, size
+from mysqlprobe.analysis.views import StackSection
 
 ASYNC_COMPLETIONS = "(async completions)"   # io_getevents: AIO threads waiting, not a file's I/O
 
@@ -60,9 +61,9 @@ def samples(perf: CpuSummary, window_s: float, top: int = 10) -> Block | None:
         return None
     n = perf.samples
     sampler = "its BPF program" if perf.sampler == "bpf" else "perf"
-    lead = (f"CPU samples: {n} ({perf.event} {perf.frequency_hz} Hz, {perf.unwinding}"
+    lead = (f"CPU samples: {n} ({perf.event} {perf.section.frequency_hz} Hz, {perf.unwinding}"
             + (f"; {sampler} used {pct(perf.cpu_share)} of a CPU)" if perf.cpu_share is not None else ")")
-            + _on_phases(perf.seen, window_s))
+            + _on_phases(perf.section, window_s))
     if not n:
         return Block((lead,))
     return Block((lead, _threads(f"{thread} {pct(count / n)}" for thread, count in perf.threads[:4])),
@@ -72,7 +73,7 @@ def samples(perf: CpuSummary, window_s: float, top: int = 10) -> Block | None:
                  if perf.stacks_file else ())
 
 
-def _on_phases(seen: SeenPart, window: float) -> str:
+def _on_phases(seen: StackSection, window: float) -> str:
     """Sampled mode: a collector that ran with the probes saw the on-phases
     only; one quieted saw all but the quiet phases."""
     if not window:
@@ -114,8 +115,8 @@ def off_cpu(off: OffCpuSummary, window: float, top: int = 8) -> Block | None:
     notes = _incomplete(off.dropped) + ([f"folded stacks (us): {off.stacks_file} (offcpu.svg, report.html)"]
                                         if off.stacks_file else [])
     if not off.threads:
-        return Block((text + _on_phases(off.seen, window),), notes=tuple(notes))
-    return Block((text + _on_phases(off.seen, window), _threads(f"{thread} {fmt(us * 1e3)}"
+        return Block((text + _on_phases(off.section, window),), notes=tuple(notes))
+    return Block((text + _on_phases(off.section, window), _threads(f"{thread} {fmt(us * 1e3)}"
                                                                 for thread, us in off.threads[:4])),
                  header=("time", "share", "waiting in (all threads)"), widths=(7, 6), clip=61,
                  rows=tuple((fmt(us * 1e3), pct(us / total), function) for function, us in off.top_self[:top]),
@@ -144,7 +145,7 @@ def io_calls(io: IoSummary, window_s: float, top: int = 8) -> Block | None:
             + (f", {shown.errors} failed" if shown.errors else "")
             + (f"; all threads: {every.calls} calls, {size(every.bytes)}, {fmt(every.s * 1e9)}, the rest the "
                "server's background threads (io.svg shows the load's threads)" if scoped is not None else "")
-            + _on_phases(io.seen, window_s))
+            + _on_phases(io.section, window_s))
     notes = _incomplete(io.dropped) + ([f"folded stacks: {io.stacks_file} (us), {io.bytes_file or '-'} (bytes), "
                                         f"{io.calls_file or '-'} (calls); io.svg, report.html"]
                                        if io.stacks_file else [])

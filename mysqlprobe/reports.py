@@ -32,7 +32,7 @@ def _head(profile: Profile) -> str:
 def flamegraph_title(profile: Profile) -> tuple[str, str]:
     perf = profile.cpu_summary
     sub = (f"{_head(profile)}, {perf.samples} samples ({perf.event} "
-           f"{'?' if perf.frequency_hz is None else perf.frequency_hz} Hz, {perf.unwinding})")
+           f"{'?' if perf.section.frequency_hz is None else perf.section.frequency_hz} Hz, {perf.unwinding})")
     return f"{profile.target.server}: CPU flame graph", sub
 
 

@@ -128,12 +128,13 @@ def test_summary_per_call_and_file():
 
 def test_the_report_keeps_async_waits_apart_from_the_files():
     from mysqlprobe.analysis.stack_summaries import IoSummary
+    from mysqlprobe.analysis.views import StackSection
     from mysqlprobe.analysis.stacks_report import ASYNC_COMPLETIONS, io_block
 
     assert io.file_label(None, -1) == ASYNC_COMPLETIONS
     records = _records()
     section = {"status": "collected", **io.summarize(records, _labels), "dropped": {}}
-    lines = io_block(IoSummary.of(section), 2.0)
+    lines = io_block(IoSummary.of(section, StackSection.of("io", section)), 2.0)
     text = "\n".join(lines)
     assert "(7ms of it waiting for async completions)" in " ".join(text.split())
     files = [line.split()[-1] for line in lines if line.endswith((".ibd", "ibdata1", "completions)"))]
@@ -142,6 +143,7 @@ def test_the_report_keeps_async_waits_apart_from_the_files():
 
 def test_the_report_leads_with_the_load_threads_io():
     from mysqlprobe.analysis.stack_summaries import IoSummary
+    from mysqlprobe.analysis.views import StackSection
     from mysqlprobe.analysis.stacks_report import io_block
 
     records = _records()
@@ -151,6 +153,6 @@ def test_the_report_leads_with_the_load_threads_io():
     assert [r.tid for r in load] == [11, 11]          # the io thread's reads and waits are not the load's
     section = {"status": "collected", **io.summarize(records, _labels), "load": io.summarize(load, _labels),
                "dropped": {}}
-    text = " ".join("\n".join(io_block(IoSummary.of(section), 2.0)).split())
+    text = " ".join("\n".join(io_block(IoSummary.of(section, StackSection.of("io", section)), 2.0)).split())
     assert text.startswith("I/O system calls of the load's threads (client connections): 15 calls, 208.0KiB")
     assert "all threads: 23 calls" in text and "d/ibdata1" not in text
