@@ -355,10 +355,6 @@ PROBED_METHOD = ("profiled runs, less the probes' calibrated cost (no unprobed r
                  "times one beside each profiled run); verdict from the runs' spread")
 
 
-def to_json(result: Comparison) -> dict[str, Any]:
-    return result.to_json()
-
-
 def merged_stacks(runs: list[Run]) -> Folded:
     """The runs' CPU stacks of the load's threads (client connections), the probes' frames folded."""
     out = Folded()

@@ -54,8 +54,8 @@ def row_bars(result: C.Comparison) -> str:
     sums = [sum(c.a.median for c in stages), sum(c.b.median for c in stages)]
     top = max(*walls, *sums) or 1.0
     bars, notes = [], []
-    for label, wall, total, pick in (("A", walls[0], sums[0], attrgetter("a.median")),
-                                     ("B", walls[1], sums[1], attrgetter("b.median"))):
+    for label, side, wall, total, pick in (("A", result.a, walls[0], sums[0], attrgetter("a.median")),
+                                           ("B", result.b, walls[1], sums[1], attrgetter("b.median"))):
         parts = [(c.name, pick(c), colour[c.name]) for c in stages if pick(c) > 0]
         if wall > total:
             parts.append(("not attributed to a stage", wall - total, REST_COLOUR))
@@ -65,7 +65,7 @@ def row_bars(result: C.Comparison) -> str:
         segs = "".join(f'<div class=seg style="width:{100 * v / top:.2f}%;background:{c}" '
                        f'title="{html.escape(name)}: {ns_text(v)} per row ({v / wall:.0%})"></div>'
                        for name, v, c in parts if wall)
-        bars.append(f"<tr><td>{label} {html.escape(getattr(result, label.lower()).server)}</td>"
+        bars.append(f"<tr><td>{label} {html.escape(side.server)}</td>"
                     f"<td><div class=rowbar>{segs}</div></td><td>{html.escape(ns_text(wall))}</td></tr>")
     legend = "".join(f'<span class=key><i style="background:{c}"></i>{html.escape(n)}</span>'
                      for n, c in [*colour.items(), ("not attributed to a stage", REST_COLOUR)])

@@ -110,7 +110,7 @@ def run(args, parser) -> int:
     result = C.compare(a, b, explanation)
     text = C.render_text(result)
     if args.json:
-        json.dump(C.to_json(result), sys.stdout, indent=1)
+        json.dump(result.to_json(), sys.stdout, indent=1)
         sys.stdout.write("\n")
     else:
         sys.stdout.write(text)
@@ -119,7 +119,7 @@ def run(args, parser) -> int:
         make_dir(args.output)
         try:
             write_new(args.output, "compare.txt", text)
-            write_new(args.output, "compare.json", json.dumps(C.to_json(result), indent=1) + "\n")
+            write_new(args.output, "compare.json", json.dumps(result.to_json(), indent=1) + "\n")
             svg = wall_diff_graph(side_a, side_b) or diff_graph(a, b, result)
             if svg:
                 write_new(args.output, "diff.svg", svg)

@@ -119,7 +119,7 @@ def test_runs_that_differ_in_leaving_waits_for_a_cpu_out_are_flagged():
     assert caveat.startswith("the stage times of old keep the calls' waits for a CPU in")
     text = C.render_text(result)
     assert "note: the stage times of old keep" in text and max(len(line) for line in text.splitlines()) <= 80
-    assert C.to_json(result)["caveats"] == [caveat]
+    assert result.to_json()["caveats"] == [caveat]
 
 
 def _save(tmp_path, name, spec, **change):
@@ -165,7 +165,7 @@ def test_a_stage_withheld_on_one_side_is_not_attributed_on_either():
     assert result.attributed_ns == pytest.approx(-1.5 * US)
     text = C.render_text(result)
     assert "partition.write_row: not attributed" in text
-    assert json.loads(json.dumps(C.to_json(result)))["withheld"] == result.withheld
+    assert json.loads(json.dumps(result.to_json()))["withheld"] == result.withheld
 
 
 def test_stages_that_take_more_than_the_rows_wall_time_are_not_attributed():
