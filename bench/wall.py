@@ -23,14 +23,11 @@ connection waiting for its client is not the row's time. Writes sections of benc
 
 from __future__ import annotations
 
-import json
 import math
 import os
 import statistics
-import subprocess
 import tempfile
 import time
-from contextlib import ExitStack
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -44,11 +41,11 @@ from mysqlprobe.lab.commands.profiled_load import profile_load
 from mysqlprobe.recorder.plan import Plan
 from mysqlprobe.reports import capture_profile
 from mysqlprobe.lab import sandbox, workload
-from mysqlprobe.lab.benchkit import (MYSQLPROBE, bench_parser, derived, log, machine, machine_line, profiled_run, span,
+from mysqlprobe.lab.benchkit import (bench_parser, derived, log, machine, machine_line, profiled_run, span,
                                      rendered_again, run_subcommand, write_results)
 from mysqlprobe.lab.benchkit.loads import SYSBENCH_SHAPE, ShapeRun, shape_runs, unprobed_ns_per_row
 from mysqlprobe.lab.benchkit.truth import (CPU_RECORD, PHASE_TIMER, SWITCH_TIMING, PhaseTimer, WallRecorder,
-                                          cpu_truth, server_seconds, server_timed, switch_record,
+                                          bench_timed_by_servers, cpu_truth, switch_record,
                                           switch_truth)
 
 SHARE = 0.10        # a mechanism the truth gives this much of the row or more is held to BOUND
@@ -317,20 +314,8 @@ def tool_of(servers: list[tuple], sockets: list[str], cell: str, table, rows: in
     """lab bench and compare on the two servers, each timing the statements
     in its slow log: compare's answer, and the delta of the same unprobed
     runs as the servers timed them (`same_runs`)."""
-    pids = ",".join(str(pid) for pid, _ in servers)
-    logs = [out.with_name(f"{out.name}-slow-{side}.log") for side in "ab"]
-    with ExitStack() as stack:
-        for (_, conn), slow in zip(servers, logs):
-            stack.enter_context(server_timed(conn, slow))
-        subprocess.run([MYSQLPROBE, "lab", "bench", "--pid", pids, "--socket", ",".join(sockets), "--cells", cell,
-                        "--rows", str(rows), "--repeats", str(TOOL_REPEATS), "-q", "-o", str(out)], check=True,
-                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    done = subprocess.run([MYSQLPROBE, "compare", str(out / "a" / cell), str(out / "b" / cell), "--json"],
-                          check=True, capture_output=True, text=True)
-    doc = json.loads(done.stdout)
-    # a repeat's runs on a side: unprobed, sampled only, profiled
-    a_ns, b_ns = ([s * 1e9 / rows for s in server_seconds(slow, f"INSERT INTO {table.name} SELECT")[::3]]
-                  for slow in logs)
+    doc, (a_ns, b_ns) = bench_timed_by_servers([(pid, sock, conn) for (pid, conn), sock in zip(servers, sockets)],
+                                               cell, rows, TOOL_REPEATS, out, f"INSERT INTO {table.name} SELECT")
     same = statistics.fmean(b - a for a, b in zip(a_ns, b_ns, strict=True))
     return {"delta": doc["wall"]["delta"], "ci95": doc["wall"]["ci95"], "paired": doc["wall"].get("paired"),
             "same_runs": same, "unattributed": doc.get("unattributed_ns_per_row"),

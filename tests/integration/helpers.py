@@ -10,7 +10,6 @@ import signal
 import statistics
 import subprocess
 import time
-from contextlib import ExitStack
 from pathlib import Path
 
 import pytest
@@ -22,7 +21,6 @@ from mysqlprobe.analysis import mechanisms as M
 from mysqlprobe.reports import load_profile
 from mysqlprobe.lab import workload
 from mysqlprobe.collectors.safety.codecheck import code_changes
-from mysqlprobe.lab.benchkit.truth import server_seconds, server_timed
 
 
 class Profiler:
@@ -213,35 +211,6 @@ def assert_delta_is_the_servers(result: dict, a_ns: list[float], b_ns: list[floa
         assert wall["verdict"] == ("finding" if abs(truth) > half else "noise"), seen
     named = sum(m["delta_ns_per_row"] for m in result["mechanisms"] if m["finding"])
     assert named + result["unattributed_ns_per_row"] == pytest.approx(wall["delta"], abs=2.0)
-
-
-RUNS_PER_REPEAT = 3   # lab bench's runs of a repeat on a side, in order: unprobed, sampled only, profiled
-
-
-def bench_timed_by_servers(servers: list, cell: str, rows: int, repeats: int, out: Path,
-                           statement: str) -> tuple[dict, list[list[float]]]:
-    """`lab bench --pid A,B` on two running servers (sandbox, pid, connection),
-    each timing its statements in its slow log, then compare on the two:
-    compare's JSON, and each side's unprobed runs (those beginning with
-    `statement`) in ns a row as its server timed them."""
-    logs = [out / f"slow-{side}.log" for side in "ab"]
-    with ExitStack() as stack:
-        for (_, _, conn), log in zip(servers, logs):
-            stack.enter_context(server_timed(conn, log))
-        done = subprocess.run([MYSQLPROBE, "lab", "bench", "--pid", ",".join(str(p) for _, p, _ in servers),
-                               "--socket", ",".join(sb.socket for sb, _, _ in servers), "--cells", cell,
-                               "--rows", str(rows), "--repeats", str(repeats), "-q", "-o", str(out)],
-                              capture_output=True, text=True, timeout=1800)
-    assert done.returncode == 0, done.stderr[-2000:]
-    cmp = subprocess.run([MYSQLPROBE, "compare", str(out / "a" / cell), str(out / "b" / cell), "--json"],
-                         capture_output=True, text=True)
-    assert cmp.returncode == 0, cmp.stderr
-    unprobed = []
-    for log in logs:
-        runs = server_seconds(log, statement)
-        assert len(runs) == repeats * RUNS_PER_REPEAT, runs
-        unprobed.append([s * 1e9 / rows for s in runs[::RUNS_PER_REPEAT]])
-    return json.loads(cmp.stdout), unprobed
 
 
 def perf_pictures(sides: list[tuple[int, object]], one_run, pairs: int = 2) -> list[dict[str, float]]:

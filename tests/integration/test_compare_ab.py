@@ -16,10 +16,10 @@ from contextlib import ExitStack
 
 import pytest
 
-from helpers import assert_delta_is_the_servers, assert_top_mechanism_is_perfs, bench_timed_by_servers, perf_pictures
+from helpers import assert_delta_is_the_servers, assert_top_mechanism_is_perfs, perf_pictures
 from mysqlprobe.lab import sandbox, workload
 from mysqlprobe.lab.benchkit.loads import rows_inserted
-from mysqlprobe.lab.benchkit.truth import WallRecorder
+from mysqlprobe.lab.benchkit.truth import WallRecorder, bench_timed_by_servers
 
 pytestmark = [pytest.mark.root, pytest.mark.server]
 ROWS = 300_007          # prime: about a second a run on these servers
@@ -46,7 +46,8 @@ def servers():
 @pytest.fixture(scope="module")
 def compared(servers, tmp_path_factory):
     """compare's answer on lab bench's runs, and each side's unprobed runs as its server timed them."""
-    return bench_timed_by_servers(servers, CELL, ROWS, REPEATS, tmp_path_factory.mktemp("ab"),
+    running = [(pid, sb.socket, conn) for sb, pid, conn in servers]
+    return bench_timed_by_servers(running, CELL, ROWS, REPEATS, tmp_path_factory.mktemp("ab"),
                                   f"INSERT INTO {TABLE.name} SELECT")
 
 

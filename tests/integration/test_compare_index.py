@@ -18,9 +18,9 @@ from contextlib import ExitStack
 import pytest
 
 from conftest import MYSQLPROBE
-from helpers import assert_delta_is_the_servers, assert_top_mechanism_is_perfs, bench_timed_by_servers, perf_pictures
+from helpers import assert_delta_is_the_servers, assert_top_mechanism_is_perfs, perf_pictures
 from mysqlprobe.lab import sandbox, workload
-from mysqlprobe.lab.benchkit.truth import WallRecorder
+from mysqlprobe.lab.benchkit.truth import WallRecorder, bench_timed_by_servers
 
 pytestmark = [pytest.mark.root, pytest.mark.server]
 ROWS = 100_003          # prime: a build of 0.2-0.8 s on these servers
@@ -53,7 +53,8 @@ def compared(servers, tmp_path_factory):
     """The bench's directory, compare's answer, and each side's unprobed
     builds in ns a row indexed as its server timed them."""
     out = tmp_path_factory.mktemp("index_ab")
-    result, unprobed = bench_timed_by_servers(servers, CELL, ROWS, REPEATS, out,
+    running = [(pid, sb.socket, conn) for sb, pid, conn in servers]
+    result, unprobed = bench_timed_by_servers(running, CELL, ROWS, REPEATS, out,
                                               f"CREATE INDEX {workload.INDEX_NAME} ON {TABLE.name}")
     return out, result, unprobed
 

@@ -9,17 +9,20 @@ the server itself timed it, from its slow query log (server_timed)."""
 from __future__ import annotations
 
 import functools
+import json
 import re
 import shutil
 import subprocess
 import tempfile
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from mysqlprobe.analysis import mechanisms as M
+from mysqlprobe.lab.benchkit import MYSQLPROBE
+from mysqlprobe.lab.commands.bench import RUNS_PER_REPEAT
 from mysqlprobe.flamegraphs.stacks import CONNECTION_FRAMES, WAITING_FOR_CPU
 
 
@@ -420,3 +423,34 @@ def server_seconds(path: Path, statement: str) -> list[float]:
             times.append(query_time)
             query_time = None
     return times
+
+
+def bench_timed_by_servers(servers: list[tuple[int, str, object]], cell: str, rows: int, repeats: int,
+                           out: Path, statement: str) -> tuple[dict, list[list[float]]]:
+    """`lab bench --pid A,B` on two running servers (pid, socket, connection)
+    into `out`, each server timing its statements in a slow log there, then
+    compare on the two: compare's JSON, and each side's unprobed runs (the
+    statements beginning with `statement`, the first of each repeat's) in
+    ns a row as its server timed them."""
+    out.mkdir(parents=True, exist_ok=True)
+    logs = [out / f"slow-{side}.log" for side in "ab"]
+    with ExitStack() as stack:
+        for (_, _, conn), log in zip(servers, logs):
+            stack.enter_context(server_timed(conn, log))
+        done = subprocess.run([MYSQLPROBE, "lab", "bench", "--pid", ",".join(str(p) for p, _, _ in servers),
+                               "--socket", ",".join(s for _, s, _ in servers), "--cells", cell, "--rows", str(rows),
+                               "--repeats", str(repeats), "-q", "-o", str(out)],
+                              capture_output=True, text=True, timeout=1800)
+    if done.returncode != 0:
+        raise RuntimeError(f"lab bench failed: {done.stderr[-2000:]}")
+    cmp = subprocess.run([MYSQLPROBE, "compare", str(out / "a" / cell), str(out / "b" / cell), "--json"],
+                         capture_output=True, text=True)
+    if cmp.returncode != 0:
+        raise RuntimeError(f"compare failed: {cmp.stderr}")
+    unprobed = []
+    for log in logs:
+        runs = server_seconds(log, statement)
+        if len(runs) != repeats * RUNS_PER_REPEAT:
+            raise RuntimeError(f"{log}: {len(runs)} statements timed, not {repeats * RUNS_PER_REPEAT}: {runs}")
+        unprobed.append([s * 1e9 / rows for s in runs[::RUNS_PER_REPEAT]])
+    return json.loads(cmp.stdout), unprobed

@@ -164,6 +164,7 @@ def _progress(quiet: bool, msg: str) -> None:
 
 WALL_FREQUENCY = 999   # a 1M-row load's sampled run: a few thousand samples of its thread
 SETTLE_S = 0.5         # after a run's table is dropped (its dirty pages with it), before the next run
+RUNS_PER_REPEAT = 3    # a side's runs of a repeat, in this order: unprobed, sampled only, profiled (_bench)
 
 
 @dataclass
