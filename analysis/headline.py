@@ -141,6 +141,10 @@ def cost_line(profile: Profile) -> str:
     if sampling.sampled:
         share = sampling.on_s / profile.window.duration_s if profile.window.duration_s else 0.0
         what = f"probes on {share:.0%} of the time, in {sampling.cycles} spells"
+        budget = sampling.overhead_budget
+        if budget and round(share, 2) > budget:
+            # the pacing keeps the load's slowdown within the budget; cheap probes may be on longer
+            what += f" (more than the {budget:.0%} budget, which bounds the slowdown, not the time on)"
     else:
         what = "every call counted (--exact)"
     return f"{what}; {slowdown_words(o)}"

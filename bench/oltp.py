@@ -16,8 +16,6 @@ the unprobed blocks against each other give the noise."""
 
 from __future__ import annotations
 
-import math
-import random
 import shlex
 import shutil
 import tempfile
@@ -25,8 +23,8 @@ import time
 from datetime import datetime, timezone
 from pathlib import Path
 
-from mysqlprobe.lab.benchkit import (MYSQLPROBE, Tool, bench_parser, derived, log, machine, measure_of, med, spread,
-                                     write_results)
+from mysqlprobe.lab.benchkit import (BOOTSTRAP_ROUNDS, MYSQLPROBE, Tool, bench_parser, derived, log, machine,
+                                     measure_of, med, median_interval, spread, write_results)
 from mysqlprobe.lab.benchkit.loads import (SHAPES, TABLE_SIZE, TABLES, Blocks, Load, Shape, quiet_rate, quiet_slowdown,
                                           rows_inserted, unprobed_block)
 from mysqlprobe.lab import sandbox
@@ -160,7 +158,6 @@ def shapes_section(results: dict, title: str = "# The default insert profile und
 
 
 GAP_TARGET = 0.03
-BOOTSTRAP_ROUNDS = 4000
 
 
 def gaps(shape: dict) -> list[float]:
@@ -173,16 +170,6 @@ def reference_lag_gaps(shape: dict) -> list[float]:
     """gaps() with each reported slowdown times its quiet phases' lag (quiet_slowdown)."""
     return [r["reported_slowdown"] * r["quiet_slowdown"] - r["felt_slowdown"] for r in shape["runs"]
             if None not in (r["reported_slowdown"], r["felt_slowdown"], r.get("quiet_slowdown"))]
-
-
-def median_interval(values: list[float], rounds: int = BOOTSTRAP_ROUNDS) -> tuple[float, float]:
-    """A 95% interval for the median of values: the medians of resampled
-    sets (with replacement), their 2.5th and 97.5th percentiles."""
-    if not values:
-        return math.nan, math.nan
-    pick = random.Random(0)
-    medians = sorted(med(pick.choices(values, k=len(values))) for _ in range(rounds))
-    return medians[int(0.025 * rounds)], medians[int(0.975 * rounds) - 1]
 
 
 def targets(results: dict) -> list[tuple[str, bool]]:

@@ -14,10 +14,15 @@ partitioned: innodb.row_insert only), then per repeat, interleaved:
   share of the server's samples with it on the stack, times the server's
   CPU over the statement (/proc), over its calls (one write_row and one
   row_insert_for_mysql per row inserted);
+- unprobed: the statement with nothing attached, just before or just
+  after the tool's run (alternately): the rate the load felt the tool
+  against;
 - tool: mysqlprobe -p PID (default mode) started, the statement sent
   `lead` seconds after its window opened, mysqlprobe stopped (SIGINT) as
-  the statement returns. Its stages' mean per call, and its estimated
-  calls against the server's Innodb_rows_inserted over the window.
+  the statement returns. Its stages' mean per call, its estimated calls
+  against the server's Innodb_rows_inserted over the window, the slowdown
+  it printed (with its interval) and the share of the window its probes
+  were on.
 
 Writes its section of bench/RESULTS.md (and results.json)."""
 
@@ -31,8 +36,8 @@ import time
 from datetime import datetime, timezone
 from pathlib import Path
 
-from mysqlprobe.lab.benchkit import (bench_parser, derived, log, machine, machine_line, profiled_run, rendered_again,
-                                     span, write_results)
+from mysqlprobe.lab.benchkit import (BOOTSTRAP_ROUNDS, bench_parser, derived, log, machine, machine_line, med,
+                                     median_interval, profiled_run, rendered_again, span, write_results)
 from mysqlprobe.lab.benchkit.loads import SYSBENCH_SHAPE, ShapeRun, rows_inserted, shape_runs
 from mysqlprobe.collectors.kernel.process import cpu_seconds
 from mysqlprobe.lab import sandbox, workload
@@ -75,6 +80,13 @@ def truth_run(pid: int, load: ShapeRun, workdir: Path) -> dict:
                             for stage in stages}}
 
 
+def unprobed_run(load: ShapeRun) -> dict:
+    """The statement with nothing attached: its rows and seconds."""
+    load.prepare()
+    rows, seconds = load.run()
+    return {"rows": rows, "seconds": seconds}
+
+
 def tool_run(pid: int, load: ShapeRun, lead: float, workdir: Path, keep: Path | None = None) -> dict:
     load.prepare()
     conn = load.conn
@@ -84,8 +96,13 @@ def tool_run(pid: int, load: ShapeRun, lead: float, workdir: Path, keep: Path | 
     server_rows = rows_inserted(conn) - rows0
     doc = derived(out)
     stages = {s["stage"]: s for s in doc["stages"]}
+    overhead, sampling = doc.get("overhead") or {}, doc.get("sampling") or {}
     return {"rows": rows, "seconds": seconds, "server_rows": server_rows,
-            "window_s": doc["window"]["duration_s"], "cycles": (doc.get("sampling") or {}).get("cycles"),
+            "window_s": doc["window"]["duration_s"], "cycles": sampling.get("cycles"),
+            "printed_slowdown": overhead.get("measured_slowdown"), "slowdown_estimate": overhead.get("slowdown_estimate"),
+            "slowdown_interval": overhead.get("slowdown_interval"), "slowdown_doubt": overhead.get("slowdown_doubt"),
+            "probes_on_share": sampling["on_s"] / doc["window"]["duration_s"] if sampling.get("on_s") is not None
+            and doc["window"]["duration_s"] else None, "budget": sampling.get("overhead_budget"),
             "mean_ns": {st: stages[st]["mean_ns"] if st in stages else None for st in stages_of(load.shape)},
             "estimated_calls": {st: stages[st]["estimated_calls"]["value"] if st in stages else None
                                 for st in stages_of(load.shape)},
@@ -98,17 +115,23 @@ def bench_shape(sb, pid: int, shape: str, seconds: list[float], repeats: int, le
     out = []
     for length, load in shape_runs(sb, conn, shape, seconds):
         for r in range(repeats):
-            for lead in leads:
+            for i, lead in enumerate(leads):
                 truth = truth_run(pid, load, workdir)
                 kept = keep / f"{shape}-{length:g}s-lead{lead:g}-{r + 1}" if keep else None
                 if kept:
                     kept.mkdir(parents=True)
+                # the unprobed run before the tool's and after it in turn: a drift of the host's speed cancels
+                unprobed_first = (r * len(leads) + i) % 2 == 0
+                unprobed = unprobed_run(load) if unprobed_first else None
                 tool = tool_run(pid, load, lead, workdir, kept)
+                unprobed = unprobed or unprobed_run(load)
                 out.append({"shape": shape, "seconds": length, "rows": load.rows if load.rows is not None else tool["server_rows"],
-                            "repeat": r + 1, "lead_s": lead, "truth": truth, "tool": tool})
+                            "repeat": r + 1, "lead_s": lead, "truth": truth, "unprobed": unprobed, "tool": tool,
+                            "unprobed_first": unprobed_first})
                 log(f"{shape} {length}s lead {lead}s #{r + 1}: truth {fmt(truth['per_call_ns'])}, "
                     f"tool {fmt(tool['mean_ns'])}, calls {tool['estimated_calls']} for {tool['server_rows']} rows, "
-                    f"{tool['cycles']} cycles, withheld {tool['withheld']}")
+                    f"{tool['cycles']} cycles, withheld {tool['withheld']}, felt {felt(out[-1]) or 0:.3f}x, "
+                    f"printed {tool['printed_slowdown']}, estimate {tool['slowdown_estimate']}")
     conn.close()
     return out
 
@@ -145,10 +168,64 @@ def printed_mean(run: dict, stage: str) -> float | None:
     return None if f"{stage} mean" in run["tool"]["withheld"] else run["tool"]["mean_ns"][stage]
 
 
-def slowdown(run: dict) -> float:
-    """The load's rate unprobed (perf at 999 Hz on it) over its rate profiled."""
-    truth, tool = run["truth"], run["tool"]
-    return (truth["rows"] / truth["seconds"]) / (tool["server_rows"] / tool["seconds"])
+def felt(run: dict) -> float | None:
+    """The slowdown the load felt: its rows per second in the unprobed run
+    beside the tool's over its rows per second profiled (runs before this
+    measure had none: None)."""
+    unprobed, tool = run.get("unprobed"), run["tool"]
+    if not unprobed or not unprobed["seconds"] or not tool["seconds"] or not tool["server_rows"]:
+        return None
+    return (unprobed["rows"] / unprobed["seconds"]) / (tool["server_rows"] / tool["seconds"])
+
+
+FELT_BOUND = 1.05     # issue 59: the felt slowdown's median, every shape
+GAP_BOUND = 0.03      # and the printed one within this of the felt, or its interval covering it
+
+
+def printed_holds(run: dict) -> bool | None:
+    """Whether what the run printed of its slowdown holds the felt one: the
+    figure within GAP_BOUND, or its 95% interval covering it; where it printed
+    'not measurable (+-x)', the felt one within 1 +- x. None: no felt figure."""
+    f, tool = felt(run), run["tool"]
+    if f is None:
+        return None
+    printed, interval, doubt = tool["printed_slowdown"], tool.get("slowdown_interval"), tool.get("slowdown_doubt")
+    if printed is not None:
+        return abs(printed - f) <= GAP_BOUND or bool(interval and interval[0] <= f <= interval[1])
+    return doubt is not None and abs(f - 1.0) <= max(doubt, GAP_BOUND)
+
+
+def printed_text(run: dict) -> str:
+    tool = run["tool"]
+    if tool["printed_slowdown"] is not None:
+        return f"{tool['printed_slowdown']:.2f}x"
+    return f"n.m. (+-{tool['slowdown_doubt']:.2f})" if tool.get("slowdown_doubt") is not None else "-"
+
+
+def slowdown_lines(groups: dict[tuple, list[dict]]) -> list[str]:
+    """The cost table: per shape and length, what the load felt and what the tool printed."""
+    lines = ["", "What the runs cost the statement (issue 59). felt: the unprobed run's rows per second (the one "
+             "just before or after the tool's, in turn) over the profiled run's; printed: the slowdown the "
+             "capture printed (`overhead.measured_slowdown`; 'n.m. (+-x)': printed as not measurable, within x), "
+             "per run in the order of leads and repeats; printed holds: runs whose printed figure is within "
+             f"{GAP_BOUND} of the felt one or whose 95% interval covers it; probes on: the share of the window the "
+             f"probes were attached; felt median 95%: by bootstrap ({BOOTSTRAP_ROUNDS} resamples, seeded). "
+             f"Bound: felt median at most {FELT_BOUND:.2f}x, and every run's printed figure holding the felt one.", "",
+             "| shape | load | leads | felt | felt median 95% | printed (each run) | printed holds | probes on | met |",
+             "|---|---|---|---|---|---|---|---|---|"]
+    for (shape, length), runs in groups.items():
+        f = [x for x in (felt(r) for r in runs) if x is not None]
+        if not f:
+            continue
+        low, high = median_interval(f)
+        holds = [printed_holds(r) for r in runs if printed_holds(r) is not None]
+        on = [r["tool"]["probes_on_share"] for r in runs if r["tool"].get("probes_on_share") is not None]
+        leads = ",".join(f"{x:g}" for x in sorted({r["lead_s"] for r in runs}))
+        met = med(f) <= FELT_BOUND and all(holds)
+        lines.append(f"| {shape} | {length:g}s | {leads} | {span(f, '{:.3f}')} | [{low:.3f}, {high:.3f}] | "
+                     f"{', '.join(printed_text(r) for r in runs)} | {sum(holds)} of {len(holds)} | "
+                     f"{span(on, '{:.1%}')} | {'yes' if met else 'NO'} |")
+    return lines
 
 
 def spread(xs: list[float]) -> float | None:
@@ -157,7 +234,7 @@ def spread(xs: list[float]) -> float | None:
 
 
 def markdown(result: dict) -> str:
-    lines = ["# Short loads: the tool started 0-1 s before a 1-4 s statement", "",
+    lines = ["# Short loads: the tool started 0-8 s before a 0.5-4 s statement", "",
              f"- date: {result['date']}", f"- command: `{result['command']}`", f"- commit: {result['commit']}",
              f"- machine: {machine_line(result['machine'])}",
              f"- truth: the statement unprobed under {result.get('truth_record', TASK_TRUTH)}; a function's share of the "
@@ -167,13 +244,12 @@ def markdown(result: dict) -> str:
              "Innodb_rows_inserted)",
              f"- bound: the tool's median mean within {BOUND:.0%} of the truth's median, every run's calls within "
              f"{COUNT_BOUND:.0%}; medians [min, max] over repeats and leads; 'truth spread': max/min - 1 of the "
-             "unprobed runs themselves, the noise any single pair carries; slowdown: the load's rows per second "
-             "unprobed (perf at 999 Hz on it) over its rows per second profiled; withheld: runs in which the tool "
+             "unprobed runs themselves, the noise any single pair carries; withheld: runs in which the tool "
              "withheld one of the stage's figures (a bound broken: its means and counts are left out; a run "
              "whose count was withheld has none, and the row is not met)", "",
              "| shape | load | rows | stage | truth ns/call | truth spread | tool ns/call | error of medians "
-             "| error per pair | calls error (printed) | slowdown | withheld | met |",
-             "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+             "| error per pair | calls error (printed) | withheld | met |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     groups: dict[tuple, list[dict]] = {}
     for run in result["runs"]:
         groups.setdefault((run["shape"], run["seconds"]), []).append(run)
@@ -185,16 +261,15 @@ def markdown(result: dict) -> str:
             calls = [errors(r)[stage]["calls"] for r in runs if errors(r)[stage]["calls"] is not None]
             withheld = sum(1 for r in runs if any(w.startswith(stage + " ") for w in r["tool"]["withheld"]))
             both = median_error(runs, stage)
-            slow = [slowdown(r) for r in runs]
             counted = len(calls) == len(runs)   # a withheld count is no count
             met = both is not None and abs(both) <= BOUND and counted and all(abs(c) <= COUNT_BOUND for c in calls)
             noise = spread(truth)
             lines.append(f"| {shape} | {length:g}s | {runs[0]['rows']} | {stage} | {span(truth, '{:.0f}')} | "
                          f"{'-' if noise is None else f'{noise:.0%}'} | {span(tool, '{:.0f}')} | "
                          f"{'-' if both is None else f'{both:+.0%}'} | {span(errs, '{:+.0%}')} | "
-                         f"{span(calls, '{:+.1%}')} | {span(slow, '{:.2f}x')} | {withheld} of {len(runs)} | "
+                         f"{span(calls, '{:+.1%}')} | {withheld} of {len(runs)} | "
                          f"{'yes' if met else 'NO'} |")
-    return "\n".join(lines) + "\n"
+    return "\n".join(lines + slowdown_lines(groups)) + "\n"
 
 
 def main() -> int:

@@ -400,6 +400,11 @@ class DutyCycles:
             if not quiet:
                 self.pacer.off_phase(rows, seconds)
             return
+        began = (time.monotonic() if ended is None else ended) - seconds
+        if self.load_span is not None and self.load_span.first[0] >= began:
+            # the load started in this phase: idle for part of it, not the load's speed (a
+            # third of it, paced on, measured the next cycles' losses at 0 and cost 4% of a load)
+            return
         if compared and not burst:
             self._speeds.append((quiet, rows / seconds))
         # faster than the others by what stays on: not the speed the cycles are held against; a
@@ -483,6 +488,13 @@ class DutyCycles:
         began = self.load_span.first[0] if self.load_span else window_t0
         on_s, off_s = self.pacer.next_phases(cycle["on_s"], cycle_s, lost, cycle["probe_s"],
                                              elapsed_s=off_t0 - began, signed_lost_s=signed, in_phase=in_phase)
+        if cycle_rows == 0:
+            # no row changed through the cycle (a window opened before its statement, or a gap
+            # between statements): the probes poll for the load with short on-phases, on for the
+            # budget's share of the time at most. Cycled at max_coverage, a window opened 8 s
+            # before a 0.5-s statement had its probes on for a fifth of it
+            on_s = min(on_s, self.pacer.opening_on_s)
+            off_s = max(off_s, on_s / self.pacer.budget - on_s - max(cycle_s - cycle["on_s"], 0.0))
         return on_s, off_s, off_t0, speed_from
 
     def in_situ_factor(self) -> float | None:

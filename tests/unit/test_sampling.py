@@ -519,7 +519,10 @@ def test_the_time_before_the_load_starts_and_after_it_ends_is_no_load_time(clock
     assert record["quiet_s"] + record["off_s"] <= record["load_s"]  # no idle phase counted
     idle = [o for c in cycles.cycles for o in c.get("off", []) if o["rows"] == 0]
     assert sum(o["s"] for o in idle) > 0.4                          # there were some, before and after
-    assert record["quiet_rows"] / record["quiet_s"] > 12_000        # near 20,000 less the gap's share
+    # the reference speed (the quiet phases', or the ordinary ones' where the load had no quiet
+    # phase): near 20,000 less the gap's share
+    kind = "quiet" if record["quiet_s"] else "off"
+    assert record[f"{kind}_rows"] / record[f"{kind}_s"] > 12_000
 
 
 class _Burst:
@@ -835,6 +838,25 @@ def test_a_window_over_a_load_that_starts_in_any_phase_keeps_the_budget(clock):
         slowdown = load.unprobed_rows() / load.rows()
         assert 1.0 < slowdown <= 1.05, (starts_s, slowdown)
         assert len(cycles.cycles) >= 2, starts_s
+
+
+def test_an_idle_window_polls_with_its_probes_on_for_the_budgets_share_at_most(clock):
+    # a window opened 8 s before its statement: cycled at the pacer's max coverage its probes
+    # were on for a fifth of it; polling, they are on for at most the budget's share
+    cycles, _ = _cycles_over(clock, None, seconds=8.0, budget=0.05)
+    record = cycles.record(0.05)
+    assert record["on_s"] <= 0.05 * 8.0 and record["cycles"] >= 8 * 2   # and still twice a second
+    assert all(c["on_s"] <= 0.021 for c in cycles.cycles)
+
+
+def test_the_off_phase_a_load_started_in_is_not_its_speed(clock):
+    # the load starts 0.3 s in, inside an idle off-phase: that phase's rows (a third of
+    # the load's rate) would put the probes' next losses at 0
+    cycles, _ = _cycles_over(clock, 0.3, seconds=3.0, budget=0.05)
+    first_loaded = next(c for c in cycles.cycles if c["rows"])
+    # the probes halve the load's speed: half the on-phase lost, measured against 200,000 rows/s
+    assert first_loaded["unprobed_rows_per_s"] == pytest.approx(200_000, rel=0.01)
+    assert first_loaded["lost_s"] == pytest.approx(first_loaded["on_s"] / 2, rel=0.1)
 
 
 def test_no_on_phase_measures_a_loss_without_a_load(clock):

@@ -11,8 +11,10 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import platform
+import random
 import re
 import shutil
 import signal
@@ -77,6 +79,19 @@ def log(msg: str) -> None:
 
 def med(xs):
     return statistics.median(xs) if xs else None
+
+
+BOOTSTRAP_ROUNDS = 4000
+
+
+def median_interval(values: list[float], rounds: int = BOOTSTRAP_ROUNDS) -> tuple[float, float]:
+    """A 95% interval for the median of values: the medians of resampled
+    sets (with replacement, seeded), their 2.5th and 97.5th percentiles."""
+    if not values:
+        return math.nan, math.nan
+    pick = random.Random(0)
+    medians = sorted(statistics.median(pick.choices(values, k=len(values))) for _ in range(rounds))
+    return medians[int(0.025 * rounds)], medians[int(0.975 * rounds) - 1]
 
 
 def spread(xs):
