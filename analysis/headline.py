@@ -19,7 +19,7 @@ from mysqlprobe.analysis.consistency import MEAN, PERCENTILES, withheld
 from mysqlprobe.analysis.figures import exclusive_totals
 from mysqlprobe.analysis.index_build import SUBJECT as INDEX_BUILD_SUBJECT
 from mysqlprobe.analysis.model import Profile
-from mysqlprobe.analysis.profile import StageSummary, measured_slowdown, rows_inserted, window_ns
+from mysqlprobe.analysis.profile import StageSummary, load_span_seconds, measured_slowdown, rows_inserted
 from mysqlprobe.analysis.views import WITHHELD, Overhead, StageFigure
 
 UNATTRIBUTED = (OTHER, NOT_TRACED)      # the account's parts that name no mechanism
@@ -187,7 +187,7 @@ def account_headline(profile: Profile, a: Account, rows: int, rows_from: str, lo
 
 
 def headline(profile: Profile) -> Headline:
-    load_s = profile.sampling.load_s or window_ns(profile) / 1e9
+    load_s = load_span_seconds(profile)
     a = profile.account
     if a is not None and a.rows and a.row_time_ns > 0:
         return account_headline(profile, a, a.rows, a.rows_from, load_s)

@@ -281,20 +281,37 @@ def measured_slowdown(profile: Profile) -> float | None:
     return round(phases * standing, 4) if standing else phases
 
 
+def load_span_seconds(profile: Profile) -> float:
+    """The time the load ran in the window: from the row counter's read
+    before its first change to the read after its last (`sampling.load_s`),
+    less the part of each edge's reads the load did not run in, at its
+    unprobed rate (a window opened 8 s before a 0.5-s statement, polling
+    every 0.4 s, counted 0.13 s before the statement's first row as its
+    time: a quarter of it); the window where no span was recorded."""
+    sampling = profile.sampling
+    if not sampling.load_s:
+        return profile.window.duration_s
+    rate = unprobed_rate(sampling)
+    edges = [edge for edge in sampling.load_edges if edge is not None]
+    if len(edges) == 2 and edges[0] == edges[1]:   # a load between two reads: one edge
+        edges = edges[:1]
+    return max(sampling.load_s - sum(edge.idle_s(rate) for edge in edges), 1e-6)
+
+
 def phase_slowdown(profile: Profile) -> float | None:
     """How much the collectors slowed the load down, from the server's own
     progress: its row rate with nothing of mysqlprobe on (the quiet
     off-phases; in captures without them, every off-phase, where what stays
     on all window is on too) against its rate over the whole window, every
     on-phase, attach and detach included, over the time the load ran in it
-    (`sampling.load_s`: a window opened before it started is idle till
-    then). Captures without off-phase totals: from the time the cycles lost
-    one by one. None when it was not measured."""
+    (load_span_seconds: a window opened before it started is idle till then).
+    Captures without off-phase totals: from the time the cycles lost one by
+    one. None when it was not measured."""
     sampling, window = profile.sampling, profile.window
     rows: int | None = window.rows_changed
     unprobed = unprobed_rate(sampling)
     if sampling.load_s and sampling.load_rows:  # over the span the load ran
-        rows, seconds = sampling.load_rows, sampling.load_s
+        rows, seconds = sampling.load_rows, load_span_seconds(profile)
     else:
         seconds = window.duration_s
     if unprobed and rows:

@@ -406,6 +406,29 @@ PHASE_KINDS = ("off", "quiet", "quiet_tail", "burst")
 
 
 @dataclass(frozen=True, slots=True)
+class SpanEdge:
+    """The reads around the row counter's first or last change: the load ran
+    for part of their seconds only (rows / its unprobed rate, where the
+    probes were off between them)."""
+
+    seconds: float
+    rows: int
+    probed: bool
+
+    @classmethod
+    def of(cls, edge: dict[str, Any] | None) -> SpanEdge | None:
+        return None if not edge else cls(edge["s"], edge["rows"], bool(edge["probed"]))
+
+    def idle_s(self, unprobed_rate: float | None) -> float:
+        """Of its seconds, those the load did not run in: none where the
+        probes were on in it (the load ran slower there: its rows say less
+        of when it began) or the rate is unknown."""
+        if self.probed or not unprobed_rate:
+            return 0.0
+        return min(max(self.seconds - self.rows / unprobed_rate, 0.0), self.seconds)
+
+
+@dataclass(frozen=True, slots=True)
 class Sampling:
     """How the probes ran: every call counted ("exact"), or duty cycles
     ("sampled": the cycles, their on-time, the budget they kept to, the
@@ -423,16 +446,20 @@ class Sampling:
     cost_uncertainty: float = 0.0       # the probes' calibrated cost's relative doubt
     lost_s: float | None = None         # the time the cycles lost, one by one (older captures)
     phases: dict[str, tuple[int | None, float | None]] = field(default_factory=dict)  # kind -> (rows, s)
+    # the reads around the counter's first change and around its last (where reads after it saw none)
+    load_edges: tuple[SpanEdge | None, SpanEdge | None] = (None, None)
 
     @classmethod
     def of(cls, sampling: dict[str, Any] | None) -> Sampling:
         s = sampling or {}
         if s.get("mode") != "sampled":
             return cls("exact")
+        edges = s.get("load_edges") or {}
         return cls("sampled", s.get("cycles") or 0, s.get("on_s") or 0.0, s.get("overhead_budget"),
                    s.get("load_s"), s.get("load_rows"), tuple(s.get("quieted") or ()),
                    tuple(Cycle.of(c) for c in s.get("calls_per_cycle") or ()), s.get("cost_uncertainty", 0.0),
-                   s.get("lost_s"), {k: (s.get(f"{k}_rows"), s.get(f"{k}_s")) for k in PHASE_KINDS})
+                   s.get("lost_s"), {k: (s.get(f"{k}_rows"), s.get(f"{k}_s")) for k in PHASE_KINDS},
+                   (SpanEdge.of(edges.get("start")), SpanEdge.of(edges.get("end"))))
 
     @property
     def sampled(self) -> bool:

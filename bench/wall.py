@@ -44,7 +44,7 @@ from mysqlprobe.lab import sandbox, workload
 from mysqlprobe.lab.benchkit import (bench_parser, derived, log, machine, machine_line, profiled_run, span,
                                      rendered_again, run_subcommand, write_results)
 from mysqlprobe.lab.benchkit.loads import SYSBENCH_SHAPE, ShapeRun, shape_runs, unprobed_ns_per_row
-from mysqlprobe.lab.benchkit.truth import (CPU_RECORD, PHASE_TIMER, SWITCH_TIMING, PhaseTimer, WallRecorder,
+from mysqlprobe.lab.benchkit.truth import (CPU_RECORD, PHASE_TIMER, SWITCH_TIMING, PhaseTimer, WallRecorder, tied_with_top,
                                           bench_timed_by_servers, cpu_truth, switch_record,
                                           switch_truth)
 
@@ -304,10 +304,12 @@ def truth_of(before: dict, after: dict) -> dict:
     delta = statistics.fmean(deltas)
     half = t95(len(deltas) - 1) * statistics.stdev(deltas) / len(deltas) ** 0.5
     names = {n for side in mech for run in side for n in run}
-    per = {n: statistics.fmean(r.get(n, 0.0) for r in mech[1]) - statistics.fmean(r.get(n, 0.0) for r in mech[0])
-           for n in names}
+    # each mechanism's B - A per pair (the perf'd runs of a pair run one after the other)
+    mech_pairs = [{n: b.get(n, 0.0) - a.get(n, 0.0) for n in names} for a, b in zip(*mech, strict=True)]
+    per = {n: statistics.fmean(p[n] for p in mech_pairs) for n in names}
     return {"a_ns": statistics.fmean(walls[0]), "b_ns": statistics.fmean(walls[1]), "delta": delta,
-            "ci95": [delta - half, delta + half], "pairs": deltas, "mechanisms": per}
+            "ci95": [delta - half, delta + half], "pairs": deltas, "mechanisms": per,
+            "mechanism_pairs": mech_pairs, "top_tied": tied_with_top(mech_pairs, per, UNNAMED)}
 
 
 def tool_of(servers: list[tuple], sockets: list[str], cell: str, table, rows: int, out: Path) -> dict:
@@ -333,16 +335,19 @@ def compare_verdict(truth: dict, tool: dict) -> dict:
     independent truth is shown beside."""
     named = {k: v for k, v in truth["mechanisms"].items() if k not in UNNAMED}
     t_top = max(named.items(), key=lambda kv: abs(kv[1]))
+    tied = truth.get("top_tied") or [t_top[0]]   # results before per-pair mechanisms: the top alone
     findings = [m for m in tool["mechanisms"] if m["finding"]]
     top = findings[0] if findings else None
+    # the tool's top judged against the truth's figure for it, where the truth cannot rank it below its own
+    judged = top["name"] if top and top["name"] in tied else None
     attributed = sum(m["delta"] for m in findings) / tool["delta"] if tool["delta"] else None
     halves = [(ci[1] - ci[0]) / 2 for ci in (truth["ci95"], tool["ci95"])]
     return {"delta_error": tool["delta"] / truth["delta"] - 1 if truth["delta"] else None,
             "same_runs_error": tool["delta"] / tool["same_runs"] - 1 if tool["same_runs"] else None,
             "consistent": abs(tool["delta"] - truth["delta"]) <= math.hypot(*halves),
             "truth_top": t_top[0], "truth_top_ns": t_top[1], "tool_top": top["name"] if top else None,
-            "tool_top_ns": top["delta"] if top else None,
-            "top_error": top["delta"] / t_top[1] - 1 if top and top["name"] == t_top[0] and t_top[1] else None,
+            "tool_top_ns": top["delta"] if top else None, "truth_tied": tied[1:],
+            "top_error": top["delta"] / named[judged] - 1 if top and judged and named[judged] else None,
             "attributed": attributed}
 
 
@@ -410,6 +415,11 @@ def compare_met(v: dict) -> bool:
             and (v["attributed"] or 0) >= ATTRIBUTED)
 
 
+def tied_text(v: dict, truth: dict) -> str:
+    tied = v.get("truth_tied") or []
+    return "; tied: " + ", ".join(f"{n} {truth['mechanisms'][n]:+.0f}" for n in tied) if tied else ""
+
+
 def compare_markdown(result: dict) -> str:
     lines = ["# Regressions explained: compare's delta and mechanisms against perf", "",
              f"- date: {result['date']}", f"- command: `{result['command']}`", f"- commit: {result['commit']}",
@@ -424,7 +434,9 @@ def compare_markdown(result: dict) -> str:
              f"- bounds: the delta within {DELTA_BOUND:.0%} of the same runs' and, against the independent "
              "truth, within the two 95% intervals combined (the error against it is shown; the host's pairs "
              f"vary too much for {TRUTH_PAIRS} pairs to pin it to {DELTA_BOUND:.0%}); the top mechanism the "
-             f"truth's and within {TOP_BOUND:.0%}; at least {ATTRIBUTED:.0%} of the delta attributed", "",
+             f"truth's, or one the truth's pairs cannot rank below it ('tied': their paired difference's 95% "
+             f"interval holds 0), and within {TOP_BOUND:.0%} of the truth's figure for it; at least "
+             f"{ATTRIBUTED:.0%} of the delta attributed", "",
              "| pair | repeat | truth: A -> B ns/row | truth delta (95%) | tool delta (95%) | same runs | error: "
              "same runs / truth | within the intervals | truth top mechanism | tool top mechanism | top error | "
              "tool on the truth's top (95%) | attributed | met |",
@@ -447,7 +459,8 @@ def compare_markdown(result: dict) -> str:
                      f"{g['delta']:+.0f} [{g['ci95'][0]:+.0f}, {g['ci95'][1]:+.0f}] | {g['same_runs']:+.0f} | "
                      f"{signed_pct(v['same_runs_error'])} / {signed_pct(v['delta_error'])} | "
                      f"{'yes' if v['consistent'] else 'NO'} "
-                     f"| {v['truth_top']} {v['truth_top_ns']:+.0f} | {tool_top} | {signed_pct(v['top_error'])} | "
+                     f"| {v['truth_top']} {v['truth_top_ns']:+.0f}{tied_text(v, t)} | {tool_top} | "
+                     f"{signed_pct(v['top_error'])} | "
                      f"{on_truths} | {attributed} | {'yes' if ok else 'NO'} |")
     lines += ["", f"{met} of {len(result['runs'])} repeats met every bound; the delta within {DELTA_BOUND:.0%} "
                   f"of the independent truth's in {within_truth}."]

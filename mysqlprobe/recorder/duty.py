@@ -71,13 +71,31 @@ class Probes(Protocol):
 
 
 @dataclass(frozen=True)
+class SpanEdge:
+    """The reads on either side of the row counter's first (or last) change:
+    the seconds between them, the rows changed, and whether the probes were
+    on in between. The load ran for part of those seconds only: at its
+    unprobed rate, rows / rate of them (analysis trims the rest)."""
+
+    seconds: float
+    rows: int
+    probed: bool
+
+    def to_json(self) -> dict[str, Any]:
+        return {"s": round(self.seconds, 6), "rows": self.rows, "probed": self.probed}
+
+
+@dataclass(frozen=True)
 class LoadSpan:
     """The load's span: the read (monotonic time, row counter) before the
     counter's first change and the read after its last; a window opened
-    before the load started, or left open after it ended, is idle outside it."""
+    before the load started, or left open after it ended, is idle outside it.
+    Its edges: the reads around the first change and around the last."""
 
     first: tuple[float, int]
     last: tuple[float, int]
+    start_edge: SpanEdge | None = None
+    end_edge: SpanEdge | None = None
 
     @property
     def seconds(self) -> float:
@@ -117,6 +135,9 @@ class DutyCycles:
         self.rows_changed = self._tracking(rows_changed)
         self.load_span: LoadSpan | None = None
         self._last_read: tuple[float, int] | None = None
+        # the probes attached now, and at any time since the last read of the rows
+        self._attached = self._probed_since_read = True   # run() is called in the first on-phase
+        self._idle_after = False  # a read after the counter's last change saw none
         self._idle_phases: list[tuple[float, float, bool]] = []  # zero-row off-phases: (end, seconds, quiet)
         self.pacer = Pacer(budget, on_s=ON_PHASE_S, min_on_s=MIN_ON_S, max_off_s=MAX_OFF_S)
         self.cycles: list[dict[str, Any]] = []
@@ -141,8 +162,15 @@ class DutyCycles:
             value, now = read(), time.monotonic()
             if value is None:
                 return None
+            probed, self._probed_since_read = self._probed_since_read, self._attached
             if self._last_read is not None and value > self._last_read[1]:
-                self.load_span = LoadSpan(self.load_span.first if self.load_span else self._last_read, (now, value))
+                span, before = self.load_span, self._last_read
+                edge = SpanEdge(now - before[0], value - before[1], probed)
+                self.load_span = LoadSpan(span.first if span else before, (now, value),
+                                          span.start_edge if span else edge, edge)
+                self._idle_after = False
+            elif self.load_span is not None:
+                self._idle_after = True
             self._last_read = (now, value)
             return value
         return rows
@@ -168,6 +196,7 @@ class DutyCycles:
             if rows_at_end is not False:
                 return rows_at_end
             self.probes.detach_target()
+            self._attached = False
             phases = self._pace(cycle, cycle_t0, cycle_rows0, started[0])
             if phases is None:
                 return self.rows_changed()
@@ -199,6 +228,7 @@ class DutyCycles:
                 return cycle_rows0
             if not self._attach():
                 return cycle_rows0
+            self._attached = self._probed_since_read = True
             for c in self.paced:
                 c.resume()
             on_t0 = time.monotonic()
@@ -253,10 +283,15 @@ class DutyCycles:
             self._tails.append((end_t, end_t - middle[0], rows))
 
     def _tails_in_load(self) -> tuple[float, int]:
-        """Seconds and rows of the quiet phases' second halves that ended
-        before the load's last row: the one it ended in ran partly idle."""
-        last = self.load_span.last[0] if self.load_span else None
-        kept = [(s, rows) for end, s, rows in self._tails if last is not None and end < last]
+        """Seconds and rows of the quiet phases' second halves that began at
+        the load's first row or after, and ended before its last: the one it
+        ended in ran partly idle, and those before it wholly (a window
+        opened 8 s before a 0.5-s statement took 1.7 s of idle halves for
+        the load's unprobed speed, and printed a slowdown of 0.07)."""
+        if self.load_span is None:
+            return 0.0, 0
+        first, last = self.load_span.first[0], self.load_span.last[0]
+        kept = [(s, rows) for end, s, rows in self._tails if end - s >= first and end < last]
         return round(sum(s for s, _ in kept), 6), sum(rows for _, rows in kept)
 
     def _quiet_due(self) -> bool:
@@ -494,7 +529,8 @@ class DutyCycles:
             # budget's share of the time at most. Cycled at max_coverage, a window opened 8 s
             # before a 0.5-s statement had its probes on for a fifth of it
             on_s = min(on_s, self.pacer.opening_on_s)
-            off_s = max(off_s, on_s / self.pacer.budget - on_s - max(cycle_s - cycle["on_s"], 0.0))
+            taken = max(on_s, cycle["on_s"])   # an on-phase runs past its length by its row reads
+            off_s = max(off_s, taken / self.pacer.budget - taken - max(cycle_s - cycle["on_s"], 0.0))
         return on_s, off_s, off_t0, speed_from
 
     def in_situ_factor(self) -> float | None:
@@ -521,7 +557,10 @@ class DutyCycles:
                 "cost_uncertainty": round(cost_uncertainty(cal, self.specs), 3),
                 "on_s": round(sum(c["on_s"] for c in self.cycles), 6),
                 "lost_s": round(sum(known), 6) if known else None,
-                **({"load_s": round(span.seconds, 6), "load_rows": span.rows}
+                **({"load_s": round(span.seconds, 6), "load_rows": span.rows,
+                    # the edge reads: the load ran for part of them (the end's only where reads after it saw idle)
+                    "load_edges": {"start": span.start_edge.to_json() if span.start_edge else None,
+                                   "end": span.end_edge.to_json() if span.end_edge and self._idle_after else None}}
                    if span else {"load_s": None, "load_rows": None}),
                 "off_s": round(self.off_s + self._gap_s(False), 6), "off_rows": self.off_rows,
                 **({"quiet_s": round(self.quiet_s + self._gap_s(True), 6), "quiet_rows": self.quiet_rows,

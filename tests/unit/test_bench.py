@@ -186,3 +186,23 @@ def test_the_slow_log_gives_each_statement_the_servers_time_in_order(tmp_path):
     assert server_seconds(log, "CREATE TABLE emp_range_100") == [0.001002]
     assert server_seconds(log, "SELECT COUNT(*)") == [0.000036]
     assert server_seconds(log, "DROP TABLE") == []
+
+
+def test_mechanisms_the_pairs_cannot_rank_below_the_top_are_tied_with_it():
+    from mysqlprobe.lab.benchkit.truth import tied_with_top
+    # free page search and latch waits, each pair's B - A: about equal, ranked both ways;
+    # the redo log's well below in every pair, and 'other' never a mechanism to name
+    pairs = [{"free page search": 610, "latch waits": 410, "redo log": 90, "other": 900},
+             {"free page search": 420, "latch waits": 640, "redo log": 110, "other": 900},
+             {"free page search": 480, "latch waits": 450, "redo log": 70, "other": 900},
+             {"free page search": 530, "latch waits": 500, "redo log": 100, "other": 900}]
+    per = {n: sum(p[n] for p in pairs) / len(pairs) for n in pairs[0]}
+    assert tied_with_top(pairs, per, unnamed=("other",)) == ["free page search", "latch waits"]
+    # one clearly ahead in every pair stands alone
+    apart = [{**p, "latch waits": p["latch waits"] / 3} for p in pairs]
+    per = {n: sum(p[n] for p in apart) / len(apart) for n in apart[0]}
+    assert tied_with_top(apart, per, unnamed=("other",)) == ["free page search"]
+    # a fall (negative deltas) is ranked by size alike
+    fall = [{n: -v for n, v in p.items()} for p in apart]
+    per = {n: sum(p[n] for p in fall) / len(fall) for n in fall[0]}
+    assert tied_with_top(fall, per, unnamed=("other",)) == ["free page search"]

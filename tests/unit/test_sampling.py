@@ -1,9 +1,11 @@
+import math
 import os
 from types import SimpleNamespace
 
 import pytest
 
 from mysqlprobe.analysis.sampling import estimate_by_rows, estimate_total, t95
+from mysqlprobe.analysis.views import SpanEdge
 from mysqlprobe.recorder import duty, reads, window as window_module
 from mysqlprobe.recorder.duty import Bursts, DutyCycles
 from mysqlprobe.recorder.options import Control
@@ -712,18 +714,19 @@ class _SlowedLoad(_Session):
     window opens (None: never) and runs `probed_share` as fast while the
     probes are attached; its rows counted as the simulated clock moves."""
 
-    def __init__(self, clock, speed: float, starts_s: float | None, probed_share: float = 0.5):
+    def __init__(self, clock, speed: float, starts_s: float | None, probed_share: float = 0.5,
+                 ends_s: float = math.inf):
         super().__init__()
         self.clock, self.speed, self.probed_share = clock, speed, probed_share
         self.t0 = self.at = clock.monotonic()
-        self.starts_s, self.done = starts_s, 0.0
+        self.starts_s, self.ends_s, self.done = starts_s, ends_s, 0.0
 
     def _advance(self) -> None:
         now = self.clock.monotonic()
         if self.starts_s is not None:
-            begun = max(self.at, self.t0 + self.starts_s)
-            if now > begun:
-                self.done += (now - begun) * self.speed * (self.probed_share if self.attached else 1.0)
+            begun, until = max(self.at, self.t0 + self.starts_s), min(now, self.t0 + self.ends_s)
+            if until > begun:
+                self.done += (until - begun) * self.speed * (self.probed_share if self.attached else 1.0)
         self.at = now
 
     def attach_target(self):
@@ -807,12 +810,14 @@ def test_the_first_cycles_attach_is_repaid_once_not_pooled():
     assert blind.lost_per_on_s == pytest.approx(3.0)
 
 
-def _cycles_over(clock, starts_s: float | None, seconds: float = 1.5, budget: float = 0.10) -> tuple[DutyCycles, _SlowedLoad]:
+def _cycles_over(clock, starts_s: float | None, seconds: float = 1.5, budget: float = 0.10,
+                 ends_s: float = math.inf) -> tuple[DutyCycles, _SlowedLoad]:
     """A window of `seconds` over a load of 200,000 rows a second that the
-    probes slow 2x, starting starts_s after the window opened."""
+    probes slow 2x, starting starts_s after the window opened (and ending
+    ends_s after it)."""
     window = Window(os.getpid(), seconds, Control(stop=clock), "stopped", lambda: 0)
     calibration = SimpleNamespace(current=lambda: SimpleNamespace(classes={}, pair_of=lambda s: 0.0))
-    load = _SlowedLoad(clock, 200_000, starts_s)
+    load = _SlowedLoad(clock, 200_000, starts_s, ends_s=ends_s)
     cycles = DutyCycles(load, [], calibration, window, budget, load.rows)
     cycles.run((clock.monotonic(), load.rows()))
     return cycles, load
@@ -857,6 +862,24 @@ def test_the_off_phase_a_load_started_in_is_not_its_speed(clock):
     # the probes halve the load's speed: half the on-phase lost, measured against 200,000 rows/s
     assert first_loaded["unprobed_rows_per_s"] == pytest.approx(200_000, rel=0.01)
     assert first_loaded["lost_s"] == pytest.approx(first_loaded["on_s"] / 2, rel=0.1)
+
+
+def test_the_load_span_is_trimmed_to_where_its_first_and_last_rows_fell(clock):
+    # a load from 1.23 s to 2.31 s of a 3-s window, both edges in off-phases: the reads
+    # around each edge hold idle time, which the load's unprobed rate tells from its own
+    cycles, _ = _cycles_over(clock, 1.23, seconds=3.0, budget=0.05, ends_s=2.31)
+    record = cycles.record(0.05)
+    start, end = (SpanEdge.of(record["load_edges"][k]) for k in ("start", "end"))
+    assert not start.probed and not end.probed
+    trimmed = record["load_s"] - start.idle_s(200_000) - end.idle_s(200_000)
+    assert trimmed == pytest.approx(2.31 - 1.23, abs=0.005)
+    assert record["load_s"] - (2.31 - 1.23) > 0.05                  # untrimmed: a phase's part off
+    # an edge the probes were on in says less of where the load began: none of it is trimmed
+    assert SpanEdge(0.1, 1000, probed=True).idle_s(200_000) == 0.0
+    assert SpanEdge(0.1, 1000, probed=False).idle_s(200_000) == pytest.approx(0.095)
+    # the window ending with the load running: no idle read after it, no end edge
+    cycles, _ = _cycles_over(clock, 1.23, seconds=3.0, budget=0.05)
+    assert cycles.record(0.05)["load_edges"]["end"] is None
 
 
 def test_no_on_phase_measures_a_loss_without_a_load(clock):

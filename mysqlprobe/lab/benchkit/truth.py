@@ -12,6 +12,7 @@ import functools
 import json
 import re
 import shutil
+import statistics
 import subprocess
 import tempfile
 from collections import Counter, defaultdict
@@ -21,6 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from mysqlprobe.analysis import mechanisms as M
+from mysqlprobe.analysis.profile import t95
 from mysqlprobe.lab.benchkit import MYSQLPROBE
 from mysqlprobe.lab.commands.bench import RUNS_PER_REPEAT
 from mysqlprobe.flamegraphs.stacks import CONNECTION_FRAMES, WAITING_FOR_CPU
@@ -454,3 +456,25 @@ def bench_timed_by_servers(servers: list[tuple[int, str, object]], cell: str, ro
             raise RuntimeError(f"{log}: {len(runs)} statements timed, not {repeats * RUNS_PER_REPEAT}: {runs}")
         unprobed.append([s * 1e9 / rows for s in runs[::RUNS_PER_REPEAT]])
     return json.loads(cmp.stdout), unprobed
+
+
+def tied_with_top(mech_pairs: list[dict[str, float]], per: dict[str, float], unnamed: Iterable[str] = ()) -> list[str]:
+    """The mechanisms (but `unnamed`) that alternated pairs cannot rank below
+    the top one, from each mechanism's B - A per pair (mech_pairs) and their
+    means (per): the top first, then each whose paired difference from it
+    (in the top's direction) has a 95% interval holding 0. Two mechanisms of about equal
+    size (a 32 MB buffer pool's free page search and latch waits: perf
+    ranked them one way in one repeat, the other way in the next) are both
+    the truth's top; the tool naming either is not wrong."""
+    named = {k: v for k, v in per.items() if k not in set(unnamed)}
+    top = max(named, key=lambda k: abs(named[k]))
+    sign = 1.0 if named[top] >= 0 else -1.0
+    tied = [top]
+    for name in sorted(named, key=lambda k: -abs(named[k])):
+        if name == top or len(mech_pairs) < 2:
+            continue
+        gaps = [sign * (p[top] - p[name]) for p in mech_pairs]
+        half = t95(len(gaps) - 1) * statistics.stdev(gaps) / len(gaps) ** 0.5
+        if statistics.fmean(gaps) - half <= 0:
+            tied.append(name)
+    return tied
