@@ -16,6 +16,7 @@ from typing import Any
 
 import math
 from collections import Counter, defaultdict
+from dataclasses import dataclass
 
 from mysqlprobe import __version__
 from mysqlprobe.analysis.model import Profile
@@ -218,3 +219,41 @@ class Totals:
 
 def exposition(profile: Profile) -> str:
     return Totals().add(profile).exposition()
+
+
+@dataclass(frozen=True, slots=True)
+class WatchState:
+    """mysqlprobe watch's own state, served beside the windows' totals."""
+
+    up: int
+    windows: int
+    failures: int
+    probes: int
+    functions: int
+    build: tuple[str, float, float | None] | None   # the index build under way: stage, percent, seconds left
+
+
+def watch_exposition(state: WatchState, totals: Totals) -> str:
+    """What watch's /metrics serves: its own state, then the windows' totals."""
+    out = Exposition()
+    out.family("mysqlprobe_up", "gauge", "1 while the watched server runs and is profiled.")
+    out.sample("mysqlprobe_up", state.up)
+    out.family("mysqlprobe_windows_total", "counter", "Windows profiled and added to these figures.")
+    out.sample("mysqlprobe_windows_total", state.windows)
+    out.family("mysqlprobe_window_failures_total", "counter", "Windows that could not be recorded.")
+    out.sample("mysqlprobe_window_failures_total", state.failures)
+    out.family("mysqlprobe_probes", "gauge", "Probes (entries and returns) the last window attached.")
+    out.sample("mysqlprobe_probes", state.probes)
+    out.family("mysqlprobe_functions", "gauge", "Functions the last window probed.")
+    out.sample("mysqlprobe_functions", state.functions)
+    if state.build is not None:
+        stage, percent, left = state.build
+        out.family("mysqlprobe_index_build_progress_ratio", "gauge",
+                   "The index build under way: the share of its stage's work done, as the server reports "
+                   "it (P_S WORK_COMPLETED / WORK_ESTIMATED, else MariaDB's PROGRESS of the statement).")
+        out.sample("mysqlprobe_index_build_progress_ratio", round(percent / 100, 4), stage=stage)
+        if left is not None:
+            out.family("mysqlprobe_index_build_seconds_left", "gauge",
+                       "The index build's time left at its rate so far.")
+            out.sample("mysqlprobe_index_build_seconds_left", round(left, 1), stage=stage)
+    return totals.exposition(out)

@@ -4,7 +4,6 @@ through the recorder, save the capture, print the report."""
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import sys
 import time
@@ -260,17 +259,13 @@ def report(cap: Capture, out_dir: str | None, signals: RunSignals | None = None,
     """Save the capture (if asked), then print its report: the text is made
     from the document as saved, so `mysqlprobe report DIR` prints the same."""
     # imported here, not on the path to the probes' attach (0.03-0.07 s)
-    from mysqlprobe.analysis.report import render_text
+    from mysqlprobe.analysis.reporters import STREAM_REPORTERS
     from mysqlprobe.reports import capture_profile
     if signals:
         signals.reached("report")
     profile = capture_profile(cap)  # plain already; built once, for the files and the text alike
     failure = save_capture(cap, out_dir, profile, all_threads) if out_dir else None
-    if as_json:
-        json.dump(profile.to_json(), sys.stdout, indent=1)
-        sys.stdout.write("\n")
-    else:
-        sys.stdout.write(render_text(profile))
+    STREAM_REPORTERS["json" if as_json else "text"](profile, sys.stdout)
     if failure:
         raise failure
     return profile

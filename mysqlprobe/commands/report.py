@@ -2,14 +2,10 @@
 
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
 
-
-from mysqlprobe.analysis.prometheus import exposition
-from mysqlprobe.analysis.report import render_text
-
+from mysqlprobe.analysis.reporters import STREAM_REPORTERS
 from mysqlprobe.errors import UsageError
 from mysqlprobe.files import make_dir
 from mysqlprobe.reports import load_profile, write_visuals
@@ -53,11 +49,15 @@ def run(args, parser) -> int:
         print(f"wrote {', '.join(written)}", file=sys.stderr)
     elif args.output:
         raise UsageError("-o goes with --html; the text, --json and --prometheus go to standard output")
-    elif args.prometheus:
-        sys.stdout.write(exposition(profile))
-    elif args.json:
-        json.dump(profile.stage_records if args.json == "stages" else profile.to_json(), sys.stdout, indent=1)
-        sys.stdout.write("\n")
     else:
-        sys.stdout.write(render_text(profile))
+        STREAM_REPORTERS[stream_format(args)](profile, sys.stdout)
     return 0
+
+
+def stream_format(args) -> str:
+    """The STREAM_REPORTERS entry the options ask for."""
+    if args.prometheus:
+        return "prometheus"
+    if args.json:
+        return "json-stages" if args.json == "stages" else "json"
+    return "text"

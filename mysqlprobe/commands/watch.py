@@ -22,7 +22,7 @@ from mysqlprobe import catalog
 from mysqlprobe.analysis.model import Profile
 from mysqlprobe.analysis.headline import slowdown_words
 from mysqlprobe.analysis.profile import memory_counter
-from mysqlprobe.analysis.prometheus import Exposition, Totals
+from mysqlprobe.analysis.prometheus import Totals, WatchState, watch_exposition
 from mysqlprobe.caches import PlanCache
 from mysqlprobe.capture import OFFCPU_FILE, STACKS_FILE
 from mysqlprobe.collectors.perfschema.connection import ConnectOptions
@@ -138,29 +138,12 @@ class Metrics:
 
     def text(self) -> str:
         with self.lock:
-            out = Exposition()
-            out.family("mysqlprobe_up", "gauge", "1 while the watched server runs and is profiled.")
-            out.sample("mysqlprobe_up", self.up)
-            out.family("mysqlprobe_windows_total", "counter", "Windows profiled and added to these figures.")
-            out.sample("mysqlprobe_windows_total", self.windows)
-            out.family("mysqlprobe_window_failures_total", "counter", "Windows that could not be recorded.")
-            out.sample("mysqlprobe_window_failures_total", self.failures)
-            out.family("mysqlprobe_probes", "gauge", "Probes (entries and returns) the last window attached.")
-            out.sample("mysqlprobe_probes", self.probes)
-            out.family("mysqlprobe_functions", "gauge", "Functions the last window probed.")
-            out.sample("mysqlprobe_functions", self.functions)
             build = self.build
-            if build is not None and time.monotonic() - build[3] <= PROGRESS_FRESH_S:
-                stage, percent, left, _ = build
-                out.family("mysqlprobe_index_build_progress_ratio", "gauge",
-                           "The index build under way: the share of its stage's work done, as the server reports "
-                           "it (P_S WORK_COMPLETED / WORK_ESTIMATED, else MariaDB's PROGRESS of the statement).")
-                out.sample("mysqlprobe_index_build_progress_ratio", round(percent / 100, 4), stage=stage)
-                if left is not None:
-                    out.family("mysqlprobe_index_build_seconds_left", "gauge",
-                               "The index build's time left at its rate so far.")
-                    out.sample("mysqlprobe_index_build_seconds_left", round(left, 1), stage=stage)
-            return self.totals.exposition(out)
+            if build is not None and time.monotonic() - build[3] > PROGRESS_FRESH_S:
+                build = None
+            state = WatchState(self.up, self.windows, self.failures, self.probes, self.functions,
+                               None if build is None else build[:3])
+            return watch_exposition(state, self.totals)
 
 
 def serve(metrics: Metrics, host: str, port: int) -> MetricsServer:

@@ -7,7 +7,7 @@ import sys
 from mysqlprobe import catalog
 from mysqlprobe.lab import sandbox, workload
 from mysqlprobe.reports import capture_profile
-from mysqlprobe.analysis.report import render_text
+from mysqlprobe.analysis.reporters import write_text
 from mysqlprobe.collectors.target.symbols import load_target_binary, resolve_target
 from mysqlprobe.lab.commands.profiled_load import profile_load
 from mysqlprobe.output import check_output_dir, save_capture
@@ -55,7 +55,7 @@ def run(args, parser) -> int:
                            "partition_rows": workload.partition_counts(conn, table) if table.partitions else []}
         profile = capture_profile(cap)
         failure = save_capture(cap, args.output, profile)
-        sys.stdout.write(render_text(profile))
+        write_text(profile, sys.stdout)
         print(f"\nload: {rows} rows into {table.name} in {seconds:.2f}s; rows per partition "
               f"(SELECT COUNT(*)): {cap.doc['workload']['partition_rows']}")
         print(f"open {args.output}/report.html in a browser (no network needed); the flame graph: "
