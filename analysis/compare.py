@@ -24,7 +24,7 @@ from mysqlprobe.analysis import mechanisms
 from mysqlprobe.analysis.compare_account import Explanation, detail as account_detail, headline as account_headline
 from mysqlprobe.analysis.compare_wall import Wall, unprobed_wall
 from mysqlprobe.analysis.index_build import SUBJECT as INDEX_BUILD_SUBJECT
-from mysqlprobe.analysis.drilldown import drilldown, drilldown_lines
+from mysqlprobe.analysis.drilldown import DrillPath, drilldown, drilldown_lines
 from mysqlprobe.analysis.model import Profile
 from mysqlprobe.analysis.consistency import TOLERANCE, stage_threads
 from mysqlprobe.analysis.figures import exclusive_totals
@@ -224,7 +224,7 @@ class Comparison:
     functions: list[Change]           # CPU self time per row
     stages: dict[str, dict[str, dict[str, Any]]]   # stage -> side -> per-row figures (JSON)
     perf_schema: dict[str, list[Change]]           # ps_stage, ps_wait
-    drilldown: list[dict[str, Any]]
+    drilldown: list[DrillPath]
     why: list[dict[str, Any]]
     caveats: list[str]
     explanation: Explanation | None   # the delta by mechanism, from the sampled runs
@@ -259,7 +259,7 @@ class Comparison:
                                "withheld": self.withheld, "functions": [c.to_json() for c in self.functions],
                                "stages": self.stages,
                                "perf_schema": {kind: [c.to_json() for c in cs] for kind, cs in self.perf_schema.items()},
-                               "drilldown": self.drilldown, "why": self.why, "caveats": self.caveats}
+                               "drilldown": [e.to_json() for e in self.drilldown], "why": self.why, "caveats": self.caveats}
         if self.explanation is not None:
             doc = self.explanation.to_json()
             out.update({key: doc[key] for key in doc if key != "wall"})
@@ -312,7 +312,7 @@ def compare(a: list[Run], b: list[Run], explanation: Explanation | None = None,
         explanation=explanation)
 
 
-def why(a: list[Run], b: list[Run], ranked: list[Change], paths: list[dict[str, Any]], top: int = 3) -> list[dict[str, Any]]:
+def why(a: list[Run], b: list[Run], ranked: list[Change], paths: list[DrillPath], top: int = 3) -> list[dict[str, Any]]:
     """For the stages that changed most (not noise), the mechanism of the
     deepest catalog function on the path the drill-down followed (else the
     stage's own), what it does, and its settings that differ between A and
@@ -320,7 +320,7 @@ def why(a: list[Run], b: list[Run], ranked: list[Change], paths: list[dict[str, 
     out = []
     settings_a, settings_b = a[0].settings, b[0].settings
     for c in [c for c in ranked if c.verdict != "noise" and abs(c.delta) >= 1][:top]:
-        path = next((p["path"] for p in paths if p.get("stage") == c.name), [c.name])
+        path = next((list(p.path) for p in paths if p.stage == c.name), [c.name])
         m = mechanisms.of_path(path)
         if m is None:
             continue

@@ -15,7 +15,6 @@ from mysqlprobe.analysis import compare as C
 from mysqlprobe.analysis.compare_account import (EFFICIENCY, Explanation, answer, headline_parts, ns_figure,
                                                     signed_figure)
 from mysqlprobe.analysis.compare_figures import ns_text, signed_ns
-from mysqlprobe.analysis.drilldown import evidence_line
 from mysqlprobe.analysis.html_report import PAGE_SCRIPT, axis_ticks
 from mysqlprobe.analysis.stage_trees import CPU_NS, OFFCPU_NS
 from mysqlprobe.flamegraphs.folded import Folded
@@ -81,11 +80,10 @@ def drilldown_html(result: C.Comparison) -> str:
         return ""
     items = []
     for e in entries:
-        path = " &gt; ".join(f"<code>{html.escape(f)}</code>" for f in e["path"])
-        items.append(f"<li><b>{html.escape(signed_ns(e['delta_ns_per_row']))}</b> per row "
-                     f"({100 * e['share']:.0f}% of the difference) {path}<br><span class=muted>"
-                     f"{html.escape(evidence_line('A', e['a']))} | {html.escape(evidence_line('B', e['b']))}"
-                     "</span></li>")
+        path = " &gt; ".join(f"<code>{html.escape(f)}</code>" for f in e.path)
+        items.append(f"<li><b>{html.escape(signed_ns(e.delta_ns_per_row))}</b> per row "
+                     f"({100 * e.share:.0f}% of the difference) {path}<br><span class=muted>"
+                     f"{html.escape(e.a.line('A'))} | {html.escape(e.b.line('B'))}</span></li>")
     return "<h2>Drill-down</h2><ol>" + "".join(items) + "</ol>"
 
 
@@ -94,7 +92,7 @@ def stage_graphs(a: list[C.Run], b: list[C.Run], result: C.Comparison) -> list[t
     into: CPU and off-CPU time per row (ns), summed over each side's repeats
     and divided by their number."""
     out: list[tuple[str, str]] = []
-    for stage in dict.fromkeys(e["stage"] for e in result.drilldown):
+    for stage in dict.fromkeys(e.stage for e in result.drilldown):
         def side(runs: list[C.Run]) -> Folded:
             merged = Folded()
             for r in runs:

@@ -6,6 +6,7 @@ files, bytes and time, per row on both sides."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import re
@@ -58,7 +59,67 @@ def _walk(a: list[Any], b: list[Any], stage: str, path: list[str], here: Change,
                               if (leads and i == 0) or abs(change.delta) >= floor]))
 
 
-def _evidence(runs: list[Any], stage: str, path: list[str]) -> dict[str, Any]:
+@dataclass(frozen=True, slots=True)
+class SyscallFigures:
+    """A system call on a file (its table's, for partitions) below a path, per row."""
+
+    call: str
+    file: str
+    calls: float
+    bytes: float
+    ns: float
+
+    def to_json(self) -> dict[str, Any]:
+        return {"call": self.call, "file": self.file, "calls": self.calls, "bytes": self.bytes, "ns": self.ns}
+
+
+@dataclass(frozen=True, slots=True)
+class Evidence:
+    """One side's figures below a path, per row, medians over its repeats:
+    CPU, off-CPU, the I/O calls (their time, bytes and count) and the
+    largest system calls by file."""
+
+    cpu_ns: float
+    offcpu_ns: float
+    io_ns: float
+    io_bytes: float
+    io_calls: float
+    syscalls: tuple[SyscallFigures, ...]
+
+    def to_json(self) -> dict[str, Any]:
+        return {"cpu_ns": self.cpu_ns, "offcpu_ns": self.offcpu_ns,
+                "io": {"ns": self.io_ns, "bytes": self.io_bytes, "calls": self.io_calls},
+                "syscalls": [c.to_json() for c in self.syscalls]}
+
+    def line(self, side: str) -> str:
+        text = f"{side}: cpu {ns_text(self.cpu_ns)}, off-CPU {ns_text(self.offcpu_ns)}"
+        if self.io_calls:
+            text += f"; I/O {self.io_calls:.3g} calls {size(self.io_bytes)} {ns_text(self.io_ns)}"
+        return text
+
+
+@dataclass(frozen=True, slots=True)
+class DrillPath:
+    """A path below a stage where the difference per row concentrates: its
+    change, its share of the wall-time difference, and each side's evidence."""
+
+    stage: str
+    path: tuple[str, ...]          # the stage, then the functions below it
+    delta_ns_per_row: float
+    share: float
+    verdict: str
+    a: Evidence
+    b: Evidence
+    spread_a_ns: float
+    spread_b_ns: float
+
+    def to_json(self) -> dict[str, Any]:
+        return {"stage": self.stage, "path": list(self.path), "delta_ns_per_row": self.delta_ns_per_row,
+                "share": self.share, "verdict": self.verdict, "a": self.a.to_json(), "b": self.b.to_json(),
+                "spread_ns": {"a": self.spread_a_ns, "b": self.spread_b_ns}}
+
+
+def _evidence(runs: list[Any], stage: str, path: list[str]) -> Evidence:
     """Per row, medians over the repeats: CPU, off-CPU, the I/O calls and
     the system calls below the path (call and file)."""
     nodes = [_node(r, stage, path) for r in runs]
@@ -72,11 +133,10 @@ def _evidence(runs: list[Any], stage: str, path: list[str]) -> dict[str, Any]:
             for kind, v in figures.items():
                 calls[key + (kind,)] = calls.get(key + (kind,), 0.0) + v / len(nodes)
     keys = sorted({k[:2] for k in calls}, key=lambda k: -calls[k + (IO_NS,)])[:TOP_CALLS]
-    return {"cpu_ns": round(med(CPU_NS), 1), "offcpu_ns": round(med(OFFCPU_NS), 1),
-            "io": {"ns": round(med(IO_NS), 1), "bytes": round(med(IO_BYTES), 1), "calls": round(med(IO_CALLS), 4)},
-            "syscalls": [{"call": c, "file": f, "calls": round(calls[(c, f, IO_CALLS)], 4),
-                          "bytes": round(calls[(c, f, IO_BYTES)], 1), "ns": round(calls[(c, f, IO_NS)], 1)}
-                         for c, f in keys]}
+    return Evidence(round(med(CPU_NS), 1), round(med(OFFCPU_NS), 1), round(med(IO_NS), 1), round(med(IO_BYTES), 1),
+                    round(med(IO_CALLS), 4),
+                    tuple(SyscallFigures(c, f, round(calls[(c, f, IO_CALLS)], 4), round(calls[(c, f, IO_BYTES)], 1),
+                                         round(calls[(c, f, IO_NS)], 1)) for c, f in keys))
 
 
 def file_group(file: str) -> str:
@@ -110,7 +170,7 @@ def _nearest_below(change: Change, found: list[Any]) -> list[Change]:
     return [c for c in below if not any(c.name.startswith(q.name + ";") for q in below)]
 
 
-def drilldown(a: list[Any], b: list[Any], wall: Change, ranked: list[Change]) -> list[dict[str, Any]]:
+def drilldown(a: list[Any], b: list[Any], wall: Change, ranked: list[Change]) -> list[DrillPath]:
     """Below the stages that hold the difference, the deepest paths where
     it concentrates, most first: each with its share of the wall-time
     difference per row and, per side, the evidence."""
@@ -130,38 +190,29 @@ def drilldown(a: list[Any], b: list[Any], wall: Change, ranked: list[Change]) ->
         below = sum(c.delta for c in _nearest_below(change, found))
         if below and below * change.delta > 0 and abs(below) >= FOLLOW * abs(change.delta):
             continue
-        entries.append({"stage": stage, "path": [stage] + path, "delta_ns_per_row": round(change.delta, 1),
-                        "share": round(change.delta / wall.delta, 4), "verdict": change.verdict,
-                        "a": _evidence(a, stage, path), "b": _evidence(b, stage, path),
-                        "spread_ns": {"a": round(change.a.spread, 1), "b": round(change.b.spread, 1)}})
-    entries.sort(key=lambda e: -abs(e["delta_ns_per_row"]))
+        entries.append(DrillPath(stage, (stage, *path), round(change.delta, 1), round(change.delta / wall.delta, 4),
+                                 change.verdict, _evidence(a, stage, path), _evidence(b, stage, path),
+                                 round(change.a.spread, 1), round(change.b.spread, 1)))
+    entries.sort(key=lambda e: -abs(e.delta_ns_per_row))
     return entries
 
 
-def evidence_line(side: str, e: dict[str, Any]) -> str:
-    io = e["io"]
-    line = f"{side}: cpu {ns_text(e['cpu_ns'])}, off-CPU {ns_text(e['offcpu_ns'])}"
-    if io["calls"]:
-        line += f"; I/O {io['calls']:.3g} calls {size(io['bytes'])} {ns_text(io['ns'])}"
-    return line
-
-
-def drilldown_lines(entries: list[dict[str, Any]], top: int = 5) -> list[str]:
+def drilldown_lines(entries: list[DrillPath], top: int = 5) -> list[str]:
     """Each path whole (wrapped, never cut), then per side the evidence and
     the system calls below it."""
     if not entries:
         return []
     lines = ["", "drill-down: where below the stages the difference concentrates (per row):"]
     for e in entries[:top]:
-        lines.append(f"  {signed_ns(e['delta_ns_per_row'])}, {100 * e['share']:.0f}% of the difference"
-                     + (f" ({e['verdict']})" if e["verdict"] != "finding" else "") + ":")
-        lines += textwrap.wrap(" > ".join(e["path"]), 80, initial_indent="    ", subsequent_indent="      ",
+        lines.append(f"  {signed_ns(e.delta_ns_per_row)}, {100 * e.share:.0f}% of the difference"
+                     + (f" ({e.verdict})" if e.verdict != "finding" else "") + ":")
+        lines += textwrap.wrap(" > ".join(e.path), 80, initial_indent="    ", subsequent_indent="      ",
                                break_long_words=True, break_on_hyphens=False)
-        lines.append("    " + evidence_line("A", e["a"]))
-        lines.append("    " + evidence_line("B", e["b"]))
-        sides = {side: {(c["call"], c["file"]): c for c in e[side]["syscalls"]} for side in ("a", "b")}
+        lines.append("    " + e.a.line("A"))
+        lines.append("    " + e.b.line("B"))
+        sides = {side: {(c.call, c.file): c for c in evidence.syscalls} for side, evidence in (("a", e.a), ("b", e.b))}
         for key in dict.fromkeys(list(sides["b"]) + list(sides["a"])):
-            figures = [f"{side.upper()} {c['calls']:.3g}/row {size(c['bytes'])} {ns_text(c['ns'])}"
+            figures = [f"{side.upper()} {c.calls:.3g}/row {size(c.bytes)} {ns_text(c.ns)}"
                        if (c := sides[side].get(key)) else f"{side.upper()} none" for side in ("a", "b")]
             lines += textwrap.wrap(f"{key[0]} {key[1]}: " + ", ".join(figures), 80, initial_indent="    ",
                                    subsequent_indent="      ", break_long_words=True)

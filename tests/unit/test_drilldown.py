@@ -89,16 +89,16 @@ def test_the_drilldown_finds_the_deeper_path_with_its_share_and_evidence():
     result = C.compare([run(side_a())], [run(side_b())])
     assert result.wall.delta == pytest.approx(8 * US)
     top = result.drilldown[0]
-    assert top["path"] == ["innodb.row_insert", "row_ins_clust_index_entry", "fil_extend", "os_file_write"]
-    assert top["delta_ns_per_row"] == pytest.approx(6 * US)
-    assert top["share"] == pytest.approx(0.75)
-    b, a = top["b"], top["a"]
-    assert (b["cpu_ns"], b["offcpu_ns"]) == (pytest.approx(4 * US), pytest.approx(2 * US))
-    assert (a["cpu_ns"], a["offcpu_ns"], a["io"]["calls"]) == (0, 0, 0)
-    assert b["syscalls"][0] == {"call": "fsync", "file": "test/t1.ibd", "calls": 0.4995, "bytes": 0, "ns": 2000.0}
-    assert b["syscalls"][1]["call"] == "pwrite64" and b["syscalls"][1]["bytes"] == 16384
+    assert top.path == ("innodb.row_insert", "row_ins_clust_index_entry", "fil_extend", "os_file_write")
+    assert top.delta_ns_per_row == pytest.approx(6 * US)
+    assert top.share == pytest.approx(0.75)
+    b, a = top.b, top.a
+    assert (b.cpu_ns, b.offcpu_ns) == (pytest.approx(4 * US), pytest.approx(2 * US))
+    assert (a.cpu_ns, a.offcpu_ns, a.io_calls) == (0, 0, 0)
+    assert b.syscalls[0].to_json() == {"call": "fsync", "file": "test/t1.ibd", "calls": 0.4995, "bytes": 0, "ns": 2000.0}
+    assert b.syscalls[1].call == "pwrite64" and b.syscalls[1].bytes == 16384
     # the stages above it are not findings of their own: it explains them
-    assert [e["path"] for e in result.drilldown] == [top["path"]]
+    assert [e.path for e in result.drilldown] == [top.path]
     text = C.render_text(result)
     assert "drill-down" in text and "fil_extend > os_file_write" in text and "pwrite64 test/t1.ibd" in text
 
@@ -108,7 +108,7 @@ def test_a_difference_split_between_two_paths_stops_where_they_part():
     doc, evidence = side_b(extend_cpu_us=2)
     evidence[T.CPU_NS].stacks[f"conn;ha_innopart::write_row;{INSERT};lock_rec_insert_check_and_lock"] = 2 * ROWS
     result = C.compare([run(side_a())], [run((doc, evidence))])
-    paths = {tuple(e["path"]): e["share"] for e in result.drilldown}
+    paths = {e.path: e.share for e in result.drilldown}
     ext = ("innodb.row_insert", "row_ins_clust_index_entry", "fil_extend", "os_file_write")
     lock = ("innodb.row_insert", "row_ins_clust_index_entry", "lock_rec_insert_check_and_lock")
     assert paths[ext] == pytest.approx(0.5) and paths[lock] == pytest.approx(0.25)
