@@ -147,8 +147,23 @@ def estimated_calls(s: StageSummary, profile: Profile) -> Estimate:
     if cycles is None or s.cycle_calls is None:
         return Estimate(float(s.calls), float(s.calls), float(s.calls))
     if estimate_basis(profile) == "rows":
-        return estimate_by_rows(row_pairs(profile, s), profile.window.rows_changed or 0, s.calls)
+        calls = estimate_by_rows(row_pairs(profile, s), profile.window.rows_changed or 0, s.calls)
+        return read_doubt_interval(calls, row_cycles(profile), unprobed_rate(profile.sampling), s.calls)
     return _by_time([(c.on_s, c.probe_s, n) for c, n in zip(cycles, s.cycle_calls)], profile)
+
+
+def read_doubt_interval(calls: Estimate, kept: list[Cycle], rate: float | None, counted: float) -> Estimate:
+    """Calls per row from one cycle has no spread between cycles to give an
+    interval; its doubt is where its rows sit in their reads: each read of
+    the row counter lies somewhere in its width, which at the load's
+    unprobed rate (the most rows a second it could change) is that many
+    rows either way against the rows the cycle counted. A 1-s statement
+    that began in a window's only on-phase put 1,000-4,000 rows there, and
+    reads 1-5 ms wide put its count 2-4% out (bench/RESULTS.md, section 4)."""
+    if calls.low is not None or len(kept) != 1 or not rate or not kept[0].rows or not kept[0].read_s:
+        return calls
+    doubt = sum(kept[0].read_s) / 2 * rate / kept[0].rows
+    return Estimate(calls.value, max(calls.value * (1 - doubt), float(counted)), calls.value * (1 + doubt))
 
 
 MEMORY_COUNTER = "memory:"  # window.rows_counter: a variable read from the target (--progress-counter)

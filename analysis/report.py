@@ -183,7 +183,8 @@ def _sampling_line(profile: Profile) -> list[str]:
     measured = f", {slowdown_words(profile.overhead)}" if profile.collector_costs is None \
         and profile.overhead.slowdown_estimate is not None else ""
     # an interval comes from how calls vary between cycles: one cycle gives none
-    interval = "95% intervals below" if sampling.cycles >= 2 else "one cycle, so no interval (a longer window)"
+    interval = "95% intervals below" if sampling.cycles >= 2 else \
+        "one cycle: its intervals are where its rows sit in their reads (a longer window narrows them)"
     misread = sampling.cycles - len(row_cycles(profile))
     left_out = ([f"         {misread} of {sampling.cycles} cycles left out of calls per row: the server's "
                  "row counter was read too far from their calls"] if misread else [])

@@ -903,3 +903,18 @@ def test_a_long_ordinary_off_phase_goes_quiet_for_its_rest(clock):
     cycles = DutyCycles(_Session(), [], None, window, 0.10, rows, quieted=[_Quieted()])
     cycles._ordinary_phases, cycles.load_span = 1, duty.LoadSpan((0.0, 0), (1.0, 10_000))
     assert not cycles._ordinary(0.6, clock.monotonic(), (clock.monotonic(), rows()), burst=False)[1]
+
+
+def test_one_cycles_count_has_the_doubt_of_where_its_rows_sit_in_their_reads():
+    from mysqlprobe.analysis.profile import read_doubt_interval
+    from mysqlprobe.analysis.sampling import Estimate
+    from mysqlprobe.analysis.views import Cycle
+    cycle = Cycle(on_s=0.02, probe_s=0.0, calls=(2000,), rows=2000, row_s=0.02, read_s=(0.001, 0.003))
+    est = read_doubt_interval(Estimate(100_000.0, None, None), [cycle], 400_000.0, 2000)
+    # reads 1 and 3 ms wide: 2 ms either way at 400,000 rows/s, 800 rows of the 2,000 counted
+    assert (est.value, est.low, est.high) == (100_000.0, pytest.approx(60_000), pytest.approx(140_000))
+    # never below what was counted
+    assert read_doubt_interval(Estimate(2_100.0, None, None), [cycle], 400_000.0, 2000).low == 2000
+    # two cycles have their own spread; without the load's rate there is no doubt to give
+    assert read_doubt_interval(Estimate(1.0, None, None), [cycle, cycle], 4e5, 1).low is None
+    assert read_doubt_interval(Estimate(1.0, None, None), [cycle], None, 1).low is None
