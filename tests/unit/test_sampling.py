@@ -350,6 +350,21 @@ def test_an_on_phase_at_a_statements_start_costs_no_long_off_phase(clock):
     assert second["lost_s"] is not None and second["lost_s"] > 0
 
 
+def test_a_held_on_phase_is_paced_on_its_hold_not_on_the_statements_start(clock):
+    window = Window(os.getpid(), 60.0, Control(stop=clock), "stopped", lambda: 0)
+    # 800,000 rows a second unprobed: the statement opened its tables for 20 ms of the
+    # on-phase (100 rows), then ran at 400,000 a second through the 30-ms hold
+    cycles = DutyCycles(None, [], calibration=None, window=window, budget=0.05, rows_changed=_Rows((12_100, 92_100)))
+    first = {"on_s": 0.053, "probe_s": 1e-3, "calls": {0: 6_000}, "rows": 12_000, "row_s": 0.03,
+             "row_calls": {0: 6_000}, "held": True}
+    t0 = clock.monotonic() - 0.09          # attach, on-phase, detach
+    cycles._last_read = (t0, 100)          # the on-phase's reads saw the load running
+    cycles._pace(first, t0, 0, t0)
+    # the hold lost half its time: 0.045 s of the 0.09-s cycle; paced on the cycle's
+    # rows (12,100 in 0.09 s) it would have been 0.075 s, the tables' opening counted
+    assert first["lost_s"] == pytest.approx(0.045, rel=0.01)
+
+
 def test_no_quiet_phase_before_half_a_second_of_ordinary_ones_saw_the_load(clock):
     window = Window(os.getpid(), 60.0, Control(stop=clock), "stopped", lambda: 0)
     cycles = DutyCycles(_Session(), [], None, window, 0.10, lambda: 0, quieted=[_Quieted()])
@@ -823,16 +838,75 @@ def _cycles_over(clock, starts_s: float | None, seconds: float = 1.5, budget: fl
     return cycles, load
 
 
-def test_the_on_phase_a_load_starts_in_is_not_held_and_the_next_cycle_measures_the_loss(clock):
-    # the load starts 1 ms before the first (20-ms) on-phase ends: that phase keeps its
-    # length, its loss cannot be told from the load getting under way, and the next
-    # cycle comes soon and measures it (the probes halve the load's speed)
-    cycles, _ = _cycles_over(clock, 0.019)
-    first, second = cycles.cycles[:2]
-    assert first["on_s"] == pytest.approx(0.02, abs=0.001) and "held" not in first
-    assert first["lost_s"] is None
-    assert second["at_s"] < 0.5
-    assert second["lost_s"] == pytest.approx(second["on_s"] / 2, rel=0.25)
+def _held_cycles(clock, starts_after_s: float | None, read_s: float = 0.0) -> list[dict]:
+    """A 1.5-s window's cycles over a load of 200,000 rows/s that starts
+    starts_after_s into the first on-phase (None: no load at all); each
+    read of the rows takes read_s."""
+    window = Window(os.getpid(), 1.5, Control(stop=clock), "stopped", lambda: 0)
+    calibration = SimpleNamespace(current=lambda: SimpleNamespace(classes={}, pair_of=lambda s: 0.0))
+    t0 = clock.monotonic()
+
+    def rows() -> int:
+        clock.sleep(read_s)
+        if starts_after_s is None:
+            return 0
+        return int(max(clock.monotonic() - t0 - starts_after_s, 0.0) * 200_000)
+    cycles = DutyCycles(_Session(), [], calibration, window, 0.10, rows)
+    cycles.run((t0, rows()))
+    return cycles.cycles
+
+
+def test_an_on_phase_the_load_started_in_is_held_for_its_rows(clock):
+    # the load starts 5 ms before the first on-phase would end: 1,000 rows in it
+    cycles = _held_cycles(clock, 0.015)
+    first = cycles[0]
+    assert first["held"] and first["row_s"] == pytest.approx(duty.HOLD_S, abs=0.005)
+    # calls per row over the hold's 30 ms of the load, not over the 5 ms before it
+    assert first["rows"] == pytest.approx(200_000 * duty.HOLD_S, rel=0.1)
+    assert first["on_s"] >= 0.02 + duty.HOLD_S
+    # once the on-phases have counted HOLD_ROWS, none is held again
+    assert not any("held" in c for c in cycles[1:])
+
+
+def test_the_first_on_phase_to_see_the_load_is_held_however_many_rows_it_saw(clock):
+    # the load starts 5 ms into the first on-phase (3,000 rows by its end, past
+    # HOLD_ROWS) or just before it: its first read saw the load starting, its second
+    # at speed, and the two do not share their offset from the calls
+    for start in (0.005, -0.001):
+        first = _held_cycles(clock, start)[0]
+        assert first["held"] and first["row_s"] == pytest.approx(duty.HOLD_S, abs=0.005)
+
+
+def test_a_hold_lasts_until_its_reads_are_narrow_against_it(clock):
+    # reads 4 ms wide: 30 ms of hold would leave the rows anywhere in an eighth of it
+    first = _held_cycles(clock, 0.034, read_s=0.004)[0]
+    assert first["held"] and first["row_s"] >= 0.004 / duty.HOLD_READ_SHARE   # 0.1 s at least
+    # and no longer than MAX_HOLD_S, however wide
+    first = _held_cycles(clock, 0.07, read_s=0.012)[0]
+    assert first["held"] and first["row_s"] <= duty.MAX_HOLD_S + duty.HOLD_S + 0.012 * reads.READ_TRIES
+
+
+def test_a_wide_read_at_a_holds_start_gives_way_to_a_narrower_one(clock):
+    # the read that opens the hold takes 13 ms (the server busy with clients
+    # connecting), every later one 1 ms: the hold's span starts at a later read
+    latency_reads = iter([0.001] * 2 + [0.013] * reads.READ_TRIES + [0.001] * 1000)
+    window = Window(os.getpid(), 1.5, Control(stop=clock), "stopped", lambda: 0)
+    calibration = SimpleNamespace(current=lambda: SimpleNamespace(classes={}, pair_of=lambda s: 0.0))
+    t0 = clock.monotonic()
+
+    def rows() -> int:
+        clock.sleep(next(latency_reads))
+        return int(max(clock.monotonic() - t0 - 0.01, 0.0) * 200_000)
+    cycles = DutyCycles(_Session(), [], calibration, window, 0.10, rows)
+    cycles.run((t0, rows()))
+    first = cycles.cycles[0]
+    assert first["held"] and max(first["read_s"]) <= 0.002
+    assert first["row_s"] < duty.MAX_HOLD_S
+
+
+def test_no_on_phase_is_held_without_a_load(clock):
+    cycles = _held_cycles(clock, None)
+    assert len(cycles) > 3 and not any("held" in c for c in cycles)
 
 
 def test_a_window_over_a_load_that_starts_in_any_phase_keeps_the_budget(clock):
@@ -865,9 +939,9 @@ def test_the_off_phase_a_load_started_in_is_not_its_speed(clock):
 
 
 def test_the_load_span_is_trimmed_to_where_its_first_and_last_rows_fell(clock):
-    # a load from 1.23 s to 2.31 s of a 3-s window, both edges in off-phases: the reads
+    # a load from 1.23 s to 2.31 s of a 4-s window, both edges in off-phases: the reads
     # around each edge hold idle time, which the load's unprobed rate tells from its own
-    cycles, _ = _cycles_over(clock, 1.23, seconds=3.0, budget=0.05, ends_s=2.31)
+    cycles, _ = _cycles_over(clock, 1.23, seconds=4.0, budget=0.05, ends_s=2.31)
     record = cycles.record(0.05)
     start, end = (SpanEdge.of(record["load_edges"][k]) for k in ("start", "end"))
     assert not start.probed and not end.probed
