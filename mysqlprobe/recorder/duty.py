@@ -442,8 +442,8 @@ class DutyCycles:
             self.burst_rows = None if rows is None or self.burst_rows is None else self.burst_rows + rows
         if rows is None:
             return
+        began = (time.monotonic() if ended is None else ended) - seconds
         if self.cycles:  # the off-phase after the cycle's on-phase
-            began = (time.monotonic() if ended is None else ended) - seconds
             part = {"at_s": round(began - self.opened, 6), "s": round(seconds, 6), "rows": rows, "quiet": quiet}
             if burst:
                 part["burst"] = True
@@ -457,7 +457,6 @@ class DutyCycles:
             if not quiet:
                 self.pacer.off_phase(rows, seconds)
             return
-        began = (time.monotonic() if ended is None else ended) - seconds
         if self.load_span is not None and self.load_span.first[0] >= began:
             # the load started in this phase: idle for part of it, not the load's speed (a
             # third of it, paced on, measured the next cycles' losses at 0 and cost 4% of a load)
